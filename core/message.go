@@ -1,0 +1,172 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// MaxDedupKeyBytes bounds a dedup key's length.
+const MaxDedupKeyBytes = 255
+
+// DBTX is anything that can run a query: a *pgxpool.Pool, a *pgx.Conn or the
+// caller's pgx.Tx. Passing a transaction makes the enqueue commit or roll
+// back with the caller's business data.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Message is what a producer enqueues.
+type Message struct {
+	// Sink names the configured sink instance that delivers the message.
+	Sink string
+	// DedupKey is unique per sink: enqueueing the same (Sink, DedupKey) twice
+	// stores one row. Printable, at most MaxDedupKeyBytes bytes.
+	DedupKey string
+	// Payload is delivered to the sink. A json.RawMessage or []byte must hold
+	// valid JSON and is stored as is; a string is stored as {"text": ...};
+	// anything else is encoded with encoding/json.
+	Payload any
+	// Headers carry metadata to the sink. The caller's trace context is added
+	// as traceparent/tracestate when ctx holds a span.
+	Headers map[string]string
+	// OrderingKey, when set, makes rows sharing it deliver strictly in id
+	// order across all relays.
+	OrderingKey string
+	// AvailableAt delays the first attempt; zero means now (database clock).
+	AvailableAt time.Time
+	// MaxAttempts overrides the sink's max_attempts for this message.
+	MaxAttempts int
+}
+
+// ErrInvalidMessage is wrapped by every validation error, so callers can tell
+// bad input from a database failure with errors.Is.
+var ErrInvalidMessage = errors.New("invalid message")
+
+// validMessage is a Message checked and encoded for the database.
+type validMessage struct {
+	sink, dedupKey string
+	payload        []byte
+	headers        []byte
+	orderingKey    *string
+	availableAt    *time.Time
+	maxAttempts    *int32
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("outbox: %w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
+}
+
+// validate checks m before anything touches the database and encodes it.
+func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) {
+	var v validMessage
+	if m.Sink == "" {
+		return v, invalid("sink is empty")
+	}
+	if err := checkKey("dedup key", m.DedupKey); err != nil {
+		return v, err
+	}
+	if m.OrderingKey != "" {
+		if err := checkKey("ordering key", m.OrderingKey); err != nil {
+			return v, err
+		}
+		v.orderingKey = &m.OrderingKey
+	}
+	if m.MaxAttempts < 0 {
+		return v, invalid("max attempts must not be negative, got %d", m.MaxAttempts)
+	}
+	if m.MaxAttempts > 0 {
+		n := int32(min(m.MaxAttempts, 1<<30))
+		v.maxAttempts = &n
+	}
+	if !m.AvailableAt.IsZero() {
+		v.availableAt = &m.AvailableAt
+	}
+	payload, err := encodePayload(m.Payload)
+	if err != nil {
+		return v, err
+	}
+	if len(payload) > o.maxPayload() {
+		return v, invalid("payload is %d bytes, over the limit of %d", len(payload), o.maxPayload())
+	}
+	headers := withTraceContext(ctx, m.Headers)
+	if v.headers, err = json.Marshal(headers); err != nil {
+		return v, invalid("headers: %v", err)
+	}
+	v.sink, v.dedupKey, v.payload = m.Sink, m.DedupKey, payload
+	return v, nil
+}
+
+func checkKey(what, key string) error {
+	if key == "" {
+		return invalid("%s is empty", what)
+	}
+	if len(key) > MaxDedupKeyBytes {
+		return invalid("%s is %d bytes, over the limit of %d", what, len(key), MaxDedupKeyBytes)
+	}
+	for _, r := range key {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
+			return invalid("%s %q holds a character that is not printable", what, key)
+		}
+	}
+	return nil
+}
+
+func encodePayload(p any) ([]byte, error) {
+	var b []byte
+	switch p := p.(type) {
+	case nil:
+		return nil, invalid("payload is empty")
+	case json.RawMessage:
+		b = p
+	case []byte:
+		b = p
+	case string:
+		enc, err := json.Marshal(map[string]string{"text": p})
+		if err != nil {
+			return nil, invalid("payload: %v", err)
+		}
+		return enc, nil
+	default:
+		enc, err := json.Marshal(p)
+		if err != nil {
+			return nil, invalid("payload cannot be encoded as JSON: %v", err)
+		}
+		return enc, nil
+	}
+	if !json.Valid(b) {
+		return nil, invalid("payload is not valid JSON")
+	}
+	return b, nil
+}
+
+// traceContext is the W3C propagator used for the producer's trace context.
+// It is fixed rather than the global propagator so the trace survives even
+// when the application never configured one.
+var traceContext = propagation.TraceContext{}
+
+func withTraceContext(ctx context.Context, headers map[string]string) map[string]string {
+	carrier := propagation.MapCarrier{}
+	traceContext.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		if headers == nil {
+			return map[string]string{}
+		}
+		return headers
+	}
+	for k, v := range headers {
+		if _, set := carrier[k]; !set {
+			carrier[k] = v
+		}
+	}
+	return carrier
+}

@@ -1,0 +1,76 @@
+package core
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
+// told otherwise.
+const DefaultSchema = "outbox"
+
+// DefaultMaxPayloadBytes bounds one message's payload.
+const DefaultMaxPayloadBytes = 256 << 10
+
+// schemaNamePattern keeps schema names to plain lower-case identifiers, so a
+// name can never smuggle SQL even before it is quoted.
+var schemaNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Outbox addresses one outbox: the tables in one PostgreSQL schema. Several
+// independent outboxes can share a database. An Outbox holds no connection;
+// every method takes the database handle to use, so it can run inside the
+// caller's transaction.
+type Outbox struct {
+	schema string
+	// MaxPayloadBytes bounds a payload's encoded size; 0 means
+	// DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+
+	channel string // pg_notify channel that wakes this outbox's relays
+	sql     queries
+}
+
+// New returns the Outbox stored in schema ("" means DefaultSchema).
+func New(schema string) (*Outbox, error) {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !schemaNamePattern.MatchString(schema) {
+		return nil, fmt.Errorf("outbox: invalid schema name %q: want lower-case letters, digits and underscores, starting with a letter", schema)
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	return &Outbox{
+		schema:  schema,
+		channel: schema + "_outbox_wakeup",
+		sql:     newQueries(ident),
+	}, nil
+}
+
+// Default is the outbox in DefaultSchema, used by the package-level functions.
+var Default = mustNew(DefaultSchema)
+
+func mustNew(schema string) *Outbox {
+	o, err := New(schema)
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
+// Schema returns the PostgreSQL schema holding this outbox.
+func (o *Outbox) Schema() string { return o.schema }
+
+func (o *Outbox) maxPayload() int {
+	if o.MaxPayloadBytes > 0 {
+		return o.MaxPayloadBytes
+	}
+	return DefaultMaxPayloadBytes
+}
+
+// qualify replaces the {schema} placeholder of a query with the quoted schema.
+func qualify(ident, query string) string {
+	return strings.ReplaceAll(query, "{schema}", ident)
+}

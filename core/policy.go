@@ -1,0 +1,118 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults for a sink's delivery policy. Each can be overridden per sink.
+const (
+	// DefaultMaxAttempts is how many attempts a message gets before it is
+	// dead-lettered, unless the message or its sink says otherwise.
+	DefaultMaxAttempts = 10
+	// DefaultBackoffInitial is the first retry delay; later ones double.
+	DefaultBackoffInitial = time.Second
+	// DefaultBackoffMax caps the retry delay.
+	DefaultBackoffMax = 10 * time.Minute
+	// DefaultRateBurst is how many deliveries may start back to back after an
+	// idle spell when a rate limit sets no burst.
+	DefaultRateBurst = 1
+)
+
+// RateLimit allows a sustained Rate deliveries per Per across the whole
+// cluster, with at most Burst of them back to back after an idle spell; so in
+// any window of length Per at most Rate+Burst deliveries start, spread evenly.
+type RateLimit struct {
+	Rate  int
+	Per   time.Duration
+	Burst int
+}
+
+// interval is the even spacing between two deliveries.
+func (r RateLimit) interval() time.Duration { return r.Per / time.Duration(r.Rate) }
+
+func (r RateLimit) validate() error {
+	if r.Rate <= 0 {
+		return fmt.Errorf("rate_limit.rate must be positive, got %d", r.Rate)
+	}
+	if r.Per <= 0 {
+		return fmt.Errorf("rate_limit.per must be positive, got %s", r.Per)
+	}
+	if r.Burst < 0 {
+		return fmt.Errorf("rate_limit.burst must not be negative, got %d", r.Burst)
+	}
+	if r.interval() <= 0 {
+		return fmt.Errorf("rate_limit %d per %s is finer than a nanosecond", r.Rate, r.Per)
+	}
+	return nil
+}
+
+// Backoff shapes the delay before a failed delivery is retried: exponential
+// from Initial, capped at Max, with jitter so that a burst of failures does
+// not come back as a burst of retries.
+type Backoff struct {
+	Initial time.Duration
+	Max     time.Duration
+}
+
+// SinkConfig is one configured sink instance: the name rows carry in their
+// sink column, the Sink that delivers them, and its delivery policy. Zero
+// fields take the defaults above.
+type SinkConfig struct {
+	Name string // the value of the rows' sink column
+	Type string // the sink type (slack, webhook, ...), for telemetry
+	Sink Sink
+
+	MaxAttempts int
+	Backoff     Backoff
+	// RateLimit, when set, holds for the whole cluster. When nil, a sink that
+	// implements RateLimitDefaulter gets its default; others are unlimited.
+	RateLimit *RateLimit
+	// MaxInFlight bounds this sink's concurrent deliveries on one relay;
+	// 0 means the relay's Concurrency.
+	MaxInFlight int
+}
+
+func (c SinkConfig) withDefaults(concurrency int) (SinkConfig, error) {
+	if c.Name == "" {
+		return c, fmt.Errorf("outbox: sink config without a name")
+	}
+	if c.Sink == nil {
+		return c, fmt.Errorf("outbox: sink %q: no Sink", c.Name)
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.MaxAttempts < 0 {
+		return c, fmt.Errorf("outbox: sink %q: max_attempts must be positive", c.Name)
+	}
+	if c.Backoff.Initial == 0 {
+		c.Backoff.Initial = DefaultBackoffInitial
+	}
+	if c.Backoff.Max == 0 {
+		c.Backoff.Max = DefaultBackoffMax
+	}
+	if c.Backoff.Initial < 0 || c.Backoff.Max < c.Backoff.Initial {
+		return c, fmt.Errorf("outbox: sink %q: backoff needs 0 < initial <= max, got %s and %s", c.Name, c.Backoff.Initial, c.Backoff.Max)
+	}
+	if c.RateLimit == nil {
+		if d, ok := c.Sink.(RateLimitDefaulter); ok {
+			rl := d.DefaultRateLimit()
+			c.RateLimit = &rl
+		}
+	}
+	if c.RateLimit != nil {
+		rl := *c.RateLimit
+		if rl.Burst == 0 {
+			rl.Burst = DefaultRateBurst
+		}
+		if err := rl.validate(); err != nil {
+			return c, fmt.Errorf("outbox: sink %q: %w", c.Name, err)
+		}
+		c.RateLimit = &rl
+	}
+	if c.MaxInFlight <= 0 || c.MaxInFlight > concurrency {
+		c.MaxInFlight = concurrency
+	}
+	return c, nil
+}

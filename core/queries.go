@@ -1,0 +1,129 @@
+package core
+
+import "strings"
+
+// queries holds every SQL statement of one outbox, with its schema filled in.
+// They are built once per Outbox; nothing user-supplied is ever spliced in
+// except the schema identifier, which New validates and quotes.
+type queries struct {
+	ident string // the quoted schema name
+
+	enqueue, enqueueBatch, lookupID string
+	claimAll, claimSink             string
+	finish                          string
+}
+
+func newQueries(ident string) queries {
+	q := queries{ident: ident}
+	q.enqueue = qualify(ident, sqlEnqueue)
+	q.enqueueBatch = qualify(ident, sqlEnqueueBatch)
+	q.lookupID = qualify(ident, `SELECT id FROM {schema}.messages WHERE sink = $1 AND dedup_key = $2`)
+	q.claimAll = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "NOT (sink = ANY($3::text[]))"))
+	q.claimSink = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "sink = ($3::text[])[1]"))
+	q.finish = qualify(ident, sqlFinish)
+	return q
+}
+
+// sqlEnqueue inserts one message and wakes relays in the same statement.
+// pg_notify is transactional: the wake-up is delivered on commit, and
+// PostgreSQL folds identical notifications of one transaction into one, so a
+// bulk enqueue does not cause a notify storm.
+const sqlEnqueue = `
+WITH ins AS (
+    INSERT INTO {schema}.messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
+    VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, now()))
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+    RETURNING id
+), wake AS (
+    SELECT pg_notify($8, '') FROM ins LIMIT 1
+)
+SELECT ins.id FROM ins LEFT JOIN wake ON true`
+
+// sqlEnqueueBatch is the multi-row form: the columns arrive as arrays, so the
+// statement is the same whatever the batch size. It returns one row per input
+// row with the id (NULL when a concurrent enqueue committed it after our
+// snapshot) and whether this statement created it.
+const sqlEnqueueBatch = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[])
+        WITH ORDINALITY AS t(sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at, ord)
+), ins AS (
+    INSERT INTO {schema}.messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
+    SELECT sink, dedup_key, payload, headers, ordering_key, max_attempts, COALESCE(available_at, now())
+    FROM input ORDER BY ord
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+    RETURNING id, sink, dedup_key
+), wake AS (
+    SELECT pg_notify($8, '') FROM ins LIMIT 1
+)
+SELECT input.ord::int, COALESCE(ins.id, old.id), ins.id IS NOT NULL
+FROM input
+LEFT JOIN ins ON ins.sink = input.sink AND ins.dedup_key = input.dedup_key
+LEFT JOIN {schema}.messages old ON ins.id IS NULL AND old.sink = input.sink AND old.dedup_key = input.dedup_key
+LEFT JOIN wake ON true`
+
+// sqlClaim claims up to $1 rows in one statement: ready rows (pending, or
+// failed and due) in available_at order, plus rows whose lease expired (their
+// relay died or overran). Each gets lease token $4, a lease of $2 on the
+// database clock, and attempts+1 at claim time, so a message that crashes its
+// relay still runs out of attempts. A row with an ordering key is only ready
+// when no earlier row of its key is unfinished. It returns whether the row
+// was reclaimed from an expired lease (its previous outcome is unknown).
+const sqlClaim = `
+WITH ready AS (
+    SELECT id, status FROM {schema}.messages m
+    WHERE status IN ('pending', 'failed') AND available_at <= now()
+      AND {sink_filter}
+      AND (ordering_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM {schema}.messages e
+            WHERE e.ordering_key = m.ordering_key AND e.id < m.id
+              AND e.status IN ('pending', 'in_progress', 'failed')))
+    ORDER BY available_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT id, status FROM {schema}.messages
+    WHERE status = 'in_progress' AND lease_expires_at <= now()
+      AND {sink_filter}
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT id, status FROM ready UNION ALL SELECT id, status FROM expired
+)
+UPDATE {schema}.messages m
+SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $4,
+    lease_expires_at = now() + $2::interval, updated_at = now()
+FROM picked
+WHERE m.id = picked.id
+RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
+          m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress'`
+
+// sqlFinish writes a batch of outcomes in one statement. The lease token
+// guard makes a late completion from a relay whose lease expired (a zombie)
+// change nothing: the row was re-claimed under a new token. Failed attempts
+// are recorded for operators; a RetryAfter gives its attempt back.
+const sqlFinish = `
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
+        AS t(id, token, status, delay_seconds, error, receipt, refund)
+), done AS (
+    UPDATE {schema}.messages m
+    SET status = f.status,
+        attempts = m.attempts - f.refund,
+        available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
+        sent_at = CASE WHEN f.status = 'sent' THEN now() END,
+        last_error = COALESCE(f.error, m.last_error),
+        receipt = COALESCE(f.receipt, m.receipt),
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM f
+    WHERE m.id = f.id AND m.lease_token = f.token AND m.status = 'in_progress'
+    RETURNING m.id, m.attempts
+), recorded AS (
+    INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
+    SELECT done.id, done.attempts, f.error
+    FROM done JOIN f ON f.id = done.id
+    WHERE f.error IS NOT NULL AND f.refund = 0
+    ON CONFLICT DO NOTHING
+)
+SELECT id FROM done`

@@ -1,0 +1,136 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sink delivers one message to an external system. It is the one interface a
+// user implements to add a destination; the relay calls it outside any
+// database transaction, possibly concurrently for different rows.
+//
+// Deliver returns nil when the message was accepted by the destination. Any
+// other error is retryable unless wrapped with [Permanent] (dead-letter now)
+// or [RetryAfter] (come back later without spending an attempt).
+//
+// A sink must honour ctx: its deadline sits safely inside the row's lease, and
+// a delivery that outlives the lease may be repeated by another relay.
+type Sink interface {
+	Deliver(ctx context.Context, d *Delivery) error
+}
+
+// SinkFunc adapts a plain function to the [Sink] interface.
+type SinkFunc func(ctx context.Context, d *Delivery) error
+
+// Deliver calls f(ctx, d).
+func (f SinkFunc) Deliver(ctx context.Context, d *Delivery) error { return f(ctx, d) }
+
+// RateLimitDefaulter is implemented by sinks whose destination documents a
+// rate limit (Slack's one message per second per channel, for example). The
+// relay uses it when the sink's configuration sets no rate_limit.
+type RateLimitDefaulter interface {
+	DefaultRateLimit() RateLimit
+}
+
+// Delivery is one attempt at delivering one outbox row.
+type Delivery struct {
+	ID          int64             // the row's id
+	Sink        string            // the configured sink instance name (the row's sink column)
+	DedupKey    string            // unique per sink; stable across retries
+	Payload     json.RawMessage   // exactly the JSON that was enqueued
+	Headers     map[string]string // trace context and other metadata
+	OrderingKey string            // empty when the row is unordered
+	Attempt     int               // 1 for the first attempt
+	MaxAttempts int               // the attempt after which the row is dead-lettered
+	CreatedAt   time.Time         // when the row was enqueued (database clock)
+
+	// Uncertain reports that an earlier attempt's outcome is unknown: the
+	// relay that made it lost its lease (it crashed, or the delivery outlived
+	// the lease) before recording a result. A sink without an idempotency key
+	// at the destination (Slack) checks whether that attempt went through
+	// before sending again.
+	Uncertain bool
+
+	receipt json.RawMessage
+}
+
+// SetReceipt records what the destination returned for a successful delivery
+// (Slack's channel and ts, an SMTP message id, ...). It is stored as JSON in
+// the row's receipt column so an operator can find the delivered message.
+func (d *Delivery) SetReceipt(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("outbox: encode receipt: %w", err)
+	}
+	d.receipt = b
+	return nil
+}
+
+// Receipt returns the receipt recorded with [Delivery.SetReceipt], or nil.
+func (d *Delivery) Receipt() json.RawMessage { return d.receipt }
+
+// permanentError marks an error that no retry can fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + errString(e.err) }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err to say that retrying cannot help (bad payload, unknown
+// channel, revoked credentials): the row is dead-lettered at once.
+func Permanent(err error) error {
+	if err == nil {
+		err = errors.New("permanent failure")
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, came from [Permanent].
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// retryAfterError asks for a later attempt at a time the destination chose.
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %s", e.after, errString(e.err))
+}
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter wraps err to say the destination asked us to wait d (HTTP 429 or
+// 503 with Retry-After). The row is rescheduled without spending an attempt,
+// because rate limiting is not failure, and the whole sink pauses
+// cluster-wide until then.
+func RetryAfter(d time.Duration, err error) error {
+	if d < 0 {
+		d = 0
+	}
+	if err == nil {
+		err = errors.New("rate limited")
+	}
+	return &retryAfterError{after: d, err: err}
+}
+
+// RetryAfterDelay returns the delay requested by a [RetryAfter] error in err's
+// chain, and whether there was one.
+func RetryAfterDelay(err error) (time.Duration, bool) {
+	var r *retryAfterError
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}

@@ -1,0 +1,23 @@
+package deps
+import (
+ _ "github.com/jackc/pgx/v5"
+ _ "github.com/jackc/pgx/v5/pgxpool"
+ _ "github.com/slack-go/slack"
+ _ "github.com/slack-go/slack/slacktest"
+ _ "github.com/sethvargo/go-retry"
+ _ "go.opentelemetry.io/otel"
+ _ "go.opentelemetry.io/otel/sdk/trace"
+ _ "go.opentelemetry.io/otel/sdk/metric"
+ _ "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+ _ "go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+ _ "go.opentelemetry.io/otel/exporters/prometheus"
+ _ "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+ _ "github.com/spf13/viper"
+ _ "github.com/spf13/cobra"
+ _ "golang.org/x/time/rate"
+ _ "github.com/wneessen/go-mail"
+ _ "github.com/google/uuid"
+ _ "github.com/go-viper/mapstructure/v2"
+ _ "github.com/prometheus/client_golang/prometheus/promhttp"
+ _ "github.com/schollz/progressbar/v3"
+)

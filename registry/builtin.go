@@ -1,0 +1,47 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// The two tiny sink types every build has, for demos and tests.
+const (
+	// TypeLog logs each message at INFO with slog.Default and accepts it.
+	TypeLog = "log"
+	// TypeDiscard accepts every message and drops it.
+	TypeDiscard = "discard"
+)
+
+func init() {
+	Register(TypeLog, func(name string, options map[string]any) (core.Sink, error) {
+		if err := noOptions(options); err != nil {
+			return nil, err
+		}
+		return core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+			slog.Default().InfoContext(ctx, "message delivered",
+				"sink", d.Sink, "id", d.ID, "dedup_key", d.DedupKey,
+				"attempt", d.Attempt, "payload", string(d.Payload))
+			return nil
+		}), nil
+	})
+	Register(TypeDiscard, func(name string, options map[string]any) (core.Sink, error) {
+		if err := noOptions(options); err != nil {
+			return nil, err
+		}
+		return core.SinkFunc(func(context.Context, *core.Delivery) error { return nil }), nil
+	})
+}
+
+func noOptions(options map[string]any) error {
+	if len(options) > 0 {
+		return fmt.Errorf("takes no options, got %s", strings.Join(slices.Sorted(maps.Keys(options)), ", "))
+	}
+	return nil
+}
