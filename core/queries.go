@@ -124,6 +124,5 @@ WITH f AS (
     SELECT done.id, done.attempts, f.error
     FROM done JOIN f ON f.id = done.id
     WHERE f.error IS NOT NULL AND f.refund = 0
-    ON CONFLICT DO NOTHING
 )
 SELECT id FROM done`

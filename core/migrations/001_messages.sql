@@ -49,9 +49,10 @@ CREATE TABLE failed_attempts (
     message_id bigint      NOT NULL,
     attempt    int         NOT NULL,
     failed_at  timestamptz NOT NULL DEFAULT now(),
-    error      text        NOT NULL,
-    PRIMARY KEY (message_id, attempt)
+    error      text        NOT NULL
 );
+-- Not unique: a redriven message starts counting attempts again.
+CREATE INDEX failed_attempts_message_idx ON failed_attempts (message_id, attempt);
 
 -- Cluster-wide rate limits: one GCRA row per sink. tat is the theoretical
 -- arrival time of the next permit; paused_until is set by a sink's
