@@ -11,6 +11,9 @@ type queries struct {
 	enqueue, enqueueBatch, lookupID string
 	claimAll, claimSink             string
 	finish                          string
+
+	reservePermits, pauseSink, activePauses string
+	pruneSent                               string
 }
 
 func newQueries(ident string) queries {
@@ -21,6 +24,10 @@ func newQueries(ident string) queries {
 	q.claimAll = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "NOT (sink = ANY($3::text[]))"))
 	q.claimSink = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "sink = ($3::text[])[1]"))
 	q.finish = qualify(ident, sqlFinish)
+	q.pruneSent = qualify(ident, sqlPruneSent)
+	q.reservePermits = qualify(ident, sqlReservePermits)
+	q.pauseSink = qualify(ident, sqlPauseSink)
+	q.activePauses = qualify(ident, `SELECT sink, paused_until - now() FROM {schema}.sink_limits WHERE paused_until > now()`)
 	return q
 }
 
@@ -126,3 +133,39 @@ WITH f AS (
     WHERE f.error IS NOT NULL AND f.refund = 0
 )
 SELECT id FROM done`
+
+// sqlReservePermits moves a sink's GCRA state n intervals ($3) forward and
+// returns the base time of the first permit, the database's now and any
+// pause. A sink idle for a while starts from now, not from its stale tat.
+const sqlReservePermits = `
+INSERT INTO {schema}.sink_limits AS l (sink, tat) VALUES ($1, now() + $2 * $3::interval)
+ON CONFLICT (sink) DO UPDATE SET tat = GREATEST(l.tat, now()) + $2 * $3::interval
+RETURNING tat - $2 * $3::interval, now(), paused_until`
+
+// sqlPauseSink records a cluster-wide pause of sink for $2 and tells every
+// relay with a notification.
+const sqlPauseSink = `
+WITH p AS (
+    INSERT INTO {schema}.sink_limits AS l (sink, tat, paused_until) VALUES ($1, now() + $2::interval, now() + $2::interval)
+    ON CONFLICT (sink) DO UPDATE
+    SET paused_until = GREATEST(l.paused_until, now() + $2::interval),
+        tat = GREATEST(l.tat, now() + $2::interval)
+    RETURNING 1
+)
+SELECT pg_notify($3, $4) FROM p`
+
+// sqlPruneSent deletes up to $2 sent rows older than $1, oldest first (the
+// sent_at index serves the scan), with their recorded failed attempts.
+const sqlPruneSent = `
+WITH gone AS (
+    DELETE FROM {schema}.messages
+    WHERE id IN (
+        SELECT id FROM {schema}.messages
+        WHERE status = 'sent' AND sent_at < now() - $1::interval
+        ORDER BY sent_at
+        LIMIT $2)
+    RETURNING id
+), errs AS (
+    DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone`

@@ -2,16 +2,47 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
+// claimRetryDelay is how long a claim loop waits after a failed claim (the
+// database is unreachable, say) before trying again.
+const claimRetryDelay = time.Second
+
 // Relay claims rows from an outbox and delivers them to their sinks. Run one
-// (or more) in every process; they coordinate through PostgreSQL alone.
+// in every process; relays coordinate through PostgreSQL alone.
+//
+// Sinks without a rate limit or an in-flight bound of their own share one
+// claim loop (one statement claims a batch across them). A sink with a rate
+// limit or a max_in_flight below the relay's concurrency gets its own claim
+// loop, which claims only as many rows as it can start soon, so throttled
+// rows never wait in the relay while their lease runs out.
 type Relay struct {
-	pool  *pgxpool.Pool
-	cfg   Config
-	sinks map[string]SinkConfig
+	pool    *pgxpool.Pool
+	cfg     Config
+	sinks   map[string]SinkConfig
+	ob      *Outbox
+	logger  *slog.Logger
+	tracer  trace.Tracer
+	metrics *relayMetrics
+
+	limiter   *clusterLimiter
+	completer *completer
+	listener  *listener
+
+	// deliveries tracks in-flight deliveries for a bounded graceful drain.
+	deliveries sync.WaitGroup
 }
 
 // NewRelay checks cfg and returns a relay that uses pool for its claims and
@@ -21,13 +52,349 @@ func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{pool: pool, cfg: cfg, sinks: sinks}, nil
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	r := &Relay{
+		pool:   pool,
+		cfg:    cfg,
+		sinks:  sinks,
+		ob:     cfg.Outbox,
+		logger: cfg.Logger,
+		tracer: tp.Tracer(instrumentationName),
+	}
+	if r.metrics, err = newRelayMetrics(cfg.MeterProvider); err != nil {
+		return nil, err
+	}
+	r.limiter = newClusterLimiter(pool, r.ob.sql)
+	r.completer = newCompleter(pool, r.ob.sql, r.logger, cfg.BatchSize)
+	r.listener = newListener(pool, r.ob.channel, r.logger, func(string) {
+		if err := r.limiter.refreshPauses(context.Background()); err != nil {
+			r.logger.Warn("outbox: could not load sink pauses", "error", err)
+		}
+	})
+	return r, nil
 }
+
+// instrumentationName names the tracer and meter of the relay.
+const instrumentationName = "github.com/outboxd/outboxd/core"
 
 // Run relays until ctx is cancelled, then stops claiming, lets in-flight
 // deliveries finish (bounded by Config.ShutdownTimeout), writes their
-// outcomes and returns.
+// outcomes and returns. It returns nil after a clean shutdown.
 func (r *Relay) Run(ctx context.Context) error {
-	<-ctx.Done()
+	if err := r.limiter.refreshPauses(ctx); err != nil {
+		r.logger.Warn("outbox: could not load sink pauses", "error", err)
+	}
+	// Deliveries and their terminal writes outlive ctx for the drain; this
+	// context cuts them off when the drain takes too long.
+	deliverCtx, abortDeliveries := context.WithCancel(context.WithoutCancel(ctx))
+	defer abortDeliveries()
+
+	var background sync.WaitGroup
+	background.Go(func() { r.listener.run(ctx) })
+	background.Go(func() { r.maintain(ctx) })
+	completerDone := make(chan struct{})
+	go func() { r.completer.run(); close(completerDone) }()
+
+	var loops sync.WaitGroup
+	var shared []string // sinks claimed by the shared loop's exclusion list
+	for _, s := range r.sinks {
+		if r.throttled(s) {
+			shared = append(shared, s.Name)
+			loops.Go(func() { r.sinkLoop(ctx, deliverCtx, s) })
+		}
+	}
+	loops.Go(func() { r.sharedLoop(ctx, deliverCtx, shared) })
+	loops.Wait()
+
+	drained := make(chan struct{})
+	go func() { r.deliveries.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(r.cfg.ShutdownTimeout):
+		r.logger.Warn("outbox: shutdown timeout; abandoning in-flight deliveries to lease expiry",
+			"timeout", r.cfg.ShutdownTimeout)
+		abortDeliveries()
+		<-drained
+	}
+	close(r.completer.in)
+	<-completerDone
+	background.Wait()
 	return nil
+}
+
+// throttled reports whether s needs a claim loop of its own.
+func (r *Relay) throttled(s SinkConfig) bool {
+	return s.RateLimit != nil || s.MaxInFlight < r.cfg.Concurrency
+}
+
+// sharedLoop claims for every sink without a loop of its own, including
+// sinks this relay does not know (their rows are dead-lettered).
+func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
+	slots := newSlots(r.cfg.Concurrency)
+	wake := r.listener.subscribe()
+	for ctx.Err() == nil {
+		free := slots.waitFree(ctx)
+		if free == 0 {
+			return
+		}
+		limit := min(free, r.cfg.BatchSize)
+		// Never nil: NOT (sink = ANY(NULL)) would exclude everything.
+		excluded := append(append([]string{}, r.limiter.pausedSinks()...), ownLoops...)
+		rows, err := r.claim(ctx, r.ob.sql.claimAll, limit, excluded)
+		if err != nil {
+			r.claimFailed(ctx, err)
+			continue
+		}
+		for _, row := range rows {
+			slots.take()
+			r.start(deliverCtx, row, 0, slots.give)
+		}
+		if len(rows) < limit {
+			r.idle(ctx, wake)
+		}
+	}
+}
+
+// sinkLoop claims for one throttled sink: only as many rows as it has free
+// in-flight slots and, with a rate limit, as many as it can start within
+// rateReserveHorizon; it reserves exactly that many cluster-wide permits.
+func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
+	slots := newSlots(s.MaxInFlight)
+	wake := r.listener.subscribe()
+	for ctx.Err() == nil {
+		if d := r.limiter.pausedFor(s.Name); d > 0 {
+			sleep(ctx, d)
+			continue
+		}
+		free := slots.waitFree(ctx)
+		if free == 0 {
+			return
+		}
+		limit := min(free, r.cfg.BatchSize)
+		if s.RateLimit != nil {
+			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
+		}
+		rows, err := r.claim(ctx, r.ob.sql.claimSink, limit, []string{s.Name})
+		if err != nil {
+			r.claimFailed(ctx, err)
+			continue
+		}
+		if len(rows) == 0 {
+			r.idle(ctx, wake)
+			continue
+		}
+		waits := make([]time.Duration, len(rows))
+		if s.RateLimit != nil {
+			if waits, err = r.limiter.reserve(ctx, s.Name, *s.RateLimit, len(rows)); err != nil {
+				// Without permits we must not deliver: hand the rows back.
+				r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
+				for _, row := range rows {
+					r.release(row, 0, err)
+				}
+				sleep(ctx, claimRetryDelay)
+				continue
+			}
+		}
+		for i, row := range rows {
+			slots.take()
+			r.start(deliverCtx, row, waits[i], slots.give)
+		}
+		if s.RateLimit != nil {
+			// Claim again only when this batch's permits have come due.
+			sleep(ctx, waits[len(waits)-1])
+		}
+	}
+}
+
+func (r *Relay) idle(ctx context.Context, wake <-chan struct{}) {
+	timer := time.NewTimer(r.cfg.PollInterval)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-timer.C:
+	}
+}
+
+func (r *Relay) claimFailed(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		r.logger.Warn("outbox: claim failed", "error", err)
+		sleep(ctx, claimRetryDelay)
+	}
+}
+
+// claimedRow is a row this relay holds a lease on.
+type claimedRow struct {
+	Delivery
+	token      uuid.UUID
+	rowMax     *int32 // the row's own max_attempts, if any
+	leaseUntil time.Time
+}
+
+func (r *Relay) claim(ctx context.Context, query string, limit int, sinks []string) ([]claimedRow, error) {
+	token := uuid.New()
+	claimedAt := time.Now()
+	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithSpanKind(trace.SpanKindInternal))
+	defer span.End()
+	rows, err := r.pool.Query(ctx, query, limit, r.cfg.Lease, sinks, token)
+	if err != nil {
+		span.RecordError(err)
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedRow, error) {
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease)}
+		var headers []byte
+		var ordering *string
+		err := row.Scan(&c.ID, &c.Sink, &c.DedupKey, &c.Payload, &headers, &ordering,
+			&c.Attempt, &c.rowMax, &c.CreatedAt, &c.Uncertain)
+		if err == nil && ordering != nil {
+			c.OrderingKey = *ordering
+		}
+		if err == nil {
+			err = json.Unmarshal(headers, &c.Headers)
+		}
+		return c, err
+	})
+	if err != nil {
+		span.RecordError(err)
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	span.SetAttributes(attrRowsClaimed.Int(len(claimed)))
+	return claimed, nil
+}
+
+// start delivers row in its own goroutine after wait (a rate-limit permit),
+// then hands the outcome to the completer; done frees the row's slot.
+func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, done func()) {
+	r.deliveries.Add(1)
+	go func() {
+		defer r.deliveries.Done()
+		defer done()
+		r.deliver(ctx, row, wait)
+	}()
+}
+
+// release hands a claimed row back without spending its attempt, to be
+// claimed again after delay.
+func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
+	msg := cause.Error()
+	r.completer.in <- outcome{id: row.ID, token: row.token, status: StatusPending, delay: delay,
+		err: &msg, refund: 1, leaseEnd: row.leaseUntil}
+}
+
+// deliver runs one attempt and queues its outcome.
+func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration) {
+	sink, known := r.sinks[row.Sink]
+	if !known {
+		r.finish(ctx, row, sink, nil, 0, Permanent(fmt.Errorf("sink %q is not configured on this relay", row.Sink)))
+		return
+	}
+	row.MaxAttempts = sink.MaxAttempts
+	if row.rowMax != nil {
+		row.MaxAttempts = int(*row.rowMax)
+	}
+	if row.Attempt > row.MaxAttempts {
+		// Every attempt so far was abandoned by a relay that died mid-delivery
+		// (attempts count at claim time): this message crash-loops its relays.
+		r.finish(ctx, row, sink, nil, 0, Permanent(fmt.Errorf(
+			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
+			row.Attempt-1, row.MaxAttempts)))
+		return
+	}
+	ctx = traceContext.Extract(ctx, mapCarrier(row.Headers))
+	ctx, span := r.startDeliverySpan(ctx, row, sink)
+	if wait > 0 && !r.waitForPermit(ctx, row, wait) {
+		r.release(row, 0, errors.New("relay shutting down before the rate-limit permit came due"))
+		span.End()
+		return
+	}
+	if paused := r.limiter.pausedFor(row.Sink); paused > 0 {
+		r.release(row, paused, fmt.Errorf("sink %q is paused by a Retry-After", row.Sink))
+		endSpan(span, outcomeRateLimited, nil)
+		return
+	}
+	budget := time.Until(row.leaseUntil.Add(-time.Duration(float64(r.cfg.Lease) * (1 - deliveryShareOfLease))))
+	if budget <= 0 {
+		r.release(row, 0, errors.New("lease too close to expiry to start the delivery"))
+		endSpan(span, outcomeRetry, nil)
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, budget)
+	started := time.Now()
+	r.metrics.inFlight.Add(ctx, 1, r.metrics.sinkAttrs(sink))
+	err := callSink(dctx, sink.Sink, &row.Delivery)
+	r.metrics.inFlight.Add(ctx, -1, r.metrics.sinkAttrs(sink))
+	cancel()
+	r.finish(ctx, row, sink, span, time.Since(started), err)
+}
+
+// callSink calls the sink, turning a panic into a retryable error so one bad
+// payload or buggy sink cannot take the relay down.
+func callSink(ctx context.Context, s Sink, d *Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink panicked: %v", p)
+		}
+	}()
+	return s.Deliver(ctx, d)
+}
+
+func (r *Relay) waitForPermit(ctx context.Context, row claimedRow, wait time.Duration) bool {
+	_, span := r.tracer.Start(ctx, "outbox rate_limit wait")
+	defer span.End()
+	span.SetAttributes(attrWaitSeconds.Float64(wait.Seconds()))
+	return sleep(ctx, wait)
+}
+
+// sleep waits d or until ctx is done; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// slots bounds concurrent deliveries of one claim loop.
+type slots struct {
+	sem   chan struct{}
+	freed chan struct{}
+}
+
+func newSlots(n int) *slots {
+	return &slots{sem: make(chan struct{}, n), freed: make(chan struct{}, 1)}
+}
+
+// waitFree blocks until at least one slot is free and returns how many are
+// (0 when ctx is done).
+func (s *slots) waitFree(ctx context.Context) int {
+	for {
+		if free := cap(s.sem) - len(s.sem); free > 0 {
+			return free
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-s.freed:
+		}
+	}
+}
+
+func (s *slots) take() { s.sem <- struct{}{} }
+
+func (s *slots) give() {
+	<-s.sem
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
 }

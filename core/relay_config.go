@@ -62,6 +62,9 @@ type Config struct {
 	// global ones (no-ops unless the application installed its own).
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// LinkProducerSpan makes each delivery span the root of its own trace,
+	// linked to the producer's span, instead of the producer span's child.
+	LinkProducerSpan bool
 }
 
 func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {

@@ -1,0 +1,131 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sethvargo/go-retry"
+)
+
+// Terminal writes are retried when the database is briefly away. Past
+// completerRetryMax the rows are left to lease expiry: another relay
+// re-delivers them, which the contract allows; they are never marked wrong.
+const (
+	completerRetryInitial = 50 * time.Millisecond
+	completerRetryMax     = 2 * time.Second
+)
+
+// outcome is the result of one delivery attempt, waiting to be written.
+type outcome struct {
+	id      int64
+	token   uuid.UUID
+	status  Status
+	delay   time.Duration // before the next attempt (failed, pending)
+	err     *string       // recorded as last_error (and a failed attempt)
+	receipt []byte
+	refund  int // 1 gives the attempt back (RetryAfter, released rows)
+
+	leaseEnd time.Time // local time after which writing is pointless
+	done     func(written bool)
+}
+
+// completer batches terminal writes: whatever outcomes accumulated while the
+// previous write ran go out in the next single UPDATE ... FROM unnest(...).
+// Under load the batches grow by themselves; when idle an outcome is written
+// at once, so batching never adds latency.
+type completer struct {
+	pool     *pgxpool.Pool
+	sql      queries
+	logger   *slog.Logger
+	maxBatch int
+	in       chan outcome
+}
+
+func newCompleter(pool *pgxpool.Pool, q queries, logger *slog.Logger, maxBatch int) *completer {
+	return &completer{pool: pool, sql: q, logger: logger, maxBatch: maxBatch, in: make(chan outcome, maxBatch)}
+}
+
+// run writes outcomes until in is closed and drained. It uses its own
+// context: outcomes of deliveries that finished during shutdown must still
+// be written.
+func (c *completer) run() {
+	batch := make([]outcome, 0, c.maxBatch)
+	for first := range c.in {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < c.maxBatch {
+			select {
+			case o, ok := <-c.in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		c.write(batch)
+	}
+}
+
+func (c *completer) write(batch []outcome) {
+	n := len(batch)
+	var (
+		ids      = make([]int64, n)
+		tokens   = make([]uuid.UUID, n)
+		statuses = make([]string, n)
+		delays   = make([]float64, n)
+		errs     = make([]*string, n)
+		receipts = make([][]byte, n)
+		refunds  = make([]int32, n)
+		deadline time.Time
+	)
+	for i, o := range batch {
+		ids[i], tokens[i], statuses[i] = o.id, o.token, string(o.status)
+		delays[i], errs[i], receipts[i], refunds[i] = o.delay.Seconds(), o.err, o.receipt, int32(o.refund)
+		if o.leaseEnd.After(deadline) {
+			deadline = o.leaseEnd
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	written := make(map[int64]bool, n)
+	backoff := retry.WithCappedDuration(completerRetryMax, retry.NewExponential(completerRetryInitial))
+	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
+		rows, err := c.pool.Query(ctx, c.sql.finish, ids, tokens, statuses, delays, errs, receipts, refunds)
+		if err != nil {
+			return retry.RetryableError(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return retry.RetryableError(err)
+			}
+			written[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			clear(written)
+			return retry.RetryableError(err)
+		}
+		return nil
+	})
+	if err != nil {
+		c.logger.Error("outbox: terminal writes failed; the rows will be delivered again after their lease expires",
+			"rows", n, "error", fmt.Sprint(err))
+	}
+	for _, o := range batch {
+		ok := written[o.id]
+		if !ok && err == nil {
+			c.logger.Warn("outbox: late completion ignored: the lease expired and another relay owns the row (zombie)",
+				"id", o.id, "status", o.status)
+		}
+		if o.done != nil {
+			o.done(ok)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+)
+
+// recordingSink remembers every delivery, in the order they started, and
+// signals each one.
+type recordingSink struct {
+	mu        sync.Mutex
+	delivered []core.Delivery
+	fail      func(d *core.Delivery) error // nil: every delivery succeeds
+	signal    chan struct{}
+}
+
+func newRecordingSink() *recordingSink {
+	return &recordingSink{signal: make(chan struct{}, 1)}
+}
+
+func (s *recordingSink) Deliver(ctx context.Context, d *core.Delivery) error {
+	if s.fail != nil {
+		if err := s.fail(d); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.delivered = append(s.delivered, *d)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *recordingSink) snapshot() []core.Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]core.Delivery(nil), s.delivered...)
+}
+
+// bundle is what setup returns: an outbox in a schema of its own, a pool
+// on it, and a context that ends with the test.
+type bundle struct {
+	pool *pgxpool.Pool
+	ob   *core.Outbox
+	ctx  context.Context
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	t.Parallel()
+	pool, ob := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return bundle{pool: pool, ob: ob, ctx: ctx}
+}
+
+// startRelay runs a relay until the test ends and fails the test if Run
+// does not return cleanly.
+func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) {
+	t.Helper()
+	relay, err := core.NewRelay(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay.Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("relay did not stop within a minute of cancellation")
+		}
+	})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// statusCounts returns the number of rows per status.
+func statusCounts(t *testing.T, b bundle) map[string]int {
+	t.Helper()
+	rows, err := b.pool.Query(b.ctx, fmt.Sprintf("SELECT status, count(*) FROM %s.messages GROUP BY status", b.ob.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	counts := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[s] = n
+	}
+	return counts
+}
+
+func enqueueN(t *testing.T, b bundle, sink string, n int, mutate func(i int, m *core.Message)) []int64 {
+	t.Helper()
+	ids := make([]int64, 0, n)
+	const chunk = 1000
+	for start := 0; start < n; start += chunk {
+		var msgs []core.Message
+		for i := start; i < min(n, start+chunk); i++ {
+			m := core.Message{Sink: sink, DedupKey: fmt.Sprintf("k-%d", i), Payload: map[string]int{"n": i}}
+			if mutate != nil {
+				mutate(i, &m)
+			}
+			msgs = append(msgs, m)
+		}
+		res, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}

@@ -1,0 +1,65 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// maintenanceDeleteBatch bounds one retention DELETE, so pruning a large
+// backlog of sent rows never holds locks or bloats WAL in one go.
+const maintenanceDeleteBatch = 5000
+
+// maintain prunes delivered history on one relay at a time: each round, the
+// relay that wins a two-argument advisory lock does the work and the others
+// skip it. The lock is session-level on a connection held for the round, so
+// a relay that dies mid-round releases it with its connection.
+func (r *Relay) maintain(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.MaintenanceInterval)
+	defer ticker.Stop()
+	for {
+		if err := r.maintainOnce(ctx); err != nil && ctx.Err() == nil {
+			r.logger.Warn("outbox: maintenance failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *Relay) maintainOnce(ctx context.Context) error {
+	conn, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	var leader bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2) # $3)`,
+		advisoryLockNamespace, r.ob.schema, lockKeyMaintenance).Scan(&leader); err != nil {
+		return fmt.Errorf("take maintenance lock: %w", err)
+	}
+	if !leader {
+		return nil
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext($2) # $3)`,
+			advisoryLockNamespace, r.ob.schema, lockKeyMaintenance)
+	}()
+	var total int64
+	for {
+		var deleted int64
+		if err := conn.QueryRow(ctx, r.ob.sql.pruneSent, r.cfg.SentRetention, maintenanceDeleteBatch).Scan(&deleted); err != nil {
+			return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
+		}
+		total += deleted
+		if deleted < maintenanceDeleteBatch {
+			break
+		}
+	}
+	if total > 0 {
+		r.logger.Info("outbox: pruned delivered messages", "rows", total, "retention", r.cfg.SentRetention)
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Span attributes. The messaging.* keys follow the OpenTelemetry messaging
+// semantic conventions; outbox.* are ours.
+const (
+	attrMessagingSystem      = attribute.Key("messaging.system")
+	attrMessagingDestination = attribute.Key("messaging.destination.name")
+	attrMessagingMessageID   = attribute.Key("messaging.message.id")
+	attrMessagingOperation   = attribute.Key("messaging.operation.name")
+	attrMessagingOpType      = attribute.Key("messaging.operation.type")
+	attrSinkType             = attribute.Key("outbox.sink.type")
+	attrAttempt              = attribute.Key("outbox.attempt")
+	attrMaxAttempts          = attribute.Key("outbox.max_attempts")
+	attrDedupKey             = attribute.Key("outbox.dedup_key")
+	attrRowID                = attribute.Key("outbox.row_id")
+	attrOutcome              = attribute.Key("outbox.outcome")
+	attrRowsClaimed          = attribute.Key("outbox.rows_claimed")
+	attrWaitSeconds          = attribute.Key("outbox.rate_limit.wait_seconds")
+	attrSinkName             = attribute.Key("sink")
+)
+
+// messagingSystem is the messaging.system value of delivery spans.
+const messagingSystem = "outboxd"
+
+// Delivery outcomes, as span attributes and metric labels.
+const (
+	outcomeSent        = "sent"
+	outcomeRetry       = "retry"
+	outcomeDead        = "dead"
+	outcomeRateLimited = "rate-limited"
+	outcomeZombie      = "zombie"
+)
+
+// mapCarrier lets the propagator read a row's headers.
+type mapCarrier map[string]string
+
+var _ propagation.TextMapCarrier = mapCarrier(nil)
+
+func (c mapCarrier) Get(key string) string { return c[key] }
+func (c mapCarrier) Set(key, value string) { c[key] = value }
+func (c mapCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// startDeliverySpan opens the span of one delivery attempt. ctx holds the
+// producer's span context (extracted from the row's headers): by default the
+// delivery span is its child, so producer and deliveries form one trace even
+// though they run in different processes minutes apart. With
+// Config.LinkProducerSpan the delivery starts a trace of its own that links
+// to the producer's span instead.
+func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sink SinkConfig) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attrMessagingSystem.String(messagingSystem),
+			attrMessagingDestination.String(row.Sink),
+			attrMessagingMessageID.String(strconv.FormatInt(row.ID, 10)),
+			attrMessagingOperation.String("send"),
+			attrMessagingOpType.String("send"),
+			attrSinkType.String(sink.Type),
+			attrAttempt.Int(row.Attempt),
+			attrMaxAttempts.Int(row.MaxAttempts),
+			attrDedupKey.String(row.DedupKey),
+			attrRowID.Int64(row.ID),
+		),
+	}
+	if r.cfg.LinkProducerSpan {
+		if producer := trace.SpanContextFromContext(ctx); producer.IsValid() {
+			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: producer}))
+		}
+	}
+	return r.tracer.Start(ctx, "send "+row.Sink, opts...)
+}
+
+// endSpan records the outcome (and error) and ends span; nil is a no-op.
+func endSpan(span trace.Span, outcome string, err error) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attrOutcome.String(outcome))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// relayMetrics are the relay's instruments. Labels are bounded: sink names
+// and outcomes only, never ids or keys.
+type relayMetrics struct {
+	deliveries metric.Int64Counter
+	duration   metric.Float64Histogram
+	lag        metric.Float64Histogram
+	inFlight   metric.Int64UpDownCounter
+	pauses     metric.Int64Counter
+}
+
+func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(instrumentationName)
+	var m relayMetrics
+	var errs [5]error
+	m.deliveries, errs[0] = meter.Int64Counter("outbox.deliveries",
+		metric.WithDescription("Delivery attempts by sink and outcome."))
+	m.duration, errs[1] = meter.Float64Histogram("outbox.delivery.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time spent in the sink per delivery attempt."))
+	m.lag, errs[2] = meter.Float64Histogram("outbox.delivery.lag", metric.WithUnit("s"),
+		metric.WithDescription("From enqueue to sent, per delivered message."))
+	m.inFlight, errs[3] = meter.Int64UpDownCounter("outbox.deliveries.in_flight",
+		metric.WithDescription("Deliveries running now."))
+	m.pauses, errs[4] = meter.Int64Counter("outbox.rate_limit.pauses",
+		metric.WithDescription("Cluster-wide sink pauses requested by a Retry-After."))
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("outbox: create metrics: %w", err)
+		}
+	}
+	return &m, nil
+}
+
+func (m *relayMetrics) sinkAttrs(sink SinkConfig) metric.MeasurementOption {
+	return metric.WithAttributes(attrSinkName.String(sink.Name), attrSinkType.String(sink.Type))
+}
+
+func (m *relayMetrics) recordDelivery(ctx context.Context, row claimedRow, sink SinkConfig, outcome string, elapsed time.Duration) {
+	name := sink.Name
+	if name == "" {
+		name = "unknown" // a row naming an unconfigured sink: bounded, not the row's value
+	}
+	attrs := metric.WithAttributes(attrSinkName.String(name), attrOutcome.String(outcome))
+	m.deliveries.Add(ctx, 1, attrs)
+	if elapsed > 0 {
+		m.duration.Record(ctx, elapsed.Seconds(), attrs)
+	}
+	switch outcome {
+	case outcomeSent:
+		m.lag.Record(ctx, time.Since(row.CreatedAt).Seconds(), metric.WithAttributes(attrSinkName.String(name)))
+	case outcomeRateLimited:
+		m.pauses.Add(ctx, 1, metric.WithAttributes(attrSinkName.String(name)))
+	}
+}
