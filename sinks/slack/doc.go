@@ -1,0 +1,73 @@
+// Package slack is the `slack` sink: it posts outbox messages to Slack with
+// github.com/slack-go/slack, through a bot token (chat.postMessage, the
+// default) or an incoming webhook. Importing it registers the type.
+//
+// # Configuration
+//
+//	sinks:
+//	  - name: alerts
+//	    type: slack
+//	    options:
+//	      token: ${SLACK_BOT_TOKEN}   # or webhook_url: ${SLACK_WEBHOOK_URL}
+//	      channel: C0123ABCD          # default channel; a payload may name another
+//	      username: outboxd           # optional
+//	      icon_emoji: ":mailbox:"     # optional
+//	      dedupe: true                # default in token mode; see below
+//	      api_url: https://slack.com/api/  # default; for tests and proxies
+//
+// Exactly one of token and webhook_url is set. With dedupe on, channels
+// (option and payload) must be channel IDs, not "#names": the history lookup
+// below accepts only IDs.
+//
+// # Payload
+//
+// A message is a JSON object with the fields of [Payload]; text or blocks
+// (or both) must be set. A plain string enqueued by a producer is stored by
+// the core as {"text": ...}, so
+//
+//	core.Enqueue(ctx, tx, core.Message{Sink: "alerts", DedupKey: "order-42", Payload: "Order 42 shipped"})
+//
+// posts "Order 42 shipped" to the default channel. Other shapes:
+//
+//	{"text": "Deploy finished", "channel": "C0DEPLOYS"}
+//	{"text": "Build 17 failed", "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "*Build 17* failed"}}]}
+//	{"text": "Fixed in 1.2.3", "thread_ts": "1700000000.000100"}
+//	{"text": "See https://example.com", "unfurl_links": false}
+//
+// With blocks, text is the notification fallback. A payload the sink cannot
+// send (not such an object, an unknown field, no text and no blocks, blocks
+// that are not Block Kit) fails permanently: the row is dead-lettered at
+// once.
+//
+// # Outcomes
+//
+// A post Slack accepts records the receipt {"channel": "C0123ABCD", "ts":
+// "1700000000.000100"} on the row. Slack's ok:false errors that no retry can
+// fix (channel_not_found, not_in_channel, invalid_auth, account_inactive,
+// invalid_blocks, msg_too_long, is_archived, no_text, token_revoked, ...)
+// are permanent; HTTP 429 asks the relay to wait for its Retry-After (the
+// whole sink pauses, cluster-wide); 5xx, timeouts, connection errors and
+// unknown error codes are retried with backoff.
+//
+// The default rate limit is Slack's documented one message per second
+// ([DefaultRate] per [DefaultPer]); Slack counts it per channel, the relay
+// per sink, so a sink posting to several channels may configure more.
+//
+// # Exactly once
+//
+// Slack has no idempotency key. Every post therefore carries message
+// metadata with event_type [MetadataEventType] and an event_payload holding
+// the sink name, the row's dedup key and its id. When a row is attempted
+// again after an attempt whose outcome is unknown (the previous relay lost
+// its lease, or the attempt failed after Slack may have accepted it), the
+// sink first reads the channel's history since the row was created
+// (conversations.history with include_all_metadata, or conversations.replies
+// for a thread reply) and, when it finds its own earlier post, records that
+// post's receipt instead of posting again. So a relay that crashes between
+// Slack's answer and the database write does not produce a second message.
+// The bot needs the channels:history (groups:history for private channels)
+// scope for this; set dedupe: false to post without looking.
+//
+// Incoming webhooks can neither attach metadata nor read history: in webhook
+// mode delivery is at-least-once.
+package slack

@@ -1,0 +1,53 @@
+package slack_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
+)
+
+// A slack sink posts a delivery and records where the message went. A second,
+// uncertain attempt at the same row finds the first post in the channel's
+// history and does not post again.
+func Example() {
+	fake := fakeslack.New() // stands in for https://slack.com/api/
+	defer fake.Close()
+
+	sink, err := slack.New("alerts", map[string]any{
+		"token":   fakeslack.Token,
+		"api_url": fake.APIURL(),
+		"channel": "C0123ABCD",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := &core.Delivery{
+		ID: 42, Sink: "alerts", DedupKey: "order-42-shipped",
+		Payload: json.RawMessage(`{"text":"Order 42 shipped"}`),
+		Attempt: 1, CreatedAt: time.Now(),
+	}
+	if err := sink.Deliver(context.Background(), d); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var r struct{ Channel, TS string }
+	_ = json.Unmarshal(d.Receipt(), &r)
+	fmt.Println("posted to", r.Channel, "ts set:", r.TS != "")
+
+	// The relay died before recording the outcome; another one retries.
+	d.Attempt, d.Uncertain = 2, true
+	if err := sink.Deliver(context.Background(), d); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("messages in Slack:", len(fake.Posts()))
+	// Output:
+	// posted to C0123ABCD ts set: true
+	// messages in Slack: 1
+}

@@ -1,0 +1,128 @@
+package slack
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// DefaultAPIURL is the Slack Web API base URL used when api_url is unset.
+const DefaultAPIURL = slackapi.APIURL
+
+// Options are a slack sink's options (the `options` block of its
+// plugins.yaml entry). Exactly one of Token and WebhookURL is set.
+type Options struct {
+	// Token is a bot token (xoxb-...): messages go through chat.postMessage.
+	Token string `mapstructure:"token"`
+	// WebhookURL is an incoming-webhook URL: messages are posted to it.
+	// Incoming webhooks cannot read history, so delivery is at-least-once.
+	WebhookURL string `mapstructure:"webhook_url"`
+	// Channel is the default channel; a payload's channel overrides it. With
+	// dedupe on it must be a channel ID (C0123ABCD), because
+	// conversations.history accepts no names.
+	Channel string `mapstructure:"channel"`
+	// APIURL replaces DefaultAPIURL, for tests and proxies.
+	APIURL    string `mapstructure:"api_url"`
+	Username  string `mapstructure:"username"`
+	IconEmoji string `mapstructure:"icon_emoji"`
+	// Dedupe makes a retry after an uncertain attempt look in the channel's
+	// history before posting again. Nil means on in token mode; it cannot be
+	// turned on in webhook mode.
+	Dedupe *bool `mapstructure:"dedupe"`
+}
+
+// secretOptions are options whose values must never appear in an error.
+var secretOptions = []string{"token", "webhook_url"}
+
+// parseOptions decodes and checks options. Errors name the option at fault
+// and never echo a token or webhook URL.
+func parseOptions(options map[string]any) (Options, error) {
+	var o Options
+	for _, name := range secretOptions {
+		// Checked before decoding: a decoder's type error would quote the value.
+		if v, ok := options[name]; ok {
+			if _, isString := v.(string); !isString {
+				return o, fmt.Errorf("option %s must be a string", name)
+			}
+		}
+	}
+	if err := sinks.DecodeOptions(options, &o); err != nil {
+		return o, err
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	if o.APIURL == "" {
+		o.APIURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(o.APIURL, "/") {
+		// slack-go appends the method name directly to the base URL.
+		o.APIURL += "/"
+	}
+	return o, nil
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Token == "" && o.WebhookURL == "":
+		return errors.New("set one of the options token (bot token) or webhook_url (incoming webhook)")
+	case o.Token != "" && o.WebhookURL != "":
+		return errors.New("options token and webhook_url exclude each other: set only one")
+	}
+	if o.WebhookURL != "" {
+		if err := checkHTTPURL(o.WebhookURL); err != nil {
+			return fmt.Errorf("option webhook_url: %w", err) // the URL itself is secret
+		}
+		if o.Dedupe != nil && *o.Dedupe {
+			return errors.New("option dedupe: incoming webhooks cannot read channel history; use a bot token for exactly-once delivery")
+		}
+		return nil
+	}
+	if o.APIURL != "" {
+		if err := checkHTTPURL(o.APIURL); err != nil {
+			return fmt.Errorf("option api_url %q: %w", o.APIURL, err)
+		}
+	}
+	if o.dedupe() {
+		if err := checkChannelID(o.Channel); err != nil {
+			return fmt.Errorf("option channel: %w", err)
+		}
+	}
+	return nil
+}
+
+// dedupe reports whether history dedupe is on: by default in token mode.
+func (o Options) dedupe() bool {
+	if o.Dedupe != nil {
+		return *o.Dedupe
+	}
+	return o.Token != ""
+}
+
+// checkHTTPURL accepts absolute http and https URLs. Its errors do not
+// quote the URL.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a valid URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an absolute http or https URL")
+	}
+	return nil
+}
+
+// checkChannelID refuses channel names, which conversations.history does not
+// accept: with dedupe on, the history lookup needs the ID. An empty channel
+// is fine here (each payload then names one).
+func checkChannelID(channel string) error {
+	if strings.HasPrefix(channel, "#") || strings.HasPrefix(channel, "@") {
+		return fmt.Errorf("%q is a name; dedupe needs the channel ID (C0123ABCD), or set dedupe: false", channel)
+	}
+	return nil
+}

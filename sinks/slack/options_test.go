@@ -1,0 +1,72 @@
+package slack_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks/slack"
+)
+
+func TestOptionValidation(t *testing.T) {
+	t.Parallel()
+	const token = "xoxb-999-top-secret"
+	const hook = "https://hooks.slack.com/services/T1/B1/hooksecret"
+	cases := []struct {
+		name    string
+		options map[string]any
+		wantErr string
+	}{
+		{"neither token nor webhook", map[string]any{"channel": "C1"}, "token"},
+		{"both token and webhook", map[string]any{"token": token, "webhook_url": hook}, "exclude each other"},
+		{"token not a string", map[string]any{"token": 12345}, "option token must be a string"},
+		{"unknown option", map[string]any{"token": token, "chanel": "C1"}, "chanel"},
+		{"bad api_url", map[string]any{"token": token, "api_url": "slack.local"}, "api_url"},
+		{"webhook not a URL", map[string]any{"webhook_url": "hooks.slack.com/x"}, "webhook_url"},
+		{"dedupe with webhook", map[string]any{"webhook_url": hook, "dedupe": true}, "dedupe"},
+		{"channel name with dedupe", map[string]any{"token": token, "channel": "#alerts"}, "channel ID"},
+		{"dedupe not a bool", map[string]any{"token": token, "dedupe": "maybe"}, "dedupe"},
+	}
+	for _, c := range cases {
+		_, err := slack.New("n", c.options)
+		if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("%s: err = %v, want one mentioning %q", c.name, err, c.wantErr)
+			continue
+		}
+		if strings.Contains(err.Error(), "top-secret") || strings.Contains(err.Error(), "hooksecret") {
+			t.Errorf("%s: error echoes a secret: %v", c.name, err)
+		}
+	}
+
+	valid := []map[string]any{
+		{"token": token, "channel": "C0123ABCD"},
+		{"token": token},                                              // channel per payload
+		{"token": token, "channel": "#alerts", "dedupe": false},       // names are fine without dedupe
+		{"token": token, "dedupe": "true", "api_url": "http://proxy"}, // env-expanded bool
+		{"webhook_url": hook, "username": "bot", "icon_emoji": ":x:"},
+		{"webhook_url": hook, "dedupe": false},
+	}
+	for _, o := range valid {
+		if _, err := slack.New("n", o); err != nil {
+			t.Errorf("New(%v): %v", o, err)
+		}
+	}
+}
+
+func TestRegisteredWithDefaultRateLimit(t *testing.T) {
+	t.Parallel()
+	sink, err := registry.Build(slack.Type, "alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
+	if err != nil {
+		t.Fatalf("registry.Build: %v", err)
+	}
+	d, ok := sink.(core.RateLimitDefaulter)
+	if !ok {
+		t.Fatalf("%T does not implement core.RateLimitDefaulter", sink)
+	}
+	want := core.RateLimit{Rate: 1, Per: time.Second, Burst: 1}
+	if got := d.DefaultRateLimit(); got != want {
+		t.Errorf("DefaultRateLimit = %+v, want %+v", got, want)
+	}
+}

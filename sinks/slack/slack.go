@@ -1,0 +1,151 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+)
+
+// Type is the sink type name in plugins.yaml.
+const Type = "slack"
+
+// Slack's documented chat.postMessage limit, one message per second per
+// channel, is the sink's rate limit unless its configuration sets one.
+const (
+	DefaultRate  = 1
+	DefaultPer   = time.Second
+	DefaultBurst = 1
+)
+
+// DefaultHTTPTimeout bounds one HTTP request to Slack. The relay's context
+// deadline is normally shorter; this is the backstop.
+const DefaultHTTPTimeout = 30 * time.Second
+
+func init() {
+	registry.Register(Type, func(name string, options map[string]any) (core.Sink, error) {
+		return New(name, options)
+	})
+}
+
+// Sink posts messages to Slack. Build it with [New].
+type Sink struct {
+	name string
+	opts Options
+	http *http.Client
+	api  *slackapi.Client // nil in webhook mode
+}
+
+var _ core.RateLimitDefaulter = (*Sink)(nil)
+
+// New builds the slack sink instance called name from its options (see
+// [Options]). Errors name the option at fault and never quote a token or
+// webhook URL.
+func New(name string, options map[string]any) (*Sink, error) {
+	o, err := parseOptions(options)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		name: name,
+		opts: o,
+		http: &http.Client{
+			Transport: otelhttp.NewTransport(http.DefaultTransport),
+			Timeout:   DefaultHTTPTimeout,
+			// Slack answers directly; a redirect would carry the token's
+			// form body elsewhere.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	if o.Token != "" {
+		s.api = slackapi.New(o.Token, slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
+	}
+	return s, nil
+}
+
+// DefaultRateLimit is Slack's one message per second.
+func (s *Sink) DefaultRateLimit() core.RateLimit {
+	return core.RateLimit{Rate: DefaultRate, Per: DefaultPer, Burst: DefaultBurst}
+}
+
+// Deliver posts one message. See the package documentation for the payload,
+// the error classes and the exactly-once check.
+func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+	m, err := parsePayload(d.Payload)
+	if err != nil {
+		return s.fail(d, err)
+	}
+	if s.api == nil {
+		return s.fail(d, s.postWebhook(ctx, m))
+	}
+	channel := m.Channel
+	if channel == "" {
+		channel = s.opts.Channel
+	}
+	if err := s.checkChannel(channel); err != nil {
+		return s.fail(d, err)
+	}
+	if s.opts.dedupe() && (d.Uncertain || d.Attempt > 1) {
+		// An earlier attempt may have posted and died before its outcome
+		// was recorded; Slack has no idempotency key, so look.
+		ts, err := s.findPost(ctx, d, channel, m.ThreadTS)
+		if err != nil {
+			return s.fail(d, err)
+		}
+		if ts != "" {
+			return s.receipt(d, channel, ts)
+		}
+	}
+	opts := append(m.msgOptions(s.opts), slackapi.MsgOptionMetadata(metadata(d)))
+	respChannel, ts, err := s.api.PostMessageContext(ctx, channel, opts...)
+	if err != nil {
+		return s.fail(d, classify(s.call("chat.postMessage", channel), err))
+	}
+	return s.receipt(d, respChannel, ts)
+}
+
+// checkChannel refuses a missing channel, and a channel name when dedupe
+// needs an ID.
+func (s *Sink) checkChannel(channel string) error {
+	if channel == "" {
+		return core.Permanent(errors.New("no channel: set the channel option or the payload's channel"))
+	}
+	if s.opts.dedupe() {
+		if err := checkChannelID(channel); err != nil {
+			return core.Permanent(fmt.Errorf("payload channel: %w", err))
+		}
+	}
+	return nil
+}
+
+// receipt records where the message is: Slack's channel ID and ts.
+func (s *Sink) receipt(d *core.Delivery, channel, ts string) error {
+	return d.SetReceipt(map[string]string{"channel": channel, "ts": ts})
+}
+
+// postWebhook posts to the incoming webhook. It cannot check for an earlier
+// post, so a retry after an uncertain attempt may post twice.
+func (s *Sink) postWebhook(ctx context.Context, m message) error {
+	err := slackapi.PostWebhookCustomHTTPContext(ctx, s.opts.WebhookURL, s.http, m.webhookMessage(s.opts))
+	return classify("incoming webhook", err)
+}
+
+// call names an API call for error messages.
+func (s *Sink) call(method, channel string) string {
+	return method + " to " + channel
+}
+
+// fail prefixes a delivery error with the sink's name, keeping its class.
+func (s *Sink) fail(d *core.Delivery, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("slack sink %q, row %d: %w", s.name, d.ID, err)
+}
