@@ -1,0 +1,113 @@
+package sinks
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// Defaults for [NewHTTPClient].
+const (
+	// DefaultHTTPTimeout bounds one whole request (connect, send, read the
+	// response headers and body) when HTTPClientOptions.Timeout is zero.
+	DefaultHTTPTimeout = 10 * time.Second
+	// DefaultDialTimeout bounds establishing one TCP connection.
+	DefaultDialTimeout = 5 * time.Second
+	// maxDrainBytes is how much of an unread response body DiscardBody reads
+	// so the connection can be reused; a larger body is cheaper to abandon
+	// with its connection.
+	maxDrainBytes = 64 << 10
+)
+
+// HTTPClientOptions configures [NewHTTPClient].
+type HTTPClientOptions struct {
+	// Timeout bounds one whole request; zero means DefaultHTTPTimeout. The
+	// request's context (the relay's delivery deadline) bounds it as well.
+	Timeout time.Duration
+	// AllowPrivate lets the client connect to loopback, private, link-local
+	// and other non-public addresses (see [CheckPublicAddr]). Leave it false
+	// for any URL that comes from configuration a third party can influence;
+	// set it for test servers and proxies on the local network. It also
+	// decides whether the environment's HTTP(S)_PROXY is honoured: a proxy
+	// makes the connection on our behalf, out of the guard's sight.
+	AllowPrivate bool
+	// TracerProvider records each request as a client span, a child of the
+	// span in the request's context (the relay's delivery span). Nil means
+	// the global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// NewHTTPClient returns the HTTP client every HTTP sink should use:
+//
+//   - its requests are traced with otelhttp, so they show up as child spans
+//     of the delivery, and carry the trace context to the receiver in the
+//     format of the global propagator the application installed;
+//   - redirects are not followed: the caller sees the 3xx response itself
+//     (a redirect could lead a signed request somewhere it was not meant to
+//     go, past the address guard's intent);
+//   - unless AllowPrivate, it refuses to connect to non-public addresses.
+//     The check runs in the dialer on the IP address actually being dialled,
+//     after name resolution, so a hostname that resolves (or is re-bound) to
+//     127.0.0.1 is refused just like the literal address.
+func NewHTTPClient(opts HTTPClientOptions) *http.Client {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultHTTPTimeout
+	}
+	dialer := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.DialContext = dialer.DialContext
+	if !opts.AllowPrivate {
+		dialer.Control = guardDial
+		base.Proxy = nil
+	}
+	var otelOpts []otelhttp.Option
+	if opts.TracerProvider != nil {
+		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(opts.TracerProvider))
+	}
+	return &http.Client{
+		Transport: otelhttp.NewTransport(base, otelOpts...),
+		Timeout:   opts.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// TransportError turns an error from http.Client.Do into a delivery outcome:
+// a refused non-public address is [core.Permanent] (retrying reaches the
+// same address, and the configuration has to change), anything else
+// (timeouts, refused or reset connections, DNS failures) is returned as a
+// plain, retryable error.
+//
+// The request URL is stripped from the error: webhook URLs often carry a
+// token in their path or query, and errors end up in logs and in the
+// outbox's last_error column.
+func TransportError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	if errors.Is(err, ErrNonPublicAddress) {
+		return core.Permanent(err)
+	}
+	return err
+}
+
+// DiscardBody reads what is left of a response body, up to a bound, and
+// closes it, so the connection can carry the next request. Call it (usually
+// deferred) on every response a sink does not read to the end.
+func DiscardBody(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrainBytes))
+	_ = body.Close()
+}

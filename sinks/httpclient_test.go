@@ -1,0 +1,153 @@
+package sinks_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+func TestCheckPublicAddr(t *testing.T) {
+	t.Parallel()
+	refused := []string{
+		"127.0.0.1", "127.8.9.10", "::1", // loopback
+		"10.1.2.3", "172.16.0.1", "192.168.1.1", "fd00::1", // private
+		"169.254.169.254", "fe80::1", // link-local, cloud metadata
+		"0.0.0.0", "::", "0.1.2.3", // unspecified, this-network
+		"224.0.0.1", "ff02::1", // multicast
+		"100.64.0.1", "100.127.255.254", // carrier-grade NAT
+		"198.18.0.1", "192.0.0.8", "255.255.255.255", "fec0::1",
+		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", // IPv4-mapped
+		"64:ff9b::7f00:1", "64:ff9b::a00:1", // NAT64 of 127.0.0.1 and 10.0.0.1
+	}
+	for _, s := range refused {
+		err := sinks.CheckPublicAddr(netip.MustParseAddr(s))
+		if !errors.Is(err, sinks.ErrNonPublicAddress) {
+			t.Errorf("CheckPublicAddr(%s) = %v, want ErrNonPublicAddress", s, err)
+		}
+	}
+	allowed := []string{"8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::808:808"}
+	for _, s := range allowed {
+		if err := sinks.CheckPublicAddr(netip.MustParseAddr(s)); err != nil {
+			t.Errorf("CheckPublicAddr(%s) = %v, want nil", s, err)
+		}
+	}
+}
+
+// countingServer is an httptest server that counts the requests reaching it.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
+
+// TestHTTPClientRefusesNonPublic dials the loopback test server by literal
+// address and by a hostname that resolves to it: both are refused at dial
+// time, so no request reaches the server, and the outcome is permanent.
+func TestHTTPClientRefusesNonPublic(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, ok)
+	u, _ := url.Parse(srv.URL)
+	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{})
+	for _, host := range []string{"127.0.0.1", "localhost", "[::ffff:127.0.0.1]"} {
+		target := "http://" + host + ":" + u.Port() + "/hook?token=s3cret"
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, target, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			sinks.DiscardBody(resp.Body)
+			t.Fatalf("%s: request went through (%s), want refused", host, resp.Status)
+		}
+		err = sinks.TransportError(err)
+		if !errors.Is(err, sinks.ErrNonPublicAddress) || !core.IsPermanent(err) {
+			t.Errorf("%s: error %v, want a permanent ErrNonPublicAddress", host, err)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error %q leaks the URL's token", host, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("%d requests reached the loopback server", n)
+	}
+}
+
+func TestHTTPClientAllowPrivate(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, ok)
+	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{AllowPrivate: true})
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks.DiscardBody(resp.Body)
+	if resp.StatusCode != http.StatusNoContent || hits.Load() != 1 {
+		t.Fatalf("status %s after %d requests, want 204 after 1", resp.Status, hits.Load())
+	}
+}
+
+func TestHTTPClientDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	target, targetHits := countingServer(t, ok)
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL, http.StatusFound)
+	})
+	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{AllowPrivate: true})
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sinks.DiscardBody(resp.Body)
+	if resp.StatusCode != http.StatusFound {
+		t.Errorf("status %s, want the 302 itself", resp.Status)
+	}
+	if !core.IsPermanent(sinks.ClassifyResponse(resp)) {
+		t.Errorf("a 302 is not classified as permanent")
+	}
+	if n := targetHits.Load(); n != 0 {
+		t.Errorf("the redirect was followed %d times", n)
+	}
+}
+
+// TestHTTPClientSpans checks that each request is a client span, child of
+// the span in the request's context.
+func TestHTTPClientSpans(t *testing.T) {
+	t.Parallel()
+	srv, _ := countingServer(t, ok)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{AllowPrivate: true, TracerProvider: tp})
+
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "deliver")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks.DiscardBody(resp.Body)
+	parent.End()
+
+	for _, s := range rec.Ended() {
+		if s.Parent().SpanID() == parent.SpanContext().SpanID() && s.SpanKind() == trace.SpanKindClient {
+			return
+		}
+	}
+	t.Fatalf("no client span that is a child of the delivery span among %d spans", len(rec.Ended()))
+}
