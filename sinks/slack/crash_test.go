@@ -1,0 +1,95 @@
+package slack_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
+)
+
+// The crashing relay runs in a child process (this test binary re-executed)
+// that reads its outbox schema and fake Slack URL from these variables.
+const (
+	crashChildSchemaEnv = "OUTBOXD_SLACK_CRASH_SCHEMA"
+	crashChildAPIEnv    = "OUTBOXD_SLACK_CRASH_API_URL"
+)
+
+// crashLease is the lease of both relays: short, so the survivor takes the
+// row over quickly.
+const crashLease = 2 * time.Second
+
+// A relay killed after Slack accepted a post but before the row was marked
+// sent leaves exactly one Slack message: the relay that takes the row over
+// finds the post in the channel's history and records its receipt.
+func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	pool, ob := testdb.New(t)
+	id := enqueueTexts(t, pool, ob, testSinkName, 1)[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashingRelayChild$", "-test.count=1")
+	child.Env = append(os.Environ(),
+		crashChildSchemaEnv+"="+ob.Schema(), crashChildAPIEnv+"="+fake.APIURL(), "TEST_DATABASE_URL="+testdb.URL())
+	out, err := child.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child relay was not killed (err %v):\n%s", err, out)
+	}
+	first := fake.Posts()
+	if len(first) != 1 {
+		t.Fatalf("child posted %d messages, want 1", len(first))
+	}
+	if r := readRow(t, pool, ob, id); r.Status != string(core.StatusInProgress) {
+		t.Fatalf("after the crash the row is %s, want in_progress (posted, not recorded)", r.Status)
+	}
+
+	runRelay(t, pool, ob, crashLease, slackSink(t, fake, nil))
+	waitFor(t, 30*time.Second, "the row taken over and sent", func() bool {
+		return readRow(t, pool, ob, id).Status == string(core.StatusSent)
+	})
+	r := readRow(t, pool, ob, id)
+	if posts := fake.Posts(); len(posts) != 1 {
+		t.Errorf("Slack holds %d messages, want exactly 1", len(posts))
+	}
+	if r.Channel != first[0].Channel || r.TS != first[0].TS {
+		t.Errorf("receipt %s/%s, want the first post's %s/%s", r.Channel, r.TS, first[0].Channel, first[0].TS)
+	}
+	if n := countRequests(fake, fakeslack.MethodHistory); n == 0 {
+		t.Errorf("the surviving relay never read the channel history")
+	}
+}
+
+// TestCrashingRelayChild is the child half of
+// TestRelayKilledAfterPostDeliversOnce: a relay whose sink SIGKILLs its own
+// process as soon as Slack has accepted a post.
+func TestCrashingRelayChild(t *testing.T) {
+	schema := os.Getenv(crashChildSchemaEnv)
+	if schema == "" {
+		t.Skip("run by TestRelayKilledAfterPostDeliversOnce in a child process")
+	}
+	ob, err := core.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
+	dieAfterPost := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		err := fake.Deliver(ctx, d)
+		if err == nil {
+			// Slack has the message; the relay never gets to record it.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		return err
+	})
+	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, core.SinkConfig{Name: testSinkName, Sink: dieAfterPost})
+	time.Sleep(30 * time.Second)
+	t.Fatal("the relay never delivered the message")
+}

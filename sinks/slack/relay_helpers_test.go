@@ -1,0 +1,99 @@
+package slack_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// relayPoolSize keeps each relay's pool small: the database is shared by
+// every test package.
+const relayPoolSize = 3
+
+// runRelay runs a relay over ob with the given sinks until the test ends.
+func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, sinks ...core.SinkConfig) {
+	t.Helper()
+	relay, err := core.NewRelay(pool, core.Config{
+		Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay.Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("relay did not stop within a minute")
+		}
+	})
+}
+
+// enqueueTexts enqueues n plain-text messages for sink and returns their ids.
+func enqueueTexts(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int) []int64 {
+	t.Helper()
+	msgs := make([]core.Message, n)
+	for i := range msgs {
+		msgs[i] = core.Message{Sink: sink, DedupKey: fmt.Sprintf("msg-%03d", i), Payload: fmt.Sprintf("message %d", i)}
+	}
+	res, err := ob.EnqueueBatch(context.Background(), pool, msgs)
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	ids := make([]int64, n)
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// rowState is a row's status and Slack receipt.
+type rowState struct {
+	Status, Channel, TS string
+	Attempts            int
+}
+
+func readRow(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, id int64) rowState {
+	t.Helper()
+	var r rowState
+	err := pool.QueryRow(context.Background(),
+		"SELECT status, COALESCE(receipt->>'channel', ''), COALESCE(receipt->>'ts', ''), attempts FROM "+ob.Schema()+".messages WHERE id = $1",
+		id).Scan(&r.Status, &r.Channel, &r.TS, &r.Attempts)
+	if err != nil {
+		t.Fatalf("read row %d: %v", id, err)
+	}
+	return r
+}
+
+// sentCount counts sink's sent rows.
+func sentCount(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string) int64 {
+	t.Helper()
+	stats, err := ob.Stats(context.Background(), pool)
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return stats[sink].Sent
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,113 @@
+package slack_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
+)
+
+// slackSink configures a slack sink instance against fake for a relay.
+func slackSink(t *testing.T, fake *fakeslack.Server, rl *core.RateLimit) core.SinkConfig {
+	return core.SinkConfig{Name: testSinkName, Type: slack.Type, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
+}
+
+// maxInWindow returns the most timestamps that fall in any window of length
+// w (times sorted ascending).
+func maxInWindow(times []time.Time, w time.Duration) int {
+	most, j := 0, 0
+	for i := range times {
+		for times[i].Sub(times[j]) >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+func postTimes(posts []fakeslack.Message) []time.Time {
+	times := make([]time.Time, len(posts))
+	for i, p := range posts {
+		times[i] = p.At
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	return times
+}
+
+// Three relays sharing one outbox and a 5/s limit deliver at most 5+burst
+// messages to Slack in any one-second window, and every message exactly once.
+func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
+	t.Parallel()
+	const messages = 60
+	rl := core.RateLimit{Rate: 5, Per: time.Second, Burst: 1}
+	fake := newFake(t)
+	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
+	ob := testdb.NewSchema(t, pools[0])
+	for _, pool := range pools {
+		runRelay(t, pool, ob, 10*time.Second, slackSink(t, fake, &rl))
+	}
+	enqueueTexts(t, pools[0], ob, testSinkName, messages)
+
+	waitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	posts := fake.Posts()
+	keys := map[any]bool{}
+	for _, p := range posts {
+		keys[p.Metadata.EventPayload[slack.MetadataKeyDedup]] = true
+	}
+	if len(posts) != messages || len(keys) != messages {
+		t.Fatalf("%d posts with %d distinct keys, want %d of each", len(posts), len(keys), messages)
+	}
+	times := postTimes(posts)
+	most := maxInWindow(times, rl.Per)
+	span := times[len(times)-1].Sub(times[0])
+	t.Logf("%d posts over %s (%.2f/s), at most %d in any 1s window", len(times), span.Round(time.Millisecond),
+		float64(len(times)-1)/span.Seconds(), most)
+	if most > rl.Rate+rl.Burst {
+		t.Errorf("%d posts in one %s window, want at most %d", most, rl.Per, rl.Rate+rl.Burst)
+	}
+}
+
+// A 429 pauses the sink for every relay: no request reaches Slack before its
+// Retry-After has passed.
+func TestRetryAfterPausesEveryRelay(t *testing.T) {
+	t.Parallel()
+	const messages = 6
+	const retryAfter = 2 * time.Second
+	rl := core.RateLimit{Rate: 10, Per: time.Second, Burst: 1}
+	fake := newFake(t)
+	fake.Inject(fakeslack.MethodPostMessage, fakeslack.Fault{Status: 429, RetryAfter: retryAfter})
+	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
+	ob := testdb.NewSchema(t, pools[0])
+	for _, pool := range pools {
+		runRelay(t, pool, ob, 10*time.Second, slackSink(t, fake, &rl))
+	}
+	ids := enqueueTexts(t, pools[0], ob, testSinkName, messages)
+
+	waitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	reqs := fake.Requests()
+	if reqs[0].Status != 429 {
+		t.Fatalf("first request answered %d, want the injected 429", reqs[0].Status)
+	}
+	resume := reqs[0].At.Add(retryAfter)
+	for _, r := range reqs[1:] {
+		if r.At.Before(resume) {
+			t.Errorf("%s reached Slack %s after the 429, before its %s Retry-After passed",
+				r.Method, r.At.Sub(reqs[0].At).Round(time.Millisecond), retryAfter)
+		}
+	}
+	t.Logf("first request after the 429 came %s later", reqs[1].At.Sub(reqs[0].At).Round(time.Millisecond))
+	if n := len(fake.Posts()); n != messages {
+		t.Errorf("%d posts, want %d", n, messages)
+	}
+	for _, id := range ids {
+		if r := readRow(t, pools[0], ob, id); r.Attempts != 1 {
+			t.Errorf("row %d took %d attempts; a Retry-After must not spend one", id, r.Attempts)
+		}
+	}
+}
