@@ -14,15 +14,16 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// outcome names what a delivery error asks the relay to do.
+// outcome names what a delivery error asks the relay to do, and the delay
+// of a retry-after. The delay is rounded up to whole seconds: an HTTP-date
+// has no fraction, so "now + 1 minute" arrives as a little under a minute.
 func outcome(err error) string {
-	if err == nil {
+	switch d, ok := core.RetryAfterDelay(err); {
+	case err == nil:
 		return "sent"
-	}
-	if d, ok := core.RetryAfterDelay(err); ok {
-		return "retry-after " + d.Round(time.Second).String()
-	}
-	if core.IsPermanent(err) {
+	case ok:
+		return "retry-after " + (d + time.Second - 1).Truncate(time.Second).String()
+	case core.IsPermanent(err):
 		return "permanent"
 	}
 	return "retry"
@@ -42,7 +43,9 @@ func response(code int, header http.Header, body string) *http.Response {
 
 func TestClassifyResponse(t *testing.T) {
 	t.Parallel()
-	inAMinute := time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)
+	// A whole second from now plus one minute: the delay is a minute and a
+	// fraction of a second, however long the test takes to get there.
+	inAMinute := time.Now().Truncate(time.Second).Add(time.Minute + time.Second).UTC().Format(http.TimeFormat)
 	ra := func(v string) http.Header { return http.Header{"Retry-After": {v}} }
 	tests := []struct {
 		code   int
@@ -69,7 +72,7 @@ func TestClassifyResponse(t *testing.T) {
 		{429, nil, "retry"},
 		{429, ra("30"), "retry-after 30s"},
 		{429, ra(" 0 "), "retry-after 0s"},
-		{429, ra(inAMinute), "retry-after 1m0s"},
+		{429, ra(inAMinute), "retry-after 1m1s"},
 		{429, ra("Wed, 21 Oct 2015 07:28:00 GMT"), "retry-after 0s"}, // in the past
 		{429, ra("soon"), "retry"},
 		{429, ra("-5"), "retry"},
@@ -79,7 +82,7 @@ func TestClassifyResponse(t *testing.T) {
 		{502, nil, "retry"},
 		{503, nil, "retry"},
 		{503, ra("120"), "retry-after 2m0s"},
-		{503, ra(inAMinute), "retry-after 1m0s"},
+		{503, ra(inAMinute), "retry-after 1m1s"},
 		{504, nil, "retry"},
 		{599, nil, "retry"},
 	}

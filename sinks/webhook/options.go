@@ -1,0 +1,133 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// DefaultTimeout bounds one webhook request when the timeout option is not
+// set. The relay's delivery deadline bounds it too.
+const DefaultTimeout = 10 * time.Second
+
+// reservedHeaders are set by the sink itself; the headers option may not
+// override them, or signatures and bodies would no longer match.
+var reservedHeaders = []string{
+	headerID, headerTimestamp, headerSignature,
+	"Content-Type", "Content-Length", "Host", "Transfer-Encoding",
+}
+
+// Options are the webhook sink's options, as written in plugins.yaml.
+type Options struct {
+	URL          string            `mapstructure:"url"`
+	Secret       string            `mapstructure:"secret"`
+	Secrets      []string          `mapstructure:"secrets"`
+	Timeout      time.Duration     `mapstructure:"timeout"`
+	Headers      map[string]string `mapstructure:"headers"`
+	AllowPrivate bool              `mapstructure:"allow_private"`
+}
+
+// config is Options checked and decoded.
+type config struct {
+	url          string
+	secrets      []Secret
+	timeout      time.Duration
+	headers      http.Header
+	allowPrivate bool
+}
+
+// parseOptions decodes and checks a sink's options. Errors name the option
+// at fault and never repeat a secret, a header value or the URL (which may
+// carry a token).
+func parseOptions(options map[string]any) (config, error) {
+	var o Options
+	if err := sinks.DecodeOptions(options, &o); err != nil {
+		return config{}, err
+	}
+	c := config{url: o.URL, timeout: o.Timeout, allowPrivate: o.AllowPrivate}
+	if err := checkURL(o.URL); err != nil {
+		return c, fmt.Errorf("option url: %w", err)
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.timeout < 0 {
+		return c, fmt.Errorf("option timeout: must be positive, got %s", c.timeout)
+	}
+	var err error
+	if c.secrets, err = parseSecrets(o.Secret, o.Secrets); err != nil {
+		return c, err
+	}
+	if c.headers, err = parseHeaders(o.Headers); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func checkURL(raw string) error {
+	if raw == "" {
+		return errors.New("is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without the URL itself
+		}
+		return fmt.Errorf("not a valid URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+func parseSecrets(secret string, secrets []string) ([]Secret, error) {
+	if secret != "" && len(secrets) > 0 {
+		return nil, errors.New("options secret and secrets: set one of them (list every secret under secrets)")
+	}
+	name := "secrets"
+	if secret != "" {
+		name, secrets = "secret", []string{secret}
+	}
+	parsed := make([]Secret, len(secrets))
+	for i, s := range secrets {
+		var err error
+		if parsed[i], err = ParseSecret(s); err != nil {
+			if name == "secret" {
+				return nil, fmt.Errorf("option secret: %w", err)
+			}
+			return nil, fmt.Errorf("option secrets[%d]: %w", i, err)
+		}
+	}
+	return parsed, nil
+}
+
+func parseHeaders(headers map[string]string) (http.Header, error) {
+	h := make(http.Header, len(headers))
+	for name, value := range headers {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return nil, fmt.Errorf("option headers: %q is not a valid header name", name)
+		}
+		for _, r := range reservedHeaders {
+			if strings.EqualFold(name, r) {
+				return nil, fmt.Errorf("option headers: %s is set by the webhook sink itself", r)
+			}
+		}
+		if !httpguts.ValidHeaderFieldValue(value) {
+			return nil, fmt.Errorf("option headers: the value of %s holds characters a header cannot carry", name)
+		}
+		h.Set(name, value)
+	}
+	return h, nil
+}

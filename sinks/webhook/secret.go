@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds of a signing secret's key, as the Standard Webhooks specification
+// recommends.
+const (
+	// SecretPrefix starts every secret in its text form.
+	SecretPrefix = "whsec_"
+	// MinSecretBytes is the shortest key accepted (192 bits).
+	MinSecretBytes = 24
+	// MaxSecretBytes is the longest key accepted.
+	MaxSecretBytes = 64
+	// signatureVersion tags an HMAC-SHA256 signature.
+	signatureVersion = "v1"
+)
+
+// Secret is a Standard Webhooks signing key. Its String method never shows
+// the key, so a Secret printed by mistake does not leak.
+type Secret struct{ key []byte }
+
+// ParseSecret decodes a secret written as "whsec_" + base64(key). Its errors
+// describe what is wrong without repeating the secret.
+func ParseSecret(s string) (Secret, error) {
+	encoded, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return Secret{}, errors.New("does not start with " + SecretPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return Secret{}, fmt.Errorf("the part after %s is not standard base64", SecretPrefix)
+	}
+	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return Secret{}, fmt.Errorf("the key is %d bytes, want %d to %d", len(key), MinSecretBytes, MaxSecretBytes)
+	}
+	return Secret{key: key}, nil
+}
+
+// String returns a redacted placeholder.
+func (Secret) String() string { return SecretPrefix + "<redacted>" }
+
+// Sign returns the signature of one message, "v1," followed by the base64
+// HMAC-SHA256 of id, timestamp (Unix seconds) and body joined by dots.
+func (s Secret) Sign(id string, timestamp time.Time, body []byte) string {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp.Unix(), 10) + "."))
+	mac.Write(body)
+	return signatureVersion + "," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// signatureHeader is the webhook-signature value: one signature per secret,
+// space-separated.
+func signatureHeader(secrets []Secret, id string, timestamp time.Time, body []byte) string {
+	sigs := make([]string, len(secrets))
+	for i, s := range secrets {
+		sigs[i] = s.Sign(id, timestamp, body)
+	}
+	return strings.Join(sigs, " ")
+}

@@ -1,0 +1,105 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// Type is the sink type name used in plugins.yaml.
+const Type = "webhook"
+
+// The Standard Webhooks headers.
+const (
+	headerID        = "webhook-id"
+	headerTimestamp = "webhook-timestamp"
+	headerSignature = "webhook-signature"
+)
+
+func init() { registry.Register(Type, New) }
+
+// Sink delivers messages to one webhook endpoint. It is safe for concurrent
+// use.
+type Sink struct {
+	name    string
+	url     string
+	secrets []Secret
+	headers http.Header
+	client  *http.Client
+	now     func() time.Time
+}
+
+// New builds the webhook sink instance called name from its options; it is
+// the registry factory for the "webhook" type. See the package
+// documentation for the options.
+func New(name string, options map[string]any) (core.Sink, error) {
+	c, err := parseOptions(options)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{
+		name:    name,
+		url:     c.url,
+		secrets: c.secrets,
+		headers: c.headers,
+		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
+			Timeout:      c.timeout,
+			AllowPrivate: c.allowPrivate,
+		}),
+		now: time.Now,
+	}, nil
+}
+
+// Deliver POSTs the payload, signed, and maps the response to an outcome.
+func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+	if err := checkID(d.DedupKey); err != nil {
+		return core.Permanent(s.wrap(err))
+	}
+	now := s.now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))
+	if err != nil {
+		return s.wrap(sinks.TransportError(err))
+	}
+	req.Header = s.headers.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerID, d.DedupKey)
+	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
+	if len(s.secrets) > 0 {
+		req.Header.Set(headerSignature, signatureHeader(s.secrets, d.DedupKey, now, d.Payload))
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return s.wrap(sinks.TransportError(err))
+	}
+	defer sinks.DiscardBody(resp.Body)
+	return s.wrap(sinks.ClassifyResponse(resp))
+}
+
+// wrap names the sink in err, keeping its class (Permanent, RetryAfter).
+func (s *Sink) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("webhook %q: %w", s.name, err)
+}
+
+// checkID refuses a dedup key the receiver would not see byte for byte in
+// webhook-id: header values cannot hold control characters, and HTTP
+// strips spaces around them, which would break the signature.
+func checkID(id string) error {
+	if id == "" || !httpguts.ValidHeaderFieldValue(id) || strings.Trim(id, " \t") != id {
+		return errors.New("the dedup key cannot be sent unchanged as webhook-id (empty, control characters, or spaces at either end)")
+	}
+	return nil
+}
