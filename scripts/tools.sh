@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# tools.sh builds and locates the development tools pinned in tools/go.mod
+# (Mailpit for the email sink's integration tests, Jaeger for the tracing
+# tests). The tools live in their own Go module so their dependencies never
+# reach outboxd's go.mod.
+#
+# Usage:
+#   scripts/tools.sh build [tool...]   build the tools (default: all) unless up to date
+#   scripts/tools.sh path TOOL         print the binary path of TOOL
+#   scripts/tools.sh list              print the known tool names
+#
+# Binaries go to ${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}. Each binary
+# has a stamp file holding a hash of tools/go.mod, tools/go.sum and the Go
+# version; a tool is rebuilt only when its binary or stamp is missing or the
+# hash changed, so CI caches and repeated test runs reuse the build.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools_dir="$root/tools"
+bin_dir="${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}"
+
+# Tool name -> Go package path; keep in sync with the tool directives in
+# tools/go.mod.
+declare -A packages=(
+	[mailpit]=github.com/axllent/mailpit
+	[jaeger]=github.com/jaegertracing/jaeger/cmd/jaeger
+)
+
+die() {
+	echo "tools.sh: $*" >&2
+	exit 1
+}
+
+package_of() {
+	local pkg="${packages[$1]:-}"
+	[[ -n "$pkg" ]] || die "unknown tool '$1' (known: ${!packages[*]})"
+	echo "$pkg"
+}
+
+# stamp_hash identifies the inputs of a build: the pinned versions and the
+# toolchain that compiles them.
+stamp_hash() {
+	{
+		cat "$tools_dir/go.mod" "$tools_dir/go.sum"
+		(cd "$tools_dir" && go version)
+	} | sha256sum | cut -d' ' -f1
+}
+
+build_one() {
+	local name="$1" pkg bin stamp want start
+	pkg="$(package_of "$name")"
+	bin="$bin_dir/$name"
+	stamp="$bin_dir/.$name.stamp"
+	want="$(stamp_hash)"
+	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+		echo "tools.sh: $name is up to date ($bin)" >&2
+		return
+	fi
+	mkdir -p "$bin_dir"
+	echo "tools.sh: building $name ($pkg) ..." >&2
+	start=$SECONDS
+	# Build next to the target and rename, so a concurrent reader never sees
+	# a half-written binary.
+	(cd "$tools_dir" && go build -o "$bin.tmp.$$" "$pkg")
+	mv -f "$bin.tmp.$$" "$bin"
+	echo "$want" >"$stamp"
+	echo "tools.sh: built $name in $((SECONDS - start))s" >&2
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+build)
+	if [[ $# -eq 0 ]]; then
+		set -- "${!packages[@]}"
+	fi
+	for name in "$@"; do
+		build_one "$name"
+	done
+	;;
+path)
+	[[ $# -eq 1 ]] || die "usage: tools.sh path TOOL"
+	package_of "$1" >/dev/null
+	echo "$bin_dir/$1"
+	;;
+list)
+	printf '%s\n' "${!packages[@]}" | sort
+	;;
+*)
+	die "usage: tools.sh build [tool...] | path TOOL | list"
+	;;
+esac
