@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/sinks"
 )
 
 // DefaultRetryAfter is how long a sink waits after a 429, or an ok:false
@@ -62,7 +62,6 @@ func classify(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	err = redactURL(err)
 	wrapped := fmt.Errorf("%s: %w", what, err)
 
 	var rateLimited *slackapi.RateLimitedError
@@ -82,8 +81,9 @@ func classify(what string, err error) error {
 		}
 	}
 	// Timeouts, refused connections, 200 answers with a broken body, unknown
-	// Slack error codes: try again later.
-	return wrapped
+	// Slack error codes: try again later. TransportError also drops the
+	// request URL, since an incoming-webhook URL is a secret.
+	return fmt.Errorf("%s: %w", what, sinks.TransportError(err))
 }
 
 // classifyStatus maps an HTTP status without a usable Retry-After.
@@ -97,16 +97,6 @@ func classifyStatus(code int, err error) error {
 		// The API URL is wrong, or the webhook was removed (404, 410) or is
 		// forbidden (403): the same request cannot succeed later.
 		return core.Permanent(err)
-	}
-	return err
-}
-
-// redactURL drops the URL from net/http's errors: an incoming-webhook URL is
-// a secret.
-func redactURL(err error) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		return fmt.Errorf("%s request: %w", uerr.Op, uerr.Err)
 	}
 	return err
 }
