@@ -17,6 +17,10 @@ import (
 const (
 	completerRetryInitial = 50 * time.Millisecond
 	completerRetryMax     = 2 * time.Second
+	// completerMinWindow is how long a write is tried even when its lease
+	// has already expired: a late result still counts if no other relay has
+	// re-claimed the row, and the token guard makes it harmless if one has.
+	completerMinWindow = 5 * time.Second
 )
 
 // outcome is the result of one delivery attempt, waiting to be written.
@@ -29,7 +33,7 @@ type outcome struct {
 	receipt []byte
 	refund  int // 1 gives the attempt back (RetryAfter, released rows)
 
-	leaseEnd time.Time // local time after which writing is pointless
+	leaseEnd time.Time // local time after which another relay may own the row
 	done     func(written bool)
 }
 
@@ -82,7 +86,7 @@ func (c *completer) write(batch []outcome) {
 		errs     = make([]*string, n)
 		receipts = make([][]byte, n)
 		refunds  = make([]int32, n)
-		deadline time.Time
+		deadline = time.Now().Add(completerMinWindow)
 	)
 	for i, o := range batch {
 		ids[i], tokens[i], statuses[i] = o.id, o.token, string(o.status)

@@ -18,6 +18,10 @@ const (
 	listenerReconnectMax     = 5 * time.Second
 )
 
+// ListenerApplicationName is the application_name of a relay's LISTEN
+// connection, so operators can find it in pg_stat_activity.
+const ListenerApplicationName = "outboxd-listener"
+
 // pauseNotificationPrefix starts the payload of a notification that pauses a
 // sink cluster-wide; an empty payload is an enqueue wake-up.
 const pauseNotificationPrefix = "pause "
@@ -85,7 +89,9 @@ func (l *listener) run(ctx context.Context) {
 }
 
 func (l *listener) listenOnce(ctx context.Context, onConnected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+	cfg := l.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

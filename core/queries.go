@@ -76,11 +76,14 @@ LEFT JOIN wake ON true`
 // relay still runs out of attempts. A row with an ordering key is only ready
 // when no earlier row of its key is unfinished. It returns whether the row
 // was reclaimed from an expired lease (its previous outcome is unknown).
+// Sinks paused by a Retry-After are skipped on the database's word, so a
+// relay that has not heard of the pause yet cannot claim their rows.
 const sqlClaim = `
 WITH ready AS (
     SELECT id, status FROM {schema}.messages m
     WHERE status IN ('pending', 'failed') AND available_at <= now()
       AND {sink_filter}
+      AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
       AND (ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
             WHERE e.ordering_key = m.ordering_key AND e.id < m.id
@@ -89,9 +92,10 @@ WITH ready AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT id, status FROM {schema}.messages
+    SELECT id, status FROM {schema}.messages m
     WHERE status = 'in_progress' AND lease_expires_at <= now()
       AND {sink_filter}
+      AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
     ORDER BY lease_expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED

@@ -1,11 +1,44 @@
 package core_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func captureLogs() (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
 
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	b := setup(t)
@@ -14,4 +47,274 @@ func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	enqueueN(t, b, "rec", 100, nil)
 	waitFor(t, 30*time.Second, "100 deliveries", func() bool { return len(sink.snapshot()) >= 100 })
 	waitFor(t, 10*time.Second, "100 sent rows", func() bool { return statusCounts(t, b)["sent"] == 100 })
+}
+
+func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
+	b := setup(t)
+	const n = 10_000
+	sink := newRecordingSink()
+	for range 4 {
+		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
+		startRelay(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100})
+	}
+	ids := enqueueN(t, b, "rec", n, nil)
+	waitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
+	seen := map[int64]int{}
+	for _, d := range sink.snapshot() {
+		seen[d.ID]++
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("message %d delivered %d times, want exactly once", id, seen[id])
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("delivered %d distinct messages, want %d", len(seen), n)
+	}
+}
+
+func TestZombieCompletionChangesNothing(t *testing.T) {
+	b := setup(t)
+	logger, logs := captureLogs()
+	release := make(chan struct{})
+	firstStarted := make(chan struct{})
+	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		if d.Attempt == 1 {
+			close(firstStarted)
+			<-release // outlives its lease, ignoring ctx like a stuck client
+			return d.SetReceipt("zombie")
+		}
+		if !d.Uncertain {
+			t.Errorf("attempt %d after an expired lease must be marked uncertain", d.Attempt)
+		}
+		return d.SetReceipt("second")
+	})
+	cfg := core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}},
+		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
+	startRelay(t, b.pool, cfg)
+	startRelay(t, testdb.Pool(t, 2), cfg)
+	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	<-firstStarted
+	var receipt string
+	waitFor(t, 20*time.Second, "the reclaimed row to be sent", func() bool {
+		err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(receipt #>> '{}', '') FROM "+b.ob.Schema()+".messages WHERE status = 'sent'").Scan(&receipt)
+		return err == nil
+	})
+	close(release)
+	waitFor(t, 10*time.Second, "the zombie warning", func() bool { return strings.Contains(logs.String(), "zombie") })
+	var attempts int
+	if err := b.pool.QueryRow(b.ctx, "SELECT receipt #>> '{}', attempts FROM "+b.ob.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if receipt != "second" || attempts != 2 {
+		t.Fatalf("receipt %q after %d attempts; the zombie's late completion must change nothing", receipt, attempts)
+	}
+}
+
+func TestCrashLoopingMessageEndsDead(t *testing.T) {
+	b := setup(t)
+	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Three relays claim the message and die before writing anything.
+	for attempt := 1; attempt <= 3; attempt++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
+			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, 10, 10*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n == 1
+		})
+	}
+	logger, logs := captureLogs()
+	delivered := atomic.Int32{}
+	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { delivered.Add(1); return nil })
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	waitFor(t, 10*time.Second, "the row to die", func() bool { return statusCounts(t, b)["dead"] == 1 })
+	if delivered.Load() != 0 {
+		t.Fatalf("a message that exhausted its attempts was delivered again")
+	}
+	waitFor(t, 5*time.Second, "the ERROR line", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
+	for _, want := range []string{"dead-lettered", "dedup_key=poison", "sink=s", "attempts=4", "abandoned"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("dead-letter log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
+	b := setup(t)
+	const initial = 2 * time.Second
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		mu.Lock()
+		starts[d.DedupKey] = append(starts[d.DedupKey], time.Now())
+		n := len(starts[d.DedupKey])
+		mu.Unlock()
+		switch {
+		case d.DedupKey == "fails-once" && n == 1:
+			return errors.New("temporary outage")
+		case d.DedupKey == "rate-limited" && n <= 2:
+			return core.RetryAfter(100*time.Millisecond, errors.New("429"))
+		}
+		return nil
+	})
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: initial, Max: time.Minute}}}})
+	for _, key := range []string{"fails-once", "rate-limited"} {
+		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "both sent", func() bool { return statusCounts(t, b)["sent"] == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if got := starts["fails-once"]; len(got) != 2 || got[1].Sub(got[0]) < initial*9/10 {
+		t.Fatalf("retry came %v after the failure, want at least the %s backoff (less jitter)", got[1].Sub(got[0]), initial)
+	}
+	var attempts, failedAttempts int
+	err := b.pool.QueryRow(b.ctx, "SELECT attempts, (SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts a WHERE a.message_id = m.id) FROM "+b.ob.Schema()+".messages m WHERE dedup_key = 'rate-limited'").Scan(&attempts, &failedAttempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 || failedAttempts != 0 {
+		t.Fatalf("after two RetryAfters and a success: attempts = %d, failed attempts recorded = %d; want 1 and 0", attempts, failedAttempts)
+	}
+}
+
+func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
+	b := setup(t)
+	const keys, perKey = 20, 200
+	var mu sync.Mutex
+	byKey := map[string][]int64{}
+	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		if rand.IntN(10) == 0 {
+			return errors.New("transient")
+		}
+		mu.Lock()
+		byKey[d.OrderingKey] = append(byKey[d.OrderingKey], d.ID)
+		mu.Unlock()
+		return nil
+	})
+	cfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, MaxAttempts: 100, Backoff: core.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
+	for range 4 {
+		startRelay(t, testdb.Pool(t, 3), cfg)
+	}
+	enqueueN(t, b, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
+	waitFor(t, 2*time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == keys*perKey })
+	mu.Lock()
+	defer mu.Unlock()
+	for key, ids := range byKey {
+		if len(ids) != perKey {
+			t.Errorf("%s: %d deliveries, want %d", key, len(ids), perKey)
+		}
+		for i := 1; i < len(ids); i++ {
+			if ids[i] <= ids[i-1] {
+				t.Fatalf("%s: id %d delivered after %d", key, ids[i], ids[i-1])
+			}
+		}
+	}
+}
+
+func TestUnknownSinkIsDeadLetteredWithoutBlockingOthers(t *testing.T) {
+	b := setup(t)
+	sink := newRecordingSink()
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "known", Sink: sink}}})
+	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "typo", DedupKey: "k", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, b, "known", 10, nil)
+	waitFor(t, 10*time.Second, "10 sent and 1 dead", func() bool {
+		c := statusCounts(t, b)
+		return c["sent"] == 10 && c["dead"] == 1
+	})
+	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Sink != "typo" || !strings.Contains(dead[0].LastError, `sink "typo" is not configured`) {
+		t.Fatalf("dead letters = %+v", dead)
+	}
+}
+
+func TestListenerSurvivesTerminatedConnection(t *testing.T) {
+	b := setup(t)
+	sink := newRecordingSink()
+	// An hour-long poll interval: only notifications can wake the relay.
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
+	listenerPID := func() int {
+		var pid int
+		err := b.pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
+			core.ListenerApplicationName, b.ob.Schema()).Scan(&pid)
+		if err != nil {
+			return 0
+		}
+		return pid
+	}
+	var first int
+	waitFor(t, 10*time.Second, "the listener to connect", func() bool { first = listenerPID(); return first != 0 })
+	enqueueN(t, b, "rec", 1, nil)
+	waitFor(t, 10*time.Second, "a notified delivery", func() bool { return len(sink.snapshot()) == 1 })
+
+	if _, err := b.pool.Exec(b.ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a new listener connection", func() bool { pid := listenerPID(); return pid != 0 && pid != first })
+	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a delivery woken by the new listener", func() bool { return len(sink.snapshot()) == 2 })
+}
+
+func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
+	b := setup(t)
+	var calls atomic.Int32
+	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return nil
+	})
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	enqueueN(t, b, "s", 1, nil)
+	waitFor(t, 10*time.Second, "sent after the panic", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	var recorded string
+	if err := b.pool.QueryRow(b.ctx, "SELECT error FROM "+b.ob.Schema()+".failed_attempts").Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(recorded, "sink panicked: boom") {
+		t.Fatalf("recorded error = %q", recorded)
+	}
+}
+
+func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
+	b := setup(t)
+	started := make(chan struct{})
+	var once sync.Once
+	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		once.Do(func() { close(started) })
+		time.Sleep(200 * time.Millisecond) // a delivery in progress when shutdown begins
+		return nil
+	})
+	relay, err := core.NewRelay(b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error)
+	go func() { done <- relay.Run(ctx) }()
+	enqueueN(t, b, "s", 5, nil)
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c := statusCounts(t, b); c["sent"] != 5 {
+		t.Fatalf("after shutdown: %v, want all 5 in-flight deliveries finished and written", c)
+	}
 }

@@ -1,0 +1,165 @@
+package core_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
+	b := setup(t)
+	const producers = 50
+	var wg sync.WaitGroup
+	results := make([]core.EnqueueResult, producers)
+	errs := make([]error, producers)
+	for i := range producers {
+		wg.Go(func() {
+			results[i], errs[i] = b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "same", Payload: "hello"})
+		})
+	}
+	wg.Wait()
+	created := 0
+	for i := range producers {
+		if errs[i] != nil {
+			t.Fatalf("producer %d: %v", i, errs[i])
+		}
+		if results[i].Created {
+			created++
+		}
+		if results[i].ID != results[0].ID {
+			t.Errorf("producer %d got id %d, producer 0 got %d", i, results[i].ID, results[0].ID)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("created = %d, want exactly 1", created)
+	}
+	if n := statusCounts(t, b)["pending"]; n != 1 {
+		t.Fatalf("pending rows = %d, want 1", n)
+	}
+}
+
+func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
+	b := setup(t)
+	sink := newRecordingSink()
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "rec", DedupKey: "rolled-back", Payload: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A committed message enqueued afterwards is the witness that the relay
+	// ran through the table after the rollback.
+	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "rec", DedupKey: "committed", Payload: "yes"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the committed message", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	for _, d := range sink.snapshot() {
+		if d.DedupKey != "committed" {
+			t.Fatalf("delivered %q, which was rolled back", d.DedupKey)
+		}
+	}
+	if got := statusCounts(t, b); got["sent"] != 1 || len(got) != 1 {
+		t.Fatalf("rows by status = %v, want only the committed one, sent", got)
+	}
+}
+
+func TestEnqueueValidation(t *testing.T) {
+	b := setup(t)
+	tests := []struct {
+		name string
+		msg  core.Message
+		want string
+	}{
+		{"empty sink", core.Message{DedupKey: "k", Payload: "x"}, "sink is empty"},
+		{"empty key", core.Message{Sink: "s", Payload: "x"}, "dedup key is empty"},
+		{"long key", core.Message{Sink: "s", DedupKey: strings.Repeat("k", 256), Payload: "x"}, "over the limit of 255"},
+		{"unprintable key", core.Message{Sink: "s", DedupKey: "a\x00b", Payload: "x"}, "not printable"},
+		{"invalid JSON", core.Message{Sink: "s", DedupKey: "k", Payload: json.RawMessage(`{"a":`)}, "not valid JSON"},
+		{"no payload", core.Message{Sink: "s", DedupKey: "k"}, "payload is empty"},
+		{"too big", core.Message{Sink: "s", DedupKey: "k", Payload: strings.Repeat("x", core.DefaultMaxPayloadBytes)}, "over the limit"},
+		{"negative max attempts", core.Message{Sink: "s", DedupKey: "k", Payload: "x", MaxAttempts: -1}, "max attempts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := b.ob.Enqueue(b.ctx, b.pool, tt.msg)
+			if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrInvalidMessage mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if n := len(statusCounts(t, b)); n != 0 {
+		t.Fatalf("invalid messages reached the table")
+	}
+}
+
+func TestEnqueueStoresPlainStringAsText(t *testing.T) {
+	b := setup(t)
+	res, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "k", Payload: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payload string
+	if err := b.pool.QueryRow(b.ctx, "SELECT payload::text FROM "+b.ob.Schema()+".messages WHERE id = $1", res.ID).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload != `{"text": "hello"}` {
+		t.Fatalf("payload = %s", payload)
+	}
+}
+
+func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
+	b := setup(t)
+	first, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "old", Payload: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []core.Message{
+		{Sink: "s", DedupKey: "new-1", Payload: "a"},
+		{Sink: "s", DedupKey: "old", Payload: "b"},
+		{Sink: "s", DedupKey: "new-2", Payload: "c", OrderingKey: "o", MaxAttempts: 3},
+		{Sink: "s", DedupKey: "new-1", Payload: "d"},
+		{Sink: "t", DedupKey: "old", Payload: "e"},
+	}
+	res, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCreated := []bool{true, false, true, false, true}
+	for i, r := range res {
+		if r.Created != wantCreated[i] {
+			t.Errorf("message %d: created = %v, want %v", i, r.Created, wantCreated[i])
+		}
+		if r.ID == 0 {
+			t.Errorf("message %d: no id", i)
+		}
+	}
+	if res[1].ID != first.ID || res[3].ID != res[0].ID {
+		t.Errorf("duplicates must report the existing row's id: %+v", res)
+	}
+	if res[2].ID <= res[0].ID {
+		t.Errorf("ids must follow the batch order: %+v", res)
+	}
+	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, core.ErrInvalidMessage) {
+		t.Fatalf("an invalid message must fail the whole batch, got %v", err)
+	}
+	if n := statusCounts(t, b)["pending"]; n != 4 {
+		t.Fatalf("pending = %d, want 4", n)
+	}
+}
