@@ -38,13 +38,10 @@ type listener struct {
 
 	mu      sync.Mutex
 	waiters []chan struct{}
-	// connected is closed and replaced each time a LISTEN is established;
-	// tests use it to wait for a reconnect.
-	connected chan struct{}
 }
 
 func newListener(pool *pgxpool.Pool, channel string, logger *slog.Logger, onPause func(string)) *listener {
-	return &listener{pool: pool, channel: channel, logger: logger, onPause: onPause, connected: make(chan struct{})}
+	return &listener{pool: pool, channel: channel, logger: logger, onPause: onPause}
 }
 
 // subscribe returns a channel that receives a value whenever there may be
@@ -100,10 +97,6 @@ func (l *listener) listenOnce(ctx context.Context, onConnected func()) error {
 		return err
 	}
 	onConnected()
-	l.mu.Lock()
-	close(l.connected)
-	l.connected = make(chan struct{})
-	l.mu.Unlock()
 	// Anything enqueued while we were not listening was not announced.
 	l.wakeAll()
 	for {
@@ -117,11 +110,4 @@ func (l *listener) listenOnce(ctx context.Context, onConnected func()) error {
 		}
 		l.wakeAll()
 	}
-}
-
-// connectedSignal returns a channel closed at the next successful LISTEN.
-func (l *listener) connectedSignal() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.connected
 }

@@ -1,0 +1,66 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+)
+
+func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
+	if _, err := registry.Build("nope", "alerts", nil); err == nil ||
+		!strings.Contains(err.Error(), `sink "alerts": unknown type "nope"`) ||
+		!strings.Contains(err.Error(), "discard, log") {
+		t.Fatalf("unknown type error = %v; want the sink name and the registered types", err)
+	}
+	if _, err := registry.Build("log", "audit", map[string]any{"levle": "info"}); err == nil ||
+		!strings.Contains(err.Error(), `sink "audit" (type log)`) || !strings.Contains(err.Error(), "levle") {
+		t.Fatalf("bad option error = %v; want the sink, its type and the option", err)
+	}
+}
+
+func TestBuiltinsDeliver(t *testing.T) {
+	for _, typ := range []string{registry.TypeLog, registry.TypeDiscard} {
+		sink, err := registry.Build(typ, "x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Deliver(context.Background(), &core.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+	}
+}
+
+func TestRegisterTwicePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("registering a type twice must panic")
+		}
+	}()
+	registry.Register(registry.TypeLog, func(string, map[string]any) (core.Sink, error) { return nil, nil })
+}
+
+// A sink type registers a factory under its name; configuration then builds
+// named instances of it.
+func Example() {
+	registry.Register("shout", func(name string, options map[string]any) (core.Sink, error) {
+		prefix, ok := options["prefix"].(string)
+		if !ok {
+			return nil, errors.New("option prefix: want a string")
+		}
+		return core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+			fmt.Printf("%s %s\n", prefix, d.Payload)
+			return nil
+		}), nil
+	})
+	sink, err := registry.Build("shout", "town-crier", map[string]any{"prefix": "HEAR YE"})
+	if err != nil {
+		panic(err)
+	}
+	_ = sink.Deliver(context.Background(), &core.Delivery{Payload: []byte(`{"text":"hello"}`)})
+	// Output: HEAR YE {"text":"hello"}
+}
