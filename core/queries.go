@@ -112,7 +112,10 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
 
 // sqlFinish writes a batch of outcomes in one statement. The lease token
 // guard makes a late completion from a relay whose lease expired (a zombie)
-// change nothing: the row was re-claimed under a new token. Failed attempts
+// change nothing: the row was re-claimed under a new token. A token is only
+// ever set on in_progress rows (a CHECK constraint holds it), so the token
+// test is the status test; spelling out status = 'in_progress' as well can
+// lead the planner to walk the lease index instead of the primary key. Failed attempts
 // are recorded for operators; a RetryAfter gives its attempt back.
 const sqlFinish = `
 WITH f AS (
@@ -128,7 +131,7 @@ WITH f AS (
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND m.status = 'in_progress'
+    WHERE m.id = f.id AND m.lease_token = f.token
     RETURNING m.id, m.attempts
 ), recorded AS (
     INSERT INTO {schema}.failed_attempts (message_id, attempt, error)

@@ -22,6 +22,9 @@ CREATE TABLE messages (
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
     sent_at          timestamptz,
+    -- A lease token exists exactly while a relay holds the row, so the
+    -- terminal write's token guard implies status = 'in_progress'.
+    CONSTRAINT messages_lease_check CHECK ((status = 'in_progress') = (lease_token IS NOT NULL)),
     CONSTRAINT messages_sink_dedup_key_key UNIQUE (sink, dedup_key)
 );
 
