@@ -1,0 +1,111 @@
+package email
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"strconv"
+	"strings"
+)
+
+// Type is the sink type name the email sink registers under.
+const Type = "email"
+
+// TLS modes accepted by the tls option.
+const (
+	// TLSStartTLS connects in plain text and upgrades with STARTTLS, failing
+	// when the server does not offer it (submission, port 587).
+	TLSStartTLS = "starttls"
+	// TLSImplicit speaks TLS from the first byte (SMTPS, port 465).
+	TLSImplicit = "tls"
+	// TLSNone never encrypts; for local relays and test servers only.
+	TLSNone = "none"
+	// DefaultTLS is the tls mode when the option is not set.
+	DefaultTLS = TLSStartTLS
+)
+
+// Config is the decoded options block of an email sink.
+type Config struct {
+	// SMTP is the server as host:port.
+	SMTP string `mapstructure:"smtp"`
+	// Username enables SMTP AUTH when set.
+	Username string `mapstructure:"username"`
+	// Password goes with Username. It never appears in errors or logs.
+	Password string `mapstructure:"password"`
+	// TLS is one of TLSStartTLS (default), TLSImplicit, TLSNone.
+	TLS string `mapstructure:"tls"`
+	// From is the sender address, optionally with a display name.
+	From string `mapstructure:"from"`
+	// To are the recipients used when a payload names none.
+	To []string `mapstructure:"to"`
+	// SubjectPrefix is prepended to every subject, followed by a space.
+	SubjectPrefix string `mapstructure:"subject_prefix"`
+}
+
+// String describes the configuration without the password, so a Config can
+// be logged or printed safely.
+func (c Config) String() string {
+	return fmt.Sprintf("email{smtp=%s tls=%s from=%s to=%v user=%q password=%s}",
+		c.SMTP, c.TLS, c.From, c.To, c.Username, redacted(c.Password))
+}
+
+func redacted(secret string) string {
+	if secret == "" {
+		return "(none)"
+	}
+	return "(set)"
+}
+
+// server is a Config checked and split into what the SMTP client needs.
+type server struct {
+	host string
+	port int
+	// domain is the right-hand side of From, used in Message-IDs.
+	domain string
+}
+
+// check validates c, fills defaults in place and returns the parsed server.
+// Errors name the option at fault and never include the password.
+func (c *Config) check() (server, error) {
+	var s server
+	if c.SMTP == "" {
+		return s, errors.New("option smtp is required (host:port)")
+	}
+	host, portText, err := net.SplitHostPort(c.SMTP)
+	if err != nil || host == "" {
+		return s, fmt.Errorf("option smtp: %q is not host:port", c.SMTP)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return s, fmt.Errorf("option smtp: port %q is not a number from 1 to 65535", portText)
+	}
+	s.host, s.port = host, port
+
+	if c.TLS == "" {
+		c.TLS = DefaultTLS
+	}
+	switch c.TLS {
+	case TLSStartTLS, TLSImplicit, TLSNone:
+	default:
+		return s, fmt.Errorf("option tls: %q is not one of %s, %s, %s", c.TLS, TLSStartTLS, TLSImplicit, TLSNone)
+	}
+	if c.Password != "" && c.Username == "" {
+		return s, errors.New("option password is set but username is empty")
+	}
+
+	if c.From == "" {
+		return s, errors.New("option from is required")
+	}
+	from, err := mail.ParseAddress(c.From)
+	if err != nil {
+		return s, fmt.Errorf("option from: %q is not a mail address: %w", c.From, err)
+	}
+	s.domain = from.Address[strings.LastIndexByte(from.Address, '@')+1:]
+	for i, to := range c.To {
+		if _, err := mail.ParseAddress(to); err != nil {
+			return s, fmt.Errorf("option to[%d]: %q is not a mail address: %w", i, to, err)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,118 @@
+package email
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wneessen/go-mail"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// DefaultConnectTimeout bounds connecting to the SMTP server and each
+// command of the exchange that follows, unless the delivery's context
+// expires sooner.
+const DefaultConnectTimeout = 15 * time.Second
+
+func init() {
+	registry.Register(Type, New)
+}
+
+// Sink sends each delivery as one mail over SMTP. It is safe for concurrent
+// use: every delivery opens its own SMTP connection.
+type Sink struct {
+	name   string
+	cfg    Config
+	server server
+	tracer trace.Tracer
+}
+
+// Option customises a [Sink] built with [NewSink].
+type Option func(*Sink)
+
+// WithTracerProvider makes the sink record its SMTP spans with tp instead of
+// the global TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *Sink) { s.tracer = tp.Tracer(tracerName) }
+}
+
+// New is the registry factory: it decodes options (see the package
+// documentation) and builds the sink called name.
+func New(name string, options map[string]any) (core.Sink, error) {
+	var cfg Config
+	if err := sinks.DecodeOptions(options, &cfg); err != nil {
+		return nil, err
+	}
+	return NewSink(name, cfg)
+}
+
+// NewSink builds the email sink called name from cfg, for programs that
+// configure sinks in Go rather than in plugins.yaml.
+func NewSink(name string, cfg Config, opts ...Option) (*Sink, error) {
+	srv, err := cfg.check()
+	if err != nil {
+		return nil, fmt.Errorf("email sink %q: %w", name, err)
+	}
+	s := &Sink{name: name, cfg: cfg, server: srv, tracer: otel.GetTracerProvider().Tracer(tracerName)}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s, nil
+}
+
+// Deliver sends d as one mail. See the package documentation for the
+// payload, the Message-ID and how SMTP replies map to outcomes.
+func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+	p, err := parsePayload(d.Payload, s.cfg.To)
+	if err != nil {
+		return core.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
+	}
+	messageID := MessageID(s.name, d.DedupKey, s.server.domain)
+	msg, err := s.compose(p, messageID, d.CreatedAt)
+	if err != nil {
+		return core.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
+	}
+	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	receipt := map[string]string{"message_id": messageID}
+	if r := msg.ServerResponse(); r != "" {
+		receipt["server_response"] = r
+	}
+	return d.SetReceipt(receipt)
+}
+
+// client returns a go-mail client for one delivery. A fresh client per
+// delivery keeps concurrent deliveries independent and lets the timeout
+// follow ctx's deadline.
+func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
+	timeout := DefaultConnectTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(deadline), time.Millisecond))
+	}
+	opts := []mail.Option{mail.WithPort(s.server.port), mail.WithTimeout(timeout)}
+	switch s.cfg.TLS {
+	case TLSImplicit:
+		opts = append(opts, mail.WithSSL())
+	case TLSNone:
+		opts = append(opts, mail.WithTLSPolicy(mail.NoTLS))
+	default:
+		opts = append(opts, mail.WithTLSPolicy(mail.TLSMandatory))
+	}
+	if s.cfg.Username != "" {
+		opts = append(opts,
+			mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover),
+			mail.WithUsername(s.cfg.Username),
+			mail.WithPassword(s.cfg.Password))
+	}
+	c, err := mail.NewClient(s.server.host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("smtp client: %w", err)
+	}
+	return c, nil
+}
