@@ -52,10 +52,13 @@ func newReceiver(t testing.TB, respond http.HandlerFunc) *receiver {
 	return rc
 }
 
-func (rc *receiver) requests() []request {
+// take returns the requests received since the last call, and forgets them.
+func (rc *receiver) take() []request {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]request(nil), rc.reqs...)
+	reqs := rc.reqs
+	rc.reqs = nil
+	return reqs
 }
 
 func accept(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
@@ -101,7 +104,7 @@ func TestDeliverSendsSignedPayload(t *testing.T) {
 	if err := s.Deliver(t.Context(), delivery("order-42", payload)); err != nil {
 		t.Fatal(err)
 	}
-	reqs := rc.requests()
+	reqs := rc.take()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
@@ -135,7 +138,7 @@ func TestSecretRotation(t *testing.T) {
 	if err := s.Deliver(t.Context(), delivery("k1", `{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	r := rc.requests()[0]
+	r := rc.take()[0]
 	if sigs := strings.Fields(r.header.Get("webhook-signature")); len(sigs) != 2 {
 		t.Fatalf("webhook-signature %q, want two signatures", sigs)
 	}
@@ -153,7 +156,7 @@ func TestNoSecretNoSignature(t *testing.T) {
 	if err := s.Deliver(t.Context(), delivery("k1", `{}`)); err != nil {
 		t.Fatal(err)
 	}
-	h := rc.requests()[0].header
+	h := rc.take()[0].header
 	if _, ok := h["Webhook-Signature"]; ok {
 		t.Errorf("webhook-signature sent without a secret: %q", h.Get("webhook-signature"))
 	}
@@ -208,7 +211,7 @@ func TestDeliverStatusMapping(t *testing.T) {
 		if d, _ := core.RetryAfterDelay(err); (d - tt.delay).Abs() > 2*time.Second {
 			t.Errorf("%d %q: delay %s, want about %s", tt.status, tt.retryAfter, d, tt.delay)
 		}
-		if n := len(rc.requests()); n != 1 {
+		if n := len(rc.take()); n != 1 {
 			t.Errorf("%d: %d requests reached the receiver, want 1 (redirects are not followed)", tt.status, n)
 		}
 		if err != nil && !(strings.Contains(err.Error(), `webhook "hook"`) && strings.Contains(err.Error(), "explained")) {
@@ -252,7 +255,7 @@ func TestSSRFGuard(t *testing.T) {
 			t.Errorf("%s: %v, want a permanent refusal of a non-public address", host, err)
 		}
 	}
-	if n := len(rc.requests()); n != 0 {
+	if n := len(rc.take()); n != 0 {
 		t.Fatalf("%d requests reached the loopback receiver", n)
 	}
 	s := build(t, map[string]any{"url": "http://localhost:" + u.Port() + "/hook", "allow_private": true})
@@ -270,7 +273,7 @@ func TestUnsendableDedupKeyIsPermanent(t *testing.T) {
 			t.Errorf("key %q: %v, want permanent", key, err)
 		}
 	}
-	if n := len(rc.requests()); n != 0 {
+	if n := len(rc.take()); n != 0 {
 		t.Errorf("%d requests sent with an unsendable key", n)
 	}
 }
