@@ -61,7 +61,7 @@ func NewHTTPClient(opts HTTPClientOptions) *http.Client {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHTTPTimeout
 	}
-	dialer := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: DefaultDialTimeout}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.DialContext = dialer.DialContext
 	if !opts.AllowPrivate {

@@ -37,7 +37,6 @@ type Sink struct {
 	secrets []Secret
 	headers http.Header
 	client  *http.Client
-	now     func() time.Time
 }
 
 // New builds the webhook sink instance called name from its options; it is
@@ -57,7 +56,6 @@ func New(name string, options map[string]any) (core.Sink, error) {
 			Timeout:      c.timeout,
 			AllowPrivate: c.allowPrivate,
 		}),
-		now: time.Now,
 	}, nil
 }
 
@@ -66,7 +64,7 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if err := checkID(d.DedupKey); err != nil {
 		return core.Permanent(s.wrap(err))
 	}
-	now := s.now()
+	now := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))
 	if err != nil {
 		return s.wrap(sinks.TransportError(err))
