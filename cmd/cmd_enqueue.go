@@ -1,0 +1,119 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// Environment variables through which a non-Go producer hands its W3C trace
+// context to `outboxd enqueue`.
+const (
+	TraceParentEnv = "TRACEPARENT"
+	TraceStateEnv  = "TRACESTATE"
+)
+
+type enqueueFlags struct {
+	sink, key, orderingKey string
+	text, payload, file    string
+}
+
+func (a *app) enqueueCommand() *cobra.Command {
+	var f enqueueFlags
+	c := &cobra.Command{
+		Use:   "enqueue --sink NAME --key KEY (--text T | --payload JSON | --file F)",
+		Short: "Enqueue one message, or JSON lines from a file (- for stdin) in batches",
+		Long: `Enqueue one message and print "created <id>" or "duplicate <id>", or, with
+--file, read JSON lines {"sink","dedup_key","payload","ordering_key"} (--sink
+fills in a missing sink) and enqueue them in batches, printing the counts of
+created and duplicate messages at the end. A rerun after a failure is safe:
+lines already stored are reported as duplicates.
+
+A TRACEPARENT (and TRACESTATE) environment variable continues the caller's
+trace: the delivery spans become part of it.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			given := 0
+			for _, s := range []string{f.text, f.payload, f.file} {
+				if s != "" {
+					given++
+				}
+			}
+			switch {
+			case given != 1:
+				return badInputf("enqueue: give exactly one of --text, --payload or --file")
+			case f.file != "" && f.key != "":
+				return badInputf("enqueue: --key does not go with --file; each line carries its dedup_key")
+			case f.file == "" && (f.sink == "" || f.key == ""):
+				return badInputf("enqueue: --sink and --key are required")
+			}
+			return nil
+		},
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			ctx := traceContextFromEnv(cmd.Context(), a.io.Env)
+			if f.file != "" {
+				return a.enqueueFile(ctx, cmd, s, f)
+			}
+			return enqueueOne(ctx, cmd, s, f)
+		}),
+	}
+	c.Flags().StringVar(&f.sink, "sink", "", "configured sink name (with --file: the default for lines without one)")
+	c.Flags().StringVar(&f.key, "key", "", "dedup key, unique per sink")
+	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver in order with other messages of this key")
+	c.Flags().StringVar(&f.text, "text", "", `text payload, stored as {"text": T}`)
+	c.Flags().StringVar(&f.payload, "payload", "", "JSON payload")
+	c.Flags().StringVar(&f.file, "file", "", "JSON lines file to enqueue in batches; - reads stdin")
+	return c
+}
+
+// traceContextFromEnv continues the trace named by TRACEPARENT, so that
+// Enqueue stores it in the row's headers.
+func traceContextFromEnv(ctx context.Context, env LookupEnv) context.Context {
+	carrier := propagation.MapCarrier{}
+	for header, name := range map[string]string{"traceparent": TraceParentEnv, "tracestate": TraceStateEnv} {
+		if v, ok := env(name); ok && v != "" {
+			carrier[header] = v
+		}
+	}
+	return propagation.TraceContext{}.Extract(ctx, carrier)
+}
+
+func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFlags) error {
+	if err := checkSink(s.cfg, f.sink); err != nil {
+		return err
+	}
+	var payload any = f.text
+	if f.payload != "" {
+		if !json.Valid([]byte(f.payload)) {
+			return badInputf("enqueue: --payload is not valid JSON")
+		}
+		payload = json.RawMessage(f.payload)
+	}
+	res, err := s.ob.Enqueue(ctx, s.pool, core.Message{Sink: f.sink, DedupKey: f.key, Payload: payload, OrderingKey: f.orderingKey})
+	if err != nil {
+		return enqueueError(err)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), resultWord(res), res.ID)
+	return nil
+}
+
+func resultWord(res core.EnqueueResult) string {
+	if res.Created {
+		return "created"
+	}
+	return "duplicate"
+}
+
+// enqueueError makes invalid messages the user's to fix (exit 2).
+func enqueueError(err error) error {
+	if errors.Is(err, core.ErrInvalidMessage) {
+		return badInput(err)
+	}
+	return err
+}

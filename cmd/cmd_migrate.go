@@ -1,0 +1,28 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) migrateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the outbox schema; safe to run from several pods at once",
+		Args:  cobra.NoArgs,
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			ob := s.ob
+			applied, err := ob.Migrate(cmd.Context(), s.pool)
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "schema %s is up to date\n", ob.Schema())
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", ob.Schema(), applied)
+			return nil
+		}),
+	}
+}

@@ -1,0 +1,190 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sethvargo/go-retry"
+	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// Serve timings.
+const (
+	// StartupRetryInitial and StartupRetryMax shape the backoff while the
+	// database is unreachable or unmigrated at start.
+	StartupRetryInitial = 500 * time.Millisecond
+	StartupRetryMax     = 30 * time.Second
+	// HTTPShutdownTimeout bounds how long in-flight API requests may take
+	// to finish after SIGTERM.
+	HTTPShutdownTimeout = 10 * time.Second
+	// TelemetryShutdownTimeout bounds the final flush of spans.
+	TelemetryShutdownTimeout = 10 * time.Second
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay and the HTTP API until SIGTERM or SIGINT, then drain",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
+	}
+}
+
+func (a *app) serve(ctx context.Context) error {
+	cfg, pool, ob, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	log, err := newLogger(a.logFormat, a.io.Err, a.scrub)
+	if err != nil {
+		return err
+	}
+	// The log sink and other libraries log through the default logger.
+	slog.SetDefault(log)
+	if err := checkListen(cfg); err != nil {
+		return err
+	}
+	sinks, err := buildSinks(cfg)
+	if err != nil {
+		return err
+	}
+	tel, err := NewTelemetry(ctx, cfg.Telemetry, a.io.Env)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TelemetryShutdownTimeout)
+		defer cancel()
+		if err := tel.Shutdown(ctx); err != nil {
+			log.Warn("telemetry shutdown", errAttr(err))
+		}
+	}()
+	// outboxd is the application here, so it installs the globals the sink
+	// libraries' HTTP clients pick up.
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetMeterProvider(tel.MeterProvider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	relay, err := core.NewRelay(pool, core.Config{
+		Outbox:         ob,
+		Sinks:          sinks,
+		BatchSize:      cfg.Relay.BatchSize,
+		Lease:          cfg.Relay.Lease,
+		PollInterval:   cfg.Relay.PollInterval,
+		Concurrency:    cfg.Relay.Concurrency,
+		SentRetention:  cfg.Retention.Sent,
+		Logger:         log,
+		TracerProvider: tel.TracerProvider,
+		MeterProvider:  tel.MeterProvider,
+	})
+	if err != nil {
+		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}
+	}
+
+	api := &API{cfg: cfg, ob: ob, db: pool, log: log, tracing: tel.TracerProvider, metrics: tel.Metrics}
+	stopHTTP, err := startHTTP(ctx, cfg.HTTP.Listen, api.Handler(), log)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+
+	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(sinks), "tracing_export", tel.Exporting)
+	if err := waitForDatabase(ctx, pool, ob, log); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the database came up
+		}
+		return err
+	}
+	log.Info("relay running")
+	if err := relay.Run(ctx); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	log.Info("relay drained; shutting down")
+	return nil
+}
+
+// checkListen refuses to expose the API beyond this host without a token.
+func checkListen(cfg *Config) error {
+	if cfg.HTTP.Token != "" || isLoopback(cfg.HTTP.Listen) {
+		return nil
+	}
+	return &ConfigError{File: cfg.File, Problems: []string{fmt.Sprintf(
+		"http.listen %s is not a loopback address: set http.token (OUTBOX_HTTP_TOKEN) so /v1/* require a bearer token", cfg.HTTP.Listen)}}
+}
+
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startHTTP listens at once, so /healthz answers and /readyz reports the
+// database's state while serve waits for it, and returns a function that
+// shuts the server down gracefully.
+func startHTTP(ctx context.Context, listen string, h http.Handler, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("http api listening", "addr", ln.Addr().String())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http api stopped", errAttr(err))
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HTTPShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("http api shutdown", errAttr(err))
+		}
+		<-done
+	}, nil
+}
+
+// waitForDatabase retries, with capped exponential backoff, until the
+// database answers and its outbox schema is migrated, logging each failed
+// check; /readyz fails meanwhile.
+func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, log *slog.Logger) error {
+	backoff := retry.WithCappedDuration(StartupRetryMax, retry.WithJitterPercent(10, retry.NewExponential(StartupRetryInitial)))
+	attempt := 0
+	return retry.Do(ctx, backoff, func(ctx context.Context) error {
+		attempt++
+		cctx, cancel := context.WithTimeout(ctx, ReadinessTimeout)
+		defer cancel()
+		nr := ready(cctx, pool, ob)
+		if nr == nil {
+			if attempt > 1 {
+				log.Info("database ready", "attempts", attempt)
+			}
+			return nil
+		}
+		log.Warn("waiting for the database; retrying with backoff", "attempt", attempt, errAttr(nr))
+		return retry.RetryableError(nr)
+	})
+}

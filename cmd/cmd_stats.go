@@ -1,0 +1,83 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// StatsReport is the JSON shape of `outboxd stats --json` and GET /v1/stats.
+type StatsReport struct {
+	Sinks map[string]SinkStatsReport `json:"sinks"`
+}
+
+// SinkStatsReport is one sink's row counts and the age of its oldest
+// waiting row in seconds.
+type SinkStatsReport struct {
+	core.SinkStats
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+}
+
+// statsReport reads the stats and lists every configured sink, with zeros
+// for a sink that has no rows yet.
+func statsReport(ctx context.Context, cfg *Config, ob *core.Outbox, db core.DBTX) (StatsReport, error) {
+	stats, err := ob.Stats(ctx, db)
+	if err != nil {
+		return StatsReport{}, err
+	}
+	report := StatsReport{Sinks: map[string]SinkStatsReport{}}
+	for name := range cfg.Sinks {
+		report.Sinks[name] = SinkStatsReport{}
+	}
+	for name, s := range stats {
+		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds()}
+	}
+	return report, nil
+}
+
+func (a *app) statsCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "stats",
+		Short: "Per sink: pending, in progress, failed, sent and dead rows, and the oldest pending age",
+		Args:  cobra.NoArgs,
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			report, err := statsReport(cmd.Context(), s.cfg, s.ob, s.pool)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), report)
+			}
+			return writeStatsTable(cmd.OutOrStdout(), report)
+		}),
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}
+
+func writeStatsTable(w io.Writer, r StatsReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT\tDEAD\tOLDEST_PENDING")
+	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
+		s := r.Sinks[name]
+		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", name, s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age)
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,44 @@
+package cmd
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// FuzzParseConfig feeds arbitrary documents to the loader: it must never
+// panic, every failure must be a *ConfigError (exit code 2), and a loaded
+// configuration must print without its HTTP token.
+func FuzzParseConfig(f *testing.F) {
+	if example, err := os.ReadFile("../plugins.yaml"); err == nil {
+		f.Add(string(example))
+	}
+	for _, seed := range []string{
+		minimalConfig,
+		"relay:\n  bach_size: 10\n",
+		"http:\n  token: ${SECRET}\n  listen: 0.0.0.0:80\n",
+		"sinks:\n  a:\n    type: log\n    options: {token: ${SECRET:-x}, to: [a, b]}\n",
+		"relay: {lease: 1h, batch_size: ${N:-5}}\n",
+		"sinks: [1, 2]\n",
+		"__outboxd_ref_7__: $${\n",
+	} {
+		f.Add(seed)
+	}
+	env := envMap(map[string]string{"SECRET": "fuzz-secret-value", "N": "12"})
+	f.Fuzz(func(t *testing.T, doc string) {
+		cfg, err := ParseConfig([]byte(doc), "fuzz.yaml", env)
+		if err != nil {
+			if exitCode(err) != ExitConfig {
+				t.Fatalf("error with exit code %d: %v", exitCode(err), err)
+			}
+			return
+		}
+		var out strings.Builder
+		if err := cfg.WriteRedacted(&out); err != nil {
+			t.Fatalf("loaded but cannot be shown: %v", err)
+		}
+		if tok := cfg.HTTP.Token; len(tok) >= minScrubbedSecretLen && strings.Contains(out.String(), tok) {
+			t.Fatalf("config show prints the HTTP token %q:\n%s", tok, out.String())
+		}
+	})
+}

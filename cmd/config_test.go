@@ -1,0 +1,225 @@
+package cmd
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// envMap is a LookupEnv over a fixed map, so tests never touch the process
+// environment and can run in parallel.
+func envMap(m map[string]string) LookupEnv {
+	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
+}
+
+const minimalConfig = `
+database:
+  schema: demo
+sinks:
+  audit:
+    type: log
+`
+
+func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []string // substrings of the error
+	}{
+		{"typo in a top-level key", "relay:\n  bach_size: 10\n",
+			nil, []string{"unknown key relay.bach_size", "did you mean relay.batch_size?", "test.yaml"}},
+		{"typo in a sink key", "sinks:\n  a:\n    type: log\n    max_atempts: 3\n",
+			nil, []string{"unknown key sinks.a.max_atempts", "did you mean sinks.a.max_attempts?"}},
+		{"unknown section", "relais:\n  lease: 1s\n",
+			nil, []string{"unknown key relais.lease", "did you mean relay.lease?"}},
+		{"bad duration", "relay:\n  lease: 30 seconds\n",
+			nil, []string{"relay.lease", `"30 seconds"`, "duration"}},
+		{"duration without unit", "retention:\n  sent: 30\n",
+			nil, []string{"retention.sent", "with a unit"}},
+		{"bad duration in a sink", "sinks:\n  a:\n    type: log\n    backoff: {initial: soon, max: 1m}\n",
+			nil, []string{"sinks.a.backoff.initial", `"soon"`}},
+		{"wrong type", "relay:\n  batch_size: [1, 2]\n",
+			nil, []string{"relay.batch_size"}},
+		{"string for a number", "relay:\n  concurrency: lots\n",
+			nil, []string{"relay.concurrency", `want a whole number, got "lots"`}},
+		{"missing env var", "http:\n  token: ${API_TOKEN}\n",
+			nil, []string{"http.token: environment variable API_TOKEN is not set", "${API_TOKEN:-default}"}},
+		{"missing env var in a flow mapping", "sinks:\n  a:\n    type: log\n    options: {token: ${SLACK_TOKEN}}\n",
+			nil, []string{"sinks.a.options.token: environment variable SLACK_TOKEN is not set"}},
+		{"unknown sink type", "sinks:\n  a:\n    type: carrier-pigeon\n",
+			nil, []string{`sinks.a.type: unknown sink type "carrier-pigeon"`, "registered types:", "discard", "log"}},
+		{"sink without type", "sinks:\n  a:\n    max_attempts: 3\n",
+			nil, []string{"sinks.a.type is missing"}},
+		{"sink that is not a mapping", "sinks:\n  a: log\n",
+			nil, []string{"sinks.a: want a mapping"}},
+		{"bad sink name", "sinks:\n  a.b:\n    type: log\n",
+			nil, []string{"unknown key sinks.a.b.type"}},
+		{"negative number", "relay:\n  batch_size: -1\n",
+			nil, []string{"relay.batch_size must not be negative"}},
+		{"backoff upside down", "sinks:\n  a:\n    type: log\n    backoff: {initial: 1m, max: 1s}\n",
+			nil, []string{"sinks.a.backoff: want 0 < initial <= max"}},
+		{"bad rate limit", "sinks:\n  a:\n    type: log\n    rate_limit: {rate: 0, per: 1s}\n",
+			nil, []string{"sinks.a.rate_limit"}},
+		{"bad override", minimalConfig, map[string]string{"OUTBOX_RELAY_BATCH_SIZE": "many"},
+			[]string{"relay.batch_size", `"many"`}},
+		{"bad protocol", "telemetry:\n  protocol: carrier\n",
+			nil, []string{"telemetry.protocol"}},
+		{"not YAML", "relay: [unclosed\n",
+			nil, []string{"not valid YAML"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.yaml), "test.yaml", envMap(tc.env))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want a *ConfigError, got %v", err)
+			}
+			if exitCode(err) != ExitConfig {
+				t.Errorf("exit code %d, want %d", exitCode(err), ExitConfig)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := ParseConfig([]byte("relay:\n  leese: 1s\nhttp:\n  lisen: x\n"), "f.yaml", envMap(nil))
+	for _, w := range []string{"relay.leese", "http.lisen"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not list %s", err, w)
+		}
+	}
+}
+
+func TestParseConfigExpansionAndOverrides(t *testing.T) {
+	t.Parallel()
+	yaml := `
+database:
+  url: ${DB_URL}
+  schema: ${SCHEMA:-fallback}
+relay:
+  batch_size: ${BATCH:-250}
+  lease: 45s
+http:
+  token: "literal $${NOT_EXPANDED} and ${TOKEN}"
+sinks:
+  ops-mail:
+    type: log
+    max_attempts: 3
+    backoff: {initial: 2s, max: 1m}
+    rate_limit: {rate: 5, per: 1s}
+`
+	env := envMap(map[string]string{
+		"DB_URL":                             "postgres://app@db/app",
+		"TOKEN":                              "abc",
+		"OUTBOX_RELAY_LEASE":                 "1m",
+		"OUTBOX_RELAY_CONCURRENCY":           "8",
+		"OUTBOX_SINKS_OPS_MAIL_MAX_ATTEMPTS": "7",
+	})
+	cfg, err := ParseConfig([]byte(yaml), "t.yaml", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"database.url", cfg.Database.URL, "postgres://app@db/app"},
+		{"database.schema default", cfg.Database.Schema, "fallback"},
+		{"relay.batch_size from default", cfg.Relay.BatchSize, 250},
+		{"relay.lease overridden", cfg.Relay.Lease, time.Minute},
+		{"relay.concurrency overridden", cfg.Relay.Concurrency, 8},
+		{"relay.poll_interval core default", cfg.Relay.PollInterval, time.Second},
+		{"http.token", cfg.HTTP.Token, "literal ${NOT_EXPANDED} and abc"},
+		{"http.listen default", cfg.HTTP.Listen, DefaultListen},
+		{"sink max_attempts overridden", cfg.Sinks["ops-mail"].MaxAttempts, 7},
+		{"sink backoff", cfg.Sinks["ops-mail"].Backoff, BackoffSpec{Initial: 2 * time.Second, Max: time.Minute}},
+		{"sink rate limit burst default", *cfg.Sinks["ops-mail"].RateLimit, RateLimitSpec{Rate: 5, Per: time.Second, Burst: 1}},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestParseConfigEmptyIsDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig(nil, "", envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Database.Schema != "outbox" || cfg.Relay.BatchSize == 0 || len(cfg.Sinks) != 0 {
+		t.Errorf("unexpected defaults: %+v", cfg)
+	}
+}
+
+func TestConfigShowRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	yaml := `
+database:
+  url: postgres://app:db-pass-123@db:5432/app
+http:
+  token: ${TOKEN}
+sinks:
+  a:
+    type: log
+    options:
+      nested: {password: smtp-pass-456, api_key: key-789}
+`
+	cfg, err := ParseConfig([]byte(yaml), "t.yaml", envMap(map[string]string{"TOKEN": "http-token-000"}))
+	// The log type takes no options, but loading does not build sinks.
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := cfg.WriteRedacted(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"db-pass-123", "http-token-000", "smtp-pass-456", "key-789"} {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("config show leaks %q:\n%s", secret, out.String())
+		}
+	}
+	for _, kept := range []string{"postgres://app:", "@db:5432/app", Redacted} {
+		if !strings.Contains(out.String(), kept) {
+			t.Errorf("config show lost %q:\n%s", kept, out.String())
+		}
+	}
+	scrub := NewScrubber(cfg.secrets...)
+	if got := scrub.String("dial db-pass-123 with http-token-000"); got != "dial [REDACTED] with [REDACTED]" {
+		t.Errorf("scrubbed to %q", got)
+	}
+}
+
+func TestRedactKeywordConnectionString(t *testing.T) {
+	t.Parallel()
+	got := redactURL("host=db user=app password=s3cr3t-pw dbname=app")
+	if strings.Contains(got, "s3cr3t-pw") || !strings.Contains(got, "password="+Redacted) {
+		t.Errorf("redactURL = %q", got)
+	}
+}
+
+func TestLevenshtein(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"lease", "leese", 1}} {
+		if got := levenshtein(c.a, c.b); got != c.d {
+			t.Errorf("levenshtein(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
+		}
+	}
+	if got := nearest("zzzzzzzz", topLevelKeys); got != "" {
+		t.Errorf("nearest suggested %q for nonsense", got)
+	}
+}

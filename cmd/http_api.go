@@ -1,0 +1,207 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// HTTP API limits.
+const (
+	// MaxRequestBodyBytes bounds a request body: one message at the core's
+	// payload limit plus room for the other fields.
+	MaxRequestBodyBytes = core.DefaultMaxPayloadBytes + 64<<10
+	// ReadinessTimeout bounds the database checks behind /readyz.
+	ReadinessTimeout = 2 * time.Second
+	// ReadHeaderTimeout bounds how long a client may take to send headers.
+	ReadHeaderTimeout = 10 * time.Second
+)
+
+// API serves the HTTP endpoints of `outboxd serve`.
+type API struct {
+	cfg     *Config
+	ob      *core.Outbox
+	db      *pgxpool.Pool
+	log     *slog.Logger
+	tracing trace.TracerProvider
+	metrics http.Handler
+}
+
+// Handler routes every endpoint: /v1/* behind the token (when one is
+// configured), body limits and tracing; /healthz, /readyz and /metrics
+// open, as probes and scrapers expect.
+func (s *API) Handler() http.Handler {
+	v1 := http.NewServeMux()
+	v1.HandleFunc("POST /v1/messages", s.postMessage)
+	v1.HandleFunc("GET /v1/stats", s.getStats)
+	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
+	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.cfg.HTTP.Token, limitBody(v1)), "outboxd.api",
+		otelhttp.WithTracerProvider(s.tracing),
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
+	))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.getReady)
+	mux.Handle("GET /metrics", s.metrics)
+	return recoverPanics(s.log, mux)
+}
+
+func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeMessageRequest(r.Body, s.cfg)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	res, err := s.ob.Enqueue(r.Context(), s.db, req.message())
+	switch {
+	case errors.Is(err, core.ErrInvalidMessage):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	case err != nil:
+		s.internalError(w, r, "enqueue", err)
+		return
+	}
+	status = http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeBody(w, status, map[string]any{"id": res.ID, "created": res.Created})
+}
+
+func (s *API) getStats(w http.ResponseWriter, r *http.Request) {
+	report, err := statsReport(r.Context(), s.cfg, s.ob, s.db)
+	if err != nil {
+		s.internalError(w, r, "stats", err)
+		return
+	}
+	writeBody(w, http.StatusOK, report)
+}
+
+func (s *API) getDeadLetters(w http.ResponseWriter, r *http.Request) {
+	f := core.DeadLetterFilter{Sink: r.URL.Query().Get("sink")}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n <= 0 {
+			writeError(w, http.StatusBadRequest, "limit: want a positive whole number")
+			return
+		}
+		f.Limit = n
+	}
+	letters, err := s.ob.DeadLetters(r.Context(), s.db, f)
+	if err != nil {
+		s.internalError(w, r, "list dead letters", err)
+		return
+	}
+	if letters == nil {
+		letters = []core.DeadLetter{}
+	}
+	writeBody(w, http.StatusOK, letters)
+}
+
+// redriveRequest is the body of POST /v1/dlq/redrive.
+type redriveRequest struct {
+	IDs  []int64 `json:"ids"`
+	All  bool    `json:"all"`
+	Sink string  `json:"sink"`
+}
+
+func (s *API) postRedrive(w http.ResponseWriter, r *http.Request) {
+	var req redriveRequest
+	if status, err := decodeStrict(r.Body, &req); err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	if len(req.IDs) == 0 && !req.All {
+		writeError(w, http.StatusUnprocessableEntity, `ids: give the ids to redrive, or "all": true`)
+		return
+	}
+	if len(req.IDs) > 0 && (req.All || req.Sink != "") {
+		writeError(w, http.StatusUnprocessableEntity, `ids: cannot be combined with "all" or "sink"`)
+		return
+	}
+	n, err := s.ob.Redrive(r.Context(), s.db, core.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink})
+	if err != nil {
+		s.internalError(w, r, "redrive", err)
+		return
+	}
+	writeBody(w, http.StatusOK, map[string]int64{"redriven": n})
+}
+
+// getReady answers 200 when the database is reachable and its outbox
+// schema is current, 503 otherwise, so a pod takes traffic only when it
+// can enqueue.
+func (s *API) getReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), ReadinessTimeout)
+	defer cancel()
+	if err := ready(ctx, s.db, s.ob); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.public)
+		return
+	}
+	writeBody(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// notReady says why the process cannot serve yet: public is safe to show
+// a client, cause holds the details for the log.
+type notReady struct {
+	public string
+	cause  error
+}
+
+func (e *notReady) Error() string {
+	if e.cause == nil {
+		return e.public
+	}
+	return e.public + ": " + e.cause.Error()
+}
+
+func (e *notReady) Unwrap() error { return e.cause }
+
+// ready checks that the database answers and needs no migration.
+func ready(ctx context.Context, db *pgxpool.Pool, ob *core.Outbox) *notReady {
+	if err := db.Ping(ctx); err != nil {
+		return &notReady{public: "database unreachable", cause: err}
+	}
+	pending, err := ob.PendingMigrations(ctx, db)
+	if err != nil {
+		return &notReady{public: "cannot read the outbox schema's migrations", cause: err}
+	}
+	if len(pending) > 0 {
+		return &notReady{public: fmt.Sprintf("schema %s needs migrations %v: run outboxd migrate", ob.Schema(), pending)}
+	}
+	return nil
+}
+
+// internalError logs err and tells the client only that it failed: no
+// internals, no stack traces.
+func (s *API) internalError(w http.ResponseWriter, r *http.Request, op string, err error) {
+	s.log.ErrorContext(r.Context(), "http api: "+op+" failed", "method", r.Method, "path", r.URL.Path, errAttr(err))
+	writeError(w, http.StatusInternalServerError, op+" failed; see the server log")
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeBody(w, status, map[string]string{"error": msg})
+}
+
+func writeBody(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,73 @@
+package cmd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// messageRequest is the body of POST /v1/messages.
+type messageRequest struct {
+	Sink        string          `json:"sink"`
+	DedupKey    string          `json:"dedup_key"`
+	Payload     json.RawMessage `json:"payload"`
+	OrderingKey string          `json:"ordering_key"`
+}
+
+func (m messageRequest) message() core.Message {
+	return core.Message{Sink: m.Sink, DedupKey: m.DedupKey, Payload: m.Payload, OrderingKey: m.OrderingKey}
+}
+
+// decodeMessageRequest reads and checks a POST /v1/messages body. It
+// returns the HTTP status to answer with on error: 400 for a body that is
+// not the expected JSON, 413 for one over MaxRequestBodyBytes, 422 for a
+// well-formed request with a missing or unknown field value.
+func decodeMessageRequest(body io.Reader, cfg *Config) (messageRequest, int, error) {
+	var req messageRequest
+	if status, err := decodeStrict(body, &req); err != nil {
+		return req, status, err
+	}
+	switch {
+	case req.Sink == "":
+		return req, http.StatusUnprocessableEntity, errors.New("sink: is required")
+	case req.DedupKey == "":
+		return req, http.StatusUnprocessableEntity, errors.New("dedup_key: is required")
+	case len(req.Payload) == 0 || string(req.Payload) == "null":
+		return req, http.StatusUnprocessableEntity, errors.New("payload: is required")
+	}
+	if err := checkSink(cfg, req.Sink); err != nil {
+		return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w", errors.Unwrap(err))
+	}
+	return req, 0, nil
+}
+
+// decodeStrict decodes exactly one JSON object into v, rejecting unknown
+// fields, wrong types (naming the field) and trailing data.
+func decodeStrict(body io.Reader, v any) (int, error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		return 0, nil
+	}
+	var (
+		tooLarge *http.MaxBytesError
+		typeErr  *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body is over the limit of %d bytes", tooLarge.Limit)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return http.StatusBadRequest, fmt.Errorf("%s: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.Is(err, io.EOF):
+		return http.StatusBadRequest, errors.New("request body is empty; want a JSON object")
+	}
+	return http.StatusBadRequest, fmt.Errorf("request body is not the expected JSON object: %w", err)
+}

@@ -1,0 +1,7 @@
+// Command outboxd delivers messages from a PostgreSQL outbox to the sinks
+// configured in plugins.yaml. See `outboxd --help`.
+package main
+
+import "github.com/outboxd/outboxd/cmd"
+
+func main() { cmd.Main() }

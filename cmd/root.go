@@ -1,0 +1,158 @@
+// Package cmd is the outboxd command line: plugins.yaml loading and
+// validation, the cobra commands, the HTTP API and telemetry setup. It is
+// importable so that a custom build of outboxd (one that registers its own
+// sink types) gets the same binary by calling [Main]:
+//
+//	func main() {
+//		registry.Register("file", newFileSink)
+//		cmd.Main()
+//	}
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the binary.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed (database down, ...)
+	ExitConfig  = 2 // bad configuration, flags or input: fix it and rerun
+)
+
+// exitError carries an exit code with an error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput marks err as the user's to fix (exit code ExitConfig).
+func badInput(err error) error { return &exitError{code: ExitConfig, err: err} }
+
+// badInputf is badInput(fmt.Errorf(format, args...)).
+func badInputf(format string, args ...any) error { return badInput(fmt.Errorf(format, args...)) }
+
+// exitCode maps an error to the binary's exit code.
+func exitCode(err error) int {
+	var ee *exitError
+	var ce *ConfigError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ce):
+		return ExitConfig
+	}
+	return ExitFailure
+}
+
+// IO is where a command reads and writes; the process's standard streams
+// in the binary, buffers in tests.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// Env looks up environment variables.
+	Env LookupEnv
+}
+
+// Main runs the outboxd command line with the process's arguments and
+// environment, cancels on SIGINT or SIGTERM, and exits with the command's
+// exit code. It is the whole of main() in the outboxd binary and in custom
+// builds.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Execute(ctx, os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv})
+	stop()
+	os.Exit(code)
+}
+
+// Execute runs the command line given by args and returns its exit code.
+// Errors are printed to io.Err with known secrets scrubbed.
+func Execute(ctx context.Context, args []string, io IO) int {
+	a := &app{io: io, scrub: NewScrubber()}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(io.In)
+	root.SetOut(io.Out)
+	root.SetErr(io.Err)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		if !a.ran {
+			// Cobra's own errors: unknown command, flag or argument.
+			err = badInput(err)
+		}
+		fmt.Fprintln(io.Err, "Error:", a.scrub.String(err.Error()))
+	}
+	return exitCode(err)
+}
+
+// app holds what the commands share: global flags, the streams, and the
+// configuration once loaded.
+type app struct {
+	io          IO
+	configPath  string
+	databaseURL string
+	logFormat   string
+	ran         bool
+	scrub       *Scrubber
+	cfg         *Config
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "outboxd",
+		Short: "Deliver messages from a PostgreSQL outbox to Slack, webhooks, email and your own sinks",
+		Long: `outboxd relays messages that applications write to an outbox table in their
+own PostgreSQL transactions to the sinks configured in plugins.yaml, with
+retries, rate limits and dead letters. Several outboxd processes can share
+one database.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			a.ran = true
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&a.configPath, "config", "",
+		fmt.Sprintf("configuration file (default $%s or ./%s)", ConfigFileEnv, DefaultConfigFile))
+	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
+		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables)")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logFormatAuto,
+		"log format: auto (text on a terminal, JSON otherwise), text or json")
+	root.AddCommand(
+		a.migrateCommand(),
+		a.serveCommand(),
+		a.enqueueCommand(),
+		a.statsCommand(),
+		a.dlqCommand(),
+		a.configCommand(),
+	)
+	return root
+}
+
+// config loads the configuration once and teaches the scrubber its secrets.
+func (a *app) config() (*Config, error) {
+	if a.cfg != nil {
+		return a.cfg, nil
+	}
+	cfg, err := LoadConfig(a.configPath, a.io.Env)
+	if err != nil {
+		return nil, err
+	}
+	secrets := append(cfg.secrets, secretValues(map[string]any{"url": a.resolveDatabaseURL(cfg)})...)
+	a.scrub = NewScrubber(secrets...)
+	a.cfg = cfg
+	return cfg, nil
+}
