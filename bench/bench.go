@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultDatabaseURL is used when DATABASE_URL is not set: the local server
+// with trust auth.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// storePoolSize bounds the parent's connections per engine database: enough
+// for enqueueConns producers plus a few queries.
+const storePoolSize = enqueueConns + 2
+
+// options are the benchmark's command-line choices.
+type options struct {
+	sz               sizes
+	scenarios        []string
+	systems          []system
+	cpuprofile       string // CPU profile of outboxd's relay in the 1-relay burn-down
+	relayBatch       int    // experiments only: outboxd BatchSize
+	relayConcurrency int    // experiments only: outboxd Concurrency
+	keep             bool   // keep the benchmark databases afterwards
+	log              io.Writer
+}
+
+// bench is one benchmark session: its databases, stores and results.
+type bench struct {
+	options
+	base   *url.URL
+	admin  *pgxpool.Pool
+	stores map[string]store // by database name
+	tmp    string
+	res    *results
+}
+
+func newBench(ctx context.Context, rawURL string, o options) (*bench, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	b := &bench{options: o, base: u, stores: map[string]store{}, res: newResults()}
+	if b.tmp, err = os.MkdirTemp("", "outboxd-bench-"); err != nil {
+		return nil, err
+	}
+	if b.admin, err = pgxpool.New(ctx, rawURL); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	for _, db := range []string{dbOutboxd, dbRiver} {
+		if err := b.recreateDatabase(ctx, db); err != nil {
+			b.close(ctx)
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// dbURL is the base URL pointed at another database.
+func (b *bench) dbURL(db string) string {
+	u := *b.base
+	u.Path = "/" + db
+	return u.String()
+}
+
+func (b *bench) recreateDatabase(ctx context.Context, db string) error {
+	ident := pgx.Identifier{db}.Sanitize()
+	if _, err := b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop %s: %w", db, err)
+	}
+	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+		return fmt.Errorf("create %s: %w", db, err)
+	}
+	cfg, err := pgxpool.ParseConfig(b.dbURL(db))
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = storePoolSize
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", db, err)
+	}
+	if db == dbOutboxd {
+		if err := migrateOutboxd(ctx, p); err != nil {
+			return fmt.Errorf("migrate outboxd: %w", err)
+		}
+		b.stores[db] = outboxdStore{p: p}
+		return nil
+	}
+	if err := migrateRiver(ctx, p); err != nil {
+		return fmt.Errorf("migrate river: %w", err)
+	}
+	s, err := newRiverStore(p)
+	if err != nil {
+		return err
+	}
+	b.stores[db] = s
+	return nil
+}
+
+func (b *bench) store(sys system) store { return b.stores[sys.database()] }
+
+func (b *bench) close(ctx context.Context) {
+	for db, s := range b.stores {
+		s.pool().Close()
+		if !b.keep {
+			_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
+		}
+	}
+	b.admin.Close()
+	_ = os.RemoveAll(b.tmp)
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+// scenario is one numbered scenario of the issue; run does all its runs.
+type scenario struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func (b *bench) scenarioList() []scenario {
+	return []scenario{
+		{"burndown", b.runBurnDown},
+		{"latency", b.runLatency},
+		{"enqueue", b.runEnqueue},
+		{"steady", b.runSteady},
+		{"history", b.runHistory},
+		{"idle", b.runIdle},
+	}
+}
+
+// run runs the selected scenarios (memory comes with the burn-down). A
+// failed scenario is noted and the others still run; run reports whether
+// all succeeded.
+func (b *bench) run(ctx context.Context) bool {
+	ok := true
+	for _, s := range b.scenarioList() {
+		if len(b.scenarios) > 0 && !slices.Contains(b.scenarios, s.name) {
+			continue
+		}
+		b.logf("scenario %s", s.name)
+		if err := s.run(ctx); err != nil {
+			ok = false
+			b.res.note("%s FAILED: %v", s.name, err)
+			b.logf("scenario %s failed: %v", s.name, err)
+		}
+	}
+	return ok
+}
+
+// rotated returns the systems in the order of run number i: each run starts
+// with the next one, so drift over time hits every system alike.
+func rotated[T any](xs []T, i int) []T {
+	if len(xs) == 0 {
+		return nil
+	}
+	i %= len(xs)
+	return append(slices.Clone(xs[i:]), xs[:i]...)
+}
+
+// eachRun calls fn for every run and system, alternating the order.
+func (b *bench) eachRun(runs int, systems []system, fn func(run int, sys system) error) error {
+	for run := range runs {
+		for _, sys := range rotated(systems, run) {
+			b.logf("  run %d %s", run+1, sys.name)
+			if err := fn(run, sys); err != nil {
+				return fmt.Errorf("%s run %d: %w", sys.name, run+1, err)
+			}
+		}
+	}
+	return nil
+}

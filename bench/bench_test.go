@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary serve as a relay child, the way the bench
+// binary re-executes itself.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		if err := childMain(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestQuickBurnDown runs the quick burn-down of outboxd and River tuned end
+// to end (databases, relay children, verification, table), so the benchmark
+// code cannot rot unnoticed. It fails when a message is not delivered.
+func TestQuickBurnDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	o, err := parseFlags([]string{"-quick", "-only", "burndown", "-systems", "outboxd,river-tuned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.sz.burnDown = 500
+	var log, out bytes.Buffer
+	o.log = &log
+	if !runBench(context.Background(), databaseURL(), o, &out) {
+		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
+	}
+	for _, want := range []string{"| 1 burn-down | 1 relay (msg/s) |", "| 7 memory |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "| – | – |") {
+		t.Errorf("a system has no result:\n%s", out.String())
+	}
+}
+
+func TestRotatedAlternatesOrder(t *testing.T) {
+	xs := []string{"a", "b", "c"}
+	for i, want := range []string{"abc", "bca", "cab", "abc"} {
+		if got := strings.Join(rotated(xs, i), ""); got != want {
+			t.Errorf("rotated(%v, %d) = %s, want %s", xs, i, got, want)
+		}
+	}
+}
+
+func TestStmtKind(t *testing.T) {
+	for sql, want := range map[string]string{
+		"-- name: JobGetAvailable :many\nWITH locked_jobs AS (": "JobGetAvailable",
+		"\nWITH ready AS (\n SELECT":                            "claim",
+		"\nWITH f AS (":                                         "finish",
+		"SELECT pg_try_advisory_lock($1, hashtext($2) # $3)":    "SELECT pg_try_advisory_lock($1, hashtext($2)",
+	} {
+		if got := stmtKind(sql); got != want {
+			t.Errorf("stmtKind(%q) = %q, want %q", sql, got, want)
+		}
+	}
+}
+
+func Example_median() {
+	fmt.Println(median([]float64{3, 1, 2}), median([]float64{4, 1, 3, 2}))
+	fmt.Println(percentile([]float64{5, 1, 4, 2, 3}, 50), percentile([]float64{5, 1, 4, 2, 3}, 100))
+	// Output:
+	// 2 2.5
+	// 3 5
+}

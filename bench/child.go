@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// childEnv marks a process as a relay child: the parent re-executes its own
+// binary (or test binary) with it set, so relays run in processes whose
+// memory and CPU can be measured on their own.
+const childEnv = "OUTBOXD_BENCH_RELAY"
+
+// Lines of the parent/child protocol on the child's stdin and stdout.
+const (
+	msgReady    = "ready"
+	msgGo       = "go"
+	msgStop     = "stop"
+	msgProgress = "n" // followed by the number of deliveries so far
+)
+
+// progressEvery is how often a child reports its delivery count.
+const progressEvery = 2 * time.Millisecond
+
+// childReport is what a relay child leaves in its -out file.
+type childReport struct {
+	StartNs    int64 // when the relay was started (after "go")
+	Deliveries []delivery
+	Stmts      []stmtSample
+}
+
+// relayFlags are the child's arguments. batch and concurrency exist for
+// experiments only (-relay-batch on the parent); the table always runs
+// outboxd with core.Config's zero values.
+type relayFlags struct {
+	system      string
+	url         string
+	out         string
+	expect      int
+	cpuprofile  string
+	batch       int
+	concurrency int
+}
+
+// childMain runs one relay (outboxd or a River client) until told to stop.
+func childMain(args []string) error {
+	var f relayFlags
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	fs.StringVar(&f.system, "system", "", "outboxd, river-tuned or river-default")
+	fs.StringVar(&f.url, "url", "", "database URL")
+	fs.StringVar(&f.out, "out", "", "report file")
+	fs.IntVar(&f.expect, "expect", 0, "expected deliveries (preallocation)")
+	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the relay to this file")
+	fs.IntVar(&f.batch, "batch", 0, "outboxd BatchSize (experiments only)")
+	fs.IntVar(&f.concurrency, "concurrency", 0, "outboxd Concurrency (experiments only)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sys, ok := systemByName(f.system)
+	if !ok {
+		return fmt.Errorf("relay: unknown system %q", f.system)
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(f.url)
+	if err != nil {
+		return fmt.Errorf("relay: parse url: %w", err)
+	}
+	tracer := newStmtTracer()
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("relay: connect: %w", err)
+	}
+	defer pool.Close()
+	rec := newRecorder(f.expect)
+	start, stop, err := newRunner(pool, sys, f, rec)
+	if err != nil {
+		return err
+	}
+
+	in := bufio.NewScanner(os.Stdin)
+	fmt.Println(msgReady)
+	if !in.Scan() || in.Text() != msgGo {
+		return errors.New("relay: parent went away before go")
+	}
+	if f.cpuprofile != "" {
+		pf, err := os.Create(f.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("relay: cpu profile: %w", err)
+		}
+	}
+	report := childReport{StartNs: time.Now().UnixNano()}
+	if err := start(); err != nil {
+		return err
+	}
+	progressDone := make(chan struct{})
+	go reportProgress(rec, progressDone)
+	for in.Scan() && in.Text() != msgStop {
+	}
+	close(progressDone)
+	stopErr := stop()
+	if f.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	report.Deliveries = rec.all()
+	report.Stmts = tracer.snapshot()
+	if err := writeReport(f.out, report); err != nil {
+		return err
+	}
+	return stopErr
+}
+
+// newRunner builds the relay of sys and returns how to start and stop it.
+func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (start, stop func() error, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if !sys.river {
+		relay, err := core.NewRelay(pool, core.Config{
+			Sinks:       []core.SinkConfig{{Name: noopSink, Sink: core.SinkFunc(func(_ context.Context, d *core.Delivery) error { rec.add(d.ID); return nil })}},
+			BatchSize:   f.batch,
+			Concurrency: f.concurrency,
+			Logger:      quietLogger(),
+		})
+		if err != nil {
+			cancel()
+			return nil, nil, fmt.Errorf("relay: %w", err)
+		}
+		done := make(chan error, 1)
+		start = func() error { go func() { done <- relay.Run(ctx) }(); return nil }
+		stop = func() error { cancel(); return <-done }
+		return start, stop, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{rec: rec})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown:     sys.fetch,
+		FetchPollInterval: sys.poll,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: sys.workers}},
+		Workers:           workers,
+		Logger:            quietLogger(),
+	})
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("relay: river client: %w", err)
+	}
+	start = func() error { return client.Start(ctx) }
+	stop = func() error { defer cancel(); return client.Stop(context.Background()) }
+	return start, stop, nil
+}
+
+func reportProgress(rec *recorder, done <-chan struct{}) {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	last := int64(-1)
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			if n := rec.count(); n != last {
+				fmt.Println(msgProgress, n)
+				last = n
+			}
+		}
+	}
+}
+
+func writeReport(path string, r childReport) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("relay: report: %w", err)
+	}
+	if err := gob.NewEncoder(f).Encode(r); err != nil {
+		f.Close()
+		return fmt.Errorf("relay: report: %w", err)
+	}
+	return f.Close()
+}
+
+// Compile-time check that the tracer fits pgx.
+var _ pgx.QueryTracer = (*stmtTracer)(nil)

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// relayRun is what one session of relay children left behind.
+type relayRun struct {
+	goNs      int64
+	reports   []childReport
+	peakRSS   int64 // the largest VmHWM among the children, bytes
+	relayCPU  int64 // the children's CPU ticks during the session
+	busyCPU   int64 // the machine's busy CPU ticks during the session
+	totalCPU  int64 // the machine's CPU ticks during the session (all cores)
+	elapsedNs int64 // go until the work was done
+}
+
+// drive starts the relay children, lets them go, runs work while they run
+// (work returns once the session's deliveries are made), then measures and
+// stops them.
+func (b *bench) drive(o relayOpts, work func(procs []*relayProc, goNs int64) error) (relayRun, error) {
+	procs, err := b.startRelays(o)
+	if err != nil {
+		return relayRun{}, err
+	}
+	var r relayRun
+	cpu0 := childrenCPU(procs)
+	busy0, total0, _ := machineCPUTicks()
+	r.goNs = goRelays(procs)
+	if err := work(procs, r.goNs); err != nil {
+		stopRelays(procs)
+		return r, err
+	}
+	r.elapsedNs = time.Now().UnixNano() - r.goNs
+	busy1, total1, _ := machineCPUTicks()
+	r.busyCPU, r.totalCPU = busy1-busy0, total1-total0
+	r.relayCPU = childrenCPU(procs) - cpu0
+	for _, p := range procs {
+		rss, err := peakRSS(p.cmd.Process.Pid)
+		if err != nil {
+			stopRelays(procs)
+			return r, err
+		}
+		r.peakRSS = max(r.peakRSS, rss)
+	}
+	r.reports, err = collectRelays(procs)
+	return r, err
+}
+
+func childrenCPU(procs []*relayProc) int64 {
+	var t int64
+	for _, p := range procs {
+		v, _ := procCPUTicks(p.cmd.Process.Pid)
+		t += v
+	}
+	return t
+}
+
+// firstDeliveries maps each delivered id to the start of its first delivery
+// and counts deliveries per id, across all children.
+func (r relayRun) firstDeliveries() (first map[int64]int64, count map[int64]int) {
+	first, count = map[int64]int64{}, map[int64]int{}
+	for _, rep := range r.reports {
+		for _, d := range rep.Deliveries {
+			if t, seen := first[d.ID]; !seen || d.Ns < t {
+				first[d.ID] = d.Ns
+			}
+			count[d.ID]++
+		}
+	}
+	return first, count
+}
+
+// verify checks that every id in want was delivered; it returns how many
+// were delivered more than once (at-least-once allows it; a clean run should
+// have none).
+func (r relayRun) verify(want []int64) (dups int, err error) {
+	_, count := r.firstDeliveries()
+	missing := 0
+	for _, id := range want {
+		switch c := count[id]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			dups++
+		}
+	}
+	if missing > 0 {
+		return dups, fmt.Errorf("verification failed: %d of %d messages never delivered", missing, len(want))
+	}
+	if extra := len(count) - len(want); extra > 0 {
+		return dups, fmt.Errorf("verification failed: %d deliveries of ids that were not enqueued", extra)
+	}
+	return dups, nil
+}
+
+// lastDeliveryNs is when the last delivery of the session started.
+func (r relayRun) lastDeliveryNs() int64 {
+	var last int64
+	for _, rep := range r.reports {
+		for _, d := range rep.Deliveries {
+			last = max(last, d.Ns)
+		}
+	}
+	return last
+}
+
+// statements returns the statements the children sent between from and to
+// (Unix ns; 0 means unbounded).
+func (r relayRun) statements(from, to int64) []stmtSample {
+	var out []stmtSample
+	for _, rep := range r.reports {
+		for _, s := range rep.Stmts {
+			if (from == 0 || s.StartNs >= from) && (to == 0 || s.StartNs < to) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// claimDurations returns the claim statements' durations in ms.
+func claimDurations(stmts []stmtSample) []float64 {
+	var out []float64
+	for _, s := range stmts {
+		if claimKinds[s.Kind] {
+			out = append(out, ms(s.DurNs))
+		}
+	}
+	return out
+}
+
+// stmtSummary describes statements by kind: count and mean round trip,
+// most frequent first.
+func stmtSummary(stmts []stmtSample) string {
+	type agg struct {
+		kind  string
+		n     int
+		total int64
+	}
+	byKind := map[string]*agg{}
+	for _, s := range stmts {
+		a := byKind[s.Kind]
+		if a == nil {
+			a = &agg{kind: s.Kind}
+			byKind[s.Kind] = a
+		}
+		a.n++
+		a.total += s.DurNs
+	}
+	var all []*agg
+	for _, a := range byKind {
+		all = append(all, a)
+	}
+	slices.SortFunc(all, func(x, y *agg) int { return y.n - x.n })
+	out := ""
+	for i, a := range all {
+		if i == 6 {
+			break
+		}
+		out += fmt.Sprintf("%s×%d (mean %.2f ms, %.0f ms total); ", a.kind, a.n, ms(a.total)/float64(a.n), ms(a.total))
+	}
+	return out
+}

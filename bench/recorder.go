@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// delivery is one call of the sink (outboxd) or worker (River): the row or
+// job id and when the call started (Unix nanoseconds, wall clock, so the
+// parent process can compare it with its commit times).
+type delivery struct {
+	ID int64
+	Ns int64
+}
+
+// recorder collects deliveries from many goroutines. Slots of a preallocated
+// slice are handed out with one atomic add, so recording costs the relay
+// almost nothing; past the expected count it falls back to a mutex.
+type recorder struct {
+	next  atomic.Int64
+	buf   []delivery
+	mu    sync.Mutex
+	extra []delivery
+}
+
+func newRecorder(expect int) *recorder {
+	return &recorder{buf: make([]delivery, expect)}
+}
+
+func (r *recorder) add(id int64) {
+	d := delivery{ID: id, Ns: time.Now().UnixNano()}
+	if i := r.next.Add(1) - 1; i < int64(len(r.buf)) {
+		r.buf[i] = d
+		return
+	}
+	r.mu.Lock()
+	r.extra = append(r.extra, d)
+	r.mu.Unlock()
+}
+
+// count is how many deliveries were recorded so far.
+func (r *recorder) count() int64 { return r.next.Load() }
+
+// all returns every delivery; call it once the relay has stopped.
+func (r *recorder) all() []delivery {
+	n := min(r.next.Load(), int64(len(r.buf)))
+	return append(r.buf[:n:n], r.extra...)
+}
+
+// stmtSample is one statement a relay sent: its kind, when it started and
+// how long it took as the relay saw it (round trip included).
+type stmtSample struct {
+	Kind    string
+	StartNs int64
+	DurNs   int64
+}
+
+// claimKinds are the statements that claim work: outboxd's claim and River's
+// JobGetAvailable.
+var claimKinds = map[string]bool{"claim": true, "JobGetAvailable": true}
+
+// stmtTracer is a pgx QueryTracer that records every statement of the
+// relay's pool, so the benchmark sees the same statements in both systems
+// without touching their code.
+type stmtTracer struct {
+	mu      sync.Mutex
+	samples []stmtSample
+}
+
+func newStmtTracer() *stmtTracer { return &stmtTracer{} }
+
+type traceKey struct{}
+
+type traceStart struct {
+	kind string
+	at   time.Time
+}
+
+func (t *stmtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, traceKey{}, traceStart{kind: stmtKind(data.SQL), at: time.Now()})
+}
+
+func (t *stmtTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	s, ok := ctx.Value(traceKey{}).(traceStart)
+	if !ok {
+		return
+	}
+	sample := stmtSample{Kind: s.kind, StartNs: s.at.UnixNano(), DurNs: time.Since(s.at).Nanoseconds()}
+	t.mu.Lock()
+	t.samples = append(t.samples, sample)
+	t.mu.Unlock()
+}
+
+// snapshot copies the statements recorded so far.
+func (t *stmtTracer) snapshot() []stmtSample {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]stmtSample(nil), t.samples...)
+}
+
+// stmtKind names a statement: River's queries carry their sqlc name in a
+// leading comment; outboxd's claim and finish are recognised by their first
+// CTE; anything else by its first words.
+func stmtKind(sql string) string {
+	sql = strings.TrimSpace(sql)
+	if name, ok := strings.CutPrefix(sql, "-- name: "); ok {
+		if i := strings.IndexAny(name, " \n"); i > 0 {
+			return name[:i]
+		}
+		return name
+	}
+	switch {
+	case strings.HasPrefix(sql, "WITH ready AS"):
+		return "claim"
+	case strings.HasPrefix(sql, "WITH f AS"):
+		return "finish"
+	}
+	fields := strings.Fields(sql)
+	return strings.Join(fields[:min(3, len(fields))], " ")
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// runSteady is scenario 4: producers enqueue at a fixed rate while relays
+// deliver; table size and claim time at the end versus the start.
+func (b *bench) runSteady(ctx context.Context) error {
+	var main, others []system
+	for _, s := range b.systems {
+		if s == sysRiverDefault {
+			others = append(others, s)
+		} else {
+			main = append(main, s)
+		}
+	}
+	if err := b.eachRun(b.sz.steadyFullRuns, main, func(_ int, sys system) error { return b.steady(ctx, sys) }); err != nil {
+		return err
+	}
+	if len(others) > 0 && b.sz.steadyOtherRuns < b.sz.steadyFullRuns {
+		b.res.note("Steady state ran %d time(s) for River defaults (%d for the others) to keep the full run near 15 minutes.",
+			b.sz.steadyOtherRuns, b.sz.steadyFullRuns)
+	}
+	return b.eachRun(b.sz.steadyOtherRuns, others, func(_ int, sys system) error { return b.steady(ctx, sys) })
+}
+
+func (b *bench) steady(ctx context.Context, sys system) error {
+	s := b.store(sys)
+	if err := s.reset(ctx); err != nil {
+		return err
+	}
+	expect := int(float64(b.sz.steadyRate) * b.sz.steadyDuration.Seconds() * 1.2)
+	var produced atomic.Int64
+	var endNs, backlog int64
+	var endBytes, endRows int64
+	r, err := b.drive(relayOpts{sys: sys, count: steadyRelays, expect: expect}, func(procs []*relayProc, _ int64) error {
+		if err := produceAtRate(ctx, s, b.sz.steadyRate, b.sz.steadyDuration, &produced); err != nil {
+			return err
+		}
+		endNs = time.Now().UnixNano()
+		backlog = produced.Load() - delivered(procs)
+		var err error
+		if endBytes, err = tableBytes(ctx, s); err != nil {
+			return err
+		}
+		if endRows, err = tableRows(ctx, s); err != nil {
+			return err
+		}
+		return waitDelivered(procs, int(produced.Load()), b.sz.drain)
+	})
+	if err != nil {
+		return err
+	}
+	w := b.sz.steadyWindow.Nanoseconds()
+	startClaims := claimDurations(r.statements(r.goNs, r.goNs+w))
+	endClaims := claimDurations(r.statements(endNs-w, endNs))
+	c0, c1 := median(startClaims), median(endClaims)
+	b.res.add(mSteadyStart, sys.name, c0)
+	b.res.add(mSteadyEnd, sys.name, c1)
+	b.res.add(mSteadyGrowth, sys.name, c1/c0)
+	b.res.add(mSteadyTable, sys.name, float64(endBytes)/(1<<20))
+	b.res.add(mSteadyLag, sys.name, float64(backlog))
+	b.res.details["steady state, "+sys.name] = fmt.Sprintf(
+		"%d msgs in %s (%.0f msg/s offered); %d rows, %.1f MB at the end; claims p50 %.2f → %.2f ms (%d and %d claims in the first and last %s); %s",
+		produced.Load(), b.sz.steadyDuration, perSecond(int(produced.Load()), b.sz.steadyDuration.Nanoseconds()),
+		endRows, float64(endBytes)/(1<<20), c0, c1, len(startClaims), len(endClaims), b.sz.steadyWindow,
+		stmtSummary(r.statements(r.goNs, endNs)))
+	b.logf("    claim %.2f → %.2f ms, %.1f MB, backlog %d", c0, c1, float64(endBytes)/(1<<20), backlog)
+	return nil
+}
+
+// produceAtRate enqueues single-message transactions from steadyProducers
+// goroutines at rate messages per second in total, for d.
+func produceAtRate(ctx context.Context, s store, rate int, d time.Duration, produced *atomic.Int64) error {
+	interval := time.Duration(steadyProducers) * time.Second / time.Duration(rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, steadyProducers)
+	for p := range steadyProducers {
+		wg.Go(func() {
+			// Producers are offset so their commits interleave evenly.
+			for i := 0; ; i++ {
+				at := start.Add(time.Duration(i)*interval + time.Duration(p)*interval/steadyProducers)
+				if at.Sub(start) >= d {
+					return
+				}
+				time.Sleep(time.Until(at))
+				err := inTx(ctx, s, func(tx pgx.Tx) error { _, err := s.enqueueOne(ctx, tx); return err })
+				if err != nil {
+					errs <- err
+					return
+				}
+				produced.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

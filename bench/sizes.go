@@ -1,0 +1,97 @@
+package main
+
+import "time"
+
+// sizes are the counts and durations of one benchmark mode. full is what the
+// issue specifies; quick is a smoke test for CI that only proves the code
+// still runs end to end.
+type sizes struct {
+	runs int
+
+	burnDown        int // messages per burn-down (outboxd, River tuned)
+	burnDownDefault int // River with its defaults works ~1k jobs/s per client: fewer rows, same rate
+
+	latencyMessages int
+	latencyGap      time.Duration
+
+	enqueueSingle1 int // single-message transactions on 1 connection
+	enqueueSingle8 int // ... spread over 8 connections
+	enqueueBatches int // transactions of enqueueBatchSize messages
+
+	steadyDuration  time.Duration
+	steadyWindow    time.Duration // claim time is the median of the first and the last window
+	steadyRate      int           // messages per second across steadyProducers
+	steadyFullRuns  int           // runs of outboxd and River tuned
+	steadyOtherRuns int           // runs of River defaults (60 s each; not the comparison target)
+
+	historyRows        int // delivered rows in the "history" table
+	historyPending     int // rows burnt down while claim time is measured
+	historyPendingSlow int // the same for River defaults
+
+	idleSettle time.Duration
+	idleWindow time.Duration
+
+	// drain bounds any wait for deliveries, so a relay that stopped
+	// delivering fails the scenario instead of hanging the run.
+	drain time.Duration
+}
+
+// Fixed shapes shared by both modes.
+const (
+	enqueueBatchSize  = 1000
+	enqueueConns      = 8
+	steadyProducers   = 4
+	steadyRelays      = 2
+	latencyRelays     = 2
+	enqueueChunk      = 1000 // rows per transaction when preparing a backlog
+	riverTunedWorkers = 500
+	// riverDefaultWorkers is the MaxWorkers of the untuned client: River
+	// requires a value and its documentation's examples use 100.
+	riverDefaultWorkers = 100
+	riverTunedCooldown  = time.Millisecond
+	riverTunedPoll      = 100 * time.Millisecond
+)
+
+var fullSizes = sizes{
+	runs:               3,
+	burnDown:           100_000,
+	burnDownDefault:    10_000,
+	latencyMessages:    2000,
+	latencyGap:         2 * time.Millisecond,
+	enqueueSingle1:     3000,
+	enqueueSingle8:     16_000,
+	enqueueBatches:     50,
+	steadyDuration:     60 * time.Second,
+	steadyWindow:       10 * time.Second,
+	steadyRate:         1000,
+	steadyFullRuns:     3,
+	steadyOtherRuns:    1,
+	historyRows:        1_000_000,
+	historyPending:     20_000,
+	historyPendingSlow: 5000,
+	idleSettle:         2 * time.Second,
+	idleWindow:         10 * time.Second,
+	drain:              5 * time.Minute,
+}
+
+var quickSizes = sizes{
+	runs:               1,
+	burnDown:           3000,
+	burnDownDefault:    500,
+	latencyMessages:    100,
+	latencyGap:         2 * time.Millisecond,
+	enqueueSingle1:     100,
+	enqueueSingle8:     400,
+	enqueueBatches:     3,
+	steadyDuration:     3 * time.Second,
+	steadyWindow:       time.Second,
+	steadyRate:         200,
+	steadyFullRuns:     1,
+	steadyOtherRuns:    1,
+	historyRows:        20_000,
+	historyPending:     1000,
+	historyPendingSlow: 300,
+	idleSettle:         500 * time.Millisecond,
+	idleWindow:         2 * time.Second,
+	drain:              time.Minute,
+}
