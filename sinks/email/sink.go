@@ -42,21 +42,30 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // New is the registry factory: it decodes options (see the package
-// documentation) and builds the sink called name.
+// documentation) and builds the sink called name. Its errors name the
+// option at fault; [registry.Build] adds the sink's name and type.
 func New(name string, options map[string]any) (core.Sink, error) {
 	var cfg Config
 	if err := sinks.DecodeOptions(options, &cfg); err != nil {
 		return nil, err
 	}
-	return NewSink(name, cfg)
+	return newSink(name, cfg)
 }
 
 // NewSink builds the email sink called name from cfg, for programs that
 // configure sinks in Go rather than in plugins.yaml.
 func NewSink(name string, cfg Config, opts ...Option) (*Sink, error) {
-	srv, err := cfg.check()
+	s, err := newSink(name, cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("email sink %q: %w", name, err)
+	}
+	return s, nil
+}
+
+func newSink(name string, cfg Config, opts ...Option) (*Sink, error) {
+	srv, err := cfg.check()
+	if err != nil {
+		return nil, err
 	}
 	s := &Sink{name: name, cfg: cfg, server: srv, tracer: otel.GetTracerProvider().Tracer(tracerName)}
 	for _, opt := range opts {

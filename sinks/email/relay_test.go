@@ -1,0 +1,96 @@
+package email
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/registry"
+)
+
+// relayWait bounds waiting for the relay to finish the test's rows.
+const relayWait = 30 * time.Second
+
+// TestRelayDeliversThroughMailpit runs the whole path: a producer enqueues,
+// a relay delivers through the registered email sink to Mailpit, and the
+// rows record the outcome (sent with the Message-ID as receipt, or dead for
+// a payload no retry can send).
+func TestRelayDeliversThroughMailpit(t *testing.T) {
+	t.Parallel()
+	mp := startMailpit(t)
+	pool, ob := testdb.New(t)
+	sink, err := registry.Build(Type, "ops-mail", map[string]any{
+		"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com",
+		"to": []any{"ops@example.com"}, "subject_prefix": "[relay]",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	good, err := ob.Enqueue(ctx, pool, core.Message{Sink: "ops-mail", DedupKey: "invoice-9", Payload: "a plain string"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := ob.Enqueue(ctx, pool, core.Message{Sink: "ops-mail", DedupKey: "no-body", Payload: map[string]string{"subject": "empty"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	relay, err := core.NewRelay(pool, core.Config{
+		Outbox: ob, PollInterval: 100 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay.Run: %v", err)
+		}
+	}()
+
+	wantID := MessageID("ops-mail", "invoice-9", "example.com")
+	status, receiptID, _ := waitFinished(t, ob, pool, good.ID)
+	if status != "sent" || receiptID != wantID {
+		t.Fatalf("good row: status %s, receipt message_id %q; want sent with %s", status, receiptID, wantID)
+	}
+	m := mp.waitMessages(t, strings.Trim(wantID, "<>"), 1, mailWait)[0]
+	if m.Subject != "[relay]" || strings.TrimSpace(m.Text) != "a plain string" || addresses(m.To) != "ops@example.com" {
+		t.Errorf("mail: subject %q, text %q, to %s", m.Subject, m.Text, addresses(m.To))
+	}
+
+	status, _, lastError := waitFinished(t, ob, pool, bad.ID)
+	if status != "dead" || !strings.Contains(lastError, "neither text nor html") {
+		t.Fatalf("bad row: status %s, last error %q; want dead naming the missing body", status, lastError)
+	}
+}
+
+// waitFinished waits until row id is sent or dead and returns its status,
+// receipt message_id and last error.
+func waitFinished(t *testing.T, ob *core.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
+	t.Helper()
+	deadline := time.Now().Add(relayWait)
+	for {
+		err := pool.QueryRow(context.Background(),
+			"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages WHERE id = $1",
+			id).Scan(&status, &receiptID, &lastError)
+		if err != nil {
+			t.Fatalf("read row %d: %v", id, err)
+		}
+		if status == "sent" || status == "dead" {
+			return status, receiptID, lastError
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row %d still %s after %s (last error %q)", id, status, relayWait, lastError)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
