@@ -7,12 +7,16 @@
 # Usage:
 #   scripts/tools.sh build [tool...]   build the tools (default: all) unless up to date
 #   scripts/tools.sh path TOOL         print the binary path of TOOL
+#   scripts/tools.sh run TOOL [args]   build TOOL if needed and run it in the
+#                                      foreground on 127.0.0.1 (args replace
+#                                      the defaults below)
 #   scripts/tools.sh list              print the known tool names
 #
 # Binaries go to ${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}. Each binary
 # has a stamp file holding a hash of tools/go.mod, tools/go.sum and the Go
 # version; a tool is rebuilt only when its binary or stamp is missing or the
-# hash changed, so CI caches and repeated test runs reuse the build.
+# hash changed, so CI caches and repeated test runs reuse the build. A lock
+# file per tool serialises concurrent builds of the same tool.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +28,12 @@ bin_dir="${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}"
 declare -A packages=(
 	[mailpit]=github.com/axllent/mailpit
 	[jaeger]=github.com/jaegertracing/jaeger/cmd/jaeger
+)
+
+# Default arguments of "run": local-only listeners, no phoning home.
+declare -A run_args=(
+	[mailpit]="--listen 127.0.0.1:8025 --smtp 127.0.0.1:1025 --disable-version-check --smtp-auth-accept-any --smtp-auth-allow-insecure"
+	[jaeger]="--config file:$tools_dir/jaeger/config.yaml"
 )
 
 die() {
@@ -52,11 +62,17 @@ build_one() {
 	bin="$bin_dir/$name"
 	stamp="$bin_dir/.$name.stamp"
 	want="$(stamp_hash)"
+	mkdir -p "$bin_dir"
+	# One build per tool at a time: parallel test packages and CI steps
+	# asking for the same tool wait for the first build instead of
+	# compiling it again (Jaeger takes minutes).
+	exec {lock}>"$bin_dir/.$name.lock"
+	flock "$lock"
 	if [[ -x "$bin" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 		echo "tools.sh: $name is up to date ($bin)" >&2
+		exec {lock}>&-
 		return
 	fi
-	mkdir -p "$bin_dir"
 	echo "tools.sh: building $name ($pkg) ..." >&2
 	start=$SECONDS
 	# Build next to the target and rename, so a concurrent reader never sees
@@ -64,6 +80,7 @@ build_one() {
 	(cd "$tools_dir" && go build -o "$bin.tmp.$$" "$pkg")
 	mv -f "$bin.tmp.$$" "$bin"
 	echo "$want" >"$stamp"
+	exec {lock}>&-
 	echo "tools.sh: built $name in $((SECONDS - start))s" >&2
 }
 
@@ -83,10 +100,21 @@ path)
 	package_of "$1" >/dev/null
 	echo "$bin_dir/$1"
 	;;
+run)
+	[[ $# -ge 1 ]] || die "usage: tools.sh run TOOL [args]"
+	name="$1"
+	shift
+	build_one "$name"
+	if [[ $# -eq 0 ]]; then
+		# shellcheck disable=SC2086 # the defaults are word lists
+		set -- ${run_args[$name]}
+	fi
+	exec "$bin_dir/$name" "$@"
+	;;
 list)
 	printf '%s\n' "${!packages[@]}" | sort
 	;;
 *)
-	die "usage: tools.sh build [tool...] | path TOOL | list"
+	die "usage: tools.sh build [tool...] | path TOOL | run TOOL [args] | list"
 	;;
 esac
