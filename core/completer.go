@@ -47,6 +47,8 @@ type completer struct {
 	logger   *slog.Logger
 	maxBatch int
 	in       chan outcome
+	// deleteOnSent deletes delivered rows instead of marking them sent.
+	deleteOnSent bool
 }
 
 func newCompleter(pool *pgxpool.Pool, q queries, logger *slog.Logger, maxBatch int) *completer {
@@ -100,7 +102,7 @@ func (c *completer) write(batch []outcome) {
 	written := make(map[int64]bool, n)
 	backoff := retry.WithCappedDuration(completerRetryMax, retry.NewExponential(completerRetryInitial))
 	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
-		rows, err := c.pool.Query(ctx, c.sql.finish, ids, tokens, statuses, delays, errs, receipts, refunds)
+		rows, err := c.pool.Query(ctx, c.sql.finish, ids, tokens, statuses, delays, errs, receipts, refunds, c.deleteOnSent)
 		if err != nil {
 			return retry.RetryableError(err)
 		}

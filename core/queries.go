@@ -112,7 +112,8 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
 
 // sqlFinish writes a batch of outcomes in one statement. The lease token
 // guard makes a late completion from a relay whose lease expired (a zombie)
-// change nothing: the row was re-claimed under a new token. A token is only
+// change nothing: the row was re-claimed under a new token. With $8
+// (Config.DeleteOnSent) delivered rows are deleted instead of updated. A token is only
 // ever set on in_progress rows (a CHECK constraint holds it), so the token
 // test is the status test; spelling out status = 'in_progress' as well can
 // lead the planner to walk the lease index instead of the primary key. Failed attempts
@@ -121,6 +122,13 @@ const sqlFinish = `
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund)
+), deleted AS (
+    DELETE FROM {schema}.messages m USING f
+    WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    RETURNING m.id, m.attempts
+), deleted_errors AS (
+    DELETE FROM {schema}.failed_attempts
+    WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
 ), done AS (
     UPDATE {schema}.messages m
     SET status = f.status,
@@ -131,15 +139,16 @@ WITH f AS (
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token
-    RETURNING m.id, m.attempts
+    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
+    RETURNING m.id, m.attempts, f.error, f.refund
 ), recorded AS (
+    -- Reads the outcome back from RETURNING: joining done to f again would
+    -- be a nested loop over two CTE scans, quadratic in the batch size.
     INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
-    SELECT done.id, done.attempts, f.error
-    FROM done JOIN f ON f.id = done.id
-    WHERE f.error IS NOT NULL AND f.refund = 0
+    SELECT id, attempts, error FROM done
+    WHERE error IS NOT NULL AND refund = 0
 )
-SELECT id FROM done`
+SELECT id FROM done UNION ALL SELECT id FROM deleted`
 
 // sqlReservePermits moves a sink's GCRA state n intervals ($3) forward and
 // returns the base time of the first permit, the database's now and any

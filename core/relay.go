@@ -45,12 +45,24 @@ type Relay struct {
 	deliveries sync.WaitGroup
 }
 
-// NewRelay checks cfg and returns a relay that uses pool for its claims and
-// terminal writes, plus one dedicated connection for LISTEN.
+// NewRelay checks cfg and returns a relay that connects with pool's
+// configuration for its claims and terminal writes, plus one dedicated
+// connection for LISTEN. Unless Config.DurableRelayWrites is set, the relay
+// opens a pool of its own whose commits do not wait for the WAL flush (see
+// DurableRelayWrites); the application's pool, and so its enqueues, stay
+// durable.
 func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	cfg, sinks, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.DurableRelayWrites {
+		// A pool of the relay's own, identical but for asynchronous commits.
+		pc := pool.Config()
+		pc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+		if pool, err = pgxpool.NewWithConfig(context.Background(), pc); err != nil {
+			return nil, fmt.Errorf("outbox: relay pool: %w", err)
+		}
 	}
 	tp := cfg.TracerProvider
 	if tp == nil {
@@ -69,6 +81,7 @@ func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	}
 	r.limiter = newClusterLimiter(pool, r.ob.sql)
 	r.completer = newCompleter(pool, r.ob.sql, r.logger, cfg.BatchSize)
+	r.completer.deleteOnSent = cfg.DeleteOnSent
 	r.listener = newListener(pool, r.ob.channel, r.logger, func(string) {
 		if err := r.limiter.refreshPauses(context.Background()); err != nil {
 			r.logger.Warn("outbox: could not load sink pauses", "error", err)
@@ -84,6 +97,9 @@ const instrumentationName = "github.com/outboxd/outboxd/core"
 // deliveries finish (bounded by Config.ShutdownTimeout), writes their
 // outcomes and returns. It returns nil after a clean shutdown.
 func (r *Relay) Run(ctx context.Context) error {
+	if !r.cfg.DurableRelayWrites {
+		defer r.pool.Close()
+	}
 	if err := r.limiter.refreshPauses(ctx); err != nil {
 		r.logger.Warn("outbox: could not load sink pauses", "error", err)
 	}
@@ -140,7 +156,9 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 		if free == 0 {
 			return
 		}
-		limit := min(free, r.cfg.BatchSize)
+		// Claim one round ahead of the free slots: the extra rows start as
+		// slots free up, so a fast sink never waits for the next claim.
+		limit := min(free+r.cfg.Concurrency, r.cfg.BatchSize)
 		// Never nil: NOT (sink = ANY(NULL)) would exclude everything.
 		excluded := append(append([]string{}, r.limiter.pausedSinks()...), ownLoops...)
 		rows, err := r.claim(ctx, r.ob.sql.claimAll, limit, excluded)
@@ -374,11 +392,15 @@ func newSlots(n int) *slots {
 	return &slots{sem: make(chan struct{}, n), freed: make(chan struct{}, 1)}
 }
 
-// waitFree blocks until at least one slot is free and returns how many are
-// (0 when ctx is done).
+// waitFree blocks until enough slots are free to make a claim worthwhile
+// and returns how many are (0 when ctx is done). Claiming as soon as one
+// slot frees up would turn a busy relay's claims into one-row statements;
+// waiting for half of them keeps claims batched while the other half still
+// delivers.
 func (s *slots) waitFree(ctx context.Context) int {
+	enough := max(1, cap(s.sem)/2)
 	for {
-		if free := cap(s.sem) - len(s.sem); free > 0 {
+		if free := cap(s.sem) - len(s.sem); free >= enough {
 			return free
 		}
 		select {

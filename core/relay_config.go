@@ -62,6 +62,18 @@ type Config struct {
 	// global ones (no-ops unless the application installed its own).
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// DurableRelayWrites makes the relay's own writes (claims, terminal
+	// writes) wait for the WAL flush like ordinary commits. By default they
+	// do not (synchronous_commit = off on the relay's connections): a
+	// PostgreSQL crash can then forget the last fraction of a second of
+	// relay writes, which only means those rows are delivered again, while
+	// the relay no longer waits for a disk flush per batch.
+	DurableRelayWrites bool
+	// DeleteOnSent deletes a row as soon as it is delivered instead of
+	// marking it sent (cheaper for PostgreSQL: no new row version). The
+	// dedup key then only guards against duplicates while the row is
+	// undelivered, and SentRetention has nothing to prune.
+	DeleteOnSent bool
 	// LinkProducerSpan makes each delivery span the root of its own trace,
 	// linked to the producer's span, instead of the producer span's child.
 	LinkProducerSpan bool

@@ -318,3 +318,25 @@ func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
 		t.Fatalf("after shutdown: %v, want all 5 in-flight deliveries finished and written", c)
 	}
 }
+
+func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
+	b := setup(t)
+	var calls sync.Map
+	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+		if _, again := calls.LoadOrStore(d.ID, true); !again && d.DedupKey == "k-0" {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	})
+	startRelay(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	enqueueN(t, b, "s", 50, nil)
+	waitFor(t, 10*time.Second, "every row delivered and deleted", func() bool { return len(statusCounts(t, b)) == 0 })
+	var orphans int
+	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts").Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Fatalf("%d failed attempts left behind by deleted rows", orphans)
+	}
+}
