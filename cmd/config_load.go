@@ -80,22 +80,19 @@ func ParseConfig(data []byte, file string, env LookupEnv) (*Config, error) {
 	known := knownKeys(sinkNames)
 	applyEnvOverrides(v, known, env)
 	problems = append(problems, unknownKeys(v, known, sinkNames)...)
-	if len(problems) > 0 {
-		return nil, fail(problems...)
-	}
 
+	// Carry on past problems so that one run reports all of them.
 	exp := expander{env: env, refs: refs}
 	settings := exp.expandMap("", v.AllSettings())
-	if len(exp.missing) > 0 {
-		return nil, fail(exp.missing...)
-	}
+	problems = append(problems, exp.missing...)
 	cfg := &Config{File: file}
-	if problems := decodeConfig(settings, cfg); len(problems) > 0 {
-		return nil, fail(problems...)
+	if decodeProblems := decodeConfig(settings, cfg); len(decodeProblems) > 0 {
+		return nil, fail(append(problems, decodeProblems...)...)
 	}
 	cfg.secrets = secretValues(settings)
 	cfg.withDefaults()
-	if problems := cfg.validate(); len(problems) > 0 {
+	problems = append(problems, cfg.validate()...)
+	if len(problems) > 0 {
 		return nil, fail(problems...)
 	}
 	return cfg, nil
