@@ -108,21 +108,37 @@ func TestMailpitDelivery(t *testing.T) {
 	})
 }
 
-func TestMailpitWithAuth(t *testing.T) {
+// TestMailpitSessionFailuresRetry covers failures before any mail is
+// offered: they may be fixed on the server side, so they are retryable, and
+// their errors never show the password.
+func TestMailpitSessionFailuresRetry(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
-	s, err := NewSink("auth", Config{SMTP: mp.smtp, TLS: TLSNone, From: "outbox@example.com",
-		Username: "outboxd", Password: "secret"})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, tls, wantErr string
+	}{
+		// Over a plain connection go-mail only uses mechanisms that keep the
+		// password secret; Mailpit offers PLAIN and LOGIN only.
+		{"auth without a safe mechanism", TLSNone, "authentication mechanism"},
+		// Mailpit without a certificate offers no STARTTLS.
+		{"starttls not offered", TLSStartTLS, "STARTTLS"},
 	}
-	err = deliver(t, s, delivery("auth-1", `{"text":"hi","to":"a@example.com"}`))
-	// Over a plain connection go-mail only offers mechanisms that keep the
-	// password secret; Mailpit offers PLAIN and LOGIN only, so the attempt
-	// must fail, retryably, without revealing the password.
-	t.Logf("AUTH error: %v", err)
-	if err == nil || core.IsPermanent(err) || strings.Contains(err.Error(), "secret") {
-		t.Fatalf("error = %v, want a retryable AUTH failure without the password", err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := NewSink("session", Config{SMTP: mp.smtp, TLS: tc.tls, From: "outbox@example.com",
+				Username: "outboxd", Password: "s3cr3t-pw"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = deliver(t, s, delivery("session-1", `{"text":"hi","to":"a@example.com"}`))
+			if err == nil || core.IsPermanent(err) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error = %v, want a retryable error mentioning %q", err, tc.wantErr)
+			}
+			if strings.Contains(err.Error(), "s3cr3t-pw") {
+				t.Fatalf("error %q reveals the password", err)
+			}
+		})
 	}
 }
 
