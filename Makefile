@@ -1,0 +1,40 @@
+# outboxd developer entry points. `make demo` and `make test` are the two
+# quick-start commands of the README; .ci/run runs `make test`.
+
+GO        ?= go
+BIN       ?= bin/outboxd
+# The whole suite (about two minutes on two cores), then the relay's
+# package again under the race detector: -race on everything would triple
+# the time for packages whose concurrency lives in core anyway.
+TEST_FLAGS ?= -count=1 -timeout 15m
+RACE_PKGS  ?= ./core/...
+FUZZTIME   ?= 30s
+
+.PHONY: all build test demo fuzz lint clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/outboxd
+
+## test: the whole test suite against the PostgreSQL at 127.0.0.1:5432 (or $$TEST_DATABASE_URL)
+test:
+	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
+
+## demo: migrate, serve, enqueue and show delivered messages, even with PostgreSQL down
+demo:
+	bash scripts/demo.sh
+
+## fuzz: run each of cmd's fuzz targets for $(FUZZTIME)
+fuzz:
+	$(GO) test ./cmd/ -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./cmd/ -run '^$$' -fuzz '^FuzzDecodeMessageRequest$$' -fuzztime $(FUZZTIME)
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+	staticcheck ./...
+
+clean:
+	rm -rf bin
