@@ -9,7 +9,6 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -107,8 +105,17 @@ func launch(t testing.TB, bin, config string) (*Jaeger, error) {
 		"--set=extensions.jaeger_query.grpc.endpoint=" + addr(4),
 	}
 	cmd := exec.Command(bin, args...)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	// The process writes straight into the file: no copying goroutines.
+	logs, err := os.CreateTemp(t.TempDir(), "jaeger-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer logs.Close()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	output := func() string {
+		b, _ := os.ReadFile(logs.Name())
+		return string(b)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
@@ -120,12 +127,12 @@ func launch(t testing.TB, bin, config string) (*Jaeger, error) {
 	}
 	if err := waitHealthy(health, exited); err != nil {
 		stop()
-		return nil, fmt.Errorf("%w; its output:\n%s", err, logs.String())
+		return nil, fmt.Errorf("%w; its output:\n%s", err, output())
 	}
 	t.Cleanup(func() {
 		stop()
 		if t.Failed() {
-			t.Logf("jaeger output:\n%s", logs.String())
+			t.Logf("jaeger output:\n%s", output())
 		}
 	})
 	return j, nil
@@ -188,24 +195,6 @@ func repoRoot(t testing.TB) string {
 		}
 		dir = parent
 	}
-}
-
-// syncBuffer collects a process's output written from two pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Trace fetches one trace from Jaeger's HTTP API; found is false while
