@@ -1,0 +1,255 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/test/internal/proc"
+)
+
+// producerRetryDelay is how long a producer waits before retrying an
+// enqueue that failed (the database restarting, a relay killed under an
+// API request).
+const producerRetryDelay = 200 * time.Millisecond
+
+// ledger is what the producers know: which messages committed, which were
+// rolled back, and which were poisoned on purpose.
+type ledger struct {
+	mu         sync.Mutex
+	committed  map[string]bool // dedup key -> poisoned
+	rolledBack map[string]bool
+}
+
+func newLedger() *ledger {
+	return &ledger{committed: map[string]bool{}, rolledBack: map[string]bool{}}
+}
+
+func (l *ledger) commit(msgs []msg) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range msgs {
+		l.committed[m.key] = m.poison
+	}
+}
+
+func (l *ledger) rollBack(msgs []msg) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range msgs {
+		l.rolledBack[m.key] = true
+	}
+}
+
+// msg is one planned message.
+type msg struct {
+	key, orderingKey string
+	poison           bool
+}
+
+func (m msg) payload() json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"k": m.key, "poison": m.poison, "pad": "chaos payload"})
+	return b
+}
+
+// planner hands out message specs: a share with ordering keys owned by
+// one producer (so id order is that producer's enqueue order), a few
+// poisoned.
+type planner struct {
+	prefix string
+	n      int
+	rng    *rand.Rand
+}
+
+// Shares of the planned messages.
+const (
+	orderedShare  = 0.2
+	poisonShare   = 0.005
+	orderingKeys  = 8 // per producer
+	rollbackShare = 1.0 / 6
+)
+
+func newPlanner(prefix string) *planner {
+	return &planner{prefix: prefix, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+}
+
+func (p *planner) next() msg {
+	p.n++
+	m := msg{key: fmt.Sprintf("%s-%06d", p.prefix, p.n)}
+	switch r := p.rng.Float64(); {
+	case r < poisonShare:
+		m.poison = true
+	case r < poisonShare+orderedShare:
+		m.orderingKey = fmt.Sprintf("%s-key-%d", p.prefix, p.rng.IntN(orderingKeys))
+	}
+	return m
+}
+
+func (p *planner) batch(n int) []msg {
+	out := make([]msg, n)
+	for i := range out {
+		out[i] = p.next()
+	}
+	return out
+}
+
+// pace spreads n steps over d: it sleeps what is left of step i's share.
+func pace(ctx context.Context, start time.Time, d time.Duration, i, n int) {
+	due := start.Add(d * time.Duration(i) / time.Duration(n))
+	if wait := time.Until(due); wait > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// libraryProducer commits total messages with core.EnqueueBatch and
+// core.Enqueue inside transactions of txSize, rolling back about one in
+// six (those messages must never be delivered). A transaction that fails
+// (the database restarting) is retried with the same dedup keys, which
+// makes an ambiguous commit harmless.
+func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l *ledger, prefix string, total, txSize int, over time.Duration) error {
+	p := newPlanner(prefix)
+	start := time.Now()
+	steps := (total + txSize - 1) / txSize
+	committed := 0 // rolled-back messages come on top of total
+	for i := 0; committed < total; i++ {
+		pace(ctx, start, over, i, steps)
+		msgs := p.batch(min(txSize, total-committed))
+		rollback := p.rng.Float64() < rollbackShare
+		single := i%3 == 0 // every third transaction uses Enqueue per message
+		for {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if err := enqueueIn(ctx, tx, ob, msgs, single); err != nil {
+					return err
+				}
+				if rollback {
+					return errRollback
+				}
+				return nil
+			})
+			if err == errRollback {
+				l.rollBack(msgs)
+				break
+			}
+			if err == nil {
+				l.commit(msgs)
+				committed += len(msgs)
+				break
+			}
+			if rollback {
+				l.rollBack(msgs) // failed before commit: rolled back all the same
+				break
+			}
+			time.Sleep(producerRetryDelay)
+		}
+	}
+	return nil
+}
+
+var errRollback = fmt.Errorf("roll back on purpose")
+
+func enqueueIn(ctx context.Context, tx pgx.Tx, ob *core.Outbox, msgs []msg, single bool) error {
+	batch := make([]core.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = core.Message{Sink: sinkName, DedupKey: m.key, Payload: m.payload(), OrderingKey: m.orderingKey}
+	}
+	if !single {
+		_, err := ob.EnqueueBatch(ctx, tx, batch)
+		return err
+	}
+	for _, m := range batch {
+		if _, err := ob.Enqueue(ctx, tx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apiProducer posts total messages one by one to POST /v1/messages of
+// whichever relay is alive, retrying on another after a failure (a killed
+// relay, the database restarting); a retried post is answered 200
+// "duplicate" when the first one had committed.
+func apiProducer(ctx context.Context, cl *cluster, l *ledger, prefix string, total int, over time.Duration) error {
+	p := newPlanner(prefix)
+	start := time.Now()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for i := range total {
+		pace(ctx, start, over, i, total)
+		m := p.next()
+		body, _ := json.Marshal(map[string]any{"sink": sinkName, "dedup_key": m.key, "payload": m.payload(), "ordering_key": m.orderingKey})
+		for {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if postMessage(ctx, client, cl.anyAddr(), cl.token, body) {
+				l.commit([]msg{m})
+				break
+			}
+			time.Sleep(producerRetryDelay)
+		}
+	}
+	return nil
+}
+
+func postMessage(ctx context.Context, client *http.Client, addr, token string, body []byte) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK
+}
+
+// cliProducer writes files JSON-lines files of perFile messages and runs
+// `outboxd enqueue --file` on each, rerunning a file whose run failed
+// (lines already stored come back as duplicates).
+func cliProducer(ctx context.Context, cl *cluster, l *ledger, prefix string, files, perFile int, over time.Duration) error {
+	p := newPlanner(prefix)
+	start := time.Now()
+	for i := range files {
+		pace(ctx, start, over, i, files)
+		msgs := p.batch(perFile)
+		var buf bytes.Buffer
+		for _, m := range msgs {
+			line, _ := json.Marshal(map[string]any{"dedup_key": m.key, "payload": m.payload(), "ordering_key": m.orderingKey})
+			buf.Write(append(line, '\n'))
+		}
+		file := filepath.Join(cl.dir, fmt.Sprintf("%s-%d.jsonl", prefix, i))
+		if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+			return err
+		}
+		for {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res, err := proc.Run(ctx, cl.bin, cl.env, nil, "--config", cl.config, "enqueue", "--sink", sinkName, "--file", file)
+			if err == nil && res.Code == 0 {
+				l.commit(msgs)
+				break
+			}
+			time.Sleep(producerRetryDelay)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+// Package proc builds the outboxd binary and runs it as real processes for
+// the chaos and fault tests: started, killed with SIGKILL, stopped with
+// SIGTERM, their output kept for assertions and failure reports.
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ListenTimeout bounds how long a starting `outboxd serve` may take to open
+// its HTTP API.
+const ListenTimeout = 30 * time.Second
+
+// StopTimeout bounds a graceful stop before the process is killed.
+const StopTimeout = 30 * time.Second
+
+// Build compiles ./cmd/outboxd of the module this package belongs to into
+// dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "outboxd")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outboxd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/outboxd: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the outboxd module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// Environ is the test process's environment without the variables that
+// would override a test's configuration (a developer's OUTBOX_*,
+// DATABASE_URL, OTEL_*), plus extra.
+func Environ(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "OTEL_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, extra...)
+}
+
+// Result is the outcome of a command run to completion.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs the binary with args to completion.
+func Run(ctx context.Context, bin string, env []string, stdin io.Reader, args ...string) (Result, error) {
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Env = env
+	var out, errOut bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errOut
+	err := c.Run()
+	r := Result{Stdout: out.String(), Stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	case err != nil:
+		return r, fmt.Errorf("run outboxd %v: %w", args, err)
+	}
+	return r, nil
+}
+
+// Server is a running `outboxd serve`.
+type Server struct {
+	cmd  *exec.Cmd
+	addr string
+
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+// Serve starts `outboxd --config config serve --log-format json` and
+// waits until its HTTP API listens (it does so before the database is
+// reachable). The process is killed when the test ends if it still runs.
+func Serve(t testing.TB, bin, config string, env []string) *Server {
+	t.Helper()
+	s := &Server{done: make(chan struct{})}
+	s.cmd = exec.Command(bin, "--config", config, "serve", "--log-format", "json")
+	s.cmd.Env = env
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http api listening" {
+				select {
+				case addr <- rec.Addr:
+				default:
+				}
+			}
+		}
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.Kill() })
+	select {
+	case s.addr = <-addr:
+	case <-s.done:
+		t.Fatalf("outboxd serve exited early (%v):\n%s", s.err, s.Logs())
+	case <-time.After(ListenTimeout):
+		t.Fatalf("outboxd serve did not listen within %s:\n%s", ListenTimeout, s.Logs())
+	}
+	return s
+}
+
+// Addr is the HTTP API's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Pid is the process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Logs returns everything the process wrote to stderr so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// Exited reports whether the process has exited.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// Stop sends SIGTERM and waits for a graceful exit (killing the process
+// after StopTimeout); it returns the process's exit error, nil for 0.
+func (s *Server) Stop() error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(StopTimeout):
+		s.Kill()
+		return fmt.Errorf("outboxd serve did not stop within %s of SIGTERM", StopTimeout)
+	}
+	return s.err
+}
+
+// FreePort asks the kernel for a free TCP port on 127.0.0.1. Another
+// process could take it before it is bound again; the ephemeral range
+// makes that unlikely enough for tests.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
