@@ -29,6 +29,8 @@ type options struct {
 	cpuprofile       string // CPU profile of outboxd's relay in the 1-relay burn-down
 	relayBatch       int    // experiments only: outboxd BatchSize
 	relayConcurrency int    // experiments only: outboxd Concurrency
+	relayAsyncCommit bool   // experiments only: synchronous_commit=off on outboxd's relay connections
+	relayDeleteSent  bool   // experiments only: outboxd DeleteOnSent
 	keep             bool   // keep the benchmark databases afterwards
 	log              io.Writer
 }

@@ -53,6 +53,8 @@ type relayFlags struct {
 	cpuprofile  string
 	batch       int
 	concurrency int
+	asyncCommit bool
+	deleteSent  bool
 }
 
 // childMain runs one relay (outboxd or a River client) until told to stop.
@@ -66,6 +68,8 @@ func childMain(args []string) error {
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the relay to this file")
 	fs.IntVar(&f.batch, "batch", 0, "outboxd BatchSize (experiments only)")
 	fs.IntVar(&f.concurrency, "concurrency", 0, "outboxd Concurrency (experiments only)")
+	fs.BoolVar(&f.deleteSent, "delete-on-sent", false, "outboxd DeleteOnSent (experiments only)")
+	fs.BoolVar(&f.asyncCommit, "async-commit", false, "synchronous_commit=off on the relay's connections (experiments only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +84,9 @@ func childMain(args []string) error {
 	}
 	tracer := newStmtTracer()
 	cfg.ConnConfig.Tracer = tracer
+	if f.asyncCommit {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("relay: connect: %w", err)
@@ -132,10 +139,11 @@ func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (sta
 	ctx, cancel := context.WithCancel(context.Background())
 	if !sys.river {
 		relay, err := core.NewRelay(pool, core.Config{
-			Sinks:       []core.SinkConfig{{Name: noopSink, Sink: core.SinkFunc(func(_ context.Context, d *core.Delivery) error { rec.add(d.ID); return nil })}},
-			BatchSize:   f.batch,
-			Concurrency: f.concurrency,
-			Logger:      quietLogger(),
+			Sinks:        []core.SinkConfig{{Name: noopSink, Sink: core.SinkFunc(func(_ context.Context, d *core.Delivery) error { rec.add(d.ID); return nil })}},
+			BatchSize:    f.batch,
+			Concurrency:  f.concurrency,
+			DeleteOnSent: f.deleteSent,
+			Logger:       quietLogger(),
 		})
 		if err != nil {
 			cancel()

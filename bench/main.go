@@ -58,6 +58,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of outboxd's relay (1-relay burn-down) to this file")
 	fs.IntVar(&o.relayBatch, "relay-batch", 0, "experiments only: outboxd BatchSize (0: default)")
 	fs.IntVar(&o.relayConcurrency, "relay-concurrency", 0, "experiments only: outboxd Concurrency (0: default)")
+	fs.BoolVar(&o.relayAsyncCommit, "relay-async-commit", false, "experiments only: synchronous_commit=off on outboxd's relay connections")
+	fs.BoolVar(&o.relayDeleteSent, "relay-delete-on-sent", false, "experiments only: outboxd DeleteOnSent")
 	fs.BoolVar(&o.keep, "keep", false, "keep the benchmark databases afterwards")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -96,8 +98,9 @@ func runBench(ctx context.Context, dbURL string, o options, out io.Writer) bool 
 	}
 	defer b.close(ctx)
 	ok := b.run(ctx)
-	if o.relayBatch != 0 || o.relayConcurrency != 0 {
-		b.res.note("EXPERIMENT: outboxd ran with BatchSize %d, Concurrency %d (0 = default), not its defaults", o.relayBatch, o.relayConcurrency)
+	if o.relayBatch != 0 || o.relayConcurrency != 0 || o.relayAsyncCommit || o.relayDeleteSent {
+		b.res.note("EXPERIMENT: outboxd ran with BatchSize %d, Concurrency %d (0 = default), synchronous_commit off %t, DeleteOnSent %t: not its defaults",
+			o.relayBatch, o.relayConcurrency, o.relayAsyncCommit, o.relayDeleteSent)
 	}
 	b.res.print(out)
 	return ok

@@ -48,7 +48,8 @@ func (b *bench) startRelays(o relayOpts) ([]*relayProc, error) {
 			args = append(args, "-cpuprofile", o.profile)
 		}
 		if !o.sys.river {
-			args = append(args, "-batch", strconv.Itoa(b.relayBatch), "-concurrency", strconv.Itoa(b.relayConcurrency))
+			args = append(args, "-batch", strconv.Itoa(b.relayBatch), "-concurrency", strconv.Itoa(b.relayConcurrency),
+				"-async-commit="+strconv.FormatBool(b.relayAsyncCommit), "-delete-on-sent="+strconv.FormatBool(b.relayDeleteSent))
 		}
 		p, err := spawnRelay(exe, out, args)
 		if err != nil {
