@@ -189,8 +189,13 @@ func TestRepositoryExampleConfigIsValid(t *testing.T) {
 	e := &env{t: t, config: filepath.Join("..", "plugins.yaml")}
 	e.extra = []string{"DATABASE_URL=postgres://app@db/app", "OUTBOX_HTTP_TOKEN=t0ken-value",
 		"SLACK_BOT_TOKEN=xoxb-example-token", "WEBHOOK_SECRET=" + webhookSecret}
-	_, stderr, code := e.run(nil, "config", "show")
-	if code != 0 {
-		t.Fatalf("config show of plugins.yaml exited %d:\n%s", code, stderr)
+	// config show loads the file: every key valid, every type registered,
+	// every variable expanded. (config check would also build the sinks,
+	// which needs real credentials' shapes, such as a Slack channel ID.)
+	show := e.mustRun("config", "show")
+	for _, secret := range []string{"t0ken-value", "xoxb-example-token", webhookSecret} {
+		if strings.Contains(show, secret) {
+			t.Errorf("config show of plugins.yaml prints %q:\n%s", secret, show)
+		}
 	}
 }
