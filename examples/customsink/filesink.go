@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// FileSinkType is the type name plugins.yaml uses for this sink.
+const FileSinkType = "file"
+
+// fileOptions are the sink's options in plugins.yaml.
+type fileOptions struct {
+	// Path is the JSON lines file messages are appended to.
+	Path string `mapstructure:"path"`
+}
+
+// Record is one line of the file.
+type Record struct {
+	ID       int64           `json:"id"`
+	Sink     string          `json:"sink"`
+	DedupKey string          `json:"dedup_key"`
+	Attempt  int             `json:"attempt"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+// FileSink appends each delivered message to a file as one JSON line.
+type FileSink struct {
+	path string
+	mu   sync.Mutex // one line at a time: deliveries run concurrently
+}
+
+// NewFileSink is the registry factory: it checks the options and returns
+// the sink. Unknown or missing options are errors naming the option.
+func NewFileSink(name string, options map[string]any) (core.Sink, error) {
+	var o fileOptions
+	if err := sinks.DecodeOptions(options, &o); err != nil {
+		return nil, err
+	}
+	if o.Path == "" {
+		return nil, errors.New("option path: is required")
+	}
+	return &FileSink{path: o.Path}, nil
+}
+
+// Deliver appends the message. A file that cannot be opened is retried
+// (the disk may come back); a payload that cannot be encoded never will be.
+func (s *FileSink) Deliver(ctx context.Context, d *core.Delivery) error {
+	line, err := json.Marshal(Record{ID: d.ID, Sink: d.Sink, DedupKey: d.DedupKey, Attempt: d.Attempt, Payload: d.Payload})
+	if err != nil {
+		return core.Permanent(fmt.Errorf("encode message %d: %w", d.ID, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(s.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", s.path, err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("append to %s: %w", s.path, err)
+	}
+	return f.Close()
+}
