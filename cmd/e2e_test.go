@@ -58,6 +58,9 @@ func TestCLIEndToEnd(t *testing.T) {
 		s := e.stats()
 		return s["partner"]["sent"] == 1 && s["partner"]["dead"] == 1 && s["audit"]["sent"] == 1
 	})
+	if strings.Contains(srv.Logs(), strings.TrimPrefix(webhookSecret, "whsec_")) {
+		t.Errorf("serve logged the webhook secret")
+	}
 	if !strings.Contains(srv.Logs(), `"message delivered"`) {
 		t.Errorf("the log sink logged nothing:\n%s", srv.Logs())
 	}
