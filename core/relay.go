@@ -285,13 +285,15 @@ func (r *Relay) claim(ctx context.Context, query string, limit int, sinks []stri
 }
 
 // start delivers row in its own goroutine after wait (a rate-limit permit),
-// then hands the outcome to the completer; done frees the row's slot.
+// then hands the outcome to the completer; done frees the row's slot (once,
+// possibly early: see deliver).
 func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, done func()) {
 	r.deliveries.Add(1)
+	free := sync.OnceFunc(done)
 	go func() {
 		defer r.deliveries.Done()
-		defer done()
-		r.deliver(ctx, row, wait)
+		defer free()
+		r.deliver(ctx, row, wait, free)
 	}()
 }
 
@@ -303,8 +305,12 @@ func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
 		err: &msg, refund: 1, leaseEnd: row.leaseUntil}
 }
 
-// deliver runs one attempt and queues its outcome.
-func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration) {
+// deliver runs one attempt and queues its outcome. freeSlot gives the row's
+// slot back when the delivery deadline passes while the sink is still
+// running: a sink that ignores its context must not keep the slot and,
+// slot by slot, stall every sink of its claim loop. Its late result is still
+// written (as a zombie if the row was re-claimed meanwhile).
+func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration, freeSlot func()) {
 	sink, known := r.sinks[row.Sink]
 	if !known {
 		r.finish(ctx, row, sink, nil, 0, Permanent(fmt.Errorf("sink %q is not configured on this relay", row.Sink)))
@@ -341,10 +347,12 @@ func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration)
 		return
 	}
 	dctx, cancel := context.WithTimeout(ctx, budget)
+	stopFreeing := context.AfterFunc(dctx, freeSlot)
 	started := time.Now()
 	r.metrics.inFlight.Add(ctx, 1, r.metrics.sinkAttrs(sink))
 	err := callSink(dctx, sink.Sink, &row.Delivery)
 	r.metrics.inFlight.Add(ctx, -1, r.metrics.sinkAttrs(sink))
+	stopFreeing()
 	cancel()
 	r.finish(ctx, row, sink, span, time.Since(started), err)
 }

@@ -86,7 +86,7 @@ func TestChaos(t *testing.T) {
 	if res, err := proc.Run(ctx, binary, cl.env, nil, "--config", cl.config, "migrate"); err != nil || res.Code != 0 {
 		t.Fatalf("outboxd migrate: %v %+v", err, res)
 	}
-	pool := poolFor(t, pg.URL(), 4)
+	pool := pg.Pool(4)
 	ob, err := core.New(chaosSchema)
 	if err != nil {
 		t.Fatal(err)
@@ -208,21 +208,6 @@ func newSecret(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
-}
-
-func poolFor(t *testing.T, url string, size int32) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = size
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // waitDrained waits until no row is pending, in progress or failed.

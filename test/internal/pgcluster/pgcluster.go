@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/test/internal/proc"
 )
@@ -111,9 +111,6 @@ func (c *Cluster) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
 }
 
-// Port is the TCP port the cluster listens on (also while it is stopped).
-func (c *Cluster) Port() int { return c.port }
-
 // Start starts the server and waits until it accepts connections.
 func (c *Cluster) Start() {
 	c.t.Helper()
@@ -137,15 +134,21 @@ func (c *Cluster) Restart() {
 	c.running = true
 }
 
-// Exec runs sql on the cluster with a connection of its own.
-func (c *Cluster) Exec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, c.URL())
+// Pool opens a pool of at most size connections on the cluster, closed
+// when the test ends.
+func (c *Cluster) Pool(size int32) *pgxpool.Pool {
+	c.t.Helper()
+	cfg, err := pgxpool.ParseConfig(c.URL())
 	if err != nil {
-		return err
+		c.t.Fatal(err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
+	cfg.MaxConns = size
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(pool.Close)
+	return pool
 }
 
 func (c *Cluster) pgCtl(args ...string) {
