@@ -43,6 +43,11 @@ type HTTPClientOptions struct {
 	// span in the request's context (the relay's delivery span). Nil means
 	// the global provider.
 	TracerProvider trace.TracerProvider
+	// TraceURLPath lets the client span record the request URL's path. By
+	// default the path is recorded as /REDACTED, because a webhook URL's
+	// path may be its credential; set it for APIs whose paths are method
+	// names. Query values are always redacted (see [RedactURL]).
+	TraceURLPath bool
 }
 
 // NewHTTPClient returns the HTTP client every HTTP sink should use:
@@ -53,6 +58,9 @@ type HTTPClientOptions struct {
 //   - redirects are not followed: the caller sees the 3xx response itself
 //     (a redirect could lead a signed request somewhere it was not meant to
 //     go, past the address guard's intent);
+//   - spans record the URL redacted (see [RedactURL] and TraceURLPath):
+//     otelhttp would otherwise put the full URL, credential and all, in
+//     the url.full attribute;
 //   - unless AllowPrivate, it refuses to connect to non-public addresses.
 //     The check runs in the dialer on the IP address actually being dialled,
 //     after name resolution, so a hostname that resolves (or is re-bound) to
@@ -73,8 +81,11 @@ func NewHTTPClient(opts HTTPClientOptions) *http.Client {
 		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(opts.TracerProvider))
 	}
 	return &http.Client{
-		Transport: otelhttp.NewTransport(base, otelOpts...),
-		Timeout:   opts.Timeout,
+		Transport: redactURLTransport{
+			next:     otelhttp.NewTransport(restoreURLTransport{next: base}, otelOpts...),
+			keepPath: opts.TraceURLPath,
+		},
+		Timeout: opts.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -5,8 +5,10 @@
 package sinks
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
 )
@@ -32,9 +34,61 @@ func DecodeOptions(options map[string]any, out any) error {
 		return fmt.Errorf("options: %w", err)
 	}
 	if err := dec.Decode(options); err != nil {
-		return fmt.Errorf("options: %w", err)
+		return fmt.Errorf("options: %w", describeDecodeError(err))
 	}
 	return nil
+}
+
+// describeDecodeError rewrites the decoder's per-option errors as "option
+// NAME: want TYPE, got TYPE" (joined by "; "). It never includes the
+// offending value: a secret written as a number, or in the wrong place,
+// must not end up in an error message, whatever the decoder library's own
+// messages say. Errors that are not about one option's value (unknown
+// option names) keep their text: they name keys, not values.
+func describeDecodeError(err error) error {
+	var problems []string
+	var walk func(error)
+	walk = func(err error) {
+		var (
+			de *mapstructure.DecodeError
+			ut *mapstructure.UnconvertibleTypeError
+			pe *mapstructure.ParseError
+		)
+		switch e := err.(type) {
+		case *mapstructure.DecodeError:
+			de = e
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+			return
+		case interface{ Unwrap() error }:
+			if errors.As(err, &de) {
+				walk(e.Unwrap())
+				return
+			}
+			problems = append(problems, err.Error())
+			return
+		default:
+			problems = append(problems, err.Error())
+			return
+		}
+		switch {
+		case errors.As(de, &ut):
+			problems = append(problems, fmt.Sprintf("option %s: want %s, got %s", de.Name(), ut.Expected.Type(), reflect.TypeOf(ut.Value)))
+		case errors.As(de, &pe):
+			problems = append(problems, fmt.Sprintf("option %s: not a valid %s", de.Name(), pe.Expected.Type()))
+		default:
+			// Unknown options come as "<struct> has invalid keys: a, b".
+			if _, keys, ok := strings.Cut(de.Unwrap().Error(), "has invalid keys: "); ok {
+				problems = append(problems, "unknown options: "+keys)
+			} else {
+				problems = append(problems, fmt.Sprintf("option %s: invalid value", de.Name()))
+			}
+		}
+	}
+	walk(err)
+	return errors.New(strings.Join(problems, "; "))
 }
 
 // stringToBoolHook accepts "true"/"false" strings, which environment

@@ -59,7 +59,9 @@ func New(name string, options map[string]any) (*Sink, error) {
 		opts: o,
 		// AllowPrivate: the URLs come from the operator's own configuration,
 		// and tests and proxies live on private addresses.
-		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true}),
+		// Token mode calls API methods: their paths are worth tracing. A
+		// webhook URL's path is its secret and stays redacted.
+		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true, TraceURLPath: o.Token != ""}),
 	}
 	if o.Token != "" {
 		s.api = slackapi.New(o.Token, slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
