@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,10 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer receiver.Close()
-	sink, err := registry.Build("webhook", "hooks", map[string]any{"url": receiver.URL, "allow_private": true})
+	// The path stands for a credential embedded in the URL, as in Slack's
+	// incoming webhooks: it must not reach the tracing backend.
+	const secretPath = "/hooks/s3cr3t-token"
+	sink, err := registry.Build("webhook", "hooks", map[string]any{"url": receiver.URL + secretPath, "allow_private": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +132,9 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 		}
 		if got := calls[0].Tag("http.response.status_code"); got != want.httpStatus {
 			t.Errorf("attempt %s: HTTP span status code %q, want %s", attempt, got, want.httpStatus)
+		}
+		if u := calls[0].Tag("url.full"); u == "" || strings.Contains(u, "s3cr3t") {
+			t.Errorf("attempt %s: HTTP span url.full = %q, want the URL with its path redacted", attempt, u)
 		}
 	}
 }
