@@ -42,6 +42,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 	switch {
 	case err == nil:
 		res.Created = true
+		o.countEnqueue(ctx, v.sink, true)
 		return res, nil
 	case !errors.Is(err, pgx.ErrNoRows):
 		return res, fmt.Errorf("outbox: enqueue %s/%s: %w", v.sink, v.dedupKey, err)
@@ -52,6 +53,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 	if err := db.QueryRow(ctx, o.sql.lookupID, v.sink, v.dedupKey).Scan(&res.ID); err != nil {
 		return res, fmt.Errorf("outbox: look up duplicate %s/%s: %w", v.sink, v.dedupKey, err)
 	}
+	o.countEnqueue(ctx, v.sink, false)
 	return res, nil
 }
 
@@ -114,6 +116,9 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 		if err := db.QueryRow(ctx, o.sql.lookupID, cols.sinks[i], cols.keys[i]).Scan(&results[i].ID); err != nil {
 			return nil, fmt.Errorf("outbox: look up duplicate %s/%s: %w", cols.sinks[i], cols.keys[i], err)
 		}
+	}
+	for i, r := range results {
+		o.countEnqueue(ctx, cols.sinks[i], r.Created)
 	}
 	return results, nil
 }

@@ -1,7 +1,10 @@
 package core
 
 import (
+	"sync"
+
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
 	"regexp"
 	"strings"
 
@@ -28,9 +31,16 @@ type Outbox struct {
 	// MaxPayloadBytes bounds a payload's encoded size; 0 means
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
+	// MeterProvider receives the enqueue counter; nil means the global one
+	// (a no-op unless the application installed its own). Set it before
+	// the first enqueue.
+	MeterProvider metric.MeterProvider
 
 	channel string // pg_notify channel that wakes this outbox's relays
 	sql     queries
+
+	enqueuesOnce sync.Once
+	enqueues     metric.Int64Counter
 }
 
 // New returns the Outbox stored in schema ("" means DefaultSchema).

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -255,11 +256,25 @@ type claimedRow struct {
 func (r *Relay) claim(ctx context.Context, query string, limit int, sinks []string) ([]claimedRow, error) {
 	token := uuid.New()
 	claimedAt := time.Now()
-	ctx, span := r.tracer.Start(ctx, "outbox claim", trace.WithSpanKind(trace.SpanKindInternal))
-	defer span.End()
+	claimed, err := r.claimRows(ctx, query, limit, sinks, token, claimedAt)
+	// The span is made after the fact, and only for claims that did
+	// something: an idle relay polls every second and must not fill the
+	// tracing backend with a trace per poll.
+	if err != nil || len(claimed) > 0 {
+		_, span := r.tracer.Start(ctx, "outbox claim", trace.WithTimestamp(claimedAt))
+		span.SetAttributes(attrRowsClaimed.Int(len(claimed)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+	return claimed, err
+}
+
+func (r *Relay) claimRows(ctx context.Context, query string, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
 	rows, err := r.pool.Query(ctx, query, limit, r.cfg.Lease, sinks, token)
 	if err != nil {
-		span.RecordError(err)
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedRow, error) {
@@ -277,10 +292,8 @@ func (r *Relay) claim(ctx context.Context, query string, limit int, sinks []stri
 		return c, err
 	})
 	if err != nil {
-		span.RecordError(err)
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	span.SetAttributes(attrRowsClaimed.Int(len(claimed)))
 	return claimed, nil
 }
 
@@ -332,7 +345,7 @@ func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration,
 	ctx, span := r.startDeliverySpan(ctx, row, sink)
 	if wait > 0 && !r.waitForPermit(ctx, row, wait) {
 		r.release(row, 0, errors.New("relay shutting down before the rate-limit permit came due"))
-		span.End()
+		endSpan(span, outcomeRetry, nil)
 		return
 	}
 	if paused := r.limiter.pausedFor(row.Sink); paused > 0 {

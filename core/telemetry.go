@@ -159,3 +159,34 @@ func (m *relayMetrics) recordDelivery(ctx context.Context, row claimedRow, sink 
 		m.pauses.Add(ctx, 1, metric.WithAttributes(attrSinkName.String(name)))
 	}
 }
+
+// Values of the result label of the enqueue counter.
+const (
+	enqueueCreated   = "created"
+	enqueueDuplicate = "duplicate"
+)
+
+var attrEnqueueResult = attribute.Key("result")
+
+// countEnqueue adds one enqueue of sink to the outbox.enqueues counter,
+// labelled created or duplicate.
+func (o *Outbox) countEnqueue(ctx context.Context, sink string, created bool) {
+	o.enqueuesOnce.Do(func() {
+		mp := o.MeterProvider
+		if mp == nil {
+			mp = otel.GetMeterProvider()
+		}
+		// Creating a counter only fails on an invalid name; a nil counter
+		// would then be the no-op below.
+		o.enqueues, _ = mp.Meter(instrumentationName).Int64Counter("outbox.enqueues",
+			metric.WithDescription("Messages enqueued, by sink and result (created or duplicate)."))
+	})
+	if o.enqueues == nil {
+		return
+	}
+	result := enqueueDuplicate
+	if created {
+		result = enqueueCreated
+	}
+	o.enqueues.Add(ctx, 1, metric.WithAttributes(attrSinkName.String(sink), attrEnqueueResult.String(result)))
+}

@@ -565,3 +565,25 @@ func ExampleOutbox_RegisterGauges() {
 	// Output:
 	// outbox.rows{sink=alerts,status=pending} 1
 }
+
+func TestEnqueueCountsCreatedAndDuplicates(t *testing.T) {
+	b := setup(t)
+	tm := newTelemetry(t)
+	b.ob.MeterProvider = tm.mp
+	for range 2 {
+		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "one", Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{
+		{Sink: "s", DedupKey: "one", Payload: "x"}, {Sink: "s", DedupKey: "two", Payload: "x"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := sumByAttrs(t, tm.collect(t), "outbox.enqueues")
+	created := labels(attribute.String("sink", "s"), attribute.String("result", "created"))
+	duplicate := labels(attribute.String("sink", "s"), attribute.String("result", "duplicate"))
+	if got[created] != 2 || got[duplicate] != 2 {
+		t.Fatalf("outbox.enqueues = %v, want 2 created and 2 duplicates", got)
+	}
+}
