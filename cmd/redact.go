@@ -88,15 +88,32 @@ func redactValue(key string, v any) any {
 }
 
 // redactURL hides the password of a connection string, in URL or
-// keyword/value form.
+// keyword/value form, and the query values of a URL (a webhook URL often
+// carries its token as ?token=...), except connection settings known to
+// be harmless.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && (u.User != nil || u.RawQuery != "") {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), Redacted)
-			return u.String()
 		}
+		if u.RawQuery != "" {
+			q := u.Query()
+			for k := range q {
+				if !harmlessQueryKeys[k] {
+					q[k] = []string{Redacted}
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
 	}
 	return dsnPassword.ReplaceAllString(s, "${1}"+Redacted)
+}
+
+// harmlessQueryKeys are URL query parameters config show prints as they
+// are: PostgreSQL connection settings that are never credentials.
+var harmlessQueryKeys = map[string]bool{
+	"sslmode": true, "application_name": true, "connect_timeout": true, "target_session_attrs": true,
 }
 
 // Scrubber removes known secret values from text that leaves the process:

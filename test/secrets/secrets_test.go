@@ -1,0 +1,224 @@
+// Package secrets_test runs the outboxd binary end to end with distinctive
+// secret values in every place a secret can be configured and greps all of
+// its output (logs, errors, command output, API answers, exported spans and
+// the outbox's recorded errors) for each of them.
+package secrets_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/test/internal/pgcluster"
+	"github.com/outboxd/outboxd/test/internal/proc"
+)
+
+// collector gathers everything that left the binary.
+type collector struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (c *collector) add(what string, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(&c.out, "\n=== %s\n", what)
+	c.out.Write(data)
+}
+
+func (c *collector) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// TestSecretsNeverLeak: tokens, the webhook signing secret, a webhook URL's
+// query token, a Slack incoming-webhook URL (secret path), an SMTP password
+// and the database password appear in no log line, error, command output,
+// API answer, exported span or recorded delivery error of a full run of
+// migrate, serve, enqueue, the HTTP API, stats, dlq list and config show.
+func TestSecretsNeverLeak(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := proc.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := pgcluster.Start(t)
+	suffix := strings.ToUpper(rand.Text()[:10])
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	secrets := map[string]string{
+		"http token":          "httptoken" + suffix,
+		"webhook secret":      "whsec_" + base64.StdEncoding.EncodeToString(key),
+		"webhook secret key":  base64.StdEncoding.EncodeToString(key),
+		"webhook query token": "hookquery" + suffix,
+		"slack webhook path":  "SLACKPATH" + suffix,
+		"slack bot token":     "xoxb-slacktoken" + suffix,
+		"smtp password":       "smtppass" + suffix,
+		"database password":   "dbpass" + suffix,
+	}
+
+	var col collector
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError) // failures make the relay log and record errors
+	}))
+	t.Cleanup(receiver.Close)
+	otlp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		col.add("otlp "+r.URL.Path, body) // protobuf keeps strings as plain bytes
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(otlp.Close)
+
+	dbURL := strings.Replace(pg.URL(), "postgres@", "postgres:"+secrets["database password"]+"@", 1)
+	config := filepath.Join(dir, "plugins.yaml")
+	writeFile(t, config, fmt.Sprintf(`database: {url: "${DB_URL}", schema: secrets}
+relay: {lease: 3s, poll_interval: 100ms}
+http: {listen: 127.0.0.1:0, token: "${API_TOKEN}"}
+sinks:
+  hook:
+    type: webhook
+    max_attempts: 2
+    backoff: {initial: 50ms, max: 100ms}
+    options: {url: "%s/hook?token=%s", secret: "${HOOK_SECRET}", allow_private: true, timeout: 1s}
+  slackhook:
+    type: slack
+    max_attempts: 2
+    backoff: {initial: 50ms, max: 100ms}
+    options: {webhook_url: "%s/services/T0/B0/%s"}
+  slackbot:
+    type: slack
+    options: {token: "%s", channel: "C0123", api_url: "%s/api/"}
+  mail:
+    type: email
+    max_attempts: 2
+    backoff: {initial: 50ms, max: 100ms}
+    options: {smtp: "127.0.0.1:1", tls: none, username: ops, password: "${SMTP_PASSWORD}", from: "o@example.com", to: ["ops@example.com"]}
+`, receiver.URL, secrets["webhook query token"], receiver.URL, secrets["slack webhook path"],
+		secrets["slack bot token"], receiver.URL))
+	env := proc.Environ(
+		"DB_URL="+dbURL, "API_TOKEN="+secrets["http token"], "HOOK_SECRET="+secrets["webhook secret"],
+		"SMTP_PASSWORD="+secrets["smtp password"],
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_EXPORTER_OTLP_COMPRESSION=none", "OTEL_BSP_SCHEDULE_DELAY=100",
+	)
+	run := func(args ...string) proc.Result {
+		t.Helper()
+		res, err := proc.Run(t.Context(), bin, env, nil, append([]string{"--config", config}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		label := args[len(args)-1] // the subcommand; the arguments may hold the test's own secrets
+		col.add(fmt.Sprintf("outboxd ... %s (exit %d) stdout", label, res.Code), []byte(res.Stdout))
+		col.add(fmt.Sprintf("outboxd ... %s stderr", label), []byte(res.Stderr))
+		return res
+	}
+
+	if res := run("migrate"); res.Code != 0 {
+		t.Fatalf("migrate: %+v", res)
+	}
+	srv := proc.Serve(t, bin, config, env)
+	for _, sink := range []string{"hook", "slackhook", "mail"} {
+		if res := run("enqueue", "--sink", sink, "--key", "k-"+sink, "--text", "hello"); res.Code != 0 {
+			t.Errorf("enqueue to %s: %+v", sink, res)
+		}
+	}
+	api := func(method, path, token, body string) {
+		req, _ := http.NewRequest(method, "http://"+srv.Addr()+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		col.add(fmt.Sprintf("api %s %s -> %d", method, path, resp.StatusCode), b)
+	}
+	api(http.MethodPost, "/v1/messages", secrets["http token"], `{"sink":"hook","dedup_key":"api-1","payload":{"a":1}}`)
+	api(http.MethodPost, "/v1/messages", "wrong"+secrets["http token"], `{"sink":"hook","dedup_key":"api-2","payload":{"a":1}}`)
+	api(http.MethodGet, "/v1/stats", secrets["http token"], "")
+
+	// Let every message run out of attempts: errors logged and recorded.
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(srv.Logs(), "dead-lettered") < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("messages did not die within 60s:\n%s", srv.Logs())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	run("stats")
+	run("dlq", "list")
+	run("config", "show")
+	run("config", "check")
+	// A database that refuses the connection: the error must not quote the URL's password.
+	bad := strings.Replace(dbURL, fmt.Sprintf(":%d/", pgPort(t, pg.URL())), ":1/", 1)
+	run("--database-url", bad, "stats")
+	if err := srv.Stop(); err != nil {
+		t.Errorf("serve stop: %v", err)
+	}
+	col.add("serve logs", []byte(srv.Logs()))
+
+	pool := pg.Pool(1)
+	var recorded string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(coalesce(last_error, ''), E'\n'), '') FROM secrets.messages`).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	col.add("last_error column", []byte(recorded))
+	var failed string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(error, E'\n'), '') FROM secrets.failed_attempts`).Scan(&failed); err != nil {
+		t.Fatal(err)
+	}
+	col.add("failed_attempts", []byte(failed))
+
+	all := col.String()
+	if !strings.Contains(all, "otlp /v1/traces") {
+		t.Errorf("no spans were exported; the span check proves nothing")
+	}
+	for what, secret := range secrets {
+		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
+			if i := strings.Index(all, form); i >= 0 {
+				t.Errorf("the %s appears in the output: ...%s...", what, excerpt(all, i))
+				break
+			}
+		}
+	}
+	if t.Failed() {
+		os.WriteFile(filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"), []byte(all), 0o600)
+		t.Logf("full output written to %s", filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"))
+	}
+}
+
+func pgPort(t *testing.T, raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port int
+	fmt.Sscan(u.Port(), &port)
+	return port
+}
+
+func excerpt(s string, i int) string {
+	return strings.ToValidUTF8(s[max(0, i-120):min(len(s), i+80)], "?")
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
