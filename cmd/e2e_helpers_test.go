@@ -26,24 +26,39 @@ import (
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
-// binary is the outboxd binary built once by TestMain.
-var binary string
+// The outboxd binary, built on first use rather than in TestMain: fuzz
+// workers run TestMain too, and must not each rebuild the binary.
+var (
+	buildOnce sync.Once
+	binDir    string
+	binary    string
+	buildErr  error
+)
+
+// outboxdBinary builds the binary once per test process and returns its path.
+func outboxdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "outboxd-e2e-"); buildErr != nil {
+			return
+		}
+		binary = filepath.Join(binDir, "outboxd")
+		out, err := exec.Command("go", "build", "-o", binary, "./outboxd").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build outboxd: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binary
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "outboxd")
-	build := exec.Command("go", "build", "-o", binary, "./outboxd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build outboxd:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	os.Exit(code)
 }
 
@@ -94,7 +109,7 @@ sinks:
 
 // command returns an outboxd command with this env's configuration.
 func (e *env) command(args ...string) *exec.Cmd {
-	c := exec.Command(binary, append([]string{"--config", e.config}, args...)...)
+	c := exec.Command(outboxdBinary(e.t), append([]string{"--config", e.config}, args...)...)
 	c.Env = append(cleanEnviron(), e.extra...)
 	return c
 }
