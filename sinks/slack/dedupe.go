@@ -57,9 +57,20 @@ func isPostOf(m slackapi.Message, d *core.Delivery) bool {
 		md.EventPayload[MetadataKeyDedup] == d.DedupKey
 }
 
+// earlierPost resolves channel to its ID and looks there for an earlier post
+// of d, returning the ID and the post's ts ("" when there is none). An
+// unresolvable channel name yields an error wrapping errUnresolved.
+func (s *Sink) earlierPost(ctx context.Context, d *core.Delivery, channel, threadTS string) (id, ts string, err error) {
+	if id, err = s.channelID(ctx, channel); err != nil {
+		return "", "", err
+	}
+	ts, err = s.findPost(ctx, d, id, threadTS)
+	return id, ts, err
+}
+
 // findPost looks for an earlier post of d in channel (in the thread when
 // threadTS is set, since thread replies are not in conversations.history)
-// and returns its ts, or "" when there is none.
+// and returns its ts, or "" when there is none. channel must be an ID.
 func (s *Sink) findPost(ctx context.Context, d *core.Delivery, channel, threadTS string) (string, error) {
 	oldest := ""
 	if !d.CreatedAt.IsZero() {

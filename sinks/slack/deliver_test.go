@@ -95,7 +95,7 @@ func TestUndeliverablePayloadsArePermanent(t *testing.T) {
 		{"blocks not an array", `{"blocks":"nope"}`, "blocks"},
 		{"block of unknown shape", `{"blocks":[{"type":7}]}`, "blocks"},
 		{"typo in a field", `{"txt":"hello"}`, "txt"},
-		{"channel name with dedupe", `{"text":"x","channel":"#general"}`, "channel ID"},
+		{"@user with dedupe", `{"text":"x","channel":"@alice"}`, "DM's channel ID"},
 	}
 	for i, c := range cases {
 		err := deliver(t, s, delivery(int64(i), c.name, c.payload))

@@ -22,9 +22,10 @@ type Options struct {
 	// WebhookURL is an incoming-webhook URL: messages are posted to it.
 	// Incoming webhooks cannot read history, so delivery is at-least-once.
 	WebhookURL string `mapstructure:"webhook_url"`
-	// Channel is the default channel; a payload's channel overrides it. With
-	// dedupe on it must be a channel ID (C0123ABCD), because
-	// conversations.history accepts no names.
+	// Channel is the default channel, an ID (C0123ABCD) or a name
+	// ("#alerts"); a payload's channel overrides it. With dedupe on, a name
+	// is resolved to its ID for the history check (needs channels:read and
+	// groups:read), and "@user" is refused.
 	Channel string `mapstructure:"channel"`
 	// APIURL replaces DefaultAPIURL, for tests and proxies.
 	APIURL    string `mapstructure:"api_url"`
@@ -89,7 +90,7 @@ func (o Options) validate() error {
 		}
 	}
 	if o.dedupe() {
-		if err := checkChannelID(o.Channel); err != nil {
+		if err := checkDedupeChannel(o.Channel); err != nil {
 			return fmt.Errorf("option channel: %w", err)
 		}
 	}
@@ -117,12 +118,13 @@ func checkHTTPURL(raw string) error {
 	return nil
 }
 
-// checkChannelID refuses channel names, which conversations.history does not
-// accept: with dedupe on, the history lookup needs the ID. An empty channel
-// is fine here (each payload then names one).
-func checkChannelID(channel string) error {
-	if strings.HasPrefix(channel, "#") || strings.HasPrefix(channel, "@") {
-		return fmt.Errorf("%q is a name; dedupe needs the channel ID (C0123ABCD), or set dedupe: false", channel)
+// checkDedupeChannel refuses "@user" channels with dedupe on: the post lands
+// in a DM whose ID the sink does not know, so no history can be read. Channel
+// names are fine (see channelID); an empty channel too (each payload then
+// names one).
+func checkDedupeChannel(channel string) error {
+	if strings.HasPrefix(channel, "@") {
+		return fmt.Errorf("%q is a user: dedupe needs a channel, so use the DM's channel ID (D0123ABCD), or set dedupe: false", channel)
 	}
 	return nil
 }

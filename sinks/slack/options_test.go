@@ -26,7 +26,7 @@ func TestOptionValidation(t *testing.T) {
 		{"bad api_url", map[string]any{"token": token, "api_url": "slack.local"}, "api_url"},
 		{"webhook not a URL", map[string]any{"webhook_url": "hooks.slack.com/x"}, "webhook_url"},
 		{"dedupe with webhook", map[string]any{"webhook_url": hook, "dedupe": true}, "dedupe"},
-		{"channel name with dedupe", map[string]any{"token": token, "channel": "#alerts"}, "channel ID"},
+		{"user with dedupe", map[string]any{"token": token, "channel": "@alice"}, "DM's channel ID"},
 		{"dedupe not a bool", map[string]any{"token": token, "dedupe": "maybe"}, "dedupe"},
 	}
 	for _, c := range cases {
@@ -42,6 +42,7 @@ func TestOptionValidation(t *testing.T) {
 
 	valid := []map[string]any{
 		{"token": token, "channel": "C0123ABCD"},
+		{"token": token, "channel": "#alerts"},                        // resolved to its ID when a retry needs it
 		{"token": token},                                              // channel per payload
 		{"token": token, "channel": "#alerts", "dedupe": false},       // names are fine without dedupe
 		{"token": token, "dedupe": "true", "api_url": "http://proxy"}, // env-expanded bool

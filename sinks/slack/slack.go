@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -42,6 +43,8 @@ type Sink struct {
 	opts Options
 	http *http.Client
 	api  *slackapi.Client // nil in webhook mode
+	// channels caches channel name -> ID for the duplicate check.
+	channels *channelCache
 }
 
 var _ core.RateLimitDefaulter = (*Sink)(nil)
@@ -55,8 +58,9 @@ func New(name string, options map[string]any) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{
-		name: name,
-		opts: o,
+		name:     name,
+		opts:     o,
+		channels: newChannelCache(),
 		// AllowPrivate: the URLs come from the operator's own configuration,
 		// and tests and proxies live on private addresses.
 		// Token mode calls API methods: their paths are worth tracing. A
@@ -91,15 +95,19 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if err := s.checkChannel(channel); err != nil {
 		return s.fail(d, err)
 	}
+	skipped := ""
 	if s.opts.dedupe() && (d.Uncertain || d.Attempt > 1) {
 		// An earlier attempt may have posted and died before its outcome
 		// was recorded; Slack has no idempotency key, so look.
-		ts, err := s.findPost(ctx, d, channel, m.ThreadTS)
-		if err != nil {
+		id, ts, err := s.earlierPost(ctx, d, channel, m.ThreadTS)
+		switch {
+		case errors.Is(err, errUnresolved):
+			skipped = err.Error()
+			slog.Warn("slack sink posts without the duplicate check", "sink", s.name, "row", d.ID, "channel", channel, "reason", skipped)
+		case err != nil:
 			return s.fail(d, err)
-		}
-		if ts != "" {
-			return s.receipt(d, channel, ts)
+		case ts != "":
+			return s.receipt(d, id, ts, "")
 		}
 	}
 	opts := append(m.msgOptions(s.opts), slackapi.MsgOptionMetadata(metadata(d)))
@@ -107,26 +115,37 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if err != nil {
 		return s.fail(d, classify(s.call("chat.postMessage", channel), err))
 	}
-	return s.receipt(d, respChannel, ts)
+	s.learn(channel, respChannel)
+	return s.receipt(d, respChannel, ts, skipped)
 }
 
-// checkChannel refuses a missing channel, and a channel name when dedupe
+// checkChannel refuses a missing channel, and an @user channel when dedupe
 // needs an ID.
 func (s *Sink) checkChannel(channel string) error {
 	if channel == "" {
 		return core.Permanent(errors.New("no channel: set the channel option or the payload's channel"))
 	}
 	if s.opts.dedupe() {
-		if err := checkChannelID(channel); err != nil {
+		if err := checkDedupeChannel(channel); err != nil {
 			return core.Permanent(fmt.Errorf("payload channel: %w", err))
 		}
 	}
 	return nil
 }
 
-// receipt records where the message is: Slack's channel ID and ts.
-func (s *Sink) receipt(d *core.Delivery, channel, ts string) error {
-	return d.SetReceipt(map[string]string{"channel": channel, "ts": ts})
+// ReceiptDedupeSkipped is the receipt key that, when present, says why a
+// retried row was posted without the duplicate check (its channel name could
+// not be resolved to an ID), so a duplicate message is possible.
+const ReceiptDedupeSkipped = "dedupe_skipped"
+
+// receipt records where the message is: Slack's channel ID and ts, and the
+// reason the duplicate check was skipped, if it was.
+func (s *Sink) receipt(d *core.Delivery, channel, ts, skipped string) error {
+	r := map[string]string{"channel": channel, "ts": ts}
+	if skipped != "" {
+		r[ReceiptDedupeSkipped] = skipped
+	}
+	return d.SetReceipt(r)
 }
 
 // postWebhook posts to the incoming webhook. It cannot check for an earlier

@@ -5,6 +5,8 @@
 // It records every message posted (with its metadata and arrival time),
 // serves conversations.history and conversations.replies from what was
 // posted (honouring oldest, latest, limit, cursor and include_all_metadata),
+// knows channels by name ([Server.AddChannel]) for chat.postMessage and a
+// paginated conversations.list,
 // and answers with injected faults on demand: ok:false errors, HTTP 429 with
 // Retry-After, 5xx, slow responses, and "accepted but the answer was lost".
 //
@@ -31,6 +33,7 @@ const (
 	MethodPostMessage = "chat.postMessage"
 	MethodHistory     = "conversations.history"
 	MethodReplies     = "conversations.replies"
+	MethodList        = "conversations.list"
 	MethodWebhook     = "incoming-webhook"
 )
 
@@ -38,8 +41,8 @@ const (
 // body names none (a real webhook is bound to one channel).
 const WebhookChannel = "CWEBHOOK01"
 
-// defaultHistoryLimit is Slack's page size when a request sets no limit.
-const defaultHistoryLimit = 100
+// defaultPageLimit is Slack's page size when a request sets no limit.
+const defaultPageLimit = 100
 
 // Message is one message the fake holds: posted through chat.postMessage or
 // the incoming webhook, or seeded by a test.
@@ -97,7 +100,8 @@ type Server struct {
 	messages []Message
 	requests []Request
 	faults   map[string][]Fault
-	lastTS   int64 // microseconds; keeps ts unique and increasing
+	channels []Channel // in the order added; conversations.list pages through it
+	lastTS   int64     // microseconds; keeps ts unique and increasing
 }
 
 // New starts a fake. Close it when done.
@@ -189,6 +193,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		handle = s.history
 	case MethodReplies:
 		handle = s.replies
+	case MethodList:
+		handle = s.list
 	default:
 		s.answer(w, method, http.StatusNotFound, "unknown_method", nil)
 		return

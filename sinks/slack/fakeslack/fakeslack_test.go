@@ -66,3 +66,54 @@ func TestHistoryHonoursOldestMetadataAndCursor(t *testing.T) {
 		t.Errorf("replies = %+v, want parent then reply", replies)
 	}
 }
+
+func TestListPaginatesFiltersAndResolvesNames(t *testing.T) {
+	t.Parallel()
+	fake := fakeslack.New()
+	t.Cleanup(fake.Close)
+	fake.AddChannel(fakeslack.Channel{ID: "C1", Name: "general"})
+	fake.AddChannel(fakeslack.Channel{ID: "G2", Name: "secret", Private: true})
+	fake.AddChannel(fakeslack.Channel{ID: "C3", Name: "old", Archived: true})
+	fake.AddChannel(fakeslack.Channel{ID: "C4", Name: "alerts"})
+	api := slackapi.New(fakeslack.Token, slackapi.OptionAPIURL(fake.APIURL()))
+	ctx := context.Background()
+
+	var names []string
+	params := &slackapi.GetConversationsParameters{
+		Types: []string{fakeslack.TypePublic, fakeslack.TypePrivate}, ExcludeArchived: true, Limit: 1,
+	}
+	for pages := 0; ; pages++ {
+		chans, next, err := api.GetConversationsContext(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range chans {
+			names = append(names, c.Name+"="+c.ID)
+		}
+		if next == "" {
+			if pages != 2 {
+				t.Errorf("pages = %d, want 3 of one channel", pages+1)
+			}
+			break
+		}
+		params.Cursor = next
+	}
+	if want := []string{"general=C1", "secret=G2", "alerts=C4"}; !slices.Equal(names, want) {
+		t.Errorf("list = %v, want %v", names, want)
+	}
+	public, _, err := api.GetConversationsContext(ctx, &slackapi.GetConversationsParameters{})
+	if err != nil || len(public) != 3 {
+		t.Errorf("default types: %d channels (%v), want the 3 public ones", len(public), err)
+	}
+
+	channel, _, err := api.PostMessageContext(ctx, "#alerts", slackapi.MsgOptionText("hi", false))
+	if err != nil || channel != "C4" {
+		t.Errorf("post to #alerts answered channel %q (%v), want C4", channel, err)
+	}
+	if _, _, err := api.PostMessageContext(ctx, "#nowhere", slackapi.MsgOptionText("hi", false)); err == nil {
+		t.Errorf("post to an unknown name succeeded")
+	}
+	if _, err := api.GetConversationHistoryContext(ctx, &slackapi.GetConversationHistoryParameters{ChannelID: "#alerts"}); err == nil {
+		t.Errorf("history accepted a channel name")
+	}
+}

@@ -20,7 +20,7 @@ func (s *Server) postMessage(r *http.Request) (map[string]any, string) {
 		IconEmoji:   r.Form.Get("icon_emoji"),
 		UnfurlLinks: r.Form.Get("unfurl_links"),
 	}
-	if m.Channel == "" {
+	if m.Channel = s.resolve(m.Channel); m.Channel == "" {
 		return nil, "channel_not_found"
 	}
 	if b := r.Form.Get("blocks"); b != "" {
@@ -46,24 +46,30 @@ func (s *Server) postMessage(r *http.Request) (map[string]any, string) {
 // newer than oldest (and older than latest), newest first, a page at a time.
 func (s *Server) history(r *http.Request) (map[string]any, string) {
 	channel := r.Form.Get("channel")
+	if strings.HasPrefix(channel, "#") {
+		return nil, "channel_not_found" // like Slack: history takes IDs only
+	}
 	msgs := s.selectMessages(r, func(m Message) bool {
 		return m.Channel == channel && (m.ThreadTS == "" || m.ThreadTS == m.TS)
 	})
 	slices.Reverse(msgs)
-	return page(r, msgs)
+	return page(r, "messages", wireAll(r, msgs))
 }
 
 // replies serves conversations.replies: the thread's parent and replies,
 // oldest first, a page at a time.
 func (s *Server) replies(r *http.Request) (map[string]any, string) {
 	channel, thread := r.Form.Get("channel"), r.Form.Get("ts")
+	if strings.HasPrefix(channel, "#") {
+		return nil, "channel_not_found"
+	}
 	msgs := s.selectMessages(r, func(m Message) bool {
 		return m.Channel == channel && (m.TS == thread || m.ThreadTS == thread)
 	})
 	if len(msgs) == 0 {
 		return nil, "thread_not_found"
 	}
-	return page(r, msgs)
+	return page(r, "messages", wireAll(r, msgs))
 }
 
 // selectMessages returns, oldest first, the messages that match and lie in
@@ -88,29 +94,34 @@ func (s *Server) selectMessages(r *http.Request, match func(Message) bool) []Mes
 	return out
 }
 
-// page cuts one page out of msgs by the request's cursor (an offset) and
-// limit, and renders it.
-func page(r *http.Request, msgs []Message) (map[string]any, string) {
-	limit := defaultHistoryLimit
+// wireAll renders msgs, with their metadata when the request asks for it.
+func wireAll(r *http.Request, msgs []Message) []map[string]any {
+	withMetadata := isTrue(r.Form.Get("include_all_metadata"))
+	out := make([]map[string]any, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, wire(m, withMetadata))
+	}
+	return out
+}
+
+// page cuts one page out of items by the request's cursor (an offset) and
+// limit, and answers it under key.
+func page(r *http.Request, key string, items []map[string]any) (map[string]any, string) {
+	limit := defaultPageLimit
 	if l, err := strconv.Atoi(r.Form.Get("limit")); err == nil && l > 0 {
 		limit = l
 	}
 	offset := 0
 	if c := r.Form.Get("cursor"); c != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(c, "offset:"))
-		if err != nil || n < 0 || n > len(msgs) {
+		if err != nil || n < 0 || n > len(items) {
 			return nil, "invalid_cursor"
 		}
 		offset = n
 	}
-	end := min(offset+limit, len(msgs))
-	withMetadata := isTrue(r.Form.Get("include_all_metadata"))
-	out := make([]map[string]any, 0, end-offset)
-	for _, m := range msgs[offset:end] {
-		out = append(out, wire(m, withMetadata))
-	}
-	body := map[string]any{"messages": out, "has_more": end < len(msgs)}
-	if end < len(msgs) {
+	end := min(offset+limit, len(items))
+	body := map[string]any{key: items[offset:end], "has_more": end < len(items)}
+	if end < len(items) {
 		body["response_metadata"] = map[string]any{"next_cursor": "offset:" + strconv.Itoa(end)}
 	}
 	return body, ""
