@@ -99,7 +99,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	defer stopHTTP()
 
-	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(sinks), "tracing_export", tel.Exporting)
+	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(sinks), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
 	if err := waitForDatabase(ctx, pool, ob, log); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the database came up
