@@ -24,34 +24,34 @@ const (
 
 // AddChannel makes a channel known by name: chat.postMessage to "#name" (or
 // "name") posts to its ID and answers with the ID, as Slack does, and
-// conversations.list lists it.
+// conversations.list lists it. A post to an archived channel is refused
+// with is_archived.
 func (s *Server) AddChannel(c Channel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.channels = append(s.channels, c)
 }
 
-// resolveLocked turns a chat.postMessage channel into the ID the message is
-// stored under: a known name becomes its ID, an unknown "#name" is not found
-// (""), anything else is taken as an ID.
-func (s *Server) resolveLocked(channel string) string {
-	name := strings.TrimPrefix(channel, "#")
-	for _, c := range s.channels {
-		if c.Name == name {
-			return c.ID
-		}
-	}
-	if strings.HasPrefix(channel, "#") {
-		return ""
-	}
-	return channel
-}
-
-// resolve is resolveLocked for callers not holding the lock.
-func (s *Server) resolve(channel string) string {
+// resolve turns a chat.postMessage channel into the ID the message is
+// stored under, or a Slack error: a known name becomes its ID, an unknown
+// "#name" is channel_not_found, an archived channel is_archived, anything
+// else is taken as an ID.
+func (s *Server) resolve(channel string) (string, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.resolveLocked(channel)
+	name := strings.TrimPrefix(channel, "#")
+	for _, c := range s.channels {
+		if c.Name == name || c.ID == channel {
+			if c.Archived {
+				return "", "is_archived"
+			}
+			return c.ID, ""
+		}
+	}
+	if channel == "" || strings.HasPrefix(channel, "#") {
+		return "", "channel_not_found"
+	}
+	return channel, ""
 }
 
 // list serves conversations.list: the added channels of the requested types

@@ -20,8 +20,9 @@ func (s *Server) postMessage(r *http.Request) (map[string]any, string) {
 		IconEmoji:   r.Form.Get("icon_emoji"),
 		UnfurlLinks: r.Form.Get("unfurl_links"),
 	}
-	if m.Channel = s.resolve(m.Channel); m.Channel == "" {
-		return nil, "channel_not_found"
+	var slackErr string
+	if m.Channel, slackErr = s.resolve(m.Channel); slackErr != "" {
+		return nil, slackErr
 	}
 	if b := r.Form.Get("blocks"); b != "" {
 		var blocks []json.RawMessage
