@@ -5,19 +5,20 @@
 // # Configuration
 //
 //	sinks:
-//	  - name: alerts
+//	  alerts:
 //	    type: slack
 //	    options:
 //	      token: ${SLACK_BOT_TOKEN}   # or webhook_url: ${SLACK_WEBHOOK_URL}
-//	      channel: C0123ABCD          # default channel; a payload may name another
+//	      channel: "#alerts"          # default channel: a name or an ID (C0123ABCD); a payload may name another
 //	      username: outboxd           # optional
 //	      icon_emoji: ":mailbox:"     # optional
 //	      dedupe: true                # default in token mode; see below
 //	      api_url: https://slack.com/api/  # default; for tests and proxies
 //
-// Exactly one of token and webhook_url is set. With dedupe on, channels
-// (option and payload) must be channel IDs, not "#names": the history lookup
-// below accepts only IDs.
+// Exactly one of token and webhook_url is set. Channels (option and
+// payload) are IDs or names ("#alerts", or "alerts": anything that is not
+// upper-case letters and digits is a name). With dedupe on, "@user" is
+// refused: a DM's history can only be read by the DM's ID (D0123ABCD).
 //
 // # Payload
 //
@@ -65,8 +66,28 @@
 // for a thread reply) and, when it finds its own earlier post, records that
 // post's receipt instead of posting again. So a relay that crashes between
 // Slack's answer and the database write does not produce a second message.
-// The bot needs the channels:history (groups:history for private channels)
-// scope for this; set dedupe: false to post without looking.
+// Set dedupe: false to post without looking.
+//
+// conversations.history takes only IDs, so a channel given by name is
+// resolved when (and only when) a retry needs the check: from the channel ID
+// Slack answered an earlier chat.postMessage of this sink with, or else with
+// conversations.list (public and private, unarchived channels,
+// [ChannelListPageSize] per page, at most [ChannelListMaxPages] pages). The
+// sink caches name -> ID, and runs one scan at a time, so that the burst of
+// retries after a crash costs one scan. A transient failure of the scan (5xx,
+// 429, timeout) is retried like any other. A name the scan cannot resolve
+// (not listed: unknown, archived, beyond the bound; or the token lacks
+// channels:read/groups:read) does not fail the row, since the post itself
+// may work: the sink posts without the check, logs a warning and records the
+// reason in the receipt under [ReceiptDedupeSkipped]. Such a row may then be
+// posted twice; if the channel does not exist, the post fails permanently
+// with channel_not_found.
+//
+// # Scopes
+//
+// The bot token needs chat:write; with dedupe (the default) also
+// channels:history and groups:history (private channels); with channel
+// names and dedupe also channels:read and groups:read.
 //
 // Incoming webhooks can neither attach metadata nor read history: in webhook
 // mode delivery is at-least-once.

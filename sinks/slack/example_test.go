@@ -13,15 +13,17 @@ import (
 
 // A slack sink posts a delivery and records where the message went. A second,
 // uncertain attempt at the same row finds the first post in the channel's
-// history and does not post again.
+// history and does not post again. The channel is given by name; the sink
+// learns its ID from Slack's answer to the post, as history needs the ID.
 func Example() {
 	fake := fakeslack.New() // stands in for https://slack.com/api/
 	defer fake.Close()
+	fake.AddChannel(fakeslack.Channel{ID: "C0123ABCD", Name: "alerts"})
 
 	sink, err := slack.New("alerts", map[string]any{
 		"token":   fakeslack.Token,
 		"api_url": fake.APIURL(),
-		"channel": "C0123ABCD",
+		"channel": "#alerts",
 	})
 	if err != nil {
 		fmt.Println(err)
