@@ -81,8 +81,10 @@ func (c *completer) run() {
 func (c *completer) write(batch []outcome) {
 	n := len(batch)
 	var (
-		ids      = make([]int64, n)
-		tokens   = make([]uuid.UUID, n)
+		ids = make([]int64, n)
+		// [16]byte takes pgx's binary uuid codec; uuid.UUID would go
+		// through driver.Valuer and text, per element.
+		tokens   = make([][16]byte, n)
 		statuses = make([]string, n)
 		delays   = make([]float64, n)
 		errs     = make([]*string, n)

@@ -89,33 +89,43 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 	if err != nil {
 		return nil, fmt.Errorf("outbox: enqueue batch of %d: %w", len(msgs), err)
 	}
-	results := make([]EnqueueResult, len(msgs))
-	found := make([]bool, len(msgs))
-	var (
-		ord     int
-		id      *int64
-		created bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&ord, &id, &created}, func() error {
-		i := ord - 1
-		if id != nil {
-			results[i] = EnqueueResult{ID: *id, Created: created}
-			found[i] = true
-		}
-		return nil
-	})
-	if err != nil {
+	// Map each created row back to the first message with its key; every
+	// other message is a duplicate, of a row in the table or earlier in
+	// this batch.
+	type key struct{ sink, dedup string }
+	index := make(map[key]int, len(msgs))
+	for i := len(msgs) - 1; i >= 0; i-- {
+		index[key{cols.sinks[i], cols.keys[i]}] = i
+	}
+	ids := make(map[key]int64, len(msgs))
+	created := make(map[key]bool, len(msgs))
+	if err := collectIDs(rows, func(id int64, sink, dedup string) {
+		ids[key{sink, dedup}], created[key{sink, dedup}] = id, true
+	}); err != nil {
 		return nil, fmt.Errorf("outbox: enqueue batch of %d: %w", len(msgs), err)
 	}
-	markRepeatsAsDuplicates(cols, results)
+	if len(ids) < len(index) {
+		// Some already existed: one more statement finds them. It runs
+		// apart from the insert so that, under READ COMMITTED, it also sees
+		// rows a concurrent enqueue committed after the insert began.
+		var sinks, keys []string
+		for k := range index {
+			if _, ok := ids[k]; !ok {
+				sinks, keys = append(sinks, k.sink), append(keys, k.dedup)
+			}
+		}
+		lookup, err := db.Query(ctx, o.sql.lookupIDs, sinks, keys)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: look up %d duplicates: %w", len(sinks), err)
+		}
+		if err := collectIDs(lookup, func(id int64, sink, dedup string) { ids[key{sink, dedup}] = id }); err != nil {
+			return nil, fmt.Errorf("outbox: look up %d duplicates: %w", len(sinks), err)
+		}
+	}
+	results := make([]EnqueueResult, len(msgs))
 	for i := range msgs {
-		if found[i] {
-			continue
-		}
-		// Committed by a concurrent enqueue after our snapshot: look again.
-		if err := db.QueryRow(ctx, o.sql.lookupID, cols.sinks[i], cols.keys[i]).Scan(&results[i].ID); err != nil {
-			return nil, fmt.Errorf("outbox: look up duplicate %s/%s: %w", cols.sinks[i], cols.keys[i], err)
-		}
+		k := key{cols.sinks[i], cols.keys[i]}
+		results[i] = EnqueueResult{ID: ids[k], Created: created[k] && index[k] == i}
 	}
 	for i, r := range results {
 		o.countEnqueue(ctx, cols.sinks[i], r.Created)
@@ -130,16 +140,15 @@ type batchColumns struct {
 	available                      []*time.Time
 }
 
-// markRepeatsAsDuplicates keeps Created only on the first occurrence of a
-// (sink, dedup key) that appears more than once in one batch.
-func markRepeatsAsDuplicates(cols batchColumns, results []EnqueueResult) {
-	type key struct{ sink, dedup string }
-	seen := make(map[key]bool, len(results))
-	for i := range results {
-		k := key{cols.sinks[i], cols.keys[i]}
-		if seen[k] {
-			results[i].Created = false
-		}
-		seen[k] = true
-	}
+// collectIDs reads (id, sink, dedup_key) rows.
+func collectIDs(rows pgx.Rows, add func(id int64, sink, dedup string)) error {
+	var (
+		id          int64
+		sink, dedup string
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &sink, &dedup}, func() error {
+		add(id, sink, dedup)
+		return nil
+	})
+	return err
 }

@@ -8,9 +8,9 @@ import "strings"
 type queries struct {
 	ident string // the quoted schema name
 
-	enqueue, enqueueBatch, lookupID string
-	claimAll, claimSink             string
-	finish                          string
+	enqueue, enqueueBatch, lookupID, lookupIDs string
+	claimAll, claimSink                        string
+	finish                                     string
 
 	reservePermits, pauseSink, activePauses string
 	pruneSent                               string
@@ -20,6 +20,7 @@ func newQueries(ident string) queries {
 	q := queries{ident: ident}
 	q.enqueue = qualify(ident, sqlEnqueue)
 	q.enqueueBatch = qualify(ident, sqlEnqueueBatch)
+	q.lookupIDs = qualify(ident, sqlLookupIDs)
 	q.lookupID = qualify(ident, `SELECT id FROM {schema}.messages WHERE sink = $1 AND dedup_key = $2`)
 	q.claimAll = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "NOT (sink = ANY($3::text[]))"))
 	q.claimSink = qualify(ident, strings.ReplaceAll(sqlClaim, "{sink_filter}", "sink = ($3::text[])[1]"))
@@ -47,27 +48,28 @@ WITH ins AS (
 SELECT ins.id FROM ins LEFT JOIN wake ON true`
 
 // sqlEnqueueBatch is the multi-row form: the columns arrive as arrays, so the
-// statement is the same whatever the batch size. It returns one row per input
-// row with the id (NULL when a concurrent enqueue committed it after our
-// snapshot) and whether this statement created it.
+// statement is the same whatever the batch size. It returns the rows it
+// created; EnqueueBatch looks up the ids of the duplicates afterwards, only
+// when there are any.
 const sqlEnqueueBatch = `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[])
-        WITH ORDINALITY AS t(sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at, ord)
-), ins AS (
+WITH ins AS (
     INSERT INTO {schema}.messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
     SELECT sink, dedup_key, payload, headers, ordering_key, max_attempts, COALESCE(available_at, now())
-    FROM input ORDER BY ord
+    FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[])
+        WITH ORDINALITY AS t(sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at, ord)
+    ORDER BY ord
     ON CONFLICT (sink, dedup_key) DO NOTHING
     RETURNING id, sink, dedup_key
 ), wake AS (
     SELECT pg_notify($8, '') FROM ins LIMIT 1
 )
-SELECT input.ord::int, COALESCE(ins.id, old.id), ins.id IS NOT NULL
-FROM input
-LEFT JOIN ins ON ins.sink = input.sink AND ins.dedup_key = input.dedup_key
-LEFT JOIN {schema}.messages old ON ins.id IS NULL AND old.sink = input.sink AND old.dedup_key = input.dedup_key
-LEFT JOIN wake ON true`
+SELECT ins.id, ins.sink, ins.dedup_key FROM ins LEFT JOIN wake ON true`
+
+// sqlLookupIDs finds the ids of existing rows by (sink, dedup key) pairs.
+const sqlLookupIDs = `
+SELECT m.id, m.sink, m.dedup_key
+FROM unnest($1::text[], $2::text[]) AS k(sink, dedup_key)
+JOIN {schema}.messages m ON m.sink = k.sink AND m.dedup_key = k.dedup_key`
 
 // sqlClaim claims up to $1 rows in one statement: ready rows (pending, or
 // failed and due) in available_at order, plus rows whose lease expired (their
@@ -107,6 +109,9 @@ SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $4,
     lease_expires_at = now() + $2::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
+  -- Spelled out so the planner probes the primary key for the picked ids
+  -- instead of hash-joining them against a scan of the whole table.
+  AND m.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress'`
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -152,14 +153,13 @@ func (r *Relay) throttled(s SinkConfig) bool {
 func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 	slots := newSlots(r.cfg.Concurrency)
 	wake := r.listener.subscribe()
+	pace := newClaimPace(slots, r.cfg.Lease)
 	for ctx.Err() == nil {
 		free := slots.waitFree(ctx)
 		if free == 0 {
 			return
 		}
-		// Claim one round ahead of the free slots: the extra rows start as
-		// slots free up, so a fast sink never waits for the next claim.
-		limit := min(free+r.cfg.Concurrency, r.cfg.BatchSize)
+		limit := min(free+pace.ahead(r.cfg.Concurrency), r.cfg.BatchSize)
 		// Never nil: NOT (sink = ANY(NULL)) would exclude everything.
 		excluded := append(append([]string{}, r.limiter.pausedSinks()...), ownLoops...)
 		rows, err := r.claim(ctx, r.ob.sql.claimAll, limit, excluded)
@@ -362,9 +362,10 @@ func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration,
 	dctx, cancel := context.WithTimeout(ctx, budget)
 	stopFreeing := context.AfterFunc(dctx, freeSlot)
 	started := time.Now()
-	r.metrics.inFlight.Add(ctx, 1, r.metrics.sinkAttrs(sink))
+	inFlightAttrs := r.metrics.sinkAttrs(sink)
+	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs)
 	err := callSink(dctx, sink.Sink, &row.Delivery)
-	r.metrics.inFlight.Add(ctx, -1, r.metrics.sinkAttrs(sink))
+	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs)
 	stopFreeing()
 	cancel()
 	r.finish(ctx, row, sink, span, time.Since(started), err)
@@ -403,10 +404,41 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// claimAheadShareOfLease bounds how long claimed rows may wait in the relay
+// for a free slot: rows claimed beyond the free slots must all start within
+// this part of their lease at the pace deliveries currently finish.
+const claimAheadShareOfLease = 0.25
+
+// claimPace sizes a claim loop's prefetch from how fast its deliveries
+// finish: a fast sink gets full batches (one statement per BatchSize rows),
+// a slow one only what it can start well inside the lease.
+type claimPace struct {
+	slots  *slots
+	window time.Duration
+	last   time.Time
+	done   int64
+}
+
+func newClaimPace(s *slots, lease time.Duration) *claimPace {
+	return &claimPace{slots: s, window: time.Duration(float64(lease) * claimAheadShareOfLease), last: time.Now()}
+}
+
+// ahead returns how many rows beyond the free slots to claim now: at least
+// minimum (one round of slots), more when deliveries finish fast enough to
+// start them within the window.
+func (p *claimPace) ahead(minimum int) int {
+	now, done := time.Now(), p.slots.finished.Load()
+	elapsed := now.Sub(p.last)
+	rate := float64(done-p.done) / elapsed.Seconds()
+	p.last, p.done = now, done
+	return max(minimum, int(rate*p.window.Seconds()))
+}
+
 // slots bounds concurrent deliveries of one claim loop.
 type slots struct {
-	sem   chan struct{}
-	freed chan struct{}
+	sem      chan struct{}
+	freed    chan struct{}
+	finished atomic.Int64 // deliveries finished, for claimPace
 }
 
 func newSlots(n int) *slots {
@@ -435,6 +467,7 @@ func (s *slots) waitFree(ctx context.Context) int {
 func (s *slots) take() { s.sem <- struct{}{} }
 
 func (s *slots) give() {
+	s.finished.Add(1)
 	<-s.sem
 	select {
 	case s.freed <- struct{}{}:
