@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
@@ -28,8 +29,8 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 		{Name: "s", Sink: sink, MaxAttempts: 2, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 		{Name: "other", Sink: core.SinkFunc(func(_ context.Context, _ *core.Delivery) error { return core.Permanent(errors.New("bad payload")) })},
 	}}
-	startRelay(t, b.pool, relayCfg)
-	waitFor(t, 10*time.Second, "4 dead", func() bool { return statusCounts(t, b)["dead"] == 4 })
+	testrelay.Run(t, b.pool, relayCfg)
+	testrelay.WaitFor(t, 10*time.Second, "4 dead", func() bool { return statusCounts(t, b)["dead"] == 4 })
 
 	stats, err := b.ob.Stats(b.ctx, b.pool)
 	if err != nil {
@@ -57,7 +58,7 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	if n, err = b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"}); err != nil || n != 2 {
 		t.Fatalf("redrive all of s: %d, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "the redriven rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
+	testrelay.WaitFor(t, 10*time.Second, "the redriven rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
 
 	if _, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{}); err == nil {
 		t.Fatal("a purge that selects nothing must be refused")
@@ -95,8 +96,8 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
-	waitFor(t, 20*time.Second, "old sent rows pruned", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
+	testrelay.WaitFor(t, 20*time.Second, "old sent rows pruned", func() bool { return statusCounts(t, b)["sent"] == 1 })
 	if c := statusCounts(t, b); c["dead"] != 1 {
 		t.Fatalf("maintenance must keep dead rows until redriven or purged: %v", c)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
@@ -48,7 +49,7 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
@@ -69,7 +70,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the committed message", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	testrelay.WaitFor(t, 10*time.Second, "the committed message", func() bool { return statusCounts(t, b)["sent"] == 1 })
 	for _, d := range sink.snapshot() {
 		if d.DedupKey != "committed" {
 			t.Fatalf("delivered %q, which was rolled back", d.DedupKey)

@@ -65,42 +65,6 @@ func setup(t *testing.T) bundle {
 	return bundle{pool: pool, ob: ob, ctx: ctx}
 }
 
-// startRelay runs a relay until the test ends and fails the test if Run
-// does not return cleanly.
-func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) {
-	t.Helper()
-	relay, err := core.NewRelay(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Errorf("relay did not stop within a minute of cancellation")
-		}
-	})
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // statusCounts returns the number of rows per status.
 func statusCounts(t *testing.T, b bundle) map[string]int {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // startTimes records when each delivery started.
@@ -55,10 +56,10 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "limited", Sink: sink, RateLimit: &limit}}}
 	for range 3 {
-		startRelay(t, testdb.Pool(t, 3), cfg)
+		testrelay.Run(t, testdb.Pool(t, 3), cfg)
 	}
 	enqueueN(t, b, "limited", n, nil)
-	waitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
+	testrelay.WaitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
 	times := starts.sorted()
 	if len(times) != n {
 		t.Fatalf("%d deliveries, want %d", len(times), n)
@@ -95,10 +96,10 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "busy", Sink: sink, MaxInFlight: 1}, {Name: "other", Sink: other}}}
 	for range 3 {
-		startRelay(t, testdb.Pool(t, 3), cfg)
+		testrelay.Run(t, testdb.Pool(t, 3), cfg)
 	}
 	enqueueN(t, b, "busy", 30, nil)
-	waitFor(t, 30*time.Second, "busy rows sent", func() bool { return statusCounts(t, b)["sent"] == 30 })
+	testrelay.WaitFor(t, 30*time.Second, "busy rows sent", func() bool { return statusCounts(t, b)["sent"] == 30 })
 	mu.Lock()
 	defer mu.Unlock()
 	// A delivery another relay had already dispatched when the 429 came
@@ -114,5 +115,5 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the other sink's delivery", func() bool { return len(other.snapshot()) == 1 })
+	testrelay.WaitFor(t, 5*time.Second, "the other sink's delivery", func() bool { return len(other.snapshot()) == 1 })
 }

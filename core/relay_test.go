@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -43,10 +44,10 @@ func captureLogs() (*slog.Logger, *syncBuffer) {
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}})
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}})
 	enqueueN(t, b, "rec", 100, nil)
-	waitFor(t, 30*time.Second, "100 deliveries", func() bool { return len(sink.snapshot()) >= 100 })
-	waitFor(t, 10*time.Second, "100 sent rows", func() bool { return statusCounts(t, b)["sent"] == 100 })
+	testrelay.WaitFor(t, 30*time.Second, "100 deliveries", func() bool { return len(sink.snapshot()) >= 100 })
+	testrelay.WaitFor(t, 10*time.Second, "100 sent rows", func() bool { return statusCounts(t, b)["sent"] == 100 })
 }
 
 func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
@@ -55,10 +56,10 @@ func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 	sink := newRecordingSink()
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
-		startRelay(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100})
+		testrelay.Run(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100})
 	}
 	ids := enqueueN(t, b, "rec", n, nil)
-	waitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
+	testrelay.WaitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
 	seen := map[int64]int{}
 	for _, d := range sink.snapshot() {
 		seen[d.ID]++
@@ -91,19 +92,19 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	})
 	cfg := core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
-	startRelay(t, b.pool, cfg)
-	startRelay(t, testdb.Pool(t, 2), cfg)
+	testrelay.Run(t, b.pool, cfg)
+	testrelay.Run(t, testdb.Pool(t, 2), cfg)
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	<-firstStarted
 	var receipt string
-	waitFor(t, 20*time.Second, "the reclaimed row to be sent", func() bool {
+	testrelay.WaitFor(t, 20*time.Second, "the reclaimed row to be sent", func() bool {
 		err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(receipt #>> '{}', '') FROM "+b.ob.Schema()+".messages WHERE status = 'sent'").Scan(&receipt)
 		return err == nil
 	})
 	close(release)
-	waitFor(t, 10*time.Second, "the zombie warning", func() bool { return strings.Contains(logs.String(), "zombie") })
+	testrelay.WaitFor(t, 10*time.Second, "the zombie warning", func() bool { return strings.Contains(logs.String(), "zombie") })
 	var attempts int
 	if err := b.pool.QueryRow(b.ctx, "SELECT receipt #>> '{}', attempts FROM "+b.ob.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	}
 	// Three relays claim the message and die before writing anything.
 	for attempt := 1; attempt <= 3; attempt++ {
-		waitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
+		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
 			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
@@ -131,12 +132,12 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	logger, logs := captureLogs()
 	delivered := atomic.Int32{}
 	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { delivered.Add(1); return nil })
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
-	waitFor(t, 10*time.Second, "the row to die", func() bool { return statusCounts(t, b)["dead"] == 1 })
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	testrelay.WaitFor(t, 10*time.Second, "the row to die", func() bool { return statusCounts(t, b)["dead"] == 1 })
 	if delivered.Load() != 0 {
 		t.Fatalf("a message that exhausted its attempts was delivered again")
 	}
-	waitFor(t, 5*time.Second, "the ERROR line", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
+	testrelay.WaitFor(t, 5*time.Second, "the ERROR line", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
 	for _, want := range []string{"dead-lettered", "dedup_key=poison", "sink=s", "attempts=4", "abandoned"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("dead-letter log lacks %q:\n%s", want, logs.String())
@@ -162,14 +163,14 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		}
 		return nil
 	})
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
 		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 20*time.Second, "both sent", func() bool { return statusCounts(t, b)["sent"] == 2 })
+	testrelay.WaitFor(t, 20*time.Second, "both sent", func() bool { return statusCounts(t, b)["sent"] == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if got := starts["fails-once"]; len(got) != 2 || got[1].Sub(got[0]) < initial*9/10 {
@@ -202,10 +203,10 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	cfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, MaxAttempts: 100, Backoff: core.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
 	for range 4 {
-		startRelay(t, testdb.Pool(t, 3), cfg)
+		testrelay.Run(t, testdb.Pool(t, 3), cfg)
 	}
 	enqueueN(t, b, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
-	waitFor(t, 2*time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == keys*perKey })
+	testrelay.WaitFor(t, 2*time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == keys*perKey })
 	mu.Lock()
 	defer mu.Unlock()
 	for key, ids := range byKey {
@@ -223,12 +224,12 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 func TestUnknownSinkIsDeadLetteredWithoutBlockingOthers(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "known", Sink: sink}}})
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "known", Sink: sink}}})
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "typo", DedupKey: "k", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	enqueueN(t, b, "known", 10, nil)
-	waitFor(t, 10*time.Second, "10 sent and 1 dead", func() bool {
+	testrelay.WaitFor(t, 10*time.Second, "10 sent and 1 dead", func() bool {
 		c := statusCounts(t, b)
 		return c["sent"] == 10 && c["dead"] == 1
 	})
@@ -245,7 +246,7 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
 	// An hour-long poll interval: only notifications can wake the relay.
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
 	listenerPID := func() int {
 		var pid int
 		err := b.pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
@@ -256,18 +257,18 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 		return pid
 	}
 	var first int
-	waitFor(t, 10*time.Second, "the listener to connect", func() bool { first = listenerPID(); return first != 0 })
+	testrelay.WaitFor(t, 10*time.Second, "the listener to connect", func() bool { first = listenerPID(); return first != 0 })
 	enqueueN(t, b, "rec", 1, nil)
-	waitFor(t, 10*time.Second, "a notified delivery", func() bool { return len(sink.snapshot()) == 1 })
+	testrelay.WaitFor(t, 10*time.Second, "a notified delivery", func() bool { return len(sink.snapshot()) == 1 })
 
 	if _, err := b.pool.Exec(b.ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a new listener connection", func() bool { pid := listenerPID(); return pid != 0 && pid != first })
+	testrelay.WaitFor(t, 20*time.Second, "a new listener connection", func() bool { pid := listenerPID(); return pid != 0 && pid != first })
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a delivery woken by the new listener", func() bool { return len(sink.snapshot()) == 2 })
+	testrelay.WaitFor(t, 10*time.Second, "a delivery woken by the new listener", func() bool { return len(sink.snapshot()) == 2 })
 }
 
 func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
@@ -279,10 +280,10 @@ func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 		}
 		return nil
 	})
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 1, nil)
-	waitFor(t, 10*time.Second, "sent after the panic", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	testrelay.WaitFor(t, 10*time.Second, "sent after the panic", func() bool { return statusCounts(t, b)["sent"] == 1 })
 	var recorded string
 	if err := b.pool.QueryRow(b.ctx, "SELECT error FROM "+b.ob.Schema()+".failed_attempts").Scan(&recorded); err != nil {
 		t.Fatal(err)
@@ -328,10 +329,10 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 		}
 		return nil
 	})
-	startRelay(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 50, nil)
-	waitFor(t, 10*time.Second, "every row delivered and deleted", func() bool { return len(statusCounts(t, b)) == 0 })
+	testrelay.WaitFor(t, 10*time.Second, "every row delivered and deleted", func() bool { return len(statusCounts(t, b)) == 0 })
 	var orphans int
 	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts").Scan(&orphans); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // telemetry is an SDK tracer and meter provider recording in memory.
@@ -60,7 +61,7 @@ func (tm telemetry) ended(name string) tracetest.SpanStubs {
 // waitSpans waits until n spans called name have ended and returns them.
 func (tm telemetry) waitSpans(t *testing.T, name string, n int) tracetest.SpanStubs {
 	t.Helper()
-	waitFor(t, 30*time.Second, strconv.Itoa(n)+" spans "+name, func() bool { return len(tm.ended(name)) >= n })
+	testrelay.WaitFor(t, 30*time.Second, strconv.Itoa(n)+" spans "+name, func() bool { return len(tm.ended(name)) >= n })
 	return tm.ended(name)
 }
 
@@ -128,7 +129,7 @@ func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
 	tm := newTelemetry(t)
 	sink := newRecordingSink()
 	sink.fail = failOnce(errors.New("receiver said 500"))
-	startRelay(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: sink, MaxAttempts: 4}))
+	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: sink, MaxAttempts: 4}))
 
 	id, producer := tm.produce(t, b, "hooks", "order-42")
 	spans := tm.waitSpans(t, "send hooks", 2)
@@ -181,7 +182,7 @@ func TestLinkProducerSpanStartsANewTraceLinkedToTheProducer(t *testing.T) {
 	tm := newTelemetry(t)
 	cfg := tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: newRecordingSink()})
 	cfg.LinkProducerSpan = true
-	startRelay(t, b.pool, cfg)
+	testrelay.Run(t, b.pool, cfg)
 
 	_, producer := tm.produce(t, b, "hooks", "k")
 	s := tm.waitSpans(t, "send hooks", 1)[0]
@@ -212,7 +213,7 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 			tm := newTelemetry(t)
 			sink := newRecordingSink()
 			sink.fail = failOnce(c.fail)
-			startRelay(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "s", Sink: sink}))
+			testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "s", Sink: sink}))
 			tm.produce(t, b, "s", "k")
 			spans := tm.waitSpans(t, "send s", len(c.want))
 			for i, want := range c.want {
@@ -243,7 +244,7 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 	}
 	cfg := tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink})
 	cfg.Lease = 300 * time.Millisecond
-	startRelay(t, b.pool, cfg)
+	testrelay.Run(t, b.pool, cfg)
 	// Runs before the relay's cleanup, so a failing test does not leave
 	// the stuck delivery holding up the relay's shutdown.
 	t.Cleanup(func() { unblock.Do(func() { close(release) }) })
@@ -269,7 +270,7 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 	sink := newRecordingSink()
 	// 20 per second, burst 1: of three rows claimed together, the later two
 	// wait for their permits.
-	startRelay(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink,
+	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink,
 		RateLimit: &core.RateLimit{Rate: 20, Per: time.Second, Burst: 1}}))
 	enqueueN(t, b, "slow", 3, nil)
 
@@ -344,9 +345,9 @@ func TestRelayMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	startRelay(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "m", Sink: sink}))
+	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "m", Sink: sink}))
 	enqueueN(t, b, "m", 3, nil)
-	waitFor(t, 30*time.Second, "three rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
+	testrelay.WaitFor(t, 30*time.Second, "three rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
 	tm.waitSpans(t, "send m", 5)
 
 	rm := tm.collect(t)
@@ -465,7 +466,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		}
 		return flaky(d)
 	}
-	startRelay(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "c", Sink: sink, RateLimit: &core.RateLimit{Rate: 100, Per: time.Second}}))
+	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "c", Sink: sink, RateLimit: &core.RateLimit{Rate: 100, Per: time.Second}}))
 	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, core.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)
@@ -473,7 +474,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 	defer func() { _ = reg.Unregister() }()
 	ids := enqueueN(t, b, "c", 5, nil)
 	enqueueN(t, b, "nowhere", 2, nil) // unconfigured: dead-lettered
-	waitFor(t, 30*time.Second, "rows finished", func() bool {
+	testrelay.WaitFor(t, 30*time.Second, "rows finished", func() bool {
 		c := statusCounts(t, b)
 		return c["sent"] == 4 && c["dead"] == 3
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
 	"github.com/outboxd/outboxd/test/internal/proc"
 )
@@ -139,7 +140,7 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 	config := writeConfig(t, pg.URL(), url, "10s")
 	srv := proc.Serve(t, bin, config, proc.Environ())
 
-	eventually(t, 15*time.Second, "three failed database checks are logged", func() bool {
+	testrelay.WaitFor(t, 15*time.Second, "three failed database checks are logged", func() bool {
 		return len(waitAttempt.FindAllString(srv.Logs(), -1)) >= 3
 	})
 	if got := readyStatus(srv.Addr()); got != http.StatusServiceUnavailable {
@@ -151,11 +152,11 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 
 	pg.Start()
 	migrate(t, bin, config)
-	eventually(t, 40*time.Second, "/readyz turns 200 once the database is up", func() bool {
+	testrelay.WaitFor(t, 40*time.Second, "/readyz turns 200 once the database is up", func() bool {
 		return readyStatus(srv.Addr()) == http.StatusOK
 	})
 	enqueueCLI(t, bin, config, "after-start")
-	eventually(t, 20*time.Second, "the message is delivered", func() bool { return hook.counts()["after-start"] == 1 })
+	testrelay.WaitFor(t, 20*time.Second, "the message is delivered", func() bool { return hook.counts()["after-start"] == 1 })
 	if srv.Exited() {
 		t.Fatalf("serve exited:\n%s", srv.Logs())
 	}
@@ -219,18 +220,18 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 	}
 	pg.Stop()
 	close(hook.gate) // the deliveries succeed while the database is down
-	eventually(t, 10*time.Second, "the deliveries completed", func() bool { return len(hook.counts()) == n })
+	testrelay.WaitFor(t, 10*time.Second, "the deliveries completed", func() bool { return len(hook.counts()) == n })
 	time.Sleep(time.Second) // the terminal writes now fail and are retried
 	pg.Start()
 
 	pool := pg.Pool(2)
-	eventually(t, 30*time.Second, "the rows are marked sent", func() bool {
+	testrelay.WaitFor(t, 30*time.Second, "the rows are marked sent", func() bool {
 		var sent int
 		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM faults.messages WHERE status = 'sent'`).Scan(&sent)
 		return err == nil && sent == n
 	})
 	enqueueCLI(t, bin, config, "after")
-	eventually(t, 20*time.Second, "a message enqueued after the outage is delivered", func() bool {
+	testrelay.WaitFor(t, 20*time.Second, "a message enqueued after the outage is delivered", func() bool {
 		return hook.counts()["after"] == 1
 	})
 	for key, c := range hook.counts() {

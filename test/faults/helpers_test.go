@@ -10,48 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
 )
-
-// runRelay runs a relay on pool until the test ends and checks that Run
-// then returns nil (a clean drain).
-func runRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) {
-	t.Helper()
-	relay, err := core.NewRelay(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s")
-		}
-	})
-}
-
-// eventually polls cond every 50ms until it holds or within passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // counts returns the number of rows of ob per status.
 func counts(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string) map[string]int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // faultLease is the lease of the sink fault tests: short, so that
@@ -67,7 +68,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	})
 	good := newCounter()
 	const concurrency = 4
-	runRelay(t, pool, core.Config{
+	testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
 		Sinks: []core.SinkConfig{
 			{Name: "hang", Sink: hang, MaxAttempts: 100, MaxInFlight: maxInFlight,
@@ -80,14 +81,14 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	t.Cleanup(func() { close(release) })
 	// More hanging messages than the relay has slots.
 	enqueue(t, pool, ob, "hang", "h", 2*concurrency)
-	eventually(t, 10*time.Second, "the hanging sink is called", func() bool { return calls.Load() >= 1 })
+	testrelay.WaitFor(t, 10*time.Second, "the hanging sink is called", func() bool { return calls.Load() >= 1 })
 	for b := range batches {
 		enqueue(t, pool, ob, "good", "g"+string(rune('a'+b)), 20)
-		eventually(t, flowWithin, "the healthy sink's messages are sent", func() bool {
+		testrelay.WaitFor(t, flowWithin, "the healthy sink's messages are sent", func() bool {
 			return counts(t, pool, ob, "good")["sent"] == 20*(b+1)
 		})
 	}
-	eventually(t, 10*faultLease, "hanging rows are retried", func() bool {
+	testrelay.WaitFor(t, 10*faultLease, "hanging rows are retried", func() bool {
 		var retried int
 		// A sink that honours its context returns the deadline error; one
 		// that ignores it leaves its row to lease expiry.
@@ -114,18 +115,18 @@ func TestPanickingSinkIsRecovered(t *testing.T) {
 		}
 		return good.Deliver(context.Background(), d)
 	})
-	runRelay(t, pool, core.Config{
+	testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
 	})
 	enqueue(t, pool, ob, "s", "boom", 1)
 	enqueue(t, pool, ob, "s", "before", 10)
-	eventually(t, 10*time.Second, "the panicking message is dead after 3 attempts", func() bool {
+	testrelay.WaitFor(t, 10*time.Second, "the panicking message is dead after 3 attempts", func() bool {
 		return counts(t, pool, ob, "s")["dead"] == 1
 	})
 	// The relay survived: messages enqueued after the panics are delivered.
 	enqueue(t, pool, ob, "s", "after", 10)
-	eventually(t, 10*time.Second, "messages after the panic are sent", func() bool {
+	testrelay.WaitFor(t, 10*time.Second, "messages after the panic are sent", func() bool {
 		return counts(t, pool, ob, "s")["sent"] == 20
 	})
 	rows, err := pool.Query(t.Context(), `SELECT f.attempt, f.error FROM `+ob.Schema()+`.failed_attempts f JOIN `+

@@ -1,0 +1,56 @@
+// Package testrelay runs relays inside tests and waits on conditions with
+// deadlines, so test packages across the repository share one way to do it.
+package testrelay
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// stopTimeout bounds how long a relay may take to drain when its test ends.
+const stopTimeout = time.Minute
+
+// pollInterval is how often WaitFor checks its condition.
+const pollInterval = 10 * time.Millisecond
+
+// Run starts a relay on pool until the test ends, then cancels it and fails
+// the test unless Run returns nil (a clean drain) within a minute.
+func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) {
+	t.Helper()
+	relay, err := core.NewRelay(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay.Run: %v", err)
+			}
+		case <-time.After(stopTimeout):
+			t.Errorf("relay did not stop within %s of cancellation", stopTimeout)
+		}
+	})
+}
+
+// WaitFor polls cond until it holds, failing the test with what when
+// timeout passes first.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(pollInterval)
+	}
+}
