@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
 
@@ -53,7 +54,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	}
 
 	runRelay(t, pool, ob, crashLease, slackSink(t, fake, nil))
-	waitFor(t, 30*time.Second, "the row taken over and sent", func() bool {
+	testrelay.WaitFor(t, 30*time.Second, "the row taken over and sent", func() bool {
 		return readRow(t, pool, ob, id).Status == string(core.StatusSent)
 	})
 	r := readRow(t, pool, ob, id)

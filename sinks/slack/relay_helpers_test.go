@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // relayPoolSize keeps each relay's pool small: the database is shared by
@@ -18,26 +19,7 @@ const relayPoolSize = 3
 // runRelay runs a relay over ob with the given sinks until the test ends.
 func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, sinks ...core.SinkConfig) {
 	t.Helper()
-	relay, err := core.NewRelay(pool, core.Config{
-		Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatalf("NewRelay: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Errorf("relay did not stop within a minute")
-		}
-	})
+	testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond})
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.
@@ -84,16 +66,4 @@ func sentCount(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string) i
 		t.Fatalf("Stats: %v", err)
 	}
 	return stats[sink].Sent
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

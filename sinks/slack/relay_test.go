@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -54,7 +55,7 @@ func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 	}
 	enqueueTexts(t, pools[0], ob, testSinkName, messages)
 
-	waitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	testrelay.WaitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
 	posts := fake.Posts()
 	keys := map[any]bool{}
 	for _, p := range posts {
@@ -94,7 +95,7 @@ func TestRetryAfterPausesEveryRelay(t *testing.T) {
 	}
 	ids := enqueueTexts(t, pools[0], ob, testSinkName, messages)
 
-	waitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	testrelay.WaitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
 	reqs := fake.Requests()
 	if reqs[0].Status != 429 {
 		t.Fatalf("first request answered %d, want the injected 429", reqs[0].Status)
