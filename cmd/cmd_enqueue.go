@@ -56,6 +56,11 @@ trace: the delivery spans become part of it.`,
 			return nil
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			stop, err := a.countEnqueues(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			ctx := traceContextFromEnv(cmd.Context(), a.io.Env)
 			if f.file != "" {
 				return a.enqueueFile(ctx, cmd, s, f)

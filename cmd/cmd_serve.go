@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sethvargo/go-retry"
 	"github.com/spf13/cobra"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/outboxd/outboxd/core"
 )
@@ -59,22 +57,11 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tel, err := NewTelemetry(ctx, cfg.Telemetry, a.io.Env)
+	tel, stopTelemetry, err := serveTelemetry(ctx, cfg, a.io.Env, pool, ob, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TelemetryShutdownTimeout)
-		defer cancel()
-		if err := tel.Shutdown(ctx); err != nil {
-			log.Warn("telemetry shutdown", errAttr(err))
-		}
-	}()
-	// outboxd is the application here, so it installs the globals the sink
-	// libraries' HTTP clients pick up.
-	otel.SetTracerProvider(tel.TracerProvider)
-	otel.SetMeterProvider(tel.MeterProvider)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	defer stopTelemetry()
 
 	relay, err := core.NewRelay(pool, core.Config{
 		Outbox:         ob,

@@ -70,7 +70,7 @@ func (r *otlpReceiver) received(names ...string) (exports int, missing []string)
 // while it runs and everything arrives on SIGTERM: shutdown flushes.
 func TestServeExportsMetricsOverOTLP(t *testing.T) {
 	t.Parallel()
-	want := []string{"outbox.deliveries", "outbox.delivery.duration", "outbox.enqueues"}
+	want := []string{"outbox.deliveries", "outbox.delivery.duration", "outbox.enqueues", "outbox.rows", "outbox.oldest_pending.age"}
 	for _, c := range []struct {
 		name        string
 		viaEnv      bool   // OTEL_EXPORTER_OTLP_METRICS_ENDPOINT instead of the block
@@ -118,5 +118,22 @@ func TestServeExportsMetricsOverOTLP(t *testing.T) {
 				return len(missing) == 0
 			})
 		})
+	}
+}
+
+// TestEnqueueCLIExportsEnqueueCounter: `outboxd enqueue` counts its
+// enqueues and pushes the counter to the configured collector before it
+// exits.
+func TestEnqueueCLIExportsEnqueueCounter(t *testing.T) {
+	t.Parallel()
+	collector := newOTLPReceiver(t)
+	e := newEnv(t, "  audit:\n    type: discard\n", fmt.Sprintf("telemetry:\n  otlp_endpoint: %s\n", collector.URL))
+	e.mustRun("migrate")
+	if n, _ := collector.received(); n != 0 {
+		t.Fatalf("migrate pushed %d metric exports", n)
+	}
+	e.mustRun("enqueue", "--sink", "audit", "--key", "k1", "--text", "hello")
+	if n, missing := collector.received("outbox.enqueues"); n == 0 || len(missing) > 0 {
+		t.Fatalf("after enqueue: %d exports, lacking %v", n, missing)
 	}
 }

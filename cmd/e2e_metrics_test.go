@@ -1,0 +1,59 @@
+package cmd_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeMetricsEndpoint: after serve enqueues (through the API) and
+// delivers a message, /metrics carries the delivery and enqueue counters
+// and the table gauges, with the configured sink as a label.
+func TestServeMetricsEndpoint(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	e := newEnv(t, webhookSink("partner", rcv), "")
+	e.mustRun("migrate")
+	srv := e.serve()
+	if code, body := call(t, "POST", srv.url("/v1/messages"), "", `{"sink":"partner","dedup_key":"m-1","payload":{"n":1}}`); code != http.StatusCreated {
+		t.Fatalf("POST /v1/messages: %d %v", code, body)
+	}
+	eventually(t, 30*time.Second, "delivery to the webhook receiver", func() bool {
+		distinct, _ := rcv.received()
+		return distinct == 1
+	})
+	resp, err := http.Get(srv.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metrics := string(raw)
+	for _, want := range []string{
+		`outbox_rows{`,
+		`outbox_oldest_pending_age_seconds{`,
+		`outbox_enqueues_total{`,
+		`outbox_deliveries_total{`,
+		`sink="partner"`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("GET /metrics:\n%s", grepLines(metrics, "outbox_"))
+	}
+}
+
+// grepLines returns the lines of s that contain substr.
+func grepLines(s, substr string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
