@@ -64,16 +64,20 @@ func (a *app) serve(ctx context.Context) error {
 	defer stopTelemetry()
 
 	relay, err := core.NewRelay(pool, core.Config{
-		Outbox:         ob,
-		Sinks:          sinks,
-		BatchSize:      cfg.Relay.BatchSize,
-		Lease:          cfg.Relay.Lease,
-		PollInterval:   cfg.Relay.PollInterval,
-		Concurrency:    cfg.Relay.Concurrency,
-		SentRetention:  cfg.Retention.Sent,
-		Logger:         log,
-		TracerProvider: tel.TracerProvider,
-		MeterProvider:  tel.MeterProvider,
+		Outbox:             ob,
+		Sinks:              sinks,
+		BatchSize:          cfg.Relay.BatchSize,
+		Lease:              cfg.Relay.Lease,
+		PollInterval:       cfg.Relay.PollInterval,
+		Concurrency:        cfg.Relay.Concurrency,
+		ShutdownTimeout:    cfg.Relay.ShutdownTimeout,
+		DeleteOnSent:       cfg.Relay.DeleteOnSent,
+		DurableRelayWrites: cfg.Relay.DurableWrites,
+		SentRetention:      cfg.Retention.Sent,
+		Logger:             log,
+		TracerProvider:     tel.TracerProvider,
+		MeterProvider:      tel.MeterProvider,
+		LinkProducerSpan:   cfg.Telemetry.LinkProducerSpan,
 	})
 	if err != nil {
 		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}

@@ -55,6 +55,17 @@ type RelayConfig struct {
 	Lease        time.Duration `mapstructure:"lease"`
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 	Concurrency  int           `mapstructure:"concurrency"`
+	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
+	// after SIGTERM (core.Config.ShutdownTimeout).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	// DeleteOnSent deletes delivered rows instead of marking them sent
+	// (core.Config.DeleteOnSent): cheaper, but a dedup key is then only
+	// guarded while its row is undelivered.
+	DeleteOnSent bool `mapstructure:"delete_on_sent"`
+	// DurableWrites makes the relay's claims and outcome writes wait for
+	// the WAL flush (core.Config.DurableRelayWrites). Off, a PostgreSQL
+	// crash can only cause redeliveries, never losses.
+	DurableWrites bool `mapstructure:"durable_writes"`
 }
 
 // RetentionConfig is the retention block.
@@ -77,6 +88,10 @@ type TelemetryConfig struct {
 	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
 	// Protocol is "http/protobuf" (the default) or "grpc".
 	Protocol string `mapstructure:"protocol"`
+	// LinkProducerSpan makes each delivery span the root of its own trace,
+	// linked to the producer's span, instead of its child
+	// (core.Config.LinkProducerSpan).
+	LinkProducerSpan bool `mapstructure:"link_producer_span"`
 }
 
 // SinkSpec is one entry of the sinks block.
@@ -111,6 +126,7 @@ func (c *Config) withDefaults() {
 	setZero(&c.Relay.Lease, core.DefaultLease)
 	setZero(&c.Relay.PollInterval, core.DefaultPollInterval)
 	setZero(&c.Relay.Concurrency, core.DefaultConcurrency)
+	setZero(&c.Relay.ShutdownTimeout, core.DefaultShutdownTimeout)
 	setZero(&c.Retention.Sent, core.DefaultSentRetention)
 	setZero(&c.HTTP.Listen, DefaultListen)
 	setZero(&c.Telemetry.ServiceName, DefaultServiceName)

@@ -130,9 +130,10 @@ func sinkNamesOf(v *viper.Viper) ([]string, []string) {
 var topLevelKeys = []string{
 	"database.url", "database.schema",
 	"relay.batch_size", "relay.lease", "relay.poll_interval", "relay.concurrency",
+	"relay.shutdown_timeout", "relay.delete_on_sent", "relay.durable_writes",
 	"retention.sent",
 	"http.listen", "http.token",
-	"telemetry.service_name", "telemetry.otlp_endpoint", "telemetry.protocol",
+	"telemetry.service_name", "telemetry.otlp_endpoint", "telemetry.protocol", "telemetry.link_producer_span",
 }
 
 // sinkKeys are the valid keys of one sink, below sinks.<name>. Anything
@@ -216,7 +217,8 @@ func (c *Config) validate() []string {
 	for key, n := range map[string]int64{
 		"relay.batch_size": int64(c.Relay.BatchSize), "relay.concurrency": int64(c.Relay.Concurrency),
 		"relay.lease": int64(c.Relay.Lease), "relay.poll_interval": int64(c.Relay.PollInterval),
-		"retention.sent": int64(c.Retention.Sent),
+		"relay.shutdown_timeout": int64(c.Relay.ShutdownTimeout),
+		"retention.sent":         int64(c.Retention.Sent),
 	} {
 		if n < 0 {
 			add("%s must not be negative", key)

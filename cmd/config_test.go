@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/core"
 )
 
 // envMap is a LookupEnv over a fixed map, so tests never touch the process
@@ -67,6 +69,26 @@ func TestParseConfigErrors(t *testing.T) {
 			[]string{"relay.batch_size", `"many"`}},
 		{"bad protocol", "telemetry:\n  protocol: carrier\n",
 			nil, []string{"telemetry.protocol"}},
+		{"typo in relay.delete_on_sent", "relay:\n  delete_on_send: true\n",
+			nil, []string{"unknown key relay.delete_on_send", "did you mean relay.delete_on_sent?"}},
+		{"typo in relay.durable_writes", "relay:\n  durable_write: true\n",
+			nil, []string{"unknown key relay.durable_write", "did you mean relay.durable_writes?"}},
+		{"typo in relay.shutdown_timeout", "relay:\n  shutdown_timout: 5s\n",
+			nil, []string{"unknown key relay.shutdown_timout", "did you mean relay.shutdown_timeout?"}},
+		{"typo in telemetry.link_producer_span", "telemetry:\n  link_producer_spans: true\n",
+			nil, []string{"unknown key telemetry.link_producer_spans", "did you mean telemetry.link_producer_span?"}},
+		{"word for a boolean", "relay:\n  delete_on_sent: maybe\n",
+			nil, []string{"relay.delete_on_sent", `want true or false, got "maybe"`}},
+		{"number for a boolean", "relay:\n  durable_writes: 2\n",
+			nil, []string{"relay.durable_writes"}},
+		{"list for a boolean", "telemetry:\n  link_producer_span: [yes]\n",
+			nil, []string{"telemetry.link_producer_span"}},
+		{"bad boolean override", minimalConfig, map[string]string{"OUTBOX_RELAY_DELETE_ON_SENT": "sometimes"},
+			[]string{"relay.delete_on_sent", `"sometimes"`}},
+		{"shutdown_timeout without unit", "relay:\n  shutdown_timeout: 30\n",
+			nil, []string{"relay.shutdown_timeout", "with a unit"}},
+		{"negative shutdown_timeout", "relay:\n  shutdown_timeout: -1s\n",
+			nil, []string{"relay.shutdown_timeout must not be negative"}},
 		{"not YAML", "relay: [unclosed\n",
 			nil, []string{"not valid YAML"}},
 	}
@@ -149,6 +171,28 @@ sinks:
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestParseConfigRelayOptions: the relay's switches and shutdown timeout
+// are read from the file and from OUTBOX_ overrides, and default to the
+// core's behaviour.
+func TestParseConfigRelayOptions(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig(nil, "", envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Relay.DeleteOnSent || cfg.Relay.DurableWrites || cfg.Telemetry.LinkProducerSpan || cfg.Relay.ShutdownTimeout != core.DefaultShutdownTimeout {
+		t.Errorf("defaults: relay %+v, telemetry %+v", cfg.Relay, cfg.Telemetry)
+	}
+	yaml := "relay:\n  delete_on_sent: true\n  shutdown_timeout: 5s\ntelemetry:\n  link_producer_span: true\n"
+	cfg, err = ParseConfig([]byte(yaml), "t.yaml", envMap(map[string]string{"OUTBOX_RELAY_DURABLE_WRITES": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Relay.DeleteOnSent || !cfg.Relay.DurableWrites || !cfg.Telemetry.LinkProducerSpan || cfg.Relay.ShutdownTimeout != 5*time.Second {
+		t.Errorf("set: relay %+v, telemetry %+v", cfg.Relay, cfg.Telemetry)
 	}
 }
 

@@ -57,3 +57,27 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// TestServeDeleteOnSent: relay.delete_on_sent reaches the relay: a
+// delivered row is gone instead of counted as sent (with durable_writes
+// on, which must not change the outcome).
+func TestServeDeleteOnSent(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	e := newEnv(t, webhookSink("partner", rcv), "")
+	e.extra = []string{"OUTBOX_RELAY_DELETE_ON_SENT=true", "OUTBOX_RELAY_DURABLE_WRITES=true"}
+	e.mustRun("migrate")
+	e.mustRun("enqueue", "--sink", "partner", "--key", "gone-1", "--text", "hello")
+	e.serve()
+	eventually(t, 30*time.Second, "delivery to the webhook receiver", func() bool {
+		distinct, _ := rcv.received()
+		return distinct == 1
+	})
+	eventually(t, 30*time.Second, "the delivered row to be deleted rather than kept as sent", func() bool {
+		s := e.stats()["partner"]
+		return s["sent"] == 0 && s["pending"] == 0 && s["in_progress"] == 0
+	})
+	if s := e.stats()["partner"]; s["sent"] != 0 {
+		t.Fatalf("delete_on_sent: stats %v", s)
+	}
+}
