@@ -10,7 +10,7 @@ TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
 
-.PHONY: all build test demo fuzz lint clean
+.PHONY: all build test demo jaeger fuzz lint clean
 
 all: build
 
@@ -25,6 +25,11 @@ test:
 ## demo: migrate, serve, enqueue and show delivered messages, even with PostgreSQL down
 demo:
 	bash scripts/demo.sh
+
+## jaeger: run Jaeger in the foreground on 127.0.0.1 (OTLP 4318/4317, UI 16686), built from tools/ on first use
+## Point outboxd at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318; see docs/tracing.md.
+jaeger:
+	scripts/tools.sh run jaeger
 
 ## fuzz: run each of cmd's fuzz targets for $(FUZZTIME)
 fuzz:
