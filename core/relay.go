@@ -154,6 +154,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 	slots := newSlots(r.cfg.Concurrency)
 	wake := r.listener.subscribe()
 	pace := newClaimPace(slots, r.cfg.Lease)
+	shares := newSinkShares(max(1, int(float64(r.cfg.Concurrency)*sharedLoopSinkShare)))
 	for ctx.Err() == nil {
 		free := slots.waitFree(ctx)
 		if free == 0 {
@@ -162,19 +163,95 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 		limit := min(free+pace.ahead(r.cfg.Concurrency), r.cfg.BatchSize)
 		// Never nil: NOT (sink = ANY(NULL)) would exclude everything.
 		excluded := append(append([]string{}, r.limiter.pausedSinks()...), ownLoops...)
+		saturated := shares.saturated()
+		excluded = append(excluded, saturated...)
 		rows, err := r.claim(ctx, r.ob.sql.claimAll, limit, excluded)
 		if err != nil {
 			r.claimFailed(ctx, err)
 			continue
 		}
 		for _, row := range rows {
-			slots.take()
-			r.start(deliverCtx, row, 0, slots.give)
+			share := shares.of(row.Sink)
+			select {
+			case share <- struct{}{}:
+				slots.take()
+				r.start(deliverCtx, row, 0, func() { <-share; slots.give() })
+			default:
+				// Its sink already fills its share of the slots (it may be
+				// hanging): wait for the share off the loop, so rows of
+				// other sinks behind this one are not held up.
+				r.startWhenShared(deliverCtx, row, share, slots)
+			}
 		}
-		if len(rows) < limit {
-			r.idle(ctx, wake)
+		switch {
+		case len(saturated) > 0 && len(rows) < limit:
+			// The rows left may belong to the saturated sinks: look again
+			// as soon as a delivery finishes, not at the next poll.
+			r.idle(ctx, wake, slots.freed)
+		case len(rows) < limit:
+			r.idle(ctx, wake, nil)
 		}
 	}
+}
+
+// sharedLoopSinkShare is the part of the shared loop's slots one sink may
+// hold. A sink that hangs until its deadline then leaves the rest to the
+// other sinks of the loop instead of stalling them.
+const sharedLoopSinkShare = 0.75
+
+// sinkShares bounds each sink's deliveries within the shared loop.
+type sinkShares struct {
+	size int
+	mu   sync.Mutex
+	sem  map[string]chan struct{}
+}
+
+func newSinkShares(size int) *sinkShares {
+	return &sinkShares{size: size, sem: map[string]chan struct{}{}}
+}
+
+func (s *sinkShares) of(sink string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.sem[sink]
+	if !ok {
+		ch = make(chan struct{}, s.size)
+		s.sem[sink] = ch
+	}
+	return ch
+}
+
+// saturated lists the sinks that use their whole share: claiming more of
+// their rows now would only make them wait.
+func (s *sinkShares) saturated() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for sink, ch := range s.sem {
+		if len(ch) == cap(ch) {
+			out = append(out, sink)
+		}
+	}
+	return out
+}
+
+// startWhenShared delivers row once its sink's share and a slot are free,
+// or hands it back if the relay shuts down first.
+func (r *Relay) startWhenShared(ctx context.Context, row claimedRow, share chan struct{}, slots *slots) {
+	r.deliveries.Add(1)
+	go func() {
+		defer r.deliveries.Done()
+		select {
+		case share <- struct{}{}:
+		case <-ctx.Done():
+			r.release(row, 0, errors.New("relay shut down while the row waited for its sink's share of the slots"))
+			return
+		}
+		slots.take()
+		free := sync.OnceFunc(func() { <-share; slots.give() })
+		defer free()
+		r.deliver(ctx, row, 0, free)
+	}()
 }
 
 // sinkLoop claims for one throttled sink: only as many rows as it has free
@@ -202,7 +279,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
 			continue
 		}
 		if len(rows) == 0 {
-			r.idle(ctx, wake)
+			r.idle(ctx, wake, nil)
 			continue
 		}
 		waits := make([]time.Duration, len(rows))
@@ -228,12 +305,15 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
 	}
 }
 
-func (r *Relay) idle(ctx context.Context, wake <-chan struct{}) {
+// idle waits for a wake-up, the poll interval, or a signal on also (nil
+// waits for the first two only).
+func (r *Relay) idle(ctx context.Context, wake, also <-chan struct{}) {
 	timer := time.NewTimer(r.cfg.PollInterval)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 	case <-wake:
+	case <-also:
 	case <-timer.C:
 	}
 }
@@ -447,11 +527,12 @@ func newSlots(n int) *slots {
 
 // waitFree blocks until enough slots are free to make a claim worthwhile
 // and returns how many are (0 when ctx is done). Claiming as soon as one
-// slot frees up would turn a busy relay's claims into one-row statements;
-// waiting for half of them keeps claims batched while the other half still
-// delivers.
+// slot frees up would turn a busy relay's claims into one-row statements.
+// The threshold stays within the part of the slots that no single sink of
+// the shared loop may take (1 - sharedLoopSinkShare), so a hanging sink
+// cannot keep the loop from claiming for the others.
 func (s *slots) waitFree(ctx context.Context) int {
-	enough := max(1, cap(s.sem)/2)
+	enough := max(1, int(float64(cap(s.sem))*(1-sharedLoopSinkShare)))
 	for {
 		if free := cap(s.sem) - len(s.sem); free >= enough {
 			return free
