@@ -103,6 +103,12 @@ func endSpan(span trace.Span, outcome string, err error) {
 	span.End()
 }
 
+// secondsBuckets are the histogram boundaries, in seconds, of delivery
+// durations and lags: from a fast webhook (5 ms) to a backlog or a long
+// backoff (an hour). The SDK's defaults (0, 5, 10, ... 10000) suit
+// milliseconds and would put every delivery in the first bucket.
+var secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
 // relayMetrics are the relay's instruments. Labels are bounded: sink names
 // and outcomes only, never ids or keys.
 type relayMetrics struct {
@@ -123,9 +129,11 @@ func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 	m.deliveries, errs[0] = meter.Int64Counter("outbox.deliveries",
 		metric.WithDescription("Delivery attempts by sink and outcome."))
 	m.duration, errs[1] = meter.Float64Histogram("outbox.delivery.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time spent in the sink per delivery attempt."))
+		metric.WithDescription("Time spent in the sink per delivery attempt."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	m.lag, errs[2] = meter.Float64Histogram("outbox.delivery.lag", metric.WithUnit("s"),
-		metric.WithDescription("From enqueue to sent, per delivered message."))
+		metric.WithDescription("From enqueue to sent, per delivered message."),
+		metric.WithExplicitBucketBoundaries(secondsBuckets...))
 	m.inFlight, errs[3] = meter.Int64UpDownCounter("outbox.deliveries.in_flight",
 		metric.WithDescription("Deliveries running now."))
 	m.pauses, errs[4] = meter.Int64Counter("outbox.rate_limit.pauses",
