@@ -10,7 +10,7 @@ TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
 
-.PHONY: all build test demo jaeger fuzz lint clean
+.PHONY: all build test demo jaeger bench fuzz lint clean
 
 all: build
 
@@ -21,6 +21,7 @@ build:
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
+	cd bench && $(GO) test $(TEST_FLAGS) ./...
 
 ## demo: migrate, serve, enqueue and show delivered messages, even with PostgreSQL down
 demo:
@@ -30,6 +31,10 @@ demo:
 ## Point outboxd at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318; see docs/tracing.md.
 jaeger:
 	scripts/tools.sh run jaeger
+
+## bench: outboxd and River side by side (bench/ is a module of its own); see docs/performance.md
+bench:
+	cd bench && $(GO) run .
 
 ## fuzz: run each of cmd's fuzz targets for $(FUZZTIME)
 fuzz:
