@@ -62,4 +62,3 @@ func Build(typ, name string, options map[string]any) (core.Sink, error) {
 	}
 	return sink, nil
 }
-
