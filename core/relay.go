@@ -117,14 +117,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { r.completer.run(); close(completerDone) }()
 
 	var loops sync.WaitGroup
-	var shared []string // sinks claimed by the shared loop's exclusion list
+	var ownLoops []string // sinks with a claim loop of their own
 	for _, s := range r.sinks {
 		if r.throttled(s) {
-			shared = append(shared, s.Name)
+			ownLoops = append(ownLoops, s.Name)
 			loops.Go(func() { r.sinkLoop(ctx, deliverCtx, s) })
 		}
 	}
-	loops.Go(func() { r.sharedLoop(ctx, deliverCtx, shared) })
+	loops.Go(func() { r.sharedLoop(ctx, deliverCtx, ownLoops) })
 	loops.Wait()
 
 	drained := make(chan struct{})
