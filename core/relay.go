@@ -175,12 +175,12 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 			select {
 			case share <- struct{}{}:
 				slots.take()
-				r.start(deliverCtx, row, 0, func() { <-share; slots.give() })
+				r.start(deliverCtx, row, 0, func() { shares.done(row.Sink, share); slots.give() })
 			default:
 				// Its sink already fills its share of the slots (it may be
 				// hanging): wait for the share off the loop, so rows of
 				// other sinks behind this one are not held up.
-				r.startWhenShared(deliverCtx, row, share, slots)
+				r.startWhenShared(deliverCtx, row, shares, share, slots)
 			}
 		}
 		switch {
@@ -199,15 +199,30 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, ownLoops []string) {
 // other sinks of the loop instead of stalling them.
 const sharedLoopSinkShare = 0.75
 
+// sinkStallAfter is how long a sink that fills its share must go without
+// finishing a delivery before the shared loop stops claiming its rows. A
+// busy but fast sink always fills its share too; leaving it out of claims
+// would make the claim filter its whole backlog and come back empty.
+const sinkStallAfter = time.Second
+
 // sinkShares bounds each sink's deliveries within the shared loop.
 type sinkShares struct {
-	size int
-	mu   sync.Mutex
-	sem  map[string]chan struct{}
+	size     int
+	mu       sync.Mutex
+	sem      map[string]chan struct{}
+	lastDone map[string]time.Time
 }
 
 func newSinkShares(size int) *sinkShares {
-	return &sinkShares{size: size, sem: map[string]chan struct{}{}}
+	return &sinkShares{size: size, sem: map[string]chan struct{}{}, lastDone: map[string]time.Time{}}
+}
+
+// done gives back one of sink's shares.
+func (s *sinkShares) done(sink string, share chan struct{}) {
+	<-share
+	s.mu.Lock()
+	s.lastDone[sink] = time.Now()
+	s.mu.Unlock()
 }
 
 func (s *sinkShares) of(sink string) chan struct{} {
@@ -221,14 +236,15 @@ func (s *sinkShares) of(sink string) chan struct{} {
 	return ch
 }
 
-// saturated lists the sinks that use their whole share: claiming more of
-// their rows now would only make them wait.
+// saturated lists the sinks that use their whole share and have not
+// finished a delivery for sinkStallAfter (they hang): claiming more of their
+// rows now would only make them wait.
 func (s *sinkShares) saturated() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
 	for sink, ch := range s.sem {
-		if len(ch) == cap(ch) {
+		if len(ch) == cap(ch) && time.Since(s.lastDone[sink]) > sinkStallAfter {
 			out = append(out, sink)
 		}
 	}
@@ -237,7 +253,7 @@ func (s *sinkShares) saturated() []string {
 
 // startWhenShared delivers row once its sink's share and a slot are free,
 // or hands it back if the relay shuts down first.
-func (r *Relay) startWhenShared(ctx context.Context, row claimedRow, share chan struct{}, slots *slots) {
+func (r *Relay) startWhenShared(ctx context.Context, row claimedRow, shares *sinkShares, share chan struct{}, slots *slots) {
 	r.deliveries.Add(1)
 	go func() {
 		defer r.deliveries.Done()
@@ -248,7 +264,7 @@ func (r *Relay) startWhenShared(ctx context.Context, row claimedRow, share chan 
 			return
 		}
 		slots.take()
-		free := sync.OnceFunc(func() { <-share; slots.give() })
+		free := sync.OnceFunc(func() { shares.done(row.Sink, share); slots.give() })
 		defer free()
 		r.deliver(ctx, row, 0, free)
 	}()
