@@ -47,35 +47,60 @@ type completer struct {
 	logger   *slog.Logger
 	maxBatch int
 	in       chan outcome
+	// quit stops the completer once it has written what is in in.
+	quit chan struct{}
 	// deleteOnSent deletes delivered rows instead of marking them sent.
 	deleteOnSent bool
 }
 
 func newCompleter(pool *pgxpool.Pool, q queries, logger *slog.Logger, maxBatch int) *completer {
-	return &completer{pool: pool, sql: q, logger: logger, maxBatch: maxBatch, in: make(chan outcome, maxBatch)}
+	return &completer{pool: pool, sql: q, logger: logger, maxBatch: maxBatch,
+		in: make(chan outcome, maxBatch), quit: make(chan struct{})}
 }
 
-// run writes outcomes until in is closed and drained. It uses its own
-// context: outcomes of deliveries that finished during shutdown must still
-// be written.
+// submit queues an outcome for writing. After stop it drops it instead: a
+// delivery abandoned at shutdown leaves its row to lease expiry, and
+// another relay delivers it again.
+func (c *completer) submit(o outcome) {
+	select {
+	case c.in <- o:
+	case <-c.quit:
+	}
+}
+
+// stop makes run write what is queued and return.
+func (c *completer) stop() { close(c.quit) }
+
+// run writes outcomes until stop, then writes what is still queued. It uses
+// its own context: outcomes of deliveries that finished during shutdown
+// must still be written.
 func (c *completer) run() {
 	batch := make([]outcome, 0, c.maxBatch)
-	for first := range c.in {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < c.maxBatch {
-			select {
-			case o, ok := <-c.in:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, o)
-			default:
-				break fill
+	for {
+		select {
+		case first := <-c.in:
+			batch = append(batch[:0], first)
+		case <-c.quit:
+			for batch = c.fill(batch[:0]); len(batch) > 0; batch = c.fill(batch[:0]) {
+				c.write(batch)
 			}
+			return
 		}
-		c.write(batch)
+		c.write(c.fill(batch))
 	}
+}
+
+// fill adds whatever is queued, without waiting, up to a full batch.
+func (c *completer) fill(batch []outcome) []outcome {
+	for len(batch) < c.maxBatch {
+		select {
+		case o := <-c.in:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (c *completer) write(batch []outcome) {

@@ -42,5 +42,5 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, spa
 		r.metrics.recordDelivery(ctx, row, sink, label, elapsed)
 		endSpan(span, label, err)
 	}
-	r.completer.in <- o
+	r.completer.submit(o)
 }

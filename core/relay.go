@@ -18,6 +18,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// shutdownAbandonAfter is how long Run still waits, after cancelling the
+// deliveries at the shutdown timeout, before it abandons sinks that ignore
+// their context.
+const shutdownAbandonAfter = 5 * time.Second
+
 // claimRetryDelay is how long a claim loop waits after a failed claim (the
 // database is unreachable, say) before trying again.
 const claimRetryDelay = time.Second
@@ -132,12 +137,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-time.After(r.cfg.ShutdownTimeout):
-		r.logger.Warn("outbox: shutdown timeout; abandoning in-flight deliveries to lease expiry",
+		r.logger.Warn("outbox: shutdown timeout; cancelling in-flight deliveries",
 			"timeout", r.cfg.ShutdownTimeout)
 		abortDeliveries()
-		<-drained
+		select {
+		case <-drained:
+		case <-time.After(shutdownAbandonAfter):
+			// Sinks that ignore their context: Run returns without them;
+			// their rows are delivered again after lease expiry.
+			r.logger.Warn("outbox: abandoning deliveries whose sinks ignore cancellation; their rows return at lease expiry")
+		}
 	}
-	close(r.completer.in)
+	r.completer.stop()
 	<-completerDone
 	background.Wait()
 	return nil
@@ -410,8 +421,8 @@ func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, d
 // claimed again after delay.
 func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
 	msg := cause.Error()
-	r.completer.in <- outcome{id: row.ID, token: row.token, status: StatusPending, delay: delay,
-		err: &msg, refund: 1, leaseEnd: row.leaseUntil}
+	r.completer.submit(outcome{id: row.ID, token: row.token, status: StatusPending, delay: delay,
+		err: &msg, refund: 1, leaseEnd: row.leaseUntil})
 }
 
 // deliver runs one attempt and queues its outcome. freeSlot gives the row's

@@ -341,3 +341,37 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 		t.Fatalf("%d failed attempts left behind by deleted rows", orphans)
 	}
 }
+
+func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
+	b := setup(t)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	started := make(chan struct{}, 1)
+	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
+		started <- struct{}{}
+		<-stuck // ignores its context
+		return nil
+	})
+	relay, err := core.NewRelay(b.pool, core.Config{Outbox: b.ob, ShutdownTimeout: 100 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(ctx) }()
+	enqueueN(t, b, "s", 1, nil)
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return although its shutdown timeout passed")
+	}
+	if c := statusCounts(t, b); c["in_progress"] != 1 {
+		t.Fatalf("the abandoned row must stay leased until its lease expires: %v", c)
+	}
+}
