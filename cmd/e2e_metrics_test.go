@@ -24,27 +24,36 @@ func TestServeMetricsEndpoint(t *testing.T) {
 		distinct, _ := rcv.received()
 		return distinct == 1
 	})
-	resp, err := http.Get(srv.url("/metrics"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	metrics := string(raw)
-	for _, want := range []string{
+	wants := []string{
 		`outbox_rows{`,
 		`outbox_oldest_pending_age_seconds{`,
 		`outbox_enqueues_total{`,
 		`outbox_deliveries_total{`,
 		`sink="partner"`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("GET /metrics lacks %s", want)
+	}
+	// The delivery counter is recorded once the terminal write is done,
+	// a moment after the receiver saw the request: poll for it.
+	var metrics string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("GET /metrics:\n%s", grepLines(metrics, "outbox_"))
 		}
-	}
-	if t.Failed() {
-		t.Logf("GET /metrics:\n%s", grepLines(metrics, "outbox_"))
-	}
+	})
+	eventually(t, 10*time.Second, "every outbox metric on /metrics", func() bool {
+		resp, err := http.Get(srv.url("/metrics"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		metrics = string(raw)
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // grepLines returns the lines of s that contain substr.
