@@ -21,11 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testrelay"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // The outboxd binary, built on first use rather than in TestMain: fuzz

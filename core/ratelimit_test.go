@@ -35,18 +35,6 @@ func (s *startTimes) sorted() []time.Time {
 	return out
 }
 
-// maxInWindow returns the most starts within any window of length w.
-func maxInWindow(times []time.Time, w time.Duration) int {
-	best, lo := 0, 0
-	for hi := range times {
-		for times[hi].Sub(times[lo]) >= w {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
-}
-
 func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	b := setup(t)
 	const n = 60
@@ -64,7 +52,7 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	if len(times) != n {
 		t.Fatalf("%d deliveries, want %d", len(times), n)
 	}
-	if got := maxInWindow(times, time.Second); got > limit.Rate+limit.Burst {
+	if got := testrelay.MaxInWindow(times, time.Second); got > limit.Rate+limit.Burst {
 		t.Fatalf("%d deliveries started within one second; the cluster-wide limit allows %d+%d", got, limit.Rate, limit.Burst)
 	}
 	// Three relays at 5/s must not be throttled to far below 5/s either.

@@ -54,3 +54,16 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(pollInterval)
 	}
 }
+
+// MaxInWindow returns the most of times (sorted ascending) that fall within
+// any window of length w: what a rate-limit test compares with the limit.
+func MaxInWindow(times []time.Time, w time.Duration) int {
+	most, lo := 0, 0
+	for hi := range times {
+		for times[hi].Sub(times[lo]) >= w {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	return most
+}

@@ -19,19 +19,6 @@ func slackSink(t *testing.T, fake *fakeslack.Server, rl *core.RateLimit) core.Si
 	return core.SinkConfig{Name: testSinkName, Type: slack.Type, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
 }
 
-// maxInWindow returns the most timestamps that fall in any window of length
-// w (times sorted ascending).
-func maxInWindow(times []time.Time, w time.Duration) int {
-	most, j := 0, 0
-	for i := range times {
-		for times[i].Sub(times[j]) >= w {
-			j++
-		}
-		most = max(most, i-j+1)
-	}
-	return most
-}
-
 func postTimes(posts []fakeslack.Message) []time.Time {
 	times := make([]time.Time, len(posts))
 	for i, p := range posts {
@@ -65,7 +52,7 @@ func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 		t.Fatalf("%d posts with %d distinct keys, want %d of each", len(posts), len(keys), messages)
 	}
 	times := postTimes(posts)
-	most := maxInWindow(times, rl.Per)
+	most := testrelay.MaxInWindow(times, rl.Per)
 	span := times[len(times)-1].Sub(times[0])
 	t.Logf("%d posts over %s (%.2f/s), at most %d in any 1s window", len(times), span.Round(time.Millisecond),
 		float64(len(times)-1)/span.Seconds(), most)
