@@ -3,6 +3,7 @@ package core_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -162,5 +163,107 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 	}
 	if n := statusCounts(t, b)["pending"]; n != 4 {
 		t.Fatalf("pending = %d, want 4", n)
+	}
+}
+
+// TestEnqueueBatchStoresEveryOptionalColumn enqueues one batch per
+// combination of the optional fields (headers, ordering key, max attempts,
+// available at), with only the first message of each batch setting them:
+// EnqueueBatch sends only the columns a batch uses, and a column set for
+// one message must not leak into its neighbours.
+func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
+	b := setup(t)
+	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	for combo := range 16 {
+		set := func(bit int) bool { return combo&(1<<bit) != 0 }
+		first := core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-a", combo), Payload: "a"}
+		if set(0) {
+			first.Headers = map[string]string{"h": "v"}
+		}
+		if set(1) {
+			first.OrderingKey = "o"
+		}
+		if set(2) {
+			first.MaxAttempts = 7
+		}
+		if set(3) {
+			first.AvailableAt = later
+		}
+		plain := core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-b", combo), Payload: "b"}
+		res, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{first, plain})
+		if err != nil {
+			t.Fatalf("combination %04b: %v", combo, err)
+		}
+		type stored struct {
+			headers     string
+			ordering    *string
+			maxAttempts *int
+			future      bool
+		}
+		read := func(id int64) stored {
+			var s stored
+			err := b.pool.QueryRow(b.ctx, `SELECT headers::text, ordering_key, max_attempts, available_at > now() + interval '1 minute'
+				FROM `+b.ob.Schema()+`.messages WHERE id = $1`, id).Scan(&s.headers, &s.ordering, &s.maxAttempts, &s.future)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		got, neighbour := read(res[0].ID), read(res[1].ID)
+		if (got.headers == `{"h": "v"}`) != set(0) || (got.ordering != nil) != set(1) ||
+			(got.maxAttempts != nil && *got.maxAttempts == 7) != set(2) || got.future != set(3) {
+			t.Errorf("combination %04b: stored %+v", combo, got)
+		}
+		if neighbour.headers != "{}" || neighbour.ordering != nil || neighbour.maxAttempts != nil || neighbour.future {
+			t.Errorf("combination %04b: the plain message got %+v", combo, neighbour)
+		}
+	}
+}
+
+// TestEnqueueBatchInTransaction covers both ways EnqueueBatch inserts inside
+// the caller's transaction: a batch of new keys (the plain INSERT, in a
+// savepoint) and a batch repeating a key (the savepoint rolled back, then ON
+// CONFLICT). The caller's own writes before and after must survive, and the
+// ids must follow the batch's order.
+func TestEnqueueBatchInTransaction(t *testing.T) {
+	b := setup(t)
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx)
+	before, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "s", DedupKey: "before", Payload: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{
+		{Sink: "s", DedupKey: "f1", Payload: "x"}, {Sink: "s", DedupKey: "f2", Payload: "x"}, {Sink: "t", DedupKey: "f1", Payload: "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range fresh {
+		if !r.Created || r.ID <= before.ID || (i > 0 && r.ID <= fresh[i-1].ID) {
+			t.Errorf("fresh batch: %+v, want created rows with ids after %d in batch order", fresh, before.ID)
+			break
+		}
+	}
+	mixed, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{
+		{Sink: "s", DedupKey: "m1", Payload: "x"}, {Sink: "s", DedupKey: "before", Payload: "x"}, {Sink: "s", DedupKey: "m2", Payload: "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mixed[0].Created || mixed[1].Created || mixed[1].ID != before.ID || !mixed[2].Created || mixed[2].ID <= mixed[0].ID {
+		t.Errorf("mixed batch: %+v, want created, duplicate of %d, created", mixed, before.ID)
+	}
+	if _, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "s", DedupKey: "after", Payload: "x"}); err != nil {
+		t.Fatalf("the transaction must stay usable after a batch with a duplicate: %v", err)
+	}
+	if err := tx.Commit(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCounts(t, b)["pending"]; n != 7 {
+		t.Fatalf("pending = %d, want 7 (before, 3 fresh, 2 mixed, after)", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxDedupKeyBytes bounds a dedup key's length.
@@ -62,6 +63,21 @@ type validMessage struct {
 	maxAttempts    *int32
 }
 
+// emptyHeaders is the headers column's default: no headers, no trace context.
+const emptyHeaders = "{}"
+
+// shape says which optional columns this message needs a batch enqueue to
+// send; see batchShape.
+func (v validMessage) shape() batchShape {
+	var shape batchShape
+	for i, set := range []bool{string(v.headers) != emptyHeaders, v.orderingKey != nil, v.maxAttempts != nil, v.availableAt != nil} {
+		if set {
+			shape |= 1 << i
+		}
+	}
+	return shape
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("outbox: %w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
 }
@@ -98,9 +114,11 @@ func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) 
 	if len(payload) > o.maxPayload() {
 		return v, invalid("payload is %d bytes, over the limit of %d", len(payload), o.maxPayload())
 	}
-	headers := withTraceContext(ctx, m.Headers)
-	if v.headers, err = json.Marshal(headers); err != nil {
-		return v, invalid("headers: %v", err)
+	v.headers = []byte(emptyHeaders)
+	if headers := withTraceContext(ctx, m.Headers); len(headers) > 0 {
+		if v.headers, err = json.Marshal(headers); err != nil {
+			return v, invalid("headers: %v", err)
+		}
 	}
 	v.sink, v.dedupKey, v.payload = m.Sink, m.DedupKey, payload
 	return v, nil
@@ -155,12 +173,12 @@ func encodePayload(p any) ([]byte, error) {
 var traceContext = propagation.TraceContext{}
 
 func withTraceContext(ctx context.Context, headers map[string]string) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return headers // nothing to inject: spare a map per message
+	}
 	carrier := propagation.MapCarrier{}
 	traceContext.Inject(ctx, carrier)
 	if len(carrier) == 0 {
-		if headers == nil {
-			return map[string]string{}
-		}
 		return headers
 	}
 	for k, v := range headers {

@@ -1,14 +1,14 @@
 package core
 
 import (
-	"sync"
-
 	"fmt"
-	"go.opentelemetry.io/otel/metric"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
@@ -41,6 +41,10 @@ type Outbox struct {
 
 	enqueuesOnce sync.Once
 	enqueues     metric.Int64Counter
+
+	// plainInsertPaused counts down the batches that skip EnqueueBatch's
+	// plain INSERT after one hit a duplicate (see plainInsertPause).
+	plainInsertPaused atomic.Int32
 }
 
 // New returns the Outbox stored in schema ("" means DefaultSchema).

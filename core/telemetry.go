@@ -178,7 +178,7 @@ var attrEnqueueResult = attribute.Key("result")
 
 // countEnqueue adds one enqueue of sink to the outbox.enqueues counter,
 // labelled created or duplicate.
-func (o *Outbox) countEnqueue(ctx context.Context, sink string, created bool) {
+func (o *Outbox) countEnqueues(ctx context.Context, sink string, created bool, n int64) {
 	o.enqueuesOnce.Do(func() {
 		mp := o.MeterProvider
 		if mp == nil {
@@ -196,5 +196,5 @@ func (o *Outbox) countEnqueue(ctx context.Context, sink string, created bool) {
 	if created {
 		result = enqueueCreated
 	}
-	o.enqueues.Add(ctx, 1, metric.WithAttributes(attrSinkName.String(sink), attrEnqueueResult.String(result)))
+	o.enqueues.Add(ctx, n, metric.WithAttributes(attrSinkName.String(sink), attrEnqueueResult.String(result)))
 }
