@@ -40,7 +40,7 @@ type bench struct {
 	options
 	base   *url.URL
 	admin  *pgxpool.Pool
-	stores map[string]store // by database name
+	stores map[string]store // by system name; River's systems share one database
 	tmp    string
 	res    *results
 }
@@ -94,26 +94,36 @@ func (b *bench) recreateDatabase(ctx context.Context, db string) error {
 		if err := migrateOutboxd(ctx, p); err != nil {
 			return fmt.Errorf("migrate outboxd: %w", err)
 		}
-		b.stores[db] = outboxdStore{p: p}
+		b.stores[sysOutboxd.name] = outboxdStore{p: p}
 		return nil
 	}
 	if err := migrateRiver(ctx, p); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
-	s, err := newRiverStore(p)
-	if err != nil {
-		return err
+	// Each River system inserts through a client configured like its
+	// workers: River limits insert notifications to one per queue per
+	// FetchCooldown of the inserting client, so a default client would
+	// hold the tuned workers' wake-ups back to one per 100 ms.
+	for _, sys := range allSystems {
+		if sys.river {
+			s, err := newRiverStore(p, sys)
+			if err != nil {
+				return err
+			}
+			b.stores[sys.name] = s
+		}
 	}
-	b.stores[db] = s
 	return nil
 }
 
-func (b *bench) store(sys system) store { return b.stores[sys.database()] }
+func (b *bench) store(sys system) store { return b.stores[sys.name] }
 
 func (b *bench) close(ctx context.Context) {
-	for db, s := range b.stores {
-		s.pool().Close()
-		if !b.keep {
+	for _, s := range b.stores {
+		s.pool().Close() // River's systems share a pool; Close is idempotent
+	}
+	if !b.keep {
+		for _, db := range []string{dbOutboxd, dbRiver} {
 			_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
 		}
 	}

@@ -10,33 +10,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// enqueuer is one way of writing messages in scenario 3. River's client
-// settings do not touch inserts, so River is measured once and shown in
-// both River columns; the raw statements are references without framework.
+// enqueuer is one way of writing messages in scenario 3: a system's, or a
+// raw statement without framework (a reference).
 type enqueuer struct {
-	name    string
-	s       store
-	columns []string // result columns (system names); empty for a reference
-	ref     string   // reference name for the batch figure
-	batch   func(ctx context.Context, tx pgx.Tx, n int) error
+	name  string
+	s     store
+	sys   string // the result column; empty for a reference
+	ref   string // reference name for the batch figure
+	batch func(ctx context.Context, tx pgx.Tx, n int) error
 }
 
 func (b *bench) enqueuers() []enqueuer {
 	var out []enqueuer
-	var riverCols []string
 	for _, sys := range b.systems {
-		if sys == sysOutboxd {
-			s := b.store(sys)
-			out = append(out, enqueuer{name: "outboxd", s: s, columns: []string{sys.name}, batch: s.enqueueBatch})
-		} else {
-			riverCols = append(riverCols, sys.name)
-		}
+		s := b.store(sys)
+		out = append(out, enqueuer{name: sys.name, s: s, sys: sys.name, batch: s.enqueueBatch})
 	}
-	if len(riverCols) > 0 {
-		s := b.store(sysRiverTuned)
-		out = append(out, enqueuer{name: "river", s: s, columns: riverCols, batch: s.enqueueBatch})
-	}
-	o := b.stores[dbOutboxd]
+	o := b.store(sysOutboxd)
 	out = append(out,
 		enqueuer{name: "raw-insert", s: o, ref: refRawInsert, batch: rawInsert},
 		enqueuer{name: "raw-copy", s: o, ref: refRawCopy, batch: rawCopy})
@@ -59,7 +49,7 @@ func (b *bench) runEnqueue(ctx context.Context) error {
 }
 
 func (b *bench) enqueueOnce(ctx context.Context, e enqueuer) error {
-	if e.ref == "" {
+	if e.sys != "" {
 		for _, c := range []struct {
 			m     metric
 			conns int
@@ -72,17 +62,15 @@ func (b *bench) enqueueOnce(ctx context.Context, e enqueuer) error {
 			if err != nil {
 				return err
 			}
-			for _, col := range e.columns {
-				b.res.add(c.m, col, rate)
-			}
+			b.res.add(c.m, e.sys, rate)
 		}
 	}
 	rate, err := timeEnqueue(ctx, e.s, 1, b.sz.enqueueBatches*enqueueBatchSize, enqueueBatchSize, e.batch)
 	if err != nil {
 		return err
 	}
-	for _, col := range e.columns {
-		b.res.add(mEnqBatch, col, rate)
+	if e.sys != "" {
+		b.res.add(mEnqBatch, e.sys, rate)
 	}
 	if e.ref != "" {
 		b.res.refs[e.ref] = append(b.res.refs[e.ref], rate)

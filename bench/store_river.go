@@ -12,14 +12,15 @@ import (
 )
 
 // riverStore enqueues through an insert-only River client, the way a River
-// user's producers do.
+// user's producers do, configured with its system's FetchCooldown (which
+// also paces the client's insert notifications).
 type riverStore struct {
 	p      *pgxpool.Pool
 	client *river.Client[pgx.Tx]
 }
 
-func newRiverStore(p *pgxpool.Pool) (riverStore, error) {
-	c, err := river.NewClient(riverpgxv5.New(p), &river.Config{Logger: quietLogger()})
+func newRiverStore(p *pgxpool.Pool, sys system) (riverStore, error) {
+	c, err := river.NewClient(riverpgxv5.New(p), &river.Config{Logger: quietLogger(), FetchCooldown: sys.fetch})
 	if err != nil {
 		return riverStore{}, fmt.Errorf("river insert client: %w", err)
 	}
