@@ -15,7 +15,8 @@ import (
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
 func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, span trace.Span, elapsed time.Duration, err error) {
-	o := outcome{id: row.ID, token: row.token, leaseEnd: row.leaseUntil, status: StatusSent, receipt: row.Receipt()}
+	o := outcome{id: row.ID, token: row.token, leaseEnd: row.leaseUntil, status: StatusSent, receipt: row.Receipt(),
+		urgent: row.OrderingKey != ""}
 	label := outcomeSent
 	if err != nil {
 		msg := err.Error()

@@ -430,7 +430,7 @@ func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, d
 func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
 	msg := cause.Error()
 	r.completer.submit(outcome{id: row.ID, token: row.token, status: StatusPending, delay: delay,
-		err: &msg, refund: 1, leaseEnd: row.leaseUntil})
+		err: &msg, refund: 1, leaseEnd: row.leaseUntil, urgent: row.OrderingKey != ""})
 }
 
 // deliver runs one attempt and queues its outcome. freeSlot gives the row's

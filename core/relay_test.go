@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
@@ -373,5 +376,53 @@ func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 	}
 	if c := statusCounts(t, b); c["in_progress"] != 1 {
 		t.Fatalf("the abandoned row must stay leased until its lease expires: %v", c)
+	}
+}
+
+// statementCounter is a pgx tracer that counts the statements containing
+// a marker.
+type statementCounter struct {
+	marker string
+	n      atomic.Int64
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, c.marker) {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestCompleterLingersUnlessUrgent: outcomes that arrive close together are
+// written in one statement, and an urgent one (its row has an ordering key,
+// so the key's next row waits for it) ends the linger at once. The linger
+// here is an hour: without the urgent outcome the test would time out.
+func TestCompleterLingersUnlessUrgent(t *testing.T) {
+	b := setup(t)
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statementCounter{marker: "WITH f AS"}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	written := make(chan struct{})
+	go func() {
+		b.ob.SubmitOutcomes(pool, time.Hour, []bool{false, false, false, true})
+		close(written)
+	}()
+	select {
+	case <-written:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the urgent outcome did not end the linger")
+	}
+	if n := counter.n.Load(); n != 1 {
+		t.Fatalf("%d terminal-write statements for 4 outcomes, want 1", n)
 	}
 }
