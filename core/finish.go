@@ -40,7 +40,7 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, spa
 				"id", row.ID, "sink", row.Sink, "dedup_key", row.DedupKey,
 				"attempts", row.Attempt, "last_error", *o.err)
 		}
-		r.metrics.recordDelivery(ctx, row, sink, label, elapsed)
+		r.metrics.recordDelivery(ctx, row, r.labels[sink.Name], label, elapsed)
 		endSpan(span, label, err)
 	}
 	r.completer.submit(o)
