@@ -441,7 +441,8 @@ func (r *Relay) claimRows(ctx context.Context, query string, limit int, sinks []
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimedRow, error) {
+	// Sized for a full claim: growing a slice of rows this large copies them.
+	claimed, err := pgx.AppendRows(make([]claimedRow, 0, limit), rows, func(row pgx.CollectableRow) (claimedRow, error) {
 		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease)}
 		var headers []byte
 		var ordering *string
