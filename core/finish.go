@@ -32,16 +32,42 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, spa
 			o.status, o.delay, label = StatusFailed, sink.Backoff.delay(row.Attempt), outcomeRetry
 		}
 	}
-	o.done = func(written bool) {
-		if !written {
-			label = outcomeZombie
-		} else if o.status == StatusDead {
-			r.logger.Error("outbox: message dead-lettered",
-				"id", row.ID, "sink", row.Sink, "dedup_key", row.DedupKey,
-				"attempts", row.Attempt, "last_error", *o.err)
-		}
-		r.metrics.recordDelivery(ctx, row, r.labels[sink.Name], label, elapsed)
-		endSpan(span, label, err)
-	}
+	// The report copies the few fields it needs: a closure over row and
+	// sink would move both (hundreds of bytes) to the heap per delivery.
+	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
+		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sink.Name], span: span,
+		elapsed: elapsed, err: err, status: o.status, label: label}
+	o.done = rep.written
 	r.completer.submit(o)
+}
+
+// deliveryReport records a delivery's metrics, span and dead-letter log
+// once its outcome is written (or found to be a zombie's).
+type deliveryReport struct {
+	relay     *Relay
+	ctx       context.Context
+	id        int64
+	sink      string
+	dedupKey  string
+	attempt   int
+	createdAt time.Time
+	labels    *sinkLabels
+	span      trace.Span
+	elapsed   time.Duration
+	err       error
+	status    Status
+	label     string
+}
+
+func (d *deliveryReport) written(ok bool) {
+	r := d.relay
+	if !ok {
+		d.label = outcomeZombie
+	} else if d.status == StatusDead {
+		r.logger.Error("outbox: message dead-lettered",
+			"id", d.id, "sink", d.sink, "dedup_key", d.dedupKey,
+			"attempts", d.attempt, "last_error", d.err.Error())
+	}
+	r.metrics.recordDelivery(d.ctx, d.createdAt, d.labels, d.label, d.elapsed)
+	endSpan(d.span, d.label, d.err)
 }

@@ -177,7 +177,7 @@ func newSinkLabels(sink SinkConfig) *sinkLabels {
 	return l
 }
 
-func (m *relayMetrics) recordDelivery(ctx context.Context, row claimedRow, labels *sinkLabels, outcome string, elapsed time.Duration) {
+func (m *relayMetrics) recordDelivery(ctx context.Context, createdAt time.Time, labels *sinkLabels, outcome string, elapsed time.Duration) {
 	attrs := labels.byOutcome[outcome]
 	m.deliveries.Add(ctx, 1, attrs)
 	if elapsed > 0 {
@@ -185,7 +185,7 @@ func (m *relayMetrics) recordDelivery(ctx context.Context, row claimedRow, label
 	}
 	switch outcome {
 	case outcomeSent:
-		m.lag.Record(ctx, time.Since(row.CreatedAt).Seconds(), labels.sink)
+		m.lag.Record(ctx, time.Since(createdAt).Seconds(), labels.sink)
 	case outcomeRateLimited:
 		m.pauses.Add(ctx, 1, labels.sink)
 	}
