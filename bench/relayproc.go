@@ -130,7 +130,7 @@ func waitDelivered(procs []*relayProc, n int, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d delivered after %s", delivered(procs), n, timeout)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(progressEvery)
 	}
 	return nil
 }
