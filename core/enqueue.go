@@ -72,6 +72,9 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 // attempt runs in a savepoint (a subtransaction, released at once), so a
 // duplicate key only undoes the attempt; the batch is then inserted again
 // with ON CONFLICT DO NOTHING, which is also what every other DBTX gets.
+// (The savepoint counts as a subtransaction: a transaction that enqueues
+// more than 64 batches overflows PostgreSQL's subtransaction cache, which
+// slows snapshots server-wide while it runs. Enqueue fewer, larger batches.)
 func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]EnqueueResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
