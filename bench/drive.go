@@ -132,6 +132,23 @@ func claimDurations(stmts []stmtSample) []float64 {
 	return out
 }
 
+// claimMsPer1000Rows is the claims' total round trip per 1,000 rows they
+// claimed. A claim's round trip grows with its size, and the number of rows
+// a relay claims at once varies with its pace, so only a per-row figure
+// compares two runs.
+func claimMsPer1000Rows(stmts []stmtSample) float64 {
+	var durNs, rows int64
+	for _, s := range stmts {
+		if claimKinds[s.Kind] {
+			durNs, rows = durNs+s.DurNs, rows+s.Rows
+		}
+	}
+	if rows == 0 {
+		return 0
+	}
+	return ms(durNs) * 1000 / float64(rows)
+}
+
 // stmtSummary describes statements by kind: count and mean round trip,
 // most frequent first.
 func stmtSummary(stmts []stmtSample) string {

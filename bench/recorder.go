@@ -52,12 +52,13 @@ func (r *recorder) all() []delivery {
 	return append(r.buf[:n:n], r.extra...)
 }
 
-// stmtSample is one statement a relay sent: its kind, when it started and
-// how long it took as the relay saw it (round trip included).
+// stmtSample is one statement a relay sent: its kind, when it started, how
+// long it took as the relay saw it (round trip included) and its row count.
 type stmtSample struct {
 	Kind    string
 	StartNs int64
 	DurNs   int64
+	Rows    int64 // rows the statement returned or changed
 }
 
 // claimKinds are the statements that claim work: outboxd's claim and River's
@@ -85,12 +86,13 @@ func (t *stmtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 	return context.WithValue(ctx, traceKey{}, traceStart{kind: stmtKind(data.SQL), at: time.Now()})
 }
 
-func (t *stmtTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+func (t *stmtTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	s, ok := ctx.Value(traceKey{}).(traceStart)
 	if !ok {
 		return
 	}
-	sample := stmtSample{Kind: s.kind, StartNs: s.at.UnixNano(), DurNs: time.Since(s.at).Nanoseconds()}
+	sample := stmtSample{Kind: s.kind, StartNs: s.at.UnixNano(), DurNs: time.Since(s.at).Nanoseconds(),
+		Rows: data.CommandTag.RowsAffected()}
 	t.mu.Lock()
 	t.samples = append(t.samples, sample)
 	t.mu.Unlock()

@@ -30,8 +30,8 @@ var (
 	mSteadyGrowth = metric{"4 steady state", "claim end/start", "x"}
 	mSteadyTable  = metric{"4 steady state", "table at end (MB)", "mb"}
 	mSteadyLag    = metric{"4 steady state", "backlog at end (msgs)", "count"}
-	mHist0        = metric{"5 history", "claim, empty (ms)", "ms"}
-	mHist1        = metric{"5 history", "claim, with history (ms)", "ms"}
+	mHist0        = metric{"5 history", "claim per 1,000 rows, empty (ms)", "ms"}
+	mHist1        = metric{"5 history", "claim per 1,000 rows, with history (ms)", "ms"}
 	mHistRatio    = metric{"5 history", "with/empty", "x"}
 	mIdleQ        = metric{"6 idle", "statements/s per relay", "qps"}
 	mIdleX        = metric{"6 idle", "pg_stat_database xact/s per relay", "qps"}
