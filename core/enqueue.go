@@ -82,8 +82,8 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 	cols := batchColumns{
 		sinks:       make([]string, len(msgs)),
 		keys:        make([]string, len(msgs)),
-		payloads:    make([]string, len(msgs)),
-		headers:     make([]string, len(msgs)),
+		payloads:    make([][]byte, len(msgs)),
+		headers:     make([][]byte, len(msgs)),
 		orderings:   make([]*string, len(msgs)),
 		maxAttempts: make([]*int32, len(msgs)),
 		available:   make([]*time.Time, len(msgs)),
@@ -95,7 +95,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		cols.sinks[i], cols.keys[i] = v.sink, v.dedupKey
-		cols.payloads[i], cols.headers[i] = string(v.payload), string(v.headers)
+		cols.payloads[i], cols.headers[i] = v.payload, v.headers
 		cols.orderings[i], cols.maxAttempts[i], cols.available[i] = v.orderingKey, v.maxAttempts, v.availableAt
 		shape |= v.shape()
 	}
@@ -275,10 +275,11 @@ func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, sha
 }
 
 type batchColumns struct {
-	sinks, keys, payloads, headers []string
-	orderings                      []*string
-	maxAttempts                    []*int32
-	available                      []*time.Time
+	sinks, keys       []string
+	payloads, headers [][]byte // JSON texts
+	orderings         []*string
+	maxAttempts       []*int32
+	available         []*time.Time
 }
 
 // collectIDs reads (id, sink, dedup_key) rows.

@@ -66,6 +66,10 @@ type validMessage struct {
 // emptyHeaders is the headers column's default: no headers, no trace context.
 const emptyHeaders = "{}"
 
+// emptyHeadersJSON is emptyHeaders as the bytes a message without headers
+// carries; shared, never written to.
+var emptyHeadersJSON = []byte(emptyHeaders)
+
 // shape says which optional columns this message needs a batch enqueue to
 // send; see batchShape.
 func (v validMessage) shape() batchShape {
@@ -114,7 +118,7 @@ func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) 
 	if len(payload) > o.maxPayload() {
 		return v, invalid("payload is %d bytes, over the limit of %d", len(payload), o.maxPayload())
 	}
-	v.headers = []byte(emptyHeaders)
+	v.headers = emptyHeadersJSON
 	if headers := withTraceContext(ctx, m.Headers); len(headers) > 0 {
 		if v.headers, err = json.Marshal(headers); err != nil {
 			return v, invalid("headers: %v", err)
@@ -131,12 +135,26 @@ func checkKey(what, key string) error {
 	if len(key) > MaxDedupKeyBytes {
 		return invalid("%s is %d bytes, over the limit of %d", what, len(key), MaxDedupKeyBytes)
 	}
+	if printableASCII(key) {
+		return nil
+	}
 	for _, r := range key {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
 			return invalid("%s %q holds a character that is not printable", what, key)
 		}
 	}
 	return nil
+}
+
+// printableASCII reports whether key is printable ASCII only, the common
+// case, which needs no rune decoding.
+func printableASCII(key string) bool {
+	for i := 0; i < len(key); i++ {
+		if key[i] < ' ' || key[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func encodePayload(p any) ([]byte, error) {
