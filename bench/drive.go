@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -21,6 +22,13 @@ type relayRun struct {
 // (work returns once the session's deliveries are made), then measures and
 // stops them.
 func (b *bench) drive(o relayOpts, work func(procs []*relayProc, goNs int64) error) (relayRun, error) {
+	// Flush what earlier runs wrote, as pgbench does before a run: a
+	// checkpoint the server starts on its own (a burn-down writes hundreds
+	// of MB of WAL) would otherwise land inside whichever system's
+	// measurement comes next.
+	if _, err := b.admin.Exec(context.Background(), "CHECKPOINT"); err != nil {
+		return relayRun{}, fmt.Errorf("checkpoint: %w", err)
+	}
 	procs, err := b.startRelays(o)
 	if err != nil {
 		return relayRun{}, err

@@ -60,7 +60,7 @@ var fullSizes = sizes{
 	latencyGap:         2 * time.Millisecond,
 	enqueueSingle1:     3000,
 	enqueueSingle8:     16_000,
-	enqueueBatches:     50,
+	enqueueBatches:     200,
 	steadyDuration:     60 * time.Second,
 	steadyWindow:       10 * time.Second,
 	steadyRate:         1000,
