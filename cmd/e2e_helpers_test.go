@@ -1,7 +1,6 @@
 package cmd_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -13,16 +12,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
@@ -43,11 +40,7 @@ func outboxdBinary(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "outboxd-e2e-"); buildErr != nil {
 			return
 		}
-		binary = filepath.Join(binDir, "outboxd")
-		out, err := exec.Command("go", "build", "-o", binary, "./outboxd").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build outboxd: %v\n%s", err, out)
-		}
+		binary, buildErr = proc.Build(binDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -108,40 +101,17 @@ sinks:
 	return e
 }
 
-// command returns an outboxd command with this env's configuration.
-func (e *env) command(args ...string) *exec.Cmd {
-	c := exec.Command(outboxdBinary(e.t), append([]string{"--config", e.config}, args...)...)
-	c.Env = append(cleanEnviron(), e.extra...)
-	return c
-}
-
-// cleanEnviron drops variables that would override the test's
-// configuration (the developer's own OUTBOX_* and DATABASE_URL).
-func cleanEnviron() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "OTEL_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
+// environ is the environment of this env's outboxd processes.
+func (e *env) environ() []string { return proc.Environ(e.extra...) }
 
 // run runs outboxd to completion and returns stdout, stderr and exit code.
 func (e *env) run(stdin io.Reader, args ...string) (string, string, int) {
 	e.t.Helper()
-	c := e.command(args...)
-	var out, errOut bytes.Buffer
-	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errOut
-	err := c.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("run outboxd %v: %v", args, err)
+	r, err := proc.Run(context.Background(), outboxdBinary(e.t), e.environ(), stdin, append([]string{"--config", e.config}, args...)...)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return out.String(), errOut.String(), code
+	return r.Stdout, r.Stderr, r.Code
 }
 
 // mustRun runs outboxd and fails the test unless it exits 0.
@@ -155,78 +125,31 @@ func (e *env) mustRun(args ...string) string {
 }
 
 // server is a running `outboxd serve`.
-type server struct {
-	cmd  *exec.Cmd
-	addr string // the HTTP API's address
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan error
-}
+type server struct{ *proc.Server }
 
 // serve starts `outboxd serve --log-format json`, waits until its HTTP API
-// listens, and stops it with SIGTERM when the test ends.
+// listens, and stops it with SIGTERM when the test ends, failing the test
+// unless it exits cleanly.
 func (e *env) serve() *server {
 	e.t.Helper()
-	s := &server{cmd: e.command("serve", "--log-format", "json"), done: make(chan error, 1)}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
-			s.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http api listening" {
-				addr <- rec.Addr
-			}
-		}
-		s.done <- s.cmd.Wait()
-	}()
-	select {
-	case s.addr = <-addr:
-	case err := <-s.done:
-		e.t.Fatalf("outboxd serve exited early (%v):\n%s", err, s.Logs())
-	case <-time.After(30 * time.Second):
-		e.t.Fatalf("outboxd serve did not listen within 30s:\n%s", s.Logs())
-	}
+	s := &server{proc.Serve(e.t, outboxdBinary(e.t), e.config, e.environ())}
 	e.t.Cleanup(func() { s.stop(e.t) })
 	return s
 }
 
-// Logs returns what the server logged so far.
-func (s *server) Logs() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.logs.String()
-}
-
-// stop sends SIGTERM and waits for a clean exit.
+// stop sends SIGTERM and waits for a clean exit; it does nothing if the
+// server has already stopped.
 func (s *server) stop(t *testing.T) {
-	if s.cmd.ProcessState != nil {
+	if s.Exited() {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("outboxd serve exited with %v after SIGTERM:\n%s", err, s.Logs())
-		}
-	case <-time.After(45 * time.Second):
-		_ = s.cmd.Process.Kill()
-		t.Errorf("outboxd serve did not stop within 45s of SIGTERM:\n%s", s.Logs())
+	if err := s.Stop(); err != nil {
+		t.Errorf("outboxd serve did not stop cleanly after SIGTERM: %v\n%s", err, s.Logs())
 	}
 }
 
 // url returns the address of an API path.
-func (s *server) url(path string) string { return "http://" + s.addr + path }
+func (s *server) url(path string) string { return "http://" + s.Addr() + path }
 
 // receiver is an httptest webhook endpoint that records deliveries by
 // webhook-id and answers 400 (a permanent failure) to payloads holding

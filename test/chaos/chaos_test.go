@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
-	"github.com/outboxd/outboxd/test/internal/proc"
 )
 
 // ModeEnv selects the scenario size: "full" for CI's full run.

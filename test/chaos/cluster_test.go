@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outboxd/outboxd/test/internal/proc"
+	"github.com/outboxd/outboxd/internal/proc"
 )
 
 // sinkName is the webhook sink every chaos message goes to.

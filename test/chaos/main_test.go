@@ -13,7 +13,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/outboxd/outboxd/test/internal/proc"
+	"github.com/outboxd/outboxd/internal/proc"
 )
 
 // binary is the outboxd binary, built once by TestMain.

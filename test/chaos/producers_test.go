@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/test/internal/proc"
+	"github.com/outboxd/outboxd/internal/proc"
 )
 
 // producerRetryDelay is how long a producer waits before retrying an

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
-	"github.com/outboxd/outboxd/test/internal/proc"
 )
 
 // collector gathers everything that left the binary.

@@ -1,6 +1,7 @@
 // Package proc builds the outboxd binary and runs it as real processes for
-// the chaos and fault tests: started, killed with SIGKILL, stopped with
-// SIGTERM, their output kept for assertions and failure reports.
+// the end-to-end, chaos and fault tests: started, killed with SIGKILL,
+// stopped with SIGTERM, their output kept for assertions and failure
+// reports.
 package proc
 
 import (
