@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -40,22 +41,10 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	relay, err := core.NewRelay(pool, core.Config{
+	testrelay.Run(t, pool, core.Config{
 		Outbox: ob, PollInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("relay.Run: %v", err)
-		}
-	}()
 
 	wantID := MessageID("ops-mail", "invoice-9", "example.com")
 	status, receiptID, _ := waitFinished(t, ob, pool, good.ID)

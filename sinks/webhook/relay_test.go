@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // relayDeadline bounds how long the integration test waits for deliveries.
@@ -23,22 +23,10 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	pool, ob := testdb.New(t)
 	rc := newReceiver(t, accept)
 	sink := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
-	relay, err := core.NewRelay(pool, core.Config{
+	testrelay.Run(t, pool, core.Config{
 		Outbox:       ob,
 		Sinks:        []core.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
 		PollInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- relay.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-stopped; err != nil {
-			t.Errorf("relay.Run: %v", err)
-		}
 	})
 
 	// Payloads in the form PostgreSQL's jsonb column gives back (it

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/registry"
 	_ "github.com/outboxd/outboxd/sinks/webhook"
 	"github.com/outboxd/outboxd/test/tracing"
@@ -55,25 +56,13 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := core.NewRelay(pool, core.Config{
+	testrelay.Run(t, pool, core.Config{
 		Outbox: ob,
 		Sinks: []core.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
 			Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
 		PollInterval:   20 * time.Millisecond,
 		TracerProvider: tp,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- relay.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("relay.Run: %v", err)
-		}
-	}()
 
 	producerCtx, producer := tp.Tracer("producer").Start(ctx, "POST /orders")
 	res, err := ob.Enqueue(producerCtx, pool, core.Message{Sink: "hooks", DedupKey: "order-42", Payload: map[string]int{"order": 42}})
