@@ -68,21 +68,7 @@ func setup(t *testing.T) bundle {
 // statusCounts returns the number of rows per status.
 func statusCounts(t *testing.T, b bundle) map[string]int {
 	t.Helper()
-	rows, err := b.pool.Query(b.ctx, fmt.Sprintf("SELECT status, count(*) FROM %s.messages GROUP BY status", b.ob.Schema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	counts := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			t.Fatal(err)
-		}
-		counts[s] = n
-	}
-	return counts
+	return testdb.StatusCounts(t, b.pool, b.ob, "")
 }
 
 func enqueueN(t *testing.T, b bundle, sink string, n int, mutate func(i int, m *core.Message)) []int64 {

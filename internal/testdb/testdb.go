@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
@@ -86,4 +87,26 @@ func NewSchema(t testing.TB, pool *pgxpool.Pool) *core.Outbox {
 		}
 	})
 	return ob
+}
+
+// StatusCounts returns the number of ob's rows per status, for one sink
+// or, with sink "", for all. It reads the table directly, not through core's own Stats,
+// so tests check the engine against the rows themselves.
+func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, sink string) map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(),
+		"SELECT status, count(*) FROM "+ob.Schema()+".messages WHERE $1 = '' OR sink = $1 GROUP BY status", sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	var status string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		out[status] = n
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

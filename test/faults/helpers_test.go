@@ -16,27 +16,6 @@ import (
 	"github.com/outboxd/outboxd/core"
 )
 
-// counts returns the number of rows of ob per status.
-func counts(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string) map[string]int {
-	t.Helper()
-	rows, err := pool.Query(context.Background(),
-		fmt.Sprintf(`SELECT status, count(*) FROM %s.messages WHERE sink = $1 GROUP BY status`, ob.Schema()), sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[s] = n
-	}
-	return out
-}
-
 // enqueue stores n messages for sink with keys prefix-0 ... prefix-(n-1).
 func enqueue(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink, prefix string, n int) {
 	t.Helper()

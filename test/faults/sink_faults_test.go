@@ -85,7 +85,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	for b := range batches {
 		enqueue(t, pool, ob, "good", "g"+string(rune('a'+b)), 20)
 		testrelay.WaitFor(t, flowWithin, "the healthy sink's messages are sent", func() bool {
-			return counts(t, pool, ob, "good")["sent"] == 20*(b+1)
+			return testdb.StatusCounts(t, pool, ob, "good")["sent"] == 20*(b+1)
 		})
 	}
 	testrelay.WaitFor(t, 10*faultLease, "hanging rows are retried", func() bool {
@@ -122,12 +122,12 @@ func TestPanickingSinkIsRecovered(t *testing.T) {
 	enqueue(t, pool, ob, "s", "boom", 1)
 	enqueue(t, pool, ob, "s", "before", 10)
 	testrelay.WaitFor(t, 10*time.Second, "the panicking message is dead after 3 attempts", func() bool {
-		return counts(t, pool, ob, "s")["dead"] == 1
+		return testdb.StatusCounts(t, pool, ob, "s")["dead"] == 1
 	})
 	// The relay survived: messages enqueued after the panics are delivered.
 	enqueue(t, pool, ob, "s", "after", 10)
 	testrelay.WaitFor(t, 10*time.Second, "messages after the panic are sent", func() bool {
-		return counts(t, pool, ob, "s")["sent"] == 20
+		return testdb.StatusCounts(t, pool, ob, "s")["sent"] == 20
 	})
 	rows, err := pool.Query(t.Context(), `SELECT f.attempt, f.error FROM `+ob.Schema()+`.failed_attempts f JOIN `+
 		ob.Schema()+`.messages m ON m.id = f.message_id WHERE m.dedup_key = 'boom-0' ORDER BY f.attempt`)
