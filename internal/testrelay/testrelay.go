@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // stopTimeout bounds how long a relay may take to drain when its test ends.
@@ -19,14 +20,16 @@ const stopTimeout = time.Minute
 const pollInterval = 10 * time.Millisecond
 
 // Run starts a relay on pool until the test ends, then cancels it and fails
-// the test unless Run returns nil (a clean drain) within a minute.
-func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) {
+// the test unless Run returns nil (a clean drain) within a minute. It
+// returns the relay's test signals, to wait on what the relay does.
+func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) *testsignal.Relay {
 	t.Helper()
 	relay, err := core.NewRelay(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	signals := &testsignal.Relay{}
+	ctx, cancel := context.WithCancel(testsignal.WithRelay(context.Background(), signals))
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
 	t.Cleanup(func() {
@@ -40,6 +43,7 @@ func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) {
 			t.Errorf("relay did not stop within %s of cancellation", stopTimeout)
 		}
 	})
+	return signals
 }
 
 // WaitFor polls cond until it holds, failing the test with what when

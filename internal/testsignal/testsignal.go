@@ -1,0 +1,161 @@
+// Package testsignal lets a test wait on what a relay does (an outcome
+// written, a claim made, the listener connected) instead of polling the
+// database or sleeping. A test puts a [Relay] into the context it passes to
+// core.Relay.Run; the relay signals on it. Outside tests the context holds
+// none and every signal is a no-op.
+//
+// It is internal to the module: applications cannot reach it, so it adds
+// nothing to core's public API.
+package testsignal
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// TB is the part of testing.TB that Wait uses (declared here so the relay,
+// which imports this package, does not link package testing).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Relay holds the signals one relay (or several sharing it) sends.
+type Relay struct {
+	// Written gets every outcome once its terminal write finished: written
+	// (the row changed) or not (a zombie's late completion).
+	Written Signal[Outcome]
+	// Claimed gets the number of rows of every claim that returned rows.
+	Claimed Signal[int]
+	// Listening gets a value each time the listener (re)connected and
+	// LISTENs.
+	Listening Signal[struct{}]
+	// UnconfiguredSinks gets each report of sinks with waiting rows that
+	// the relay does not have.
+	UnconfiguredSinks Signal[[]string]
+}
+
+// Outcome is one delivery's terminal write.
+type Outcome struct {
+	ID      int64
+	Sink    string
+	Status  string // the status written: sent, failed, pending, dead
+	Written bool   // false: a zombie's, nothing changed
+}
+
+type relayKey struct{}
+
+// WithRelay returns ctx carrying r, for core.Relay.Run.
+func WithRelay(ctx context.Context, r *Relay) context.Context {
+	return context.WithValue(ctx, relayKey{}, r)
+}
+
+// FromContext returns the Relay in ctx, or nil (whose signals are no-ops).
+func FromContext(ctx context.Context) *Relay {
+	r, _ := ctx.Value(relayKey{}).(*Relay)
+	return r
+}
+
+// Signal records every value sent on it, so a waiter never misses one that
+// came before it started waiting, and the sender never blocks.
+type Signal[T any] struct {
+	mu      sync.Mutex
+	values  []T
+	changed chan struct{} // closed and replaced on every Send
+}
+
+// Send records v. It is a no-op on a nil Relay's signals (see Emit).
+func (s *Signal[T]) Send(v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values = append(s.values, v)
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+// All returns a copy of every value sent so far.
+func (s *Signal[T]) All() []T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]T(nil), s.values...)
+}
+
+// Wait blocks until cond holds for the values sent so far, failing the test
+// with what when timeout passes first. cond is called again after every
+// Send, never concurrently.
+func (s *Signal[T]) Wait(t TB, timeout time.Duration, what string, cond func(all []T) bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		values := s.values
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		if cond(values) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("timed out after %s waiting for %s (%d signals: %s)", timeout, what, len(values), summary(values))
+		}
+	}
+}
+
+func summary[T any](values []T) string {
+	if len(values) > 5 {
+		return fmt.Sprintf("%v ...", values[len(values)-5:])
+	}
+	return fmt.Sprint(values)
+}
+
+// The emitters below are what the relay calls: each is a no-op when r is
+// nil, so production code pays one nil check per event.
+
+// EmitWritten sends o on r.Written.
+func (r *Relay) EmitWritten(o Outcome) {
+	if r != nil {
+		r.Written.Send(o)
+	}
+}
+
+// EmitClaimed sends n on r.Claimed.
+func (r *Relay) EmitClaimed(n int) {
+	if r != nil {
+		r.Claimed.Send(n)
+	}
+}
+
+// EmitListening sends on r.Listening.
+func (r *Relay) EmitListening() {
+	if r != nil {
+		r.Listening.Send(struct{}{})
+	}
+}
+
+// EmitUnconfiguredSinks sends sinks on r.UnconfiguredSinks.
+func (r *Relay) EmitUnconfiguredSinks(sinks []string) {
+	if r != nil {
+		r.UnconfiguredSinks.Send(sinks)
+	}
+}
+
+// CountWritten counts the written outcomes with the given status (any
+// status when status is "").
+func CountWritten(all []Outcome, status string) int {
+	n := 0
+	for _, o := range all {
+		if o.Written && (status == "" || o.Status == status) {
+			n++
+		}
+	}
+	return n
+}
