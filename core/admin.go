@@ -35,10 +35,7 @@ type SinkStats struct {
 // Stats returns per-sink row counts by status and the age of the oldest
 // waiting row, measured on the database clock.
 func (o *Outbox) Stats(ctx context.Context, db DBTX) (map[string]SinkStats, error) {
-	rows, err := db.Query(ctx, qualify(o.sql.ident, `
-		SELECT sink, status, count(*),
-		       COALESCE(extract(epoch FROM now() - min(created_at) FILTER (WHERE status IN ('pending', 'failed'))), 0)
-		FROM {schema}.messages GROUP BY sink, status`))
+	rows, err := db.Query(ctx, o.sql.stats)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
 	}
@@ -107,14 +104,7 @@ func (o *Outbox) DeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) (
 	if f.Limit <= 0 {
 		f.Limit = DefaultDeadLetterLimit
 	}
-	rows, err := db.Query(ctx, qualify(o.sql.ident, `
-		SELECT m.id, m.sink, m.dedup_key, m.attempts, COALESCE(m.last_error, ''), m.updated_at,
-		       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt)
-		                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
-		FROM {schema}.messages m
-		WHERE m.status = 'dead' AND ($1 = '' OR m.sink = $1)
-		ORDER BY m.id
-		LIMIT $2`), f.Sink, f.Limit)
+	rows, err := db.Query(ctx, o.sql.deadLetters, f.Sink, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
@@ -135,14 +125,21 @@ type RedriveFilter struct {
 	IDs  []int64
 	All  bool
 	Sink string
+	// Waiting makes Purge delete Sink's rows still waiting for delivery
+	// (pending or failed) as well: the way to drop the rows of a sink that
+	// no relay is configured with (a typo in a producer's sink name, a
+	// removed sink). It needs All and a Sink; Redrive refuses it.
+	Waiting bool
 }
 
 func (f RedriveFilter) validate() error {
-	if len(f.IDs) == 0 && !f.All {
+	switch {
+	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("outbox: select dead letters by id or ask for all of them")
-	}
-	if len(f.IDs) > 0 && f.All {
+	case len(f.IDs) > 0 && f.All:
 		return fmt.Errorf("outbox: select dead letters by id or all, not both")
+	case f.Waiting && (!f.All || f.Sink == ""):
+		return fmt.Errorf("outbox: deleting waiting rows needs all rows of one sink")
 	}
 	return nil
 }
@@ -153,42 +150,64 @@ func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (int64, 
 	if err := f.validate(); err != nil {
 		return 0, err
 	}
+	if f.Waiting {
+		return 0, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
+	}
 	var n int64
-	err := db.QueryRow(ctx, qualify(o.sql.ident, `
-		WITH moved AS (
-			UPDATE {schema}.messages
-			SET status = 'pending', attempts = 0, available_at = now(), updated_at = now(),
-			    lease_token = NULL, lease_expires_at = NULL
-			WHERE status = 'dead'
-			  AND (id = ANY($1) OR ($2 AND ($3 = '' OR sink = $3)))
-			RETURNING id
-		), wake AS (SELECT pg_notify($4, '') FROM moved LIMIT 1)
-		SELECT count(*) FROM moved LEFT JOIN wake ON true`), f.IDs, f.All, f.Sink, o.channel).Scan(&n)
+	err := db.QueryRow(ctx, o.sql.redrive, f.IDs, f.All, f.Sink, o.channel).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: redrive: %w", err)
 	}
 	return n, nil
 }
 
-// Purge deletes the selected dead rows and their recorded errors. It returns
-// how many rows it deleted.
+// Purge deletes the selected dead rows (and, with Waiting, the sink's
+// waiting rows) and their recorded errors. It returns how many rows it
+// deleted.
 func (o *Outbox) Purge(ctx context.Context, db DBTX, f RedriveFilter) (int64, error) {
 	if err := f.validate(); err != nil {
 		return 0, err
 	}
 	var n int64
-	err := db.QueryRow(ctx, qualify(o.sql.ident, `
-		WITH gone AS (
-			DELETE FROM {schema}.messages
-			WHERE status = 'dead'
-			  AND (id = ANY($1) OR ($2 AND ($3 = '' OR sink = $3)))
-			RETURNING id
-		), errs AS (
-			DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
-		)
-		SELECT count(*) FROM gone`), f.IDs, f.All, f.Sink).Scan(&n)
+	err := db.QueryRow(ctx, o.sql.purge, f.IDs, f.All, f.Sink, f.Waiting).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: purge: %w", err)
 	}
 	return n, nil
+}
+
+// WaitingSink is a sink with rows waiting for delivery.
+type WaitingSink struct {
+	Sink string
+	// Waiting counts its pending and failed rows.
+	Waiting int64
+	// OldestPendingAge is how long the oldest of them has waited.
+	OldestPendingAge time.Duration
+}
+
+// UnconfiguredSinks lists the sinks other than configured that have rows
+// waiting for delivery, by name. A relay leaves such rows alone; they are
+// delivered by a relay configured with their sink (a rolling deploy adding
+// a sink), or wait until an operator configures the sink or purges them
+// (RedriveFilter.Waiting). The cost follows the number of distinct sinks
+// and the waiting rows of the unconfigured ones, not the table's size.
+func (o *Outbox) UnconfiguredSinks(ctx context.Context, db DBTX, configured []string) ([]WaitingSink, error) {
+	if configured == nil {
+		configured = []string{} // NOT (sink = ANY(NULL)) would match nothing
+	}
+	rows, err := db.Query(ctx, o.sql.unconfiguredSinks, configured)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WaitingSink, error) {
+		var s WaitingSink
+		var ageSeconds float64
+		err := row.Scan(&s.Sink, &s.Waiting, &ageSeconds)
+		s.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
+	}
+	return found, nil
 }

@@ -5,6 +5,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/internal/completer"
+	"github.com/outboxd/outboxd/core/internal/safetext"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // finish turns a delivery's error into the row's next state and queues the
@@ -15,30 +19,47 @@ import (
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
 func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, span trace.Span, elapsed time.Duration, err error) {
-	o := outcome{id: row.ID, token: row.token, leaseEnd: row.leaseUntil, status: StatusSent, receipt: row.Receipt(),
-		urgent: row.OrderingKey != ""}
+	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(StatusSent),
+		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
 	if err != nil {
-		msg := err.Error()
-		o.err = &msg
+		o.Err = storedError(err)
 		if d, ok := RetryAfterDelay(err); ok {
-			o.status, o.delay, o.refund, label = StatusPending, d, 1, outcomeRateLimited
-			if perr := r.limiter.pause(ctx, row.Sink, d, r.ob.channel); perr != nil {
+			o.Status, o.Delay, o.Refund, label = string(StatusPending), d, 1, outcomeRateLimited
+			if perr := r.limiter.Pause(ctx, row.Sink, d, r.ob.channel); perr != nil {
 				r.logger.Warn("outbox: could not pause sink cluster-wide", "sink", row.Sink, "error", perr)
 			}
 		} else if IsPermanent(err) || row.Attempt >= row.MaxAttempts {
-			o.status, label = StatusDead, outcomeDead
+			o.Status, label = string(StatusDead), outcomeDead
 		} else {
-			o.status, o.delay, label = StatusFailed, sink.Backoff.delay(row.Attempt), outcomeRetry
+			o.Status, o.Delay, label = string(StatusFailed), sink.Backoff.delay(row.Attempt), outcomeRetry
 		}
 	}
 	// The report copies the few fields it needs: a closure over row and
 	// sink would move both (hundreds of bytes) to the heap per delivery.
 	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
 		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sink.Name], span: span,
-		elapsed: elapsed, err: err, status: o.status, label: label}
-	o.done = rep.written
-	r.completer.submit(o)
+		elapsed: elapsed, err: err, stored: o.Err, status: o.Status, label: label}
+	o.Done = rep.written
+	r.completer.Submit(o)
+}
+
+// release hands a claimed row back without spending its attempt, to be
+// claimed again after delay.
+func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
+	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(StatusPending), Delay: delay,
+		Err: storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
+		Done: func(ok bool) {
+			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(StatusPending), Written: ok})
+		}})
+}
+
+// storedError is err's text as the row stores it: whatever a sink or a
+// receiver put into it, made safe for PostgreSQL and for terminals, once,
+// here (see safetext).
+func storedError(err error) *string {
+	msg := safetext.Text(err.Error(), safetext.MaxErrorBytes)
+	return &msg
 }
 
 // deliveryReport records a delivery's metrics, span and dead-letter log
@@ -55,7 +76,8 @@ type deliveryReport struct {
 	span      trace.Span
 	elapsed   time.Duration
 	err       error
-	status    Status
+	stored    *string // the error as stored
+	status    string
 	label     string
 }
 
@@ -63,11 +85,12 @@ func (d *deliveryReport) written(ok bool) {
 	r := d.relay
 	if !ok {
 		d.label = outcomeZombie
-	} else if d.status == StatusDead {
+	} else if d.status == string(StatusDead) {
 		r.logger.Error("outbox: message dead-lettered",
 			"id", d.id, "sink", d.sink, "dedup_key", d.dedupKey,
-			"attempts", d.attempt, "last_error", d.err.Error())
+			"attempts", d.attempt, "last_error", *d.stored)
 	}
 	r.metrics.recordDelivery(d.ctx, d.createdAt, d.labels, d.label, d.elapsed)
 	endSpan(d.span, d.label, d.err)
+	r.signals.EmitWritten(testsignal.Outcome{ID: d.id, Sink: d.sink, Status: d.status, Written: ok})
 }

@@ -30,27 +30,26 @@ func (r *Relay) maintain(ctx context.Context) {
 }
 
 func (r *Relay) maintainOnce(ctx context.Context) error {
-	conn, err := r.pool.Acquire(ctx)
+	conn, err := r.db.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
+	q := r.ob.sql
 	var leader bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2) # $3)`,
-		advisoryLockNamespace, r.ob.schema, lockKeyMaintenance).Scan(&leader); err != nil {
+	if err := conn.QueryRow(ctx, q.lockSession, advisoryLockNamespace, r.ob.schema, lockKeyMaintenance).Scan(&leader); err != nil {
 		return fmt.Errorf("take maintenance lock: %w", err)
 	}
 	if !leader {
 		return nil
 	}
 	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext($2) # $3)`,
-			advisoryLockNamespace, r.ob.schema, lockKeyMaintenance)
+		_, _ = conn.Exec(context.WithoutCancel(ctx), q.unlockSession, advisoryLockNamespace, r.ob.schema, lockKeyMaintenance)
 	}()
 	var total int64
 	for {
 		var deleted int64
-		if err := conn.QueryRow(ctx, r.ob.sql.pruneSent, r.cfg.SentRetention, maintenanceDeleteBatch).Scan(&deleted); err != nil {
+		if err := conn.QueryRow(ctx, q.pruneSent, r.cfg.SentRetention, maintenanceDeleteBatch).Scan(&deleted); err != nil {
 			return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
 		}
 		total += deleted

@@ -27,20 +27,20 @@ const (
 	lockKeyMaintenance = 2
 )
 
-// Migration is one embedded, versioned schema change.
-type Migration struct {
+// migration is one embedded, versioned schema change.
+type migration struct {
 	Version int
 	Name    string
 	SQL     string
 }
 
-// Migrations returns the embedded migrations in the order they apply.
-func Migrations() ([]Migration, error) {
+// migrations returns the embedded migrations in the order they apply.
+func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read embedded migrations: %w", err)
 	}
-	var out []Migration
+	var out []migration
 	for _, e := range entries {
 		version, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
 		v, err := strconv.Atoi(version)
@@ -51,7 +51,7 @@ func Migrations() ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("outbox: read migration %s: %w", e.Name(), err)
 		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+		out = append(out, migration{Version: v, Name: name, SQL: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
@@ -67,23 +67,16 @@ type Beginner interface {
 // pods are safe: they queue on an advisory lock and the later ones find
 // nothing left to do. It returns the versions it applied.
 func (o *Outbox) Migrate(ctx context.Context, db Beginner) ([]int, error) {
-	migrations, err := Migrations()
+	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2) # $3)`,
-			advisoryLockNamespace, o.schema, lockKeyMigrate); err != nil {
+		if _, err := tx.Exec(ctx, o.sql.lockTransaction, advisoryLockNamespace, o.schema, lockKeyMigrate); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, qualify(o.sql.ident, `
-			CREATE SCHEMA IF NOT EXISTS {schema};
-			CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
-				version    int PRIMARY KEY,
-				name       text NOT NULL,
-				applied_at timestamptz NOT NULL DEFAULT now()
-			)`)); err != nil {
+		if _, err := tx.Exec(ctx, o.sql.migrationsPrepare); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
 		done, err := o.appliedVersions(ctx, tx)
@@ -91,17 +84,17 @@ func (o *Outbox) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			return err
 		}
 		// Unqualified names in migration files resolve to our schema.
-		if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+o.sql.ident); err != nil {
+		if _, err := tx.Exec(ctx, o.sql.setSearchPath); err != nil {
 			return fmt.Errorf("set search_path: %w", err)
 		}
-		for _, m := range migrations {
+		for _, m := range all {
 			if done[m.Version] {
 				continue
 			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			if _, err := tx.Exec(ctx, o.sql.migrationsRecord, m.Version, m.Name); err != nil {
 				return fmt.Errorf("record migration %03d: %w", m.Version, err)
 			}
 			applied = append(applied, m.Version)
@@ -117,12 +110,12 @@ func (o *Outbox) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 // PendingMigrations returns the versions not yet applied; empty means the
 // schema is current. A missing schema counts as every migration pending.
 func (o *Outbox) PendingMigrations(ctx context.Context, db DBTX) ([]int, error) {
-	migrations, err := Migrations()
+	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var exists bool
-	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, o.schema+".schema_migrations").Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, o.sql.migrationsLedgerExists, o.schema+".schema_migrations").Scan(&exists); err != nil {
 		return nil, fmt.Errorf("outbox: check migrations: %w", err)
 	}
 	done := map[int]bool{}
@@ -132,7 +125,7 @@ func (o *Outbox) PendingMigrations(ctx context.Context, db DBTX) ([]int, error) 
 		}
 	}
 	var pending []int
-	for _, m := range migrations {
+	for _, m := range all {
 		if !done[m.Version] {
 			pending = append(pending, m.Version)
 		}
@@ -141,7 +134,7 @@ func (o *Outbox) PendingMigrations(ctx context.Context, db DBTX) ([]int, error) 
 }
 
 func (o *Outbox) appliedVersions(ctx context.Context, db DBTX) (map[int]bool, error) {
-	rows, err := db.Query(ctx, qualify(o.sql.ident, `SELECT version FROM {schema}.schema_migrations`))
+	rows, err := db.Query(ctx, o.sql.migrationsApplied)
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}

@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"regexp"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -20,7 +19,19 @@ const DefaultMaxPayloadBytes = 256 << 10
 
 // schemaNamePattern keeps schema names to plain lower-case identifiers, so a
 // name can never smuggle SQL even before it is quoted.
-var schemaNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+var schemaNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// wakeupChannelSuffix makes the outbox's notification channel from its
+// schema name.
+const wakeupChannelSuffix = "_outbox_wakeup"
+
+// maxIdentifierBytes is PostgreSQL's limit on an identifier (NAMEDATALEN-1);
+// longer names are silently truncated, or refused as a channel name.
+const maxIdentifierBytes = 63
+
+// MaxSchemaNameBytes bounds a schema name so that the names derived from it
+// (the notification channel) still fit in a PostgreSQL identifier.
+const MaxSchemaNameBytes = maxIdentifierBytes - len(wakeupChannelSuffix)
 
 // Outbox addresses one outbox: the tables in one PostgreSQL schema. Several
 // independent outboxes can share a database. An Outbox holds no connection;
@@ -55,10 +66,14 @@ func New(schema string) (*Outbox, error) {
 	if !schemaNamePattern.MatchString(schema) {
 		return nil, fmt.Errorf("outbox: invalid schema name %q: want lower-case letters, digits and underscores, starting with a letter", schema)
 	}
+	if len(schema) > MaxSchemaNameBytes {
+		return nil, fmt.Errorf("outbox: schema name %q is %d bytes, over the limit of %d (its notification channel must fit PostgreSQL's %d-byte identifiers)",
+			schema, len(schema), MaxSchemaNameBytes, maxIdentifierBytes)
+	}
 	ident := pgx.Identifier{schema}.Sanitize()
 	return &Outbox{
 		schema:  schema,
-		channel: schema + "_outbox_wakeup",
+		channel: schema + wakeupChannelSuffix,
 		sql:     newQueries(ident),
 	}, nil
 }
@@ -84,7 +99,3 @@ func (o *Outbox) maxPayload() int {
 	return DefaultMaxPayloadBytes
 }
 
-// qualify replaces the {schema} placeholder of a query with the quoted schema.
-func qualify(ident, query string) string {
-	return strings.ReplaceAll(query, "{schema}", ident)
-}

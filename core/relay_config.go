@@ -31,17 +31,13 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
-// deliveryShareOfLease is the part of the lease a delivery may use; the rest
-// is left for the terminal write, so a slow sink cannot make a healthy relay
-// look dead.
-const deliveryShareOfLease = 0.8
-
 // Config configures a Relay. Zero fields take the defaults above.
 type Config struct {
 	// Outbox is the outbox to relay; nil means Default.
 	Outbox *Outbox
-	// Sinks are the configured sink instances. A row naming any other sink
-	// is dead-lettered with that reason.
+	// Sinks are the configured sink instances. The relay claims only their
+	// rows; a row naming any other sink waits, untouched, for a relay that
+	// has it (see Outbox.UnconfiguredSinks).
 	Sinks []SinkConfig
 
 	BatchSize    int

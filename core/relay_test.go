@@ -7,18 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -125,7 +128,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	// Three relays claim the message and die before writing anything.
 	for attempt := 1; attempt <= 3; attempt++ {
 		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
-			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, 10, 10*time.Millisecond)
+			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, []string{"s"}, 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,24 +227,58 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	}
 }
 
-func TestUnknownSinkIsDeadLetteredWithoutBlockingOthers(t *testing.T) {
+// A relay leaves the rows of a sink it does not have alone: they stay
+// pending with their attempts untouched (in a rolling deploy they belong to
+// a sink the next version adds), the relay warns about them, and a relay
+// that has the sink delivers each exactly once. (On fb9f77d the old relay
+// dead-lettered them.)
+func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b := setup(t)
-	sink := newRecordingSink()
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "known", Sink: sink}}})
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "typo", DedupKey: "k", Payload: "x"}); err != nil {
-		t.Fatal(err)
-	}
+	logger, logs := captureLogs()
+	oldSink, newSink := newRecordingSink(), newRecordingSink()
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Logger: logger, PollInterval: 20 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
+	enqueueN(t, b, "added", 5, nil)
 	enqueueN(t, b, "known", 10, nil)
-	testrelay.WaitFor(t, 10*time.Second, "10 sent and 1 dead", func() bool {
-		c := statusCounts(t, b)
-		return c["sent"] == 10 && c["dead"] == 1
+	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "sent") == 10
 	})
-	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
-	if err != nil {
+	signals.UnconfiguredSinks.Wait(t, 10*time.Second, "the unconfigured sink reported", func(all [][]string) bool {
+		return len(all) > 0 && slices.Contains(all[len(all)-1], "added")
+	})
+	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["pending"] != 5 || len(c) != 1 {
+		t.Fatalf("rows of the unconfigured sink: %v, want 5 pending", c)
+	}
+	var attempts int
+	if err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(sum(attempts), 0) FROM "+b.ob.Schema()+".messages WHERE sink = 'added'").Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
-	if len(dead) != 1 || dead[0].Sink != "typo" || !strings.Contains(dead[0].LastError, `sink "typo" is not configured`) {
-		t.Fatalf("dead letters = %+v", dead)
+	if attempts != 0 {
+		t.Fatalf("the unconfigured sink's rows were attempted %d times", attempts)
+	}
+	if !strings.Contains(logs.String(), "sink=added") || !strings.Contains(logs.String(), "does not have") {
+		t.Fatalf("no warning about the unconfigured sink:\n%s", logs.String())
+	}
+	waiting, err := b.ob.UnconfiguredSinks(b.ctx, b.pool, []string{"known"})
+	if err != nil || len(waiting) != 1 || waiting[0].Sink != "added" || waiting[0].Waiting != 5 {
+		t.Fatalf("UnconfiguredSinks = %+v, %v", waiting, err)
+	}
+
+	// The next version's relay has the sink.
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
+	testrelay.WaitFor(t, 10*time.Second, "the added sink's rows sent", func() bool {
+		return testdb.StatusCounts(t, b.pool, b.ob, "added")["sent"] == 5
+	})
+	seen := map[int64]int{}
+	for _, d := range newSink.snapshot() {
+		seen[d.ID]++
+		if d.Attempt != 1 {
+			t.Errorf("row %d delivered at attempt %d, want 1", d.ID, d.Attempt)
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("the added sink got %d distinct rows, want 5", len(seen))
 	}
 }
 
@@ -414,7 +451,12 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 	defer pool.Close()
 	written := make(chan struct{})
 	go func() {
-		b.ob.SubmitOutcomes(pool, time.Hour, []bool{false, false, false, true})
+		b.ob.WriteOutcomes(pool, nil, time.Hour, []core.TestOutcome{
+			{ID: -1, Token: uuid.New(), Status: core.StatusSent},
+			{ID: -2, Token: uuid.New(), Status: core.StatusSent},
+			{ID: -3, Token: uuid.New(), Status: core.StatusSent},
+			{ID: -4, Token: uuid.New(), Status: core.StatusSent, Urgent: true},
+		})
 		close(written)
 	}()
 	select {
@@ -424,5 +466,39 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 	}
 	if n := counter.n.Load(); n != 1 {
 		t.Fatalf("%d terminal-write statements for 4 outcomes, want 1", n)
+	}
+}
+
+// Run returns an error, instead of retrying quietly for ever, when claims
+// fail for a reason retrying cannot fix: here the outbox schema is dropped
+// under a running relay. (On fb9f77d Run always returned nil.)
+func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t, 4)
+	ob := testdb.NewSchema(t, pool)
+	ctx := context.Background()
+	relay, err := core.NewRelay(pool, core.Config{Outbox: ob, PollInterval: 10 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signals := &testsignal.Relay{}
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(testsignal.WithRelay(ctx, signals)) }()
+	signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
+	if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "42P01") {
+			t.Fatalf("Run returned %v, want an error naming the missing relation", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run kept going although every claim fails")
+	}
+	if err := relay.Run(ctx); err == nil {
+		t.Fatal("a second Run must be refused")
 	}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/internal/safetext"
 )
 
 // Span attributes. The messaging.* keys follow the OpenTelemetry messaging
@@ -96,14 +99,17 @@ func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sink Sink
 }
 
 // endSpan records the outcome (and error) and ends span; nil is a no-op.
+// The error's text came from outside (a receiver's answer): it is made safe
+// first, since an exporter refuses a batch with invalid UTF-8 in it.
 func endSpan(span trace.Span, outcome string, err error) {
 	if span == nil {
 		return
 	}
 	span.SetAttributes(attrOutcome.String(outcome))
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		msg := safetext.Text(err.Error(), safetext.MaxErrorBytes)
+		span.RecordError(errors.New(msg))
+		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
 }
@@ -124,11 +130,16 @@ type relayMetrics struct {
 	pauses     metric.Int64Counter
 }
 
-func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
+// meterProvider is mp, or the global one when mp is nil.
+func meterProvider(mp metric.MeterProvider) metric.MeterProvider {
 	if mp == nil {
-		mp = otel.GetMeterProvider()
+		return otel.GetMeterProvider()
 	}
-	meter := mp.Meter(instrumentationName)
+	return mp
+}
+
+func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
+	meter := meterProvider(mp).Meter(instrumentationName)
 	var m relayMetrics
 	var errs [5]error
 	m.deliveries, errs[0] = meter.Int64Counter("outbox.deliveries",
@@ -150,10 +161,6 @@ func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 	}
 	return &m, nil
 }
-
-// unknownSinkLabel stands for the sink of a row naming a sink the relay
-// does not know: bounded, unlike the row's value.
-const unknownSinkLabel = "unknown"
 
 // sinkLabels are one sink's metric attribute sets, built once per relay: an
 // attribute set costs allocations and hashing, and a relay records several
@@ -203,13 +210,9 @@ var attrEnqueueResult = attribute.Key("result")
 // labelled created or duplicate.
 func (o *Outbox) countEnqueues(ctx context.Context, sink string, created bool, n int64) {
 	o.enqueuesOnce.Do(func() {
-		mp := o.MeterProvider
-		if mp == nil {
-			mp = otel.GetMeterProvider()
-		}
 		// Creating a counter only fails on an invalid name; a nil counter
 		// would then be the no-op below.
-		o.enqueues, _ = mp.Meter(instrumentationName).Int64Counter("outbox.enqueues",
+		o.enqueues, _ = meterProvider(o.MeterProvider).Meter(instrumentationName).Int64Counter("outbox.enqueues",
 			metric.WithDescription("Messages enqueued, by sink and result (created or duplicate)."))
 	})
 	if o.enqueues == nil {

@@ -1,10 +1,12 @@
 package secrets_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // TestHostileSchemaNamesRefused: the schema name is the one piece of
@@ -17,15 +19,38 @@ func TestHostileSchemaNamesRefused(t *testing.T) {
 		`a.b`, `"quoted"`, `Outbox`, `1outbox`, `out box`, `out-box`, `outbox$1`,
 		`pg_catalog" --`, "outbox\x00", "outbox\n", `ünïcode`, strings.Repeat("a", 64),
 		`outbox' OR '1'='1`, `$$`, `*`, `outbox/*`,
+		// Fits an identifier, but its notification channel would not.
+		strings.Repeat("a", core.MaxSchemaNameBytes+1),
 	}
 	for _, name := range hostile {
 		if ob, err := core.New(name); err == nil {
 			t.Errorf("core.New(%q) accepted it as schema %q", name, ob.Schema())
 		}
 	}
-	for _, name := range []string{"outbox", "_x", "tenant_42", strings.Repeat("a", 63)} {
+	for _, name := range []string{"outbox", "_x", "tenant_42", strings.Repeat("a", core.MaxSchemaNameBytes)} {
 		if _, err := core.New(name); err != nil {
 			t.Errorf("core.New(%q): %v", name, err)
 		}
+	}
+}
+
+// TestLongestSchemaNameEnqueues: the longest schema name core.New accepts
+// migrates and enqueues. (On fb9f77d a 50-character name migrated and then
+// every enqueue failed with "channel name too long".)
+func TestLongestSchemaNameEnqueues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, 2)
+	name := "z" + strings.Repeat("x", core.MaxSchemaNameBytes-1)
+	ob, err := core.New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE") })
+	if _, err := ob.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "s", DedupKey: "k", Payload: "x"}); err != nil {
+		t.Fatalf("enqueue into schema %s: %v", name, err)
 	}
 }

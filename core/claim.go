@@ -1,0 +1,105 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/internal/pgerr"
+)
+
+// claimRetryDelay is how long a claim loop waits after a failed claim (the
+// database is unreachable, say) before trying again.
+const claimRetryDelay = time.Second
+
+// claimedRow is a row this relay holds a lease on.
+type claimedRow struct {
+	Delivery
+	token      uuid.UUID
+	rowMax     *int32 // the row's own max_attempts, if any
+	leaseUntil time.Time
+}
+
+// claim leases up to limit ready rows of sinks (sql/claim.sql) and traces
+// the claim when it did something.
+func (r *Relay) claim(ctx context.Context, limit int, sinks []string) ([]claimedRow, error) {
+	token := uuid.New()
+	claimedAt := time.Now()
+	claimed, err := r.claimRows(ctx, limit, sinks, token, claimedAt)
+	// The span is made after the fact, and only for claims that did
+	// something: an idle relay polls every second and must not fill the
+	// tracing backend with a trace per poll.
+	if err != nil || len(claimed) > 0 {
+		_, span := r.tracer.Start(ctx, "outbox claim", trace.WithTimestamp(claimedAt))
+		span.SetAttributes(attrRowsClaimed.Int(len(claimed)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+	if len(claimed) > 0 {
+		r.signals.EmitClaimed(len(claimed))
+	}
+	return claimed, err
+}
+
+func (r *Relay) claimRows(ctx context.Context, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
+	rows, err := r.db.Query(ctx, r.ob.sql.claim, limit, r.cfg.Lease, sinks, token)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	// Sized for a full claim: growing a slice of rows this large copies them.
+	claimed, err := pgx.AppendRows(make([]claimedRow, 0, limit), rows, func(row pgx.CollectableRow) (claimedRow, error) {
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease)}
+		var headers []byte
+		var ordering *string
+		err := row.Scan(&c.ID, &c.Sink, &c.DedupKey, &c.Payload, &headers, &ordering,
+			&c.Attempt, &c.rowMax, &c.CreatedAt, &c.Uncertain)
+		if err == nil && ordering != nil {
+			c.OrderingKey = *ordering
+		}
+		if err == nil && string(headers) != emptyHeaders {
+			err = json.Unmarshal(headers, &c.Headers)
+		}
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// claimFailed logs a failed claim and waits claimRetryDelay, or stops the
+// relay when retrying the claim cannot help: a relay that cannot claim
+// delivers nothing, and exiting (for a restart, which waits for the
+// database and its migrations) is louder than a warning a minute.
+func (r *Relay) claimFailed(ctx context.Context, err error) {
+	switch {
+	case ctx.Err() != nil:
+	case !pgerr.IsTransient(err):
+		r.fail(fmt.Errorf("claims fail with an error retrying cannot fix: %s", pgerr.Describe(err)))
+	default:
+		r.logger.Warn("outbox: claim failed", "error", err)
+		sleep(ctx, claimRetryDelay)
+	}
+}
+
+// idle waits for a wake-up, the poll interval, or a signal on also (nil
+// waits for the first two only).
+func (r *Relay) idle(ctx context.Context, wake, also <-chan struct{}) {
+	timer := time.NewTimer(r.cfg.PollInterval)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-also:
+	case <-timer.C:
+	}
+}

@@ -1,0 +1,142 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
+)
+
+// A receiver's answer is text from outside: with a NUL and invalid UTF-8 in
+// it, PostgreSQL refuses to store it as it is (SQLSTATE 22021), and a
+// receipt with \u0000 is refused as jsonb (22P05). The relay stores such
+// text made safe, so the other rows of the same terminal-write batch are
+// written once and never delivered again. (On fb9f77d the whole batch was
+// retried until the leases ran out: each good row was delivered twice and
+// ended dead. Mutation tried: storedError returning the raw err.Error()
+// fails this test.)
+func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
+	b := setup(t)
+	var mu sync.Mutex
+	deliveries := map[string]int{}
+	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+		mu.Lock()
+		deliveries[d.DedupKey]++
+		mu.Unlock()
+		switch d.DedupKey {
+		case "hostile-error":
+			return errors.New("HTTP/1.1 500 Oops\xff\x00\x1b[31m")
+		case "hostile-receipt":
+			return d.SetReceipt(map[string]string{"ts": "1\x00\xff"})
+		case "hostile-panic":
+			panic("boom\x00\xfe")
+		}
+		return nil
+	})
+	// Every row is claimed by one claim and finished in one lingering
+	// batch: one statement would carry the hostile text with the rest.
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "hook", Sink: sink, MaxAttempts: 1}}})
+	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3"}
+	msgs := make([]core.Message, len(keys))
+	for i, k := range keys {
+		msgs[i] = core.Message{Sink: "hook", DedupKey: k, Payload: "x"}
+	}
+	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs); err != nil {
+		t.Fatal(err)
+	}
+	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "") == len(keys)
+	})
+	counts := statusCounts(t, b)
+	if counts["sent"] != 4 || counts["dead"] != 2 {
+		t.Fatalf("statuses %v, want 4 sent (3 good rows and the hostile receipt) and 2 dead", counts)
+	}
+	mu.Lock()
+	for _, k := range keys {
+		if deliveries[k] != 1 {
+			t.Errorf("%s delivered %d times, want once", k, deliveries[k])
+		}
+	}
+	mu.Unlock()
+	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErrors := map[string]string{
+		"hostile-error": `500 Oops\xff\x00\x1b[31m`,
+		"hostile-panic": `sink panicked: boom\x00\xfe`,
+	}
+	for _, d := range dead {
+		if want := wantErrors[d.DedupKey]; !strings.Contains(d.LastError, want) {
+			t.Errorf("%s: last_error %q, want it to contain %q", d.DedupKey, d.LastError, want)
+		}
+	}
+	var receipt string
+	if err := b.pool.QueryRow(b.ctx, "SELECT receipt->>'ts' FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'hostile-receipt'").Scan(&receipt); err != nil {
+		t.Fatal(err)
+	}
+	if receipt != `1\x00`+"\uFFFD" { // json.Marshal already made \xff U+FFFD
+		t.Fatalf("stored receipt ts %q, want the escaped text", receipt)
+	}
+}
+
+// The completer is the last line: should a row's outcome still hold text
+// PostgreSQL refuses (core's sanitising is bypassed here), the batch is not
+// retried as a whole until the leases run out but written row by row; the
+// refused row gets a clean error of its own and the real database error
+// is logged. (On fb9f77d: no row of the batch was written.)
+func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
+	b := setup(t)
+	enqueueN(t, b, "s", 3, nil)
+	ids, token, err := b.ob.Claim(b.ctx, b.pool, []string{"s"}, 10, time.Minute)
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("claimed %v, %v", ids, err)
+	}
+	slices.Sort(ids)
+	logger, logs := captureLogs()
+	written := b.ob.WriteOutcomes(testdb.Pool(t, 2), logger, time.Hour, []core.TestOutcome{
+		{ID: ids[0], Token: token, Status: core.StatusSent},
+		{ID: ids[1], Token: token, Status: core.StatusFailed, Err: "refused \xff\x00"},
+		{ID: ids[2], Token: token, Status: core.StatusSent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
+	})
+	if !slices.Equal(written, []bool{true, true, true}) {
+		t.Fatalf("written = %v, want every row written", written)
+	}
+	rows, err := b.pool.Query(b.ctx, "SELECT status, COALESCE(last_error, ''), receipt IS NULL FROM "+b.ob.Schema()+".messages ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var status, lastError string
+		var noReceipt bool
+		if err := rows.Scan(&status, &lastError, &noReceipt); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, status)
+		if status == "failed" && !strings.Contains(lastError, "could not store") {
+			t.Errorf("the refused error was replaced by %q", lastError)
+		}
+		if status == "sent" && !noReceipt {
+			t.Errorf("a refused receipt was stored")
+		}
+	}
+	if !slices.Equal(got, []string{"sent", "failed", "sent"}) {
+		t.Fatalf("statuses %v", got)
+	}
+	for _, want := range []string{"one by one", "SQLSTATE 22021", "SQLSTATE 22P05"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}

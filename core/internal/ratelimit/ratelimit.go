@@ -1,0 +1,129 @@
+// Package ratelimit coordinates sinks' rate limits and Retry-After pauses
+// across every relay of a cluster through one row per sink in PostgreSQL.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core/internal/listener"
+)
+
+// Statements are the SQL the limiter runs (core's sql/reserve_permits.sql,
+// sql/pause_sink.sql and sql/active_pauses.sql, schema filled in).
+type Statements struct {
+	ReservePermits, PauseSink, ActivePauses string
+}
+
+// Limiter implements GCRA ("generic cell rate algorithm") on one row per
+// sink: tat is the theoretical time of the next permit; a permit may start
+// up to (burst-1) intervals early. A reservation of n permits is one atomic
+// upsert that moves tat n intervals forward and tells the caller when each
+// of its permits may start.
+//
+// The same row carries paused_until: a Retry-After from the destination
+// pauses the sink for every relay (and pushes tat past the pause so the
+// permits after it stay evenly spread).
+type Limiter struct {
+	pool *pgxpool.Pool
+	sql  Statements
+
+	mu     sync.Mutex
+	paused map[string]time.Time // local monotonic deadline per paused sink
+}
+
+// New returns a limiter that runs its statements on pool.
+func New(pool *pgxpool.Pool, sql Statements) *Limiter {
+	return &Limiter{pool: pool, sql: sql, paused: map[string]time.Time{}}
+}
+
+// Reserve takes n permits of sink's limit (one per interval, burst back to
+// back after an idle spell) and returns, for each, how long to wait before
+// starting the delivery.
+func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Duration, burst, n int) ([]time.Duration, error) {
+	var base, now time.Time
+	var pausedUntil *time.Time
+	err := l.pool.QueryRow(ctx, l.sql.ReservePermits, sink, n, interval).Scan(&base, &now, &pausedUntil)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: reserve %d permits of sink %q: %w", n, sink, err)
+	}
+	tolerance := time.Duration(burst-1) * interval
+	waits := make([]time.Duration, n)
+	for i := range waits {
+		start := base.Add(time.Duration(i)*interval - tolerance)
+		if pausedUntil != nil && start.Before(*pausedUntil) {
+			start = *pausedUntil
+		}
+		waits[i] = max(0, start.Sub(now))
+	}
+	return waits, nil
+}
+
+// Pause stops sink cluster-wide for d: it records the pause in the
+// database (where relays that start later find it) and notifies the running
+// relays on channel.
+func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, channel string) error {
+	l.pauseLocally(sink, d)
+	if _, err := l.pool.Exec(ctx, l.sql.PauseSink, sink, d, channel, listener.PausePrefix+sink); err != nil {
+		return fmt.Errorf("outbox: pause sink %q for %s: %w", sink, d, err)
+	}
+	return nil
+}
+
+func (l *Limiter) pauseLocally(sink string, d time.Duration) {
+	until := time.Now().Add(d)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until.After(l.paused[sink]) {
+		l.paused[sink] = until
+	}
+}
+
+// RefreshPauses loads the pauses recorded in the database, after a pause
+// notification or a reconnect of the listener.
+func (l *Limiter) RefreshPauses(ctx context.Context) error {
+	rows, err := l.pool.Query(ctx, l.sql.ActivePauses)
+	if err != nil {
+		return fmt.Errorf("outbox: load sink pauses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sink string
+		var remaining time.Duration
+		if err := rows.Scan(&sink, &remaining); err != nil {
+			return fmt.Errorf("outbox: load sink pauses: %w", err)
+		}
+		l.pauseLocally(sink, remaining)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("outbox: load sink pauses: %w", err)
+	}
+	return nil
+}
+
+// PausedFor returns how much longer sink is paused (0 when it is not).
+func (l *Limiter) PausedFor(sink string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(0, time.Until(l.paused[sink]))
+}
+
+// PausedSinks lists the sinks paused right now.
+func (l *Limiter) PausedSinks() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	now := time.Now()
+	for sink, until := range l.paused {
+		if until.After(now) {
+			out = append(out, sink)
+		} else {
+			delete(l.paused, sink)
+		}
+	}
+	return out
+}

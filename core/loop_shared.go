@@ -1,0 +1,131 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxd/outboxd/core/internal/fairshare"
+	"github.com/outboxd/outboxd/core/internal/slots"
+)
+
+// sharedLoopSinkShare is the part of the shared loop's slots one sink may
+// hold. A sink that hangs until its deadline then leaves the rest to the
+// other sinks of the loop instead of stalling them.
+const sharedLoopSinkShare = 0.75
+
+// claimWhenFree is the part of a claim loop's slots that must be free
+// before it claims again: claiming as soon as one slot frees up would turn
+// a busy relay's claims into one-row statements. It equals the part no
+// single sink of the shared loop may hold, so a hanging sink cannot keep
+// that loop from claiming for the others.
+const claimWhenFree = 1 - sharedLoopSinkShare
+
+// sinkStallAfter is how long a sink that fills its share must go without
+// finishing a delivery before the shared loop stops claiming its rows. A
+// busy but fast sink always fills its share too; leaving it out of claims
+// would make the claim filter its whole backlog and come back empty.
+const sinkStallAfter = time.Second
+
+// claimAheadShareOfLease bounds how long claimed rows may wait in the relay
+// for a free slot: rows claimed beyond the free slots must all start within
+// this part of their lease at the pace deliveries currently finish.
+const claimAheadShareOfLease = 0.25
+
+// sharedLoop claims for every sink without a loop of its own: one
+// statement claims a batch across them.
+func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, sinks []string) {
+	n := r.cfg.Concurrency
+	free := slots.New(n, int(float64(n)*claimWhenFree))
+	pace := slots.NewPace(free, time.Duration(float64(r.cfg.Lease)*claimAheadShareOfLease))
+	shares := fairshare.New[claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
+	wake := r.listener.Subscribe()
+	for ctx.Err() == nil {
+		available := free.WaitFree(ctx)
+		if available == 0 {
+			return
+		}
+		stalled := shares.Stalled()
+		claimable := claimableSinks(sinks, r.limiter.PausedSinks(), stalled)
+		if len(claimable) == 0 {
+			r.idle(ctx, wake, free.Freed())
+			continue
+		}
+		limit := min(available+pace.Ahead(n), r.cfg.BatchSize)
+		rows, err := r.claim(ctx, limit, claimable)
+		if err != nil {
+			r.claimFailed(ctx, err)
+			continue
+		}
+		for _, row := range rows {
+			// A row whose sink already fills its share of the slots (it
+			// may be hanging) waits in its sink's queue, off the loop, so
+			// rows of other sinks behind it are not held up.
+			if shares.AcquireOrQueue(row.Sink, row) {
+				free.Take()
+				r.deliverShared(deliverCtx, row, shares, free)
+			}
+		}
+		switch {
+		case len(stalled) > 0 && len(rows) < limit:
+			// The rows left may belong to the stalled sinks: look again
+			// as soon as a delivery finishes, not at the next poll.
+			r.idle(ctx, wake, free.Freed())
+		case len(rows) < limit:
+			r.idle(ctx, wake, nil)
+		}
+	}
+}
+
+// claimableSinks is sinks without the paused and the stalled ones.
+func claimableSinks(sinks, paused, stalled []string) []string {
+	if len(paused) == 0 && len(stalled) == 0 {
+		return sinks
+	}
+	return slices.DeleteFunc(slices.Clone(sinks), func(s string) bool {
+		return slices.Contains(paused, s) || slices.Contains(stalled, s)
+	})
+}
+
+// deliverShared delivers row, which holds a share of its sink and a slot,
+// in a goroutine that then goes on with the sink's queued rows while there
+// are any. Its share and slot are given back when the queue is empty, or
+// early when a delivery overruns its deadline (see deliver): the next
+// queued row then starts in a goroutine of its own. Once ctx is done,
+// queued rows are handed back instead of delivered.
+func (r *Relay) deliverShared(ctx context.Context, row claimedRow, shares *fairshare.Shares[claimedRow], free *slots.Slots) {
+	r.deliveries.Add(1)
+	go func() {
+		defer r.deliveries.Done()
+		for {
+			// Whichever comes first, the early release or the end of the
+			// delivery, owns the share and slot.
+			var owned atomic.Bool
+			releaseEarly := func() {
+				if owned.CompareAndSwap(false, true) {
+					free.Give()
+					if next, ok := shares.HandOver(row.Sink); ok {
+						free.Take()
+						r.deliverShared(ctx, next, shares, free)
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				r.release(row, 0, errors.New("relay shut down while the row waited for its sink's share of the slots"))
+			} else {
+				r.deliver(ctx, row, 0, releaseEarly)
+			}
+			if !owned.CompareAndSwap(false, true) {
+				return // released early; the share went on without us
+			}
+			next, ok := shares.HandOver(row.Sink)
+			if !ok {
+				free.Give()
+				return
+			}
+			row = next
+		}
+	}()
+}

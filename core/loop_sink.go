@@ -1,0 +1,79 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/outboxd/outboxd/core/internal/slots"
+)
+
+// rateReserveHorizon is how far ahead one relay reserves delivery permits of
+// a rate-limited sink. Reserving a small batch at a time keeps the database
+// out of the per-message path, while short horizons keep one relay from
+// hoarding permits the others could use.
+const rateReserveHorizon = time.Second
+
+// sinkLoop claims for one throttled sink: only as many rows as it has free
+// in-flight slots and, with a rate limit, as many as it can start within
+// rateReserveHorizon; it reserves exactly that many cluster-wide permits.
+func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
+	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
+	wake := r.listener.Subscribe()
+	sinks := []string{s.Name}
+	for ctx.Err() == nil {
+		if d := r.limiter.PausedFor(s.Name); d > 0 {
+			sleep(ctx, d)
+			continue
+		}
+		available := free.WaitFree(ctx)
+		if available == 0 {
+			return
+		}
+		limit := min(available, r.cfg.BatchSize)
+		if s.RateLimit != nil {
+			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
+		}
+		rows, err := r.claim(ctx, limit, sinks)
+		if err != nil {
+			r.claimFailed(ctx, err)
+			continue
+		}
+		if len(rows) == 0 {
+			r.idle(ctx, wake, nil)
+			continue
+		}
+		waits := make([]time.Duration, len(rows))
+		if rl := s.RateLimit; rl != nil {
+			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.interval(), rl.Burst, len(rows)); err != nil {
+				// Without permits we must not deliver: hand the rows back.
+				r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
+				for _, row := range rows {
+					r.release(row, 0, err)
+				}
+				sleep(ctx, claimRetryDelay)
+				continue
+			}
+		}
+		for i, row := range rows {
+			free.Take()
+			r.start(deliverCtx, row, waits[i], free.Give)
+		}
+		if s.RateLimit != nil {
+			// Claim again only when this batch's permits have come due.
+			sleep(ctx, waits[len(waits)-1])
+		}
+	}
+}
+
+// start delivers row in its own goroutine after wait (a rate-limit permit);
+// done frees the row's slot (once, possibly early: see deliver).
+func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, done func()) {
+	r.deliveries.Add(1)
+	free := sync.OnceFunc(done)
+	go func() {
+		defer r.deliveries.Done()
+		defer free()
+		r.deliver(ctx, row, wait, free)
+	}()
+}

@@ -1,0 +1,44 @@
+-- Writes a batch of delivery outcomes in one statement. The arrays hold, per
+-- outcome: $1 id, $2 lease token, $3 new status, $4 delay in seconds before
+-- the next attempt, $5 error, $6 receipt, $7 refund (1 gives the attempt
+-- back). With $8 (Config.DeleteOnSent) delivered rows are deleted instead
+-- of updated.
+--
+-- The lease token guard makes a late completion from a relay whose lease
+-- expired (a zombie) change nothing: the row was re-claimed under a new
+-- token. A token is only ever set on in_progress rows (a CHECK constraint
+-- holds it), so the token test is the status test; spelling out
+-- status = 'in_progress' as well can lead the planner to walk the lease
+-- index instead of the primary key. Failed attempts are recorded for
+-- operators; a refunded attempt (RetryAfter, a released row) is not.
+-- Returns the ids written; an id missing from the answer was a zombie's.
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
+        AS t(id, token, status, delay_seconds, error, receipt, refund)
+), deleted AS (
+    DELETE FROM {schema}.messages m USING f
+    WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    RETURNING m.id, m.attempts
+), deleted_errors AS (
+    DELETE FROM {schema}.failed_attempts
+    WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
+), done AS (
+    UPDATE {schema}.messages m
+    SET status = f.status,
+        attempts = m.attempts - f.refund,
+        available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
+        sent_at = CASE WHEN f.status = 'sent' THEN now() END,
+        last_error = COALESCE(f.error, m.last_error),
+        receipt = COALESCE(f.receipt, m.receipt),
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM f
+    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
+    RETURNING m.id, m.attempts, f.error, f.refund
+), recorded AS (
+    -- Reads the outcome back from RETURNING: joining done to f again would
+    -- be a nested loop over two CTE scans, quadratic in the batch size.
+    INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
+    SELECT id, attempts, error FROM done
+    WHERE error IS NOT NULL AND refund = 0
+)
+SELECT id FROM done UNION ALL SELECT id FROM deleted

@@ -1,0 +1,2 @@
+-- The versions of the migrations already applied.
+SELECT version FROM {schema}.schema_migrations

@@ -1,0 +1,2 @@
+-- Records migration $1 named $2 as applied.
+INSERT INTO {schema}.schema_migrations (version, name) VALUES ($1, $2)

@@ -1,0 +1,3 @@
+-- Makes unqualified names (in migration files) resolve to the outbox's
+-- schema for the rest of the transaction.
+SET LOCAL search_path TO {schema}
