@@ -98,4 +98,3 @@ func (o *Outbox) maxPayload() int {
 	}
 	return DefaultMaxPayloadBytes
 }
-

@@ -33,9 +33,9 @@ type queries struct {
 	stats, deadLetters, redrive, purge string
 
 	lockSession, unlockSession, lockTransaction string
-	migrationsPrepare, migrationsApplied       string
-	migrationsRecord, migrationsLedgerExists   string
-	setSearchPath                              string
+	migrationsPrepare, migrationsApplied        string
+	migrationsRecord, migrationsLedgerExists    string
+	setSearchPath                               string
 }
 
 func newQueries(ident string) queries {

@@ -131,7 +131,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancelCause(ctx)
 	defer stopLoops(nil)
 	r.fail = func(err error) {
-		r.logger.Error("outbox: the relay stops: "+err.Error())
+		r.logger.Error("outbox: the relay stops: " + err.Error())
 		stopLoops(fmt.Errorf("%w: %w", errRelayFailed, err))
 	}
 	// Deliveries and their terminal writes outlive ctx for the drain; this
