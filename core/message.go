@@ -90,6 +90,16 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("outbox: %w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
 }
 
+// Validate reports whether Enqueue would accept msg, without touching the
+// database: nil, or the error Enqueue would return, wrapping
+// ErrInvalidMessage. A caller that must take or refuse a whole set of
+// messages at once (the CLI's enqueue --file) checks each before storing
+// any.
+func (o *Outbox) Validate(ctx context.Context, msg Message) error {
+	_, err := o.validate(ctx, msg)
+	return err
+}
+
 // validate checks m before anything touches the database and encodes it.
 func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) {
 	var v validMessage
