@@ -21,10 +21,13 @@ import (
 // hostGuard refuses, with 421, a request whose Host header is not a name
 // of this server: with a loopback listen, anything but localhost and
 // loopback addresses (and allowed); with another listen, when allowed is
-// set, any name not in it. A rebinding page's requests carry its own name
-// in Host, whatever address that name resolves to.
+// set, any host name not in it. A rebinding page's requests carry its own
+// name in Host, whatever address that name resolves to. An IP address in
+// Host cannot be rebound, so with a listen that is not loopback it passes:
+// probes and scrapers address a pod by its IP.
 func hostGuard(listen string, allowed []string, next http.Handler) http.Handler {
-	if !isLoopback(listen) && len(allowed) == 0 {
+	loopback := isLoopback(listen)
+	if !loopback && len(allowed) == 0 {
 		return next // reachable under any name anyway; the token guards it
 	}
 	names := make(map[string]bool, len(allowed))
@@ -33,7 +36,8 @@ func hostGuard(listen string, allowed []string, next http.Handler) http.Handler 
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := hostName(r.Host)
-		if !names[host] && !isLoopbackHost(host) {
+		_, ipErr := netip.ParseAddr(host)
+		if !names[host] && !isLoopbackHost(host) && (loopback || ipErr != nil) {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("host %q is not a name of this server (see http.allowed_hosts)", host))
 			return
 		}
