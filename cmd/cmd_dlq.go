@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -58,16 +57,14 @@ func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tATTEMPTS\tUPDATED_AT\tLAST_ERROR")
 	for _, d := range letters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Sink, d.DedupKey, d.Attempts,
-			d.UpdatedAt.UTC().Format(time.RFC3339), oneLine(d.LastError))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, terminalCell(d.Sink), terminalCell(d.DedupKey), d.Attempts,
+			d.UpdatedAt.UTC().Format(time.RFC3339), terminalCell(d.LastError))
 		for _, e := range d.Errors {
-			fmt.Fprintf(tw, "\t\t  attempt %d\t\t%s\t%s\n", e.Attempt, e.FailedAt.UTC().Format(time.RFC3339), oneLine(e.Error))
+			fmt.Fprintf(tw, "\t\t  attempt %d\t\t%s\t%s\n", e.Attempt, e.FailedAt.UTC().Format(time.RFC3339), terminalCell(e.Error))
 		}
 	}
 	return tw.Flush()
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // dlqAction is Outbox.Redrive or Outbox.Purge.
 type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (int64, error)

@@ -32,8 +32,11 @@ func (a *app) enqueueCommand() *cobra.Command {
 		Long: `Enqueue one message and print "created <id>" or "duplicate <id>", or, with
 --file, read JSON lines {"sink","dedup_key","payload","ordering_key"} (--sink
 fills in a missing sink) and enqueue them in batches, printing the counts of
-created and duplicate messages at the end. A rerun after a failure is safe:
-lines already stored are reported as duplicates.
+created and duplicate messages at the end. Every line is checked before any
+is stored: a bad line (not one JSON object, an unknown sink, a payload the
+database cannot store) exits with code 2 naming it, and nothing is
+enqueued. A rerun after a database failure is safe: lines already stored
+are reported as duplicates.
 
 A TRACEPARENT (and TRACESTATE) environment variable continues the caller's
 trace: the delivery spans become part of it.`,

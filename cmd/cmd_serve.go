@@ -83,7 +83,7 @@ func (a *app) serve(ctx context.Context) error {
 		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}
 	}
 
-	api := &API{cfg: cfg, ob: ob, db: pool, log: log, tracing: tel.TracerProvider, metrics: tel.Metrics}
+	api := &API{cfg: cfg, ob: ob, db: pool, log: log, tracing: tel.TracerProvider, meters: tel.MeterProvider, metrics: tel.Metrics}
 	stopHTTP, err := startHTTP(ctx, cfg.HTTP.Listen, api.Handler(), log)
 	if err != nil {
 		return err
@@ -116,14 +116,7 @@ func checkListen(cfg *Config) error {
 
 func isLoopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && isLoopbackHost(host)
 }
 
 // startHTTP listens at once, so /healthz answers and /readyz reports the
@@ -137,6 +130,9 @@ func startHTTP(ctx context.Context, listen string, h http.Handler, log *slog.Log
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

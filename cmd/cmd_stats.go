@@ -71,13 +71,18 @@ func writeStatsTable(w io.Writer, r StatsReport) error {
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", name, s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age)
 	}
 	return tw.Flush()
 }
 
+// writeJSON prints v as indented JSON, its strings safe for a terminal
+// (see terminalJSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(terminalJSON(js), '\n'))
+	return err
 }

@@ -79,6 +79,9 @@ type HTTPConfig struct {
 	Listen string `mapstructure:"listen"`
 	// Token, when set, is required as a bearer token on /v1/*.
 	Token string `mapstructure:"token"`
+	// AllowedHosts are the host names (besides loopback names and
+	// addresses) the API answers to in the Host header; see hostGuard.
+	AllowedHosts []string `mapstructure:"allowed_hosts"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment

@@ -16,8 +16,10 @@ import (
 // problem per wrongly typed key, each naming the key.
 func decodeConfig(settings map[string]any, cfg *Config) []string {
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
-		Result:     cfg,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(durationHook, stringToNumberOrBoolHook),
+		Result: cfg,
+		// A list key overridden from the environment comes as one
+		// comma-separated string.
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(durationHook, stringToNumberOrBoolHook, mapstructure.StringToSliceHookFunc(",")),
 	})
 	if err != nil {
 		return []string{err.Error()}

@@ -132,7 +132,7 @@ var topLevelKeys = []string{
 	"relay.batch_size", "relay.lease", "relay.poll_interval", "relay.concurrency",
 	"relay.shutdown_timeout", "relay.delete_on_sent", "relay.durable_writes",
 	"retention.sent",
-	"http.listen", "http.token",
+	"http.listen", "http.token", "http.allowed_hosts",
 	"telemetry.service_name", "telemetry.otlp_endpoint", "telemetry.protocol", "telemetry.link_producer_span",
 }
 

@@ -32,7 +32,7 @@ func (c *Config) settings() map[string]any {
 			"poll_interval": dur(c.Relay.PollInterval), "concurrency": c.Relay.Concurrency,
 		},
 		"retention": map[string]any{"sent": dur(c.Retention.Sent)},
-		"http":      map[string]any{"listen": c.HTTP.Listen, "token": c.HTTP.Token},
+		"http":      map[string]any{"listen": c.HTTP.Listen, "token": c.HTTP.Token, "allowed_hosts": c.HTTP.AllowedHosts},
 		"telemetry": map[string]any{
 			"service_name": c.Telemetry.ServiceName, "otlp_endpoint": c.Telemetry.OTLPEndpoint,
 			"protocol": c.Telemetry.Protocol,

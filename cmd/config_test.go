@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +194,21 @@ func TestParseConfigRelayOptions(t *testing.T) {
 	}
 	if !cfg.Relay.DeleteOnSent || !cfg.Relay.DurableWrites || !cfg.Telemetry.LinkProducerSpan || cfg.Relay.ShutdownTimeout != 5*time.Second {
 		t.Errorf("set: relay %+v, telemetry %+v", cfg.Relay, cfg.Telemetry)
+	}
+}
+
+// TestParseConfigAllowedHosts: http.allowed_hosts is a YAML list, or a
+// comma-separated OUTBOX_HTTP_ALLOWED_HOSTS.
+func TestParseConfigAllowedHosts(t *testing.T) {
+	t.Parallel()
+	want := []string{"outbox.example.com", "outboxd.internal"}
+	cfg, err := ParseConfig([]byte("http:\n  allowed_hosts: [outbox.example.com, outboxd.internal]\n"), "t.yaml", envMap(nil))
+	if err != nil || !slices.Equal(cfg.HTTP.AllowedHosts, want) {
+		t.Errorf("from the file: %v %v", cfg, err)
+	}
+	cfg, err = ParseConfig(nil, "", envMap(map[string]string{"OUTBOX_HTTP_ALLOWED_HOSTS": "outbox.example.com,outboxd.internal"}))
+	if err != nil || !slices.Equal(cfg.HTTP.AllowedHosts, want) {
+		t.Errorf("from the environment: %v %v", cfg, err)
 	}
 }
 

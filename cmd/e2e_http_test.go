@@ -12,17 +12,23 @@ import (
 
 const apiToken = "e2e-api-token-0123456789"
 
-// call makes one API request and returns the status and decoded body.
+// call makes one API request, with a JSON body, and returns the status and
+// decoded body. header are name, value pairs that are set last.
 func call(t *testing.T, method, url, token, body string, header ...string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1] // the client sends req.Host, not a Host header
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -139,8 +139,11 @@ func TestEnqueueFileBulk(t *testing.T) {
 		t.Fatalf("stdin: exit %d, %q %q", code, out, stderr)
 	}
 	out, stderr, code = e.run(strings.NewReader(`{"sink":"bulk","dedup_key":"ok","payload":1}`+"\n"+`{"sink":"elsewhere","dedup_key":"x","payload":1}`+"\n"), "enqueue", "--file", "-")
-	if code != 2 || !strings.Contains(stderr, "line 2") || !strings.Contains(stderr, `unknown sink "elsewhere"`) || !strings.Contains(out, "created 1") {
+	if code != 2 || !strings.Contains(stderr, "line 2") || !strings.Contains(stderr, `unknown sink "elsewhere"`) || out != "" {
 		t.Fatalf("bad line: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if s := e.stats()["bulk"]; s["pending"] != n+1 {
+		t.Fatalf("the good line before a bad one was stored: %v", s)
 	}
 }
 

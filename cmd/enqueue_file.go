@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,41 +37,107 @@ type fileLine struct {
 	OrderingKey string          `json:"ordering_key"`
 }
 
-// enqueueFile streams JSON lines into EnqueueBatch calls. Each batch
-// commits on its own, so a bad line stops the run after the batches before
-// it; rerunning the whole file is safe because stored lines come back as
-// duplicates.
+// enqueueFile enqueues the JSON lines of f.file in two passes, so that a
+// bad line never leaves the file half stored. The first pass checks every
+// line as Enqueue would (its JSON, its sink, the core's validation) and
+// writes nothing: one bad line stops the run with exit code 2, naming the
+// line, and nothing is enqueued. The second pass stores the lines in
+// batches of EnqueueFileBatchSize, each committing on its own (one
+// transaction for a large file would hold back vacuum of the outbox for as
+// long as it runs): only a database failure can stop it part way, and then
+// the counts stored so far are printed. Rerunning the whole file is safe
+// either way: stored lines come back as duplicates.
 func (a *app) enqueueFile(ctx context.Context, cmd *cobra.Command, s session, f enqueueFlags) error {
 	in, size, closeIn, err := a.openInput(f.file)
 	if err != nil {
 		return err
 	}
 	defer closeIn()
-	bar := newProgressBar(a.io.Err, size)
-	var (
-		created, duplicates int
-		batch               []core.Message
-		firstLine           int
-	)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
+	first, again, err := replayable(in)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	defer again.Close()
+
+	check := func(lineNo int, line []byte) error {
+		msg, err := parseFileLine(line, f.sink, s.cfg)
+		if err == nil {
+			err = s.ob.Validate(ctx, msg)
 		}
-		results, err := s.ob.EnqueueBatch(ctx, s.pool, batch)
 		if err != nil {
-			return enqueueError(fmt.Errorf("lines %d-%d: %w", firstLine, firstLine+len(batch)-1, err))
+			return badInputf("%s line %d: %w (nothing was enqueued)", f.file, lineNo, err)
 		}
-		for _, r := range results {
-			if r.Created {
-				created++
-			} else {
-				duplicates++
-			}
-		}
-		batch = batch[:0]
 		return nil
 	}
-	sc := bufio.NewScanner(in)
+	if err := eachLine(first, f.file, newProgressBar(a.io.Err, size, "check"), check); err != nil {
+		return err
+	}
+
+	b := fileBatch{s: s}
+	store := func(lineNo int, line []byte) error {
+		msg, err := parseFileLine(line, f.sink, s.cfg)
+		if err != nil { // only if the file changed since the first pass
+			return badInputf("%s line %d changed while it was enqueued: %w", f.file, lineNo, err)
+		}
+		return b.add(ctx, lineNo, msg)
+	}
+	err = eachLine(again, f.file, newProgressBar(a.io.Err, size, "enqueue"), store)
+	if err == nil {
+		err = b.flush(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "created %d, duplicate %d before the error; rerunning the file is safe\n", b.created, b.duplicates)
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "created %d, duplicate %d\n", b.created, b.duplicates)
+	return nil
+}
+
+// fileBatch collects checked lines into EnqueueBatch calls and counts
+// their results.
+type fileBatch struct {
+	s                   session
+	msgs                []core.Message
+	firstLine, lastLine int
+	created, duplicates int
+}
+
+func (b *fileBatch) add(ctx context.Context, lineNo int, msg core.Message) error {
+	if len(b.msgs) == 0 {
+		b.firstLine = lineNo
+	}
+	b.lastLine = lineNo
+	b.msgs = append(b.msgs, msg)
+	if len(b.msgs) < EnqueueFileBatchSize {
+		return nil
+	}
+	return b.flush(ctx)
+}
+
+// flush stores the collected lines in one statement.
+func (b *fileBatch) flush(ctx context.Context) error {
+	if len(b.msgs) == 0 {
+		return nil
+	}
+	results, err := b.s.ob.EnqueueBatch(ctx, b.s.pool, b.msgs)
+	if err != nil {
+		return enqueueError(fmt.Errorf("lines %d-%d: %w", b.firstLine, b.lastLine, err))
+	}
+	for _, r := range results {
+		if r.Created {
+			b.created++
+		} else {
+			b.duplicates++
+		}
+	}
+	b.msgs = b.msgs[:0]
+	return nil
+}
+
+// eachLine calls fn with the number and the trimmed text of every line of
+// r that is not blank, advancing bar (when not nil) as it reads.
+func eachLine(r io.Reader, name string, bar *progressbar.ProgressBar, fn func(lineNo int, line []byte) error) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxEnqueueLineBytes)
 	lineNo := 0
 	for sc.Scan() {
@@ -82,53 +149,85 @@ func (a *app) enqueueFile(ctx context.Context, cmd *cobra.Command, s session, f 
 		if len(line) == 0 {
 			continue
 		}
-		msg, err := parseFileLine(line, f.sink, s.cfg)
-		if err != nil {
-			err = badInputf("%s line %d: %w", f.file, lineNo, err)
-			return reportPartial(cmd, created, duplicates, flushThen(flush, err))
-		}
-		if len(batch) == 0 {
-			firstLine = lineNo
-		}
-		batch = append(batch, msg)
-		if len(batch) == EnqueueFileBatchSize {
-			if err := flush(); err != nil {
-				return reportPartial(cmd, created, duplicates, err)
-			}
+		if err := fn(lineNo, line); err != nil {
+			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return reportPartial(cmd, created, duplicates, fmt.Errorf("read %s after line %d: %w", f.file, lineNo, err))
-	}
-	if err := flush(); err != nil {
-		return reportPartial(cmd, created, duplicates, err)
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		return badInputf("%s line %d: longer than %d bytes (nothing was enqueued)", name, lineNo+1, MaxEnqueueLineBytes)
+	case err != nil:
+		return fmt.Errorf("read %s after line %d: %w", name, lineNo, err)
 	}
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "created %d, duplicate %d\n", created, duplicates)
 	return nil
 }
 
-// flushThen stores the good lines read before a bad one, then returns err.
-func flushThen(flush func() error, err error) error {
-	if ferr := flush(); ferr != nil {
-		return ferr
+// replayable returns in to read once, and a second reader with the bytes
+// the first one read, for after it reached its end: in itself, rewound,
+// when it can seek (a regular file: lines appended meanwhile are not read
+// again, they were not checked); else a temporary copy that the first
+// reader fills as it goes (a pipe, stdin). Close the second reader to
+// remove the copy.
+func replayable(in io.Reader) (io.Reader, io.ReadCloser, error) {
+	if seeker, ok := in.(io.ReadSeeker); ok {
+		if start, err := seeker.Seek(0, io.SeekCurrent); err == nil {
+			first := &countingReader{r: in}
+			return first, &rewinder{seeker: seeker, start: start, length: &first.n}, nil
+		}
 	}
-	return err
+	spool, err := os.CreateTemp("", "outboxd-enqueue-*.jsonl")
+	if err != nil {
+		return nil, nil, fmt.Errorf("a copy of the input for the second pass: %w", err)
+	}
+	first := &countingReader{r: io.TeeReader(in, spool)}
+	return first, &rewinder{seeker: spool, length: &first.n, remove: spool}, nil
 }
 
-// reportPartial prints what was stored before err stopped the run.
-func reportPartial(cmd *cobra.Command, created, duplicates int, err error) error {
-	fmt.Fprintf(cmd.OutOrStdout(), "created %d, duplicate %d before the error\n", created, duplicates)
-	return err
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// rewinder reads *length bytes of seeker from start, seeking there on its
+// first read.
+type rewinder struct {
+	seeker io.ReadSeeker
+	start  int64
+	length *int64
+	rest   io.Reader // nil until the first read
+	remove *os.File  // the temporary copy to delete on Close, if any
+}
+
+func (r *rewinder) Read(p []byte) (int, error) {
+	if r.rest == nil {
+		if _, err := r.seeker.Seek(r.start, io.SeekStart); err != nil {
+			return 0, err
+		}
+		r.rest = io.LimitReader(r.seeker, *r.length)
+	}
+	return r.rest.Read(p)
+}
+
+func (r *rewinder) Close() error {
+	if r.remove == nil {
+		return nil
+	}
+	return errors.Join(r.remove.Close(), os.Remove(r.remove.Name()))
 }
 
 func parseFileLine(line []byte, defaultSink string, cfg *Config) (core.Message, error) {
 	var l fileLine
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
+	if err := decodeOne(bytes.NewReader(line), &l); err != nil {
 		return core.Message{}, fmt.Errorf("not a JSON object with sink, dedup_key, payload and ordering_key: %w", err)
 	}
 	if l.Sink == "" {
@@ -160,15 +259,15 @@ func (a *app) openInput(name string) (io.Reader, int64, func(), error) {
 	return file, size, func() { _ = file.Close() }, nil
 }
 
-// newProgressBar returns a bar drawn on w when w is a terminal, else nil:
-// logs and pipes get only the final count.
-func newProgressBar(w io.Writer, size int64) *progressbar.ProgressBar {
+// newProgressBar returns a bar labelled pass drawn on w when w is a
+// terminal, else nil: logs and pipes get only the final count.
+func newProgressBar(w io.Writer, size int64, pass string) *progressbar.ProgressBar {
 	if !isTerminal(w) {
 		return nil
 	}
 	return progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("enqueue"),
+		progressbar.OptionSetDescription(pass),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionThrottle(progressRefresh),
 		progressbar.OptionClearOnFinish(),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -27,6 +28,21 @@ const (
 	ReadinessTimeout = 2 * time.Second
 	// ReadHeaderTimeout bounds how long a client may take to send headers.
 	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds how long a client may take to send a whole
+	// request, so that one trickling its body (a slowloris) cannot hold a
+	// connection: time for MaxRequestBodyBytes at 1 Mbit/s, and then some.
+	ReadTimeout = 20 * time.Second
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of the answer: its body, the handler's database work, the response.
+	WriteTimeout = 60 * time.Second
+	// IdleTimeout closes a kept-alive connection that carries no request
+	// for this long; longer than the idle timeouts of common load
+	// balancers, so that they, not we, close it.
+	IdleTimeout = 120 * time.Second
+	// MaxDeadLetterLimit caps GET /v1/dlq's limit parameter: each dead
+	// letter carries the error of every attempt, so one page of them can be
+	// large.
+	MaxDeadLetterLimit = 500
 )
 
 // API serves the HTTP endpoints of `outboxd serve`.
@@ -36,12 +52,15 @@ type API struct {
 	db      *pgxpool.Pool
 	log     *slog.Logger
 	tracing trace.TracerProvider
+	meters  metric.MeterProvider
 	metrics http.Handler
 }
 
 // Handler routes every endpoint: /v1/* behind the token (when one is
-// configured), body limits and tracing; /healthz, /readyz and /metrics
-// open, as probes and scrapers expect.
+// configured), JSON bodies only, body limits and tracing; /healthz, /readyz
+// and /metrics open, as probes and scrapers expect. Every request must name
+// this server in its Host header, and no browser on another site may
+// change state (see hostGuard, refuseCrossOrigin and requireJSON).
 func (s *API) Handler() http.Handler {
 	v1 := http.NewServeMux()
 	v1.HandleFunc("POST /v1/messages", s.postMessage)
@@ -50,8 +69,9 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.cfg.HTTP.Token, limitBody(v1)), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.cfg.HTTP.Token, requireJSON(limitBody(v1))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.tracing),
+		otelhttp.WithMeterProvider(s.meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	))
@@ -60,7 +80,7 @@ func (s *API) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.getReady)
 	mux.Handle("GET /metrics", s.metrics)
-	return recoverPanics(s.log, mux)
+	return recoverPanics(s.log, hostGuard(s.cfg.HTTP.Listen, s.cfg.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
 }
 
 func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +122,7 @@ func (s *API) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "limit: want a positive whole number")
 			return
 		}
-		f.Limit = n
+		f.Limit = min(n, MaxDeadLetterLimit)
 	}
 	letters, err := s.ob.DeadLetters(r.Context(), s.db, f)
 	if err != nil {

@@ -48,12 +48,7 @@ func decodeMessageRequest(body io.Reader, cfg *Config) (messageRequest, int, err
 // decodeStrict decodes exactly one JSON object into v, rejecting unknown
 // fields, wrong types (naming the field) and trailing data.
 func decodeStrict(body io.Reader, v any) (int, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
-	}
+	err := decodeOne(body, v)
 	if err == nil {
 		return 0, nil
 	}
@@ -68,6 +63,8 @@ func decodeStrict(body io.Reader, v any) (int, error) {
 		return http.StatusBadRequest, fmt.Errorf("%s: want a JSON %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
 	case errors.Is(err, io.EOF):
 		return http.StatusBadRequest, errors.New("request body is empty; want a JSON object")
+	case errors.Is(err, errTrailingData):
+		return http.StatusBadRequest, err
 	}
 	return http.StatusBadRequest, fmt.Errorf("request body is not the expected JSON object: %w", err)
 }

@@ -93,7 +93,7 @@ func Execute(ctx context.Context, args []string, io IO) int {
 			// Cobra's own errors: unknown command, flag or argument.
 			err = badInput(err)
 		}
-		fmt.Fprintln(io.Err, "Error:", a.scrub.String(err.Error()))
+		fmt.Fprintln(io.Err, "Error:", terminalText(a.scrub.String(err.Error())))
 	}
 	return exitCode(err)
 }

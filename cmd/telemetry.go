@@ -64,14 +64,37 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig, env LookupEnv) (*Tel
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
+	mpOpts = append(mpOpts, sdkmetric.WithResource(res), sdkmetric.WithReader(promExporter), sdkmetric.WithView(boundedHTTPServerMetrics))
 	return &Telemetry{
 		TracerProvider:   sdktrace.NewTracerProvider(tpOpts...),
-		MeterProvider:    sdkmetric.NewMeterProvider(append(mpOpts, sdkmetric.WithResource(res), sdkmetric.WithReader(promExporter))...),
+		MeterProvider:    sdkmetric.NewMeterProvider(mpOpts...),
 		Metrics:          promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Exporting:        exporter != nil,
 		ExportingMetrics: metricExporter,
 	}, nil
 }
+
+// httpServerMetricKeys are the attributes the HTTP server's request metrics
+// keep, each bounded by the server's own routes and answers. The
+// instrumentation also records server.address and server.port, taken from
+// the client's Host header: a client varying it would add series to
+// /metrics without end.
+var httpServerMetricKeys = []attribute.Key{
+	"http.request.method", // unknown methods are recorded as _OTHER
+	"http.response.status_code",
+	"http.route", // the matched pattern, never the path
+	"url.scheme",
+	"network.protocol.name",
+	"network.protocol.version",
+	"error.type",
+}
+
+// boundedHTTPServerMetrics keeps only httpServerMetricKeys on the
+// http.server.* instruments.
+var boundedHTTPServerMetrics = sdkmetric.NewView(
+	sdkmetric.Instrument{Name: "http.server.*"},
+	sdkmetric.Stream{AttributeFilter: attribute.NewAllowKeysFilter(httpServerMetricKeys...)},
+)
 
 // meterReaders returns the meter provider option adding a periodic OTLP
 // reader when a metrics endpoint is configured (none otherwise) and whether

@@ -97,6 +97,10 @@ func TestEnqueueValidation(t *testing.T) {
 		{"no payload", core.Message{Sink: "s", DedupKey: "k"}, "payload is empty"},
 		{"too big", core.Message{Sink: "s", DedupKey: "k", Payload: strings.Repeat("x", core.DefaultMaxPayloadBytes)}, "over the limit"},
 		{"negative max attempts", core.Message{Sink: "s", DedupKey: "k", Payload: "x", MaxAttempts: -1}, "max attempts"},
+		// encoding/json writes a Go string's NUL as \u0000, which jsonb refuses.
+		{"NUL in a string payload", core.Message{Sink: "s", DedupKey: "k", Payload: "a\x00b"}, `payload: \u0000`},
+		{"NUL in a payload's field", core.Message{Sink: "s", DedupKey: "k", Payload: map[string]string{"k": "\x00"}}, `payload: \u0000`},
+		{"NUL in a header", core.Message{Sink: "s", DedupKey: "k", Payload: "x", Headers: map[string]string{"x-id": "1\x002"}}, `headers: \u0000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,4 +64,21 @@ func Example() {
 	// Output:
 	// created: true
 	// delivered: greetings order-42 {"text": "Order 42 shipped"}
+}
+
+// Validate checks messages without touching the database, so a whole set
+// can be refused before any of it is stored.
+func ExampleOutbox_Validate() {
+	ob, _ := core.New("outbox")
+	lines := []core.Message{
+		{Sink: "partner", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
+		{Sink: "partner", DedupKey: "order-2", Payload: json.RawMessage(`{"note": "\u0000"}`)},
+	}
+	for i, m := range lines {
+		if err := ob.Validate(context.Background(), m); err != nil {
+			fmt.Println("message", i+1, "refused:", errors.Is(err, core.ErrInvalidMessage))
+		}
+	}
+	// Output:
+	// message 2 refused: true
 }

@@ -1,12 +1,16 @@
 package core
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,6 +90,16 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("outbox: %w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
 }
 
+// Validate reports whether Enqueue would accept msg, without touching the
+// database: nil, or the error Enqueue would return, wrapping
+// ErrInvalidMessage. A caller that must take or refuse a whole set of
+// messages at once (the CLI's enqueue --file) checks each before storing
+// any.
+func (o *Outbox) Validate(ctx context.Context, msg Message) error {
+	_, err := o.validate(ctx, msg)
+	return err
+}
+
 // validate checks m before anything touches the database and encodes it.
 func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) {
 	var v validMessage
@@ -122,6 +136,9 @@ func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) 
 	if headers := withTraceContext(ctx, m.Headers); len(headers) > 0 {
 		if v.headers, err = json.Marshal(headers); err != nil {
 			return v, invalid("headers: %v", err)
+		}
+		if err := checkJSONBEscapes("headers", v.headers); err != nil {
+			return v, err
 		}
 	}
 	v.sink, v.dedupKey, v.payload = m.Sink, m.DedupKey, payload
@@ -171,19 +188,71 @@ func encodePayload(p any) ([]byte, error) {
 		if err != nil {
 			return nil, invalid("payload: %v", err)
 		}
-		return enc, nil
+		return enc, checkJSONBEscapes("payload", enc)
 	default:
 		enc, err := json.Marshal(p)
 		if err != nil {
 			return nil, invalid("payload cannot be encoded as JSON: %v", err)
 		}
-		return enc, nil
+		// Go strings may hold NUL, which encoding/json writes as \u0000.
+		return enc, checkJSONBEscapes("payload", enc)
 	}
 	if !json.Valid(b) {
 		return nil, invalid("payload is not valid JSON")
 	}
-	return b, nil
+	if !utf8.Valid(b) {
+		// json.Valid does not check the encoding; PostgreSQL refuses
+		// invalid UTF-8 (SQLSTATE 22021).
+		return nil, invalid("payload: not valid UTF-8")
+	}
+	return b, checkJSONBEscapes("payload", b)
 }
+
+// checkJSONBEscapes refuses the \u escapes in the valid JSON text b (the
+// message's field) that PostgreSQL's jsonb cannot store: \u0000 (SQLSTATE
+// 22P05) and a UTF-16 surrogate that is not half of a pair (22P02). Without
+// it such a payload reaches the database and fails there, as a server error
+// rather than the producer's mistake. Most payloads hold no \u at all and
+// cost one bytes.Contains.
+func checkJSONBEscapes(field string, b []byte) error {
+	if !bytes.Contains(b, []byte(`\u`)) {
+		return nil
+	}
+	// In valid JSON a backslash only occurs inside a string and always
+	// starts an escape: a \u escape is followed by four hex digits.
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		i++
+		if b[i] != 'u' {
+			continue
+		}
+		at := i - 1
+		r := hexRune(b[i+1 : i+5])
+		i += 4
+		switch {
+		case r == 0:
+			return invalid("%s: \\u0000 at byte %d: PostgreSQL cannot store a NUL character in jsonb", field, at)
+		case !utf16.IsSurrogate(r):
+		case r < 0xdc00 && i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' && isLowSurrogate(hexRune(b[i+3:i+7])):
+			i += 6 // a high surrogate and its low half: one character
+		default:
+			return invalid("%s: \\u%04x at byte %d is half of a UTF-16 surrogate pair, not a character; PostgreSQL cannot store it in jsonb", field, r, at)
+		}
+	}
+	return nil
+}
+
+// hexRune decodes the four hex digits of a \u escape (json.Valid has
+// checked them).
+func hexRune(digits []byte) rune {
+	var v [2]byte
+	_, _ = hex.Decode(v[:], digits)
+	return rune(v[0])<<8 | rune(v[1])
+}
+
+func isLowSurrogate(r rune) bool { return r >= 0xdc00 && r <= 0xdfff }
 
 // traceContext is the W3C propagator used for the producer's trace context.
 // It is fixed rather than the global propagator so the trace survives even

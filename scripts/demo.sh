@@ -110,7 +110,7 @@ outboxd enqueue --sink partner --key "order-$run-1" --payload '{"order": 1, "tot
 for i in 2 3 4 5; do
 	echo "{\"sink\":\"partner\",\"dedup_key\":\"order-$run-$i\",\"payload\":{\"order\":$i}}"
 done | outboxd enqueue --file -
-curl -fsS -X POST "http://$DEMO_LISTEN/v1/messages" \
+curl -fsS -X POST "http://$DEMO_LISTEN/v1/messages" -H 'Content-Type: application/json' \
 	-d "{\"sink\":\"audit-log\",\"dedup_key\":\"http-$run\",\"payload\":{\"via\":\"HTTP API\"}}"
 echo
 

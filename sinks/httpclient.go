@@ -21,6 +21,11 @@ const (
 	DefaultHTTPTimeout = 10 * time.Second
 	// DefaultDialTimeout bounds establishing one TCP connection.
 	DefaultDialTimeout = 5 * time.Second
+	// MaxResponseHeaderBytes bounds a response's status line and headers.
+	// Receivers are third parties: Go's default of 10 MiB would let each
+	// of them make every delivery buffer that much. APIs answer with a few
+	// KiB of headers at most.
+	MaxResponseHeaderBytes = 64 << 10
 	// maxDrainBytes is how much of an unread response body DiscardBody reads
 	// so the connection can be reused; a larger body is cheaper to abandon
 	// with its connection.
@@ -61,6 +66,7 @@ type HTTPClientOptions struct {
 //   - spans record the URL redacted (see [RedactURL] and TraceURLPath):
 //     otelhttp would otherwise put the full URL, credential and all, in
 //     the url.full attribute;
+//   - a response's headers may take at most MaxResponseHeaderBytes;
 //   - unless AllowPrivate, it refuses to connect to non-public addresses.
 //     The check runs in the dialer on the IP address actually being dialled,
 //     after name resolution, so a hostname that resolves (or is re-bound) to
@@ -72,6 +78,7 @@ func NewHTTPClient(opts HTTPClientOptions) *http.Client {
 	dialer := &net.Dialer{Timeout: DefaultDialTimeout}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.DialContext = dialer.DialContext
+	base.MaxResponseHeaderBytes = MaxResponseHeaderBytes
 	if !opts.AllowPrivate {
 		dialer.Control = guardDial
 		base.Proxy = nil

@@ -25,6 +25,12 @@ var nonPublicPrefixes = []struct {
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},            // RFC 1112, includes broadcast
 	{netip.MustParsePrefix("fec0::/10"), "site-local"},            // RFC 3879, deprecated but routable in old networks
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64"},  // RFC 8215
+	// IPv6 ranges that carry an IPv4 address, or reach one through a
+	// relay, which could be a private one: the guard cannot follow them.
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible"}, // RFC 4291, deprecated
+	{netip.MustParsePrefix("2002::/16"), "6to4"},        // RFC 3056
+	{netip.MustParsePrefix("2001::/32"), "Teredo"},      // RFC 4380
+	{netip.MustParsePrefix("100::/64"), "discard-only"}, // RFC 6666
 }
 
 // nat64 is the well-known NAT64 prefix: its last 32 bits are an IPv4
@@ -35,7 +41,8 @@ var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 // error wrapping [ErrNonPublicAddress] that says which kind it is otherwise:
 // loopback, private (RFC 1918, unique-local), link-local (including the
 // cloud metadata address 169.254.169.254), unspecified, multicast,
-// carrier-grade NAT and other special-purpose ranges. IPv4 addresses
+// carrier-grade NAT, the IPv6 ranges that embed or relay to IPv4 (6to4,
+// Teredo, IPv4-compatible) and other special-purpose ranges. IPv4 addresses
 // written in IPv6 form (::ffff:127.0.0.1, 64:ff9b::7f00:1) are judged by the
 // IPv4 address inside.
 func CheckPublicAddr(addr netip.Addr) error {

@@ -31,6 +31,10 @@ func TestCheckPublicAddr(t *testing.T) {
 		"198.18.0.1", "192.0.0.8", "255.255.255.255", "fec0::1",
 		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", // IPv4-mapped
 		"64:ff9b::7f00:1", "64:ff9b::a00:1", // NAT64 of 127.0.0.1 and 10.0.0.1
+		"::a00:1", "::808:808", // IPv4-compatible, whatever the IPv4 address
+		"2002:7f00:1::1", "2002:808:808::1", // 6to4
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001::1", // Teredo
+		"100::1", "100::ffff:ffff:ffff:ffff", // discard-only
 	}
 	for _, s := range refused {
 		err := sinks.CheckPublicAddr(netip.MustParseAddr(s))
@@ -38,7 +42,8 @@ func TestCheckPublicAddr(t *testing.T) {
 			t.Errorf("CheckPublicAddr(%s) = %v, want ErrNonPublicAddress", s, err)
 		}
 	}
-	allowed := []string{"8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::808:808"}
+	allowed := []string{"8.8.8.8", "1.1.1.1", "100.63.255.255", "100.128.0.0", "2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::808:808",
+		"2001:1::1", "2003::1", "100:0:0:1::1"}
 	for _, s := range allowed {
 		if err := sinks.CheckPublicAddr(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("CheckPublicAddr(%s) = %v, want nil", s, err)
@@ -100,6 +105,32 @@ func TestHTTPClientAllowPrivate(t *testing.T) {
 	sinks.DiscardBody(resp.Body)
 	if resp.StatusCode != http.StatusNoContent || hits.Load() != 1 {
 		t.Fatalf("status %s after %d requests, want 204 after 1", resp.Status, hits.Load())
+	}
+}
+
+// TestHTTPClientBoundsResponseHeaders: a receiver answering with more than
+// MaxResponseHeaderBytes of headers fails the request (a retryable error)
+// instead of having every delivery buffer them; ordinary headers pass.
+func TestHTTPClientBoundsResponseHeaders(t *testing.T) {
+	t.Parallel()
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Padding", strings.Repeat("p", len(r.URL.Query().Get("pad"))))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{AllowPrivate: true})
+	for _, size := range []int{4 << 10, sinks.MaxResponseHeaderBytes + 1} {
+		resp, err := client.Get(srv.URL + "/?pad=" + strings.Repeat("x", size))
+		if err == nil {
+			sinks.DiscardBody(resp.Body)
+		}
+		switch tooLarge := size > sinks.MaxResponseHeaderBytes; {
+		case tooLarge && err == nil:
+			t.Errorf("%d bytes of response headers were accepted", size)
+		case tooLarge && core.IsPermanent(sinks.TransportError(err)):
+			t.Errorf("oversized headers are a permanent failure: %v", err)
+		case !tooLarge && err != nil:
+			t.Errorf("%d bytes of response headers: %v", size, err)
+		}
 	}
 }
 

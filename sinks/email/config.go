@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/mail"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -39,6 +40,12 @@ type Config struct {
 	From string `mapstructure:"from"`
 	// To are the recipients used when a payload names none.
 	To []string `mapstructure:"to"`
+	// AllowedRecipientDomains, when set, are the only domains mail may go
+	// to: every address of the to option and of a payload's to and cc must
+	// be at one of them (case-insensitive and exact: sub.example.com is
+	// not example.com). A payload naming another fails permanently. Unset,
+	// a payload may send to anyone: a producer chooses the recipients.
+	AllowedRecipientDomains []string `mapstructure:"allowed_recipient_domains"`
 	// SubjectPrefix is prepended to every subject, followed by a space.
 	SubjectPrefix string `mapstructure:"subject_prefix"`
 }
@@ -107,5 +114,33 @@ func (c *Config) check() (server, error) {
 			return s, fmt.Errorf("option to[%d]: %q is not a mail address: %w", i, to, err)
 		}
 	}
+	for i, domain := range c.AllowedRecipientDomains {
+		if domain == "" || strings.ContainsAny(domain, "@ ") {
+			return s, fmt.Errorf("option allowed_recipient_domains[%d]: %q is not a domain", i, domain)
+		}
+	}
+	if err := c.checkDomains("option to", c.To); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// checkDomains refuses an address of addrs (already parsed once) whose
+// domain is not among AllowedRecipientDomains, when those are set. field
+// names the list in the error.
+func (c *Config) checkDomains(field string, addrs []string) error {
+	if len(c.AllowedRecipientDomains) == 0 {
+		return nil
+	}
+	for i, a := range addrs {
+		parsed, err := mail.ParseAddress(a)
+		if err != nil {
+			return fmt.Errorf("%s[%d]: %q is not a mail address: %w", field, i, a, err)
+		}
+		domain := parsed.Address[strings.LastIndexByte(parsed.Address, '@')+1:]
+		if !slices.ContainsFunc(c.AllowedRecipientDomains, func(allowed string) bool { return strings.EqualFold(allowed, domain) }) {
+			return fmt.Errorf("%s[%d]: %s is not at an allowed recipient domain (%s)", field, i, parsed.Address, strings.Join(c.AllowedRecipientDomains, ", "))
+		}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@
 //	from:           "Outbox <outbox@example.com>"   # required
 //	to:             [ops@example.com]      # default recipients
 //	subject_prefix: "[outboxd]"            # prepended to every subject, followed by a space
+//	allowed_recipient_domains: [example.com]   # optional: the only domains mail may go to
 //
 // With credentials, the authentication mechanism is discovered from the
 // server; over an unencrypted connection (tls: none) only mechanisms that do
@@ -24,6 +25,13 @@
 // cc adds copies. to and cc accept a list or a single string. A plain string
 // enqueued as the payload arrives as {"text": ...} and goes to the
 // configured recipients.
+//
+// So whoever can enqueue to the sink chooses who gets mail from your
+// sender address. To keep that to your own people, set
+// allowed_recipient_domains: every address of to and cc (and of the to
+// option) must then be at one of the listed domains, compared without
+// regard to case and exactly (list sub.example.com separately); a payload
+// naming any other fails permanently and nothing is sent.
 //
 // # Delivery
 //

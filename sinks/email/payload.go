@@ -16,9 +16,10 @@ type Payload struct {
 	Text string `json:"text,omitempty"`
 	// HTML is the HTML body; with Text, the mail is multipart/alternative.
 	HTML string `json:"html,omitempty"`
-	// To replaces the sink's configured recipients when not empty.
+	// To replaces the sink's configured recipients when not empty; the
+	// allowed_recipient_domains option restricts it.
 	To AddressList `json:"to,omitempty"`
-	// Cc receives copies.
+	// Cc receives copies, restricted like To.
 	Cc AddressList `json:"cc,omitempty"`
 }
 

@@ -78,6 +78,9 @@ func newSink(name string, cfg Config, opts ...Option) (*Sink, error) {
 // payload, the Message-ID and how SMTP replies map to outcomes.
 func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	p, err := parsePayload(d.Payload, s.cfg.To)
+	if err == nil {
+		err = s.checkRecipients(p)
+	}
 	if err != nil {
 		return core.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
@@ -94,6 +97,15 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 		receipt["server_response"] = r
 	}
 	return d.SetReceipt(receipt)
+}
+
+// checkRecipients applies the allowed_recipient_domains option to a
+// payload's recipients.
+func (s *Sink) checkRecipients(p Payload) error {
+	if err := s.cfg.checkDomains("payload: to", p.To); err != nil {
+		return err
+	}
+	return s.cfg.checkDomains("payload: cc", p.Cc)
 }
 
 // client returns a go-mail client for one delivery. A fresh client per

@@ -14,6 +14,8 @@
 //	      icon_emoji: ":mailbox:"     # optional
 //	      dedupe: true                # default in token mode; see below
 //	      api_url: https://slack.com/api/  # default; for tests and proxies
+//	      allowed_channels: ["#deploys", C0OPS]  # optional: see "What a payload may do"
+//	      escape_mentions: true       # optional: mentions are shown as text
 //
 // Exactly one of token and webhook_url is set. Channels (option and
 // payload) are IDs or names ("#alerts", or "alerts": anything that is not
@@ -39,6 +41,25 @@
 // send (not such an object, an unknown field, no text and no blocks, blocks
 // that are not Block Kit) fails permanently: the row is dead-lettered at
 // once.
+//
+// # What a payload may do
+//
+// Whoever can enqueue to the sink writes as the bot: a payload's channel
+// posts to any channel the token (or a legacy webhook) reaches, and its
+// text and blocks may mention <!channel>, <!here>, <!everyone>, user groups
+// (<!subteam^ID>) and users (<@U0123>), notifying all of them. That is the
+// default, for producers that are your own code. Two options restrict it:
+//
+//   - allowed_channels lists the channels (IDs, or names in any case, with
+//     or without '#') a payload's channel may name besides the channel
+//     option; a payload naming another fails permanently and nothing is
+//     posted. List only the channel option's channel to forbid redirects.
+//   - escape_mentions: true shows every mention as text: '<' of <!...> and
+//     <@...> sequences in the text and in mrkdwn text objects is sent as
+//     &lt; (date tokens, <!date^...>, are shown as text too), plain
+//     @channel, @here and @everyone get an invisible word joiner after the
+//     '@', and rich_text broadcast, user and usergroup elements become text
+//     elements naming whom they would have mentioned.
 //
 // # Outcomes
 //

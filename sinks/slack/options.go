@@ -35,6 +35,40 @@ type Options struct {
 	// history before posting again. Nil means on in token mode; it cannot be
 	// turned on in webhook mode.
 	Dedupe *bool `mapstructure:"dedupe"`
+	// AllowedChannels, when set, are the only channels besides Channel a
+	// payload's channel may name (IDs or names, as Channel); a payload
+	// naming another fails permanently. Unset, a payload may post to any
+	// channel the token or webhook reaches.
+	AllowedChannels []string `mapstructure:"allowed_channels"`
+	// EscapeMentions shows a payload's mentions (@channel, @here,
+	// @everyone, user groups and users) as text instead of notifying
+	// anyone; see escapeMentions.
+	EscapeMentions bool `mapstructure:"escape_mentions"`
+}
+
+// allowsChannel reports whether a payload may post to channel: any
+// channel without AllowedChannels, else the default channel and the
+// allowed ones. Names compare without '#' and case, IDs as they are.
+func (o Options) allowsChannel(channel string) bool {
+	if len(o.AllowedChannels) == 0 || sameChannel(channel, o.Channel) {
+		return true
+	}
+	for _, allowed := range o.AllowedChannels {
+		if sameChannel(channel, allowed) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameChannel reports whether a and b name the same channel.
+func sameChannel(a, b string) bool {
+	nameA, isNameA := channelName(a)
+	nameB, isNameB := channelName(b)
+	if isNameA || isNameB {
+		return isNameA && isNameB && nameA == nameB
+	}
+	return a == b
 }
 
 // secretOptions are options whose values must never appear in an error.
@@ -69,6 +103,11 @@ func parseOptions(options map[string]any) (Options, error) {
 }
 
 func (o Options) validate() error {
+	for i, c := range o.AllowedChannels {
+		if strings.TrimPrefix(c, "#") == "" {
+			return fmt.Errorf("option allowed_channels[%d]: empty channel", i)
+		}
+	}
 	switch {
 	case o.Token == "" && o.WebhookURL == "":
 		return errors.New("set one of the options token (bot token) or webhook_url (incoming webhook)")

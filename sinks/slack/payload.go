@@ -32,9 +32,10 @@ type message struct {
 	blocks slackapi.Blocks
 }
 
-// parsePayload decodes and checks a delivery's payload. Its errors are
+// parsePayload decodes and checks a delivery's payload, showing its
+// mentions as text when escape is set (see escapeMentions). Its errors are
 // permanent: retrying the same bytes cannot help.
-func parsePayload(raw json.RawMessage) (message, error) {
+func parsePayload(raw json.RawMessage, escape bool) (message, error) {
 	var m message
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -42,9 +43,20 @@ func parsePayload(raw json.RawMessage) (message, error) {
 		return m, core.Permanent(fmt.Errorf("payload: want {\"text\", \"blocks\", \"channel\", \"thread_ts\", \"unfurl_links\"}: %w", err))
 	}
 	if len(m.Blocks) > 0 && !bytes.Equal(bytes.TrimSpace(m.Blocks), []byte("null")) {
-		if err := json.Unmarshal(m.Blocks, &m.blocks); err != nil {
+		blocks := m.Blocks
+		var err error
+		if escape {
+			blocks, err = escapeBlockMentions(blocks)
+		}
+		if err == nil {
+			err = json.Unmarshal(blocks, &m.blocks)
+		}
+		if err != nil {
 			return m, core.Permanent(fmt.Errorf("payload: blocks: %w", err))
 		}
+	}
+	if escape {
+		m.Text = escapeMentions(m.Text)
 	}
 	if m.Text == "" && len(m.blocks.BlockSet) == 0 {
 		return m, core.Permanent(errors.New("payload: has neither text nor blocks"))

@@ -81,9 +81,12 @@ func (s *Sink) DefaultRateLimit() core.RateLimit {
 // Deliver posts one message. See the package documentation for the payload,
 // the error classes and the exactly-once check.
 func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
-	m, err := parsePayload(d.Payload)
+	m, err := parsePayload(d.Payload, s.opts.EscapeMentions)
 	if err != nil {
 		return s.fail(d, err)
+	}
+	if m.Channel != "" && !s.opts.allowsChannel(m.Channel) {
+		return s.fail(d, core.Permanent(fmt.Errorf("payload channel %q is not the channel option nor in allowed_channels", m.Channel)))
 	}
 	if s.api == nil {
 		return s.fail(d, s.postWebhook(ctx, m))

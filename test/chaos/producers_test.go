@@ -213,6 +213,7 @@ func postMessage(ctx context.Context, client *http.Client, addr, token string, b
 		return false
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return false

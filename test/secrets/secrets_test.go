@@ -137,6 +137,7 @@ sinks:
 	}
 	api := func(method, path, token, body string) {
 		req, _ := http.NewRequest(method, "http://"+srv.Addr()+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

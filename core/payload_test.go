@@ -1,0 +1,61 @@
+package core_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// jsonbCases are JSON texts at the edge of what PostgreSQL's jsonb stores
+// (NUL escapes, surrogate halves and pairs, escaped backslashes before a
+// "u", invalid UTF-8), with whether it stores them.
+var jsonbCases = []struct {
+	json     string
+	storable bool
+}{
+	{`{"a":"\u0000"}`, false},
+	{`{"a\u0000":1}`, false},
+	{`["x\ud800"]`, false},
+	{`"\udc00"`, false},
+	{`{"a":"\ud800\u0041"}`, false},
+	{`{"a":"\ud800\ud800\udc00"}`, false},
+	{`{"a":"\ud800"}`, false},
+	{`{"a":"\\\u0000"}`, false},
+	{"{\"a\":\"\xff\"}", false},
+	{`{"a":"\uD800\uDC00"}`, true},
+	{`{"a":"\ud83d\ude00 \u00e9\u0041"}`, true},
+	{`{"a":"\\u0000 \\ud800"}`, true},
+	{`{"a":"\u0001\u001f\u007f"}`, true},
+	{`{"u":"\\"}`, true},
+}
+
+// TestEnqueueRefusesPayloadsJSONBCannotStore: a payload PostgreSQL cannot
+// store in jsonb is refused by Enqueue as the producer's mistake
+// (ErrInvalidMessage, naming the payload) before it reaches the table, and
+// everything jsonb can store is accepted. PostgreSQL's own parser confirms
+// each case's verdict. Before the check, such payloads failed inside the
+// INSERT: a database error, a 500 from the HTTP API.
+func TestEnqueueRefusesPayloadsJSONBCannotStore(t *testing.T) {
+	b := setup(t)
+	for i, tt := range jsonbCases {
+		t.Run(fmt.Sprintf("%d %q", i, tt.json), func(t *testing.T) {
+			var ignored string
+			pgErr := b.pool.QueryRow(b.ctx, "SELECT $1::text::jsonb::text", tt.json).Scan(&ignored)
+			if (pgErr == nil) != tt.storable {
+				t.Fatalf("PostgreSQL's verdict (%v) is not the table's (storable: %v)", pgErr, tt.storable)
+			}
+			msg := core.Message{Sink: "s", DedupKey: fmt.Sprint("case-", i), Payload: json.RawMessage(tt.json)}
+			_, err := b.ob.Enqueue(b.ctx, b.pool, msg)
+			switch {
+			case tt.storable && err != nil:
+				t.Fatalf("PostgreSQL stores it, Enqueue refused it: %v", err)
+			case !tt.storable && (!errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), "payload: ")):
+				t.Fatalf("Enqueue: %v, want ErrInvalidMessage naming the payload", err)
+			}
+		})
+	}
+}
