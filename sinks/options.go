@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 )
@@ -104,4 +105,16 @@ func stringToBoolHook(from, to reflect.Type, data any) (any, error) {
 		return false, nil
 	}
 	return data, nil
+}
+
+// Default fills an option left at zero with its default and refuses a
+// negative value, naming the option (a timeout, a count).
+func Default[T int | time.Duration](name string, value *T, def T) error {
+	if *value < 0 {
+		return fmt.Errorf("option %s: must be positive, got %v", name, *value)
+	}
+	if *value == 0 {
+		*value = def
+	}
+	return nil
 }

@@ -86,23 +86,12 @@ func parseOptions(options map[string]any) (config, error) {
 	if c.Stream != "" && strings.ContainsAny(c.Stream, " \t\r\n.*>") {
 		return c, fmt.Errorf("option stream: %q is not a stream name (no spaces, dots or wildcards)", c.Stream)
 	}
-	for _, d := range []struct {
-		name  string
-		value *time.Duration
-		def   time.Duration
-	}{{"timeout", &c.Timeout, DefaultTimeout}, {"connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout}} {
-		if *d.value < 0 {
-			return c, fmt.Errorf("option %s: must be positive, got %s", d.name, *d.value)
-		}
-		if *d.value == 0 {
-			*d.value = d.def
-		}
-	}
-	if c.MaxInFlight < 0 {
-		return c, fmt.Errorf("option max_in_flight: must be positive, got %d", c.MaxInFlight)
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
+	if err := errors.Join(
+		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
+		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
+		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return c, err
 	}
 	if c.Password != "" && c.Username == "" {
 		return c, errors.New("option password is set but username is empty")
