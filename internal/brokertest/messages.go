@@ -142,6 +142,7 @@ type Received struct {
 	Dest    string            // where it was read: subject, queue, topic/partition
 	Payload []byte            // the body
 	Headers map[string]string // the broker message's headers
+	Key     string            // the record key (Kafka)
 }
 
 // CheckDelivered checks that every message of want was received, each copy
