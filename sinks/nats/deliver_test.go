@@ -2,6 +2,7 @@ package nats_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,28 @@ func TestRedeliveryIsADuplicateForTheStream(t *testing.T) {
 	}
 	if n := st.count(t); n != 1 {
 		t.Errorf("the stream holds %d messages, want 1", n)
+	}
+}
+
+// DeliverBatch (the batch prototype) publishes every message of a batch
+// under its own Nats-Msg-Id and reports a bad one on its own.
+func TestDeliverBatchReportsEachOutcome(t *testing.T) {
+	t.Parallel()
+	url := serverURL(t)
+	st := newStream(t, url)
+	sink := build(t, "events", map[string]any{"url": url, "subject": st.name + `.{{or .OrderingKey "x"}}`, "max_in_flight": 8})
+	ds := make([]*core.Delivery, 20)
+	for i := range ds {
+		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
+	}
+	ds[7].OrderingKey = "bad key" // white space: no valid subject
+	errs := sink.(*natssink.Sink).DeliverBatch(t.Context(), ds)
+	for i, err := range errs {
+		if (i == 7) != (err != nil) || (err != nil && !core.IsPermanent(err)) {
+			t.Errorf("delivery %d: %v", i, err)
+		}
+	}
+	if n := st.count(t); n != 19 {
+		t.Errorf("the stream holds %d messages, want 19", n)
 	}
 }

@@ -2,6 +2,7 @@ package rabbitmq_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 
 func delivery(key string) *core.Delivery {
@@ -98,5 +100,28 @@ func TestUnreachableBrokerIsRetryableAndKeepsSecrets(t *testing.T) {
 		if strings.Contains(err.Error(), inURL) || strings.Contains(err.Error(), inOption) {
 			t.Errorf("the error repeats a secret: %v", err)
 		}
+	}
+}
+
+// DeliverBatch (the batch prototype) publishes every message of a batch
+// and reports an unroutable one on its own.
+func TestDeliverBatchReportsEachOutcome(t *testing.T) {
+	t.Parallel()
+	addr := requireBroker(t)
+	q := newQueue(t, addr)
+	sink := build(t, "orders", map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": `{{or .OrderingKey "events.x"}}`, "max_in_flight": 8})
+	ds := make([]*core.Delivery, 20)
+	for i := range ds {
+		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
+	}
+	ds[7].OrderingKey = "nobody.listens"
+	errs := sink.(*rabbitmq.Sink).DeliverBatch(t.Context(), ds)
+	for i, err := range errs {
+		if (i == 7) != (err != nil) || (err != nil && !core.IsPermanent(err)) {
+			t.Errorf("delivery %d: %v", i, err)
+		}
+	}
+	if got := q.messages(t); len(got) != 19 {
+		t.Errorf("the queue holds %d messages, want 19", len(got))
 	}
 }
