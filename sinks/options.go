@@ -1,7 +1,9 @@
 // Package sinks holds what the concrete sinks share: option decoding, an HTTP
-// client, and the mapping of HTTP responses to delivery outcomes. Each
-// integration lives in its own sub-package (sinks/slack, sinks/webhook,
-// sinks/email) and registers itself with the registry.
+// client, the mapping of HTTP responses to delivery outcomes, and for the
+// broker sinks a redialing connection, destination templates, trace
+// headers and secret redaction. Each integration lives in its own
+// sub-package (sinks/slack, sinks/webhook, sinks/email, sinks/nats,
+// sinks/rabbitmq, sinks/kafka) and registers itself with the registry.
 package sinks
 
 import (
