@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+	"golang.org/x/sync/semaphore"
 )
 
 // Defaults of a [Connection]'s redial schedule: after a failed dial the
@@ -154,3 +155,37 @@ func (c *Connection[C]) Close() error {
 	c.live = false
 	return c.conn.Close()
 }
+
+// Link is a broker sink's [Connection] with its bound on outstanding
+// publishes: what a delivery (or a batch of them) takes before it
+// publishes.
+type Link[C Conn] struct {
+	conn  *Connection[C]
+	slots *semaphore.Weighted
+}
+
+// NewLink returns a Link dialing with dial (each dial given dialTimeout)
+// and allowing maxInFlight outstanding publishes.
+func NewLink[C Conn](dial func(context.Context) (C, error), dialTimeout time.Duration, maxInFlight int) *Link[C] {
+	return &Link[C]{conn: NewConnection(dial, dialTimeout), slots: semaphore.NewWeighted(int64(maxInFlight))}
+}
+
+// Acquire waits, within ctx, for n publish slots and returns the live
+// connection with a function that gives the slots back. Its errors are
+// retryable.
+func (l *Link[C]) Acquire(ctx context.Context, n int) (C, func(), error) {
+	var zero C
+	if err := l.slots.Acquire(ctx, int64(n)); err != nil {
+		return zero, nil, fmt.Errorf("waiting for a free publish slot: %w", err)
+	}
+	release := func() { l.slots.Release(int64(n)) }
+	c, err := l.conn.Get(ctx)
+	if err != nil {
+		release()
+		return zero, nil, err
+	}
+	return c, release, nil
+}
+
+// Close closes the connection.
+func (l *Link[C]) Close() error { return l.conn.Close() }

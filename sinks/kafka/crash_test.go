@@ -3,10 +3,7 @@ package kafka_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/sinks/kafka"
 )
 
 // A relay SIGKILLed mid-produce leaves acknowledged records whose rows are
@@ -17,25 +14,9 @@ import (
 // second.
 func TestRelayKilledMidProduceDeliversAtLeastOnceUnderOneDedupKey(t *testing.T) {
 	t.Parallel()
-	cluster := newCluster(t)
-	pool, ob := testdb.New(t)
-	options := map[string]any{"brokers": brokerList(cluster), "topic": testTopic}
-	msgs := brokertest.Messages("events", "crash", 300)
-	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
-		t.Fatal(err)
-	}
-
-	brokertest.Crash(t, ob, kafka.Type, "events", options, 100, "TestCrashChild")
-	brokertest.Relay(t, pool, ob, nil, core.SinkConfig{Name: "events", Sink: build(t, "events", options)})
-	brokertest.WaitSent(t, pool, ob, "events", int64(len(msgs)), deliverTimeout)
-
-	got := records(t, cluster.ListenAddrs())
-	duplicates := brokertest.CheckDelivered(t, msgs, got, false)
-	for _, r := range got {
-		if r.Key != r.ID {
-			t.Errorf("%s: record key %q, want the dedup key", r.ID, r.Key)
-		}
-	}
+	tg := target(newCluster(t).ListenAddrs()...)
+	tg.Check = keyedByDedupKey
+	_, _, duplicates := brokertest.CrashMidPublish(t, tg, "events", "TestCrashChild")
 	if duplicates == 0 {
 		t.Error("no message arrived twice: the crash left no acknowledged record unrecorded")
 	}

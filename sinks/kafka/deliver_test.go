@@ -19,7 +19,7 @@ func delivery(key string) *core.Delivery {
 func TestProduceFailuresMapToOutcomes(t *testing.T) {
 	t.Parallel()
 	cluster := newCluster(t)
-	brokers := brokerList(cluster)
+	brokers := target(cluster.ListenAddrs()...).Options["brokers"]
 	tests := []struct {
 		name    string
 		options map[string]any

@@ -12,7 +12,6 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/kafka"
 )
 
@@ -39,7 +38,7 @@ func newCluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
 }
 
 // records reads every record of the test topic, in partition order.
-func records(t *testing.T, brokers []string) []brokertest.Received {
+func records(t testing.TB, brokers []string) []brokertest.Received {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), consumeTimeout)
 	defer cancel()
@@ -75,23 +74,23 @@ func records(t *testing.T, brokers []string) []brokertest.Received {
 	return out
 }
 
+// target is the kafka sink producing to the test topic of the cluster at
+// brokers.
+func target(brokers ...string) brokertest.Target {
+	list := make([]any, len(brokers))
+	for i, b := range brokers {
+		list[i] = b
+	}
+	return brokertest.Target{
+		Type:    kafka.Type,
+		Options: map[string]any{"brokers": list, "topic": testTopic},
+		Read:    func(t testing.TB) []brokertest.Received { return records(t, brokers) },
+	}
+}
+
 // build makes a kafka sink through the registry, closed when the test
 // ends.
 func build(t *testing.T, name string, options map[string]any) core.Sink {
 	t.Helper()
-	s, err := registry.Build(kafka.Type, name, options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.(*kafka.Sink).Close() })
-	return s
-}
-
-// brokerList is a cluster's addresses as the brokers option takes them.
-func brokerList(c *kfake.Cluster) []any {
-	var out []any
-	for _, a := range c.ListenAddrs() {
-		out = append(out, a)
-	}
-	return out
+	return brokertest.Target{Type: kafka.Type, Options: options}.Build(t, name)
 }

@@ -3,16 +3,9 @@ package kafka_test
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/sinks/kafka"
 )
-
-// deliverTimeout bounds the wait for a test's messages to be sent.
-const deliverTimeout = time.Minute
 
 // TestRelayProducesToKafka enqueues traced messages into the real outbox,
 // relays them through the kafka sink into kfake and reads the topic: each
@@ -21,47 +14,28 @@ const deliverTimeout = time.Minute
 // whose parent is the relay's delivery span in the producer's trace.
 func TestRelayProducesToKafka(t *testing.T) {
 	t.Parallel()
-	cluster := newCluster(t)
-	pool, ob := testdb.New(t)
-	tracing := brokertest.NewTracing(t)
-	sink := build(t, "events", map[string]any{"brokers": brokerList(cluster), "topic": testTopic})
-	brokertest.Relay(t, pool, ob, tracing, core.SinkConfig{Name: "events", Type: kafka.Type, Sink: sink})
-
-	msgs := brokertest.Messages("events", "e2e", 30)
-	producer := tracing.Enqueue(t, pool, ob, msgs)
-	brokertest.WaitSent(t, pool, ob, "events", int64(len(msgs)), deliverTimeout)
-
-	got := records(t, cluster.ListenAddrs())
-	brokertest.CheckDelivered(t, msgs, got, true)
-	for _, r := range got {
-		if r.Key != r.ID {
-			t.Errorf("%s: record key %q, want the dedup key", r.ID, r.Key)
-		}
-		tracing.CheckTraceContext(t, "events", producer, r)
-	}
+	tg := target(newCluster(t).ListenAddrs()...)
+	tg.Check = keyedByDedupKey
+	brokertest.EndToEnd(t, tg, "events")
 }
 
 // TestOrderingKeyKeepsItsPartitionInOrder produces messages of interleaved
-// ordering keys: each key's records share one partition, in order.
+// ordering keys: each key's records are keyed by it and share one
+// partition, in order.
 func TestOrderingKeyKeepsItsPartitionInOrder(t *testing.T) {
 	t.Parallel()
-	cluster := newCluster(t)
-	pool, ob := testdb.New(t)
-	sink := build(t, "orders", map[string]any{"brokers": brokerList(cluster), "topic": testTopic})
-	brokertest.Relay(t, pool, ob, nil, core.SinkConfig{Name: "orders", Sink: sink})
-
-	msgs := brokertest.Messages("orders", "ord", 80, "customer-a", "customer-b", "customer-c", "customer-d")
-	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
-		t.Fatal(err)
-	}
-	brokertest.WaitSent(t, pool, ob, "orders", int64(len(msgs)), deliverTimeout)
-	got := records(t, cluster.ListenAddrs())
-	brokertest.CheckDelivered(t, msgs, got, true)
-	brokertest.CheckOrder(t, got)
-	for _, r := range got {
+	for _, r := range brokertest.Ordered(t, target(newCluster(t).ListenAddrs()...), "orders") {
 		var p brokertest.Payload
 		if err := json.Unmarshal(r.Payload, &p); err != nil || p.Key != r.Key {
 			t.Errorf("%s: record key %q, want the ordering key of %s", r.ID, r.Key, r.Payload)
 		}
+	}
+}
+
+// keyedByDedupKey checks that a record without an ordering key is keyed by
+// its dedup key.
+func keyedByDedupKey(t testing.TB, r brokertest.Received) {
+	if r.Key != r.ID {
+		t.Errorf("%s: record key %q, want the dedup key", r.ID, r.Key)
 	}
 }

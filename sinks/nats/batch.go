@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -18,48 +16,29 @@ var _ sinks.BatchSink = (*Sink)(nil)
 // Each message is what Deliver would publish, under the same Nats-Msg-Id.
 // At most max_in_flight publishes are outstanding at once.
 func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
-	return sinks.DeliverInChunks(ds, s.cfg.MaxInFlight, func(ds []*core.Delivery, errs []error) {
-		s.deliverChunk(ctx, ds, errs)
-	})
+	return sinks.Pipeline[*conn]{
+		Link: s.link, Timeout: s.cfg.Timeout, Chunk: s.cfg.MaxInFlight, Wrap: s.wrap, Start: s.startPublish,
+	}.DeliverBatch(ctx, ds)
 }
 
-// deliverChunk publishes at most max_in_flight messages and waits for
-// them; errs receives their outcomes.
-func (s *Sink) deliverChunk(ctx context.Context, ds []*core.Delivery, errs []error) {
-	if err := s.inFlight.Acquire(ctx, int64(len(ds))); err != nil {
-		copy(errs, sinks.FailAll(ds, s.wrap(fmt.Errorf("waiting for free publish slots: %w", err))))
-		return
-	}
-	defer s.inFlight.Release(int64(len(ds)))
-	c, err := s.conn.Get(ctx)
+// startPublish sends d without waiting for its acknowledgement.
+func (s *Sink) startPublish(ctx context.Context, c *conn, d *core.Delivery) (func() error, error) {
+	msg, err := s.message(ctx, d)
 	if err != nil {
-		copy(errs, sinks.FailAll(ds, s.wrap(err)))
-		return
+		return nil, s.wrap(core.Permanent(err))
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	futures := make([]jetstream.PubAckFuture, len(ds))
-	for i, d := range ds {
-		msg, err := s.message(ctx, d)
-		if err != nil {
-			errs[i] = s.wrap(core.Permanent(err))
-			continue
-		}
-		if futures[i], err = c.js.PublishMsgAsync(msg, s.publishOptions(d)...); err != nil {
-			errs[i] = s.wrap(s.classify(ctx, c, msg.Subject, err))
-		}
+	f, err := c.js.PublishMsgAsync(msg, s.publishOptions(d)...)
+	if err != nil {
+		return nil, s.wrap(s.classify(ctx, c, msg.Subject, err))
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
+	return func() error {
 		select {
 		case ack := <-f.Ok():
-			errs[i] = ds[i].SetReceipt(Receipt{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+			return d.SetReceipt(Receipt{Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
 		case err := <-f.Err():
-			errs[i] = s.wrap(s.classify(ctx, c, f.Msg().Subject, err))
+			return s.wrap(s.classify(ctx, c, msg.Subject, err))
 		case <-ctx.Done():
-			errs[i] = s.wrap(fmt.Errorf("no acknowledgement: %w", ctx.Err()))
+			return s.wrap(fmt.Errorf("no acknowledgement: %w", ctx.Err()))
 		}
-	}
+	}, nil
 }

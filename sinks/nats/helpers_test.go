@@ -13,7 +13,6 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
 	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/registry"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )
 
@@ -80,7 +79,7 @@ func newStreamNamed(t *testing.T, url, name string) *testStream {
 }
 
 // count returns how many messages the stream holds.
-func (s *testStream) count(t *testing.T) uint64 {
+func (s *testStream) count(t testing.TB) uint64 {
 	t.Helper()
 	info, err := s.stream.Info(t.Context())
 	if err != nil {
@@ -90,7 +89,7 @@ func (s *testStream) count(t *testing.T) uint64 {
 }
 
 // messages reads every message of the stream in stream order.
-func (s *testStream) messages(t *testing.T) []brokertest.Received {
+func (s *testStream) messages(t testing.TB) []brokertest.Received {
 	t.Helper()
 	info, err := s.stream.Info(t.Context())
 	if err != nil {
@@ -113,13 +112,17 @@ func (s *testStream) messages(t *testing.T) []brokertest.Received {
 	return out
 }
 
+// target is the nats sink publishing on subject, into st.
+func target(url, subject string, st **testStream) brokertest.Target {
+	return brokertest.Target{
+		Type: natssink.Type, Options: map[string]any{"url": url, "subject": subject},
+		Read: func(t testing.TB) []brokertest.Received { return (*st).messages(t) },
+		Once: true,
+	}
+}
+
 // build makes a nats sink through the registry, closed when the test ends.
 func build(t *testing.T, name string, options map[string]any) core.Sink {
 	t.Helper()
-	s, err := registry.Build(natssink.Type, name, options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.(*natssink.Sink).Close() })
-	return s
+	return brokertest.Target{Type: natssink.Type, Options: options}.Build(t, name)
 }

@@ -8,7 +8,6 @@ import (
 
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
@@ -20,11 +19,10 @@ func init() { registry.Register(Type, New) }
 // Sink publishes each message to a JetStream stream. It is safe for
 // concurrent use: deliveries share one connection, dialed on first use.
 type Sink struct {
-	name     string
-	cfg      config
-	conn     *sinks.Connection[*conn]
-	inFlight *semaphore.Weighted
-	redact   sinks.Redactor
+	name   string
+	cfg    config
+	link   *sinks.Link[*conn]
+	redact sinks.Redactor
 }
 
 // Receipt is what a sent row's receipt column records: where the stream
@@ -44,13 +42,8 @@ func New(name string, options map[string]any) (core.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{
-		name:     name,
-		cfg:      c,
-		inFlight: semaphore.NewWeighted(int64(c.MaxInFlight)),
-		redact:   sinks.NewRedactor(append(urlPasswords(c.URL), c.Password, c.Token)...),
-	}
-	s.conn = sinks.NewConnection(s.dial, c.ConnectTimeout)
+	s := &Sink{name: name, cfg: c, redact: sinks.NewRedactor(append(urlPasswords(c.URL), c.Password, c.Token)...)}
+	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }
 
@@ -111,14 +104,11 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if err != nil {
 		return s.wrap(core.Permanent(err))
 	}
-	if err := s.inFlight.Acquire(ctx, 1); err != nil {
-		return s.wrap(fmt.Errorf("waiting for a free publish slot: %w", err))
-	}
-	defer s.inFlight.Release(1)
-	c, err := s.conn.Get(ctx)
+	c, release, err := s.link.Acquire(ctx, 1)
 	if err != nil {
 		return s.wrap(err)
 	}
+	defer release()
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	ack, err := c.js.PublishMsg(pctx, msg, s.publishOptions(d)...)
@@ -157,7 +147,7 @@ func (s *Sink) publishOptions(d *core.Delivery) []jetstream.PublishOpt {
 }
 
 // Close closes the sink's connection. Deliveries after Close fail.
-func (s *Sink) Close() error { return s.conn.Close() }
+func (s *Sink) Close() error { return s.link.Close() }
 
 // wrap names the sink in err, keeping its class, and removes secrets a
 // client error might quote.

@@ -17,54 +17,31 @@ var _ sinks.BatchSink = (*Sink)(nil)
 // Deliver would publish. At most max_in_flight publishes are outstanding
 // at once.
 func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
-	return sinks.DeliverInChunks(ds, s.cfg.MaxInFlight, func(ds []*core.Delivery, errs []error) {
-		s.deliverChunk(ctx, ds, errs)
-	})
+	return sinks.Pipeline[*publisher]{
+		Link: s.link, Timeout: s.cfg.Timeout, Chunk: s.cfg.MaxInFlight, Wrap: s.wrap, Start: s.startPublish,
+	}.DeliverBatch(ctx, ds)
 }
 
-// deliverChunk publishes at most max_in_flight messages and waits for
-// them; errs receives their outcomes.
-func (s *Sink) deliverChunk(ctx context.Context, ds []*core.Delivery, errs []error) {
-	if err := s.inFlight.Acquire(ctx, int64(len(ds))); err != nil {
-		copy(errs, sinks.FailAll(ds, s.wrap(fmt.Errorf("waiting for free publish slots: %w", err))))
-		return
-	}
-	defer s.inFlight.Release(int64(len(ds)))
-	p, err := s.conn.Get(ctx)
+// startPublish sends d without waiting for its confirm.
+func (s *Sink) startPublish(ctx context.Context, p *publisher, d *core.Delivery) (func() error, error) {
+	key, err := s.cfg.routingKey.Render(s.name, d)
 	if err != nil {
-		copy(errs, sinks.FailAll(ds, s.wrap(err)))
-		return
+		return nil, s.wrap(core.Permanent(err))
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	pending := make([]*pendingPublish, len(ds))
-	keys := make([]string, len(ds))
-	for i, d := range ds {
-		if keys[i], err = s.cfg.routingKey.Render(s.name, d); err != nil {
-			errs[i] = s.wrap(core.Permanent(err))
-			continue
-		}
-		msg := s.message(ctx, d)
-		pp := &pendingPublish{messageID: msg.MessageId, done: make(chan error, 1)}
-		if _, err := p.send(ctx, s.cfg.Exchange, keys[i], msg, pp); err != nil {
-			errs[i] = s.wrap(classify(err))
-			continue
-		}
-		pending[i] = pp
+	msg := s.message(ctx, d)
+	pp := &pendingPublish{messageID: msg.MessageId, done: make(chan error, 1)}
+	if _, err := p.send(ctx, s.cfg.Exchange, key, msg, pp); err != nil {
+		return nil, s.wrap(classify(err))
 	}
-	for i, pp := range pending {
-		if pp == nil {
-			continue
-		}
+	return func() error {
 		select {
 		case err := <-pp.done:
 			if err != nil {
-				errs[i] = s.wrap(classify(err))
-				continue
+				return s.wrap(classify(err))
 			}
-			errs[i] = ds[i].SetReceipt(Receipt{Exchange: s.cfg.Exchange, RoutingKey: keys[i]})
+			return d.SetReceipt(Receipt{Exchange: s.cfg.Exchange, RoutingKey: key})
 		case <-ctx.Done():
-			errs[i] = s.wrap(fmt.Errorf("no confirm from the broker: %w", ctx.Err()))
+			return s.wrap(fmt.Errorf("no confirm from the broker: %w", ctx.Err()))
 		}
-	}
+	}, nil
 }

@@ -3,10 +3,7 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 
 // A relay SIGKILLed mid-publish leaves confirmed messages whose rows are
@@ -17,19 +14,7 @@ import (
 func TestRelayKilledMidPublishDeliversAtLeastOnceUnderOneMessageID(t *testing.T) {
 	t.Parallel()
 	addr := requireBroker(t)
-	q := newQueue(t, addr)
-	pool, ob := testdb.New(t)
-	options := map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": "events.x"}
-	msgs := brokertest.Messages("orders", "crash", 300)
-	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
-		t.Fatal(err)
-	}
-
-	brokertest.Crash(t, ob, rabbitmq.Type, "orders", options, 100, "TestCrashChild")
-	brokertest.Relay(t, pool, ob, nil, core.SinkConfig{Name: "orders", Sink: build(t, "orders", options)})
-	brokertest.WaitSent(t, pool, ob, "orders", int64(len(msgs)), deliverTimeout)
-
-	duplicates := brokertest.CheckDelivered(t, msgs, q.messages(t), false)
+	_, _, duplicates := brokertest.CrashMidPublish(t, target(addr, newQueue(t, addr)), "orders", "TestCrashChild")
 	if duplicates == 0 {
 		t.Error("no message arrived twice: the crash left no confirmed message unrecorded")
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 
@@ -33,6 +32,7 @@ func requireBroker(t *testing.T) string {
 type testQueue struct {
 	exchange, queue string
 	ch              *amqp.Channel
+	taken           []brokertest.Received // every message taken from the queue so far
 }
 
 func newQueue(t *testing.T, addr string) *testQueue {
@@ -64,17 +64,17 @@ func newQueue(t *testing.T, addr string) *testQueue {
 	return q
 }
 
-// messages takes every message from the queue, in queue order.
-func (q *testQueue) messages(t *testing.T) []brokertest.Received {
+// messages takes the queue's messages and returns every message taken so
+// far, in queue order: reading a queue consumes it.
+func (q *testQueue) messages(t testing.TB) []brokertest.Received {
 	t.Helper()
-	var out []brokertest.Received
 	for {
 		m, ok, err := q.ch.Get(q.queue, true)
 		if err != nil {
 			t.Fatalf("get from %s: %v", q.queue, err)
 		}
 		if !ok {
-			return out
+			return q.taken
 		}
 		headers := map[string]string{}
 		for k, v := range m.Headers {
@@ -83,7 +83,17 @@ func (q *testQueue) messages(t *testing.T) []brokertest.Received {
 		if m.DeliveryMode != amqp.Persistent {
 			t.Errorf("%s: delivery mode %d, want persistent", m.MessageId, m.DeliveryMode)
 		}
-		out = append(out, brokertest.Received{ID: m.MessageId, Dest: m.RoutingKey, Payload: m.Body, Headers: headers})
+		q.taken = append(q.taken, brokertest.Received{ID: m.MessageId, Dest: m.RoutingKey, Payload: m.Body, Headers: headers})
+	}
+}
+
+// target is the rabbitmq sink publishing through the broker at addr to
+// q's exchange with routing key "events.<sink name>".
+func target(addr string, q *testQueue) brokertest.Target {
+	return brokertest.Target{
+		Type:    rabbitmq.Type,
+		Options: map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": "events.{{.Sink}}"},
+		Read:    q.messages,
 	}
 }
 
@@ -91,10 +101,5 @@ func (q *testQueue) messages(t *testing.T) []brokertest.Received {
 // ends.
 func build(t *testing.T, name string, options map[string]any) core.Sink {
 	t.Helper()
-	s, err := registry.Build(rabbitmq.Type, name, options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.(*rabbitmq.Sink).Close() })
-	return s
+	return brokertest.Target{Type: rabbitmq.Type, Options: options}.Build(t, name)
 }

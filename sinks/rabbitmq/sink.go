@@ -7,7 +7,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
@@ -24,11 +23,10 @@ const heartbeat = 10 * time.Second
 // confirms. It is safe for concurrent use: deliveries share one
 // connection and channel, dialed on first use.
 type Sink struct {
-	name     string
-	cfg      config
-	conn     *sinks.Connection[*publisher]
-	inFlight *semaphore.Weighted
-	redact   sinks.Redactor
+	name   string
+	cfg    config
+	link   *sinks.Link[*publisher]
+	redact sinks.Redactor
 }
 
 // Receipt is what a sent row's receipt column records: where the message
@@ -46,13 +44,8 @@ func New(name string, options map[string]any) (core.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{
-		name:     name,
-		cfg:      c,
-		inFlight: semaphore.NewWeighted(int64(c.MaxInFlight)),
-		redact:   sinks.NewRedactor(urlPassword(c.URL), c.Password),
-	}
-	s.conn = sinks.NewConnection(s.dial, c.ConnectTimeout)
+	s := &Sink{name: name, cfg: c, redact: sinks.NewRedactor(urlPassword(c.URL), c.Password)}
+	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }
 
@@ -86,14 +79,11 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if err != nil {
 		return s.wrap(core.Permanent(err))
 	}
-	if err := s.inFlight.Acquire(ctx, 1); err != nil {
-		return s.wrap(fmt.Errorf("waiting for a free publish slot: %w", err))
-	}
-	defer s.inFlight.Release(1)
-	p, err := s.conn.Get(ctx)
+	p, release, err := s.link.Acquire(ctx, 1)
 	if err != nil {
 		return s.wrap(err)
 	}
+	defer release()
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	if err := p.publish(pctx, s.cfg.Exchange, key, s.message(ctx, d)); err != nil {
@@ -121,7 +111,7 @@ func (s *Sink) message(ctx context.Context, d *core.Delivery) amqp.Publishing {
 }
 
 // Close closes the sink's connection. Deliveries after Close fail.
-func (s *Sink) Close() error { return s.conn.Close() }
+func (s *Sink) Close() error { return s.link.Close() }
 
 // wrap names the sink in err, keeping its class, and removes secrets a
 // client error might quote.
