@@ -86,7 +86,7 @@ func (p *publisher) watch(returns <-chan amqp.Return, confirms <-chan amqp.Confi
 			if !ok {
 				// amqp091 closes the close listeners before the confirm
 				// listeners: the reason, if any, is buffered by now.
-				reason, _ := <-closes
+				reason := <-closes
 				p.failAll(reason)
 				return
 			}
