@@ -149,6 +149,7 @@ func (b *bench) scenarioList() []scenario {
 		{"steady", b.runSteady},
 		{"history", b.runHistory},
 		{"idle", b.runIdle},
+		{"brokers", b.runBrokers},
 	}
 }
 

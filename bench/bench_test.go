@@ -78,3 +78,26 @@ func Example_median() {
 	// 2 2.5
 	// 3 5
 }
+
+// TestQuickBrokers runs the broker scenario small (outboxd into JetStream
+// and RabbitMQ against bare publisher loops), so its code cannot rot
+// unnoticed. It needs the machine's NATS and RabbitMQ; .ci/run starts them.
+func TestQuickBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL, NATS and RabbitMQ")
+	}
+	o, err := parseFlags([]string{"-quick", "-only", "brokers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log, out bytes.Buffer
+	o.log = &log
+	if !runBench(context.Background(), databaseURL(), o, &out) {
+		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
+	}
+	for _, want := range []string{"JetStream: outboxd ÷ bare sync", "RabbitMQ: outboxd ÷ bare sync"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the results lack %q:\n%s", want, out.String())
+		}
+	}
+}

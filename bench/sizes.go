@@ -28,6 +28,8 @@ type sizes struct {
 	historyPending     int // rows burnt down while claim time is measured
 	historyPendingSlow int // the same for River defaults
 
+	brokerMessages int // messages per broker measurement
+
 	idleSettle time.Duration
 	idleWindow time.Duration
 
@@ -55,6 +57,7 @@ const (
 var fullSizes = sizes{
 	runs:               3,
 	burnDown:           100_000,
+	brokerMessages:     20_000,
 	burnDownDefault:    10_000,
 	latencyMessages:    2000,
 	latencyGap:         2 * time.Millisecond,
@@ -77,6 +80,7 @@ var fullSizes = sizes{
 var quickSizes = sizes{
 	runs:               1,
 	burnDown:           3000,
+	brokerMessages:     500,
 	burnDownDefault:    500,
 	latencyMessages:    100,
 	latencyGap:         2 * time.Millisecond,

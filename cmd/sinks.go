@@ -11,6 +11,9 @@ import (
 	// The built-in sink types register themselves here, in the one place a
 	// reader looks for them. Custom builds register theirs before Main.
 	_ "github.com/outboxd/outboxd/sinks/email"
+	_ "github.com/outboxd/outboxd/sinks/kafka"
+	_ "github.com/outboxd/outboxd/sinks/nats"
+	_ "github.com/outboxd/outboxd/sinks/rabbitmq"
 	_ "github.com/outboxd/outboxd/sinks/slack"
 	_ "github.com/outboxd/outboxd/sinks/webhook"
 )

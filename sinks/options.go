@@ -1,7 +1,9 @@
 // Package sinks holds what the concrete sinks share: option decoding, an HTTP
-// client, and the mapping of HTTP responses to delivery outcomes. Each
-// integration lives in its own sub-package (sinks/slack, sinks/webhook,
-// sinks/email) and registers itself with the registry.
+// client, the mapping of HTTP responses to delivery outcomes, and for the
+// broker sinks a redialing connection, destination templates, trace
+// headers and secret redaction. Each integration lives in its own
+// sub-package (sinks/slack, sinks/webhook, sinks/email, sinks/nats,
+// sinks/rabbitmq, sinks/kafka) and registers itself with the registry.
 package sinks
 
 import (
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 )
@@ -104,4 +107,16 @@ func stringToBoolHook(from, to reflect.Type, data any) (any, error) {
 		return false, nil
 	}
 	return data, nil
+}
+
+// Default fills an option left at zero with its default and refuses a
+// negative value, naming the option (a timeout, a count).
+func Default[T int | time.Duration](name string, value *T, def T) error {
+	if *value < 0 {
+		return fmt.Errorf("option %s: must be positive, got %v", name, *value)
+	}
+	if *value == 0 {
+		*value = def
+	}
+	return nil
 }

@@ -1,0 +1,94 @@
+package brokertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/registry"
+)
+
+// What the crashing child reads from its environment.
+const (
+	childSchemaEnv  = "OUTBOXD_BROKER_CRASH_SCHEMA"
+	childTypeEnv    = "OUTBOXD_BROKER_CRASH_TYPE"
+	childSinkEnv    = "OUTBOXD_BROKER_CRASH_SINK"
+	childOptionsEnv = "OUTBOXD_BROKER_CRASH_OPTIONS"
+	childAfterEnv   = "OUTBOXD_BROKER_CRASH_AFTER"
+)
+
+// crashTimeout bounds the child: it must have killed itself by then.
+const crashTimeout = time.Minute
+
+// Crash runs childTest of the calling test binary in a child process: a
+// relay delivering ob's rows through the sink typ called sink, built from
+// options, that SIGKILLs its own process as soon as after publishes were
+// acknowledged. Those rows, and the publishes still in flight, are left in
+// progress with the broker holding the messages. Crash fails the test
+// unless the child died by SIGKILL.
+func Crash(t testing.TB, ob *core.Outbox, typ, sink string, options map[string]any, after int, childTest string) {
+	t.Helper()
+	opts, err := json.Marshal(options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashTimeout)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+childTest+"$", "-test.count=1")
+	child.Env = append(os.Environ(),
+		childSchemaEnv+"="+ob.Schema(), childTypeEnv+"="+typ, childSinkEnv+"="+sink,
+		childOptionsEnv+"="+string(opts), childAfterEnv+"="+strconv.Itoa(after),
+		"TEST_DATABASE_URL="+testdb.URL())
+	out, err := child.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child relay was not killed (err %v):\n%s", err, out)
+	}
+}
+
+// CrashChild is the body of the child test that Crash runs; it skips when
+// a test run started it rather than Crash.
+func CrashChild(t *testing.T) {
+	schema := os.Getenv(childSchemaEnv)
+	if schema == "" {
+		t.Skip("run by a crash test in a child process")
+	}
+	ob, err := core.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var options map[string]any
+	if err := json.Unmarshal([]byte(os.Getenv(childOptionsEnv)), &options); err != nil {
+		t.Fatal(err)
+	}
+	after, err := strconv.Atoi(os.Getenv(childAfterEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := os.Getenv(childSinkEnv)
+	sink, err := registry.Build(os.Getenv(childTypeEnv), name, options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked atomic.Int64
+	dieAfterPublishes := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		err := sink.Deliver(ctx, d)
+		if err == nil && acked.Add(1) >= int64(after) {
+			// The broker holds the message; the relay never records it.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		return err
+	})
+	Relay(t, RelayPool(t, testdb.URL()), ob, nil, core.SinkConfig{Name: name, Sink: dieAfterPublishes})
+	time.Sleep(crashTimeout)
+	t.Fatalf("the relay made fewer than %d publishes", after)
+}

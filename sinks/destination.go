@@ -1,0 +1,89 @@
+package sinks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// DestinationData is what a destination template (a NATS subject, a
+// RabbitMQ routing key, a Kafka topic) sees of the message it routes:
+//
+//	{{.Sink}}         the sink instance's name
+//	{{.OrderingKey}}  the ordering key, empty for an unordered message
+//	{{.DedupKey}}     the dedup key
+//	{{.Headers.x}}    the value of the message header x (index .Headers "x-y" for other names)
+//
+// Go's template built-ins apply: {{or .OrderingKey "unordered"}} gives a
+// fallback for messages without an ordering key.
+type DestinationData struct {
+	Sink        string
+	OrderingKey string
+	DedupKey    string
+	Headers     map[string]string
+}
+
+// Destination is a parsed destination template. One without actions is
+// used as it is, without running the template engine per message.
+type Destination struct {
+	text string
+	tmpl *template.Template // nil when text has no actions
+}
+
+// ParseDestination parses a destination template (see [DestinationData]).
+// A reference to a field that does not exist is an error now; a header
+// that a message lacks renders as an error when that message is routed.
+func ParseDestination(text string) (Destination, error) {
+	if text == "" {
+		return Destination{}, errors.New("is required")
+	}
+	if !strings.Contains(text, "{{") {
+		return Destination{text: text}, nil
+	}
+	tmpl, err := template.New("destination").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+	}
+	d := Destination{text: text, tmpl: tmpl}
+	// A dry run catches misspelt fields ({{.Ordering}}) at start-up rather
+	// than on the first message. Missing header keys are expected here.
+	if _, err := d.render(DestinationData{Headers: map[string]string{}}); err != nil && !isMissingKey(err) {
+		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+	}
+	return d, nil
+}
+
+// Render returns the destination of d for the sink instance named sink.
+// An error means the message cannot be routed: it is permanent.
+func (t Destination) Render(sink string, d *core.Delivery) (string, error) {
+	if t.tmpl == nil {
+		return t.text, nil
+	}
+	headers := d.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	out, err := t.render(DestinationData{Sink: sink, OrderingKey: d.OrderingKey, DedupKey: d.DedupKey, Headers: headers})
+	if err != nil {
+		return "", fmt.Errorf("destination template %q: %w", t.text, err)
+	}
+	return out, nil
+}
+
+func (t Destination) render(data DestinationData) (string, error) {
+	var b strings.Builder
+	err := t.tmpl.Execute(&b, data)
+	return b.String(), err
+}
+
+// String returns the template's text.
+func (t Destination) String() string { return t.text }
+
+// isMissingKey reports the error of a map key the dry run's empty headers
+// lack.
+func isMissingKey(err error) bool {
+	return strings.Contains(err.Error(), "map has no entry for key")
+}

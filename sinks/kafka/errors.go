@@ -1,0 +1,44 @@
+package kafka
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// DefaultThrottlePause is how long the sink pauses when the cluster says
+// its quota is exceeded: retrying sooner would only spend attempts.
+const DefaultThrottlePause = 5 * time.Second
+
+// permanentErrors are broker answers no retry of the same record can fix:
+// the topic does not exist (after the client's own retries), the record is
+// too large or invalid, or the principal may not write.
+var permanentErrors = []error{
+	kerr.UnknownTopicOrPartition, kerr.InvalidTopicException,
+	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+	kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.PolicyViolation,
+}
+
+// classify maps a failed produce to an outcome:
+//
+//	unknown topic, record too large or invalid,
+//	authorisation refused                               core.Permanent
+//	throttling quota exceeded                           core.RetryAfter(DefaultThrottlePause)
+//	timeouts, unreachable brokers, anything else        retryable
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, kerr.ThrottlingQuotaExceeded) {
+		return core.RetryAfter(DefaultThrottlePause, err)
+	}
+	for _, p := range permanentErrors {
+		if errors.Is(err, p) {
+			return core.Permanent(err)
+		}
+	}
+	return err
+}

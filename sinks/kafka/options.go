@@ -1,0 +1,111 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// Type is the sink type name used in plugins.yaml.
+const Type = "kafka"
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds one record's way from the producer's buffer to
+	// the acknowledgement of all in-sync replicas. The relay's delivery
+	// deadline bounds the wait for it too.
+	DefaultTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds dialing a broker.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultMaxInFlight bounds the records of one sink instance that are
+	// buffered or awaiting their acknowledgement; more deliveries wait.
+	DefaultMaxInFlight = 256
+)
+
+// SASL mechanisms accepted by the sasl_mechanism option.
+const (
+	SASLPlain       = "plain"
+	SASLScramSHA256 = "scram-sha-256"
+	SASLScramSHA512 = "scram-sha-512"
+)
+
+// Options are the kafka sink's options, as written in plugins.yaml.
+type Options struct {
+	// Brokers are the seed brokers, host:port each; the client learns the
+	// rest of the cluster from them.
+	Brokers []string `mapstructure:"brokers"`
+	// Topic is each record's topic, a template over the message (see
+	// sinks.DestinationData), e.g. "orders" or "orders-{{.Sink}}". It
+	// must exist: the sink does not create topics.
+	Topic string `mapstructure:"topic"`
+	// Timeout bounds a record's way to its acknowledgement; default
+	// DefaultTimeout.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// ConnectTimeout bounds dialing a broker; default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	// MaxInFlight bounds the records buffered or awaiting acknowledgement;
+	// default DefaultMaxInFlight.
+	MaxInFlight int `mapstructure:"max_in_flight"`
+	// TLS connects to the brokers over TLS, verified against the system's
+	// roots.
+	TLS bool `mapstructure:"tls"`
+	// SASLMechanism enables SASL authentication: SASLPlain,
+	// SASLScramSHA256 or SASLScramSHA512.
+	SASLMechanism string `mapstructure:"sasl_mechanism"`
+	// Username authenticates with Password over SASL.
+	Username string `mapstructure:"username"`
+	// Password goes with Username. It never appears in errors or logs.
+	Password string `mapstructure:"password"`
+}
+
+// config is Options checked, with defaults filled in.
+type config struct {
+	Options
+	topic sinks.Destination
+}
+
+// parseOptions decodes and checks a sink's options. Errors name the option
+// at fault and never repeat a secret.
+func parseOptions(options map[string]any) (config, error) {
+	var c config
+	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
+		return c, err
+	}
+	if len(c.Brokers) == 0 {
+		return c, errors.New("option brokers: is required (host:port of at least one broker)")
+	}
+	for i, b := range c.Brokers {
+		if host, port, err := net.SplitHostPort(strings.TrimSpace(b)); err != nil || host == "" || port == "" {
+			return c, fmt.Errorf("option brokers[%d]: %q is not host:port", i, b)
+		}
+	}
+	var err error
+	if c.topic, err = sinks.ParseDestination(c.Topic); err != nil {
+		return c, fmt.Errorf("option topic: %w", err)
+	}
+	if err := errors.Join(
+		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
+		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
+		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return c, err
+	}
+	switch c.SASLMechanism {
+	case "":
+		if c.Username != "" || c.Password != "" {
+			return c, errors.New("options username and password need sasl_mechanism")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.Username == "" || c.Password == "" {
+			return c, fmt.Errorf("option sasl_mechanism %s needs username and password", c.SASLMechanism)
+		}
+	default:
+		return c, fmt.Errorf("option sasl_mechanism: %q is not one of %s, %s, %s", c.SASLMechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+	return c, nil
+}

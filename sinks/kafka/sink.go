@@ -1,0 +1,168 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+func init() { registry.Register(Type, New) }
+
+// DedupKeyHeader is the record header that carries the row's dedup key, the
+// same on every copy of a message, for consumers that drop duplicates.
+const DedupKeyHeader = "outbox-dedup-key"
+
+// maxTopicLength is Kafka's limit on a topic name.
+const maxTopicLength = 249
+
+// Sink produces each message as one Kafka record with an idempotent
+// producer and acknowledgement from all in-sync replicas. It is safe for
+// concurrent use: deliveries share one client.
+type Sink struct {
+	name   string
+	cfg    config
+	client *kgo.Client
+	redact sinks.Redactor
+}
+
+// Receipt is what a sent row's receipt column records: where the record
+// was written.
+type Receipt struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// New builds the kafka sink instance called name from its options; it is
+// the registry factory for the "kafka" type. The client connects lazily:
+// the first delivery dials the brokers. See the package documentation for
+// the options.
+func New(name string, options map[string]any) (core.Sink, error) {
+	c, err := parseOptions(options)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID("outboxd-" + name),
+		kgo.DialTimeout(c.ConnectTimeout),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // with idempotent writes, franz-go's default
+		kgo.RecordDeliveryTimeout(c.Timeout),
+		kgo.MaxBufferedRecords(c.MaxInFlight),
+	}
+	if c.TLS {
+		opts = append(opts, kgo.DialTLS())
+	}
+	if m := saslMechanism(c); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &Sink{name: name, cfg: c, client: client, redact: sinks.NewRedactor(c.Password)}, nil
+}
+
+func saslMechanism(c config) sasl.Mechanism {
+	switch c.SASLMechanism {
+	case SASLPlain:
+		return plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// Deliver produces d as one record and returns once all in-sync replicas
+// acknowledged it. See the package documentation for the record and how
+// failures map to outcomes.
+func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+	rec, err := s.record(ctx, d)
+	if err != nil {
+		return s.wrap(core.Permanent(err))
+	}
+	if err := s.produce(ctx, rec); err != nil {
+		return s.wrap(err)
+	}
+	return d.SetReceipt(Receipt{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset})
+}
+
+// produce hands rec to the client and waits for its acknowledgement
+// within ctx. The client stops waiting for a record once it is on the
+// wire, so the wait here ends at ctx's deadline even then; the record may
+// still be written, and its retry is a duplicate under the same dedup key.
+func (s *Sink) produce(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return classify(err)
+	case <-ctx.Done():
+		return fmt.Errorf("no acknowledgement before the delivery deadline: %w", ctx.Err())
+	}
+}
+
+// record builds the record of d: keyed by the ordering key (so one key's
+// records share a partition, in order) or else the dedup key, the payload
+// as it was enqueued, and headers with the dedup key, the row's own
+// headers and the delivery's trace context.
+func (s *Sink) record(ctx context.Context, d *core.Delivery) (*kgo.Record, error) {
+	topic, err := s.cfg.topic.Render(s.name, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	key := d.OrderingKey
+	if key == "" {
+		key = d.DedupKey
+	}
+	headers := sinks.MessageHeaders(ctx, d)
+	rec := &kgo.Record{
+		Topic:   topic,
+		Key:     []byte(key),
+		Value:   d.Payload,
+		Headers: make([]kgo.RecordHeader, 0, len(headers)+1),
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: DedupKeyHeader, Value: []byte(d.DedupKey)})
+	for k, v := range headers {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	return rec, nil
+}
+
+// Close closes the client; records still buffered fail. Deliveries after
+// Close fail.
+func (s *Sink) Close() error {
+	s.client.Close()
+	return nil
+}
+
+// wrap names the sink in err, keeping its class, and removes secrets a
+// client error might quote.
+func (s *Sink) wrap(err error) error {
+	return s.redact.Error(fmt.Errorf("kafka %q: %w", s.name, err))
+}
+
+// checkTopic refuses a rendered topic Kafka would reject.
+func checkTopic(topic string) error {
+	if topic == "" || topic == "." || topic == ".." || len(topic) > maxTopicLength ||
+		strings.ContainsFunc(topic, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+		}) {
+		return fmt.Errorf("topic %q is not a valid Kafka topic name (1 to %d of a-z A-Z 0-9 . _ -)", topic, maxTopicLength)
+	}
+	return nil
+}

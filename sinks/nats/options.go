@@ -1,0 +1,132 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// Type is the sink type name used in plugins.yaml.
+const Type = "nats"
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds one publish's wait for the stream's ack. The
+	// relay's delivery deadline bounds it too.
+	DefaultTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds dialing the server.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultMaxInFlight bounds the publishes of one sink instance that
+	// wait for their ack at once; more deliveries wait for a free place.
+	DefaultMaxInFlight = 256
+)
+
+// Options are the nats sink's options, as written in plugins.yaml.
+type Options struct {
+	// URL is the server, nats://host:4222 or tls://host:4222; several
+	// servers of one cluster may be given comma-separated. Credentials in
+	// the URL (nats://user:password@host) work and are never shown.
+	URL string `mapstructure:"url"`
+	// Subject is the subject each message is published on, a template over
+	// the message (see sinks.DestinationData), e.g. "orders.{{.Sink}}" or
+	// "orders.{{or .OrderingKey \"unordered\"}}". A stream must cover it.
+	Subject string `mapstructure:"subject"`
+	// Stream, when set, is the stream the message must land in: a publish
+	// that another stream (or none) would store is refused, permanently.
+	Stream string `mapstructure:"stream"`
+	// Timeout bounds one publish's wait for the stream's ack; default
+	// DefaultTimeout.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// ConnectTimeout bounds dialing the server; default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	// MaxInFlight bounds the publishes awaiting their ack at once; default
+	// DefaultMaxInFlight.
+	MaxInFlight int `mapstructure:"max_in_flight"`
+	// Username authenticates with Password (instead of credentials in the
+	// URL).
+	Username string `mapstructure:"username"`
+	// Password goes with Username. It never appears in errors or logs.
+	Password string `mapstructure:"password"`
+	// Token authenticates with a server token. It never appears in errors
+	// or logs.
+	Token string `mapstructure:"token"`
+	// CredentialsFile is the path of a .creds file (user JWT and NKey
+	// seed) for servers in operator mode.
+	CredentialsFile string `mapstructure:"credentials_file"`
+	// NKeySeedFile is the path of a file holding an NKey seed, for
+	// servers that authenticate users by NKey.
+	NKeySeedFile string `mapstructure:"nkey_seed_file"`
+}
+
+// config is Options checked, with defaults filled in.
+type config struct {
+	Options
+	subject sinks.Destination
+}
+
+// parseOptions decodes and checks a sink's options. Errors name the option
+// at fault and never repeat the URL (it may hold a password) or a secret.
+func parseOptions(options map[string]any) (config, error) {
+	var c config
+	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
+		return c, err
+	}
+	if err := checkURLs(c.URL); err != nil {
+		return c, fmt.Errorf("option url: %w", err)
+	}
+	var err error
+	if c.subject, err = sinks.ParseDestination(c.Subject); err != nil {
+		return c, fmt.Errorf("option subject: %w", err)
+	}
+	if c.Stream != "" && strings.ContainsAny(c.Stream, " \t\r\n.*>") {
+		return c, fmt.Errorf("option stream: %q is not a stream name (no spaces, dots or wildcards)", c.Stream)
+	}
+	if err := errors.Join(
+		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
+		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
+		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return c, err
+	}
+	if c.Password != "" && c.Username == "" {
+		return c, errors.New("option password is set but username is empty")
+	}
+	methods := 0
+	for _, set := range []bool{c.Username != "", c.Token != "", c.CredentialsFile != "", c.NKeySeedFile != ""} {
+		if set {
+			methods++
+		}
+	}
+	if methods > 1 {
+		return c, errors.New("options username, token, credentials_file and nkey_seed_file: set at most one of them")
+	}
+	return c, nil
+}
+
+// checkURLs checks a comma-separated list of server URLs without quoting
+// them.
+func checkURLs(list string) error {
+	if list == "" {
+		return errors.New("is required")
+	}
+	for i, raw := range strings.Split(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			return fmt.Errorf("server %d is not a valid URL", i+1)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("server %d: scheme must be nats, tls, ws or wss, got %q", i+1, u.Scheme)
+		}
+		if u.Hostname() == "" {
+			return fmt.Errorf("server %d has no host", i+1)
+		}
+	}
+	return nil
+}

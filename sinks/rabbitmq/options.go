@@ -1,0 +1,96 @@
+package rabbitmq
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// Type is the sink type name used in plugins.yaml.
+const Type = "rabbitmq"
+
+// Defaults of the options.
+const (
+	// DefaultTimeout bounds one publish's wait for the broker's confirm.
+	// The relay's delivery deadline bounds it too.
+	DefaultTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds dialing the broker and opening the
+	// channel.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultMaxInFlight bounds the publishes of one sink instance that
+	// wait for their confirm at once; more deliveries wait for a place.
+	DefaultMaxInFlight = 256
+	// DefaultContentType is the content-type property of every message:
+	// the payload is the enqueued JSON.
+	DefaultContentType = "application/json"
+)
+
+// Options are the rabbitmq sink's options, as written in plugins.yaml.
+type Options struct {
+	// URL is the broker, amqp://host:5672/vhost or amqps://...
+	// Credentials in the URL (amqp://user:password@host) work and are
+	// never shown; username and password override them.
+	URL string `mapstructure:"url"`
+	// Exchange is the exchange messages are published to; empty is the
+	// default exchange, which routes by queue name. It must exist.
+	Exchange string `mapstructure:"exchange"`
+	// RoutingKey is each message's routing key, a template over the
+	// message (see sinks.DestinationData), e.g. "orders.{{.OrderingKey}}".
+	// Empty suits fanout and headers exchanges.
+	RoutingKey string `mapstructure:"routing_key"`
+	// Timeout bounds one publish's wait for the broker's confirm; default
+	// DefaultTimeout.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// ConnectTimeout bounds dialing the broker; default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	// MaxInFlight bounds the publishes awaiting their confirm at once;
+	// default DefaultMaxInFlight.
+	MaxInFlight int `mapstructure:"max_in_flight"`
+	// Username authenticates with Password instead of the URL's user.
+	Username string `mapstructure:"username"`
+	// Password goes with Username. It never appears in errors or logs.
+	Password string `mapstructure:"password"`
+}
+
+// config is Options checked, with defaults filled in.
+type config struct {
+	Options
+	routingKey sinks.Destination
+}
+
+// parseOptions decodes and checks a sink's options. Errors name the option
+// at fault and never repeat the URL (it may hold a password) or a secret.
+func parseOptions(options map[string]any) (config, error) {
+	var c config
+	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
+		return c, err
+	}
+	if c.URL == "" {
+		return c, errors.New("option url: is required")
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return c, errors.New("option url: not an amqp:// or amqps:// URL with a host (and a numeric port, if any)")
+	}
+	if c.RoutingKey != "" {
+		var err error
+		if c.routingKey, err = sinks.ParseDestination(c.RoutingKey); err != nil {
+			return c, fmt.Errorf("option routing_key: %w", err)
+		}
+	}
+	if err := errors.Join(
+		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
+		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
+		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
+	); err != nil {
+		return c, err
+	}
+	if c.Password != "" && c.Username == "" {
+		return c, errors.New("option password is set but username is empty")
+	}
+	return c, nil
+}

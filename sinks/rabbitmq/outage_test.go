@@ -1,0 +1,22 @@
+package rabbitmq_test
+
+import (
+	"testing"
+
+	"github.com/outboxd/outboxd/internal/brokertest"
+)
+
+// A broker that is unreachable when the relay starts, and again mid-run (a
+// proxy in front of it refuses and cuts connections), only delays
+// delivery: messages wait in the outbox, reach the queue once it is back,
+// and none is dead-lettered.
+func TestBrokerDownAtStartAndMidRun(t *testing.T) {
+	t.Parallel()
+	addr := requireBroker(t)
+	q := newQueue(t, addr)
+	proxy := brokertest.NewProxy(t, addr)
+	proxy.Down()
+	tg := target(proxy.Addr(), q)
+	tg.Options["connect_timeout"] = "1s"
+	brokertest.Outage(t, tg, "orders", proxy.Down, proxy.Up)
+}
