@@ -16,6 +16,15 @@ func (a *app) dlqCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",
 		Short: "List, redrive or purge dead letters",
+		Long: `List, redrive or purge dead letters: messages that failed for good or ran out
+of attempts.
+
+Rows of a sink that this configuration does not have are not dead letters:
+relays leave them pending, untouched, for a relay configured with their sink
+(during a rolling deploy that adds a sink, the new pods deliver them).
+outboxd stats lists such sinks as not configured. If the sink is a mistake (a
+typo in a producer's sink name, a removed sink), configure it or delete its
+rows: outboxd dlq purge --all --waiting --sink NAME.`,
 	}
 	c.AddCommand(a.dlqListCommand(),
 		a.dlqActionCommand("redrive", "Move dead letters back to pending with their attempts reset", "redriven", (*core.Outbox).Redrive),
@@ -82,6 +91,9 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 			if len(filter.IDs) > 0 && (filter.All || filter.Sink != "") {
 				return badInputf("%s: --id cannot be combined with --all or --sink", name)
 			}
+			if filter.Waiting && (!filter.All || filter.Sink == "") {
+				return badInputf("%s: --waiting needs --all and --sink", name)
+			}
 			return nil
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
@@ -96,5 +108,9 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's id (repeat or comma-separate)")
 	c.Flags().BoolVar(&filter.All, "all", false, "every dead letter (of --sink, when given)")
 	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this sink's dead letters")
+	if name == "purge" {
+		c.Flags().BoolVar(&filter.Waiting, "waiting", false,
+			"with --all --sink: also delete the sink's rows still waiting for delivery (for a sink no relay is configured with)")
+	}
 	return c
 }

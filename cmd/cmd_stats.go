@@ -25,10 +25,14 @@ type StatsReport struct {
 type SinkStatsReport struct {
 	core.SinkStats
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// Configured is false for a sink that has rows but is not in this
+	// configuration: relays configured like this one leave its rows alone.
+	Configured bool `json:"configured"`
 }
 
 // statsReport reads the stats and lists every configured sink, with zeros
-// for a sink that has no rows yet.
+// for a sink that has no rows yet, and every sink that has rows, marking
+// those this configuration does not have.
 func statsReport(ctx context.Context, cfg *Config, ob *core.Outbox, db core.DBTX) (StatsReport, error) {
 	stats, err := ob.Stats(ctx, db)
 	if err != nil {
@@ -36,10 +40,11 @@ func statsReport(ctx context.Context, cfg *Config, ob *core.Outbox, db core.DBTX
 	}
 	report := StatsReport{Sinks: map[string]SinkStatsReport{}}
 	for name := range cfg.Sinks {
-		report.Sinks[name] = SinkStatsReport{}
+		report.Sinks[name] = SinkStatsReport{Configured: true}
 	}
 	for name, s := range stats {
-		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds()}
+		_, configured := cfg.Sinks[name]
+		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
 	}
 	return report, nil
 }
@@ -65,13 +70,21 @@ func (a *app) statsCommand() *cobra.Command {
 	return c
 }
 
+// notConfiguredNote marks, in the stats table, a sink that has rows but is
+// not in this configuration.
+const notConfiguredNote = "not configured on this relay"
+
 func writeStatsTable(w io.Writer, r StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT\tDEAD\tOLDEST_PENDING")
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT\tDEAD\tOLDEST_PENDING\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age)
+		note := ""
+		if !s.Configured {
+			note = notConfiguredNote
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age, note)
 	}
 	return tw.Flush()
 }

@@ -202,9 +202,18 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 // stats runs `outboxd stats --json`.
 func (e *env) stats() map[string]map[string]float64 {
 	e.t.Helper()
-	var report struct{ Sinks map[string]map[string]float64 }
+	var report struct{ Sinks map[string]map[string]any }
 	if err := json.Unmarshal([]byte(e.mustRun("stats", "--json")), &report); err != nil {
 		e.t.Fatal(err)
 	}
-	return report.Sinks
+	counts := map[string]map[string]float64{}
+	for sink, fields := range report.Sinks {
+		counts[sink] = map[string]float64{}
+		for k, v := range fields {
+			if n, ok := v.(float64); ok {
+				counts[sink][k] = n
+			}
+		}
+	}
+	return counts
 }
