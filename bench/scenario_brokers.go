@@ -15,7 +15,6 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
-	"github.com/outboxd/outboxd/sinks"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
@@ -48,7 +47,7 @@ const (
 	modeRelayWide  = "outboxd relay → sink, Concurrency 256"
 	modeRelayNoop  = "outboxd relay → no-op sink"
 	modeSync       = "bare loop, sync publish, 64 publishers"
-	modeBatch      = "sink DeliverBatch (prototype), batches of 256"
+	modeBatch      = "sink DeliverBatch alone, batches of 256, no database"
 	modeAsync      = "bare loop, async publish, 256 outstanding"
 	wideRelayLimit = 4 * core.DefaultConcurrency
 	ratioFormat    = "%s: outboxd ÷ bare sync %.2f×, outboxd ÷ bare async %.2f×, outboxd ÷ no-op sink %.2f×, Concurrency 256 ÷ default %.2f×, DeliverBatch ÷ bare async %.2f×"
@@ -235,15 +234,15 @@ func syncLoop(ctx context.Context, target brokerTarget, n, workers int, prefix s
 	return <-errs
 }
 
-// batchLoop hands the sink's DeliverBatch prototype batches of
-// deliveries, as a relay with a batch path would.
+// batchLoop hands the sink's DeliverBatch batches of
+// deliveries without the database, as the relay does.
 func batchLoop(ctx context.Context, br broker, n int, prefix string) error {
 	sink, err := registry.Build(br.sinkType, noopSink, br.options)
 	if err != nil {
 		return err
 	}
 	defer sink.(interface{ Close() error }).Close()
-	bs := sink.(sinks.BatchSink)
+	bs := sink.(core.BatchSink)
 	for done := 0; done < n; done += brokerBatch {
 		ds := make([]*core.Delivery, min(brokerBatch, n-done))
 		for i := range ds {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,6 +58,7 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer closeSinks(sinks, log)
 	tel, stopTelemetry, err := serveTelemetry(ctx, cfg, a.io.Env, pool, ob, log)
 	if err != nil {
 		return err
@@ -174,4 +176,16 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l
 		log.Warn("waiting for the database; retrying with backoff", "attempt", attempt, errAttr(nr))
 		return retry.RetryableError(nr)
 	})
+}
+
+// closeSinks releases what sinks hold (a broker sink's connection) once the
+// relay is done with them: every sink that implements io.Closer is closed.
+func closeSinks(sinks []core.SinkConfig, log *slog.Logger) {
+	for _, s := range sinks {
+		if c, ok := s.Sink.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing a sink failed", "sink", s.Name, errAttr(err))
+			}
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // deliveryShareOfLease is the part of the lease a delivery may use; the rest
@@ -18,45 +20,13 @@ const deliveryShareOfLease = 0.8
 // slot by slot, stall every sink of its claim loop. Its late result is still
 // written (as a zombie if the row was re-claimed meanwhile).
 func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration, freeSlot func()) {
-	sink, known := r.sinks[row.Sink]
-	if !known {
-		// The claim only takes rows of configured sinks; should one slip
-		// through, it waits for a relay that has its sink.
-		r.release(row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
+	sink, dctx, span, ok := r.begin(ctx, &row, wait)
+	if !ok {
 		return
 	}
-	row.MaxAttempts = sink.MaxAttempts
-	if row.rowMax != nil {
-		row.MaxAttempts = int(*row.rowMax)
-	}
-	if row.Attempt > row.MaxAttempts {
-		// Every attempt so far was abandoned by a relay that died mid-delivery
-		// (attempts count at claim time): this message crash-loops its relays.
-		r.finish(ctx, row, sink, nil, 0, Permanent(fmt.Errorf(
-			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
-			row.Attempt-1, row.MaxAttempts)))
-		return
-	}
-	ctx = traceContext.Extract(ctx, mapCarrier(row.Headers))
-	ctx, span := r.startDeliverySpan(ctx, row, sink)
-	if wait > 0 && !r.waitForPermit(ctx, wait) {
-		r.release(row, 0, errors.New("relay shutting down before the rate-limit permit came due"))
-		endSpan(span, outcomeRetry, nil)
-		return
-	}
-	if paused := r.limiter.PausedFor(row.Sink); paused > 0 {
-		r.release(row, paused, fmt.Errorf("sink %q is paused by a Retry-After", row.Sink))
-		endSpan(span, outcomeRateLimited, nil)
-		return
-	}
-	budget := time.Until(row.leaseUntil.Add(-time.Duration(float64(r.cfg.Lease) * (1 - deliveryShareOfLease))))
-	if budget <= 0 {
-		r.release(row, 0, errors.New("lease too close to expiry to start the delivery"))
-		endSpan(span, outcomeRetry, nil)
-		return
-	}
-	dctx, cancel := context.WithTimeout(ctx, budget)
+	dctx, cancel := context.WithTimeout(dctx, r.budget(row))
 	stopFreeing := context.AfterFunc(dctx, freeSlot)
+	row.ctx = dctx
 	started := time.Now()
 	inFlightAttrs := r.labels[sink.Name].inFlight
 	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs)
@@ -65,6 +35,102 @@ func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration,
 	stopFreeing()
 	cancel()
 	r.finish(ctx, row, sink, span, time.Since(started), err)
+}
+
+// deliverBatch runs one attempt of each row, all of one BatchSink, in one
+// DeliverBatch call, and queues each outcome; freeSlots gives the rows'
+// slots back, early when the batch overruns its deadline (see deliver).
+func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots func()) {
+	var (
+		batch  []claimedRow
+		spans  []trace.Span
+		sink   SinkConfig
+		budget time.Duration
+	)
+	for _, row := range rows {
+		s, dctx, span, ok := r.begin(ctx, &row, 0)
+		if !ok {
+			continue
+		}
+		sink = s
+		budget = r.budget(row) // the rows share one claim, hence one lease
+		row.ctx = dctx
+		batch, spans = append(batch, row), append(spans, span)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	stopFreeing := context.AfterFunc(bctx, freeSlots)
+	defer stopFreeing()
+	ds := make([]*Delivery, len(batch))
+	for i := range batch {
+		// Each delivery's context keeps its span and takes the batch's
+		// deadline.
+		batch[i].ctx = trace.ContextWithSpan(bctx, spans[i])
+		ds[i] = &batch[i].Delivery
+	}
+	started := time.Now()
+	inFlightAttrs := r.labels[sink.Name].inFlight
+	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs)
+	errs := callBatchSink(bctx, sink.Sink.(BatchSink), ds)
+	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs)
+	elapsed := time.Since(started)
+	for i, row := range batch {
+		r.finish(ctx, row, sink, spans[i], elapsed, errs[i])
+	}
+}
+
+// begin prepares the delivery of row: its sink and max attempts, the trace
+// span continuing the producer's trace, the rate-limit permit's wait. It
+// reports false when the row was finished or handed back instead: its sink
+// is not configured here, it has used its attempts, its sink is paused, the
+// relay is shutting down or its lease is too close to expiry.
+func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) (SinkConfig, context.Context, trace.Span, bool) {
+	sink, known := r.sinks[row.Sink]
+	if !known {
+		// The claim only takes rows of configured sinks; should one slip
+		// through, it waits for a relay that has its sink.
+		r.release(*row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
+		return sink, nil, nil, false
+	}
+	row.MaxAttempts = sink.MaxAttempts
+	if row.rowMax != nil {
+		row.MaxAttempts = int(*row.rowMax)
+	}
+	if row.Attempt > row.MaxAttempts {
+		// Every attempt so far was abandoned by a relay that died mid-delivery
+		// (attempts count at claim time): this message crash-loops its relays.
+		r.finish(ctx, *row, sink, nil, 0, Permanent(fmt.Errorf(
+			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
+			row.Attempt-1, row.MaxAttempts)))
+		return sink, nil, nil, false
+	}
+	ctx = traceContext.Extract(ctx, mapCarrier(row.Headers))
+	ctx, span := r.startDeliverySpan(ctx, *row, sink)
+	handBack := func(delay time.Duration, outcome string, cause error) (SinkConfig, context.Context, trace.Span, bool) {
+		r.release(*row, delay, cause)
+		endSpan(span, outcome, nil)
+		return sink, nil, nil, false
+	}
+	if wait > 0 && !r.waitForPermit(ctx, wait) {
+		return handBack(0, outcomeRetry, errors.New("relay shutting down before the rate-limit permit came due"))
+	}
+	// Checked after the permit's wait: a pause may have come meanwhile.
+	if paused := r.limiter.PausedFor(row.Sink); paused > 0 {
+		return handBack(paused, outcomeRateLimited, fmt.Errorf("sink %q is paused by a Retry-After", row.Sink))
+	}
+	if r.budget(*row) <= 0 {
+		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
+	}
+	return sink, ctx, span, true
+}
+
+// budget is how long a delivery of row may take from now: up to
+// deliveryShareOfLease of its lease.
+func (r *Relay) budget(row claimedRow) time.Duration {
+	return time.Until(row.leaseUntil.Add(-time.Duration(float64(r.cfg.Lease) * (1 - deliveryShareOfLease))))
 }
 
 // callSink calls the sink, turning a panic into a retryable error so one bad
@@ -76,6 +142,26 @@ func callSink(ctx context.Context, s Sink, d *Delivery) (err error) {
 		}
 	}()
 	return s.Deliver(ctx, d)
+}
+
+// callBatchSink calls a BatchSink, turning a panic, or an answer with the
+// wrong number of outcomes, into a retryable error for every delivery.
+func callBatchSink(ctx context.Context, s BatchSink, ds []*Delivery) (errs []error) {
+	defer func() {
+		var err error
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink panicked: %v", p)
+		} else if len(errs) != len(ds) {
+			err = fmt.Errorf("sink returned %d outcomes for a batch of %d", len(errs), len(ds))
+		}
+		if err != nil {
+			errs = make([]error, len(ds))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return s.DeliverBatch(ctx, ds)
 }
 
 func (r *Relay) waitForPermit(ctx context.Context, wait time.Duration) bool {

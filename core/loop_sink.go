@@ -55,6 +55,10 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
 				continue
 			}
 		}
+		if _, batches := s.Sink.(BatchSink); batches && s.RateLimit == nil {
+			r.startBatch(deliverCtx, rows, free)
+			continue
+		}
 		for i, row := range rows {
 			free.Take()
 			r.start(deliverCtx, row, waits[i], free.Give)
@@ -64,6 +68,26 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
 			sleep(ctx, waits[len(waits)-1])
 		}
 	}
+}
+
+// startBatch delivers rows to their BatchSink in one call, in a goroutine
+// of its own, holding a slot per row until the batch is done (or overruns
+// its deadline).
+func (r *Relay) startBatch(ctx context.Context, rows []claimedRow, free *slots.Slots) {
+	for range rows {
+		free.Take()
+	}
+	r.deliveries.Add(1)
+	giveAll := sync.OnceFunc(func() {
+		for range rows {
+			free.Give()
+		}
+	})
+	go func() {
+		defer r.deliveries.Done()
+		defer giveAll()
+		r.deliverBatch(ctx, rows, giveAll)
+	}()
 }
 
 // start delivers row in its own goroutine after wait (a rate-limit permit);

@@ -69,11 +69,15 @@ type SinkConfig struct {
 	// implements RateLimitDefaulter gets its default; others are unlimited.
 	RateLimit *RateLimit
 	// MaxInFlight bounds this sink's concurrent deliveries on one relay;
-	// 0 means the relay's Concurrency.
+	// 0 means the relay's Concurrency. A BatchSink's rows count one each,
+	// and 0 means the relay's BatchSize for it, so a claim's rows go out in
+	// one batch.
 	MaxInFlight int
 }
 
-func (c SinkConfig) withDefaults(concurrency int) (SinkConfig, error) {
+// withDefaults fills c's zero fields; maxInFlight is the most deliveries
+// the relay lets one sink have in flight.
+func (c SinkConfig) withDefaults(maxInFlight int) (SinkConfig, error) {
 	if c.Name == "" {
 		return c, fmt.Errorf("outbox: sink config without a name")
 	}
@@ -111,8 +115,8 @@ func (c SinkConfig) withDefaults(concurrency int) (SinkConfig, error) {
 		}
 		c.RateLimit = &rl
 	}
-	if c.MaxInFlight <= 0 || c.MaxInFlight > concurrency {
-		c.MaxInFlight = concurrency
+	if c.MaxInFlight <= 0 || c.MaxInFlight > maxInFlight {
+		c.MaxInFlight = maxInFlight
 	}
 	return c, nil
 }

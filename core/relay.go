@@ -224,9 +224,12 @@ func (r *Relay) refreshPauses(ctx context.Context) {
 	}
 }
 
-// throttled reports whether s needs a claim loop of its own.
+// throttled reports whether s needs a claim loop of its own: it is rate
+// limited, bounded below the relay's concurrency, or takes its rows in
+// batches.
 func (r *Relay) throttled(s SinkConfig) bool {
-	return s.RateLimit != nil || s.MaxInFlight < r.cfg.Concurrency
+	_, batches := s.Sink.(BatchSink)
+	return s.RateLimit != nil || s.MaxInFlight < r.cfg.Concurrency || batches
 }
 
 // sleep waits d or until ctx is done; it reports whether d elapsed.

@@ -94,7 +94,11 @@ func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
 	}
 	sinks := make(map[string]SinkConfig, len(c.Sinks))
 	for _, s := range c.Sinks {
-		s, err := s.withDefaults(c.Concurrency)
+		limit := c.Concurrency
+		if _, batches := s.Sink.(BatchSink); batches {
+			limit = max(limit, c.BatchSize)
+		}
+		s, err := s.withDefaults(limit)
 		if err != nil {
 			return c, nil, err
 		}

@@ -28,6 +28,23 @@ type SinkFunc func(ctx context.Context, d *Delivery) error
 // Deliver calls f(ctx, d).
 func (f SinkFunc) Deliver(ctx context.Context, d *Delivery) error { return f(ctx, d) }
 
+// BatchSink is implemented by sinks that can hand many messages to their
+// destination per round trip (a broker's asynchronous publishes, whose
+// acknowledgements are awaited together). The relay then gives the sink a
+// claim loop of its own and hands it its claimed rows together instead of
+// one Deliver call each. Simple sinks need not implement it.
+//
+// DeliverBatch returns one outcome per delivery, in the same order,
+// classified as Deliver's are (nil, retryable, [Permanent], [RetryAfter]);
+// receipts are set on the deliveries that succeeded. ctx bounds the whole
+// batch; each delivery's own [Delivery.Context] carries its trace span,
+// for propagation into the messages. A batch never holds two rows of one
+// ordering key.
+type BatchSink interface {
+	Sink
+	DeliverBatch(ctx context.Context, ds []*Delivery) []error
+}
+
 // RateLimitDefaulter is implemented by sinks whose destination documents a
 // rate limit (Slack's one message per second per channel, for example). The
 // relay uses it when the sink's configuration sets no rate_limit.
@@ -55,6 +72,17 @@ type Delivery struct {
 	Uncertain bool
 
 	receipt json.RawMessage
+	ctx     context.Context // the attempt's own context: its span and deadline
+}
+
+// Context returns the context of this delivery attempt: its trace span (a
+// child of the producer's) and its deadline. It is the ctx Deliver gets; a
+// [BatchSink] uses it to propagate each message's own trace context.
+func (d *Delivery) Context() context.Context {
+	if d.ctx == nil {
+		return context.Background()
+	}
+	return d.ctx
 }
 
 // SetReceipt records what the destination returned for a successful delivery

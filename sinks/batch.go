@@ -7,21 +7,6 @@ import (
 	"github.com/outboxd/outboxd/core"
 )
 
-// BatchSink is a prototype of an optional extension of [core.Sink], for
-// sinks that can hand many messages to their destination per round trip
-// (asynchronous publishes whose acknowledgements are awaited together).
-// The relay does not call it yet: the broker sinks implement it so the
-// benchmark in bench/ can measure what a batch path in the relay would
-// gain (see docs/brokers.md).
-//
-// DeliverBatch delivers ds and returns one outcome per delivery, in the
-// same order, classified as Deliver's are (nil, retryable, core.Permanent,
-// core.RetryAfter); receipts are set on the deliveries that succeeded.
-type BatchSink interface {
-	core.Sink
-	DeliverBatch(ctx context.Context, ds []*core.Delivery) []error
-}
-
 // Pipeline is how a broker sink publishes one delivery of a batch without
 // waiting: Start sends it on the connection and returns how to await its
 // acknowledgement (nil with an error when it could not be sent). Both
@@ -34,7 +19,7 @@ type Pipeline[C Conn] struct {
 	Start   func(ctx context.Context, c C, d *core.Delivery) (wait func() error, err error)
 }
 
-// DeliverBatch implements [BatchSink.DeliverBatch] with p: chunk by chunk,
+// DeliverBatch implements [core.BatchSink.DeliverBatch] with p: chunk by chunk,
 // it takes publish slots and the connection, starts every delivery of the
 // chunk, then awaits each acknowledgement.
 func (p Pipeline[C]) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {

@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core"
 )
@@ -16,10 +17,14 @@ var traceContext = propagation.TraceContext{}
 
 // MessageHeaders returns the headers a broker message for d carries: the
 // row's own headers (metadata its producer attached) with the trace
-// context of ctx, which holds the relay's delivery span, in place of the
-// producer's. A consumer that extracts it continues the trace as a child of
-// the delivery, itself a child of the producer's span.
+// context of the relay's delivery span in place of the producer's: d's own
+// [core.Delivery.Context] when it has a span (in a batch, each delivery
+// has its own), else ctx. A consumer that extracts it continues the trace
+// as a child of the delivery, itself a child of the producer's span.
 func MessageHeaders(ctx context.Context, d *core.Delivery) map[string]string {
+	if trace.SpanContextFromContext(d.Context()).IsValid() {
+		ctx = d.Context()
+	}
 	h := make(map[string]string, len(d.Headers)+2)
 	maps.Copy(h, d.Headers)
 	for _, k := range traceContext.Fields() {

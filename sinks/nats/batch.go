@@ -8,11 +8,11 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-var _ sinks.BatchSink = (*Sink)(nil)
+var _ core.BatchSink = (*Sink)(nil)
 
 // DeliverBatch publishes ds asynchronously, so their acknowledgements
 // travel together instead of one round trip each, and then waits for
-// every one (see [sinks.BatchSink]; the relay does not call it yet).
+// every one (see [core.BatchSink]).
 // Each message is what Deliver would publish, under the same Nats-Msg-Id.
 // At most max_in_flight publishes are outstanding at once.
 func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {

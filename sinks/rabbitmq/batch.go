@@ -8,12 +8,12 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-var _ sinks.BatchSink = (*Sink)(nil)
+var _ core.BatchSink = (*Sink)(nil)
 
 // DeliverBatch publishes ds back to back on the sink's channel and then
 // waits for their confirms, which the broker sends as they come (often one
 // basic.ack for many), instead of one round trip each (see
-// [sinks.BatchSink]; the relay does not call it yet). Each message is what
+// [core.BatchSink]). Each message is what
 // Deliver would publish. At most max_in_flight publishes are outstanding
 // at once.
 func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {

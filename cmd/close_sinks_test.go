@@ -1,0 +1,30 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+type closingSink struct {
+	core.SinkFunc
+	closed int
+	err    error
+}
+
+func (s *closingSink) Close() error { s.closed++; return s.err }
+
+// serve closes every sink that holds something (a broker connection) when
+// it is done, and a failing Close does not keep the others open.
+func TestCloseSinksClosesEveryCloser(t *testing.T) {
+	a, b := &closingSink{err: errors.New("already gone")}, &closingSink{}
+	plain := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
+	closeSinks([]core.SinkConfig{{Name: "a", Sink: a}, {Name: "plain", Sink: plain}, {Name: "b", Sink: b}},
+		slog.New(slog.DiscardHandler))
+	if a.closed != 1 || b.closed != 1 {
+		t.Fatalf("closed a %d, b %d times; want once each", a.closed, b.closed)
+	}
+}

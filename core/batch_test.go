@@ -1,0 +1,114 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
+)
+
+// batchSink records the batches it is handed and fails the deliveries its
+// fail function names.
+type batchSink struct {
+	mu      sync.Mutex
+	batches [][]string // dedup keys per call
+	spans   []trace.SpanContext
+	fail    func(key string) error
+}
+
+func (s *batchSink) Deliver(ctx context.Context, d *core.Delivery) error {
+	errs := s.DeliverBatch(ctx, []*core.Delivery{d})
+	return errs[0]
+}
+
+func (s *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, len(ds))
+	errs := make([]error, len(ds))
+	for i, d := range ds {
+		keys[i] = d.DedupKey
+		s.spans = append(s.spans, trace.SpanContextFromContext(d.Context()))
+		if s.fail != nil {
+			errs[i] = s.fail(d.DedupKey)
+		}
+	}
+	s.batches = append(s.batches, keys)
+	return errs
+}
+
+// A BatchSink gets a claim's rows in one call, each with a span of its own,
+// and each row takes its own outcome: one permanent failure, one retry, the
+// rest sent.
+func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
+	b := setup(t)
+	tm := newTelemetry(t)
+	var once sync.Once
+	sink := &batchSink{fail: func(key string) error {
+		switch key {
+		case "k-3":
+			return core.Permanent(errors.New("refused"))
+		case "k-5":
+			var err error
+			once.Do(func() { err = errors.New("try again") })
+			return err
+		}
+		return nil
+	}}
+	const n = 50
+	enqueueN(t, b, "brk", n, nil) // all waiting before the relay's first claim
+	cfg := tm.relayConfig(b, core.SinkConfig{Name: "brk", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
+	signals := testrelay.Run(t, b.pool, cfg)
+	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
+	})
+	if c := statusCounts(t, b); c["sent"] != n-1 || c["dead"] != 1 {
+		t.Fatalf("statuses %v, want %d sent and 1 dead", c, n-1)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.batches[0]) != n {
+		t.Fatalf("first batch of %d rows, want all %d claimed together (batches: %v)", len(sink.batches[0]), n, sink.batches)
+	}
+	seen := map[trace.SpanID]bool{}
+	for _, sc := range sink.spans {
+		if !sc.IsValid() || seen[sc.SpanID()] {
+			t.Fatalf("a delivery of the batch lacks a span of its own: %v", sc)
+		}
+		seen[sc.SpanID()] = true
+	}
+	if got := len(tm.ended("send brk")); got < n {
+		t.Fatalf("%d delivery spans ended, want one per row at least (%d)", got, n)
+	}
+}
+
+// panickingBatchSink panics in every batch.
+type panickingBatchSink struct{ core.SinkFunc }
+
+func (panickingBatchSink) DeliverBatch(context.Context, []*core.Delivery) []error {
+	panic("batch boom")
+}
+
+// A panic in DeliverBatch fails every delivery of the batch, retryably; the
+// relay keeps running.
+func TestBatchSinkPanicFailsTheBatch(t *testing.T) {
+	b := setup(t)
+	sink := panickingBatchSink{}
+	enqueueN(t, b, "brk", 3, nil)
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob,
+		Sinks: []core.SinkConfig{{Name: "brk", Sink: sink, MaxAttempts: 1}}})
+	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "dead") == 3
+	})
+	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
+	if err != nil || len(dead) != 3 || dead[0].LastError != "sink panicked: batch boom" {
+		t.Fatalf("dead letters %+v, %v", dead, err)
+	}
+}
