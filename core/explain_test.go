@@ -67,7 +67,7 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 			indexes[n.IndexName] = true
 		}
 	})
-	for _, want := range []string{"messages_claimable_idx", "messages_lease_idx"} {
+	for _, want := range []string{"messages_open_idx"} {
 		if !indexes[want] {
 			t.Errorf("the claim does not use %s (uses %v):\n%s", want, indexes, raw)
 		}

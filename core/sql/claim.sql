@@ -1,37 +1,33 @@
--- Claims up to $1 rows of the sinks $3 in one statement: ready rows
--- (pending, or failed and due) in available_at order, plus rows whose lease
--- expired (their relay died or overran). Each gets lease token $4, a lease
--- of $2 on the database clock, and attempts+1 at claim time, so a message
--- that crashes its relay still runs out of attempts. A row with an ordering
--- key is only ready when no earlier row of its key is unfinished. Rows of
--- sinks not in $3 are never touched: a relay claims only what it can
--- deliver, so an older relay leaves a newly added sink's rows alone.
--- Sinks paused by a Retry-After are skipped on the database's word, so a
--- relay that has not heard of the pause yet cannot claim their rows.
--- Returns each row and whether it was reclaimed from an expired lease (the
--- previous outcome is unknown).
-WITH ready AS (
+-- Claims up to $1 rows of the sinks $3 in one statement, in available_at
+-- order: rows ready for an attempt (pending, or failed and due) and rows
+-- whose lease expired (their relay died or overran). Each gets lease token
+-- $4, a lease of $2 on the database clock, and attempts+1 at claim time, so
+-- a message that crashes its relay still runs out of attempts.
+--
+-- The update changes no indexed column (see migration 005): it is a HOT
+-- update, writing no index entry. Rows in flight therefore stay in the open
+-- index, at its head, and the scan passes over them unless their lease has
+-- expired.
+--
+-- A row with an ordering key is only ready when no earlier row of its key
+-- is open (pending, in flight or failed). Rows of sinks not in $3 are never
+-- touched: a relay claims only what it can deliver, so an older relay
+-- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
+-- skipped on the database's word, so a relay that has not heard of the
+-- pause yet cannot claim their rows. Returns each row and whether it was
+-- reclaimed from an expired lease (the previous outcome is unknown).
+WITH picked AS (
     SELECT id, status FROM {schema}.messages m
-    WHERE status IN ('pending', 'failed') AND available_at <= now()
+    WHERE phase = 'open' AND available_at <= now()
+      AND (status <> 'in_progress' OR lease_expires_at <= now())
       AND sink = ANY($3::text[])
       AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
       AND (ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
-            WHERE e.ordering_key = m.ordering_key AND e.id < m.id
-              AND e.status IN ('pending', 'in_progress', 'failed')))
+            WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
     ORDER BY available_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-), expired AS (
-    SELECT id, status FROM {schema}.messages m
-    WHERE status = 'in_progress' AND lease_expires_at <= now()
-      AND sink = ANY($3::text[])
-      AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
-    ORDER BY lease_expires_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT id, status FROM ready UNION ALL SELECT id, status FROM expired
 )
 UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $4,

@@ -4,6 +4,6 @@ SELECT m.id, m.sink, m.dedup_key, m.attempts, COALESCE(m.last_error, ''), m.upda
        COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
-WHERE m.status = 'dead' AND ($1 = '' OR m.sink = $1)
+WHERE m.phase = 'dead' AND ($1 = '' OR m.sink = $1)
 ORDER BY m.id
 LIMIT $2

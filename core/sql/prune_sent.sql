@@ -4,7 +4,7 @@ WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id IN (
         SELECT id FROM {schema}.messages
-        WHERE status = 'sent' AND sent_at < now() - $1::interval
+        WHERE phase = 'sent' AND sent_at < now() - $1::interval
         ORDER BY sent_at
         LIMIT $2)
     RETURNING id

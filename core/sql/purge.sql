@@ -5,7 +5,7 @@
 -- many rows were deleted.
 WITH gone AS (
     DELETE FROM {schema}.messages
-    WHERE (status = 'dead' OR ($4 AND status IN ('pending', 'failed')))
+    WHERE (phase = 'dead' OR ($4 AND status IN ('pending', 'failed')))
       AND (id = ANY($1) OR ($2 AND ($3 = '' OR sink = $3)))
     RETURNING id
 ), errs AS (

@@ -5,7 +5,7 @@ WITH moved AS (
     UPDATE {schema}.messages
     SET status = 'pending', attempts = 0, available_at = now(), updated_at = now(),
         lease_token = NULL, lease_expires_at = NULL
-    WHERE status = 'dead'
+    WHERE phase = 'dead'
       AND (id = ANY($1) OR ($2 AND ($3 = '' OR sink = $3)))
     RETURNING id
 ), wake AS (SELECT pg_notify($4, '') FROM moved LIMIT 1)
