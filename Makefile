@@ -34,7 +34,7 @@ test:
 demo:
 	bash scripts/demo.sh
 
-## jaeger: run Jaeger in the foreground on 127.0.0.1 (OTLP 4318/4317, UI 16686), built from tools/ on first use
+## jaeger: run Jaeger in the foreground on 127.0.0.1 (OTLP 4318/4317, query API 16686: a source build has no web UI), built from tools/ on first use
 ## Point outboxd at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318; see docs/tracing.md.
 jaeger:
 	scripts/tools.sh run jaeger
