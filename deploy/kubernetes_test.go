@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,15 +33,23 @@ type manifests struct {
 }
 
 // loadManifests decodes every document of kubernetes/*.yaml into its
-// k8s.io/api type; an unknown or duplicated field, or an unexpected kind,
-// fails the test.
+// k8s.io/api type; an unknown or duplicated field, an unexpected kind or a
+// missing one fails the test.
 func loadManifests(t *testing.T) manifests {
 	t.Helper()
+	m := manifests{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Secret{}, &policyv1.PodDisruptionBudget{}, &corev1.Service{}}
+	objects := map[string]any{
+		"apps/v1 Deployment":            m.deployment,
+		"v1 ConfigMap":                  m.configMap,
+		"v1 Secret":                     m.secret,
+		"policy/v1 PodDisruptionBudget": m.pdb,
+		"v1 Service":                    m.service,
+	}
+	seen := map[string]bool{}
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
-	var m manifests
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		if err != nil {
@@ -54,33 +63,19 @@ func loadManifests(t *testing.T) manifests {
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 				t.Fatalf("%s document %d: %v", file, i, err)
 			}
-			var obj any
-			switch meta.APIVersion + " " + meta.Kind {
-			case "apps/v1 Deployment":
-				m.deployment = &appsv1.Deployment{}
-				obj = m.deployment
-			case "v1 ConfigMap":
-				m.configMap = &corev1.ConfigMap{}
-				obj = m.configMap
-			case "v1 Secret":
-				m.secret = &corev1.Secret{}
-				obj = m.secret
-			case "policy/v1 PodDisruptionBudget":
-				m.pdb = &policyv1.PodDisruptionBudget{}
-				obj = m.pdb
-			case "v1 Service":
-				m.service = &corev1.Service{}
-				obj = m.service
-			default:
-				t.Fatalf("%s document %d: unexpected %s %s", file, i, meta.APIVersion, meta.Kind)
+			kind := meta.APIVersion + " " + meta.Kind
+			obj, known := objects[kind]
+			if !known || seen[kind] {
+				t.Fatalf("%s document %d: unexpected %s", file, i, kind)
 			}
+			seen[kind] = true
 			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
 				t.Fatalf("%s document %d (%s): %v", file, i, meta.Kind, err)
 			}
 		}
 	}
-	if m.deployment == nil || m.configMap == nil || m.secret == nil || m.pdb == nil || m.service == nil {
-		t.Fatalf("want a Deployment, ConfigMap, Secret, PodDisruptionBudget and Service; got %+v", m)
+	if len(seen) != len(objects) {
+		t.Fatalf("found %v; want one each of %v", seen, slices.Collect(maps.Keys(objects)))
 	}
 	return m
 }

@@ -207,7 +207,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 // TestAlertsPassPromtool lints the rules with promtool (Debian's prometheus
 // package; .ci/run installs it).
 func TestAlertsPassPromtool(t *testing.T) {
-	out, err := exec.Command(requireTool(t, "promtool"), "check", "rules", alertsFile).CombinedOutput()
+	out, err := exec.Command(proc.RequireTool(t, "promtool"), "check", "rules", alertsFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}

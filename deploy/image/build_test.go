@@ -78,33 +78,21 @@ func readArchive(t *testing.T, archive, dir string) v1.Image {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	eachTarEntry(t, f, func(h *tar.Header, body []byte) {
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		parent := filepath.Dir(path)
+		if h.Typeflag == tar.TypeDir {
+			parent = path
 		}
-		if err != nil {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(path, 0o755); err != nil {
+		if h.Typeflag == tar.TypeReg {
+			if err := os.WriteFile(path, body, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			continue
 		}
-		body, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	index, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -136,22 +124,32 @@ func layerFiles(t *testing.T, img v1.Image) map[string][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachTarEntry(t, rc, func(h *tar.Header, body []byte) {
 			if h.Typeflag == tar.TypeReg {
-				if files[h.Name], err = io.ReadAll(tr); err != nil {
-					t.Fatal(err)
-				}
+				files[h.Name] = body
 			}
-		}
+		})
 		rc.Close()
 	}
 	return files
+}
+
+// eachTarEntry calls f with every entry of the tar stream r and its content.
+func eachTarEntry(t *testing.T, r io.Reader, f func(h *tar.Header, body []byte)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(h, body)
+	}
 }

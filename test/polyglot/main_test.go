@@ -27,20 +27,7 @@ import (
 // binary is the outboxd binary, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxd-polyglot-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if binary, err = proc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proc.MainWithBinary(m, &binary) }
 
 // nodeExamples is the npm package of the Node.js examples, from this
 // package's directory.
@@ -49,34 +36,19 @@ const nodeExamples = "../../examples/node"
 // deliveryTimeout bounds waits for deliveries that must happen.
 const deliveryTimeout = 30 * time.Second
 
-// requireTool finds a program on PATH. Without it the test fails in CI
-// (env CI set), where .ci/run installs everything, and skips elsewhere.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is not installed (.ci/run should have installed it): %v", name, err)
-	}
-	t.Skipf("%s is not installed: %v", name, err)
-	return ""
-}
-
 var npmOnce sync.Once
 
 // requireNodeExamples makes sure node runs and the examples' packages are
 // installed (`npm ci`, once, when .ci/run has not already done it).
 func requireNodeExamples(t *testing.T) {
 	t.Helper()
-	requireTool(t, "node")
+	proc.RequireTool(t, "node")
 	var npmErr error
 	npmOnce.Do(func() {
 		if _, err := os.Stat(filepath.Join(nodeExamples, "node_modules", ".package-lock.json")); err == nil {
 			return
 		}
-		npm := requireTool(t, "npm")
+		npm := proc.RequireTool(t, "npm")
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
 		cmd.Dir = nodeExamples
 		if out, err := cmd.CombinedOutput(); err != nil {

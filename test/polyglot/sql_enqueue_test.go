@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -16,15 +17,37 @@ import (
 // make it. (Typically a few milliseconds; the margin absorbs a loaded CI.)
 const wokenWithin = time.Second
 
+// awaitWoken waits for the delivery of id and fails the test unless it came
+// within wokenWithin of committed, the moment the producer's process
+// returned from its commit (negative when the delivery beat the process's
+// own exit).
+func (r *receiver) awaitWoken(t *testing.T, id string, committed time.Time) arrival {
+	t.Helper()
+	got := r.await(t, id)
+	latency := got.at.Sub(committed)
+	t.Logf("%s delivered %s after the producer's commit returned", id, latency)
+	if latency > wokenWithin {
+		t.Fatalf("%s delivered %s after the commit, want within %s (the relay polls every 10 s: was it woken?)", id, latency, wokenWithin)
+	}
+	return got
+}
+
 // psql runs script through psql against the test database and returns its
 // output and exit code.
 func psql(t *testing.T, script string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(requireTool(t, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", testdb.URL())
+	cmd := exec.Command(proc.RequireTool(t, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", testdb.URL())
 	cmd.Stdin = strings.NewReader("\\set VERBOSITY verbose\n" + script)
+	return combinedOutput(t, cmd)
+}
+
+// combinedOutput runs cmd to completion and returns its output and exit
+// code; it fails the test only when cmd cannot run at all.
+func combinedOutput(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	if err != nil && cmd.ProcessState == nil {
-		t.Fatalf("psql: %v", err)
+		t.Fatalf("%s: %v", cmd.Path, err)
 	}
 	return string(out), cmd.ProcessState.ExitCode()
 }
@@ -52,12 +75,7 @@ COMMIT;`, o.schema))
 	if code != 0 || !strings.Contains(out, "| t") {
 		t.Fatalf("psql commit: exit %d, want a created row\n%s", code, out)
 	}
-	got := rcv.await(t, "psql-committed")
-	latency := got.at.Sub(committed)
-	t.Logf("delivered %s after psql's commit returned", latency)
-	if latency > wokenWithin {
-		t.Fatalf("delivered %s after the commit, want within %s (the relay polls every 10 s: was it woken?)", latency, wokenWithin)
-	}
+	got := rcv.awaitWoken(t, "psql-committed", committed)
 	if got.body != `{"from": "psql"}` {
 		t.Fatalf("delivered body %q", got.body)
 	}
@@ -83,14 +101,10 @@ COMMIT;`, o.schema))
 // output and exit code.
 func node(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(requireTool(t, "node"), args...)
+	cmd := exec.Command(proc.RequireTool(t, "node"), args...)
 	cmd.Dir = nodeExamples
 	cmd.Env = append(cmd.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil && cmd.ProcessState == nil {
-		t.Fatalf("node %v: %v", args, err)
-	}
-	return string(out), cmd.ProcessState.ExitCode()
+	return combinedOutput(t, cmd)
 }
 
 // TestNodeEnqueueIsDeliveredOnCommitOnly runs examples/node/enqueue.mjs
@@ -116,13 +130,7 @@ func TestNodeEnqueueIsDeliveredOnCommitOnly(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "created ") {
 		t.Fatalf("commit: exit %d\n%s", code, out)
 	}
-	got := rcv.await(t, "node-committed")
-	latency := got.at.Sub(committed)
-	// Negative when the delivery beat node's own exit.
-	t.Logf("delivered %s after node's commit returned", latency)
-	if latency > wokenWithin {
-		t.Fatalf("delivered %s after the commit, want within %s (the relay polls every 10 s: was it woken?)", latency, wokenWithin)
-	}
+	got := rcv.awaitWoken(t, "node-committed", committed)
 	if tp := got.header.Get("traceparent"); !strings.Contains(tp, traceID) {
 		t.Fatalf("delivery's traceparent %q does not continue trace %s", tp, traceID)
 	}

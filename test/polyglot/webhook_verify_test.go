@@ -27,7 +27,7 @@ type nodeReceiver struct {
 // lines it prints, one per request.
 func startNodeReceiver(t *testing.T, secret string) *nodeReceiver {
 	t.Helper()
-	cmd := exec.Command(requireTool(t, "node"), "receiver.mjs")
+	cmd := exec.Command(proc.RequireTool(t, "node"), "receiver.mjs")
 	cmd.Dir = nodeExamples
 	cmd.Env = append(cmd.Environ(), "WEBHOOK_SECRET="+secret)
 	stdout, err := cmd.StdoutPipe()
