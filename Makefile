@@ -10,24 +10,31 @@ TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
 
-.PHONY: all build test demo jaeger bench fuzz lint clean
+.PHONY: all build image test demo jaeger bench fuzz lint clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/outboxd
 
+## image: the container image as an OCI archive, without a Docker engine (the Dockerfile builds the same with Docker)
+IMAGE     ?= bin/outboxd-image.tar
+VERSION   ?= dev
+image:
+	cd deploy && $(GO) run ./image -o $(abspath $(IMAGE)) -version $(VERSION)
+
 ## test: the whole test suite against the PostgreSQL at 127.0.0.1:5432 (or $$TEST_DATABASE_URL)
 test:
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
 	cd bench && $(GO) test $(TEST_FLAGS) ./...
+	cd deploy && $(GO) test $(TEST_FLAGS) ./...
 
 ## demo: migrate, serve, enqueue and show delivered messages, even with PostgreSQL down
 demo:
 	bash scripts/demo.sh
 
-## jaeger: run Jaeger in the foreground on 127.0.0.1 (OTLP 4318/4317, UI 16686), built from tools/ on first use
+## jaeger: run Jaeger in the foreground on 127.0.0.1 (OTLP 4318/4317, query API 16686: a source build has no web UI), built from tools/ on first use
 ## Point outboxd at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318; see docs/tracing.md.
 jaeger:
 	scripts/tools.sh run jaeger
@@ -45,6 +52,7 @@ lint:
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
 	staticcheck ./...
+	cd deploy && $(GO) vet ./... && staticcheck ./...
 
 clean:
 	rm -rf bin

@@ -118,6 +118,7 @@ func (a *app) rootCommand() *cobra.Command {
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
 one database.`,
+		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -44,11 +45,14 @@ type GaugeConfig struct {
 //
 //   - outbox.rows{sink, status}: rows per sink and status;
 //   - outbox.oldest_pending.age{sink}: seconds the oldest row waiting for
-//     delivery (pending or failed) has waited; 0 when none waits.
+//     delivery (pending or failed) has waited; 0 when none waits;
+//   - outbox.sink.pause.remaining{sink}: seconds a configured sink stays
+//     paused cluster-wide by a receiver's Retry-After; 0 when it is not.
 //
-// The values come from [Outbox.Stats] run through db, at most once per
-// cfg.Refresh whatever the scrape rate. Labels are sink names and statuses
-// only. Call Unregister on the result to stop (before closing db).
+// The values come from [Outbox.Stats] and the sink_limits table, read
+// through db at most once per cfg.Refresh whatever the scrape rate. Labels
+// are sink names and statuses only. Call Unregister on the result to stop
+// (before closing db).
 func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfig) (metric.Registration, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultGaugeRefresh
@@ -64,15 +68,23 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create gauge outbox.oldest_pending.age: %w", err)
 	}
+	paused, err := meter.Float64ObservableGauge("outbox.sink.pause.remaining", metric.WithUnit("s"),
+		metric.WithDescription("Seconds a sink stays paused cluster-wide by a Retry-After (0 when it is not), by sink."))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: create gauge outbox.sink.pause.remaining: %w", err)
+	}
 	cache := &statsCache{ob: o, db: db, refresh: cfg.Refresh}
 	known := make(map[string]bool, len(cfg.Sinks))
 	for _, s := range cfg.Sinks {
 		known[s] = true
 	}
 	reg, err := meter.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		stats, err := cache.get(ctx)
+		stats, pauses, err := cache.get(ctx)
 		if err != nil {
 			return err
+		}
+		for sink := range known {
+			obs.ObserveFloat64(paused, pauses[sink].Seconds(), metric.WithAttributes(attrSinkName.String(sink)))
 		}
 		for sink, s := range foldUnknownSinks(stats, known) {
 			sinkAttr := attrSinkName.String(sink)
@@ -82,7 +94,7 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 			obs.ObserveFloat64(age, s.OldestPendingAge.Seconds(), metric.WithAttributes(sinkAttr))
 		}
 		return nil
-	}, rows, age)
+	}, rows, age, paused)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: register gauge callback: %w", err)
 	}
@@ -123,8 +135,9 @@ func foldUnknownSinks(stats map[string]SinkStats, known map[string]bool) map[str
 	return out
 }
 
-// statsCache runs Stats at most once per refresh; concurrent collections
-// wait for the one query in progress rather than starting their own.
+// statsCache runs Stats and reads the pauses at most once per refresh;
+// concurrent collections wait for the one read in progress rather than
+// starting their own.
 type statsCache struct {
 	ob      *Outbox
 	db      DBTX
@@ -132,14 +145,15 @@ type statsCache struct {
 
 	mu      sync.Mutex
 	stats   map[string]SinkStats
+	pauses  map[string]time.Duration // remaining, of the sinks paused when fetched
 	fetched time.Time
 }
 
-func (c *statsCache) get(ctx context.Context) (map[string]SinkStats, error) {
+func (c *statsCache) get(ctx context.Context) (map[string]SinkStats, map[string]time.Duration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stats != nil && time.Since(c.fetched) < c.refresh {
-		return c.stats, nil
+		return c.stats, c.pauses, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, gaugeQueryTimeout)
 	defer cancel()
@@ -147,8 +161,33 @@ func (c *statsCache) get(ctx context.Context) (map[string]SinkStats, error) {
 	if err != nil {
 		// Serving the stale result as if it were current would hide an
 		// outage of the database behind flat lines; report nothing instead.
-		return nil, fmt.Errorf("outbox: gauges: %w", err)
+		return nil, nil, fmt.Errorf("outbox: gauges: %w", err)
 	}
-	c.stats, c.fetched = stats, time.Now()
-	return stats, nil
+	pauses, err := c.ob.sinkPauses(ctx, c.db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox: gauges: %w", err)
+	}
+	c.stats, c.pauses, c.fetched = stats, pauses, time.Now()
+	return stats, pauses, nil
+}
+
+// sinkPauses returns how much longer each paused sink stays paused.
+func (o *Outbox) sinkPauses(ctx context.Context, db DBTX) (map[string]time.Duration, error) {
+	rows, err := db.Query(ctx, o.sql.activePauses)
+	if err != nil {
+		return nil, fmt.Errorf("sink pauses: %w", err)
+	}
+	pauses := map[string]time.Duration{}
+	var (
+		sink      string
+		remaining time.Duration
+	)
+	_, err = pgx.ForEachRow(rows, []any{&sink, &remaining}, func() error {
+		pauses[sink] = remaining
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sink pauses: %w", err)
+	}
+	return pauses, nil
 }

@@ -38,7 +38,9 @@ go build -o "$work/outboxd" ./cmd/outboxd
 go build -o "$work/receiver" ./examples/demo/receiver
 outboxd() { "$work/outboxd" --config examples/demo/plugins.yaml "$@"; }
 
-can_connect() { DATABASE_URL="$1" outboxd migrate >/dev/null 2>&1; }
+# can_connect migrates the demo's schema at $1 (what the demo does first
+# anyway); outboxd's error, if any, is left in probe.log.
+can_connect() { DATABASE_URL="$1" outboxd migrate >/dev/null 2>"$work/probe.log"; }
 
 free_port() {
 	local port
@@ -62,6 +64,7 @@ start_private_cluster() {
 	mkdir -p "$pg_data" "$work/sock"
 	if [[ "$(id -u)" == 0 ]]; then chown postgres "$pg_data" "$work/sock"; fi
 	say "No PostgreSQL reachable: starting a private throwaway cluster on 127.0.0.1:$port"
+	echo "demo: using a private cluster on 127.0.0.1:$port"
 	as_pg "$pg_bin/initdb" -D "$pg_data" -U postgres --auth=trust -E UTF8 >"$work/initdb.log" 2>&1 ||
 		{ cat "$work/initdb.log" >&2; exit 1; }
 	as_pg "$pg_bin/pg_ctl" -D "$pg_data" -l "$work/sock/postgres.log" -w \
@@ -69,27 +72,37 @@ start_private_cluster() {
 	DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
-say "Finding a database"
-if [[ -n "${DEMO_PRIVATE_CLUSTER:-}" ]]; then
-	start_private_cluster # forced, to try the path taken when PostgreSQL is down
-elif [[ -n "${DATABASE_URL:-}" ]] && can_connect "$DATABASE_URL"; then
-	echo "using \$DATABASE_URL"
-elif can_connect "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"; then
-	DATABASE_URL="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	echo "using the local PostgreSQL at 127.0.0.1:5432"
-else
-	start_private_cluster
-fi
-export DATABASE_URL
-
+# The receiver and the variables plugins.yaml expands come first: the
+# database probe below runs outboxd with that configuration.
 say "Starting a local webhook receiver"
 "$work/receiver" -url-file "$work/receiver.url" &
 pids+=($!)
 for _ in $(seq 1 50); do [[ -s "$work/receiver.url" ]] && break; sleep 0.1; done
 export DEMO_WEBHOOK_URL="$(cat "$work/receiver.url")"
 export DEMO_WEBHOOK_SECRET="whsec_$(head -c 32 /dev/urandom | base64 | tr -d '\n')"
-export DEMO_LISTEN="127.0.0.1:$(free_port)"
 echo "receiver at $DEMO_WEBHOOK_URL"
+
+say "Finding a database"
+local_url="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+if [[ -n "${DEMO_PRIVATE_CLUSTER:-}" ]]; then
+	start_private_cluster # forced, to try the path taken when PostgreSQL is down
+elif [[ -n "${DATABASE_URL:-}" ]] && can_connect "$DATABASE_URL"; then
+	echo "demo: using \$DATABASE_URL"
+else
+	if [[ -n "${DATABASE_URL:-}" ]]; then
+		echo "demo: \$DATABASE_URL does not work: $(tail -n 1 "$work/probe.log")"
+	fi
+	if can_connect "$local_url"; then
+		DATABASE_URL="$local_url"
+		echo "demo: using the local PostgreSQL at 127.0.0.1:5432"
+	else
+		start_private_cluster
+	fi
+fi
+export DATABASE_URL
+# Chosen once the database listens: a private cluster takes a port from the
+# same range.
+export DEMO_LISTEN="127.0.0.1:$(free_port)"
 
 say "outboxd migrate"
 outboxd migrate
@@ -113,6 +126,17 @@ done | outboxd enqueue --file -
 curl -fsS -X POST "http://$DEMO_LISTEN/v1/messages" -H 'Content-Type: application/json' \
 	-d "{\"sink\":\"audit-log\",\"dedup_key\":\"http-$run\",\"payload\":{\"via\":\"HTTP API\"}}"
 echo
+
+say "SQL: outbox_demo.enqueue() from psql, in a transaction (any language can do this)"
+if command -v psql >/dev/null; then
+	psql -X -q -v ON_ERROR_STOP=1 -d "$DATABASE_URL" <<-SQL
+		BEGIN;
+		SELECT id, created FROM outbox_demo.enqueue('audit-log', 'sql-$run', '{"via": "SQL"}');
+		COMMIT;
+	SQL
+else
+	echo "demo: psql is not installed; skipping"
+fi
 
 say "Waiting for delivery"
 for _ in $(seq 1 100); do

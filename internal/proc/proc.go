@@ -46,16 +46,53 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
+// moduleRoot is the directory of the outboxd module, also from a module
+// that replaces it with a local copy (deploy/, bench/).
 func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/outboxd/outboxd").Output()
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", fmt.Errorf("go list -m github.com/outboxd/outboxd: %w", err)
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the outboxd module")
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", errors.New("the outboxd module has no local directory")
 	}
-	return filepath.Dir(mod), nil
+	return dir, nil
+}
+
+// MainWithBinary is a TestMain body for packages whose tests run the
+// binary: it builds it into a temporary directory, stores its path in *bin,
+// runs the tests, removes the directory and exits with the tests' code.
+func MainWithBinary(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "outboxd-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// RequireTool returns the path of a program the test runs (psql, node,
+// promtool). Without it the test fails when CI is set, since CI installs
+// every tool (.ci/run), and is skipped elsewhere, with the reason.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed (.ci/run installs it): %v", name, err)
+	}
+	t.Skipf("%s is not installed: %v", name, err)
+	return ""
 }
 
 // Environ is the test process's environment without the variables that

@@ -9,8 +9,6 @@
 package chaos_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/proc"
@@ -19,17 +17,4 @@ import (
 // binary is the outboxd binary, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "outboxd-chaos-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if binary, err = proc.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { proc.MainWithBinary(m, &binary) }

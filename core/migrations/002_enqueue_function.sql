@@ -1,0 +1,120 @@
+-- enqueue(): the Go Enqueue for producers in any language, usable inside
+-- the caller's transaction:
+--
+--   SELECT id, created FROM outbox.enqueue('partner', 'order-42', '{"order": 42}');
+--   SELECT * FROM outbox.enqueue(sink => 'partner', dedup_key => 'order-42',
+--       payload => '{"order": 42}', ordering_key => 'customer-7',
+--       headers => '{"traceparent": "00-..."}', available_at => now() + interval '1 hour',
+--       max_attempts => 5);
+--
+-- It validates like core's Message validation, stores the row unless its
+-- (sink, dedup_key) exists, answers (id, created) - the existing row's id and
+-- false for a duplicate - and wakes the relays with pg_notify, delivered only
+-- when the caller's transaction commits.
+--
+-- Bad input raises SQLSTATE 22023 (invalid_parameter_value) with a message
+-- starting "outbox: invalid message: ", Enqueue's own wording. Two
+-- differences from the Go validation: the payload's size is measured as
+-- jsonb text (Go measures the bytes it was given), and a key may hold code
+-- points Unicode has not assigned yet (Go's tables reject them).
+--
+-- The migration runs with search_path set to the outbox's schema; SET
+-- search_path FROM CURRENT pins that path to the function, so `messages`
+-- and current_schema() (the notification channel's prefix) are this
+-- schema's whatever the caller's search_path is.
+CREATE FUNCTION enqueue(
+    sink         text,
+    dedup_key    text,
+    payload      jsonb,
+    ordering_key text        DEFAULT NULL,
+    headers      jsonb       DEFAULT NULL,
+    available_at timestamptz DEFAULT NULL,
+    max_attempts int         DEFAULT NULL,
+    OUT id       bigint,
+    OUT created  boolean
+)
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    -- core.DefaultMaxPayloadBytes and core.MaxDedupKeyBytes.
+    max_payload_bytes CONSTANT int := 262144;
+    max_key_bytes     CONSTANT int := 255;
+    -- Go's validation caps a message's max_attempts here.
+    max_attempts_cap  CONSTANT int := 1073741824;
+    -- What unicode.IsPrint rejects among assigned code points (Unicode 15):
+    -- controls, format characters, private use, every space but U+0020,
+    -- and U+FFFD, which Go reads as a byte that was not valid UTF-8.
+    non_printable CONSTANT text := '[\u0001-\u001f\u007f-\u00a0\u00ad\u0600-\u0605\u061c\u06dd\u070f'
+        '\u0890-\u0891\u08e2\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000'
+        '\ue000-\uf8ff\ufeff\ufff9-\ufffb\ufffd\U000110bd\U000110cd\U00013430-\U0001343f'
+        '\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f'
+        '\U000f0000-\U000ffffd\U00100000-\U0010fffd]';
+    prefix CONSTANT text := 'outbox: invalid message: ';
+    payload_bytes int;
+    key record;
+BEGIN
+    IF coalesce(enqueue.sink, '') = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = prefix || 'sink is empty';
+    END IF;
+    FOR key IN SELECT * FROM (VALUES ('dedup key', enqueue.dedup_key), ('ordering key', enqueue.ordering_key)) AS k(what, value)
+    LOOP
+        CONTINUE WHEN key.what = 'ordering key' AND coalesce(key.value, '') = '';
+        IF coalesce(key.value, '') = '' THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = prefix || key.what || ' is empty';
+        END IF;
+        IF octet_length(key.value) > max_key_bytes THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('%s%s is %s bytes, over the limit of %s', prefix, key.what, octet_length(key.value), max_key_bytes);
+        END IF;
+        IF key.value ~ non_printable THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('%s%s %s holds a character that is not printable', prefix, key.what, to_json(key.value));
+        END IF;
+    END LOOP;
+    IF enqueue.max_attempts < 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('%smax attempts must not be negative, got %s', prefix, enqueue.max_attempts);
+    END IF;
+    IF enqueue.payload IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = prefix || 'payload is empty';
+    END IF;
+    payload_bytes := octet_length(enqueue.payload::text);
+    IF payload_bytes > max_payload_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('%spayload is %s bytes, over the limit of %s', prefix, payload_bytes, max_payload_bytes);
+    END IF;
+    IF enqueue.headers IS NOT NULL AND (jsonb_typeof(enqueue.headers) <> 'object' OR EXISTS (
+        SELECT FROM jsonb_each(enqueue.headers) h WHERE jsonb_typeof(h.value) <> 'string')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = prefix || 'headers must be a JSON object of strings';
+    END IF;
+
+    -- Insert, or find the row that holds the key. The lookup is a statement
+    -- of its own so that, under READ COMMITTED, it sees a row a concurrent
+    -- transaction committed after the insert's snapshot; if that row is
+    -- deleted in between (retention), the loop inserts again.
+    LOOP
+        INSERT INTO messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
+        VALUES (enqueue.sink, enqueue.dedup_key, enqueue.payload, coalesce(enqueue.headers, '{}'),
+                nullif(enqueue.ordering_key, ''), CASE WHEN enqueue.max_attempts > 0 THEN least(enqueue.max_attempts, max_attempts_cap) END,
+                coalesce(enqueue.available_at, now()))
+        ON CONFLICT (sink, dedup_key) DO NOTHING
+        RETURNING messages.id INTO enqueue.id;
+        IF FOUND THEN
+            created := true;
+            -- Transactional: relays hear it on commit, and identical
+            -- notifications of one transaction fold into one.
+            PERFORM pg_notify(current_schema() || '_outbox_wakeup', '');
+            RETURN;
+        END IF;
+        SELECT m.id INTO enqueue.id FROM messages m
+        WHERE m.sink = enqueue.sink AND m.dedup_key = enqueue.dedup_key;
+        IF FOUND THEN
+            created := false;
+            RETURN;
+        END IF;
+    END LOOP;
+END
+$fn$;

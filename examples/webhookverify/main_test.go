@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// deliveryTimeout bounds the wait for the relay's deliveries.
+const deliveryTimeout = 30 * time.Second
+
+func secret(key string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(key)) }
+
+// TestVerifiedHandlerAcceptsTheSinksDeliveries runs the real relay and
+// webhook sink against verifiedHandler: a delivery signed with the
+// receiver's secret is verified and handled; one signed with another
+// secret is refused with 401 and becomes a dead letter, never handled.
+func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
+	pool, ob := testdb.New(t)
+	receiverSecret := secret("receiver-secret-of-32-bytes-long")
+	var (
+		mu      sync.Mutex
+		handled []Delivery
+	)
+	h, err := verifiedHandler(receiverSecret, func(d Delivery) {
+		mu.Lock()
+		handled = append(handled, d)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	var sinks []core.SinkConfig
+	for name, signWith := range map[string][]string{
+		"rotating": {secret("the-new-secret-of-32-bytes-long!"), receiverSecret}, // new and old during a rotation
+		"wrong":    {secret("somebody-else-s-32-bytes-secret!")},
+	} {
+		sink, err := webhook.New(name, map[string]any{"url": srv.URL, "secrets": signWith, "allow_private": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks = append(sinks, core.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
+	}
+	testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
+
+	for _, m := range []core.Message{
+		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
+		{Sink: "wrong", DedupKey: "order-2", Payload: json.RawMessage(`{"order": 2}`)},
+	} {
+		if _, err := ob.Enqueue(t.Context(), pool, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testrelay.WaitFor(t, deliveryTimeout, "one sent and one dead message", func() bool {
+		return testdb.StatusCounts(t, pool, ob, "rotating")["sent"] == 1 && testdb.StatusCounts(t, pool, ob, "wrong")["dead"] == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != 1 || handled[0].ID != "order-1" || string(handled[0].Payload) != `{"order": 1}` {
+		t.Fatalf("handled %+v, want only order-1 with its payload", handled)
+	}
+}
