@@ -116,7 +116,13 @@ func (b *bench) recreateDatabase(ctx context.Context, db string) error {
 	return nil
 }
 
-func (b *bench) store(sys system) store { return b.stores[sys.name] }
+// store is sys's database; the bare loop works on outboxd's.
+func (b *bench) store(sys system) store {
+	if sys.bare {
+		return b.stores[sysOutboxd.name]
+	}
+	return b.stores[sys.name]
+}
 
 func (b *bench) close(ctx context.Context) {
 	for _, s := range b.stores {

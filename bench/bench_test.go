@@ -44,8 +44,18 @@ func TestQuickBurnDown(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "| – | – |") {
-		t.Errorf("a system has no result:\n%s", out.String())
+	// Every system that ran, the bare loop beside outboxd included, has a
+	// value in each burn-down row.
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if !strings.HasPrefix(line, "| 1 burn-down |") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		for _, col := range []int{3, 4, 6} { // outboxd, River tuned, bare loop
+			if strings.TrimSpace(cells[col]) == "–" {
+				t.Errorf("a system has no result in %q:\n%s", line, out.String())
+			}
+		}
 	}
 }
 
@@ -60,10 +70,10 @@ func TestRotatedAlternatesOrder(t *testing.T) {
 
 func TestStmtKind(t *testing.T) {
 	for sql, want := range map[string]string{
-		"-- name: JobGetAvailable :many\nWITH locked_jobs AS (": "JobGetAvailable",
-		"\nWITH ready AS (\n SELECT":                            "claim",
-		"\nWITH f AS (":                                         "finish",
-		"SELECT pg_try_advisory_lock($1, hashtext($2) # $3)":    "SELECT pg_try_advisory_lock($1, hashtext($2)",
+		"-- name: JobGetAvailable :many\nWITH locked_jobs AS (":     "JobGetAvailable",
+		"-- name: claim\n-- Claims up to $1 rows\nWITH picked AS (": "claim",
+		"-- name: finish\nWITH f AS (":                              "finish",
+		"SELECT pg_try_advisory_lock($1, hashtext($2) # $3)":        "SELECT pg_try_advisory_lock($1, hashtext($2)",
 	} {
 		if got := stmtKind(sql); got != want {
 			t.Errorf("stmtKind(%q) = %q, want %q", sql, got, want)

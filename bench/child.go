@@ -140,6 +140,12 @@ func childMain(args []string) error {
 // newRunner builds the relay of sys and returns how to start and stop it.
 func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (start, stop func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
+	if sys.bare {
+		done := make(chan error, 1)
+		start = func() error { go func() { done <- bareLoop(ctx, pool, rec) }(); return nil }
+		stop = func() error { cancel(); return <-done }
+		return start, stop, nil
+	}
 	if !sys.river {
 		relay, err := core.NewRelay(pool, core.Config{
 			Sinks:        []core.SinkConfig{{Name: noopSink, Sink: core.SinkFunc(func(_ context.Context, d *core.Delivery) error { rec.add(d.ID); return nil })}},

@@ -105,9 +105,9 @@ func (t *stmtTracer) snapshot() []stmtSample {
 	return append([]stmtSample(nil), t.samples...)
 }
 
-// stmtKind names a statement: River's queries carry their sqlc name in a
-// leading comment; outboxd's claim and finish are recognised by their first
-// CTE; anything else by its first words.
+// stmtKind names a statement: outboxd's and River's carry their name in a
+// leading comment ("-- name: claim", River's sqlc names); the bare loop's
+// and anything else are named by their first words.
 func stmtKind(sql string) string {
 	sql = strings.TrimSpace(sql)
 	if name, ok := strings.CutPrefix(sql, "-- name: "); ok {
@@ -115,12 +115,6 @@ func stmtKind(sql string) string {
 			return name[:i]
 		}
 		return name
-	}
-	switch {
-	case strings.HasPrefix(sql, "WITH ready AS"):
-		return "claim"
-	case strings.HasPrefix(sql, "WITH f AS"):
-		return "finish"
 	}
 	fields := strings.Fields(sql)
 	return strings.Join(fields[:min(3, len(fields))], " ")

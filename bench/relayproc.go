@@ -47,7 +47,10 @@ func (b *bench) startRelays(o relayOpts) ([]*relayProc, error) {
 		if o.profile != "" && i == 0 {
 			args = append(args, "-cpuprofile", o.profile)
 		}
-		if !o.sys.river {
+		if o.sys.bare {
+			args = append(args, "-async-commit=true") // like outboxd's relay by default
+		}
+		if !o.sys.river && !o.sys.bare {
 			args = append(args, "-batch", strconv.Itoa(b.relayBatch), "-concurrency", strconv.Itoa(b.relayConcurrency),
 				"-async-commit="+strconv.FormatBool(b.relayAsyncCommit), "-delete-on-sent="+strconv.FormatBool(b.relayDeleteSent))
 		}

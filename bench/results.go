@@ -19,6 +19,8 @@ type metric struct {
 var (
 	mBurn1        = metric{"1 burn-down", "1 relay (msg/s)", "rate"}
 	mBurn2        = metric{"1 burn-down", "2 relays (msg/s)", "rate"}
+	mWAL1         = metric{"1 burn-down", "WAL per message, 1 relay (bytes)", "count"}
+	mWAL2         = metric{"1 burn-down", "WAL per message, 2 relays (bytes)", "count"}
 	mLatP50       = metric{"2 latency", "p50 (ms)", "ms"}
 	mLatP99       = metric{"2 latency", "p99 (ms)", "ms"}
 	mLatMax       = metric{"2 latency", "max (ms)", "ms"}
@@ -36,7 +38,7 @@ var (
 	mIdleQ        = metric{"6 idle", "statements/s per relay", "qps"}
 	mIdleX        = metric{"6 idle", "pg_stat_database xact/s per relay", "qps"}
 	mRSS          = metric{"7 memory", "peak RSS, 1 relay (MB)", "mb"}
-	allMetrics    = []metric{mBurn1, mBurn2, mLatP50, mLatP99, mLatMax, mEnq1, mEnq8, mEnqBatch,
+	allMetrics    = []metric{mBurn1, mBurn2, mWAL1, mWAL2, mLatP50, mLatP99, mLatMax, mEnq1, mEnq8, mEnqBatch,
 		mSteadyStart, mSteadyEnd, mSteadyGrowth, mSteadyTable, mSteadyLag, mHist0, mHist1, mHistRatio, mIdleQ, mIdleX, mRSS}
 )
 
@@ -73,15 +75,17 @@ func (r *results) med(m metric, sys string) float64 { return median(r.vals[m][sy
 
 // print writes the Markdown table, the references, the breakdowns and notes.
 func (r *results) print(w io.Writer) {
-	fmt.Fprintln(w, "| scenario | metric | outboxd | River tuned | River defaults | outboxd ÷ tuned | outboxd ÷ defaults |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| scenario | metric | outboxd | River tuned | River defaults | bare loop (limit) | outboxd ÷ tuned | outboxd ÷ defaults | outboxd ÷ limit |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, m := range allMetrics {
 		if r.vals[m] == nil {
 			continue
 		}
 		o, t, d := r.med(m, sysOutboxd.name), r.med(m, sysRiverTuned.name), r.med(m, sysRiverDefault.name)
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", m.scenario, m.name,
-			format(m.unit, o), format(m.unit, t), format(m.unit, d), format("x", o/t), format("x", o/d))
+		l := r.med(m, sysBare.name)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.scenario, m.name,
+			format(m.unit, o), format(m.unit, t), format(m.unit, d), format(m.unit, l),
+			format("x", o/t), format("x", o/d), format("x", o/l))
 	}
 	if len(r.refs) > 0 {
 		fmt.Fprintln(w)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -10,8 +11,12 @@ import (
 // runBurnDown is scenario 1 (and 7, the relay's peak RSS): a backlog already
 // enqueued, a no-op sink, 1 and 2 relays; every message verified delivered.
 func (b *bench) runBurnDown(ctx context.Context) error {
+	systems := b.systems
+	if slices.Contains(systems, sysOutboxd) {
+		systems = append(slices.Clone(systems), sysBare)
+	}
 	for _, relays := range []int{1, 2} {
-		err := b.eachRun(b.sz.runs, b.systems, func(run int, sys system) error {
+		err := b.eachRun(b.sz.runs, systems, func(run int, sys system) error {
 			return b.burnDown(ctx, sys, relays)
 		})
 		if err != nil {
@@ -68,13 +73,15 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 		return fmt.Errorf("verification failed: %d rows not marked delivered after the relays stopped", left)
 	}
 	rate := perSecond(n, r.lastDeliveryNs()-r.goNs)
+	walPerMsg := float64(wal1-wal0) / float64(n)
 	b.res.add(map[int]metric{1: mBurn1, 2: mBurn2}[relays], sys.name, rate)
-	if relays == 1 {
+	b.res.add(map[int]metric{1: mWAL1, 2: mWAL2}[relays], sys.name, walPerMsg)
+	if relays == 1 && !sys.bare {
 		b.res.add(mRSS, sys.name, float64(r.peakRSS)/(1<<20))
 	}
 	b.res.details[fmt.Sprintf("burn-down %d relay(s), %s", relays, sys.name)] = fmt.Sprintf(
 		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
-		n, rate, dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), float64(wal1-wal0)/float64(n),
+		n, rate, dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), walPerMsg,
 		stmtSummary(r.statements(0, 0)))
 	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", rate, dups, float64(r.peakRSS)/(1<<20))
 	return nil

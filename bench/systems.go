@@ -14,6 +14,7 @@ type system struct {
 	name    string // as given to -systems and to the relay subcommand
 	label   string // column header
 	river   bool
+	bare    bool          // the bare claim/finish loop on outboxd's table (see bareloop.go)
 	workers int           // River MaxWorkers
 	fetch   time.Duration // River FetchCooldown (0: River's default)
 	poll    time.Duration // River FetchPollInterval (0: River's default)
@@ -24,6 +25,8 @@ var (
 	sysRiverTuned   = system{name: "river-tuned", label: "River tuned", river: true, workers: riverTunedWorkers, fetch: riverTunedCooldown, poll: riverTunedPoll}
 	sysRiverDefault = system{name: "river-default", label: "River defaults", river: true, workers: riverDefaultWorkers}
 	allSystems      = []system{sysOutboxd, sysRiverTuned, sysRiverDefault}
+	// sysBare is the burn-down's limit: it runs there only, beside outboxd.
+	sysBare = system{name: "bare-loop", label: "bare loop (limit)", bare: true}
 )
 
 // Databases of the two engines; each is dropped and created by the run.
@@ -40,7 +43,7 @@ func (s system) database() string {
 }
 
 func systemByName(name string) (system, bool) {
-	for _, s := range allSystems {
+	for _, s := range append(allSystems, sysBare) {
 		if s.name == name {
 			return s, true
 		}

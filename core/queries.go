@@ -60,15 +60,21 @@ func newQueries(ident string) queries {
 	return q
 }
 
-// statement returns the text of sql/<name>.sql. A missing file is a
-// programming error that every test run catches at once.
+// statement returns the text of sql/<name>.sql, named by a first line
+// "-- name: <name>" (the convention of sqlc, which River follows), so the
+// statement can be told apart in pg_stat_activity, pg_stat_statements and
+// logs. A missing file is a programming error that every test run catches
+// at once.
 func statement(name string) string {
 	b, err := statementFiles.ReadFile("sql/" + name + ".sql")
 	if err != nil {
 		panic(fmt.Sprintf("outbox: embedded statement %s: %v", name, err))
 	}
-	return string(b)
+	return statementName(name) + string(b)
 }
+
+// statementName is the first line of the statement called name.
+func statementName(name string) string { return "-- name: " + name + "\n" }
 
 // qualify replaces the {schema} placeholder of a query with the quoted schema.
 func qualify(ident, query string) string {
@@ -120,7 +126,7 @@ func enqueueBatchSQL(shape batchShape, skipDuplicates bool) string {
 	if skipDuplicates {
 		onConflict, returning = "ON CONFLICT (sink, dedup_key) DO NOTHING", "id, sink, dedup_key"
 	}
-	return fmt.Sprintf(`
+	return fmt.Sprintf(statementName("enqueue_batch")+`
 WITH ins AS (
     INSERT INTO {schema}.messages (%[1]s)
     SELECT %[2]s
