@@ -67,14 +67,12 @@ func (e *OptionsError) Error() string {
 	return strings.Join(texts, "; ")
 }
 
-// Default fills an option left at zero with its default and refuses a
-// negative value, naming the option (a timeout, a count).
-func Default[T int | time.Duration](name string, value *T, def T) error {
-	if *value < 0 {
-		return fmt.Errorf("option %s: must be positive, got %v", name, *value)
-	}
-	if *value == 0 {
-		*value = def
+// Positive refuses an option (a timeout, a count) that is not positive,
+// naming it. Its default comes from the options struct DecodeOptions
+// decodes into, not from a zero.
+func Positive[T int | time.Duration](name string, value T) error {
+	if value <= 0 {
+		return fmt.Errorf("option %s: must be positive, got %v", name, value)
 	}
 	return nil
 }

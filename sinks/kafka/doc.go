@@ -1,6 +1,6 @@
 // Package kafka is the outboxd sink that produces each message as one
-// Kafka record (github.com/twmb/franz-go). Importing it registers the sink
-// type "kafka".
+// Kafka record (github.com/twmb/franz-go). The outboxd binary registers it
+// as the sink type "kafka".
 //
 // # Configuration
 //

@@ -33,37 +33,44 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
-// Options are the kafka sink's options, as written in plugins.yaml.
+// Options are the kafka sink's options, as written in plugins.yaml; each is declared here
+// once (see package confschema).
 type Options struct {
 	// Brokers are the seed brokers, host:port each; the client learns the
 	// rest of the cluster from them.
-	Brokers []string `mapstructure:"brokers"`
+	Brokers []string `mapstructure:"brokers" defaultdoc:"required" doc:"seed brokers, host:port each; the client learns the rest of the cluster from them"`
 	// Topic is each record's topic, a template over the message (see
 	// sinks.DestinationData), e.g. "orders" or "orders-{{.Sink}}". It
 	// must exist: the sink does not create topics.
-	Topic string `mapstructure:"topic"`
+	Topic string `mapstructure:"topic" defaultdoc:"required" doc:"each record's topic, a template over the message such as orders-{{.Sink}}; it must exist"`
 	// Timeout bounds a record's way to its acknowledgement; default
 	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout"`
+	Timeout time.Duration `mapstructure:"timeout" doc:"bounds a record's way to the acknowledgement of all in-sync replicas; the delivery deadline bounds it too"`
 	// ConnectTimeout bounds dialing a broker; default
 	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout" doc:"bounds dialing a broker"`
 	// MaxInFlight bounds the records buffered or awaiting acknowledgement;
 	// default DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight"`
+	MaxInFlight int `mapstructure:"max_in_flight" doc:"records of this sink buffered or awaiting acknowledgement at once; more deliveries wait"`
 	// TLS connects to the brokers over TLS, verified against the system's
 	// roots.
-	TLS bool `mapstructure:"tls"`
+	TLS bool `mapstructure:"tls" doc:"connect to the brokers over TLS, verified against the system's roots"`
 	// SASLMechanism enables SASL authentication: SASLPlain,
 	// SASLScramSHA256 or SASLScramSHA512.
-	SASLMechanism string `mapstructure:"sasl_mechanism"`
+	SASLMechanism string `mapstructure:"sasl_mechanism" doc:"SASL authentication: plain, scram-sha-256 or scram-sha-512"`
 	// Username authenticates with Password over SASL.
-	Username string `mapstructure:"username"`
+	Username string `mapstructure:"username" doc:"SASL user name, with password"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"SASL password, never logged nor shown"`
 }
 
-// config is Options checked, with defaults filled in.
+// DefaultOptions returns the options a kafka sink has before its options
+// block applies.
+func DefaultOptions() Options {
+	return Options{Timeout: DefaultTimeout, ConnectTimeout: DefaultConnectTimeout, MaxInFlight: DefaultMaxInFlight}
+}
+
+// config is Options checked.
 type config struct {
 	Options
 	topic sinks.Destination
@@ -72,7 +79,7 @@ type config struct {
 // parseOptions decodes and checks a sink's options. Errors name the option
 // at fault and never repeat a secret.
 func parseOptions(options map[string]any) (config, error) {
-	var c config
+	c := config{Options: DefaultOptions()}
 	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
 		return c, err
 	}
@@ -89,9 +96,9 @@ func parseOptions(options map[string]any) (config, error) {
 		return c, fmt.Errorf("option topic: %w", err)
 	}
 	if err := errors.Join(
-		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
-		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
-		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
+		sinks.Positive("timeout", c.Timeout),
+		sinks.Positive("connect_timeout", c.ConnectTimeout),
+		sinks.Positive("max_in_flight", c.MaxInFlight),
 	); err != nil {
 		return c, err
 	}

@@ -1,6 +1,6 @@
 // Package nats is the outboxd sink that publishes each message to a NATS
-// JetStream stream (github.com/nats-io/nats.go). Importing it registers
-// the sink type "nats".
+// JetStream stream (github.com/nats-io/nats.go). The outboxd binary
+// registers it as the sink type "nats".
 //
 // # Configuration
 //

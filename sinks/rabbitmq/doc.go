@@ -1,7 +1,7 @@
 // Package rabbitmq is the outboxd sink that publishes each message to a
 // RabbitMQ exchange with publisher confirms
-// (github.com/rabbitmq/amqp091-go). Importing it registers the sink type
-// "rabbitmq".
+// (github.com/rabbitmq/amqp091-go). The outboxd binary registers it as the
+// sink type "rabbitmq".
 //
 // # Configuration
 //
