@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/kafka"
@@ -41,40 +40,6 @@ func init() {
 	for _, t := range builtinSinkTypes {
 		registry.RegisterType(t)
 	}
-}
-
-// buildSinks creates every configured sink instance through the registry.
-// A factory's complaint (a missing or misspelt option) is a configuration
-// error naming the sink.
-func buildSinks(cfg *Config) ([]core.SinkConfig, error) {
-	var (
-		out      []core.SinkConfig
-		problems []string
-	)
-	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
-		spec := cfg.Sinks[name]
-		sink, err := registry.Build(spec.Type, name, spec.Options)
-		if err != nil {
-			problems = append(problems, "sinks."+name+": "+err.Error())
-			continue
-		}
-		sc := core.SinkConfig{
-			Name:        name,
-			Type:        spec.Type,
-			Sink:        sink,
-			MaxAttempts: spec.MaxAttempts,
-			Backoff:     core.Backoff{Initial: spec.Backoff.Initial, Max: spec.Backoff.Max},
-			MaxInFlight: spec.MaxInFlight,
-		}
-		if rl := spec.RateLimit; rl != nil {
-			sc.RateLimit = &core.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst}
-		}
-		out = append(out, sc)
-	}
-	if len(problems) > 0 {
-		return nil, &ConfigError{File: cfg.File, Problems: problems}
-	}
-	return out, nil
 }
 
 // checkSink reports a sink name the configuration does not know: a row for
