@@ -118,14 +118,15 @@ func (a *app) rootCommand() *cobra.Command {
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
 one database.`,
-		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       versionText(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			a.ran = true
 			return nil
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
 		fmt.Sprintf("configuration file (default $%s or ./%s)", ConfigFileEnv, DefaultConfigFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
@@ -140,6 +141,7 @@ one database.`,
 		a.statsCommand(),
 		a.dlqCommand(),
 		a.configCommand(),
+		a.versionCommand(),
 	)
 	return root
 }
