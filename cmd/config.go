@@ -102,7 +102,7 @@ type HTTPConfig struct {
 	Token string `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
 	// AllowedHosts are the host names (besides loopback names and
 	// addresses) the API answers to in the Host header; see hostGuard.
-	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses (others get 421); OUTBOX_HTTP_ALLOWED_HOSTS takes a comma-separated list"`
+	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment
