@@ -25,9 +25,7 @@
 package sinks
 
 import (
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/confschema"
 )
@@ -65,14 +63,4 @@ func (e *OptionsError) Error() string {
 		}
 	}
 	return strings.Join(texts, "; ")
-}
-
-// Positive refuses an option (a timeout, a count) that is not positive,
-// naming it. Its default comes from the options struct DecodeOptions
-// decodes into, not from a zero.
-func Positive[T int | time.Duration](name string, value T) error {
-	if value <= 0 {
-		return fmt.Errorf("option %s: must be positive, got %v", name, value)
-	}
-	return nil
 }

@@ -5,26 +5,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/sinks"
 )
 
 // Type is the sink type name used in plugins.yaml.
 const Type = "kafka"
-
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one record's way from the producer's buffer to
-	// the acknowledgement of all in-sync replicas. The relay's delivery
-	// deadline bounds the wait for it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing a broker.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the records of one sink instance that are
-	// buffered or awaiting their acknowledgement; more deliveries wait.
-	DefaultMaxInFlight = 256
-)
 
 // SASL mechanisms accepted by the sasl_mechanism option.
 const (
@@ -33,8 +19,8 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
-// Options are the kafka sink's options, as written in plugins.yaml; each is declared here
-// once (see package confschema).
+// Options are the kafka sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// Brokers are the seed brokers, host:port each; the client learns the
 	// rest of the cluster from them.
@@ -43,15 +29,8 @@ type Options struct {
 	// sinks.DestinationData), e.g. "orders" or "orders-{{.Sink}}". It
 	// must exist: the sink does not create topics.
 	Topic string `mapstructure:"topic" defaultdoc:"required" doc:"each record's topic, a template over the message such as orders-{{.Sink}}; it must exist"`
-	// Timeout bounds a record's way to its acknowledgement; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout" doc:"bounds a record's way to the acknowledgement of all in-sync replicas; the delivery deadline bounds it too"`
-	// ConnectTimeout bounds dialing a broker; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout" doc:"bounds dialing a broker"`
-	// MaxInFlight bounds the records buffered or awaiting acknowledgement;
-	// default DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight" doc:"records of this sink buffered or awaiting acknowledgement at once; more deliveries wait"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// TLS connects to the brokers over TLS, verified against the system's
 	// roots.
 	TLS bool `mapstructure:"tls" doc:"connect to the brokers over TLS, verified against the system's roots"`
@@ -67,7 +46,7 @@ type Options struct {
 // DefaultOptions returns the options a kafka sink has before its options
 // block applies.
 func DefaultOptions() Options {
-	return Options{Timeout: DefaultTimeout, ConnectTimeout: DefaultConnectTimeout, MaxInFlight: DefaultMaxInFlight}
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
 }
 
 // config is Options checked.
@@ -95,11 +74,7 @@ func parseOptions(options map[string]any) (config, error) {
 	if c.topic, err = sinks.ParseDestination(c.Topic); err != nil {
 		return c, fmt.Errorf("option topic: %w", err)
 	}
-	if err := errors.Join(
-		sinks.Positive("timeout", c.Timeout),
-		sinks.Positive("connect_timeout", c.ConnectTimeout),
-		sinks.Positive("max_in_flight", c.MaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	switch c.SASLMechanism {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -13,20 +12,8 @@ import (
 // Type is the sink type name used in plugins.yaml.
 const Type = "nats"
 
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one publish's wait for the stream's ack. The
-	// relay's delivery deadline bounds it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing the server.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the publishes of one sink instance that
-	// wait for their ack at once; more deliveries wait for a free place.
-	DefaultMaxInFlight = 256
-)
-
-// Options are the nats sink's options, as written in plugins.yaml; each is declared here
-// once (see package confschema).
+// Options are the nats sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// URL is the server, nats://host:4222 or tls://host:4222; several
 	// servers of one cluster may be given comma-separated. Credentials in
@@ -39,15 +26,8 @@ type Options struct {
 	// Stream, when set, is the stream the message must land in: a publish
 	// that another stream (or none) would store is refused, permanently.
 	Stream string `mapstructure:"stream" doc:"the stream a message must land in; a publish another stream (or none) would store fails permanently"`
-	// Timeout bounds one publish's wait for the stream's ack; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout" doc:"bounds one publish's wait for the stream's ack; the relay's delivery deadline bounds it too"`
-	// ConnectTimeout bounds dialing the server; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout" doc:"bounds dialing the server"`
-	// MaxInFlight bounds the publishes awaiting their ack at once; default
-	// DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight" doc:"publishes of this sink awaiting their ack at once; more deliveries wait for a place"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// Username authenticates with Password (instead of credentials in the
 	// URL).
 	Username string `mapstructure:"username" doc:"user name, with password (instead of credentials in the URL)"`
@@ -67,7 +47,7 @@ type Options struct {
 // DefaultOptions returns the options a nats sink has before its options
 // block applies.
 func DefaultOptions() Options {
-	return Options{Timeout: DefaultTimeout, ConnectTimeout: DefaultConnectTimeout, MaxInFlight: DefaultMaxInFlight}
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
 }
 
 // config is Options checked.
@@ -93,11 +73,7 @@ func parseOptions(options map[string]any) (config, error) {
 	if c.Stream != "" && strings.ContainsAny(c.Stream, " \t\r\n.*>") {
 		return c, fmt.Errorf("option stream: %q is not a stream name (no spaces, dots or wildcards)", c.Stream)
 	}
-	if err := errors.Join(
-		sinks.Positive("timeout", c.Timeout),
-		sinks.Positive("connect_timeout", c.ConnectTimeout),
-		sinks.Positive("max_in_flight", c.MaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	if c.Password != "" && c.Username == "" {

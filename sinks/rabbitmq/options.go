@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -13,24 +12,12 @@ import (
 // Type is the sink type name used in plugins.yaml.
 const Type = "rabbitmq"
 
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one publish's wait for the broker's confirm.
-	// The relay's delivery deadline bounds it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing the broker and opening the
-	// channel.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the publishes of one sink instance that
-	// wait for their confirm at once; more deliveries wait for a place.
-	DefaultMaxInFlight = 256
-	// DefaultContentType is the content-type property of every message:
-	// the payload is the enqueued JSON.
-	DefaultContentType = "application/json"
-)
+// DefaultContentType is the content-type property of every message: the
+// payload is the enqueued JSON.
+const DefaultContentType = "application/json"
 
-// Options are the rabbitmq sink's options, as written in plugins.yaml; each is declared here
-// once (see package confschema).
+// Options are the rabbitmq sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// URL is the broker, amqp://host:5672/vhost or amqps://...
 	// Credentials in the URL (amqp://user:password@host) work and are
@@ -43,15 +30,8 @@ type Options struct {
 	// message (see sinks.DestinationData), e.g. "orders.{{.OrderingKey}}".
 	// Empty suits fanout and headers exchanges.
 	RoutingKey string `mapstructure:"routing_key" doc:"each message's routing key, a template over the message such as orders.{{.OrderingKey}}"`
-	// Timeout bounds one publish's wait for the broker's confirm; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout" doc:"bounds one publish's wait for the broker's confirm; the relay's delivery deadline bounds it too"`
-	// ConnectTimeout bounds dialing the broker; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout" doc:"bounds dialing the broker and opening the channel"`
-	// MaxInFlight bounds the publishes awaiting their confirm at once;
-	// default DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight" doc:"publishes of this sink awaiting their confirm at once; more deliveries wait for a place"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// Username authenticates with Password instead of the URL's user.
 	Username string `mapstructure:"username" doc:"user name, with password, instead of the URL's user"`
 	// Password goes with Username. It never appears in errors or logs.
@@ -61,7 +41,7 @@ type Options struct {
 // DefaultOptions returns the options a rabbitmq sink has before its options
 // block applies.
 func DefaultOptions() Options {
-	return Options{Timeout: DefaultTimeout, ConnectTimeout: DefaultConnectTimeout, MaxInFlight: DefaultMaxInFlight}
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
 }
 
 // config is Options checked.
@@ -89,11 +69,7 @@ func parseOptions(options map[string]any) (config, error) {
 			return c, fmt.Errorf("option routing_key: %w", err)
 		}
 	}
-	if err := errors.Join(
-		sinks.Positive("timeout", c.Timeout),
-		sinks.Positive("connect_timeout", c.ConnectTimeout),
-		sinks.Positive("max_in_flight", c.MaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	if c.Password != "" && c.Username == "" {
