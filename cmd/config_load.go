@@ -110,6 +110,10 @@ type loader struct {
 	overridden map[string]string
 	problems   []located
 	secrets    []string
+	// unexpanded are the keys whose ${VAR} is not set: a sink whose
+	// options lack a value for that reason would complain about it, which
+	// only repeats the missing variable.
+	unexpanded []confschema.Problem
 }
 
 // located is a problem and where it is.
@@ -144,6 +148,7 @@ func (l *loader) load(data []byte) *Config {
 	exp := expander{env: l.env, refs: refs}
 	settings = exp.expandMap("", settings)
 	l.add(exp.missing...)
+	l.unexpanded = exp.missing
 	l.secrets = secretValues(settings)
 	l.add(confschema.Unknown(settings, Config{})...)
 	cfg := defaultConfig()
@@ -272,6 +277,8 @@ func (l *loader) buildSinks(cfg *Config) map[string]core.Sink {
 			for _, p := range oe.Problems {
 				l.add(p.Under(at + "." + sinkOptionsKey))
 			}
+		case err != nil && slices.ContainsFunc(l.unexpanded, func(p confschema.Problem) bool { return strings.HasPrefix(p.Key, at+".") }):
+			// Most likely the value the missing variable should give, already reported.
 		case err != nil:
 			l.add(confschema.Problem{Key: at, Message: err.Error()})
 		default:
