@@ -14,8 +14,11 @@ FUZZTIME   ?= 30s
 
 all: build
 
+# -buildvcs=auto stamps the git revision into the binary (`outboxd version`)
+# even where GOFLAGS turns stamping off, and builds without it outside a
+# checkout. (Go does not stamp from a `git worktree`, whose .git is a file.)
 build:
-	$(GO) build -o $(BIN) ./cmd/outboxd
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/outboxd
 
 ## image: the container image as an OCI archive, without a Docker engine (the Dockerfile builds the same with Docker)
 IMAGE     ?= bin/outboxd-image.tar

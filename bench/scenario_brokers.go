@@ -58,10 +58,10 @@ var brokerModes = []string{modeRelay, modeRelayWide, modeRelayNoop, modeSync, mo
 // broker is one broker of the scenario: how to build the sink, how to
 // publish without outboxd, and how to count and clear what arrived.
 type broker struct {
-	name     string
-	sinkType string
-	options  map[string]any
-	setup    func(context.Context) (brokerTarget, error)
+	name    string
+	newSink registry.Factory // the sink package's New: the benchmark builds the sink itself
+	options map[string]any
+	setup   func(context.Context) (brokerTarget, error)
 }
 
 // brokerTarget is a broker prepared for the scenario.
@@ -76,8 +76,8 @@ type brokerTarget interface {
 func brokers() []broker {
 	natsURL, rabbitURL := envOr("NATS_URL", benchNATSURL), envOr("RABBITMQ_URL", benchRabbitMQURL)
 	return []broker{
-		{"JetStream", natssink.Type, map[string]any{"url": natsURL, "subject": benchSubject}, func(ctx context.Context) (brokerTarget, error) { return newJetStreamTarget(ctx, natsURL) }},
-		{"RabbitMQ", rabbitmq.Type, map[string]any{"url": rabbitURL, "routing_key": benchQueue}, func(ctx context.Context) (brokerTarget, error) { return newRabbitTarget(rabbitURL) }},
+		{"JetStream", natssink.New, map[string]any{"url": natsURL, "subject": benchSubject}, func(ctx context.Context) (brokerTarget, error) { return newJetStreamTarget(ctx, natsURL) }},
+		{"RabbitMQ", rabbitmq.New, map[string]any{"url": rabbitURL, "routing_key": benchQueue}, func(ctx context.Context) (brokerTarget, error) { return newRabbitTarget(rabbitURL) }},
 	}
 }
 
@@ -174,7 +174,7 @@ func (b *bench) relayInto(ctx context.Context, br broker, mode string, n int) (t
 	}
 	var sink core.Sink = core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
 	if mode != modeRelayNoop {
-		bs, err := registry.Build(br.sinkType, noopSink, br.options)
+		bs, err := br.newSink(noopSink, br.options)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -237,7 +237,7 @@ func syncLoop(ctx context.Context, target brokerTarget, n, workers int, prefix s
 // batchLoop hands the sink's DeliverBatch batches of
 // deliveries without the database, as the relay does.
 func batchLoop(ctx context.Context, br broker, n int, prefix string) error {
-	sink, err := registry.Build(br.sinkType, noopSink, br.options)
+	sink, err := br.newSink(noopSink, br.options)
 	if err != nil {
 		return err
 	}

@@ -54,33 +54,18 @@ func (a *app) serve(ctx context.Context) error {
 	if err := checkListen(cfg); err != nil {
 		return err
 	}
-	sinks, err := buildSinks(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeSinks(sinks, log)
+	// Every command builds the sinks when it loads the configuration, but
+	// only serve uses them: what they hold is released when it returns.
+	defer closeSinks(cfg.sinks, log)
 	tel, stopTelemetry, err := serveTelemetry(ctx, cfg, a.io.Env, pool, ob, log)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry()
 
-	relay, err := core.NewRelay(pool, core.Config{
-		Outbox:             ob,
-		Sinks:              sinks,
-		BatchSize:          cfg.Relay.BatchSize,
-		Lease:              cfg.Relay.Lease,
-		PollInterval:       cfg.Relay.PollInterval,
-		Concurrency:        cfg.Relay.Concurrency,
-		ShutdownTimeout:    cfg.Relay.ShutdownTimeout,
-		DeleteOnSent:       cfg.Relay.DeleteOnSent,
-		DurableRelayWrites: cfg.Relay.DurableWrites,
-		SentRetention:      cfg.Retention.Sent,
-		Logger:             log,
-		TracerProvider:     tel.TracerProvider,
-		MeterProvider:      tel.MeterProvider,
-		LinkProducerSpan:   cfg.Telemetry.LinkProducerSpan,
-	})
+	rc := cfg.relayConfig()
+	rc.Outbox, rc.Logger, rc.TracerProvider, rc.MeterProvider = ob, log, tel.TracerProvider, tel.MeterProvider
+	relay, err := core.NewRelay(pool, rc)
 	if err != nil {
 		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}
 	}
@@ -92,7 +77,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	defer stopHTTP()
 
-	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(sinks), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
+	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(rc.Sinks), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
 	if err := waitForDatabase(ctx, pool, ob, log); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the database came up

@@ -1,10 +1,14 @@
 package cmd
 
 import (
+	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
 )
+
+//go:generate go run ./configdocs -o ../docs/configuration.md
 
 // Defaults of the binary that the core does not already define.
 const (
@@ -22,9 +26,23 @@ const (
 	DefaultListen = "127.0.0.1:8080"
 	// DefaultServiceName names the process in traces and metrics.
 	DefaultServiceName = "outboxd"
+	// DefaultProtocol is the OTLP protocol unless telemetry.protocol or
+	// OTEL_EXPORTER_OTLP_PROTOCOL says otherwise.
+	DefaultProtocol = protocolHTTP
 )
 
-// Config is the parsed, expanded and validated plugins.yaml.
+// Config is the parsed, expanded, validated and effective plugins.yaml.
+//
+// Every key of the file is declared here once, as a field with a
+// mapstructure tag (its name) and a doc tag (its line in
+// docs/configuration.md), as package confschema describes: decoding, the
+// refusal of unknown keys, environment overrides, `outboxd config show` and
+// the documentation all derive from these declarations. A key whose value
+// goes to core says so with a core tag naming the core.Config (or
+// core.SinkConfig) field it feeds: core fills its default and checks its
+// range, so neither is repeated here. The other defaults are in
+// defaultConfig. To add a key, add a field (and its default, if it has
+// one) and run `go generate ./cmd`.
 type Config struct {
 	Database  DatabaseConfig      `mapstructure:"database"`
 	Relay     RelayConfig         `mapstructure:"relay"`
@@ -38,115 +56,112 @@ type Config struct {
 	// secrets are the secret values found while loading; every output of
 	// the binary is scrubbed of them.
 	secrets []string
+	// sinks are the configured sinks, built, with their effective policies.
+	sinks []core.SinkConfig
 }
 
 // DatabaseConfig is the database block.
 type DatabaseConfig struct {
 	// URL is a PostgreSQL connection string; see databaseURL for the
 	// precedence of the flag and environment variables over it.
-	URL string `mapstructure:"url"`
+	URL string `mapstructure:"url" defaultdoc:"libpq PG* variables" doc:"PostgreSQL URL; --database-url, OUTBOX_DATABASE_URL and DATABASE_URL take precedence"`
 	// Schema holds the outbox tables.
-	Schema string `mapstructure:"schema"`
+	Schema string `mapstructure:"schema" doc:"PostgreSQL schema holding the outbox tables, a lower-case identifier"`
 }
 
-// RelayConfig is the relay block; zero values take the core defaults.
+// RelayConfig is the relay block; core fills the defaults and checks the
+// ranges.
 type RelayConfig struct {
-	BatchSize    int           `mapstructure:"batch_size"`
-	Lease        time.Duration `mapstructure:"lease"`
-	PollInterval time.Duration `mapstructure:"poll_interval"`
-	Concurrency  int           `mapstructure:"concurrency"`
+	BatchSize    int           `mapstructure:"batch_size" core:"BatchSize" doc:"rows claimed per statement"`
+	Lease        time.Duration `mapstructure:"lease" core:"Lease" doc:"how long a claimed row belongs to its relay: a relay that dies delays its rows at most this long"`
+	PollInterval time.Duration `mapstructure:"poll_interval" core:"PollInterval" doc:"how often an idle relay looks for missed notifications and for delayed or retried rows"`
+	Concurrency  int           `mapstructure:"concurrency" core:"Concurrency" doc:"deliveries in flight per process"`
 	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
 	// after SIGTERM (core.Config.ShutdownTimeout).
-	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" core:"ShutdownTimeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
 	// DeleteOnSent deletes delivered rows instead of marking them sent
 	// (core.Config.DeleteOnSent): cheaper, but a dedup key is then only
 	// guarded while its row is undelivered.
-	DeleteOnSent bool `mapstructure:"delete_on_sent"`
+	DeleteOnSent bool `mapstructure:"delete_on_sent" core:"DeleteOnSent" doc:"delete a row once delivered instead of keeping it as sent: cheaper for PostgreSQL, but its dedup key then only stops duplicates while the row is undelivered"`
 	// DurableWrites makes the relay's claims and outcome writes wait for
 	// the WAL flush (core.Config.DurableRelayWrites). Off, a PostgreSQL
 	// crash can only cause redeliveries, never losses.
-	DurableWrites bool `mapstructure:"durable_writes"`
+	DurableWrites bool `mapstructure:"durable_writes" core:"DurableRelayWrites" doc:"make the relay's claims and outcome writes wait for the WAL flush; off, a PostgreSQL crash can cause redeliveries, never losses"`
 }
 
 // RetentionConfig is the retention block.
 type RetentionConfig struct {
 	// Sent is how long delivered rows are kept.
-	Sent time.Duration `mapstructure:"sent"`
+	Sent time.Duration `mapstructure:"sent" core:"SentRetention" doc:"how long delivered rows, and so their dedup keys, are kept"`
 }
 
 // HTTPConfig is the http block.
 type HTTPConfig struct {
-	Listen string `mapstructure:"listen"`
+	Listen string `mapstructure:"listen" doc:"address of the HTTP API; one that is not loopback needs http.token"`
 	// Token, when set, is required as a bearer token on /v1/*.
-	Token string `mapstructure:"token"`
+	Token string `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
 	// AllowedHosts are the host names (besides loopback names and
 	// addresses) the API answers to in the Host header; see hostGuard.
-	AllowedHosts []string `mapstructure:"allowed_hosts"`
+	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment
 // variables take precedence over it.
 type TelemetryConfig struct {
-	ServiceName  string `mapstructure:"service_name"`
-	OTLPEndpoint string `mapstructure:"otlp_endpoint"`
+	ServiceName  string `mapstructure:"service_name" doc:"service.name of spans and metrics (OTEL_SERVICE_NAME wins)"`
+	OTLPEndpoint string `mapstructure:"otlp_endpoint" doc:"OTLP collector, host:port or URL; none means no export (OTEL_EXPORTER_OTLP_ENDPOINT wins)"`
 	// Protocol is "http/protobuf" (the default) or "grpc".
-	Protocol string `mapstructure:"protocol"`
+	Protocol string `mapstructure:"protocol" doc:"OTLP protocol, http/protobuf or grpc (OTEL_EXPORTER_OTLP_PROTOCOL wins)"`
 	// LinkProducerSpan makes each delivery span the root of its own trace,
 	// linked to the producer's span, instead of its child
 	// (core.Config.LinkProducerSpan).
-	LinkProducerSpan bool `mapstructure:"link_producer_span"`
+	LinkProducerSpan bool `mapstructure:"link_producer_span" core:"LinkProducerSpan" doc:"make each delivery its own trace, linked to the producer's span, instead of the producer span's child"`
 }
 
-// SinkSpec is one entry of the sinks block.
+// SinkSpec is one entry of the sinks block; core fills the policy's
+// defaults and checks its ranges.
 type SinkSpec struct {
-	Type        string         `mapstructure:"type"`
-	MaxAttempts int            `mapstructure:"max_attempts"`
-	Backoff     BackoffSpec    `mapstructure:"backoff"`
-	RateLimit   *RateLimitSpec `mapstructure:"rate_limit"`
-	MaxInFlight int            `mapstructure:"max_in_flight"`
+	Type        string         `mapstructure:"type" defaultdoc:"required" doc:"a registered sink type (the sink types below, or a custom build's own)"`
+	MaxAttempts int            `mapstructure:"max_attempts" core:"MaxAttempts" doc:"attempts before a message is dead-lettered"`
+	Backoff     BackoffSpec    `mapstructure:"backoff" core:"Backoff"`
+	RateLimit   *RateLimitSpec `mapstructure:"rate_limit" core:"RateLimit"`
+	MaxInFlight int            `mapstructure:"max_in_flight" core:"MaxInFlight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
 	// Options are decoded by the sink type's factory.
-	Options map[string]any `mapstructure:"options"`
+	Options map[string]any `mapstructure:"options" doc:"the sink type's own options (see the sink types below); names keep their case"`
 }
 
-// BackoffSpec is a sink's backoff block.
+// BackoffSpec is a sink's backoff block (core.Backoff).
 type BackoffSpec struct {
-	Initial time.Duration `mapstructure:"initial"`
-	Max     time.Duration `mapstructure:"max"`
+	Initial time.Duration `mapstructure:"initial" doc:"first retry delay; later ones double, with jitter"`
+	Max     time.Duration `mapstructure:"max" doc:"longest retry delay"`
 }
 
-// RateLimitSpec is a sink's rate_limit block.
+// RateLimitSpec is a sink's rate_limit block (core.RateLimit). Without
+// one, a sink type that has its own limit (Slack's one message per second)
+// gets it, and other sinks are unlimited.
 type RateLimitSpec struct {
-	Rate  int           `mapstructure:"rate"`
-	Per   time.Duration `mapstructure:"per"`
-	Burst int           `mapstructure:"burst"`
+	Rate  int           `mapstructure:"rate" defaultdoc:"the sink type's own, else no limit" doc:"deliveries per per, across the whole cluster"`
+	Per   time.Duration `mapstructure:"per" defaultdoc:"the sink type's own" doc:"the period of rate"`
+	Burst int           `mapstructure:"burst" doc:"deliveries that may start back to back after an idle spell"`
 }
 
-// withDefaults fills what the file left out, so `config show` prints the
-// values the process really uses.
-func (c *Config) withDefaults() {
-	setZero(&c.Database.Schema, core.DefaultSchema)
-	setZero(&c.Relay.BatchSize, core.DefaultBatchSize)
-	setZero(&c.Relay.Lease, core.DefaultLease)
-	setZero(&c.Relay.PollInterval, core.DefaultPollInterval)
-	setZero(&c.Relay.Concurrency, core.DefaultConcurrency)
-	setZero(&c.Relay.ShutdownTimeout, core.DefaultShutdownTimeout)
-	setZero(&c.Retention.Sent, core.DefaultSentRetention)
-	setZero(&c.HTTP.Listen, DefaultListen)
-	setZero(&c.Telemetry.ServiceName, DefaultServiceName)
-	for name, s := range c.Sinks {
-		setZero(&s.MaxAttempts, core.DefaultMaxAttempts)
-		setZero(&s.Backoff.Initial, core.DefaultBackoffInitial)
-		setZero(&s.Backoff.Max, core.DefaultBackoffMax)
-		if s.RateLimit != nil {
-			setZero(&s.RateLimit.Burst, core.DefaultRateBurst)
-		}
-		c.Sinks[name] = s
+// check reports what the declarations cannot say about the keys the binary
+// owns (core checks its own).
+func (c *Config) check() []confschema.Problem {
+	switch c.Telemetry.Protocol {
+	case protocolHTTP, protocolGRPC:
+		return nil
 	}
+	return []confschema.Problem{{Key: "telemetry.protocol",
+		Message: fmt.Sprintf("want %q or %q, got %q", protocolHTTP, protocolGRPC, c.Telemetry.Protocol)}}
 }
 
-func setZero[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
+// defaultConfig holds the defaults of the keys core does not own; decoding
+// starts from it.
+func defaultConfig() *Config {
+	return &Config{
+		Database:  DatabaseConfig{Schema: core.DefaultSchema},
+		HTTP:      HTTPConfig{Listen: DefaultListen},
+		Telemetry: TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
 	}
 }

@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 )
 
 // envReference matches ${VAR}, ${VAR:-default} and the escape $${, which
@@ -21,14 +23,45 @@ var envReference = regexp.MustCompile(`\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^
 var refPlaceholder = regexp.MustCompile(`__outboxd_ref_([0-9]+)__`)
 
 // hideRefs replaces each environment reference in data with a placeholder
-// and returns the references in placeholder order.
-func hideRefs(data []byte) ([]byte, []string) {
-	var refs []string
-	out := envReference.ReplaceAllFunc(data, func(ref []byte) []byte {
-		refs = append(refs, string(ref))
-		return fmt.Appendf(nil, "__outboxd_ref_%d__", len(refs)-1)
-	})
-	return out, refs
+// and returns the references in placeholder order, and where the
+// placeholders moved the text (to report positions in the file as written).
+func hideRefs(data []byte) ([]byte, []string, columnShifts) {
+	var (
+		refs   []string
+		shifts columnShifts
+		out    []byte
+		last   int
+	)
+	for _, m := range envReference.FindAllIndex(data, -1) {
+		ref := string(data[m[0]:m[1]])
+		ph := fmt.Sprintf("__outboxd_ref_%d__", len(refs))
+		refs = append(refs, ref)
+		out = append(out, data[last:m[0]]...)
+		line := 1 + bytes.Count(data[:m[0]], []byte("\n"))
+		col := len(out) - bytes.LastIndexByte(out, '\n') // 1-based column of the placeholder in out
+		shifts = append(shifts, columnShift{line: line, col: col + len(ph), delta: len(ph) - len(ref)})
+		out = append(out, ph...)
+		last = m[1]
+	}
+	return append(out, data[last:]...), refs, shifts
+}
+
+// columnShift records that, on line, text from column col on (in the text
+// with placeholders) stands delta columns to the right of where the file
+// has it.
+type columnShift struct{ line, col, delta int }
+
+type columnShifts []columnShift
+
+// original maps a column of the text with placeholders back to the file's.
+func (s columnShifts) original(line, col int) int {
+	orig := col
+	for _, sh := range s {
+		if sh.line == line && sh.col <= col {
+			orig -= sh.delta
+		}
+	}
+	return orig
 }
 
 // expander replaces the placeholders in configuration values with the
@@ -37,7 +70,7 @@ func hideRefs(data []byte) ([]byte, []string) {
 type expander struct {
 	env     LookupEnv
 	refs    []string
-	missing []string
+	missing []confschema.Problem
 }
 
 // expandMap returns a copy of m with references in its string values (and
@@ -45,7 +78,7 @@ type expander struct {
 func (e *expander) expandMap(prefix string, m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out[k] = e.expandValue(joinKey(prefix, k), m[k])
+		out[k] = e.expandValue(confschema.Join(prefix, k), m[k])
 	}
 	return out
 }
@@ -91,60 +124,7 @@ func (e *expander) expandRef(key, ref string) string {
 	case hasDefault:
 		return def
 	}
-	e.missing = append(e.missing, fmt.Sprintf(
-		"%s: environment variable %s is not set (write ${%s:-default} to make it optional)", key, name, name))
+	e.missing = append(e.missing, confschema.Problem{Key: key, Message: fmt.Sprintf(
+		"environment variable %s is not set (write ${%s:-default} to make it optional)", name, name)})
 	return ""
-}
-
-func joinKey(prefix, key string) string {
-	if prefix == "" {
-		return key
-	}
-	return prefix + "." + key
-}
-
-// nearest returns the candidate closest to key by edit distance, or "" when
-// none is reasonably close, so a typo gets a suggestion and nonsense does not.
-func nearest(key string, candidates []string) string {
-	best, bestDist := "", len(key)/2+2
-	for _, c := range candidates {
-		if d := levenshtein(key, c); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// levenshtein is the edit distance between a and b (insertions, deletions
-// and substitutions of bytes; keys are ASCII).
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// isSecretKey reports whether a key's value is a credential, to be kept out
-// of every output.
-func isSecretKey(key string) bool {
-	last := strings.ToLower(key[strings.LastIndex(key, ".")+1:])
-	for _, word := range []string{"token", "password", "secret", "api_key", "webhook_url"} {
-		if strings.Contains(last, word) {
-			return true
-		}
-	}
-	return false
 }

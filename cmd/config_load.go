@@ -1,7 +1,7 @@
 package cmd
 
 import (
-	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,7 +13,10 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
 )
 
 // LookupEnv reads one environment variable; os.LookupEnv in the binary, a
@@ -21,32 +24,44 @@ import (
 // accident.
 type LookupEnv func(name string) (string, bool)
 
-// ConfigError lists everything wrong with a configuration. The binary exits
-// with ExitConfig when it sees one.
+// ConfigError lists everything wrong with a configuration, each problem
+// with where it is (file:line:column, or the environment variable that set
+// it). The binary exits with ExitConfig when it sees one.
 type ConfigError struct {
 	File     string
 	Problems []string
 }
 
 func (e *ConfigError) Error() string {
-	where := e.File
-	if where == "" {
-		where = "built-in defaults"
-	}
 	if len(e.Problems) == 1 {
-		return fmt.Sprintf("configuration %s: %s", where, e.Problems[0])
+		return "configuration " + e.Problems[0]
 	}
-	return fmt.Sprintf("configuration %s:\n  - %s", where, strings.Join(e.Problems, "\n  - "))
+	return fmt.Sprintf("configuration %s: %d problems:\n  - %s", describeFile(e.File), len(e.Problems), strings.Join(e.Problems, "\n  - "))
 }
 
-// sinkNamePattern keeps sink names to what survives viper's lower-casing of
-// keys and its use of "." as the key separator.
+func describeFile(file string) string {
+	if file == "" {
+		return "built-in defaults"
+	}
+	return file
+}
+
+// sinkNamePattern is what a sink name may be. Rows name their sink
+// exactly, and viper and the OUTBOX_ overrides ignore case and treat "." as
+// the key separator: a name outside this pattern could not be kept intact.
 var sinkNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // LoadConfig reads the configuration file at path. When path is empty it
 // reads OUTBOX_CONFIG or DefaultConfigFile, and a missing default file means
 // the built-in defaults; a file named explicitly must exist.
 func LoadConfig(path string, env LookupEnv) (*Config, error) {
+	cfg, _, err := loadConfig(path, env)
+	return cfg, err
+}
+
+// loadConfig is LoadConfig that also returns the secrets it found, even
+// when the configuration has problems, so that messages can be scrubbed.
+func loadConfig(path string, env LookupEnv) (*Config, []string, error) {
 	explicit := path != ""
 	if !explicit {
 		if p, ok := env(ConfigFileEnv); ok && p != "" {
@@ -58,103 +73,164 @@ func LoadConfig(path string, env LookupEnv) (*Config, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		return ParseConfig(nil, "", env)
+		return parseConfig(nil, "", env)
 	case err != nil:
-		return nil, &ConfigError{File: path, Problems: []string{fmt.Sprintf("cannot read: %v", err)}}
+		return nil, nil, &ConfigError{File: path, Problems: []string{fmt.Sprintf("%s: cannot read: %v", path, err)}}
 	}
-	return ParseConfig(data, path, env)
+	return parseConfig(data, path, env)
 }
 
 // ParseConfig parses, expands, overrides and validates a plugins.yaml held
-// in data; file names it in messages. Every problem found is reported at
-// once in a *ConfigError.
+// in data, builds its sinks (which checks their options) and applies the
+// defaults; file names it in messages. The result is the configuration the
+// process runs with. Every problem found is reported at once in a
+// *ConfigError.
 func ParseConfig(data []byte, file string, env LookupEnv) (*Config, error) {
-	fail := func(problems ...string) error { return &ConfigError{File: file, Problems: problems} }
-	data, refs := hideRefs(data)
+	cfg, _, err := parseConfig(data, file, env)
+	return cfg, err
+}
+
+func parseConfig(data []byte, file string, env LookupEnv) (*Config, []string, error) {
+	l := &loader{file: file, env: env, overridden: map[string]string{}}
+	cfg := l.load(data)
+	if len(l.problems) > 0 {
+		return nil, l.secrets, l.configError()
+	}
+	cfg.File, cfg.secrets = file, l.secrets
+	return cfg, l.secrets, nil
+}
+
+// loader carries one load of a configuration past every problem, so that
+// one run reports all of them.
+type loader struct {
+	file string
+	env  LookupEnv
+	src  *source
+	// overridden maps the keys set by OUTBOX_ variables to the variable.
+	overridden map[string]string
+	problems   []located
+	secrets    []string
+	// unexpanded are the keys whose ${VAR} is not set: a sink whose
+	// options lack a value for that reason would complain about it, which
+	// only repeats the missing variable.
+	unexpanded []confschema.Problem
+}
+
+// located is a problem and where it is.
+type located struct {
+	at   position // zero when the problem has no place in the file
+	text string
+}
+
+func (l *loader) load(data []byte) *Config {
+	data, refs, shifts := hideRefs(data)
+	src, syntaxErr, at := parseSource(data, shifts)
+	if syntaxErr != "" {
+		l.problems = append(l.problems, located{at: at, text: syntaxErr})
+		return nil
+	}
+	l.src = src
+	options := l.takeSinks(src.tree)
+
 	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, fail(fmt.Sprintf("not valid YAML: %v", err))
+	if err := v.MergeConfigMap(src.tree); err != nil {
+		l.add(confschema.Problem{Message: err.Error()})
+		return nil
 	}
-	sinkNames, problems := sinkNamesOf(v)
-	known := knownKeys(sinkNames)
-	applyEnvOverrides(v, known, env)
-	problems = append(problems, unknownKeys(v, known, sinkNames)...)
-
-	// Carry on past problems so that one run reports all of them.
-	exp := expander{env: env, refs: refs}
-	settings := exp.expandMap("", v.AllSettings())
-	problems = append(problems, exp.missing...)
-	cfg := &Config{File: file}
-	if decodeProblems := decodeConfig(settings, cfg); len(decodeProblems) > 0 {
-		return nil, fail(append(problems, decodeProblems...)...)
-	}
-	cfg.secrets = secretValues(settings)
-	cfg.withDefaults()
-	problems = append(problems, cfg.validate()...)
-	if len(problems) > 0 {
-		return nil, fail(problems...)
-	}
-	return cfg, nil
-}
-
-// sinkNamesOf returns the configured sink names, sorted, and a problem for
-// each that is not a valid name or not a mapping.
-func sinkNamesOf(v *viper.Viper) ([]string, []string) {
-	raw := v.Get("sinks")
-	if raw == nil {
-		return nil, nil
-	}
-	sinks, ok := raw.(map[string]any)
-	if !ok {
-		return nil, []string{fmt.Sprintf("sinks: want a mapping of sink names to sinks, got %T", raw)}
-	}
-	var names, problems []string
-	for name, spec := range sinks {
-		if !sinkNamePattern.MatchString(name) {
-			problems = append(problems, fmt.Sprintf("sinks.%s: a sink name is lower-case letters, digits, '-' and '_'", name))
-			continue
+	l.applyEnvOverrides(v)
+	settings := v.AllSettings()
+	for name, opts := range options {
+		if sink, ok := sinksOf(settings)[name].(map[string]any); ok {
+			sink[sinkOptionsKey] = opts
 		}
-		if _, ok := spec.(map[string]any); !ok {
-			problems = append(problems, fmt.Sprintf("sinks.%s: want a mapping with at least a type, got %T", name, spec))
-			continue
-		}
-		names = append(names, name)
 	}
-	slices.Sort(names)
-	slices.Sort(problems)
-	return names, problems
+
+	exp := expander{env: l.env, refs: refs}
+	settings = exp.expandMap("", settings)
+	l.add(exp.missing...)
+	l.unexpanded = exp.missing
+	l.secrets = secretValues(settings)
+	l.add(confschema.Unknown(settings, Config{})...)
+	cfg := defaultConfig()
+	l.add(confschema.Decode(settings, cfg, true)...)
+	l.add(cfg.check()...)
+	built := l.buildSinks(cfg)
+	l.add(cfg.applyCore(built)...)
+	return cfg
 }
 
-// topLevelKeys are the valid keys outside the sinks block.
-var topLevelKeys = []string{
-	"database.url", "database.schema",
-	"relay.batch_size", "relay.lease", "relay.poll_interval", "relay.concurrency",
-	"relay.shutdown_timeout", "relay.delete_on_sent", "relay.durable_writes",
-	"retention.sent",
-	"http.listen", "http.token", "http.allowed_hosts",
-	"telemetry.service_name", "telemetry.otlp_endpoint", "telemetry.protocol", "telemetry.link_producer_span",
-}
-
-// sinkKeys are the valid keys of one sink, below sinks.<name>. Anything
-// below options belongs to the sink type and is checked by its factory.
-var sinkKeys = []string{
-	"type", "max_attempts", "backoff.initial", "backoff.max",
-	"rate_limit.rate", "rate_limit.per", "rate_limit.burst", "max_in_flight",
-}
-
-// sinkOptionsKey is the one sink key whose contents are free-form.
+// sinkOptionsKey is the one key of a sink whose contents the sink type
+// declares.
 const sinkOptionsKey = "options"
 
-func knownKeys(sinkNames []string) []string {
-	keys := slices.Clone(topLevelKeys)
-	for _, name := range sinkNames {
-		for _, k := range sinkKeys {
-			keys = append(keys, "sinks."+name+"."+k)
-		}
-		keys = append(keys, "sinks."+name+"."+sinkOptionsKey)
+// takeSinks checks the sink names as written and takes every sink's
+// options out of tree, in the case they were written in, for the sink type
+// to decode; viper never sees them. A name that is not a valid sink name,
+// or a sink that is not a mapping, is reported and removed.
+func (l *loader) takeSinks(tree map[string]any) map[string]any {
+	key, raw := findKey(tree, "sinks")
+	if raw == nil {
+		return nil
 	}
-	return keys
+	entries, ok := raw.(map[string]any)
+	if !ok {
+		l.add(confschema.Problem{Key: "sinks", Message: "want a mapping of sink names to sinks, got " + describeKind(raw)})
+		delete(tree, key)
+		return nil
+	}
+	options := map[string]any{}
+	for name, spec := range entries {
+		at := "sinks." + name
+		fields, isMapping := spec.(map[string]any)
+		switch {
+		case !sinkNamePattern.MatchString(name) && sinkNamePattern.MatchString(strings.ToLower(name)):
+			l.add(confschema.Problem{Key: at, Message: fmt.Sprintf(
+				"a sink name is lower case, write %s: rows must name their sink exactly, and OUTBOX_ variables cannot tell %s from %s",
+				strings.ToLower(name), name, strings.ToLower(name))})
+		case !sinkNamePattern.MatchString(name):
+			l.add(confschema.Problem{Key: at, Message: "a sink name is lower-case letters, digits, '-' and '_', at most 63 of them"})
+		case !isMapping:
+			l.add(confschema.Problem{Key: at, Message: "want a mapping with at least a type, got " + describeKind(spec)})
+		default:
+			if k, opts := findKey(fields, sinkOptionsKey); k != "" {
+				options[name] = opts
+				delete(fields, k)
+			}
+			continue
+		}
+		delete(entries, name)
+	}
+	return options
+}
+
+// findKey returns the key of m that is name in any case, and its value.
+func findKey(m map[string]any, name string) (string, any) {
+	for k, v := range m {
+		if strings.EqualFold(k, name) {
+			return k, v
+		}
+	}
+	return "", nil
+}
+
+// sinksOf returns the sinks block of settings.
+func sinksOf(settings map[string]any) map[string]any {
+	m, _ := settings["sinks"].(map[string]any)
+	return m
+}
+
+func describeKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case nil:
+		return "nothing"
+	}
+	return "a number or boolean"
 }
 
 // envName is the variable that overrides key: OUTBOX_RELAY_BATCH_SIZE for
@@ -164,90 +240,84 @@ func envName(key string) string {
 	return EnvOverridePrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
 }
 
-// applyEnvOverrides sets every known scalar key whose OUTBOX_ variable is
-// set. Values are taken literally (no ${} expansion).
-func applyEnvOverrides(v *viper.Viper, known []string, env LookupEnv) {
-	for _, key := range known {
-		if strings.HasSuffix(key, "."+sinkOptionsKey) {
-			continue
-		}
-		if val, ok := env(envName(key)); ok {
+// applyEnvOverrides sets every declared key that holds a value and whose
+// OUTBOX_ variable is set (a sink's options are not among them). Values are
+// taken literally (no ${} expansion).
+func (l *loader) applyEnvOverrides(v *viper.Viper) {
+	for _, key := range confschema.ValueKeys(v.AllSettings(), Config{}) {
+		name := envName(key)
+		if val, ok := l.env(name); ok {
 			v.Set(key, val)
+			l.overridden[key] = name
 		}
 	}
 }
 
-// unknownKeys reports every key that is not a valid one, with the nearest
-// valid key as a suggestion.
-func unknownKeys(v *viper.Viper, known, sinkNames []string) []string {
-	var problems []string
-	for _, key := range v.AllKeys() {
-		if slices.Contains(known, key) || isSinkOption(key, sinkNames) || isSinkName(key, sinkNames) {
+// buildSinks builds every configured sink whose type is registered, and
+// reports a missing or unknown type, and each problem of the options, by
+// key. It returns the sinks it built.
+func (l *loader) buildSinks(cfg *Config) map[string]core.Sink {
+	built := map[string]core.Sink{}
+	types := strings.Join(registry.Types(), ", ")
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
+		spec, at := cfg.Sinks[name], "sinks."+name
+		t, ok := registry.Lookup(spec.Type)
+		switch {
+		case spec.Type == "":
+			l.add(confschema.Problem{Key: at + ".type", Message: "missing: name a registered sink type (" + types + ")"})
+			continue
+		case !ok:
+			l.add(confschema.Problem{Key: at + ".type", Message: fmt.Sprintf("unknown sink type %q (registered types: %s)", spec.Type, types)})
 			continue
 		}
-		msg := fmt.Sprintf("unknown key %s", key)
-		if near := nearest(key, known); near != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", near)
-		}
-		problems = append(problems, msg)
-	}
-	slices.Sort(problems)
-	return problems
-}
-
-func isSinkOption(key string, sinkNames []string) bool {
-	for _, name := range sinkNames {
-		if strings.HasPrefix(key, "sinks."+name+"."+sinkOptionsKey+".") {
-			return true
-		}
-	}
-	return false
-}
-
-// isSinkName matches a sink given as a scalar, already reported by sinkNamesOf.
-func isSinkName(key string, sinkNames []string) bool {
-	name, ok := strings.CutPrefix(key, "sinks.")
-	return ok && !strings.Contains(name, ".") && !slices.Contains(sinkNames, name)
-}
-
-// validate checks what decoding cannot: ranges, relations and sink types.
-func (c *Config) validate() []string {
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for key, n := range map[string]int64{
-		"relay.batch_size": int64(c.Relay.BatchSize), "relay.concurrency": int64(c.Relay.Concurrency),
-		"relay.lease": int64(c.Relay.Lease), "relay.poll_interval": int64(c.Relay.PollInterval),
-		"relay.shutdown_timeout": int64(c.Relay.ShutdownTimeout),
-		"retention.sent":         int64(c.Retention.Sent),
-	} {
-		if n < 0 {
-			add("%s must not be negative", key)
-		}
-	}
-	switch c.Telemetry.Protocol {
-	case "", protocolHTTP, protocolGRPC:
-	default:
-		add("telemetry.protocol: want %q or %q, got %q", protocolHTTP, protocolGRPC, c.Telemetry.Protocol)
-	}
-	types := registry.Types()
-	for _, name := range slices.Sorted(maps.Keys(c.Sinks)) {
-		s := c.Sinks[name]
-		at := "sinks." + name
+		sink, err := t.New(name, spec.Options)
+		var oe *sinks.OptionsError
 		switch {
-		case s.Type == "":
-			add("%s.type is missing (registered types: %s)", at, strings.Join(types, ", "))
-		case !slices.Contains(types, s.Type):
-			add("%s.type: unknown sink type %q (registered types: %s)", at, s.Type, strings.Join(types, ", "))
-		}
-		if s.MaxAttempts < 0 || s.MaxInFlight < 0 {
-			add("%s: max_attempts and max_in_flight must not be negative", at)
-		}
-		if s.Backoff.Initial < 0 || s.Backoff.Max < s.Backoff.Initial {
-			add("%s.backoff: want 0 < initial <= max, got %s and %s", at, s.Backoff.Initial, s.Backoff.Max)
-		}
-		if rl := s.RateLimit; rl != nil && (rl.Rate <= 0 || rl.Per <= 0 || rl.Burst < 0) {
-			add("%s.rate_limit: want rate > 0, per > 0 and burst >= 0, got %d per %s burst %d", at, rl.Rate, rl.Per, rl.Burst)
+		case errors.As(err, &oe):
+			for _, p := range oe.Problems {
+				l.add(p.Under(at + "." + sinkOptionsKey))
+			}
+		case err != nil && slices.ContainsFunc(l.unexpanded, func(p confschema.Problem) bool { return strings.HasPrefix(p.Key, at+".") }):
+			// Most likely the value the missing variable should give, already reported.
+		case err != nil:
+			l.add(confschema.Problem{Key: at, Message: err.Error()})
+		default:
+			built[name] = sink
 		}
 	}
-	return problems
+	return built
+}
+
+// add records problems with their places: the position of their key in the
+// file, or the OUTBOX_ variable that set it.
+func (l *loader) add(problems ...confschema.Problem) {
+	for _, p := range problems {
+		text := p.String()
+		if p.Key == "" {
+			text = p.Message
+		}
+		var at position
+		if name, ok := l.overridden[strings.ToLower(p.Key)]; ok {
+			text += " (set by " + name + ")"
+		} else if l.src != nil {
+			at, _ = l.src.find(p.Key)
+		}
+		l.problems = append(l.problems, located{at: at, text: text})
+	}
+}
+
+// configError lists the problems in the order of the file.
+func (l *loader) configError() *ConfigError {
+	slices.SortStableFunc(l.problems, func(a, b located) int {
+		return cmp.Or(cmp.Compare(a.at.line, b.at.line), cmp.Compare(a.at.col, b.at.col), strings.Compare(a.text, b.text))
+	})
+	e := &ConfigError{File: l.file}
+	for _, p := range l.problems {
+		where := describeFile(l.file)
+		if p.at.line > 0 && l.file != "" {
+			where = fmt.Sprintf("%s:%d:%d", l.file, p.at.line, p.at.col)
+		}
+		e.Problems = append(e.Problems, where+": "+p.text)
+	}
+	return e
 }

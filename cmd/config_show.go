@@ -3,57 +3,61 @@ package cmd
 import (
 	"fmt"
 	"io"
-	"time"
+	"reflect"
 
-	"github.com/spf13/viper"
+	"github.com/goccy/go-yaml"
+
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
 )
 
-// settings returns the effective configuration as plain maps, durations
-// as Go duration strings, ready to be redacted and printed.
-func (c *Config) settings() map[string]any {
-	sinks := map[string]any{}
-	for name, s := range c.Sinks {
-		sink := map[string]any{
-			"type":          s.Type,
-			"max_attempts":  s.MaxAttempts,
-			"backoff":       map[string]any{"initial": dur(s.Backoff.Initial), "max": dur(s.Backoff.Max)},
-			"max_in_flight": s.MaxInFlight,
-			"options":       s.Options,
+// WriteRedacted prints the effective configuration as YAML: every key
+// declared in Config, in declaration order, with the value the process
+// uses (defaults applied), every sink's options with their defaults when
+// its type declares them, and every secret replaced by Redacted.
+//
+// It is written with a YAML encoder rather than viper's writer, which would
+// lower-case the names of sinks' options (header names among them).
+func (c *Config) WriteRedacted(w io.Writer) error {
+	values := confschema.Values(c)
+	for _, item := range values {
+		if item.Key != "sinks" {
+			continue
 		}
-		if rl := s.RateLimit; rl != nil {
-			sink["rate_limit"] = map[string]any{"rate": rl.Rate, "per": dur(rl.Per), "burst": rl.Burst}
+		for _, sink := range item.Value.(yaml.MapSlice) {
+			spec := c.Sinks[sink.Key.(string)]
+			fields := sink.Value.(yaml.MapSlice)
+			for i := range fields {
+				if fields[i].Key == sinkOptionsKey {
+					fields[i].Value = effectiveOptions(spec)
+				}
+			}
 		}
-		sinks[name] = sink
 	}
-	return map[string]any{
-		"database": map[string]any{"url": c.Database.URL, "schema": c.Database.Schema},
-		"relay": map[string]any{
-			"batch_size": c.Relay.BatchSize, "lease": dur(c.Relay.Lease),
-			"poll_interval": dur(c.Relay.PollInterval), "concurrency": c.Relay.Concurrency,
-		},
-		"retention": map[string]any{"sent": dur(c.Retention.Sent)},
-		"http":      map[string]any{"listen": c.HTTP.Listen, "token": c.HTTP.Token, "allowed_hosts": c.HTTP.AllowedHosts},
-		"telemetry": map[string]any{
-			"service_name": c.Telemetry.ServiceName, "otlp_endpoint": c.Telemetry.OTLPEndpoint,
-			"protocol": c.Telemetry.Protocol,
-		},
-		"sinks": sinks,
+	out, err := yaml.MarshalWithOptions(redactValue("", values, false), yaml.Indent(2), yaml.IndentSequence(true))
+	if err != nil {
+		return fmt.Errorf("render configuration: %w", err)
 	}
+	_, err = w.Write(out)
+	return err
 }
 
-func dur(d time.Duration) string { return d.String() }
-
-// WriteRedacted prints the effective configuration as YAML with every
-// secret replaced by Redacted.
-func (c *Config) WriteRedacted(w io.Writer) error {
-	redacted, _ := redactValue("", c.settings()).(map[string]any)
-	v := viper.New()
-	v.SetConfigType("yaml")
-	if err := v.MergeConfigMap(redacted); err != nil {
-		return fmt.Errorf("render configuration: %w", err)
+// effectiveOptions returns a sink's options as its sink type runs them:
+// every option its type declares, with its default unless set; or the
+// options as given for a type that declares none.
+func effectiveOptions(spec SinkSpec) any {
+	t, ok := registry.Lookup(spec.Type)
+	if !ok || t.Options == nil {
+		if spec.Options == nil {
+			return map[string]any{}
+		}
+		return spec.Options
 	}
-	if err := v.WriteConfigTo(w); err != nil {
-		return fmt.Errorf("render configuration: %w", err)
+	o := reflect.New(reflect.TypeOf(t.Options))
+	o.Elem().Set(reflect.ValueOf(t.Options))
+	if err := sinks.DecodeOptions(spec.Options, o.Interface()); err != nil {
+		return spec.Options // not reached: loading built the sink from the same options
 	}
-	return nil
+	return confschema.Values(o.Interface())
 }

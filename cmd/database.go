@@ -15,9 +15,9 @@ import (
 var databaseURLEnv = []string{"OUTBOX_DATABASE_URL", "DATABASE_URL"}
 
 // resolveDatabaseURL applies the documented precedence: --database-url,
-// OUTBOX_DATABASE_URL, DATABASE_URL, database.url. An empty result leaves
-// the connection to libpq's PG* variables and defaults.
-func (a *app) resolveDatabaseURL(cfg *Config) string {
+// OUTBOX_DATABASE_URL, DATABASE_URL, then configured (database.url). An
+// empty result leaves the connection to libpq's PG* variables and defaults.
+func (a *app) resolveDatabaseURL(configured string) string {
 	if a.databaseURL != "" {
 		return a.databaseURL
 	}
@@ -26,7 +26,7 @@ func (a *app) resolveDatabaseURL(cfg *Config) string {
 			return v
 		}
 	}
-	return cfg.Database.URL
+	return configured
 }
 
 // connect loads the configuration and opens a pool on its database. The
@@ -40,7 +40,7 @@ func (a *app) connect(ctx context.Context) (*Config, *pgxpool.Pool, *core.Outbox
 	if err != nil {
 		return nil, nil, nil, &ConfigError{File: cfg.File, Problems: []string{"database.schema: " + err.Error()}}
 	}
-	pcfg, err := pgxpool.ParseConfig(a.resolveDatabaseURL(cfg))
+	pcfg, err := pgxpool.ParseConfig(a.resolveDatabaseURL(cfg.Database.URL))
 	if err != nil {
 		return nil, nil, nil, badInputf("database URL: %w", err)
 	}

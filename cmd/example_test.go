@@ -6,11 +6,11 @@ import (
 	"github.com/outboxd/outboxd/cmd"
 )
 
-// A typo in plugins.yaml is reported with its key path, the file and the
-// nearest valid key.
+// A typo in plugins.yaml is reported with the file, line and column, its
+// key path and the nearest valid key.
 func ExampleParseConfig() {
 	doc := []byte("relay:\n  bach_size: 100\n")
 	_, err := cmd.ParseConfig(doc, "plugins.yaml", func(string) (string, bool) { return "", false })
 	fmt.Println(err)
-	// Output: configuration plugins.yaml: unknown key relay.bach_size (did you mean relay.batch_size?)
+	// Output: configuration plugins.yaml:2:3: unknown key relay.bach_size (did you mean relay.batch_size?)
 }

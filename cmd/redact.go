@@ -7,6 +7,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/outboxd/outboxd/confschema"
 )
 
 // Redacted replaces a secret wherever the binary would otherwise show it.
@@ -16,26 +20,74 @@ const Redacted = "[REDACTED]"
 // "x") from turning every output into confetti. Real credentials are long.
 const minScrubbedSecretLen = 4
 
+// secretKeyWords mark a key whose value is a credential, in the binary's
+// configuration and in any sink's options, declared or not.
+var secretKeyWords = []string{"token", "password", "secret", "api_key", "apikey", "webhook_url", "authorization", "credential", "private_key"}
+
+// headersKey is the key of a mapping of HTTP headers: all its values are
+// treated as secrets (Authorization, X-Api-Key, ... are where credentials
+// go), whatever the header's name.
+const headersKey = "headers"
+
+// isSecretKey reports whether a key's value is a credential, to be kept out
+// of every output.
+func isSecretKey(key string) bool {
+	last := strings.ToLower(key[strings.LastIndex(key, ".")+1:])
+	for _, word := range secretKeyWords {
+		if strings.Contains(last, word) {
+			return true
+		}
+	}
+	return false
+}
+
+// isHeaders reports whether key holds a mapping of headers.
+func isHeaders(key string) bool {
+	return strings.EqualFold(key[strings.LastIndex(key, ".")+1:], headersKey)
+}
+
 // dsnPassword matches the password of a keyword/value connection string
 // (host=... password=...).
 var dsnPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 
-// secretValues collects every secret in the settings: values of secret keys
-// and passwords inside connection URLs.
+// secretPaths match the URL paths of well-known incoming webhooks, whose
+// last part (group 2) is the credential: Slack's /services/T.../B.../secret
+// and its workflow webhooks, Discord's /api/webhooks/id/token, and
+// Microsoft Teams' /webhookb2/.... They are matched on any host, since such
+// URLs also go through proxies and test servers.
+var secretPaths = []*regexp.Regexp{
+	regexp.MustCompile(`^(/services/[^/]+/[^/]+/)(.+)$`),
+	regexp.MustCompile(`^(/(?:workflows|triggers)/[^/]+/[^/]+/[^/]+/)(.+)$`),
+	regexp.MustCompile(`^(/api/webhooks/[^/]+/)(.+)$`),
+	regexp.MustCompile(`^(/webhookb2/)(.+)$`),
+}
+
+// secretQueryWords mark a URL query parameter that carries a credential
+// (?token=..., ?api_key=..., ?sig=...).
+var secretQueryWords = []string{"token", "key", "secret", "sig", "pass", "auth", "code", "credential"}
+
+// harmlessQueryKeys are URL query parameters config show prints as they
+// are: PostgreSQL connection settings that are never credentials.
+var harmlessQueryKeys = map[string]bool{
+	"sslmode": true, "application_name": true, "connect_timeout": true, "target_session_attrs": true,
+}
+
+// secretValues collects every secret in the settings, for the Scrubber:
+// values of secret keys and of headers, and the secret parts of URLs and
+// connection strings (see urlSecrets).
 func secretValues(settings map[string]any) []string {
 	var out []string
-	walkStrings("", settings, func(key, val string) {
+	walkStrings("", settings, false, func(key, val string, secret bool) {
 		if val == "" {
 			return
 		}
-		if isSecretKey(key) {
+		if secret || isSecretKey(key) {
 			out = append(out, val)
-		}
-		if u, err := url.Parse(val); err == nil && u.User != nil {
-			if p, ok := u.User.Password(); ok && p != "" {
-				out = append(out, p, url.QueryEscape(p))
+			if scheme, credential, ok := strings.Cut(val, " "); ok && scheme != "" && !strings.Contains(credential, " ") {
+				out = append(out, credential) // "Bearer <token>": the token alone is the secret too
 			}
 		}
+		out = append(out, urlSecrets(val)...)
 		for _, m := range dsnPassword.FindAllStringSubmatch(val, -1) {
 			out = append(out, strings.Trim(m[2], "'"))
 		}
@@ -44,42 +96,109 @@ func secretValues(settings map[string]any) []string {
 	return slices.Compact(out)
 }
 
-func walkStrings(key string, v any, visit func(key, val string)) {
+// urlSecrets returns the secret parts of s when it is a URL: the password
+// of its user info (and its escaped form), a user name that stands alone in
+// an http(s) URL (https://TOKEN@host), the values of credential-like
+// query parameters, and the secret path part of a known webhook URL.
+func urlSecrets(s string) []string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			out = append(out, p, url.QueryEscape(p))
+		} else if isWeb(u) && u.User.Username() != "" {
+			out = append(out, u.User.Username())
+		}
+	}
+	for k, vals := range u.Query() {
+		if isSecretQueryKey(k) {
+			out = append(out, vals...)
+		}
+	}
+	if _, secret, ok := splitSecretPath(u.Path); ok {
+		out = append(out, secret, url.PathEscape(secret))
+	}
+	return out
+}
+
+func isWeb(u *url.URL) bool { return u.Scheme == "http" || u.Scheme == "https" }
+
+func isSecretQueryKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range secretQueryWords {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitSecretPath splits the path of a known webhook URL into its public
+// prefix and its secret.
+func splitSecretPath(path string) (prefix, secret string, ok bool) {
+	for _, re := range secretPaths {
+		if m := re.FindStringSubmatch(path); m != nil {
+			return m[1], m[2], true
+		}
+	}
+	return "", "", false
+}
+
+// walkStrings calls visit for every string below v with its key, and
+// whether it sits in a mapping of headers (secret whatever its key).
+func walkStrings(key string, v any, inHeaders bool, visit func(key, val string, secret bool)) {
 	switch v := v.(type) {
 	case string:
-		visit(key, v)
+		visit(key, v, inHeaders)
 	case map[string]any:
 		for k, item := range v {
-			walkStrings(joinKey(key, k), item, visit)
+			walkStrings(confschema.Join(key, k), item, isHeaders(key), visit)
 		}
 	case []any:
 		for _, item := range v {
-			walkStrings(key, item, visit)
+			walkStrings(key, item, inHeaders, visit)
 		}
 	}
 }
 
-// redactValue returns what `config show` prints for a value at key.
-func redactValue(key string, v any) any {
+// redactValue returns what `config show` prints for a value at key: secret
+// keys, header values and the secret parts of URLs replaced by Redacted.
+func redactValue(key string, v any, inHeaders bool) any {
 	switch v := v.(type) {
 	case string:
 		if v == "" {
 			return v
 		}
-		if isSecretKey(key) {
+		if inHeaders || isSecretKey(key) {
 			return Redacted
 		}
 		return redactURL(v)
+	case yaml.MapSlice:
+		out := make(yaml.MapSlice, len(v))
+		for i, item := range v {
+			k := fmt.Sprint(item.Key)
+			out[i] = yaml.MapItem{Key: item.Key, Value: redactValue(confschema.Join(key, k), item.Value, isHeaders(key))}
+		}
+		return out
+	case map[string]string:
+		m := make(map[string]any, len(v))
+		for k, item := range v {
+			m[k] = item
+		}
+		return redactValue(key, m, inHeaders)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, item := range v {
-			out[k] = redactValue(joinKey(key, k), item)
+			out[k] = redactValue(confschema.Join(key, k), item, isHeaders(key))
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, item := range v {
-			out[i] = redactValue(key, item)
+			out[i] = redactValue(key, item, inHeaders)
 		}
 		return out
 	default:
@@ -87,33 +206,37 @@ func redactValue(key string, v any) any {
 	}
 }
 
-// redactURL hides the password of a connection string, in URL or
-// keyword/value form, and the query values of a URL (a webhook URL often
-// carries its token as ?token=...), except connection settings known to
-// be harmless.
+// redactURL hides the secret parts of a URL: the password of its user
+// info, a user name that stands alone in an http(s) URL, the query values
+// (a webhook URL often carries its token as ?token=...) except connection
+// settings known to be harmless, and the secret path of a known webhook
+// URL. A keyword/value connection string loses its password.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && (u.User != nil || u.RawQuery != "") {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return dsnPassword.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), Redacted)
+		} else if isWeb(u) {
+			u.User = url.User(Redacted)
 		}
-		if u.RawQuery != "" {
-			q := u.Query()
-			for k := range q {
-				if !harmlessQueryKeys[k] {
-					q[k] = []string{Redacted}
-				}
-			}
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
 	}
-	return dsnPassword.ReplaceAllString(s, "${1}"+Redacted)
-}
-
-// harmlessQueryKeys are URL query parameters config show prints as they
-// are: PostgreSQL connection settings that are never credentials.
-var harmlessQueryKeys = map[string]bool{
-	"sslmode": true, "application_name": true, "connect_timeout": true, "target_session_attrs": true,
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			if !harmlessQueryKeys[k] {
+				q[k] = []string{Redacted}
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	if prefix, _, ok := splitSecretPath(u.Path); ok {
+		u.Path, u.RawPath = prefix+Redacted, ""
+	}
+	// url.URL escapes the brackets of Redacted; show it as written.
+	return strings.ReplaceAll(u.String(), url.QueryEscape(Redacted), Redacted)
 }
 
 // Scrubber removes known secret values from text that leaves the process:

@@ -118,18 +118,20 @@ func (a *app) rootCommand() *cobra.Command {
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
 one database.`,
-		Version:       version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       versionText(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			a.ran = true
 			return nil
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
 		fmt.Sprintf("configuration file (default $%s or ./%s)", ConfigFileEnv, DefaultConfigFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
-		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables)")
+		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
+			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logFormatAuto,
 		"log format: auto (text on a terminal, JSON otherwise), text or json")
 	root.AddCommand(
@@ -139,21 +141,28 @@ one database.`,
 		a.statsCommand(),
 		a.dlqCommand(),
 		a.configCommand(),
+		a.versionCommand(),
 	)
 	return root
 }
 
-// config loads the configuration once and teaches the scrubber its secrets.
+// config loads the configuration once and teaches the scrubber its
+// secrets, also when the configuration has problems: their messages are
+// scrubbed too.
 func (a *app) config() (*Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	cfg, err := LoadConfig(a.configPath, a.io.Env)
+	cfg, secrets, err := loadConfig(a.configPath, a.io.Env)
+	configured := ""
+	if cfg != nil {
+		configured = cfg.Database.URL
+	}
+	secrets = append(secrets, secretValues(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	a.scrub = NewScrubber(secrets...)
 	if err != nil {
 		return nil, err
 	}
-	secrets := append(cfg.secrets, secretValues(map[string]any{"url": a.resolveDatabaseURL(cfg)})...)
-	a.scrub = NewScrubber(secrets...)
 	a.cfg = cfg
 	return cfg, nil
 }

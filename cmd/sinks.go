@@ -5,51 +5,41 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
-
-	// The built-in sink types register themselves here, in the one place a
-	// reader looks for them. Custom builds register theirs before Main.
-	_ "github.com/outboxd/outboxd/sinks/email"
-	_ "github.com/outboxd/outboxd/sinks/kafka"
-	_ "github.com/outboxd/outboxd/sinks/nats"
-	_ "github.com/outboxd/outboxd/sinks/rabbitmq"
-	_ "github.com/outboxd/outboxd/sinks/slack"
-	_ "github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/sinks/email"
+	"github.com/outboxd/outboxd/sinks/kafka"
+	"github.com/outboxd/outboxd/sinks/nats"
+	"github.com/outboxd/outboxd/sinks/rabbitmq"
+	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
-// buildSinks creates every configured sink instance through the registry.
-// A factory's complaint (a missing or misspelt option) is a configuration
-// error naming the sink.
-func buildSinks(cfg *Config) ([]core.SinkConfig, error) {
-	var (
-		out      []core.SinkConfig
-		problems []string
-	)
-	for _, name := range slices.Sorted(maps.Keys(cfg.Sinks)) {
-		spec := cfg.Sinks[name]
-		sink, err := registry.Build(spec.Type, name, spec.Options)
-		if err != nil {
-			problems = append(problems, "sinks."+name+": "+err.Error())
-			continue
-		}
-		sc := core.SinkConfig{
-			Name:        name,
-			Type:        spec.Type,
-			Sink:        sink,
-			MaxAttempts: spec.MaxAttempts,
-			Backoff:     core.Backoff{Initial: spec.Backoff.Initial, Max: spec.Backoff.Max},
-			MaxInFlight: spec.MaxInFlight,
-		}
-		if rl := spec.RateLimit; rl != nil {
-			sc.RateLimit = &core.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst}
-		}
-		out = append(out, sc)
+// builtinSinkTypes are the sink types of every outboxd build. They are
+// registered here and nowhere else, when package cmd is initialised; a
+// custom build registers its own types in its main, before calling Main.
+// A new built-in type is one line here: its package's Type, New and
+// DefaultOptions (see package sinks for the shape).
+var builtinSinkTypes = []registry.Type{
+	registry.Log,
+	registry.Discard,
+	{Name: slack.Type, New: slack.New, Options: slack.DefaultOptions(),
+		Doc: "Posts each message to Slack, with a bot token (exactly once) or an incoming webhook"},
+	{Name: webhook.Type, New: webhook.New, Options: webhook.DefaultOptions(),
+		Doc: "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"},
+	{Name: email.Type, New: email.New, Options: email.DefaultOptions(),
+		Doc: "Sends each message as one mail over SMTP"},
+	{Name: nats.Type, New: nats.New, Options: nats.DefaultOptions(),
+		Doc: "Publishes each message to a NATS JetStream stream, the dedup key as its message id"},
+	{Name: rabbitmq.Type, New: rabbitmq.New, Options: rabbitmq.DefaultOptions(),
+		Doc: "Publishes each message to a RabbitMQ exchange with publisher confirms"},
+	{Name: kafka.Type, New: kafka.New, Options: kafka.DefaultOptions(),
+		Doc: "Produces each message as one Kafka record, idempotently, acknowledged by all in-sync replicas"},
+}
+
+func init() {
+	for _, t := range builtinSinkTypes {
+		registry.RegisterType(t)
 	}
-	if len(problems) > 0 {
-		return nil, &ConfigError{File: cfg.File, Problems: problems}
-	}
-	return out, nil
 }
 
 // checkSink reports a sink name the configuration does not know: a row for

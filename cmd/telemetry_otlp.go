@@ -59,7 +59,7 @@ func resolveOTLP(cfg TelemetryConfig, env LookupEnv, sig otlpSignal) (*otlpTarge
 	if !envEndpoint && cfg.OTLPEndpoint == "" && getenv(exporterVar) != "otlp" {
 		return nil, nil
 	}
-	t := &otlpTarget{protocol: firstNonEmpty(getenv("OTEL_EXPORTER_OTLP_"+sig.envWord+"_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), cfg.Protocol, protocolHTTP)}
+	t := &otlpTarget{protocol: firstNonEmpty(getenv("OTEL_EXPORTER_OTLP_"+sig.envWord+"_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), cfg.Protocol, DefaultProtocol)}
 	switch t.protocol {
 	case protocolGRPC:
 	case protocolHTTP, "http/json", "http":

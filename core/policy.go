@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -31,20 +32,25 @@ type RateLimit struct {
 // interval is the even spacing between two deliveries.
 func (r RateLimit) interval() time.Duration { return r.Per / time.Duration(r.Rate) }
 
-func (r RateLimit) validate() error {
+// problems returns one *FieldError (of sink) per field of r out of range.
+func (r RateLimit) problems(sink string) []error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Sink: sink, Field: "RateLimit" + field, Err: fmt.Errorf(format, args...)})
+	}
 	if r.Rate <= 0 {
-		return fmt.Errorf("rate_limit.rate must be positive, got %d", r.Rate)
+		add(".Rate", "must be positive, got %d", r.Rate)
 	}
 	if r.Per <= 0 {
-		return fmt.Errorf("rate_limit.per must be positive, got %s", r.Per)
+		add(".Per", "must be positive, got %s", r.Per)
 	}
 	if r.Burst < 0 {
-		return fmt.Errorf("rate_limit.burst must not be negative, got %d", r.Burst)
+		add(".Burst", "must not be negative, got %d", r.Burst)
 	}
-	if r.interval() <= 0 {
-		return fmt.Errorf("rate_limit %d per %s is finer than a nanosecond", r.Rate, r.Per)
+	if len(errs) == 0 && r.interval() <= 0 {
+		add("", "%d per %s is finer than a nanosecond", r.Rate, r.Per)
 	}
-	return nil
+	return errs
 }
 
 // Backoff shapes the delay before a failed delivery is retried: exponential
@@ -75,29 +81,25 @@ type SinkConfig struct {
 	MaxInFlight int
 }
 
-// withDefaults fills c's zero fields; maxInFlight is the most deliveries
-// the relay lets one sink have in flight.
-func (c SinkConfig) withDefaults(maxInFlight int) (SinkConfig, error) {
+// effective completes c's policy with the defaults and returns an error per
+// field out of range (see Config.Effective). maxInFlight is the most
+// deliveries the relay lets one sink have in flight.
+func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 	if c.Name == "" {
-		return c, fmt.Errorf("outbox: sink config without a name")
+		return c, []error{errors.New("outbox: sink config without a name")}
 	}
-	if c.Sink == nil {
-		return c, fmt.Errorf("outbox: sink %q: no Sink", c.Name)
+	var errs []error
+	invalid := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Sink: c.Name, Field: field, Err: fmt.Errorf(format, args...)})
 	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	if c.MaxAttempts < 0 {
-		return c, fmt.Errorf("outbox: sink %q: max_attempts must be positive", c.Name)
+		invalid("MaxAttempts", "must not be negative, got %d", c.MaxAttempts)
 	}
-	if c.Backoff.Initial == 0 {
-		c.Backoff.Initial = DefaultBackoffInitial
-	}
-	if c.Backoff.Max == 0 {
-		c.Backoff.Max = DefaultBackoffMax
-	}
+	setDefault(&c.Backoff.Initial, DefaultBackoffInitial)
+	setDefault(&c.Backoff.Max, DefaultBackoffMax)
 	if c.Backoff.Initial < 0 || c.Backoff.Max < c.Backoff.Initial {
-		return c, fmt.Errorf("outbox: sink %q: backoff needs 0 < initial <= max, got %s and %s", c.Name, c.Backoff.Initial, c.Backoff.Max)
+		invalid("Backoff", "want 0 < initial <= max, got %s and %s", c.Backoff.Initial, c.Backoff.Max)
 	}
 	if c.RateLimit == nil {
 		if d, ok := c.Sink.(RateLimitDefaulter); ok {
@@ -107,16 +109,15 @@ func (c SinkConfig) withDefaults(maxInFlight int) (SinkConfig, error) {
 	}
 	if c.RateLimit != nil {
 		rl := *c.RateLimit
-		if rl.Burst == 0 {
-			rl.Burst = DefaultRateBurst
-		}
-		if err := rl.validate(); err != nil {
-			return c, fmt.Errorf("outbox: sink %q: %w", c.Name, err)
-		}
+		setDefault(&rl.Burst, DefaultRateBurst)
+		errs = append(errs, rl.problems(c.Name)...)
 		c.RateLimit = &rl
+	}
+	if c.MaxInFlight < 0 {
+		invalid("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	}
 	if c.MaxInFlight <= 0 || c.MaxInFlight > maxInFlight {
 		c.MaxInFlight = maxInFlight
 	}
-	return c, nil
+	return c, errs
 }

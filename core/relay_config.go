@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -75,10 +76,34 @@ type Config struct {
 	LinkProducerSpan bool
 }
 
-func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
-	if c.Outbox == nil {
-		c.Outbox = Default
+// FieldError is a field of a Config, or of one of its SinkConfigs, whose
+// value is out of range. Effective reports every one it finds.
+type FieldError struct {
+	// Sink names the SinkConfig the field belongs to; "" for a field of
+	// Config itself.
+	Sink string
+	// Field is the field's name in Config or SinkConfig, with the sub-field
+	// where there is one: "BatchSize", "Backoff", "RateLimit.Per".
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Sink == "" {
+		return fmt.Sprintf("outbox: relay config: %s: %v", e.Field, e.Err)
 	}
+	return fmt.Sprintf("outbox: sink %q: %s: %v", e.Sink, e.Field, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Effective returns c's numbers and delivery policies as a Relay runs them:
+// zero fields take the defaults above, and each sink's policy is completed
+// as [SinkConfig] describes. Every field out of range is reported, each as a
+// *FieldError, joined with errors.Join. A SinkConfig without a Sink is
+// checked too (NewRelay refuses it), so that a configuration can be checked
+// before its sinks exist.
+func (c Config) Effective() (Config, error) {
 	setDefault(&c.BatchSize, DefaultBatchSize)
 	setDefault(&c.Lease, DefaultLease)
 	setDefault(&c.PollInterval, DefaultPollInterval)
@@ -86,21 +111,53 @@ func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
 	setDefault(&c.SentRetention, DefaultSentRetention)
 	setDefault(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
+	var errs []error
+	for _, f := range []struct {
+		name     string
+		negative bool
+		value    any
+	}{
+		{"BatchSize", c.BatchSize < 0, c.BatchSize},
+		{"Lease", c.Lease < 0, c.Lease},
+		{"PollInterval", c.PollInterval < 0, c.PollInterval},
+		{"Concurrency", c.Concurrency < 0, c.Concurrency},
+		{"SentRetention", c.SentRetention < 0, c.SentRetention},
+		{"MaintenanceInterval", c.MaintenanceInterval < 0, c.MaintenanceInterval},
+		{"ShutdownTimeout", c.ShutdownTimeout < 0, c.ShutdownTimeout},
+	} {
+		if f.negative {
+			errs = append(errs, &FieldError{Field: f.name, Err: fmt.Errorf("must not be negative, got %v", f.value)})
+		}
 	}
-	if c.BatchSize < 0 || c.Lease < 0 || c.PollInterval < 0 || c.Concurrency < 0 {
-		return c, nil, fmt.Errorf("outbox: relay config: negative batch size, lease, poll interval or concurrency")
-	}
-	sinks := make(map[string]SinkConfig, len(c.Sinks))
-	for _, s := range c.Sinks {
+	sinks := make([]SinkConfig, len(c.Sinks))
+	for i, s := range c.Sinks {
 		limit := c.Concurrency
 		if _, batches := s.Sink.(BatchSink); batches {
 			limit = max(limit, c.BatchSize)
 		}
-		s, err := s.withDefaults(limit)
-		if err != nil {
-			return c, nil, err
+		var sinkErrs []error
+		sinks[i], sinkErrs = s.effective(limit)
+		errs = append(errs, sinkErrs...)
+	}
+	c.Sinks = sinks
+	return c, errors.Join(errs...)
+}
+
+func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
+	c, err := c.Effective()
+	if err != nil {
+		return c, nil, err
+	}
+	if c.Outbox == nil {
+		c.Outbox = Default
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	sinks := make(map[string]SinkConfig, len(c.Sinks))
+	for _, s := range c.Sinks {
+		if s.Sink == nil {
+			return c, nil, fmt.Errorf("outbox: sink %q: no Sink", s.Name)
 		}
 		if _, dup := sinks[s.Name]; dup {
 			return c, nil, fmt.Errorf("outbox: sink %q configured twice", s.Name)

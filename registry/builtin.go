@@ -11,32 +11,38 @@ import (
 	"github.com/outboxd/outboxd/core"
 )
 
-// The two tiny sink types every build has, for demos and tests.
+// The two tiny sink types every build has, for demos and tests. They take
+// no options. cmd registers them with the other built-in types.
+var (
+	// Log logs each message at INFO with slog.Default and accepts it.
+	Log = Type{Name: TypeLog, New: newLog, Doc: "Logs each message at INFO and accepts it (demos, tests)"}
+	// Discard accepts every message and drops it.
+	Discard = Type{Name: TypeDiscard, New: newDiscard, Doc: "Accepts every message and drops it (tests, benchmarks)"}
+)
+
+// The names of Log and Discard.
 const (
-	// TypeLog logs each message at INFO with slog.Default and accepts it.
-	TypeLog = "log"
-	// TypeDiscard accepts every message and drops it.
+	TypeLog     = "log"
 	TypeDiscard = "discard"
 )
 
-func init() {
-	Register(TypeLog, func(name string, options map[string]any) (core.Sink, error) {
-		if err := noOptions(options); err != nil {
-			return nil, err
-		}
-		return core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
-			slog.Default().InfoContext(ctx, "message delivered",
-				"sink", d.Sink, "id", d.ID, "dedup_key", d.DedupKey,
-				"attempt", d.Attempt, "payload", string(d.Payload))
-			return nil
-		}), nil
-	})
-	Register(TypeDiscard, func(name string, options map[string]any) (core.Sink, error) {
-		if err := noOptions(options); err != nil {
-			return nil, err
-		}
-		return core.SinkFunc(func(context.Context, *core.Delivery) error { return nil }), nil
-	})
+func newLog(_ string, options map[string]any) (core.Sink, error) {
+	if err := noOptions(options); err != nil {
+		return nil, err
+	}
+	return core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		slog.Default().InfoContext(ctx, "message delivered",
+			"sink", d.Sink, "id", d.ID, "dedup_key", d.DedupKey,
+			"attempt", d.Attempt, "payload", string(d.Payload))
+		return nil
+	}), nil
+}
+
+func newDiscard(_ string, options map[string]any) (core.Sink, error) {
+	if err := noOptions(options); err != nil {
+		return nil, err
+	}
+	return core.SinkFunc(func(context.Context, *core.Delivery) error { return nil }), nil
 }
 
 func noOptions(options map[string]any) error {

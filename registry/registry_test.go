@@ -4,12 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
 )
+
+// TestMain registers the two types every build has, as cmd does.
+func TestMain(m *testing.M) {
+	registry.RegisterType(registry.Log)
+	registry.RegisterType(registry.Discard)
+	os.Exit(m.Run())
+}
 
 func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
 	if _, err := registry.Build("nope", "alerts", nil); err == nil ||
@@ -35,6 +43,16 @@ func TestBuiltinsDeliver(t *testing.T) {
 	}
 }
 
+func TestLookupReturnsTheRegisteredType(t *testing.T) {
+	typ, ok := registry.Lookup(registry.TypeLog)
+	if !ok || typ.Name != registry.TypeLog || typ.Doc == "" {
+		t.Fatalf("Lookup(log) = %+v, %v", typ, ok)
+	}
+	if _, ok := registry.Lookup("nope"); ok {
+		t.Fatal("Lookup found an unregistered type")
+	}
+}
+
 func TestRegisterTwicePanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {
@@ -44,8 +62,8 @@ func TestRegisterTwicePanics(t *testing.T) {
 	registry.Register(registry.TypeLog, func(string, map[string]any) (core.Sink, error) { return nil, nil })
 }
 
-// A sink type registers a factory under its name; configuration then builds
-// named instances of it.
+// A program registers a factory under a type name; configuration then
+// builds named instances of it.
 func Example() {
 	registry.Register("shout", func(name string, options map[string]any) (core.Sink, error) {
 		prefix, ok := options["prefix"].(string)

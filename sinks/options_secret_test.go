@@ -1,6 +1,7 @@
 package sinks_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 		{map[string]any{"secret": map[string]any{"k": secret}}, "secret"},
 		{map[string]any{"port": secret}, "port"},
 		{map[string]any{"timeout": secret}, "timeout"},
+		{map[string]any{"timeout": 31415926}, "timeout"}, // a bare number would be nanoseconds
 		{map[string]any{"allow_private": secret}, "allow_private"},
 		{map[string]any{"to": 31415926}, "to"},
 		{map[string]any{"headers": secret}, "headers"},
@@ -56,5 +58,29 @@ func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 	err := sinks.DecodeOptions(map[string]any{"secrte": "x"}, &o)
 	if err == nil || !strings.Contains(err.Error(), "secrte") {
 		t.Errorf("unknown option: %v, want an error naming it", err)
+	}
+}
+
+// TestDecodeOptionsReportsEveryProblem: unknown options with suggestions,
+// a bare number for a duration and a wrong type, all in one error that
+// cmd can take apart by option.
+func TestDecodeOptionsReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	o := secretOptions{Timeout: time.Second}
+	err := sinks.DecodeOptions(map[string]any{"timout": "5s", "port": "many", "allow_private": true, "to": "a,b"}, &o)
+	var oe *sinks.OptionsError
+	if !errors.As(err, &oe) || len(oe.Problems) != 2 {
+		t.Fatalf("error %v, want an *OptionsError with two problems", err)
+	}
+	for _, want := range []string{"unknown option timout (did you mean timeout?)", "option port: want a whole number, got a string"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if o.Timeout != time.Second || !o.Private || len(o.List) != 2 {
+		t.Errorf("defaults or good options lost: %+v", o)
+	}
+	if err := sinks.DecodeOptions(map[string]any{"timeout": 5}, &o); err == nil || !strings.Contains(err.Error(), "option timeout: want a duration with a unit") {
+		t.Errorf("timeout: 5 gave %v", err)
 	}
 }

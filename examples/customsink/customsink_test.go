@@ -94,10 +94,20 @@ func TestCustomBuildDeliversThroughFileSink(t *testing.T) {
 	}
 }
 
+// TestNewFileSinkRejectsBadOptions: sinks.DecodeOptions gives a custom
+// sink the checks of the built-in ones, typo suggestions included.
 func TestNewFileSinkRejectsBadOptions(t *testing.T) {
-	for _, opts := range []map[string]any{{}, {"path": "/tmp/x", "colour": "red"}} {
-		if _, err := NewFileSink("archive", opts); err == nil {
-			t.Errorf("options %v accepted", opts)
+	for _, c := range []struct {
+		options map[string]any
+		want    string
+	}{
+		{map[string]any{}, "option path: is required"},
+		{map[string]any{"path": "/tmp/x", "colour": "red"}, "unknown option colour"},
+		{map[string]any{"paht": "/tmp/x"}, "unknown option paht (did you mean path?)"},
+		{map[string]any{"path": 42}, "option path: want a string, got a number"},
+	} {
+		if _, err := NewFileSink("archive", c.options); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("options %v: error %v, want one containing %q", c.options, err, c.want)
 		}
 	}
 }

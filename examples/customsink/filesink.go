@@ -15,10 +15,12 @@ import (
 // FileSinkType is the type name plugins.yaml uses for this sink.
 const FileSinkType = "file"
 
-// fileOptions are the sink's options in plugins.yaml.
+// fileOptions are the sink's options in plugins.yaml, declared as package
+// confschema describes: sinks.DecodeOptions then refuses unknown options
+// with a suggestion and values of the wrong type, naming the option.
 type fileOptions struct {
 	// Path is the JSON lines file messages are appended to.
-	Path string `mapstructure:"path"`
+	Path string `mapstructure:"path" defaultdoc:"required" doc:"the JSON lines file messages are appended to"`
 }
 
 // Record is one line of the file.

@@ -31,14 +31,16 @@ const ListenTimeout = 30 * time.Second
 const StopTimeout = 30 * time.Second
 
 // Build compiles ./cmd/outboxd of the module this package belongs to into
-// dir and returns the binary's path.
+// dir and returns the binary's path. Like `make build` it stamps the VCS
+// revision when it can (-buildvcs=auto, whatever GOFLAGS says), so that
+// `outboxd version` shows it.
 func Build(dir string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "outboxd")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outboxd")
+	cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, "./cmd/outboxd")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/outboxd: %w\n%s", err, out)

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Type is the sink type name the email sink registers under.
+// Type is the sink type name in plugins.yaml.
 const Type = "email"
 
 // TLS modes accepted by the tls option.
@@ -26,33 +26,38 @@ const (
 	DefaultTLS = TLSStartTLS
 )
 
-// Config is the decoded options block of an email sink.
-type Config struct {
+// Options are the options block of an email sink, each declared here once
+// (see package confschema).
+type Options struct {
 	// SMTP is the server as host:port.
-	SMTP string `mapstructure:"smtp"`
+	SMTP string `mapstructure:"smtp" defaultdoc:"required" doc:"the SMTP server as host:port"`
 	// Username enables SMTP AUTH when set.
-	Username string `mapstructure:"username"`
+	Username string `mapstructure:"username" doc:"SMTP AUTH user; no authentication when empty"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"SMTP AUTH password, never logged nor shown"`
 	// TLS is one of TLSStartTLS (default), TLSImplicit, TLSNone.
-	TLS string `mapstructure:"tls"`
+	TLS string `mapstructure:"tls" doc:"starttls (upgrade, port 587), tls (implicit, port 465) or none (local relays only)"`
 	// From is the sender address, optionally with a display name.
-	From string `mapstructure:"from"`
+	From string `mapstructure:"from" defaultdoc:"required" doc:"sender address, optionally with a display name"`
 	// To are the recipients used when a payload names none.
-	To []string `mapstructure:"to"`
+	To []string `mapstructure:"to" doc:"recipients of a payload that names none (a list, or one string of comma-separated addresses)"`
 	// AllowedRecipientDomains, when set, are the only domains mail may go
 	// to: every address of the to option and of a payload's to and cc must
 	// be at one of them (case-insensitive and exact: sub.example.com is
 	// not example.com). A payload naming another fails permanently. Unset,
 	// a payload may send to anyone: a producer chooses the recipients.
-	AllowedRecipientDomains []string `mapstructure:"allowed_recipient_domains"`
+	AllowedRecipientDomains []string `mapstructure:"allowed_recipient_domains" defaultdoc:"any domain" doc:"the only domains mail may go to (to and a payload's to and cc); another fails permanently"`
 	// SubjectPrefix is prepended to every subject, followed by a space.
-	SubjectPrefix string `mapstructure:"subject_prefix"`
+	SubjectPrefix string `mapstructure:"subject_prefix" doc:"prepended to every subject, followed by a space"`
 }
 
-// String describes the configuration without the password, so a Config can
-// be logged or printed safely.
-func (c Config) String() string {
+// DefaultOptions returns the options an email sink has before its options
+// block applies.
+func DefaultOptions() Options { return Options{TLS: DefaultTLS} }
+
+// String describes the options without the password, so that they can be
+// logged or printed safely.
+func (c Options) String() string {
 	return fmt.Sprintf("email{smtp=%s tls=%s from=%s to=%v user=%q password=%s}",
 		c.SMTP, c.TLS, c.From, c.To, c.Username, redacted(c.Password))
 }
@@ -64,7 +69,7 @@ func redacted(secret string) string {
 	return "(set)"
 }
 
-// server is a Config checked and split into what the SMTP client needs.
+// server is Options checked and split into what the SMTP client needs.
 type server struct {
 	host string
 	port int
@@ -74,7 +79,7 @@ type server struct {
 
 // check validates c, fills defaults in place and returns the parsed server.
 // Errors name the option at fault and never include the password.
-func (c *Config) check() (server, error) {
+func (c *Options) check() (server, error) {
 	var s server
 	if c.SMTP == "" {
 		return s, errors.New("option smtp is required (host:port)")
@@ -128,7 +133,7 @@ func (c *Config) check() (server, error) {
 // checkDomains refuses an address of addrs (already parsed once) whose
 // domain is not among AllowedRecipientDomains, when those are set. field
 // names the list in the error.
-func (c *Config) checkDomains(field string, addrs []string) error {
+func (c *Options) checkDomains(field string, addrs []string) error {
 	if len(c.AllowedRecipientDomains) == 0 {
 		return nil
 	}

@@ -3,8 +3,6 @@ package email
 import (
 	"strings"
 	"testing"
-
-	"github.com/outboxd/outboxd/registry"
 )
 
 func TestNewOptions(t *testing.T) {
@@ -49,7 +47,7 @@ func TestNewOptions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := registry.Build(Type, "mail", tc.options)
+			_, err := New("mail", tc.options)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Build: %v", err)
@@ -68,7 +66,7 @@ func TestNewOptions(t *testing.T) {
 
 func TestNewDefaultsTLS(t *testing.T) {
 	t.Parallel()
-	s, err := NewSink("mail", Config{SMTP: "mail.example.com:587", From: "outbox@example.com"})
+	s, err := NewSink("mail", Options{SMTP: "mail.example.com:587", From: "outbox@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +78,9 @@ func TestNewDefaultsTLS(t *testing.T) {
 	}
 }
 
-func TestConfigStringHidesPassword(t *testing.T) {
+func TestOptionsStringHidesPassword(t *testing.T) {
 	t.Parallel()
-	cfg := Config{SMTP: "mail.example.com:587", Username: "u", Password: "hunter2", From: "o@example.com"}
+	cfg := Options{SMTP: "mail.example.com:587", Username: "u", Password: "hunter2", From: "o@example.com"}
 	if s := cfg.String(); strings.Contains(s, "hunter2") || !strings.Contains(s, "password=(set)") {
 		t.Fatalf("String() = %q: want the password redacted", s)
 	}

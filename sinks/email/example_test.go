@@ -3,14 +3,13 @@ package email_test
 import (
 	"fmt"
 
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/email"
 )
 
-// Importing the package registers the "email" type; plugins.yaml (or a
-// program) then builds named instances from options.
+// New builds a named instance from options, as the type "email" in
+// plugins.yaml does.
 func Example() {
-	sink, err := registry.Build(email.Type, "ops-mail", map[string]any{
+	sink, err := email.New("ops-mail", map[string]any{
 		"smtp":           "mail.example.com:587",
 		"username":       "outboxd",
 		"password":       "from-the-environment",
@@ -21,13 +20,13 @@ func Example() {
 	fmt.Println(sink != nil, err)
 
 	// A typo in an option is refused, naming it.
-	_, err = registry.Build(email.Type, "ops-mail", map[string]any{
+	_, err = email.New("ops-mail", map[string]any{
 		"smtp": "mail.example.com:587", "from": "outbox@example.com", "tls": "ssl",
 	})
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// sink "ops-mail" (type email): option tls: "ssl" is not one of starttls, tls, none
+	// option tls: "ssl" is not one of starttls, tls, none
 }
 
 // Every attempt at the row with dedup key "order-42" for the sink

@@ -14,7 +14,7 @@ import (
 // no header smuggled in through a field (a subject holding "\r\nBcc: ...").
 // The seed corpus is in testdata/fuzz/FuzzPayload.
 func FuzzPayload(f *testing.F) {
-	s, err := NewSink("fuzz", Config{SMTP: "mail.example.com:25", From: "outbox@example.com",
+	s, err := NewSink("fuzz", Options{SMTP: "mail.example.com:25", From: "outbox@example.com",
 		To: []string{"ops@example.com"}, SubjectPrefix: "[fuzz]"})
 	if err != nil {
 		f.Fatal(err)

@@ -69,7 +69,7 @@ func TestSubjectPrefix(t *testing.T) {
 		{"", "", ""},
 	}
 	for _, tc := range tests {
-		s := &Sink{cfg: Config{SubjectPrefix: tc.prefix}}
+		s := &Sink{cfg: Options{SubjectPrefix: tc.prefix}}
 		if got := s.subject(tc.subject); got != tc.want {
 			t.Errorf("prefix %q subject %q: got %q, want %q", tc.prefix, tc.subject, got, tc.want)
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/registry"
 )
 
 // relayWait bounds waiting for the relay to finish the test's rows.
@@ -23,7 +22,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
 	pool, ob := testdb.New(t)
-	sink, err := registry.Build(Type, "ops-mail", map[string]any{
+	sink, err := New("ops-mail", map[string]any{
 		"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com",
 		"to": []any{"ops@example.com"}, "subject_prefix": "[relay]",
 	})

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -19,15 +18,11 @@ import (
 // expires sooner.
 const DefaultConnectTimeout = 15 * time.Second
 
-func init() {
-	registry.Register(Type, New)
-}
-
 // Sink sends each delivery as one mail over SMTP. It is safe for concurrent
 // use: every delivery opens its own SMTP connection.
 type Sink struct {
 	name   string
-	cfg    Config
+	cfg    Options
 	server server
 	tracer trace.Tracer
 }
@@ -41,11 +36,11 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(s *Sink) { s.tracer = tp.Tracer(tracerName) }
 }
 
-// New is the registry factory: it decodes options (see the package
-// documentation) and builds the sink called name. Its errors name the
-// option at fault; [registry.Build] adds the sink's name and type.
+// New builds the email sink called name from its options (see [Options]);
+// it is the factory cmd registers for the "email" type. Its errors name the
+// option at fault.
 func New(name string, options map[string]any) (core.Sink, error) {
-	var cfg Config
+	cfg := DefaultOptions()
 	if err := sinks.DecodeOptions(options, &cfg); err != nil {
 		return nil, err
 	}
@@ -54,7 +49,7 @@ func New(name string, options map[string]any) (core.Sink, error) {
 
 // NewSink builds the email sink called name from cfg, for programs that
 // configure sinks in Go rather than in plugins.yaml.
-func NewSink(name string, cfg Config, opts ...Option) (*Sink, error) {
+func NewSink(name string, cfg Options, opts ...Option) (*Sink, error) {
 	s, err := newSink(name, cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("email sink %q: %w", name, err)
@@ -62,7 +57,7 @@ func NewSink(name string, cfg Config, opts ...Option) (*Sink, error) {
 	return s, nil
 }
 
-func newSink(name string, cfg Config, opts ...Option) (*Sink, error) {
+func newSink(name string, cfg Options, opts ...Option) (*Sink, error) {
 	srv, err := cfg.check()
 	if err != nil {
 		return nil, err

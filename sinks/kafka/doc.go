@@ -1,6 +1,6 @@
 // Package kafka is the outboxd sink that produces each message as one
-// Kafka record (github.com/twmb/franz-go). Importing it registers the sink
-// type "kafka".
+// Kafka record (github.com/twmb/franz-go). The outboxd binary registers it
+// as the sink type "kafka".
 //
 // # Configuration
 //
@@ -10,9 +10,9 @@
 //	    options:
 //	      brokers: [kafka-1:9092, kafka-2:9092]   # required, seed brokers
 //	      topic: orders                           # required; a template, see below; must exist
-//	      timeout: 10s                            # to the acknowledgement, default DefaultTimeout
-//	      connect_timeout: 5s                     # default DefaultConnectTimeout
-//	      max_in_flight: 256                      # records buffered or unacknowledged, default DefaultMaxInFlight
+//	      timeout: 10s                            # to the acknowledgement, default sinks.DefaultPublishTimeout
+//	      connect_timeout: 5s                     # default sinks.DefaultConnectTimeout
+//	      max_in_flight: 256                      # records buffered or unacknowledged, default sinks.DefaultMaxInFlight
 //	      tls: true                               # TLS with the system's roots
 //	      sasl_mechanism: scram-sha-512           # plain, scram-sha-256 or scram-sha-512
 //	      username: outboxd

@@ -3,15 +3,13 @@ package kafka_test
 import (
 	"fmt"
 
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/kafka"
 )
 
-// Importing the package registers the "kafka" type; plugins.yaml (or a
-// program) then builds named instances from options. Building does not
-// connect: the first delivery does.
+// New builds a named instance from options, as the type "kafka" in
+// plugins.yaml does. Building does not connect: the first delivery does.
 func Example() {
-	sink, err := registry.Build(kafka.Type, "order-events", map[string]any{
+	sink, err := kafka.New("order-events", map[string]any{
 		"brokers":        []any{"kafka-1:9092", "kafka-2:9092"},
 		"topic":          "orders",
 		"sasl_mechanism": kafka.SASLScramSHA512,
@@ -22,11 +20,11 @@ func Example() {
 	fmt.Println(sink != nil, err)
 
 	// Credentials without a mechanism are refused, naming the options.
-	_, err = registry.Build(kafka.Type, "order-events", map[string]any{
+	_, err = kafka.New("order-events", map[string]any{
 		"brokers": []any{"kafka-1:9092"}, "topic": "orders", "username": "outboxd", "password": "x",
 	})
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// sink "order-events" (type kafka): options username and password need sasl_mechanism
+	// options username and password need sasl_mechanism
 }

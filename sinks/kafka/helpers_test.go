@@ -12,8 +12,14 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/kafka"
 )
+
+// The binary registers the sink types in cmd. These tests build sinks
+// through the registry, as plugins.yaml does, in this process and in the
+// crash tests' children, so they register this one.
+func init() { registry.Register(kafka.Type, kafka.New) }
 
 // testTopic is the topic of every test: each test has a cluster of its own.
 const testTopic = "outbox-events"

@@ -5,26 +5,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/sinks"
 )
 
 // Type is the sink type name used in plugins.yaml.
 const Type = "kafka"
-
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one record's way from the producer's buffer to
-	// the acknowledgement of all in-sync replicas. The relay's delivery
-	// deadline bounds the wait for it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing a broker.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the records of one sink instance that are
-	// buffered or awaiting their acknowledgement; more deliveries wait.
-	DefaultMaxInFlight = 256
-)
 
 // SASL mechanisms accepted by the sasl_mechanism option.
 const (
@@ -33,37 +19,37 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
-// Options are the kafka sink's options, as written in plugins.yaml.
+// Options are the kafka sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// Brokers are the seed brokers, host:port each; the client learns the
 	// rest of the cluster from them.
-	Brokers []string `mapstructure:"brokers"`
+	Brokers []string `mapstructure:"brokers" defaultdoc:"required" doc:"seed brokers, host:port each; the client learns the rest of the cluster from them"`
 	// Topic is each record's topic, a template over the message (see
 	// sinks.DestinationData), e.g. "orders" or "orders-{{.Sink}}". It
 	// must exist: the sink does not create topics.
-	Topic string `mapstructure:"topic"`
-	// Timeout bounds a record's way to its acknowledgement; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// ConnectTimeout bounds dialing a broker; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
-	// MaxInFlight bounds the records buffered or awaiting acknowledgement;
-	// default DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight"`
+	Topic string `mapstructure:"topic" defaultdoc:"required" doc:"each record's topic, a template over the message such as orders-{{.Sink}}; it must exist"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// TLS connects to the brokers over TLS, verified against the system's
 	// roots.
-	TLS bool `mapstructure:"tls"`
+	TLS bool `mapstructure:"tls" doc:"connect to the brokers over TLS, verified against the system's roots"`
 	// SASLMechanism enables SASL authentication: SASLPlain,
 	// SASLScramSHA256 or SASLScramSHA512.
-	SASLMechanism string `mapstructure:"sasl_mechanism"`
+	SASLMechanism string `mapstructure:"sasl_mechanism" doc:"SASL authentication: plain, scram-sha-256 or scram-sha-512"`
 	// Username authenticates with Password over SASL.
-	Username string `mapstructure:"username"`
+	Username string `mapstructure:"username" doc:"SASL user name, with password"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"SASL password, never logged nor shown"`
 }
 
-// config is Options checked, with defaults filled in.
+// DefaultOptions returns the options a kafka sink has before its options
+// block applies.
+func DefaultOptions() Options {
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
+}
+
+// config is Options checked.
 type config struct {
 	Options
 	topic sinks.Destination
@@ -72,7 +58,7 @@ type config struct {
 // parseOptions decodes and checks a sink's options. Errors name the option
 // at fault and never repeat a secret.
 func parseOptions(options map[string]any) (config, error) {
-	var c config
+	c := config{Options: DefaultOptions()}
 	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
 		return c, err
 	}
@@ -88,11 +74,7 @@ func parseOptions(options map[string]any) (config, error) {
 	if c.topic, err = sinks.ParseDestination(c.Topic); err != nil {
 		return c, fmt.Errorf("option topic: %w", err)
 	}
-	if err := errors.Join(
-		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
-		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
-		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	switch c.SASLMechanism {

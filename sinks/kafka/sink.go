@@ -11,11 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
-
-func init() { registry.Register(Type, New) }
 
 // DedupKeyHeader is the record header that carries the row's dedup key, the
 // same on every copy of a message, for consumers that drop duplicates.
@@ -43,7 +40,7 @@ type Receipt struct {
 }
 
 // New builds the kafka sink instance called name from its options; it is
-// the registry factory for the "kafka" type. The client connects lazily:
+// the factory cmd registers for the "kafka" type. The client connects lazily:
 // the first delivery dials the brokers. See the package documentation for
 // the options.
 func New(name string, options map[string]any) (core.Sink, error) {

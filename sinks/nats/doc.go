@@ -1,6 +1,6 @@
 // Package nats is the outboxd sink that publishes each message to a NATS
-// JetStream stream (github.com/nats-io/nats.go). Importing it registers
-// the sink type "nats".
+// JetStream stream (github.com/nats-io/nats.go). The outboxd binary
+// registers it as the sink type "nats".
 //
 // # Configuration
 //
@@ -11,9 +11,9 @@
 //	      url: nats://127.0.0.1:4222          # required; comma-separate a cluster's servers
 //	      subject: orders.{{.Sink}}            # required; a template, see below
 //	      stream: ORDERS                       # optional: refuse a publish another stream would store
-//	      timeout: 10s                         # wait for the stream's ack, default DefaultTimeout
-//	      connect_timeout: 5s                  # default DefaultConnectTimeout
-//	      max_in_flight: 256                   # publishes awaiting an ack, default DefaultMaxInFlight
+//	      timeout: 10s                         # wait for the stream's ack, default sinks.DefaultPublishTimeout
+//	      connect_timeout: 5s                  # default sinks.DefaultConnectTimeout
+//	      max_in_flight: 256                   # publishes awaiting an ack, default sinks.DefaultMaxInFlight
 //	      username: outboxd                    # or token, credentials_file, nkey_seed_file
 //	      password: ${NATS_PASSWORD}
 //

@@ -13,8 +13,14 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/registry"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )
+
+// The binary registers the sink types in cmd. These tests build sinks
+// through the registry, as plugins.yaml does, in this process and in the
+// crash tests' children, so they register this one.
+func init() { registry.Register(natssink.Type, natssink.New) }
 
 // duplicateWindow is the test streams' deduplication window: longer than
 // any test, so every redelivery falls inside it.

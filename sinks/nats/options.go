@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -13,57 +12,45 @@ import (
 // Type is the sink type name used in plugins.yaml.
 const Type = "nats"
 
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one publish's wait for the stream's ack. The
-	// relay's delivery deadline bounds it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing the server.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the publishes of one sink instance that
-	// wait for their ack at once; more deliveries wait for a free place.
-	DefaultMaxInFlight = 256
-)
-
-// Options are the nats sink's options, as written in plugins.yaml.
+// Options are the nats sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// URL is the server, nats://host:4222 or tls://host:4222; several
 	// servers of one cluster may be given comma-separated. Credentials in
 	// the URL (nats://user:password@host) work and are never shown.
-	URL string `mapstructure:"url"`
+	URL string `mapstructure:"url" defaultdoc:"required" doc:"the server, nats://host:4222 or tls://host:4222, several of one cluster comma-separated; credentials in it are never shown"`
 	// Subject is the subject each message is published on, a template over
 	// the message (see sinks.DestinationData), e.g. "orders.{{.Sink}}" or
 	// "orders.{{or .OrderingKey \"unordered\"}}". A stream must cover it.
-	Subject string `mapstructure:"subject"`
+	Subject string `mapstructure:"subject" defaultdoc:"required" doc:"the subject each message is published on, a template over the message such as orders.{{.Sink}}; a stream must cover it"`
 	// Stream, when set, is the stream the message must land in: a publish
 	// that another stream (or none) would store is refused, permanently.
-	Stream string `mapstructure:"stream"`
-	// Timeout bounds one publish's wait for the stream's ack; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// ConnectTimeout bounds dialing the server; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
-	// MaxInFlight bounds the publishes awaiting their ack at once; default
-	// DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight"`
+	Stream string `mapstructure:"stream" doc:"the stream a message must land in; a publish another stream (or none) would store fails permanently"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// Username authenticates with Password (instead of credentials in the
 	// URL).
-	Username string `mapstructure:"username"`
+	Username string `mapstructure:"username" doc:"user name, with password (instead of credentials in the URL)"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"password of username, never logged nor shown"`
 	// Token authenticates with a server token. It never appears in errors
 	// or logs.
-	Token string `mapstructure:"token"`
+	Token string `mapstructure:"token" doc:"server token, never logged nor shown"`
 	// CredentialsFile is the path of a .creds file (user JWT and NKey
 	// seed) for servers in operator mode.
-	CredentialsFile string `mapstructure:"credentials_file"`
+	CredentialsFile string `mapstructure:"credentials_file" doc:"path of a .creds file (user JWT and NKey seed), for servers in operator mode"`
 	// NKeySeedFile is the path of a file holding an NKey seed, for
 	// servers that authenticate users by NKey.
-	NKeySeedFile string `mapstructure:"nkey_seed_file"`
+	NKeySeedFile string `mapstructure:"nkey_seed_file" doc:"path of a file holding an NKey seed, for servers that authenticate users by NKey"`
 }
 
-// config is Options checked, with defaults filled in.
+// DefaultOptions returns the options a nats sink has before its options
+// block applies.
+func DefaultOptions() Options {
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
+}
+
+// config is Options checked.
 type config struct {
 	Options
 	subject sinks.Destination
@@ -72,7 +59,7 @@ type config struct {
 // parseOptions decodes and checks a sink's options. Errors name the option
 // at fault and never repeat the URL (it may hold a password) or a secret.
 func parseOptions(options map[string]any) (config, error) {
-	var c config
+	c := config{Options: DefaultOptions()}
 	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
 		return c, err
 	}
@@ -86,11 +73,7 @@ func parseOptions(options map[string]any) (config, error) {
 	if c.Stream != "" && strings.ContainsAny(c.Stream, " \t\r\n.*>") {
 		return c, fmt.Errorf("option stream: %q is not a stream name (no spaces, dots or wildcards)", c.Stream)
 	}
-	if err := errors.Join(
-		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
-		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
-		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	if c.Password != "" && c.Username == "" {

@@ -10,11 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
-
-func init() { registry.Register(Type, New) }
 
 // Sink publishes each message to a JetStream stream. It is safe for
 // concurrent use: deliveries share one connection, dialed on first use.
@@ -35,7 +32,7 @@ type Receipt struct {
 }
 
 // New builds the nats sink instance called name from its options; it is
-// the registry factory for the "nats" type. It does not connect: the
+// the factory cmd registers for the "nats" type. It does not connect: the
 // first delivery does. See the package documentation for the options.
 func New(name string, options map[string]any) (core.Sink, error) {
 	c, err := parseOptions(options)

@@ -1,7 +1,7 @@
 // Package rabbitmq is the outboxd sink that publishes each message to a
 // RabbitMQ exchange with publisher confirms
-// (github.com/rabbitmq/amqp091-go). Importing it registers the sink type
-// "rabbitmq".
+// (github.com/rabbitmq/amqp091-go). The outboxd binary registers it as the
+// sink type "rabbitmq".
 //
 // # Configuration
 //
@@ -14,9 +14,9 @@
 //	      password: ${RABBITMQ_PASSWORD}
 //	      exchange: orders                            # must exist; empty is the default exchange
 //	      routing_key: orders.{{.Sink}}               # a template, see below
-//	      timeout: 10s                                # wait for the confirm, default DefaultTimeout
-//	      connect_timeout: 5s                         # default DefaultConnectTimeout
-//	      max_in_flight: 256                          # publishes awaiting a confirm, default DefaultMaxInFlight
+//	      timeout: 10s                                # wait for the confirm, default sinks.DefaultPublishTimeout
+//	      connect_timeout: 5s                         # default sinks.DefaultConnectTimeout
+//	      max_in_flight: 256                          # publishes awaiting a confirm, default sinks.DefaultMaxInFlight
 //
 // The sink declares nothing: exchanges, queues and bindings belong to the
 // rest of your RabbitMQ setup.

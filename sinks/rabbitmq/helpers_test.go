@@ -10,8 +10,14 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
+
+// The binary registers the sink types in cmd. These tests build sinks
+// through the registry, as plugins.yaml does, in this process and in the
+// crash tests' children, so they register this one.
+func init() { registry.Register(rabbitmq.Type, rabbitmq.New) }
 
 // brokerURL returns the URL of a broker at addr with the machine's
 // guest/guest account.

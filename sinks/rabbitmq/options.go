@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -13,51 +12,39 @@ import (
 // Type is the sink type name used in plugins.yaml.
 const Type = "rabbitmq"
 
-// Defaults of the options.
-const (
-	// DefaultTimeout bounds one publish's wait for the broker's confirm.
-	// The relay's delivery deadline bounds it too.
-	DefaultTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds dialing the broker and opening the
-	// channel.
-	DefaultConnectTimeout = 5 * time.Second
-	// DefaultMaxInFlight bounds the publishes of one sink instance that
-	// wait for their confirm at once; more deliveries wait for a place.
-	DefaultMaxInFlight = 256
-	// DefaultContentType is the content-type property of every message:
-	// the payload is the enqueued JSON.
-	DefaultContentType = "application/json"
-)
+// DefaultContentType is the content-type property of every message: the
+// payload is the enqueued JSON.
+const DefaultContentType = "application/json"
 
-// Options are the rabbitmq sink's options, as written in plugins.yaml.
+// Options are the rabbitmq sink's options, as written in plugins.yaml, each
+// declared here once (see package confschema).
 type Options struct {
 	// URL is the broker, amqp://host:5672/vhost or amqps://...
 	// Credentials in the URL (amqp://user:password@host) work and are
 	// never shown; username and password override them.
-	URL string `mapstructure:"url"`
+	URL string `mapstructure:"url" defaultdoc:"required" doc:"the broker, amqp://host:5672/vhost or amqps://...; credentials in it are never shown"`
 	// Exchange is the exchange messages are published to; empty is the
 	// default exchange, which routes by queue name. It must exist.
-	Exchange string `mapstructure:"exchange"`
+	Exchange string `mapstructure:"exchange" defaultdoc:"the default exchange" doc:"the exchange messages are published to, which must exist; the default one routes by queue name"`
 	// RoutingKey is each message's routing key, a template over the
 	// message (see sinks.DestinationData), e.g. "orders.{{.OrderingKey}}".
 	// Empty suits fanout and headers exchanges.
-	RoutingKey string `mapstructure:"routing_key"`
-	// Timeout bounds one publish's wait for the broker's confirm; default
-	// DefaultTimeout.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// ConnectTimeout bounds dialing the broker; default
-	// DefaultConnectTimeout.
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
-	// MaxInFlight bounds the publishes awaiting their confirm at once;
-	// default DefaultMaxInFlight.
-	MaxInFlight int `mapstructure:"max_in_flight"`
+	RoutingKey string `mapstructure:"routing_key" doc:"each message's routing key, a template over the message such as orders.{{.OrderingKey}}"`
+	// PublishOptions are timeout, connect_timeout and max_in_flight.
+	sinks.PublishOptions `mapstructure:",squash"`
 	// Username authenticates with Password instead of the URL's user.
-	Username string `mapstructure:"username"`
+	Username string `mapstructure:"username" doc:"user name, with password, instead of the URL's user"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password"`
+	Password string `mapstructure:"password" doc:"password of username, never logged nor shown"`
 }
 
-// config is Options checked, with defaults filled in.
+// DefaultOptions returns the options a rabbitmq sink has before its options
+// block applies.
+func DefaultOptions() Options {
+	return Options{PublishOptions: sinks.DefaultPublishOptions()}
+}
+
+// config is Options checked.
 type config struct {
 	Options
 	routingKey sinks.Destination
@@ -66,7 +53,7 @@ type config struct {
 // parseOptions decodes and checks a sink's options. Errors name the option
 // at fault and never repeat the URL (it may hold a password) or a secret.
 func parseOptions(options map[string]any) (config, error) {
-	var c config
+	c := config{Options: DefaultOptions()}
 	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
 		return c, err
 	}
@@ -82,11 +69,7 @@ func parseOptions(options map[string]any) (config, error) {
 			return c, fmt.Errorf("option routing_key: %w", err)
 		}
 	}
-	if err := errors.Join(
-		sinks.Default("timeout", &c.Timeout, DefaultTimeout),
-		sinks.Default("connect_timeout", &c.ConnectTimeout, DefaultConnectTimeout),
-		sinks.Default("max_in_flight", &c.MaxInFlight, DefaultMaxInFlight),
-	); err != nil {
+	if err := c.PublishOptions.Check(); err != nil {
 		return c, err
 	}
 	if c.Password != "" && c.Username == "" {

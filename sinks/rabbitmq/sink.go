@@ -9,11 +9,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
-
-func init() { registry.Register(Type, New) }
 
 // heartbeat is the AMQP heartbeat interval: a broker that vanishes without
 // closing the TCP connection is noticed within two of them.
@@ -37,7 +34,7 @@ type Receipt struct {
 }
 
 // New builds the rabbitmq sink instance called name from its options; it
-// is the registry factory for the "rabbitmq" type. It does not connect:
+// is the factory cmd registers for the "rabbitmq" type. It does not connect:
 // the first delivery does. See the package documentation for the options.
 func New(name string, options map[string]any) (core.Sink, error) {
 	c, err := parseOptions(options)

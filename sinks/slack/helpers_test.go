@@ -49,7 +49,7 @@ func newSink(t *testing.T, options map[string]any) *slack.Sink {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return s
+	return s.(*slack.Sink)
 }
 
 // delivery is a first attempt at row id with payload.

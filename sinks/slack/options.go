@@ -15,35 +15,36 @@ import (
 const DefaultAPIURL = slackapi.APIURL
 
 // Options are a slack sink's options (the `options` block of its
-// plugins.yaml entry). Exactly one of Token and WebhookURL is set.
+// plugins.yaml entry), each declared here once (see package confschema).
+// Exactly one of Token and WebhookURL is set.
 type Options struct {
 	// Token is a bot token (xoxb-...): messages go through chat.postMessage.
-	Token string `mapstructure:"token"`
+	Token string `mapstructure:"token" doc:"bot token (xoxb-...): posts with chat.postMessage, exactly once thanks to dedupe"`
 	// WebhookURL is an incoming-webhook URL: messages are posted to it.
 	// Incoming webhooks cannot read history, so delivery is at-least-once.
-	WebhookURL string `mapstructure:"webhook_url"`
+	WebhookURL string `mapstructure:"webhook_url" doc:"incoming-webhook URL, instead of a token: at-least-once, no history to check"`
 	// Channel is the default channel, an ID (C0123ABCD) or a name
 	// ("#alerts"); a payload's channel overrides it. With dedupe on, a name
 	// is resolved to its ID for the history check (needs channels:read and
 	// groups:read), and "@user" is refused.
-	Channel string `mapstructure:"channel"`
-	// APIURL replaces DefaultAPIURL, for tests and proxies.
-	APIURL    string `mapstructure:"api_url"`
-	Username  string `mapstructure:"username"`
-	IconEmoji string `mapstructure:"icon_emoji"`
+	Channel string `mapstructure:"channel" doc:"default channel, an ID (C0123ABCD) or a name (#alerts); a payload's channel overrides it"`
+	// APIURL is the Slack Web API's base URL, for tests and proxies.
+	APIURL    string `mapstructure:"api_url" doc:"the Slack Web API's base URL, for tests and proxies"`
+	Username  string `mapstructure:"username" doc:"name the message is posted under"`
+	IconEmoji string `mapstructure:"icon_emoji" doc:"emoji shown as the poster's icon, such as :mailbox:"`
 	// Dedupe makes a retry after an uncertain attempt look in the channel's
 	// history before posting again. Nil means on in token mode; it cannot be
 	// turned on in webhook mode.
-	Dedupe *bool `mapstructure:"dedupe"`
+	Dedupe *bool `mapstructure:"dedupe" defaultdoc:"true with a token" doc:"before retrying an uncertain attempt, look for its post in the channel's history"`
 	// AllowedChannels, when set, are the only channels besides Channel a
 	// payload's channel may name (IDs or names, as Channel); a payload
 	// naming another fails permanently. Unset, a payload may post to any
 	// channel the token or webhook reaches.
-	AllowedChannels []string `mapstructure:"allowed_channels"`
+	AllowedChannels []string `mapstructure:"allowed_channels" defaultdoc:"any channel" doc:"the only channels, besides channel, a payload may name; a payload naming another fails permanently"`
 	// EscapeMentions shows a payload's mentions (@channel, @here,
 	// @everyone, user groups and users) as text instead of notifying
 	// anyone; see escapeMentions.
-	EscapeMentions bool `mapstructure:"escape_mentions"`
+	EscapeMentions bool `mapstructure:"escape_mentions" doc:"show a payload's mentions (@channel, @here, users, groups) as text instead of notifying anyone"`
 }
 
 // allowsChannel reports whether a payload may post to channel: any
@@ -71,29 +72,19 @@ func sameChannel(a, b string) bool {
 	return a == b
 }
 
-// secretOptions are options whose values must never appear in an error.
-var secretOptions = []string{"token", "webhook_url"}
+// DefaultOptions returns the options a slack sink has before its options
+// block applies.
+func DefaultOptions() Options { return Options{APIURL: DefaultAPIURL} }
 
 // parseOptions decodes and checks options. Errors name the option at fault
 // and never echo a token or webhook URL.
 func parseOptions(options map[string]any) (Options, error) {
-	var o Options
-	for _, name := range secretOptions {
-		// Checked before decoding: a decoder's type error would quote the value.
-		if v, ok := options[name]; ok {
-			if _, isString := v.(string); !isString {
-				return o, fmt.Errorf("option %s must be a string", name)
-			}
-		}
-	}
+	o := DefaultOptions()
 	if err := sinks.DecodeOptions(options, &o); err != nil {
 		return o, err
 	}
 	if err := o.validate(); err != nil {
 		return o, err
-	}
-	if o.APIURL == "" {
-		o.APIURL = DefaultAPIURL
 	}
 	if !strings.HasSuffix(o.APIURL, "/") {
 		// slack-go appends the method name directly to the base URL.
@@ -123,10 +114,8 @@ func (o Options) validate() error {
 		}
 		return nil
 	}
-	if o.APIURL != "" {
-		if err := checkHTTPURL(o.APIURL); err != nil {
-			return fmt.Errorf("option api_url %q: %w", o.APIURL, err)
-		}
+	if err := checkHTTPURL(o.APIURL); err != nil {
+		return fmt.Errorf("option api_url %q: %w", o.APIURL, err)
 	}
 	if o.dedupe() {
 		if err := checkDedupeChannel(o.Channel); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/slack"
 )
 
@@ -21,7 +20,7 @@ func TestOptionValidation(t *testing.T) {
 	}{
 		{"neither token nor webhook", map[string]any{"channel": "C1"}, "token"},
 		{"both token and webhook", map[string]any{"token": token, "webhook_url": hook}, "exclude each other"},
-		{"token not a string", map[string]any{"token": 12345}, "option token must be a string"},
+		{"token not a string", map[string]any{"token": 12345}, "option token: want a string"},
 		{"unknown option", map[string]any{"token": token, "chanel": "C1"}, "chanel"},
 		{"bad api_url", map[string]any{"token": token, "api_url": "slack.local"}, "api_url"},
 		{"webhook not a URL", map[string]any{"webhook_url": "hooks.slack.com/x"}, "webhook_url"},
@@ -56,11 +55,11 @@ func TestOptionValidation(t *testing.T) {
 	}
 }
 
-func TestRegisteredWithDefaultRateLimit(t *testing.T) {
+func TestNewHasDefaultRateLimit(t *testing.T) {
 	t.Parallel()
-	sink, err := registry.Build(slack.Type, "alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
+	sink, err := slack.New("alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
 	if err != nil {
-		t.Fatalf("registry.Build: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	d, ok := sink.(core.RateLimitDefaulter)
 	if !ok {

@@ -11,7 +11,6 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -31,12 +30,6 @@ const (
 // is normally shorter; this is the backstop.
 const DefaultHTTPTimeout = 30 * time.Second
 
-func init() {
-	registry.Register(Type, func(name string, options map[string]any) (core.Sink, error) {
-		return New(name, options)
-	})
-}
-
 // Sink posts messages to Slack. Build it with [New].
 type Sink struct {
 	name string
@@ -50,9 +43,10 @@ type Sink struct {
 var _ core.RateLimitDefaulter = (*Sink)(nil)
 
 // New builds the slack sink instance called name from its options (see
-// [Options]). Errors name the option at fault and never quote a token or
-// webhook URL.
-func New(name string, options map[string]any) (*Sink, error) {
+// [Options]); it is the factory cmd registers for the "slack" type. The
+// sink is a *Sink. Errors name the option at fault and never quote a token
+// or webhook URL.
+func New(name string, options map[string]any) (core.Sink, error) {
 	o, err := parseOptions(options)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 // Package webhook is the outboxd sink that POSTs each message to an HTTP
 // endpoint, signed the Standard Webhooks way (https://www.standardwebhooks.com).
-// Importing it registers the sink type "webhook".
+// The outboxd binary registers it as the sink type "webhook".
 //
 // # Configuration
 //

@@ -24,15 +24,20 @@ var reservedHeaders = []string{
 	"Content-Type", "Content-Length", "Host", "Transfer-Encoding",
 }
 
-// Options are the webhook sink's options, as written in plugins.yaml.
+// Options are the webhook sink's options, as written in plugins.yaml; each
+// is declared here once (see package confschema).
 type Options struct {
-	URL          string            `mapstructure:"url"`
-	Secret       string            `mapstructure:"secret"`
-	Secrets      []string          `mapstructure:"secrets"`
-	Timeout      time.Duration     `mapstructure:"timeout"`
-	Headers      map[string]string `mapstructure:"headers"`
-	AllowPrivate bool              `mapstructure:"allow_private"`
+	URL          string            `mapstructure:"url" defaultdoc:"required" doc:"the endpoint, http or https; keep credentials in headers rather than in the URL"`
+	Secret       string            `mapstructure:"secret" doc:"signing secret, whsec_ and the base64 of the key (Standard Webhooks); or several under secrets"`
+	Secrets      []string          `mapstructure:"secrets" doc:"signing secrets during a rotation (new and old): the request carries a signature for each"`
+	Timeout      time.Duration     `mapstructure:"timeout" doc:"bounds one request; the relay's delivery deadline bounds it too"`
+	Headers      map[string]string `mapstructure:"headers" doc:"extra static headers, names kept as written; their values are secrets, never shown"`
+	AllowPrivate bool              `mapstructure:"allow_private" doc:"let the sink reach loopback, private and link-local addresses, refused by default"`
 }
+
+// DefaultOptions returns the options a webhook sink has before its options
+// block applies.
+func DefaultOptions() Options { return Options{Timeout: DefaultTimeout} }
 
 // config is Options checked and decoded.
 type config struct {
@@ -47,7 +52,7 @@ type config struct {
 // at fault and never repeat a secret, a header value or the URL (which may
 // carry a token).
 func parseOptions(options map[string]any) (config, error) {
-	var o Options
+	o := DefaultOptions()
 	if err := sinks.DecodeOptions(options, &o); err != nil {
 		return config{}, err
 	}
@@ -55,10 +60,7 @@ func parseOptions(options map[string]any) (config, error) {
 	if err := checkURL(o.URL); err != nil {
 		return c, fmt.Errorf("option url: %w", err)
 	}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
-	}
-	if c.timeout < 0 {
+	if c.timeout <= 0 {
 		return c, fmt.Errorf("option timeout: must be positive, got %s", c.timeout)
 	}
 	var err error

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
 func TestBadOptions(t *testing.T) {
@@ -32,7 +32,7 @@ func TestBadOptions(t *testing.T) {
 		{"bad header value", map[string]any{"url": "https://example.com", "headers": map[string]any{"Authorization": "Bearer " + token + "\n"}}, "option headers: the value of Authorization"},
 	}
 	for _, tt := range tests {
-		_, err := registry.Build("webhook", "hook", tt.options)
+		_, err := webhook.New("hook", tt.options)
 		if err == nil {
 			t.Errorf("%s: built, want an error", tt.name)
 			continue

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -27,8 +26,6 @@ const (
 	headerSignature = "webhook-signature"
 )
 
-func init() { registry.Register(Type, New) }
-
 // Sink delivers messages to one webhook endpoint. It is safe for concurrent
 // use.
 type Sink struct {
@@ -39,9 +36,8 @@ type Sink struct {
 	client  *http.Client
 }
 
-// New builds the webhook sink instance called name from its options; it is
-// the registry factory for the "webhook" type. See the package
-// documentation for the options.
+// New builds the webhook sink instance called name from its options (see
+// [Options]); it is the factory cmd registers for the "webhook" type.
 func New(name string, options map[string]any) (core.Sink, error) {
 	c, err := parseOptions(options)
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/registry"
-	_ "github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
 const (
@@ -63,10 +62,10 @@ func (rc *receiver) take() []request {
 
 func accept(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
-// build makes a webhook sink through the registry, as plugins.yaml would.
+// build makes a webhook sink from options, as plugins.yaml would.
 func build(t testing.TB, options map[string]any) core.Sink {
 	t.Helper()
-	s, err := registry.Build("webhook", "hook", options)
+	s, err := webhook.New("hook", options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,10 +45,13 @@ func (c *collector) String() string {
 }
 
 // TestSecretsNeverLeak: tokens, the webhook signing secret, a webhook URL's
-// query token, a Slack incoming-webhook URL (secret path), an SMTP password
-// and the database password appear in no log line, error, command output,
-// API answer, exported span or recorded delivery error of a full run of
-// migrate, serve, enqueue, the HTTP API, stats, dlq list and config show.
+// query token, user info (user:password@, and a token as the user name),
+// header values (Authorization, X-Api-Key), a Slack incoming-webhook URL's
+// secret path (under webhook_url, and as a webhook sink's plain url), an
+// SMTP password and the database password appear in no log line, error,
+// command output, API answer, metric, exported span or recorded delivery
+// error of a full run of migrate, serve, enqueue, the HTTP API, stats, dlq
+// list, config show and config check (of a valid and of a broken file).
 func TestSecretsNeverLeak(t *testing.T) {
 	dir := t.TempDir()
 	bin, err := proc.Build(dir)
@@ -68,6 +71,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"slack bot token":     "xoxb-slacktoken" + suffix,
 		"smtp password":       "smtppass" + suffix,
 		"database password":   "dbpass" + suffix,
+		"header bearer token": "hdrbearer" + suffix,
+		"header api key":      "hdrapikey" + suffix,
+		"url password":        "urlpass" + suffix,
+		"url user token":      "urlusertoken" + suffix,
+		"slack-shaped path":   "SLACKSHAPED" + suffix,
 	}
 
 	var col collector
@@ -84,30 +92,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	dbURL := strings.Replace(pg.URL(), "postgres@", "postgres:"+secrets["database password"]+"@", 1)
 	config := filepath.Join(dir, "plugins.yaml")
-	writeFile(t, config, fmt.Sprintf(`database: {url: "${DB_URL}", schema: secrets}
+	writeFile(t, config, `database: {url: "${DB_URL}", schema: secrets}
 relay: {lease: 3s, poll_interval: 100ms}
 http: {listen: 127.0.0.1:0, token: "${API_TOKEN}"}
 sinks:
-  hook:
-    type: webhook
-    max_attempts: 2
-    backoff: {initial: 50ms, max: 100ms}
-    options: {url: "%s/hook?token=%s", secret: "${HOOK_SECRET}", allow_private: true, timeout: 1s}
-  slackhook:
-    type: slack
-    max_attempts: 2
-    backoff: {initial: 50ms, max: 100ms}
-    options: {webhook_url: "%s/services/T0/B0/%s"}
-  slackbot:
-    type: slack
-    options: {token: "%s", channel: "C0123", api_url: "%s/api/"}
-  mail:
-    type: email
-    max_attempts: 2
-    backoff: {initial: 50ms, max: 100ms}
-    options: {smtp: "127.0.0.1:1", tls: none, username: ops, password: "${SMTP_PASSWORD}", from: "o@example.com", to: ["ops@example.com"]}
-`, receiver.URL, secrets["webhook query token"], receiver.URL, secrets["slack webhook path"],
-		secrets["slack bot token"], receiver.URL))
+`+failingSink("hook", "webhook", fmt.Sprintf(`{url: "%s/hook?token=%s", secret: "${HOOK_SECRET}", allow_private: true, timeout: 1s, `+
+		`headers: {Authorization: "Bearer %s", X-Api-Key: "%s"}}`,
+		receiver.URL, secrets["webhook query token"], secrets["header bearer token"], secrets["header api key"]))+
+		failingSink("hookuser", "webhook", fmt.Sprintf(`{url: "%s/hook", allow_private: true}`, withUser(receiver.URL, "ops:"+secrets["url password"])))+
+		failingSink("hooktoken", "webhook", fmt.Sprintf(`{url: "%s/hook", allow_private: true}`, withUser(receiver.URL, secrets["url user token"])))+
+		failingSink("hookslack", "webhook", fmt.Sprintf(`{url: "%s/services/T0/B0/%s", allow_private: true}`, receiver.URL, secrets["slack-shaped path"]))+
+		failingSink("slackhook", "slack", fmt.Sprintf(`{webhook_url: "%s/services/T0/B0/%s"}`, receiver.URL, secrets["slack webhook path"]))+
+		fmt.Sprintf("  slackbot: {type: slack, options: {token: %q, channel: C0123, api_url: %q}}\n", secrets["slack bot token"], receiver.URL+"/api/")+
+		failingSink("mail", "email", `{smtp: "127.0.0.1:1", tls: none, username: ops, password: "${SMTP_PASSWORD}", from: "o@example.com", to: ["ops@example.com"]}`))
 	env := proc.Environ(
 		"DB_URL="+dbURL, "API_TOKEN="+secrets["http token"], "HOOK_SECRET="+secrets["webhook secret"],
 		"SMTP_PASSWORD="+secrets["smtp password"],
@@ -130,7 +127,8 @@ sinks:
 		t.Fatalf("migrate: %+v", res)
 	}
 	srv := proc.Serve(t, bin, config, env)
-	for _, sink := range []string{"hook", "slackhook", "mail"} {
+	sinkNames := []string{"hook", "hookuser", "hooktoken", "hookslack", "slackhook", "mail"}
+	for _, sink := range sinkNames {
 		if res := run("enqueue", "--sink", sink, "--key", "k-"+sink, "--text", "hello"); res.Code != 0 {
 			t.Errorf("enqueue to %s: %+v", sink, res)
 		}
@@ -155,7 +153,7 @@ sinks:
 
 	// Let every message run out of attempts: errors logged and recorded.
 	deadline := time.Now().Add(60 * time.Second)
-	for strings.Count(srv.Logs(), "dead-lettered") < 4 {
+	for strings.Count(srv.Logs(), "dead-lettered") < len(sinkNames)+1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("messages did not die within 60s:\n%s", srv.Logs())
 		}
@@ -163,8 +161,19 @@ sinks:
 	}
 	run("stats")
 	run("dlq", "list")
+	api(http.MethodGet, "/metrics", "", "")
 	run("config", "show")
 	run("config", "check")
+	// A broken copy of the file: its problems are reported, its secrets not.
+	broken := filepath.Join(dir, "broken.yaml")
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, broken, strings.Replace(string(data), "allow_private: true}", "allow_private: true, timeout: 5, colour: red}", 1)+"relais: {lease: 1s}\n")
+	if res := run("--config", broken, "config", "check"); res.Code != 2 || !strings.Contains(res.Stderr, "timeout") {
+		t.Errorf("config check of the broken file: %+v", res)
+	}
 	// A database that refuses the connection: the error must not quote the URL's password.
 	bad := strings.Replace(dbURL, fmt.Sprintf(":%d/", pgPort(t, pg.URL())), ":1/", 1)
 	run("--database-url", bad, "stats")
@@ -201,6 +210,17 @@ sinks:
 		os.WriteFile(filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"), []byte(all), 0o600)
 		t.Logf("full output written to %s", filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"))
 	}
+}
+
+// failingSink is an entry of the sinks block that gives up on a message
+// after two quick attempts.
+func failingSink(name, typ, options string) string {
+	return fmt.Sprintf("  %s: {type: %s, max_attempts: 2, backoff: {initial: 50ms, max: 100ms}, options: %s}\n", name, typ, options)
+}
+
+// withUser returns base (http://host:port) with userinfo added.
+func withUser(base, userinfo string) string {
+	return strings.Replace(base, "://", "://"+userinfo+"@", 1)
 }
 
 func pgPort(t *testing.T, raw string) int {

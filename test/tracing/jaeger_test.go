@@ -18,8 +18,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/registry"
-	_ "github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/sinks/webhook"
 	"github.com/outboxd/outboxd/test/tracing"
 )
 
@@ -52,7 +51,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	// The path stands for a credential embedded in the URL, as in Slack's
 	// incoming webhooks: it must not reach the tracing backend.
 	const secretPath = "/hooks/s3cr3t-token"
-	sink, err := registry.Build("webhook", "hooks", map[string]any{"url": receiver.URL + secretPath, "allow_private": true})
+	sink, err := webhook.New("hooks", map[string]any{"url": receiver.URL + secretPath, "allow_private": true})
 	if err != nil {
 		t.Fatal(err)
 	}
