@@ -154,7 +154,7 @@ func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (int64, 
 		return 0, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
 	var n int64
-	err := db.QueryRow(ctx, o.sql.redrive, f.IDs, f.All, f.Sink, o.channel).Scan(&n)
+	err := db.QueryRow(ctx, o.sql.redrive, f.IDs, f.All, f.Sink).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: redrive: %w", err)
 	}

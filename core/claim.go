@@ -26,12 +26,12 @@ type claimedRow struct {
 	leaseUntil time.Time
 }
 
-// claim leases up to limit ready rows of sinks (sql/claim.sql) and traces
-// the claim when it did something.
-func (r *Relay) claim(ctx context.Context, limit int, sinks []string) ([]claimedRow, error) {
+// claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
+// registered as w, and traces the claim when it did something.
+func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]claimedRow, error) {
 	token := uuid.New()
 	claimedAt := time.Now()
-	claimed, err := r.claimRows(ctx, limit, sinks, token, claimedAt)
+	claimed, err := r.claimRows(ctx, w, limit, sinks, token, claimedAt)
 	// The span is made after the fact, and only for claims that did
 	// something: an idle relay polls every second and must not fill the
 	// tracing backend with a trace per poll.
@@ -50,8 +50,8 @@ func (r *Relay) claim(ctx context.Context, limit int, sinks []string) ([]claimed
 	return claimed, err
 }
 
-func (r *Relay) claimRows(ctx context.Context, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
-	rows, err := r.db.Query(ctx, r.ob.sql.claim, limit, r.cfg.Lease, sinks, token)
+func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
+	rows, err := r.db.Query(ctx, r.ob.sql.claim, limit, r.cfg.Lease, sinks, token, w.id, r.aliveFor())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
@@ -76,6 +76,16 @@ func (r *Relay) claimRows(ctx context.Context, limit int, sinks []string, token 
 	return claimed, nil
 }
 
+// idleFor is how long a loop waits for a wake-up after a claim that was not
+// full: the poll interval, or only wakeRaceWindow when the claim before was
+// full (see wakeRaceWindow).
+func (r *Relay) idleFor(wasFull bool) time.Duration {
+	if wasFull {
+		return min(wakeRaceWindow, r.cfg.PollInterval)
+	}
+	return r.cfg.PollInterval
+}
+
 // claimFailed logs a failed claim and waits claimRetryDelay, or stops the
 // relay when retrying the claim cannot help: a relay that cannot claim
 // delivers nothing, and exiting (for a restart, which waits for the
@@ -91,14 +101,14 @@ func (r *Relay) claimFailed(ctx context.Context, err error) {
 	}
 }
 
-// idle waits for a wake-up, the poll interval, or a signal on also (nil
-// waits for the first two only).
-func (r *Relay) idle(ctx context.Context, wake, also <-chan struct{}) {
-	timer := time.NewTimer(r.cfg.PollInterval)
+// idle waits for a wake-up of w, for d, or for a signal on also (nil waits
+// for the first two only).
+func (r *Relay) idle(ctx context.Context, w *waiter, d time.Duration, also <-chan struct{}) {
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
-	case <-wake:
+	case <-w.wake:
 	case <-also:
 	case <-timer.C:
 	}

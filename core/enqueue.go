@@ -41,7 +41,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 	}
 	var res EnqueueResult
 	err = db.QueryRow(ctx, o.sql.enqueue, v.sink, v.dedupKey, v.payload, v.headers,
-		v.orderingKey, v.maxAttempts, v.availableAt, o.channel).Scan(&res.ID)
+		v.orderingKey, v.maxAttempts, v.availableAt).Scan(&res.ID)
 	switch {
 	case err == nil:
 		res.Created = true
@@ -106,7 +106,6 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 			args = append(args, column)
 		}
 	}
-	args = append(args, o.channel)
 
 	results, err := o.insertBatchPlain(ctx, db, shape, args, len(msgs))
 	if err == nil && results == nil {

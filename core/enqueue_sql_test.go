@@ -311,9 +311,10 @@ func waitForLockWait(t *testing.T, b bundle) {
 }
 
 // TestSQLEnqueueWakesRelaysOnCommitOnly: the function notifies its own
-// schema's channel even when the caller's search_path does not include
-// the schema, and the notification is heard only when the transaction
-// commits - a rolled-back or duplicate enqueue wakes nobody.
+// schema's waiting relay loop (migration 006) even when the caller's
+// search_path does not include the schema, and the notification is heard
+// only when the transaction commits - a rolled-back or duplicate enqueue
+// wakes nobody.
 func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 	b := setup(t)
 	conn, err := b.pool.Acquire(b.ctx)
@@ -321,7 +322,11 @@ func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{b.ob.Schema() + "_outbox_wakeup"}.Sanitize()); err != nil {
+	channel := "outboxd_test_" + b.ob.Schema()
+	if _, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	notified := func(within time.Duration) bool {

@@ -47,7 +47,7 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 		}
 	}
 	var raw []byte
-	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.ClaimQuery(), 1000, 30*time.Second, []string{"work"}, uuid.New()).Scan(&raw)
+	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.ClaimQuery(), 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute).Scan(&raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (o *Outbox) ClaimAndAbandon(ctx context.Context, db DBTX, sinks []string, l
 // their ids and the lease token they were claimed under.
 func (o *Outbox) Claim(ctx context.Context, db DBTX, sinks []string, limit int, lease time.Duration) ([]int64, uuid.UUID, error) {
 	token := uuid.New()
-	rows, err := db.Query(ctx, o.sql.claim, limit, lease, sinks, token)
+	rows, err := db.Query(ctx, o.sql.claim, limit, lease, sinks, token, 0, time.Minute)
 	if err != nil {
 		return nil, token, err
 	}
@@ -41,6 +41,14 @@ func (o *Outbox) Claim(ctx context.Context, db DBTX, sinks []string, limit int, 
 		ids = append(ids, id)
 	}
 	return ids, token, rows.Err()
+}
+
+// RegisterWaiter registers a claim loop for wake-ups of sinks on channel,
+// the way a relay does, and returns its id.
+func (o *Outbox) RegisterWaiter(ctx context.Context, db DBTX, channel string, sinks []string) (int64, error) {
+	var id int64
+	err := db.QueryRow(ctx, o.sql.registerWaiter, channel, sinks, time.Minute).Scan(&id)
+	return id, err
 }
 
 // TestOutcome is one outcome for WriteOutcomes.

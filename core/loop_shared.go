@@ -36,25 +36,30 @@ const claimAheadShareOfLease = 0.25
 
 // sharedLoop claims for every sink without a loop of its own: one
 // statement claims a batch across them.
-func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, sinks []string) {
+func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 	n := r.cfg.Concurrency
 	free := slots.New(n, int(float64(n)*claimWhenFree))
 	pace := slots.NewPace(free, time.Duration(float64(r.cfg.Lease)*claimAheadShareOfLease))
 	shares := fairshare.New[claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
-	wake := r.listener.Subscribe()
+	if !r.register(ctx, w) {
+		return
+	}
+	// As if it had been busy: a producer whose statement ran before the
+	// registration did not wake it (see wakeRaceWindow).
+	wasFull := true
 	for ctx.Err() == nil {
 		available := free.WaitFree(ctx)
 		if available == 0 {
 			return
 		}
 		stalled := shares.Stalled()
-		claimable := claimableSinks(sinks, r.limiter.PausedSinks(), stalled)
+		claimable := claimableSinks(w.sinks, r.limiter.PausedSinks(), stalled)
 		if len(claimable) == 0 {
-			r.idle(ctx, wake, free.Freed())
+			r.idle(ctx, w, r.cfg.PollInterval, free.Freed())
 			continue
 		}
 		limit := min(available+pace.Ahead(n), r.cfg.BatchSize)
-		rows, err := r.claim(ctx, limit, claimable)
+		rows, err := r.claim(ctx, w, limit, claimable)
 		if err != nil {
 			r.claimFailed(ctx, err)
 			continue
@@ -68,14 +73,16 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, sinks []string) {
 				r.deliverShared(deliverCtx, row, shares, free)
 			}
 		}
+		full := len(rows) == limit
 		switch {
-		case len(stalled) > 0 && len(rows) < limit:
+		case len(stalled) > 0 && !full:
 			// The rows left may belong to the stalled sinks: look again
 			// as soon as a delivery finishes, not at the next poll.
-			r.idle(ctx, wake, free.Freed())
-		case len(rows) < limit:
-			r.idle(ctx, wake, nil)
+			r.idle(ctx, w, r.idleFor(wasFull), free.Freed())
+		case !full:
+			r.idle(ctx, w, r.idleFor(wasFull), nil)
 		}
+		wasFull = full
 	}
 }
 

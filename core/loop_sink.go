@@ -17,10 +17,14 @@ const rateReserveHorizon = time.Second
 // sinkLoop claims for one throttled sink: only as many rows as it has free
 // in-flight slots and, with a rate limit, as many as it can start within
 // rateReserveHorizon; it reserves exactly that many cluster-wide permits.
-func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
+func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
 	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
-	wake := r.listener.Subscribe()
-	sinks := []string{s.Name}
+	if !r.register(ctx, w) {
+		return
+	}
+	// As if it had been busy: a producer whose statement ran before the
+	// registration did not wake it (see wakeRaceWindow).
+	wasFull := true
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
 			sleep(ctx, d)
@@ -34,15 +38,17 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig) {
 		if s.RateLimit != nil {
 			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
 		}
-		rows, err := r.claim(ctx, limit, sinks)
+		rows, err := r.claim(ctx, w, limit, w.sinks)
 		if err != nil {
 			r.claimFailed(ctx, err)
 			continue
 		}
 		if len(rows) == 0 {
-			r.idle(ctx, wake, nil)
+			r.idle(ctx, w, r.idleFor(wasFull), nil)
+			wasFull = false
 			continue
 		}
+		wasFull = len(rows) == limit
 		waits := make([]time.Duration, len(rows))
 		if rl := s.RateLimit; rl != nil {
 			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.interval(), rl.Burst, len(rows)); err != nil {

@@ -60,5 +60,8 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if total > 0 {
 		r.logger.Info("outbox: pruned delivered messages", "rows", total, "retention", r.cfg.SentRetention)
 	}
+	if _, err := conn.Exec(ctx, q.pruneWaiters, waiterPruneAfter); err != nil {
+		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
+	}
 	return nil
 }

@@ -29,6 +29,8 @@ type queries struct {
 	claim, finish                           string
 	reservePermits, pauseSink, activePauses string
 	pruneSent, unconfiguredSinks            string
+	registerWaiter, unregisterWaiters       string
+	pruneWaiters                            string
 
 	stats, deadLetters, redrive, purge string
 
@@ -49,6 +51,7 @@ func newQueries(ident string) queries {
 		"claim": &q.claim, "finish": &q.finish,
 		"reserve_permits": &q.reservePermits, "pause_sink": &q.pauseSink, "active_pauses": &q.activePauses,
 		"prune_sent": &q.pruneSent, "unconfigured_sinks": &q.unconfiguredSinks,
+		"register_waiter": &q.registerWaiter, "unregister_waiters": &q.unregisterWaiters, "prune_waiters": &q.pruneWaiters,
 		"stats": &q.stats, "dead_letters": &q.deadLetters, "redrive": &q.redrive, "purge": &q.purge,
 		"lock_session": &q.lockSession, "unlock_session": &q.unlockSession, "lock_transaction": &q.lockTransaction,
 		"migrations_prepare": &q.migrationsPrepare, "migrations_applied": &q.migrationsApplied,
@@ -105,8 +108,8 @@ var optionalBatchColumns = [...]struct{ name, arrayType, value string }{
 // enqueueBatchSQL is the multi-row form of sql/enqueue.sql for one shape:
 // the columns arrive as arrays, so the statement is the same whatever the
 // batch size. Rows are inserted in the order of the arrays, so ids follow
-// the batch's order (which per-key ordering relies on). The last parameter
-// is the notification channel.
+// the batch's order (which per-key ordering relies on). It wakes a relay
+// loop waiting for each sink of the rows it created (wake(), migration 006).
 //
 // With skipDuplicates the statement returns the id, sink and dedup key of
 // the rows it created, and EnqueueBatch looks up the ids of the duplicates
@@ -122,9 +125,9 @@ func enqueueBatchSQL(shape batchShape, skipDuplicates bool) string {
 			arrays = append(arrays, fmt.Sprintf("$%d::%s", len(arrays)+1, c.arrayType))
 		}
 	}
-	onConflict, returning := "", "id"
+	onConflict, returning := "", "ins.id"
 	if skipDuplicates {
-		onConflict, returning = "ON CONFLICT (sink, dedup_key) DO NOTHING", "id, sink, dedup_key"
+		onConflict, returning = "ON CONFLICT (sink, dedup_key) DO NOTHING", "ins.id, ins.sink, ins.dedup_key"
 	}
 	return fmt.Sprintf(statementName("enqueue_batch")+`
 WITH ins AS (
@@ -132,11 +135,11 @@ WITH ins AS (
     SELECT %[2]s
     FROM unnest(%[3]s) WITH ORDINALITY AS t(%[1]s, ord)
     ORDER BY ord
-    %[5]s
-    RETURNING %[6]s
+    %[4]s
+    RETURNING id, sink, dedup_key
 ), wake AS (
-    SELECT pg_notify($%[4]d, '') FROM ins LIMIT 1
+    SELECT {schema}.wake(s.sink) FROM (SELECT DISTINCT sink FROM ins) s
 )
-SELECT ins.* FROM ins LEFT JOIN wake ON true`,
-		strings.Join(columns, ", "), strings.Join(values, ", "), strings.Join(arrays, ", "), len(arrays)+1, onConflict, returning)
+SELECT %[5]s FROM ins LEFT JOIN (SELECT count(*) FROM wake) w ON true`,
+		strings.Join(columns, ", "), strings.Join(values, ", "), strings.Join(arrays, ", "), onConflict, returning)
 }

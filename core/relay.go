@@ -140,35 +140,17 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer abortDeliveries()
 
 	var background sync.WaitGroup
-	background.Go(func() { r.listener.Run(loopCtx) })
 	background.Go(func() { r.maintain(loopCtx) })
 	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
 
 	var loops sync.WaitGroup
-	guard := func(loop func()) {
-		loops.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					r.fail(fmt.Errorf("a claim loop panicked: %v", p))
-				}
-			}()
-			loop()
-		})
-	}
-	var shared []string // sinks without a claim loop of their own
-	for _, s := range r.sinks {
-		if r.throttled(s) {
-			guard(func() { r.sinkLoop(loopCtx, deliverCtx, s) })
-		} else {
-			shared = append(shared, s.Name)
-		}
-	}
-	if len(shared) > 0 {
-		guard(func() { r.sharedLoop(loopCtx, deliverCtx, shared) })
-	}
+	waiters := r.startLoops(loopCtx, deliverCtx, &loops)
+	// Started after the loops subscribed: its first LISTEN covers them all.
+	background.Go(func() { r.listener.Run(loopCtx) })
 	loops.Wait()
+	r.unregister(waiters)
 
 	r.drain(abortDeliveries)
 	r.completer.Stop()
@@ -178,6 +160,37 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("outbox: %w", cause)
 	}
 	return nil
+}
+
+// startLoops starts a claim loop for every throttled sink and one shared by
+// the others, each in loops and with a wake-up registration of its own,
+// which it returns. A loop that panics stops the relay (see fail).
+func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGroup) []*waiter {
+	var shared []string // sinks without a claim loop of their own
+	var waiters []*waiter
+	start := func(sinks []string, loop func(w *waiter)) {
+		w := r.newWaiter(sinks)
+		waiters = append(waiters, w)
+		loops.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.fail(fmt.Errorf("a claim loop panicked: %v", p))
+				}
+			}()
+			loop(w)
+		})
+	}
+	for _, s := range r.sinks {
+		if !r.throttled(s) {
+			shared = append(shared, s.Name)
+			continue
+		}
+		start([]string{s.Name}, func(w *waiter) { r.sinkLoop(ctx, deliverCtx, s, w) })
+	}
+	if len(shared) > 0 {
+		start(shared, func(w *waiter) { r.sharedLoop(ctx, deliverCtx, w) })
+	}
+	return waiters
 }
 
 // openPool returns the pool the relay claims and writes through: the

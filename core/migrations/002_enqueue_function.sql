@@ -9,7 +9,7 @@
 --
 -- It validates like core's Message validation, stores the row unless its
 -- (sink, dedup_key) exists, answers (id, created) - the existing row's id and
--- false for a duplicate - and wakes the relays with pg_notify, delivered only
+-- false for a duplicate - and wakes a waiting relay with pg_notify, delivered only
 -- when the caller's transaction commits.
 --
 -- Bad input raises SQLSTATE 22023 (invalid_parameter_value) with a message
@@ -20,8 +20,7 @@
 --
 -- The migration runs with search_path set to the outbox's schema; SET
 -- search_path FROM CURRENT pins that path to the function, so `messages`
--- and current_schema() (the notification channel's prefix) are this
--- schema's whatever the caller's search_path is.
+-- and `wake` are this schema's whatever the caller's search_path is.
 CREATE FUNCTION enqueue(
     sink         text,
     dedup_key    text,
@@ -104,9 +103,9 @@ BEGIN
         RETURNING messages.id INTO enqueue.id;
         IF FOUND THEN
             created := true;
-            -- Transactional: relays hear it on commit, and identical
-            -- notifications of one transaction fold into one.
-            PERFORM pg_notify(current_schema() || '_outbox_wakeup', '');
+            -- wake() (migration 006) notifies a relay waiting for this
+            -- sink's rows, if any; it hears it on commit.
+            PERFORM wake(enqueue.sink);
             RETURN;
         END IF;
         SELECT m.id INTO enqueue.id FROM messages m

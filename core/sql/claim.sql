@@ -16,6 +16,10 @@
 -- skipped on the database's word, so a relay that has not heard of the
 -- pause yet cannot claim their rows. Returns each row and whether it was
 -- reclaimed from an expired lease (the previous outcome is unknown).
+--
+-- The same statement updates the claiming loop's wake-up registration $5
+-- (migration 006): it waits for a wake-up exactly when it got fewer rows
+-- than it asked for, and it stays alive for $6.
 WITH picked AS (
     SELECT id, status FROM {schema}.messages m
     WHERE phase = 'open' AND available_at <= now()
@@ -28,6 +32,10 @@ WITH picked AS (
     ORDER BY available_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), mark AS (
+    UPDATE {schema}.waiters
+    SET waiting = (SELECT count(*) FROM picked) < $1, alive_until = now() + $6::interval
+    WHERE id = $5
 )
 UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $4,

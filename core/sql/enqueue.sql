@@ -1,9 +1,9 @@
--- Inserts one message and wakes the relays in the same statement.
--- pg_notify is transactional: the wake-up is delivered on commit, and
--- PostgreSQL folds identical notifications of one transaction into one, so a
--- bulk enqueue does not cause a notify storm.
+-- Inserts one message and, in the same statement, wakes a relay loop
+-- waiting for its sink's rows (wake(), migration 006). The notification is
+-- transactional: delivered on commit, and PostgreSQL folds identical ones
+-- of one transaction into one, so a bulk enqueue does not cause a storm.
 -- $1 sink, $2 dedup_key, $3 payload, $4 headers, $5 ordering_key,
--- $6 max_attempts, $7 available_at (NULL: now), $8 notification channel.
+-- $6 max_attempts, $7 available_at (NULL: now).
 -- Returns the new id, or no row for a duplicate.
 WITH ins AS (
     INSERT INTO {schema}.messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
@@ -11,6 +11,6 @@ WITH ins AS (
     ON CONFLICT (sink, dedup_key) DO NOTHING
     RETURNING id
 ), wake AS (
-    SELECT pg_notify($8, '') FROM ins LIMIT 1
+    SELECT {schema}.wake($1) FROM ins LIMIT 1
 )
 SELECT ins.id FROM ins LEFT JOIN wake ON true

@@ -104,10 +104,13 @@ func (o *outbox) serve(t *testing.T) {
 		}
 	})
 	pool := testdb.Pool(t, 1)
-	listen := fmt.Sprintf("LISTEN %q", o.schema+"_outbox_wakeup")
-	testrelay.WaitFor(t, deliveryTimeout, "the relay to LISTEN", func() bool {
+	// The listener LISTENs on the outbox's channel and its loops' own in
+	// one statement; the loops register for wake-ups once it does.
+	listen := fmt.Sprintf("LISTEN %q;%%", o.schema+"_outbox_wakeup")
+	testrelay.WaitFor(t, deliveryTimeout, "the relay to LISTEN and register", func() bool {
 		var n int
-		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE query = $1`, listen).Scan(&n); err != nil {
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE $1
+			AND EXISTS (SELECT 1 FROM `+o.schema+`.waiters)`, listen).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0

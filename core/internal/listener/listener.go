@@ -1,5 +1,5 @@
-// Package listener keeps one connection LISTENing on an outbox's
-// notification channel and fans wake-ups out to the relay's claim loops.
+// Package listener keeps one connection LISTENing for an outbox's
+// notifications and fans wake-ups out to the relay's claim loops.
 package listener
 
 import (
@@ -26,46 +26,67 @@ const (
 // so operators can find it in pg_stat_activity.
 const ApplicationName = "outboxd-listener"
 
-// PausePrefix starts the payload of a notification that pauses a sink
-// cluster-wide ("pause <sink>"); an empty payload is an enqueue wake-up.
+// PausePrefix starts the payload of a notification on the outbox's channel
+// that pauses a sink cluster-wide ("pause <sink>"); any other notification
+// there wakes every loop.
 const PausePrefix = "pause "
 
-// Listener is one relay's LISTEN connection. It reconnects after the
-// connection dies (pg_terminate_backend, a PostgreSQL restart) and then
-// wakes everyone, since notifications sent while it was away are lost.
+// Listener is one relay's LISTEN connection. It listens on the outbox's
+// channel, which every relay hears (pauses, and wake-ups for all), and on
+// each subscribed loop's own channel, which only that loop hears (wake-ups
+// a producer addressed to it). It reconnects after the connection dies
+// (pg_terminate_backend, a PostgreSQL restart) and then wakes everyone,
+// since notifications sent while it was away are lost.
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
 	logger  *slog.Logger
 	onPause func(sink string)
 
-	mu      sync.Mutex
-	waiters []chan struct{}
+	mu    sync.Mutex
+	subs  []subscription
+	ready chan struct{} // closed once LISTEN first succeeded
+	once  sync.Once
+}
+
+type subscription struct {
+	own  string // the loop's own channel, or ""
+	wake chan struct{}
 }
 
 // New listens on channel with a connection configured like pool's; onPause
 // is called with the sink of each pause notification.
 func New(pool *pgxpool.Pool, channel string, logger *slog.Logger, onPause func(sink string)) *Listener {
-	return &Listener{pool: pool, channel: channel, logger: logger, onPause: onPause}
+	return &Listener{pool: pool, channel: channel, logger: logger, onPause: onPause, ready: make(chan struct{})}
 }
 
 // Subscribe returns a channel that receives a value whenever there may be
-// new work. It holds at most one pending signal, so a burst of
-// notifications costs one claim.
-func (l *Listener) Subscribe() <-chan struct{} {
+// new work: on every wake-up for all, and on notifications on own (a
+// channel name; "" for none). It holds at most one pending signal, so a
+// burst of notifications costs one claim. Subscribe before Run: own is
+// listened to from Run's first connection on.
+func (l *Listener) Subscribe(own string) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	l.mu.Lock()
-	l.waiters = append(l.waiters, ch)
+	l.subs = append(l.subs, subscription{own: own, wake: ch})
 	l.mu.Unlock()
 	return ch
 }
 
-func (l *Listener) wakeAll() {
+// Ready is closed once the listener first LISTENs on every channel.
+func (l *Listener) Ready() <-chan struct{} { return l.ready }
+
+// wake signals every subscription whose own channel is channel, or every
+// subscription when channel is "".
+func (l *Listener) wake(channel string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, ch := range l.waiters {
+	for _, s := range l.subs {
+		if channel != "" && s.own != channel {
+			continue
+		}
 		select {
-		case ch <- struct{}{}:
+		case s.wake <- struct{}{}:
 		default:
 		}
 	}
@@ -92,6 +113,19 @@ func (l *Listener) Run(ctx context.Context) {
 	}
 }
 
+// listenStatement LISTENs on the outbox's channel and every loop's own.
+func (l *Listener) listenStatement() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	stmts := []string{"LISTEN " + pgx.Identifier{l.channel}.Sanitize()}
+	for _, s := range l.subs {
+		if s.own != "" {
+			stmts = append(stmts, "LISTEN "+pgx.Identifier{s.own}.Sanitize())
+		}
+	}
+	return strings.Join(stmts, "; ")
+}
+
 func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 	cfg := l.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = ApplicationName
@@ -100,22 +134,26 @@ func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, l.listenStatement()); err != nil {
 		return err
 	}
 	onConnected()
+	l.once.Do(func() { close(l.ready) })
 	testsignal.FromContext(ctx).EmitListening()
 	// Anything enqueued while we were not listening was not announced.
-	l.wakeAll()
+	l.wake("")
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		if sink, ok := strings.CutPrefix(n.Payload, PausePrefix); ok {
+		switch sink, pause := strings.CutPrefix(n.Payload, PausePrefix); {
+		case n.Channel != l.channel:
+			l.wake(n.Channel)
+		case pause:
 			l.onPause(sink)
-			continue
+		default:
+			l.wake("")
 		}
-		l.wakeAll()
 	}
 }

@@ -1,0 +1,3 @@
+-- Removes the registrations of claim loops whose relay died: not alive for
+-- $1 already.
+DELETE FROM {schema}.waiters WHERE alive_until < now() - $1::interval

@@ -1,0 +1,98 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Wake-up registration of claim loops (migration 006): each loop has a
+// notification channel of its own and a row in waiters naming it and its
+// sinks; producers wake one loop that waits for their sink's rows.
+const (
+	// waiterChannelPrefix starts every loop's channel; the rest is random,
+	// so loops of independent outboxes in one database never share one.
+	waiterChannelPrefix = "outboxd_"
+	// waiterAlivePolls is how many poll intervals a loop's registration
+	// outlives its last claim: an idle loop claims once per poll interval,
+	// so only a loop whose relay died lets it lapse. Wake-ups addressed to
+	// such a loop are lost until then; its rows are claimed by the other
+	// relays' polls.
+	waiterAlivePolls = 3
+	// waiterAliveMin is the least a registration outlives a claim.
+	waiterAliveMin = 5 * time.Second
+	// wakeRaceWindow is how soon a loop claims again after its claims
+	// stopped being full, and after it registered. While it was busy (or
+	// not yet registered) producers did not wake it; one whose statement
+	// saw it so may commit just after the loop's last claim, and this
+	// claim picks its row up. (A producer that commits later than that
+	// waits for a poll.)
+	wakeRaceWindow = 50 * time.Millisecond
+	// waiterPruneAfter is how long registrations of dead relays are kept
+	// before maintenance deletes them.
+	waiterPruneAfter = time.Hour
+)
+
+// waiter is one claim loop's registration.
+type waiter struct {
+	channel string
+	sinks   []string
+	wake    <-chan struct{}
+	id      int64 // 0 until registered
+}
+
+// newWaiter makes the registration of a loop claiming for sinks and
+// subscribes it to the listener; Run calls it before the listener starts.
+func (r *Relay) newWaiter(sinks []string) *waiter {
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix) // never fails (crypto/rand)
+	w := &waiter{channel: waiterChannelPrefix + hex.EncodeToString(suffix), sinks: sinks}
+	w.wake = r.listener.Subscribe(w.channel)
+	return w
+}
+
+// aliveFor is how long a loop's registration outlives each claim.
+func (r *Relay) aliveFor() time.Duration {
+	return max(waiterAliveMin, waiterAlivePolls*r.cfg.PollInterval)
+}
+
+// register records w in the database once the listener LISTENs on its
+// channel (or a poll interval has passed: a loop without wake-ups still
+// polls). It returns false when ctx ended first.
+func (r *Relay) register(ctx context.Context, w *waiter) bool {
+	select {
+	case <-r.listener.Ready():
+	case <-ctx.Done():
+		return false
+	case <-time.After(r.cfg.PollInterval):
+	}
+	for ctx.Err() == nil {
+		err := r.db.QueryRow(ctx, r.ob.sql.registerWaiter, w.channel, w.sinks, r.aliveFor()).Scan(&w.id)
+		if err == nil {
+			return true
+		}
+		r.claimFailed(ctx, fmt.Errorf("outbox: register for wake-ups: %w", err))
+	}
+	return false
+}
+
+// unregister removes the registrations of the loops of a relay that stops,
+// so that producers stop addressing them at once.
+func (r *Relay) unregister(waiters []*waiter) {
+	var ids []int64
+	for _, w := range waiters {
+		if w.id != 0 {
+			ids = append(ids, w.id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimRetryDelay)
+	defer cancel()
+	if _, err := r.db.Exec(ctx, r.ob.sql.unregisterWaiters, ids); err != nil {
+		r.logger.Warn("outbox: could not unregister the relay's claim loops; they lapse on their own", "error", err)
+	}
+}

@@ -1,0 +1,110 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+)
+
+// An enqueue wakes one waiting loop that claims for its sink, not every
+// relay: two idle relays (an hour-long poll, so only wake-ups move them)
+// make about one claim per message between them. (Before migration 006
+// every notification woke every relay: two claims per message, one of them
+// empty. Mutation: wake() notifying every waiting loop fails this test.)
+func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
+	b := setup(t)
+	counter := &statementCounter{marker: "-- name: claim"}
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = counter
+	cfg.MaxConns = 4
+	sink := newRecordingSink()
+	relayCfg := core.Config{Outbox: b.ob, PollInterval: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}}
+	for range 2 {
+		pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		testrelay.Run(t, pool, relayCfg)
+	}
+	// Polls the registrations: they are the other relays' state, in the
+	// database, not an event of one relay.
+	testrelay.WaitFor(t, 10*time.Second, "both relays registered and waiting", func() bool {
+		var waiting int
+		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".waiters WHERE waiting").Scan(&waiting)
+		return err == nil && waiting == 2
+	})
+	before := counter.n.Load()
+	const n = 20
+	for i := range n {
+		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("message %d delivered", i), func() bool {
+			return len(sink.snapshot()) == i+1
+		})
+	}
+	claims := counter.n.Load() - before
+	t.Logf("%d claims for %d messages on two relays", claims, n)
+	if claims > n+n/2 {
+		t.Fatalf("%d claims for %d messages: wake-ups reach more than one relay", claims, n)
+	}
+}
+
+// wake() notifies a registered loop only while it waits for work and only
+// for its sinks; with none waiting, an enqueue sends no notification (and
+// its commit does not queue for PostgreSQL's notification lock).
+func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
+	b := setup(t)
+	conn, err := b.pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	channel := "outboxd_test_wake_" + b.ob.Schema()
+	id, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	heard := func() bool {
+		ctx, cancel := context.WithTimeout(b.ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := conn.Conn().WaitForNotification(ctx)
+		return err == nil
+	}
+	enqueue := func(sink, key string) {
+		t.Helper()
+		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("mine", "1")
+	if !heard() {
+		t.Fatal("a waiting loop of the sink was not woken")
+	}
+	enqueue("other", "2")
+	if heard() {
+		t.Fatal("a loop was woken for a sink it does not claim for")
+	}
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".waiters SET waiting = false WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	enqueue("mine", "3")
+	if heard() {
+		t.Fatal("a busy loop was woken: it claims again by itself")
+	}
+}
