@@ -46,9 +46,36 @@ SET status = 'sent', sent_at = now(), lease_token = NULL, lease_expires_at = NUL
 WHERE id = ANY($1)`
 )
 
-// bareLoop claims and finishes until ctx ends or nothing is left to claim
-// for a while; it returns nil when ctx ends.
+// bareLoop claims and finishes until ctx ends; it returns nil then. Like
+// the relay, it claims the next batch while the last one's terminal write
+// runs (two connections): a loop that waited for each write would measure
+// its own round trips, not the table.
 func bareLoop(ctx context.Context, pool *pgxpool.Pool, rec *recorder) error {
+	batches := make(chan []int64, 1)
+	finished := make(chan error, 1)
+	go func() {
+		// Finished even when told to stop meanwhile: rows left in
+		// progress would fail the run's verification.
+		for ids := range batches {
+			if _, err := pool.Exec(context.WithoutCancel(ctx), bareFinish, ids); err != nil {
+				finished <- fmt.Errorf("bare loop: %w", err)
+				for range batches {
+				}
+				return
+			}
+		}
+		finished <- nil
+	}()
+	err := bareClaims(ctx, pool, rec, batches)
+	close(batches)
+	if ferr := <-finished; err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// bareClaims claims batches and hands them to the finisher.
+func bareClaims(ctx context.Context, pool *pgxpool.Pool, rec *recorder, batches chan<- []int64) error {
 	for ctx.Err() == nil {
 		rows, err := pool.Query(ctx, bareClaim, bareBatch, uuid.New())
 		if err != nil {
@@ -68,11 +95,7 @@ func bareLoop(ctx context.Context, pool *pgxpool.Pool, rec *recorder) error {
 		for _, id := range ids {
 			rec.add(id)
 		}
-		// Finished even when told to stop meanwhile: rows left in progress
-		// would fail the run's verification.
-		if _, err := pool.Exec(context.WithoutCancel(ctx), bareFinish, ids); err != nil {
-			return fmt.Errorf("bare loop: %w", err)
-		}
+		batches <- ids
 	}
 	return nil
 }

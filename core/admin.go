@@ -199,15 +199,24 @@ func (o *Outbox) UnconfiguredSinks(ctx context.Context, db DBTX, configured []st
 	if err != nil {
 		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WaitingSink, error) {
-		var s WaitingSink
-		var ageSeconds float64
-		err := row.Scan(&s.Sink, &s.Waiting, &ageSeconds)
-		s.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
-		return s, err
-	})
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
+	}
+	// One statement per sink rather than a join: with the sink's name as
+	// its parameter, the planner sees how few rows it has and reads them
+	// through the index, where a join would plan for every row of the table.
+	var found []WaitingSink
+	for _, name := range names {
+		s := WaitingSink{Sink: name}
+		var ageSeconds float64
+		if err := db.QueryRow(ctx, o.sql.waitingRows, name).Scan(&s.Waiting, &ageSeconds); err != nil {
+			return nil, fmt.Errorf("outbox: count the rows waiting for sink %q: %w", name, err)
+		}
+		if s.Waiting > 0 {
+			s.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
+			found = append(found, s)
+		}
 	}
 	return found, nil
 }

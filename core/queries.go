@@ -29,6 +29,7 @@ type queries struct {
 	claim, finish                           string
 	reservePermits, pauseSink, activePauses string
 	pruneSent, unconfiguredSinks            string
+	waitingRows                             string
 	registerWaiter, unregisterWaiters       string
 	pruneWaiters                            string
 
@@ -50,7 +51,7 @@ func newQueries(ident string) queries {
 		"enqueue": &q.enqueue, "lookup_id": &q.lookupID, "lookup_ids": &q.lookupIDs,
 		"claim": &q.claim, "finish": &q.finish,
 		"reserve_permits": &q.reservePermits, "pause_sink": &q.pauseSink, "active_pauses": &q.activePauses,
-		"prune_sent": &q.pruneSent, "unconfigured_sinks": &q.unconfiguredSinks,
+		"prune_sent": &q.pruneSent, "unconfigured_sinks": &q.unconfiguredSinks, "waiting_rows": &q.waitingRows,
 		"register_waiter": &q.registerWaiter, "unregister_waiters": &q.unregisterWaiters, "prune_waiters": &q.pruneWaiters,
 		"stats": &q.stats, "dead_letters": &q.deadLetters, "redrive": &q.redrive, "purge": &q.purge,
 		"lock_session": &q.lockSession, "unlock_session": &q.unlockSession, "lock_transaction": &q.lockTransaction,

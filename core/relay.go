@@ -59,11 +59,12 @@ type Relay struct {
 }
 
 // NewRelay checks cfg and returns a relay that will connect with pool's
-// configuration. It opens nothing: Run does, and releases what it opened
-// before it returns, so a relay that is never run costs nothing. Unless
-// Config.DurableRelayWrites is set, Run opens a pool of its own whose
-// commits do not wait for the WAL flush (see DurableRelayWrites); the
-// application's pool, and so its enqueues, stay durable.
+// configuration. It opens nothing: Run does (a pool of its own, configured
+// like pool but for its session settings, see openPool), and releases what
+// it opened before it returns, so a relay that is never run costs nothing.
+// Unless Config.DurableRelayWrites is set, the relay's commits do not wait
+// for the WAL flush; the application's pool, and so its enqueues, stay
+// durable.
 func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	cfg, sinks, err := cfg.withDefaults()
 	if err != nil {
@@ -114,11 +115,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if db != r.pool {
-			db.Close()
-		}
-	}()
+	defer db.Close()
 	r.db = db
 	r.signals = testsignal.FromContext(ctx)
 	r.limiter = ratelimit.New(db, ratelimit.Statements{
@@ -193,15 +190,17 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 	return waiters
 }
 
-// openPool returns the pool the relay claims and writes through: the
-// application's own with DurableRelayWrites, else a copy of it whose
-// commits do not wait for the WAL flush.
+// openPool returns the pool the relay claims and writes through: a copy of
+// the application's whose connections do not JIT-compile (a claim's
+// generic plan over a large backlog is estimated above jit_above_cost, and
+// compiling it would cost more than the whole claim) and, unless
+// DurableRelayWrites, whose commits do not wait for the WAL flush.
 func (r *Relay) openPool() (*pgxpool.Pool, error) {
-	if r.cfg.DurableRelayWrites {
-		return r.pool, nil
-	}
 	pc := r.pool.Config()
-	pc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	pc.ConnConfig.RuntimeParams["jit"] = "off"
+	if !r.cfg.DurableRelayWrites {
+		pc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
 	db, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: relay pool: %w", err)
