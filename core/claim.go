@@ -76,16 +76,6 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 	return claimed, nil
 }
 
-// idleFor is how long a loop waits for a wake-up after a claim that was not
-// full: the poll interval, or only wakeRaceWindow when the claim before was
-// full (see wakeRaceWindow).
-func (r *Relay) idleFor(wasFull bool) time.Duration {
-	if wasFull {
-		return min(wakeRaceWindow, r.cfg.PollInterval)
-	}
-	return r.cfg.PollInterval
-}
-
 // claimFailed logs a failed claim and waits claimRetryDelay, or stops the
 // relay when retrying the claim cannot help: a relay that cannot claim
 // delivers nothing, and exiting (for a restart, which waits for the

@@ -44,9 +44,6 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 	if !r.register(ctx, w) {
 		return
 	}
-	// As if it had been busy: a producer whose statement ran before the
-	// registration did not wake it (see wakeRaceWindow).
-	wasFull := true
 	for ctx.Err() == nil {
 		available := free.WaitFree(ctx)
 		if available == 0 {
@@ -55,7 +52,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 		stalled := shares.Stalled()
 		claimable := claimableSinks(w.sinks, r.limiter.PausedSinks(), stalled)
 		if len(claimable) == 0 {
-			r.idle(ctx, w, r.cfg.PollInterval, free.Freed())
+			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), free.Freed())
 			continue
 		}
 		limit := min(available+pace.Ahead(n), r.cfg.BatchSize)
@@ -74,15 +71,15 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 			}
 		}
 		full := len(rows) == limit
+		w.claimed(full)
 		switch {
 		case len(stalled) > 0 && !full:
 			// The rows left may belong to the stalled sinks: look again
 			// as soon as a delivery finishes, not at the next poll.
-			r.idle(ctx, w, r.idleFor(wasFull), free.Freed())
+			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), free.Freed())
 		case !full:
-			r.idle(ctx, w, r.idleFor(wasFull), nil)
+			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
 		}
-		wasFull = full
 	}
 }
 

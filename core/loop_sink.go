@@ -22,9 +22,6 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 	if !r.register(ctx, w) {
 		return
 	}
-	// As if it had been busy: a producer whose statement ran before the
-	// registration did not wake it (see wakeRaceWindow).
-	wasFull := true
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
 			sleep(ctx, d)
@@ -43,12 +40,11 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			r.claimFailed(ctx, err)
 			continue
 		}
+		w.claimed(len(rows) == limit)
 		if len(rows) == 0 {
-			r.idle(ctx, w, r.idleFor(wasFull), nil)
-			wasFull = false
+			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
 			continue
 		}
-		wasFull = len(rows) == limit
 		waits := make([]time.Duration, len(rows))
 		if rl := s.RateLimit; rl != nil {
 			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.interval(), rl.Burst, len(rows)); err != nil {

@@ -35,12 +35,36 @@ const (
 	waiterPruneAfter = time.Hour
 )
 
-// waiter is one claim loop's registration.
+// waiter is one claim loop's registration, and what the loop knows about
+// the wake-ups it may have missed.
 type waiter struct {
 	channel string
 	sinks   []string
 	wake    <-chan struct{}
 	id      int64 // 0 until registered
+
+	busy    bool      // the last claim was full: producers did not wake it
+	recheck time.Time // claim again by then, whatever wakes the loop first
+}
+
+// claimed records whether a claim got all the rows it asked for. When the
+// loop's claims stop being full it must claim once more wakeRaceWindow
+// later (see there).
+func (w *waiter) claimed(full bool) {
+	if w.busy && !full {
+		w.recheck = time.Now().Add(wakeRaceWindow)
+	}
+	w.busy = full
+}
+
+// idleFor is how long the loop waits for a wake-up: poll, or less when a
+// claim is due sooner. A wake-up that ends the wait early does not cancel
+// the due claim: it may come from before the moment the claim must follow.
+func (w *waiter) idleFor(poll time.Duration) time.Duration {
+	if until := time.Until(w.recheck); until > 0 {
+		return min(until, poll)
+	}
+	return poll
 }
 
 // newWaiter makes the registration of a loop claiming for sinks and
@@ -71,6 +95,8 @@ func (r *Relay) register(ctx context.Context, w *waiter) bool {
 	for ctx.Err() == nil {
 		err := r.db.QueryRow(ctx, r.ob.sql.registerWaiter, w.channel, w.sinks, r.aliveFor()).Scan(&w.id)
 		if err == nil {
+			// Producers whose statements ran before this did not wake it.
+			w.recheck = time.Now().Add(wakeRaceWindow)
 			return true
 		}
 		r.claimFailed(ctx, fmt.Errorf("outbox: register for wake-ups: %w", err))
