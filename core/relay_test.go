@@ -236,9 +236,11 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b := setup(t)
 	logger, logs := captureLogs()
 	oldSink, newSink := newRecordingSink(), newRecordingSink()
+	// The new version's producers were quicker than the old relay's start:
+	// it looks for unconfigured sinks when it starts, then once a minute.
+	enqueueN(t, b, "added", 5, nil)
 	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Logger: logger, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
-	enqueueN(t, b, "added", 5, nil)
 	enqueueN(t, b, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
