@@ -17,6 +17,8 @@ const rateReserveHorizon = time.Second
 // sinkLoop claims for one throttled sink: only as many rows as it has free
 // in-flight slots and, with a rate limit, as many as it can start within
 // rateReserveHorizon; it reserves exactly that many cluster-wide permits.
+// A limit per destination key is reserved once the rows are claimed (see
+// dispatchByKey).
 func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
 	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
 	if !r.register(ctx, w) {
@@ -35,7 +37,8 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			return
 		}
 		limit := min(available, r.cfg.BatchSize)
-		if s.RateLimit != nil {
+		perKey := s.RateLimit != nil && s.RateLimit.PerKey
+		if s.RateLimit != nil && !perKey {
 			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
 		}
 		rows, err := r.claim(ctx, w, limit, w.sinks)
@@ -49,6 +52,13 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			continue
 		}
 		wasFull = len(rows) == limit
+		if perKey {
+			nextDue := r.dispatchByKey(ctx, deliverCtx, s, rows, free)
+			if !wasFull {
+				r.idle(ctx, w, untilDue(r.cfg.PollInterval, nextDue), nil)
+			}
+			continue
+		}
 		waits := make([]time.Duration, len(rows))
 		if rl := s.RateLimit; rl != nil {
 			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.interval(), rl.Burst, len(rows)); err != nil {
