@@ -226,8 +226,8 @@ func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
 		t.Errorf("ids do not follow the batch's order: %v", got)
 	}
 	_, err = b.ob.PublishBatch(b.ctx, b.pool, []core.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
-	if !errors.Is(err, core.ErrInvalidEvent) {
-		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent", err)
+	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
+		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent naming event 2", err)
 	}
 	if n := statusCounts(t, b)["pending"]; n != 4 {
 		t.Errorf("%d rows after the failed batch, want the 4 of the first batch", n)

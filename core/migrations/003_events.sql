@@ -157,93 +157,99 @@ BEGIN
 END
 $fn$;
 
--- publish(): turn an event into one row per target of the routes that
--- match its type, usable inside the caller's transaction from any language:
---
---   SELECT * FROM outbox.publish('order.created', 'order-42', '{"id": 42}');
---   SELECT * FROM outbox.publish(type => 'incident.resolved', key => 'inc-7-resolved',
---       data => '{"id": 7}', thread_key => 'inc-7');
+-- publish_batch(): turn events into one row per target of the routes that
+-- match their types, in one call however many events and targets, usable
+-- inside the caller's transaction from any language. The arrays hold one
+-- entry per event (NULL or '' for no ordering or thread key); headers (an
+-- object of strings: trace context) go with every row. Returns every
+-- target's row with its event's index (from 1), in event order and, per
+-- event, in route order.
 --
 -- Each row is an ordinary message: own attempts, backoff, rate limit and
 -- dead letter. Its dedup key is type/key/route, so publishing the same
 -- (type, key) again creates nothing; the answer lists every target's row,
--- with created false for the ones that existed. A row with a thread key is
--- ordered by it, else by ordering_key; both are scoped to the row's sink,
--- so a slow sink never holds up another sink's rows. headers (an object of
--- strings) carry trace context to the relay.
+-- with created false for the ones that existed. A row with a thread key
+-- (the target template's, else the event's) is ordered by it, else by the
+-- event's ordering_key; both are scoped to the row's sink, so a slow sink
+-- never holds up another sink's rows.
 --
 -- Bad input raises SQLSTATE 22023 with a message starting "outbox: invalid
--- event: "; an event no route matches raises P0002 ("outbox: no route
--- matches event type ...") unless the routes say routes_unmatched: drop,
--- when it returns no rows and is counted in events_dropped.
-CREATE FUNCTION publish(
-    type         text,
-    key          text,
-    data         jsonb,
-    ordering_key text  DEFAULT NULL,
-    thread_key   text  DEFAULT NULL,
-    headers      jsonb DEFAULT NULL
-) RETURNS TABLE (sink text, id bigint, created boolean)
+-- event: " (naming the event's index in a batch of several); an event no
+-- route matches raises P0002 ("outbox: no route matches event type ...")
+-- unless the routes say routes_unmatched: drop, when it makes no rows and
+-- is counted in events_dropped. Nothing is written when one event fails.
+--
+-- Plans are generic: custom plans would be made anew on every call for
+-- these few-row statements, which cost more than running them.
+CREATE FUNCTION publish_batch(
+    types         text[],
+    keys          text[],
+    data          jsonb[],
+    ordering_keys text[] DEFAULT NULL,
+    thread_keys   text[] DEFAULT NULL,
+    headers       jsonb  DEFAULT NULL
+) RETURNS TABLE (event int, sink text, id bigint, created boolean)
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 #variable_conflict use_column
 DECLARE
     -- core.DefaultMaxPayloadBytes and core.MaxDedupKeyBytes.
     max_payload_bytes CONSTANT int := 262144;
     max_key_bytes     CONSTANT int := 255;
-    prefix            CONSTANT text := 'outbox: invalid event: ';
     event_type_re     CONSTANT text := '^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$';
     control_re        CONSTANT text := '[\u0001-\u001f\u007f-\u009f\ufffd]';
-    k            record;
-    v            bigint;
-    policy       text;
-    m_routes     text[];
-    m_sinks      text[];
-    payload      jsonb;
-    t_sinks      text[];
-    t_keys       text[];
-    t_routes     text[];
-    t_threads    text[];
-    t_orderings  text[];
+    n          int := cardinality(publish_batch.types);
+    bad        record;
+    v          bigint;
+    policy     text;
+    unmatched  record;
+    -- The rows to write, one entry each.
+    r_events   int[];
+    r_sinks    text[];
+    r_keys     text[];
+    r_routes   text[];
+    r_threads  text[];
+    r_orders   text[];
+    r_payloads jsonb[];
     -- The rows this call created.
-    c_sinks      text[] := '{}';
-    c_keys       text[] := '{}';
-    c_ids        bigint[] := '{}';
+    c_sinks    text[] := '{}';
+    c_keys     text[] := '{}';
+    c_ids      bigint[] := '{}';
 BEGIN
-    IF coalesce(publish.type, '') !~ event_type_re OR octet_length(publish.type) > max_key_bytes THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('%stype %s is not a dotted name of letters, digits, "_" and "-" of at most %s bytes',
-                             prefix, coalesce(to_json(publish.type)::text, 'NULL'), max_key_bytes);
+    IF coalesce(n, 0) = 0 THEN
+        RETURN;
     END IF;
-    FOR k IN SELECT * FROM (VALUES ('key', publish.key, true), ('ordering_key', publish.ordering_key, false),
-                                   ('thread_key', publish.thread_key, false)) AS k(what, value, required)
-    LOOP
-        CONTINUE WHEN NOT k.required AND coalesce(k.value, '') = '';
-        IF coalesce(k.value, '') = '' THEN
-            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = prefix || k.what || ' is empty';
-        END IF;
-        IF octet_length(k.value) > max_key_bytes THEN
-            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-                MESSAGE = format('%s%s is %s bytes, over the limit of %s', prefix, k.what, octet_length(k.value), max_key_bytes);
-        END IF;
-        IF k.value ~ control_re THEN
-            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-                MESSAGE = format('%s%s %s holds a control character', prefix, k.what, to_json(k.value));
-        END IF;
-    END LOOP;
-    IF publish.data IS NULL OR jsonb_typeof(publish.data) <> 'object' THEN
+    IF cardinality(publish_batch.keys) IS DISTINCT FROM n OR cardinality(publish_batch.data) IS DISTINCT FROM n
+       OR coalesce(cardinality(publish_batch.ordering_keys), n) <> n OR coalesce(cardinality(publish_batch.thread_keys), n) <> n THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('%sdata must be a JSON object, got %s', prefix, coalesce(jsonb_typeof(publish.data), 'NULL'));
+            MESSAGE = 'outbox: invalid event: types, keys, data, ordering_keys and thread_keys must have one entry per event';
     END IF;
-    IF publish.headers IS NOT NULL AND (jsonb_typeof(publish.headers) <> 'object' OR EXISTS (
-        SELECT FROM jsonb_each(publish.headers) h WHERE jsonb_typeof(h.value) <> 'string')) THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = prefix || 'headers must be a JSON object of strings';
-    END IF;
-    payload := jsonb_build_object('type', publish.type, 'key', publish.key, 'data', publish.data);
-    IF octet_length(payload::text) > max_payload_bytes THEN
+    SELECT e.ord, e.problem INTO bad FROM (
+        SELECT e.ord, CASE
+            WHEN coalesce(e.type, '') !~ event_type_re OR octet_length(e.type) > max_key_bytes THEN
+                format('type %s is not a dotted name of letters, digits, "_" and "-" of at most %s bytes', coalesce(to_json(e.type)::text, 'NULL'), max_key_bytes)
+            WHEN coalesce(e.key, '') = '' THEN 'key is empty'
+            WHEN octet_length(e.key) > max_key_bytes THEN format('key is %s bytes, over the limit of %s', octet_length(e.key), max_key_bytes)
+            WHEN e.key ~ control_re THEN format('key %s holds a control character', to_json(e.key))
+            WHEN octet_length(e.ordering_key) > max_key_bytes THEN format('ordering_key is %s bytes, over the limit of %s', octet_length(e.ordering_key), max_key_bytes)
+            WHEN e.ordering_key ~ control_re THEN format('ordering_key %s holds a control character', to_json(e.ordering_key))
+            WHEN octet_length(e.thread_key) > max_key_bytes THEN format('thread_key is %s bytes, over the limit of %s', octet_length(e.thread_key), max_key_bytes)
+            WHEN e.thread_key ~ control_re THEN format('thread_key %s holds a control character', to_json(e.thread_key))
+            WHEN e.data IS NULL OR jsonb_typeof(e.data) <> 'object' THEN format('data must be a JSON object, got %s', coalesce(jsonb_typeof(e.data), 'NULL'))
+            WHEN octet_length(e.data::text) > max_payload_bytes THEN format('data is %s bytes, over the limit of %s', octet_length(e.data::text), max_payload_bytes)
+        END AS problem
+        FROM unnest(publish_batch.types, publish_batch.keys, publish_batch.data, publish_batch.ordering_keys, publish_batch.thread_keys)
+            WITH ORDINALITY AS e(type, key, data, ordering_key, thread_key, ord)
+    ) e WHERE e.problem IS NOT NULL ORDER BY e.ord LIMIT 1;
+    IF FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('%sthe event is %s bytes, over the limit of %s', prefix, octet_length(payload::text), max_payload_bytes);
+            MESSAGE = 'outbox: invalid event: ' || CASE WHEN n > 1 THEN format('event %s: ', bad.ord) ELSE '' END || bad.problem;
+    END IF;
+    IF publish_batch.headers IS NOT NULL AND (jsonb_typeof(publish_batch.headers) <> 'object' OR EXISTS (
+        SELECT FROM jsonb_each(publish_batch.headers) h WHERE jsonb_typeof(h.value) <> 'string')) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'outbox: invalid event: headers must be a JSON object of strings';
     END IF;
 
     SELECT a.version, rv.unmatched INTO v, policy
@@ -253,35 +259,58 @@ BEGIN
             MESSAGE = format('outbox: no routes are applied to schema %s', current_schema()),
             HINT = 'Apply the routes of plugins.yaml with outboxd routes apply (outboxd migrate does it too).';
     END IF;
-    SELECT c.routes, c.sinks INTO m_routes, m_sinks
-    FROM route_matches c WHERE c.version = v AND c.event_type = publish.type LIMIT 1;
-    IF NOT FOUND THEN
-        SELECT r.routes, r.sinks INTO m_routes, m_sinks FROM route_match(v, publish.type) r;
-        INSERT INTO route_matches (version, event_type, routes, sinks) VALUES (v, publish.type, m_routes, m_sinks);
-    END IF;
-    IF cardinality(m_routes) = 0 THEN
-        IF policy = 'drop' THEN
-            INSERT INTO events_dropped (event_type) VALUES (publish.type);
-            RETURN;
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = 'no_data_found',
-            MESSAGE = format('outbox: no route matches event type %s', publish.type),
-            HINT = 'Add a route for it to plugins.yaml and apply the routes, or set routes_unmatched: drop.';
-    END IF;
 
-    -- Each target's row: its thread key (the target's template's, else the
-    -- event's), dedup key and ordering key.
-    SELECT array_agg(t.sink ORDER BY t.ord), array_agg(t.dedup_key ORDER BY t.ord), array_agg(t.route ORDER BY t.ord),
-           array_agg(t.thread ORDER BY t.ord),
-           array_agg(t.sink || '/' || coalesce(t.thread, nullif(publish.ordering_key, '')) ORDER BY t.ord)
-    INTO t_sinks, t_keys, t_routes, t_threads, t_orderings
-    FROM (
-        SELECT m.ord, m.sink, m.route, publish.type || '/' || publish.key || '/' || m.route AS dedup_key,
-               coalesce(event_thread_key(rt.thread_key, m.route, publish.type, publish.key, publish.data),
-                        nullif(publish.thread_key, '')) AS thread
-        FROM unnest(m_routes, m_sinks) WITH ORDINALITY AS m(route, sink, ord)
-        JOIN route_targets rt ON rt.version = v AND rt.route = m.route AND rt.sink = m.sink
-    ) t;
+    -- Each event's targets (resolving types not seen before under this
+    -- version) and each target's row: thread key, dedup key, ordering key.
+    WITH events AS (
+        SELECT * FROM unnest(publish_batch.types, publish_batch.keys, publish_batch.data,
+                             publish_batch.ordering_keys, publish_batch.thread_keys)
+            WITH ORDINALITY AS e(type, key, data, ordering_key, thread_key, ord)
+    ), missing AS (
+        INSERT INTO route_matches (version, event_type, routes, sinks)
+        SELECT v, t.type, r.routes, r.sinks
+        FROM (SELECT DISTINCT e.type FROM events e
+              WHERE NOT EXISTS (SELECT FROM route_matches c WHERE c.version = v AND c.event_type = e.type)) t
+        CROSS JOIN LATERAL route_match(v, t.type) r
+        RETURNING route_matches.event_type, route_matches.routes, route_matches.sinks
+    ), matched AS (
+        SELECT e.*, m.routes, m.sinks
+        FROM events e
+        CROSS JOIN LATERAL (
+            SELECT c.routes, c.sinks FROM route_matches c WHERE c.version = v AND c.event_type = e.type
+            UNION ALL
+            SELECT x.routes, x.sinks FROM missing x WHERE x.event_type = e.type
+            LIMIT 1) m
+    ), targets AS (
+        SELECT m.ord, u.n, u.route, u.sink, m.type, m.key, m.data, m.ordering_key,
+               coalesce(event_thread_key(rt.thread_key, u.route, m.type, m.key, m.data), nullif(m.thread_key, '')) AS thread
+        FROM matched m
+        CROSS JOIN LATERAL unnest(m.routes, m.sinks) WITH ORDINALITY AS u(route, sink, n)
+        JOIN route_targets rt ON rt.version = v AND rt.route = u.route AND rt.sink = u.sink
+    ), targets_in_order AS (
+        SELECT * FROM targets ORDER BY ord, n
+    )
+    SELECT array_agg(t.ord), array_agg(t.sink), array_agg(t.type || '/' || t.key || '/' || t.route), array_agg(t.route),
+           array_agg(t.thread), array_agg(t.sink || '/' || coalesce(t.thread, nullif(t.ordering_key, ''))),
+           array_agg(jsonb_build_object('type', t.type, 'key', t.key, 'data', t.data))
+    INTO r_events, r_sinks, r_keys, r_routes, r_threads, r_orders, r_payloads
+    FROM targets_in_order t;
+
+    SELECT min(e.ord) AS ord, count(*) AS events, (array_agg(e.type ORDER BY e.ord))[1] AS type, array_agg(e.type) AS types INTO unmatched
+    FROM unnest(publish_batch.types) WITH ORDINALITY AS e(type, ord)
+    WHERE e.ord <> ALL (coalesce(r_events, '{}'));
+    IF unmatched.events > 0 THEN
+        IF policy = 'error' THEN
+            RAISE EXCEPTION USING ERRCODE = 'no_data_found',
+                MESSAGE = 'outbox: ' || CASE WHEN n > 1 THEN format('event %s: ', unmatched.ord) ELSE '' END
+                    || format('no route matches event type %s', unmatched.type),
+                HINT = 'Add a route for it to plugins.yaml and apply the routes, or set routes_unmatched: drop.';
+        END IF;
+        INSERT INTO events_dropped (event_type) SELECT unnest(unmatched.types);
+    END IF;
+    IF r_events IS NULL THEN
+        RETURN;
+    END IF;
 
     -- Insert, or find the rows that hold the keys. The lookup is a
     -- statement of its own so that, under READ COMMITTED, it sees rows a
@@ -290,10 +319,10 @@ BEGIN
     LOOP
         WITH ins AS (
             INSERT INTO messages AS m (sink, dedup_key, payload, headers, ordering_key, route, thread_key)
-            SELECT t.sink, t.dedup_key, payload, coalesce(publish.headers, '{}'), t.ordering, t.route, t.thread
-            FROM unnest(t_sinks, t_keys, t_orderings, t_routes, t_threads) WITH ORDINALITY
-                AS t(sink, dedup_key, ordering, route, thread, ord)
-            ORDER BY t.ord
+            SELECT r.sink, r.dedup_key, r.payload, coalesce(publish_batch.headers, '{}'), r.ordering, r.route, r.thread
+            FROM unnest(r_sinks, r_keys, r_payloads, r_orders, r_routes, r_threads) WITH ORDINALITY
+                AS r(sink, dedup_key, payload, ordering, route, thread, ord)
+            ORDER BY r.ord
             ON CONFLICT (sink, dedup_key) DO NOTHING
             RETURNING m.sink, m.dedup_key, m.id
         ), notified AS (
@@ -305,19 +334,45 @@ BEGIN
                c_ids || coalesce(array_agg(ins.id), '{}')
         INTO c_sinks, c_keys, c_ids
         FROM ins LEFT JOIN notified ON true;
-        EXIT WHEN cardinality(c_ids) = cardinality(t_sinks) OR NOT EXISTS (
-            SELECT FROM unnest(t_sinks, t_keys) AS t(sink, dedup_key)
-            WHERE NOT EXISTS (SELECT FROM messages m WHERE m.sink = t.sink AND m.dedup_key = t.dedup_key));
+        EXIT WHEN cardinality(c_ids) = cardinality(r_sinks) OR NOT EXISTS (
+            SELECT FROM unnest(r_sinks, r_keys) AS r(sink, dedup_key)
+            WHERE NOT EXISTS (SELECT FROM messages m WHERE m.sink = r.sink AND m.dedup_key = r.dedup_key));
     END LOOP;
+    -- A key repeated within the batch was created by its first event only.
     RETURN QUERY
-        SELECT t.sink,
-               coalesce(c.id, (SELECT m.id FROM messages m WHERE m.sink = t.sink AND m.dedup_key = t.dedup_key)),
-               c.id IS NOT NULL
-        FROM unnest(t_sinks, t_keys) WITH ORDINALITY AS t(sink, dedup_key, ord)
+        SELECT r.event, r.sink,
+               coalesce(c.id, (SELECT m.id FROM messages m WHERE m.sink = r.sink AND m.dedup_key = r.dedup_key)),
+               c.id IS NOT NULL AND r.first
+        FROM (SELECT r.*, row_number() OVER (PARTITION BY r.sink, r.dedup_key ORDER BY r.ord) = 1 AS first
+              FROM unnest(r_events, r_sinks, r_keys) WITH ORDINALITY AS r(event, sink, dedup_key, ord)) r
         LEFT JOIN unnest(c_sinks, c_keys, c_ids) AS c(sink, dedup_key, id)
-            ON c.sink = t.sink AND c.dedup_key = t.dedup_key
-        ORDER BY t.ord;
+            ON c.sink = r.sink AND c.dedup_key = r.dedup_key
+        ORDER BY r.ord;
 END
+$fn$;
+
+-- publish(): publish_batch() for one event, the call a producer makes
+-- inside its transaction in any language:
+--
+--   SELECT * FROM outbox.publish('order.created', 'order-42', '{"id": 42}');
+--   SELECT * FROM outbox.publish(type => 'incident.resolved', key => 'inc-7-resolved',
+--       data => '{"id": 7}', thread_key => 'inc-7');
+--
+-- It answers one row per target: its sink, id, and whether this call
+-- created it.
+CREATE FUNCTION publish(
+    type         text,
+    key          text,
+    data         jsonb,
+    ordering_key text  DEFAULT NULL,
+    thread_key   text  DEFAULT NULL,
+    headers      jsonb DEFAULT NULL
+) RETURNS TABLE (sink text, id bigint, created boolean)
+LANGUAGE sql
+SET search_path FROM CURRENT
+AS $fn$
+    SELECT p.sink, p.id, p.created
+    FROM publish_batch(ARRAY[type], ARRAY[key], ARRAY[data], ARRAY[ordering_key], ARRAY[thread_key], headers) p
 $fn$;
 
 -- apply_routes(): make the routes whose sha256 is digest the ones publish()
