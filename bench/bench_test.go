@@ -111,3 +111,25 @@ func TestQuickBrokers(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickEvents runs the events scenario with small counts, so that it
+// cannot rot unnoticed.
+func TestQuickEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	o, err := parseFlags([]string{"-quick", "-only", "events", "-systems", "outboxd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log, out bytes.Buffer
+	o.log = &log
+	if !runBench(context.Background(), databaseURL(), o, &out) {
+		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
+	}
+	for _, want := range []string{"9 events, 3 target(s), PublishBatch, batches of 100 events (events/s)", "3 target(s): publish ÷ enqueue"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -18,7 +18,7 @@ import (
 
 // testSinks are one sink of each built-in type and a custom one, built
 // with options that need no server (nothing here delivers).
-func testSinks(t *testing.T) []core.SinkConfig {
+func testSinks(t testing.TB) []core.SinkConfig {
 	t.Helper()
 	sl, err := slack.New("ops-slack", map[string]any{"token": "xoxb-test", "channel": "C0OPS", "api_url": "http://127.0.0.1:1/api/"})
 	if err != nil {
@@ -43,7 +43,7 @@ func testSinks(t *testing.T) []core.SinkConfig {
 
 // compile parses and compiles a routes block written as YAML would decode
 // it, failing the test on any problem.
-func compile(t *testing.T, routes map[string]any, unmatched any) *routing.Table {
+func compile(t testing.TB, routes map[string]any, unmatched any) *routing.Table {
 	t.Helper()
 	table, ps := compileProblems(t, routes, unmatched)
 	if len(ps) > 0 {
@@ -52,7 +52,7 @@ func compile(t *testing.T, routes map[string]any, unmatched any) *routing.Table 
 	return table
 }
 
-func compileProblems(t *testing.T, routes map[string]any, unmatched any) (*routing.Table, []routing.Problem) {
+func compileProblems(t testing.TB, routes map[string]any, unmatched any) (*routing.Table, []routing.Problem) {
 	t.Helper()
 	cfg, ps := routing.Parse(routes, unmatched)
 	if len(ps) > 0 {
