@@ -49,12 +49,26 @@ func (t *Table) Wrap(sinks []core.SinkConfig, fallback Fallback) []core.SinkConf
 				rs.targets[id.route] = tg.compiled
 			}
 		}
-		out[i].Sink = rs
-		if keyer, ok := sc.Sink.(core.DestinationKeyer); ok {
-			out[i].Sink = keyedRoutedSink{routedSink: rs, keyer: keyer}
-		}
+		out[i].Sink = rs.withInterfacesOf(sc.Sink)
 	}
 	return out
+}
+
+// withInterfacesOf returns s as a sink that implements the optional
+// interfaces inner does (core.DestinationKeyer, core.BatchSink), so that
+// wrapping changes how rows look, never how the relay treats the sink.
+func (s *routedSink) withInterfacesOf(inner core.Sink) core.Sink {
+	keyer, keyed := inner.(core.DestinationKeyer)
+	batch, batches := inner.(core.BatchSink)
+	switch {
+	case keyed && batches:
+		return keyedBatchRoutedSink{batchRoutedSink{s, batch}, keyer}
+	case keyed:
+		return keyedRoutedSink{s, keyer}
+	case batches:
+		return batchRoutedSink{s, batch}
+	}
+	return s
 }
 
 // routedSink renders published rows for the sink it wraps.
@@ -139,17 +153,22 @@ func (s *routedSink) compiledFor(ctx context.Context, route string) (*compiled, 
 }
 
 // keyedRoutedSink is a routedSink whose inner sink names destinations (for
-// rate_limit.per_key): it names a published row's destination from the
-// rendered payload.
+// rate_limit.per_key).
 type keyedRoutedSink struct {
 	*routedSink
 	keyer core.DestinationKeyer
 }
 
-// DestinationKey renders d (without changing it) and asks the inner sink.
+// DestinationKey names the destination of a published row from its
+// rendered payload.
 func (s keyedRoutedSink) DestinationKey(d *core.Delivery) (string, error) {
+	return s.destinationKey(s.keyer, d)
+}
+
+// destinationKey renders d (without changing it) and asks keyer.
+func (s *routedSink) destinationKey(keyer core.DestinationKeyer, d *core.Delivery) (string, error) {
 	if d.Route == "" {
-		return s.keyer.DestinationKey(d)
+		return keyer.DestinationKey(d)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fallbackTimeout)
 	defer cancel()
@@ -159,7 +178,50 @@ func (s keyedRoutedSink) DestinationKey(d *core.Delivery) (string, error) {
 	}
 	rendered := *d
 	rendered.Payload = payload
-	return s.keyer.DestinationKey(&rendered)
+	return keyer.DestinationKey(&rendered)
+}
+
+// batchRoutedSink is a routedSink whose inner sink takes batches.
+type batchRoutedSink struct {
+	*routedSink
+	batch core.BatchSink
+}
+
+// DeliverBatch renders the batch's published rows and hands the inner sink
+// those that rendered, with the rest; a row that failed to render gets
+// that failure as its outcome.
+func (s batchRoutedSink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
+	errs := make([]error, len(ds))
+	pass := make([]*core.Delivery, 0, len(ds))
+	at := make([]int, 0, len(ds))
+	for i, d := range ds {
+		if d.Route != "" {
+			payload, err := s.render(ctx, d)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			d.Payload = payload
+		}
+		pass, at = append(pass, d), append(at, i)
+	}
+	if len(pass) > 0 {
+		for j, err := range s.batch.DeliverBatch(ctx, pass) {
+			errs[at[j]] = err
+		}
+	}
+	return errs
+}
+
+// keyedBatchRoutedSink is a batchRoutedSink that names destinations too.
+type keyedBatchRoutedSink struct {
+	batchRoutedSink
+	keyer core.DestinationKeyer
+}
+
+// DestinationKey is keyedRoutedSink's.
+func (s keyedBatchRoutedSink) DestinationKey(d *core.Delivery) (string, error) {
+	return s.destinationKey(s.keyer, d)
 }
 
 // TemplateShape is the wrapped sink's.

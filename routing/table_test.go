@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,41 @@ func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
 	}
 	if _, ok := wrapped[1].Sink.(core.DestinationKeyer); ok {
 		t.Error("the wrapped webhook sink claims to name destinations")
+	}
+}
+
+// batchSink records the payloads of the batches it is handed.
+type batchSink struct{ got []string }
+
+func (b *batchSink) Deliver(context.Context, *core.Delivery) error { return errors.New("not in a batch") }
+
+func (b *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error {
+	for _, d := range ds {
+		b.got = append(b.got, string(d.Payload))
+	}
+	return make([]error, len(ds))
+}
+
+// A sink that takes batches keeps taking them wrapped: its published rows
+// rendered, a row that fails to render answered with its failure, the
+// others delivered.
+func TestWrapKeepsBatches(t *testing.T) {
+	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
+		map[string]any{"sink": "custom", "template": map[string]any{"line": "{{.data.n}}"}}}}}, nil)
+	inner := &batchSink{}
+	wrapped, ok := table.Wrap([]core.SinkConfig{{Name: "custom", Sink: inner}}, nil)[0].Sink.(core.BatchSink)
+	if !ok {
+		t.Fatal("the wrapped batch sink does not take batches")
+	}
+	errs := wrapped.DeliverBatch(context.Background(), []*core.Delivery{
+		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"1","data":{"n":1}}`)},
+		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"2","data":{}}`)},
+		{Payload: json.RawMessage(`{"plain":true}`)},
+	})
+	if errs[0] != nil || !core.IsPermanent(errs[1]) || errs[2] != nil {
+		t.Errorf("outcomes %v, want nil, permanent, nil", errs)
+	}
+	if want := []string{`{"line":"1"}`, `{"plain":true}`}; !slices.Equal(inner.got, want) {
+		t.Errorf("the inner sink got %v, want %v", inner.got, want)
 	}
 }
