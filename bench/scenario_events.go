@@ -84,7 +84,7 @@ func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, 
 		configs = append(configs, core.SinkConfig{Name: name, Sink: core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })})
 		to = append(to, name)
 	}
-	cfg, ps := routing.Parse(map[string]any{"bench": map[string]any{"events": []any{"bench.*"}, "to": to}}, nil)
+	cfg, ps := routing.Parse(map[string]any{"bench": map[string]any{"events": []any{"bench.*"}, "to": to}}, "")
 	table, more := routing.Compile(cfg, configs)
 	if ps = append(ps, more...); len(ps) > 0 {
 		return nil, fmt.Errorf("routes: %v", ps)

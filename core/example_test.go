@@ -81,7 +81,7 @@ func ExamplePublish() {
 	cfg, _ := routing.Parse(map[string]any{"orders": map[string]any{
 		"events": []any{"order.*"},
 		"to":     []any{map[string]any{"sink": "greetings", "template": map[string]any{"line": "Order {{.data.id}} {{.data.status}}"}}},
-	}}, nil)
+	}}, "")
 	table, problems := routing.Compile(cfg, sinks)
 	if len(problems) > 0 {
 		panic(fmt.Sprint(problems))

@@ -130,6 +130,7 @@ func (c Config) Effective() (Config, error) {
 		{"PollInterval", c.PollInterval < 0, c.PollInterval},
 		{"Concurrency", c.Concurrency < 0, c.Concurrency},
 		{"SentRetention", c.SentRetention < 0, c.SentRetention},
+		{"ThreadRetention", c.ThreadRetention < 0, c.ThreadRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval < 0, c.MaintenanceInterval},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0, c.ShutdownTimeout},
 	} {

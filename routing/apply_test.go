@@ -73,13 +73,13 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	pool, ob := testdb.New(t)
 	ctx := context.Background()
 	old := compile(t, map[string]any{"orders": map[string]any{"events": []any{"order.*"}, "to": []any{
-		map[string]any{"sink": "custom", "template": map[string]any{"line": "old {{.key}}"}}}}}, nil)
+		map[string]any{"sink": "custom", "template": map[string]any{"line": "old {{.key}}"}}}}}, "")
 	v1 := apply(t, pool, ob, old)
 	if _, err := ob.Publish(ctx, pool, core.Event{Type: "order.created", Key: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	renamed := compile(t, map[string]any{"sales": map[string]any{"events": []any{"order.*"}, "to": []any{
-		map[string]any{"sink": "custom", "template": map[string]any{"line": "new {{.key}}"}}}}}, nil)
+		map[string]any{"sink": "custom", "template": map[string]any{"line": "new {{.key}}"}}}}}, "")
 	v2 := apply(t, pool, ob, renamed)
 	if !v2.Changed || v2.Version <= v1.Version {
 		t.Fatalf("apply of new routes: %+v after %+v", v2, v1)
@@ -122,7 +122,7 @@ func TestThreadKeyTemplateIsEvaluatedWhenPublished(t *testing.T) {
 	ctx := context.Background()
 	apply(t, pool, ob, compile(t, map[string]any{"incidents": map[string]any{"events": []any{"incident.*"}, "to": []any{
 		map[string]any{"sink": "custom", "template": map[string]any{"thread_key": "{{.type}}/{{.data.service.name}}#{{.key}}"}},
-		"partner"}}}, nil))
+		"partner"}}}, ""))
 	if _, err := ob.Publish(ctx, pool, core.Event{Type: "incident.opened", Key: "7", ThreadKey: "inc-7",
 		Data: map[string]any{"service": map[string]any{"name": "db"}}}); err != nil {
 		t.Fatal(err)

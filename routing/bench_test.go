@@ -31,7 +31,7 @@ func BenchmarkRenderBlockKit(b *testing.B) {
 		map[string]any{"sink": "ops-slack", "template": map[string]any{
 			"text":   "{{.data.title}} ({{.data.severity}})",
 			"blocks": blockKitTemplate,
-		}}}}}, nil)
+		}}}}}, "")
 	noop := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
 	sinks := table.Wrap([]core.SinkConfig{{Name: "ops-slack", Sink: noop}}, nil)
 	payload := json.RawMessage(`{"type": "incident.opened", "key": "inc-7", "data": {"title": "Database primary unreachable from eu-west-1",

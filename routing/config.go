@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 )
 
-// What publish() does with an event that no route matches: the value of
+// What publish() does with an event that no route matches: the values of
 // plugins.yaml's routes_unmatched.
 const (
 	// UnmatchedError makes such a publish fail (the default): a typo in an
@@ -17,7 +18,7 @@ const (
 	UnmatchedDrop = "drop"
 )
 
-// Config is the routes of plugins.yaml as written: its routes block and
+// Config is a configuration's routes: plugins.yaml's routes block and its
 // routes_unmatched.
 type Config struct {
 	Routes map[string]Route
@@ -26,208 +27,89 @@ type Config struct {
 }
 
 // Route sends the events whose type matches one of its patterns to every
-// one of its targets.
+// one of its targets. Its keys are declared here, once, for plugins.yaml
+// (see package confschema): cmd's configuration holds a map of them.
 type Route struct {
-	// Events are event types or patterns: "*" stands for one dotted
-	// segment, "**" for any number of them ("order.*", "**").
-	Events []string
-	To     []Target
-	// Sample is the event `outboxd config check` renders the route's
-	// templates with; nil means one generated from the patterns and the
-	// fields the templates use.
-	Sample *Sample
+	Events []string `mapstructure:"events" defaultdoc:"required" doc:"the event types the route sends, or patterns: * stands for one dotted segment, ** for any number (order.*, **)"`
+	To     []Target `mapstructure:"to" defaultdoc:"required" doc:"the route's targets: each a sink name, or a mapping with sink, template and update_root"`
+	Sample *Sample  `mapstructure:"sample" defaultdoc:"generated" doc:"the event config check renders the route's templates with; without one, an event is generated from the patterns and the .data fields the templates read"`
 }
 
 // Target is one destination of a route: a sink, and how the event looks
-// there.
+// there. In plugins.yaml a target may be just the sink's name.
 type Target struct {
-	Sink string
-	// Template maps a field of the sink's payload to a Go text/template
-	// (see docs/events.md for each sink type's fields); nil sends the event
-	// in the sink type's default shape.
-	Template map[string]string
+	Sink string `mapstructure:"sink" defaultdoc:"required" doc:"a configured sink; a route names each sink once, and a target that is only a sink may be written as its name"`
+	// Template maps a field of the sink's payload to a Go text/template;
+	// nil sends the event in the sink type's untemplated form.
+	Template map[string]string `mapstructure:"template" defaultdoc:"the sink type's untemplated form" doc:"a Go template per field of the sink's payload (slack: text, blocks, channel; email: subject, text, html, to; webhook: body; custom sinks: any, or body), and thread_key for any sink; see docs/events.md"`
 	// UpdateRoot (Slack) also edits a thread's first message to show this
 	// event, with chat.update.
-	UpdateRoot bool
+	UpdateRoot bool `mapstructure:"update_root" doc:"for a sink that posts threads (Slack): also edit the thread's first message to show this event"`
 }
 
 // Sample is an example event of a route.
 type Sample struct {
-	Type string
-	Key  string
-	Data map[string]any
+	Type string         `mapstructure:"type" defaultdoc:"required" doc:"the sample's type, which the route's patterns must match"`
+	Key  string         `mapstructure:"key" defaultdoc:"sample" doc:"the sample's key"`
+	Data map[string]any `mapstructure:"data" doc:"the sample's data"`
 }
 
-// Problem is one thing wrong with the routes, at a key of plugins.yaml
-// ("routes.orders.to[0].template.text"), so the caller can point at the
-// file's line.
-type Problem struct {
-	Key     string
-	Message string
-}
-
-func (p Problem) String() string { return p.Key + ": " + p.Message }
-
-// problems collects Problems.
-type problems []Problem
-
-func (ps *problems) add(key, format string, args ...any) {
-	*ps = append(*ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
-}
-
-// Keys of a route and of a target, as plugins.yaml spells them.
+// Keys of a route and of a target, as plugins.yaml spells them in the
+// problems Compile reports.
 const (
 	keyEvents     = "events"
 	keyTo         = "to"
 	keySample     = "sample"
-	keySink       = "sink"
 	keyTemplate   = "template"
 	keyUpdateRoot = "update_root"
+	keySink       = "sink"
 )
 
-// Parse reads the routes block of plugins.yaml (a mapping of route names to
-// routes, as a YAML decoder yields it) and the routes_unmatched value.
-// Every problem is reported, each at its key.
-func Parse(routes any, unmatched any) (Config, []Problem) {
-	var ps problems
-	cfg := Config{Routes: map[string]Route{}}
-	switch u := unmatched.(type) {
-	case nil:
-	case string:
-		if u != "" && u != UnmatchedError && u != UnmatchedDrop {
-			ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, u)
-		}
-		cfg.Unmatched = u
-	default:
-		ps.add("routes_unmatched", "want %q or %q, got %T", UnmatchedError, UnmatchedDrop, unmatched)
-	}
-	if routes == nil {
-		return cfg, ps
-	}
-	m, ok := routes.(map[string]any)
-	if !ok {
-		ps.add("routes", "want a mapping of route names to routes, got %T", routes)
-		return cfg, ps
-	}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if r, ok := parseRoute("routes."+name, m[name], &ps); ok {
-			cfg.Routes[name] = r
-		}
-	}
-	return cfg, ps
-}
-
-func parseRoute(at string, raw any, ps *problems) (Route, bool) {
-	var r Route
-	m, ok := raw.(map[string]any)
-	if !ok {
-		ps.add(at, "want a mapping with events and to, got %T", raw)
-		return r, false
-	}
-	unknownKeys(at, m, ps, keyEvents, keyTo, keySample)
-	r.Events = stringList(at+"."+keyEvents, m[keyEvents], ps)
-	switch to := m[keyTo].(type) {
-	case nil:
-	case []any:
-		for i, t := range to {
-			if target, ok := parseTarget(fmt.Sprintf("%s.%s[%d]", at, keyTo, i), t, ps); ok {
-				r.To = append(r.To, target)
-			}
-		}
-	default:
-		ps.add(at+"."+keyTo, "want a list of sink names or {sink, template} mappings, got %T", to)
-	}
-	if raw, ok := m[keySample]; ok {
-		r.Sample = parseSample(at+"."+keySample, raw, ps)
-	}
-	return r, true
-}
-
-func parseTarget(at string, raw any, ps *problems) (Target, bool) {
-	switch t := raw.(type) {
-	case string:
-		return Target{Sink: t}, true
-	case map[string]any:
-		unknownKeys(at, t, ps, keySink, keyTemplate, keyUpdateRoot)
-		target := Target{}
-		target.Sink, _ = t[keySink].(string)
-		if target.Sink == "" {
-			ps.add(at+"."+keySink, "is required: the name of a configured sink")
-		}
-		switch u := t[keyUpdateRoot].(type) {
-		case nil:
-		case bool:
-			target.UpdateRoot = u
-		default:
-			ps.add(at+"."+keyUpdateRoot, "want true or false, got %T", u)
-		}
-		switch tmpl := t[keyTemplate].(type) {
-		case nil:
-		case map[string]any:
-			target.Template = map[string]string{}
-			for field, text := range tmpl {
-				s, ok := text.(string)
-				if !ok {
-					ps.add(at+"."+keyTemplate+"."+field, "want a template (a string), got %T", text)
-					continue
-				}
-				target.Template[field] = s
-			}
-		default:
-			ps.add(at+"."+keyTemplate, "want a mapping of payload fields to templates, got %T", tmpl)
-		}
-		return target, true
-	}
-	ps.add(at, "want a sink name or a {sink, template} mapping, got %T", raw)
-	return Target{}, false
-}
-
-func parseSample(at string, raw any, ps *problems) *Sample {
-	m, ok := raw.(map[string]any)
-	if !ok {
-		ps.add(at, "want a mapping with type, key and data, got %T", raw)
-		return nil
-	}
-	unknownKeys(at, m, ps, "type", "key", "data")
-	s := &Sample{}
-	s.Type, _ = m["type"].(string)
-	s.Key, _ = m["key"].(string)
-	switch d := m["data"].(type) {
-	case nil:
-	case map[string]any:
-		s.Data = d
-	default:
-		ps.add(at+".data", "want a mapping, got %T", d)
-	}
-	return s
-}
-
-// stringList reads a list of strings.
-func stringList(at string, raw any, ps *problems) []string {
-	list, ok := raw.([]any)
-	if !ok {
-		if raw != nil {
-			ps.add(at, "want a list, got %T", raw)
-		}
-		return nil
-	}
-	out := make([]string, 0, len(list))
-	for i, v := range list {
-		s, ok := v.(string)
+// ExpandTargets rewrites the targets of a routes block as a YAML decoder
+// yields it (a mapping of route names to routes) that are given as a bare
+// sink name into the mapping they stand for, {sink: name}, so that the
+// block decodes into Routes. It changes routes in place.
+func ExpandTargets(routes map[string]any) {
+	for _, r := range routes {
+		route, ok := r.(map[string]any)
 		if !ok {
-			ps.add(fmt.Sprintf("%s[%d]", at, i), "want a string, got %T", v)
 			continue
 		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// unknownKeys reports the keys of m that are not among known.
-func unknownKeys(at string, m map[string]any, ps *problems, known ...string) {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(known, k) {
-			ps.add(at+"."+k, "unknown key (want one of %s)", strings.Join(known, ", "))
+		to, ok := route[keyTo].([]any)
+		if !ok {
+			continue
+		}
+		for i, t := range to {
+			if name, ok := t.(string); ok {
+				to[i] = map[string]any{keySink: name}
+			}
 		}
 	}
+}
+
+// Parse decodes a routes block as a YAML decoder yields it (a mapping of
+// route names to routes, targets possibly given as bare sink names), for
+// programs that configure routes without plugins.yaml. Every problem is
+// reported, each at its key (routes.orders.to[0].sink).
+func Parse(routes map[string]any, unmatched string) (Config, []confschema.Problem) {
+	ExpandTargets(routes)
+	tree := map[string]any{"routes": routes}
+	var decl struct {
+		Routes map[string]Route `mapstructure:"routes"`
+	}
+	problems := confschema.Unknown(tree, &decl)
+	problems = append(problems, confschema.Decode(tree, &decl, true)...)
+	return Config{Routes: decl.Routes, Unmatched: unmatched}, problems
+}
+
+// problems collects the problems Compile finds.
+type problems []confschema.Problem
+
+func (ps *problems) add(key, format string, args ...any) {
+	*ps = append(*ps, confschema.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// sortedRoutes returns the route names of cfg, sorted.
+func sortedRoutes(cfg Config) []string {
+	return slices.Sorted(maps.Keys(cfg.Routes))
 }

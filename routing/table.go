@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
 )
 
@@ -50,17 +50,21 @@ type target struct {
 // the route's patterns and the fields its templates read), so that a typo
 // fails at load, not at delivery. It returns every problem found, each at
 // its plugins.yaml key and naming route, sink and the template's line.
-func Compile(cfg Config, sinks []core.SinkConfig) (*Table, []Problem) {
+func Compile(cfg Config, sinks []core.SinkConfig) (*Table, []confschema.Problem) {
 	t := &Table{unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
-	if t.unmatched == "" {
+	var ps problems
+	switch t.unmatched {
+	case "":
 		t.unmatched = UnmatchedError
+	case UnmatchedError, UnmatchedDrop:
+	default:
+		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
 	}
 	shapes := make(map[string]Shape, len(sinks))
 	for _, s := range sinks {
 		shapes[s.Name] = shapeOf(s.Sink)
 	}
-	var ps problems
-	for _, name := range slices.Sorted(maps.Keys(cfg.Routes)) {
+	for _, name := range sortedRoutes(cfg) {
 		if r := compileRoute(name, cfg.Routes[name], shapes, &ps); r != nil {
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
@@ -115,7 +119,7 @@ func compileRoute(name string, cfg Route, shapes map[string]Shape, ps *problems)
 func compileTarget(at, routeName string, position int, tc Target, shapes map[string]Shape, earlier []*target, ps *problems) *target {
 	shape, known := shapes[tc.Sink]
 	if !known {
-		ps.add(at, "route %s: no sink named %q is configured", routeName, tc.Sink)
+		ps.add(at+"."+keySink, "route %s: no sink named %q is configured", routeName, tc.Sink)
 		return nil
 	}
 	if slices.ContainsFunc(earlier, func(e *target) bool { return e.sink == tc.Sink }) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/email"
@@ -44,7 +45,7 @@ func testSinks(t testing.TB) []core.SinkConfig {
 
 // compile parses and compiles a routes block written as YAML would decode
 // it, failing the test on any problem.
-func compile(t testing.TB, routes map[string]any, unmatched any) *routing.Table {
+func compile(t testing.TB, routes map[string]any, unmatched string) *routing.Table {
 	t.Helper()
 	table, ps := compileProblems(t, routes, unmatched)
 	if len(ps) > 0 {
@@ -53,7 +54,7 @@ func compile(t testing.TB, routes map[string]any, unmatched any) *routing.Table 
 	return table
 }
 
-func compileProblems(t testing.TB, routes map[string]any, unmatched any) (*routing.Table, []routing.Problem) {
+func compileProblems(t testing.TB, routes map[string]any, unmatched string) (*routing.Table, []confschema.Problem) {
 	t.Helper()
 	cfg, ps := routing.Parse(routes, unmatched)
 	if len(ps) > 0 {
@@ -87,7 +88,7 @@ func TestMatchFollowsPatterns(t *testing.T) {
 		"all":  map[string]any{"events": []any{"**"}, "to": []any{"custom"}, "sample": map[string]any{"type": "x"}},
 		"mid":  map[string]any{"events": []any{"a.*.c", "exact.type"}, "to": []any{"partner"}},
 		"deep": map[string]any{"events": []any{"a.**.c"}, "to": []any{"custom"}},
-	}, nil)
+	}, "")
 	for typ, want := range map[string]string{
 		"order.created":    "custom custom partner", // all, any, one: by route name
 		"order":            "custom custom",
@@ -114,7 +115,7 @@ func TestCompileReportsEveryProblemAtItsKey(t *testing.T) {
 		want   string
 	}{
 		{"unknown sink", map[string]any{"r": map[string]any{"events": []any{"a"}, "to": []any{"nope"}}},
-			"routes.r.to[0]", `no sink named "nope"`},
+			"routes.r.to[0].sink", `no sink named "nope"`},
 		{"sink twice", map[string]any{"r": map[string]any{"events": []any{"a"}, "to": []any{"partner", "partner"}}},
 			"routes.r.to[1]", "targets sink partner twice"},
 		{"bad pattern", map[string]any{"r": map[string]any{"events": []any{"a.b c"}, "to": []any{"partner"}}},
@@ -158,13 +159,13 @@ func TestCompileReportsEveryProblemAtItsKey(t *testing.T) {
 		{"unmatched", nil, "routes_unmatched", `want "error" or "drop", got "ignore"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var unmatched any
+			var unmatched string
 			if c.key == "routes_unmatched" {
 				unmatched = "ignore"
 			}
 			_, ps := compileProblems(t, c.routes, unmatched)
 			for _, p := range ps {
-				if p.Key == c.key && strings.Contains(p.Message, c.want) {
+				if p.Key == c.key && strings.Contains(p.String(), c.want) {
 					return
 				}
 			}
@@ -182,7 +183,7 @@ func TestGeneratedSampleSatisfiesTheTemplates(t *testing.T) {
 			"blocks":     `[{"type": "section", "text": {"type": "mrkdwn", "text": {{json .data.service.summary}}}}{{with .data.links}}, {{json $.data.owner}}{{end}}]`,
 			"thread_key": "incident-{{.data.id}}",
 		}},
-	}}}, nil)
+	}}}, "")
 }
 
 func render(t *testing.T, table *routing.Table, sink string, ev routing.Event) (json.RawMessage, error) {
@@ -204,7 +205,7 @@ func render(t *testing.T, table *routing.Table, sink string, ev routing.Event) (
 }
 
 func TestRenderGivesEachSinkItsOwnPayload(t *testing.T) {
-	table := compile(t, orders(), nil)
+	table := compile(t, orders(), "")
 	ev := routing.Event{Type: "order.created", Key: "order-42", CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 500, time.UTC),
 		Data: json.RawMessage(`{"id": 42, "total": 12.50, "currency": "EUR", "customer": "<Ann & Bob>"}`)}
 	for sink, want := range map[string]string{
@@ -227,7 +228,7 @@ func TestFunctions(t *testing.T) {
 			"truncate": `{{truncate 5 .data.name}}|{{truncate 20 .data.name}}`,
 			"time":     `{{time "2006-01-02 15:04" .created_at}} {{time "15:04:05" .data.at}}`,
 			"slack":    `{{slackEscape .data.name}}`,
-		}}}, "sample": map[string]any{"type": "x", "data": map[string]any{"name": "<Ann> & Bob", "empty": "", "at": "2026-01-02T03:04:05+01:00"}}}}, nil)
+		}}}, "sample": map[string]any{"type": "x", "data": map[string]any{"name": "<Ann> & Bob", "empty": "", "at": "2026-01-02T03:04:05+01:00"}}}}, "")
 	got, err := render(t, table, "custom", routing.Event{Type: "x", Key: "k", CreatedAt: time.Date(2026, 11, 30, 12, 7, 0, 0, time.UTC),
 		Data: json.RawMessage(`{"name": "<Ann> & Bob", "empty": "", "at": "2026-01-02T03:04:05+01:00"}`)})
 	if err != nil {
@@ -253,7 +254,7 @@ func TestFunctions(t *testing.T) {
 // A template that fails at delivery (a key this event lacks) is permanent:
 // the row is dead-lettered with the template's message.
 func TestRenderFailureAtDeliveryIsPermanent(t *testing.T) {
-	table := compile(t, orders(), nil)
+	table := compile(t, orders(), "")
 	_, err := render(t, table, "ops-slack", routing.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{"id": 1}`)})
 	if !core.IsPermanent(err) || !strings.Contains(err.Error(), `route orders, sink ops-slack: template: text:1:`) ||
 		!strings.Contains(err.Error(), `map has no entry for key "total"`) {
@@ -264,7 +265,7 @@ func TestRenderFailureAtDeliveryIsPermanent(t *testing.T) {
 // A row of a route the relay does not know is rendered with the template
 // the fallback finds; without one it is dead-lettered.
 func TestUnknownRouteUsesTheFallback(t *testing.T) {
-	table := compile(t, orders(), nil)
+	table := compile(t, orders(), "")
 	raw := json.RawMessage(`{"type": "user.created", "key": "u1", "data": {"name": "Ann"}}`)
 	deliver := func(fb routing.Fallback) (string, error) {
 		var got string
@@ -302,7 +303,7 @@ func (f fallbackFunc) Target(_ context.Context, route, sink string) (map[string]
 // rendered payload.
 func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
 	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
-		map[string]any{"sink": "ops-slack", "template": map[string]any{"text": "x", "channel": "#{{.data.team}}"}}}}}, nil)
+		map[string]any{"sink": "ops-slack", "template": map[string]any{"text": "x", "channel": "#{{.data.team}}"}}}}}, "")
 	wrapped := table.Wrap(testSinks(t), nil)
 	if rl := wrapped[0].RateLimit; rl == nil || rl.Rate != slack.DefaultRate {
 		t.Errorf("rate limit %+v, want Slack's default", rl)
@@ -326,7 +327,9 @@ func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
 // batchSink records the payloads of the batches it is handed.
 type batchSink struct{ got []string }
 
-func (b *batchSink) Deliver(context.Context, *core.Delivery) error { return errors.New("not in a batch") }
+func (b *batchSink) Deliver(context.Context, *core.Delivery) error {
+	return errors.New("not in a batch")
+}
 
 func (b *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error {
 	for _, d := range ds {
@@ -340,7 +343,7 @@ func (b *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error
 // others delivered.
 func TestWrapKeepsBatches(t *testing.T) {
 	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
-		map[string]any{"sink": "custom", "template": map[string]any{"line": "{{.data.n}}"}}}}}, nil)
+		map[string]any{"sink": "custom", "template": map[string]any{"line": "{{.data.n}}"}}}}}, "")
 	inner := &batchSink{}
 	wrapped, ok := table.Wrap([]core.SinkConfig{{Name: "custom", Sink: inner}}, nil)[0].Sink.(core.BatchSink)
 	if !ok {

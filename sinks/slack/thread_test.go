@@ -45,7 +45,7 @@ func incidentRoutes() map[string]any {
 func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner core.Sink) core.SinkConfig {
 	t.Helper()
 	sinks := []core.SinkConfig{{Name: testSinkName, Sink: inner}}
-	cfg, ps := routing.Parse(incidentRoutes(), nil)
+	cfg, ps := routing.Parse(incidentRoutes(), "")
 	table, more := routing.Compile(cfg, sinks)
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
@@ -154,7 +154,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	sl := newSink(t, tokenOptions(fake, nil))
 	sinks := []core.SinkConfig{{Name: testSinkName, Sink: sl, RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
 	cfg, ps := routing.Parse(map[string]any{"alerts": map[string]any{"events": []any{"alert.*"}, "to": []any{
-		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, nil)
+		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, "")
 	table, more := routing.Compile(cfg, sinks)
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
