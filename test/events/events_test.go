@@ -1,0 +1,414 @@
+// Package events_test runs events and routes end to end, as a deployment
+// does: `outboxd migrate` applies plugins.yaml's routes, `outboxd serve`
+// relays, and events are published through the CLI, the HTTP API and SQL
+// (psql), to the fake Slack, a webhook receiver that checks signatures
+// with the Standard Webhooks library, and Mailpit.
+package events_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/outboxd/outboxd/internal/mailpit"
+	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/sinks/email"
+	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
+)
+
+// binary is the outboxd binary, built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) { proc.MainWithBinary(m, &binary) }
+
+// deliveryTimeout bounds waits for deliveries that must happen.
+const deliveryTimeout = 30 * time.Second
+
+// webhookSecret signs the partner webhook's deliveries.
+var webhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("outboxd-events-signing-key-bytes"))
+
+// opsChannel is the Slack channel the routes post to.
+const opsChannel = "C0OPSCHAN1"
+
+// mailDomain is the domain of the finance sink's sender, hence of its
+// Message-IDs.
+const mailDomain = "example.com"
+
+// deployment is one test's outbox schema, configuration and destinations.
+type deployment struct {
+	t       *testing.T
+	schema  string
+	config  string
+	slack   *fakeslack.Server
+	partner *verifyingReceiver
+	mail    *mailpit.Server
+	server  *proc.Server
+}
+
+// deploy writes a configuration with the ops-slack, partner and finance
+// sinks and the routes block routes (YAML indented by two spaces), in a
+// fresh schema dropped when the test ends.
+func deploy(t *testing.T, routes string) *deployment {
+	t.Helper()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	d := &deployment{t: t, schema: "events_" + hex.EncodeToString(suffix), slack: fakeslack.New(), partner: newVerifyingReceiver(t), mail: mailpit.Start(t)}
+	t.Cleanup(d.slack.Close)
+	pool := testdb.Pool(t, 1)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+d.schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", d.schema, err)
+		}
+	})
+	cfg := fmt.Sprintf(`database: {url: %q, schema: %s}
+relay: {poll_interval: 100ms}
+http: {listen: 127.0.0.1:0}
+sinks:
+  ops-slack:
+    type: slack
+    options: {token: %q, api_url: %q, channel: %s}
+  partner:
+    type: webhook
+    options: {url: %q, secret: %q, allow_private: true}
+  finance:
+    type: email
+    max_attempts: 3
+    options: {smtp: %q, tls: none, from: "outbox@%s", to: [finance@example.com]}
+routes:
+%s`, testdb.URL(), d.schema, fakeslack.Token, d.slack.APIURL(), opsChannel, d.partner.URL, webhookSecret, d.mail.SMTP, mailDomain, routes)
+	d.config = filepath.Join(t.TempDir(), "plugins.yaml")
+	if err := os.WriteFile(d.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// outboxd runs the binary to completion.
+func (d *deployment) outboxd(stdin io.Reader, args ...string) proc.Result {
+	d.t.Helper()
+	r, err := proc.Run(context.Background(), binary, proc.Environ(), stdin, append([]string{"--config", d.config}, args...)...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return r
+}
+
+// mustOutboxd runs the binary and fails the test unless it exits 0.
+func (d *deployment) mustOutboxd(args ...string) string {
+	d.t.Helper()
+	r := d.outboxd(nil, args...)
+	if r.Code != 0 {
+		d.t.Fatalf("outboxd %v exited %d\nstdout: %s\nstderr: %s", args, r.Code, r.Stdout, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// serve starts `outboxd serve`, stopped with SIGTERM when the test ends.
+func (d *deployment) serve() {
+	d.t.Helper()
+	d.server = proc.Serve(d.t, binary, d.config, proc.Environ())
+	d.t.Cleanup(func() {
+		if err := d.server.Stop(); err != nil {
+			d.t.Errorf("outboxd serve did not stop cleanly: %v\n%s", err, d.server.Logs())
+		}
+	})
+}
+
+// psql runs script through psql against the test database.
+func (d *deployment) psql(script string) string {
+	d.t.Helper()
+	cmd := exec.Command(proc.RequireTool(d.t, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", testdb.URL())
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		d.t.Fatalf("psql: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// postEvent posts an event to the HTTP API and returns the status and the
+// decoded answer.
+func (d *deployment) postEvent(body string) (int, []published) {
+	d.t.Helper()
+	resp, err := http.Post("http://"+d.server.Addr()+"/v1/events", "application/json", strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct{ Messages []published }
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		d.t.Fatalf("POST /v1/events answered %s: %v", resp.Status, err)
+	}
+	return resp.StatusCode, answer.Messages
+}
+
+// published is one row of a POST /v1/events answer.
+type published struct {
+	Sink    string `json:"sink"`
+	ID      int64  `json:"id"`
+	Created bool   `json:"created"`
+}
+
+// verifyingReceiver is a webhook endpoint that accepts only deliveries
+// whose signature the Standard Webhooks library verifies, and records
+// them by webhook-id.
+type verifyingReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	got      map[string][]string // bodies by webhook-id
+	rejected int
+}
+
+func newVerifyingReceiver(t *testing.T) *verifyingReceiver {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(webhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &verifyingReceiver{got: map[string][]string{}}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := wh.Verify(body, req.Header); err != nil {
+			r.rejected++
+			http.Error(w, "invalid signature", http.StatusUnauthorized)
+			return
+		}
+		id := req.Header.Get("webhook-id")
+		r.got[id] = append(r.got[id], string(body))
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// bodies returns the verified deliveries of id.
+func (r *verifyingReceiver) bodies(id string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[id]
+}
+
+// ids counts the distinct webhook-ids received.
+func (r *verifyingReceiver) ids() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// orderRoutes is the issue's example: order events to Slack as a rendered
+// line, to the partner as the signed Standard Webhooks envelope, to
+// finance as a mail with a rendered subject.
+const orderRoutes = `  orders:
+    events: [order.*]
+    to:
+      - sink: ops-slack
+        template: {text: "New order {{.data.id}}: {{.data.total}} {{.data.currency}}"}
+      - partner
+      - sink: finance
+        template: {subject: "Order {{.data.id}} ({{.data.total}} {{.data.currency}})", text: "Order {{.data.id}} was placed."}
+`
+
+// orderData is order n's data.
+func orderData(n int) string {
+	return fmt.Sprintf(`{"id": %d, "total": "12.50", "currency": "EUR"}`, n)
+}
+
+// awaitOrder waits until order n reached Slack, the partner and finance,
+// and returns its Slack post, its webhook body and its mail.
+func (d *deployment) awaitOrder(n int) (fakeslack.Message, string, mailpit.Message) {
+	d.t.Helper()
+	dedupKey := fmt.Sprintf("order.created/order-%d/orders", n)
+	text := fmt.Sprintf("New order %d: 12.50 EUR", n)
+	var post fakeslack.Message
+	testrelay.WaitFor(d.t, deliveryTimeout, "order on Slack", func() bool {
+		for _, p := range d.slack.Posts() {
+			if p.Text == text {
+				post = p
+				return true
+			}
+		}
+		return false
+	})
+	testrelay.WaitFor(d.t, deliveryTimeout, "order at the partner", func() bool { return len(d.partner.bodies(dedupKey)) > 0 })
+	mail := d.mail.WaitMessages(d.t, strings.Trim(email.MessageID("finance", dedupKey, mailDomain), "<>"), 1, deliveryTimeout)
+	return post, d.partner.bodies(dedupKey)[0], mail[0]
+}
+
+// One publish of order.created reaches Slack as the rendered text, the
+// partner as the signed Standard Webhooks envelope and finance as a mail
+// with the rendered subject. Publishing it again, through the CLI or the
+// HTTP API, creates nothing; a psql transaction that publishes and rolls
+// back delivers nothing.
+func TestOrderCreatedReachesSlackWebhookAndEmailOnce(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, orderRoutes)
+	if out := d.mustOutboxd("migrate"); !strings.Contains(out, "routes applied: version") {
+		t.Fatalf("migrate did not apply the routes:\n%s", out)
+	}
+	d.serve()
+
+	out := d.mustOutboxd("publish", "--type", "order.created", "--key", "order-42", "--data", orderData(42))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "created ops-slack ") || !strings.HasPrefix(lines[1], "created partner ") || !strings.HasPrefix(lines[2], "created finance ") {
+		t.Fatalf("publish printed %q, want a created line per target", out)
+	}
+	post, body, mail := d.awaitOrder(42)
+	if post.Channel != opsChannel {
+		t.Errorf("posted to %s, want %s", post.Channel, opsChannel)
+	}
+	var envelope struct {
+		Type      string          `json:"type"`
+		Timestamp time.Time       `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &envelope); err != nil || envelope.Type != "order.created" ||
+		time.Since(envelope.Timestamp) > time.Minute || !sameJSON(envelope.Data, orderData(42)) {
+		t.Errorf("webhook body %s (%v), want the Standard Webhooks envelope of the event", body, err)
+	}
+	if mail.Subject != "Order 42 (12.50 EUR)" || !strings.Contains(mail.Text, "Order 42 was placed.") {
+		t.Errorf("mail %q / %q, want the rendered subject and text", mail.Subject, mail.Text)
+	}
+
+	again := d.mustOutboxd("publish", "--type", "order.created", "--key", "order-42", "--data", orderData(42))
+	if want := strings.ReplaceAll(out, "created", "duplicate"); again != want {
+		t.Errorf("publishing again printed %q, want %q", again, want)
+	}
+	status, rows := d.postEvent(`{"type": "order.created", "key": "order-42", "data": ` + orderData(42) + `}`)
+	if status != http.StatusOK || len(rows) != 3 || rows[0].Created || rows[1].Sink != "partner" {
+		t.Errorf("POST /v1/events of the same event: %d %+v, want 200 and three existing rows", status, rows)
+	}
+
+	d.psql(fmt.Sprintf(`BEGIN;
+SELECT * FROM %s.publish('order.created', 'order-43', '%s');
+ROLLBACK;`, d.schema, orderData(43)))
+	// Published after the rolled-back one: once it is delivered
+	// everywhere, the other would have been too.
+	status, rows = d.postEvent(`{"type": "order.created", "key": "order-44", "data": ` + orderData(44) + `}`)
+	if status != http.StatusCreated || len(rows) != 3 || !rows[2].Created {
+		t.Fatalf("POST /v1/events: %d %+v, want 201 and three new rows", status, rows)
+	}
+	d.awaitOrder(44)
+	if n, ids, mails := len(d.slack.Posts()), d.partner.ids(), len(d.mail.All(t)); n != 2 || ids != 2 || mails != 2 {
+		t.Errorf("Slack posts %d, webhook ids %d, mails %d: want 2 of each (orders 42 and 44, nothing twice, nothing rolled back)", n, ids, mails)
+	}
+	if d.partner.rejected > 0 {
+		t.Errorf("%d webhook deliveries failed signature verification", d.partner.rejected)
+	}
+}
+
+// sameJSON reports whether a and b hold the same JSON value.
+func sameJSON(a json.RawMessage, b string) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// incidentRoutes threads incident events in Slack; a resolution also
+// edits the thread's first message.
+const incidentRoutes = `  incidents:
+    events: [incident.opened, incident.updated]
+    to:
+      - sink: ops-slack
+        template: {text: "{{.data.title}}: {{.data.status}}"}
+  resolutions:
+    events: [incident.resolved]
+    to:
+      - sink: ops-slack
+        update_root: true
+        template: {text: "{{.data.title}}: resolved"}
+`
+
+// Events of one thread_key, published through the CLI, the HTTP API and
+// SQL, become one Slack conversation: the first a message, the others
+// replies carrying its ts as thread_ts, the first edited when resolved.
+func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
+	t.Parallel()
+	d := deploy(t, incidentRoutes)
+	d.mustOutboxd("migrate")
+	d.serve()
+	d.mustOutboxd("publish", "--type", "incident.opened", "--key", "inc-7-opened", "--thread-key", "inc-7",
+		"--data", `{"title": "DB down", "status": "investigating"}`)
+	if status, _ := d.postEvent(`{"type": "incident.updated", "key": "inc-7-update", "thread_key": "inc-7", "data": {"title": "DB down", "status": "failing over"}}`); status != http.StatusCreated {
+		t.Fatalf("POST /v1/events answered %d", status)
+	}
+	d.psql(fmt.Sprintf(`SELECT * FROM %s.publish('incident.resolved', 'inc-7-resolved', '{"title": "DB down"}', thread_key => 'inc-7');`, d.schema))
+	posts := d.slack.WaitPosts(3, deliveryTimeout)
+	testrelay.WaitFor(t, deliveryTimeout, "the first message edited", func() bool { return d.slack.Posts()[0].Updates == 1 })
+	posts = d.slack.Posts()
+	if len(posts) != 3 {
+		t.Fatalf("%d posts, want 3", len(posts))
+	}
+	root := posts[0]
+	if root.ThreadTS != "" || root.Text != "DB down: resolved" {
+		t.Errorf("first message %+v, want a top-level message edited to the resolution", root)
+	}
+	for i, want := range []string{"DB down: failing over", "DB down: resolved"} {
+		if reply := posts[i+1]; reply.ThreadTS != root.TS || reply.Text != want {
+			t.Errorf("reply %d: %q in thread %q, want %q in %q", i, reply.Text, reply.ThreadTS, want, root.TS)
+		}
+	}
+}
+
+// A template mistake fails at load, naming key, route, sink and line; a
+// template that fails for one event at delivery dead-letters that row with
+// the template's message and delivers the others.
+func TestTemplateErrorsAtLoadAndAtDelivery(t *testing.T) {
+	t.Parallel()
+	typo := deploy(t, `  orders:
+    events: [order.*]
+    to:
+      - sink: ops-slack
+        template:
+          text: |
+            New order {{.data.id}}
+            {{jsn .data}}
+`)
+	for _, args := range [][]string{{"config", "check"}, {"migrate"}, {"routes", "apply"}} {
+		r := typo.outboxd(nil, args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "routes.orders.to[0].template.text") ||
+			!strings.Contains(r.Stderr, `route orders, sink ops-slack: template: text:2: function "jsn" not defined`) {
+			t.Errorf("outboxd %v: exit %d, stderr:\n%s\nwant exit 2 naming the key, route, sink and line", args, r.Code, r.Stderr)
+		}
+	}
+
+	d := deploy(t, orderRoutes)
+	d.mustOutboxd("migrate")
+	d.serve()
+	// No total: Slack's and finance's templates cannot render it; the
+	// partner's envelope needs none.
+	d.mustOutboxd("publish", "--type", "order.created", "--key", "order-1", "--data", `{"id": 1}`)
+	d.mustOutboxd("publish", "--type", "order.created", "--key", "order-2", "--data", orderData(2))
+	d.awaitOrder(2)
+	testrelay.WaitFor(t, deliveryTimeout, "order-1 delivered to the partner", func() bool { return len(d.partner.bodies("order.created/order-1/orders")) == 1 })
+	pool := testdb.Pool(t, 1)
+	testrelay.WaitFor(t, deliveryTimeout, "order-1's Slack and mail rows dead", func() bool {
+		var dead int
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+d.schema+".messages WHERE dedup_key = 'order.created/order-1/orders' AND status = 'dead' AND attempts = 1").Scan(&dead)
+		return err == nil && dead == 2
+	})
+	out := d.mustOutboxd("dlq", "list")
+	if !strings.Contains(out, `route orders, sink ops-slack: template: text:1:`) || !strings.Contains(out, `map has no entry for key \"total\"`) &&
+		!strings.Contains(out, `map has no entry for key "total"`) {
+		t.Errorf("dlq list does not show the template's message:\n%s", out)
+	}
+}
