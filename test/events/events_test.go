@@ -1,5 +1,5 @@
-// Package events_test runs events and routes end to end, as a deployment
-// does: `outboxd migrate` applies plugins.yaml's routes, `outboxd serve`
+// Package events_test runs examples/events/plugins.yaml end to end, as a
+// deployment does: `outboxd migrate` applies its routes, `outboxd serve`
 // relays, and events are published through the CLI, the HTTP API and SQL
 // (psql), to the fake Slack, a webhook receiver that checks signatures
 // with the Standard Webhooks library, and Mailpit.
@@ -52,25 +52,31 @@ const opsChannel = "C0OPSCHAN1"
 // Message-IDs.
 const mailDomain = "example.com"
 
+// exampleConfig is the configuration these tests run, from this
+// package's directory.
+const exampleConfig = "../../examples/events/plugins.yaml"
+
 // deployment is one test's outbox schema, configuration and destinations.
 type deployment struct {
 	t       *testing.T
-	schema  string
 	config  string
+	env     []string
+	schema  string
 	slack   *fakeslack.Server
 	partner *verifyingReceiver
 	mail    *mailpit.Server
 	server  *proc.Server
 }
 
-// deploy writes a configuration with the ops-slack, partner and finance
-// sinks and the routes block routes (YAML indented by two spaces), in a
-// fresh schema dropped when the test ends.
-func deploy(t *testing.T, routes string) *deployment {
+// deploy runs the example's configuration in a fresh schema (dropped when
+// the test ends), its variables pointing at a fake Slack, a verifying
+// webhook receiver and a Mailpit of the test's own.
+func deploy(t *testing.T) *deployment {
 	t.Helper()
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
-	d := &deployment{t: t, schema: "events_" + hex.EncodeToString(suffix), slack: fakeslack.New(), partner: newVerifyingReceiver(t), mail: mailpit.Start(t)}
+	d := &deployment{t: t, config: exampleConfig, schema: "events_" + hex.EncodeToString(suffix),
+		slack: fakeslack.New(), partner: newVerifyingReceiver(t), mail: mailpit.Start(t)}
 	t.Cleanup(d.slack.Close)
 	pool := testdb.Pool(t, 1)
 	t.Cleanup(func() {
@@ -80,33 +86,27 @@ func deploy(t *testing.T, routes string) *deployment {
 			t.Errorf("drop schema %s: %v", d.schema, err)
 		}
 	})
-	cfg := fmt.Sprintf(`database: {url: %q, schema: %s}
-relay: {poll_interval: 100ms}
-http: {listen: 127.0.0.1:0}
-sinks:
-  ops-slack:
-    type: slack
-    options: {token: %q, api_url: %q, channel: %s}
-  partner:
-    type: webhook
-    options: {url: %q, secret: %q, allow_private: true}
-  finance:
-    type: email
-    max_attempts: 3
-    options: {smtp: %q, tls: none, from: "outbox@%s", to: [finance@example.com]}
-routes:
-%s`, testdb.URL(), d.schema, fakeslack.Token, d.slack.APIURL(), opsChannel, d.partner.URL, webhookSecret, d.mail.SMTP, mailDomain, routes)
-	d.config = filepath.Join(t.TempDir(), "plugins.yaml")
-	if err := os.WriteFile(d.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	d.env = proc.Environ(
+		"DATABASE_URL="+testdb.URL(),
+		"OUTBOX_DATABASE_SCHEMA="+d.schema,
+		"OUTBOX_HTTP_LISTEN=127.0.0.1:0",
+		"OUTBOX_RELAY_POLL_INTERVAL=100ms",
+		"SLACK_BOT_TOKEN="+fakeslack.Token,
+		"SLACK_CHANNEL="+opsChannel,
+		"SLACK_API_URL="+d.slack.APIURL(),
+		"PARTNER_WEBHOOK_URL="+d.partner.URL,
+		"PARTNER_WEBHOOK_SECRET="+webhookSecret,
+		"PARTNER_ALLOW_PRIVATE=true",
+		"SMTP_ADDR="+d.mail.SMTP,
+		"SMTP_TLS=none",
+	)
 	return d
 }
 
 // outboxd runs the binary to completion.
 func (d *deployment) outboxd(stdin io.Reader, args ...string) proc.Result {
 	d.t.Helper()
-	r, err := proc.Run(context.Background(), binary, proc.Environ(), stdin, append([]string{"--config", d.config}, args...)...)
+	r, err := proc.Run(context.Background(), binary, d.env, stdin, append([]string{"--config", d.config}, args...)...)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func (d *deployment) mustOutboxd(args ...string) string {
 // serve starts `outboxd serve`, stopped with SIGTERM when the test ends.
 func (d *deployment) serve() {
 	d.t.Helper()
-	d.server = proc.Serve(d.t, binary, d.config, proc.Environ())
+	d.server = proc.Serve(d.t, binary, d.config, d.env)
 	d.t.Cleanup(func() {
 		if err := d.server.Stop(); err != nil {
 			d.t.Errorf("outboxd serve did not stop cleanly: %v\n%s", err, d.server.Logs())
@@ -216,22 +216,9 @@ func (r *verifyingReceiver) ids() int {
 	return len(r.got)
 }
 
-// orderRoutes is the issue's example: order events to Slack as a rendered
-// line, to the partner as the signed Standard Webhooks envelope, to
-// finance as a mail with a rendered subject.
-const orderRoutes = `  orders:
-    events: [order.*]
-    to:
-      - sink: ops-slack
-        template: {text: "New order {{.data.id}}: {{.data.total}} {{.data.currency}}"}
-      - partner
-      - sink: finance
-        template: {subject: "Order {{.data.id}} ({{.data.total}} {{.data.currency}})", text: "Order {{.data.id}} was placed."}
-`
-
 // orderData is order n's data.
 func orderData(n int) string {
-	return fmt.Sprintf(`{"id": %d, "total": "12.50", "currency": "EUR"}`, n)
+	return fmt.Sprintf(`{"id": %d, "total": "12.50", "currency": "EUR", "customer": "Ann <ann@example.com>"}`, n)
 }
 
 // awaitOrder waits until order n reached Slack, the partner and finance,
@@ -239,7 +226,7 @@ func orderData(n int) string {
 func (d *deployment) awaitOrder(n int) (fakeslack.Message, string, mailpit.Message) {
 	d.t.Helper()
 	dedupKey := fmt.Sprintf("order.created/order-%d/orders", n)
-	text := fmt.Sprintf("New order %d: 12.50 EUR", n)
+	text := fmt.Sprintf("New order %d: 12.50 EUR from Ann &lt;ann@example.com&gt;", n)
 	var post fakeslack.Message
 	testrelay.WaitFor(d.t, deliveryTimeout, "order on Slack", func() bool {
 		for _, p := range d.slack.Posts() {
@@ -262,7 +249,7 @@ func (d *deployment) awaitOrder(n int) (fakeslack.Message, string, mailpit.Messa
 // back delivers nothing.
 func TestOrderCreatedReachesSlackWebhookAndEmailOnce(t *testing.T) {
 	t.Parallel()
-	d := deploy(t, orderRoutes)
+	d := deploy(t)
 	if out := d.mustOutboxd("migrate"); !strings.Contains(out, "routes applied: version") {
 		t.Fatalf("migrate did not apply the routes:\n%s", out)
 	}
@@ -286,8 +273,9 @@ func TestOrderCreatedReachesSlackWebhookAndEmailOnce(t *testing.T) {
 		time.Since(envelope.Timestamp) > time.Minute || !sameJSON(envelope.Data, orderData(42)) {
 		t.Errorf("webhook body %s (%v), want the Standard Webhooks envelope of the event", body, err)
 	}
-	if mail.Subject != "Order 42 (12.50 EUR)" || !strings.Contains(mail.Text, "Order 42 was placed.") {
-		t.Errorf("mail %q / %q, want the rendered subject and text", mail.Subject, mail.Text)
+	if mail.Subject != "Order 42 (12.50 EUR)" || !strings.Contains(mail.Text, "Order 42 from Ann <ann@example.com> was placed on ") ||
+		!strings.Contains(mail.HTML, "Order <b>42</b> from Ann &lt;ann@example.com&gt;") {
+		t.Errorf("mail %q / %q / %q, want the rendered subject, text and escaped html", mail.Subject, mail.Text, mail.HTML)
 	}
 
 	again := d.mustOutboxd("publish", "--type", "order.created", "--key", "order-42", "--data", orderData(42))
@@ -323,27 +311,12 @@ func sameJSON(a json.RawMessage, b string) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
 
-// incidentRoutes threads incident events in Slack; a resolution also
-// edits the thread's first message.
-const incidentRoutes = `  incidents:
-    events: [incident.opened, incident.updated]
-    to:
-      - sink: ops-slack
-        template: {text: "{{.data.title}}: {{.data.status}}"}
-  resolutions:
-    events: [incident.resolved]
-    to:
-      - sink: ops-slack
-        update_root: true
-        template: {text: "{{.data.title}}: resolved"}
-`
-
 // Events of one thread_key, published through the CLI, the HTTP API and
 // SQL, become one Slack conversation: the first a message, the others
 // replies carrying its ts as thread_ts, the first edited when resolved.
 func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
 	t.Parallel()
-	d := deploy(t, incidentRoutes)
+	d := deploy(t)
 	d.mustOutboxd("migrate")
 	d.serve()
 	d.mustOutboxd("publish", "--type", "incident.opened", "--key", "inc-7-opened", "--thread-key", "inc-7",
@@ -359,10 +332,10 @@ func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
 		t.Fatalf("%d posts, want 3", len(posts))
 	}
 	root := posts[0]
-	if root.ThreadTS != "" || root.Text != "DB down: resolved" {
+	if root.ThreadTS != "" || root.Text != ":white_check_mark: DB down: resolved" || root.Blocks != nil {
 		t.Errorf("first message %+v, want a top-level message edited to the resolution", root)
 	}
-	for i, want := range []string{"DB down: failing over", "DB down: resolved"} {
+	for i, want := range []string{":rotating_light: DB down: failing over", ":white_check_mark: DB down: resolved"} {
 		if reply := posts[i+1]; reply.ThreadTS != root.TS || reply.Text != want {
 			t.Errorf("reply %d: %q in thread %q, want %q in %q", i, reply.Text, reply.ThreadTS, want, root.TS)
 		}
@@ -374,7 +347,14 @@ func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
 // the template's message and delivers the others.
 func TestTemplateErrorsAtLoadAndAtDelivery(t *testing.T) {
 	t.Parallel()
-	typo := deploy(t, `  orders:
+	typo := deploy(t)
+	typo.config = filepath.Join(t.TempDir(), "plugins.yaml")
+	if err := os.WriteFile(typo.config, []byte(`sinks:
+  ops-slack:
+    type: slack
+    options: {token: xoxb-test, channel: C0OPSCHAN1}
+routes:
+  orders:
     events: [order.*]
     to:
       - sink: ops-slack
@@ -382,7 +362,9 @@ func TestTemplateErrorsAtLoadAndAtDelivery(t *testing.T) {
           text: |
             New order {{.data.id}}
             {{jsn .data}}
-`)
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{{"config", "check"}, {"migrate"}, {"routes", "apply"}} {
 		r := typo.outboxd(nil, args...)
 		if r.Code != 2 || !strings.Contains(r.Stderr, "routes.orders.to[0].template.text") ||
@@ -391,7 +373,7 @@ func TestTemplateErrorsAtLoadAndAtDelivery(t *testing.T) {
 		}
 	}
 
-	d := deploy(t, orderRoutes)
+	d := deploy(t)
 	d.mustOutboxd("migrate")
 	d.serve()
 	// No total: Slack's and finance's templates cannot render it; the
