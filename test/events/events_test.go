@@ -325,12 +325,11 @@ func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
 		t.Fatalf("POST /v1/events answered %d", status)
 	}
 	d.psql(fmt.Sprintf(`SELECT * FROM %s.publish('incident.resolved', 'inc-7-resolved', '{"title": "DB down"}', thread_key => 'inc-7');`, d.schema))
-	posts := d.slack.WaitPosts(3, deliveryTimeout)
-	testrelay.WaitFor(t, deliveryTimeout, "the first message edited", func() bool { return d.slack.Posts()[0].Updates == 1 })
-	posts = d.slack.Posts()
-	if len(posts) != 3 {
-		t.Fatalf("%d posts, want 3", len(posts))
-	}
+	var posts []fakeslack.Message
+	testrelay.WaitFor(t, deliveryTimeout, "three posts, the first edited", func() bool {
+		posts = d.slack.Posts()
+		return len(posts) == 3 && posts[0].Updates == 1
+	})
 	root := posts[0]
 	if root.ThreadTS != "" || root.Text != ":white_check_mark: DB down: resolved" || root.Blocks != nil {
 		t.Errorf("first message %+v, want a top-level message edited to the resolution", root)
