@@ -21,7 +21,7 @@ WITH f AS (
 ), deleted AS (
     DELETE FROM {schema}.messages m USING f
     WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
-    RETURNING m.id, m.attempts, m.sink, m.thread_key, f.receipt
+    RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
     WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
@@ -36,7 +36,10 @@ WITH f AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
     WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
-    RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key, m.receipt
+    -- A thread's receipt only (see thread_roots): copying every row's
+    -- receipt out of the update would cost the other rows for nothing.
+    RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
+              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
 ), recorded AS (
     -- Reads the outcome back from RETURNING: joining done to f again would
     -- be a nested loop over two CTE scans, quadratic in the batch size.
