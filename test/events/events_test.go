@@ -393,3 +393,77 @@ routes:
 		t.Errorf("dlq list does not show the template's message:\n%s", out)
 	}
 }
+
+// `outboxd publish --file` checks every line with the database before it
+// publishes any: a bad line or an unrouted event exits 2 naming its line
+// and stores nothing; a good file prints one line per row. The HTTP API
+// answers a refused event with 422 and publish()'s reason.
+func TestPublishFileAndRefusals(t *testing.T) {
+	t.Parallel()
+	d := deploy(t)
+	d.mustOutboxd("migrate")
+	d.serve()
+	good := `{"type": "order.created", "key": "order-1", "data": ` + orderData(1) + `}
+{"type": "incident.opened", "key": "f-2", "thread_key": "inc-9", "data": {"title": "Disk full", "status": "investigating"}}
+`
+	for _, c := range []struct{ file, want string }{
+		{good + `{"type": "order.created", "key": "f-3"}` + "\n", "line 3: not an event"},
+		{good + "\n" + `{"type": "invoice.paid", "key": "f-4", "data": {}}` + "\n", "events.jsonl line 4: outbox: event 3: no route matches event type invoice.paid"},
+		{good + `{"type": "order..created", "key": "f-5", "data": {}}` + "\n", `line 3: outbox: invalid event: event 3: type "order..created"`},
+	} {
+		file := filepath.Join(t.TempDir(), "events.jsonl")
+		if err := os.WriteFile(file, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := d.outboxd(nil, "publish", "--file", file); r.Code != 2 || !strings.Contains(r.Stderr, c.want) || r.Stdout != "" {
+			t.Errorf("publish --file: exit %d\nstdout: %s\nstderr: %s\nwant exit 2 saying %q and nothing published", r.Code, r.Stdout, r.Stderr, c.want)
+		}
+	}
+	if n := len(d.slack.Posts()); n != 0 {
+		t.Fatalf("%d posts after refused files", n)
+	}
+	r := d.outboxd(strings.NewReader(good), "publish", "--file", "-")
+	if lines := strings.Split(strings.TrimSpace(r.Stdout), "\n"); r.Code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[3], "created ops-slack ") {
+		t.Fatalf("publish --file -: exit %d\n%s%s\nwant four created lines", r.Code, r.Stdout, r.Stderr)
+	}
+	d.awaitOrder(1)
+
+	status, body := d.postRaw(`{"type": "invoice.paid", "key": "h-1", "data": {}}`)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "no route matches event type invoice.paid") {
+		t.Errorf("POST /v1/events of an unrouted event: %d %s", status, body)
+	}
+	status, body = d.postRaw(`{"type": "order.created", "key": "h-2"}`)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, "data: is required") {
+		t.Errorf("POST /v1/events without data: %d %s", status, body)
+	}
+}
+
+// postRaw posts body to /v1/events and returns the status and the answer.
+func (d *deployment) postRaw(body string) (int, string) {
+	d.t.Helper()
+	resp, err := http.Post("http://"+d.server.Addr()+"/v1/events", "application/json", strings.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer)
+}
+
+// A serve that finds no routes applied (started without migrate applying
+// them) applies its own, so that publishing works.
+func TestServeAppliesItsRoutesWhenNoneAre(t *testing.T) {
+	t.Parallel()
+	d := deploy(t)
+	d.mustOutboxd("migrate")
+	d.psql(fmt.Sprintf(`UPDATE %s.routes_active SET version = NULL;`, d.schema))
+	if r := d.outboxd(nil, "publish", "--type", "order.created", "--key", "order-5", "--data", orderData(5)); r.Code != 2 || !strings.Contains(r.Stderr, "no routes are applied") {
+		t.Fatalf("publish without routes: exit %d\n%s", r.Code, r.Stderr)
+	}
+	d.serve()
+	testrelay.WaitFor(t, deliveryTimeout, "serve to apply its routes", func() bool {
+		return strings.Contains(d.server.Logs(), "applied this configuration's routes: none were applied yet")
+	})
+	d.mustOutboxd("publish", "--type", "order.created", "--key", "order-5", "--data", orderData(5))
+	d.awaitOrder(5)
+}
