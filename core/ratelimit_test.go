@@ -190,7 +190,7 @@ func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
 	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
 	_, err := core.NewRelay(nil, core.Config{Sinks: []core.SinkConfig{{Name: "plain", Sink: sink,
 		RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
-	if err == nil || !strings.Contains(err.Error(), "per_key") {
-		t.Fatalf("NewRelay: %v, want an error about per_key", err)
+	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
+		t.Fatalf("NewRelay: %v, want an error about PerKey", err)
 	}
 }

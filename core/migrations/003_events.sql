@@ -326,9 +326,10 @@ BEGIN
             ON CONFLICT (sink, dedup_key) DO NOTHING
             RETURNING m.sink, m.dedup_key, m.id
         ), notified AS (
-            -- Transactional: relays hear it on commit, and the
-            -- notifications of one transaction fold into one.
-            SELECT pg_notify(current_schema() || '_outbox_wakeup', '') FROM ins LIMIT 1
+            -- wake() (migration 006) notifies a relay loop waiting for
+            -- each sink's rows, if any; it hears it on commit.
+            -- One row, so that joining it repeats no inserted row.
+            SELECT count(*) FROM (SELECT wake(w.sink) FROM (SELECT DISTINCT ins.sink FROM ins) w) woken
         )
         SELECT c_sinks || coalesce(array_agg(ins.sink), '{}'), c_keys || coalesce(array_agg(ins.dedup_key), '{}'),
                c_ids || coalesce(array_agg(ins.id), '{}')
