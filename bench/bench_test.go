@@ -96,20 +96,7 @@ func TestQuickBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL, NATS and RabbitMQ")
 	}
-	o, err := parseFlags([]string{"-quick", "-only", "brokers"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log, out bytes.Buffer
-	o.log = &log
-	if !runBench(context.Background(), databaseURL(), o, &out) {
-		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
-	}
-	for _, want := range []string{"JetStream: outboxd ÷ bare sync", "RabbitMQ: outboxd ÷ bare sync"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the results lack %q:\n%s", want, out.String())
-		}
-	}
+	quickRun(t, []string{"-only", "brokers"}, "JetStream: outboxd ÷ bare sync", "RabbitMQ: outboxd ÷ bare sync")
 }
 
 // TestQuickEvents runs the events scenario with small counts, so that it
@@ -118,7 +105,15 @@ func TestQuickEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL")
 	}
-	o, err := parseFlags([]string{"-quick", "-only", "events", "-systems", "outboxd"})
+	quickRun(t, []string{"-only", "events", "-systems", "outboxd"},
+		"9 events, 3 target(s), PublishBatch, batches of 100 events (events/s)", "3 target(s): publish ÷ enqueue")
+}
+
+// quickRun runs the benchmark with -quick and args and fails the test
+// unless it succeeds and its results hold every one of wants.
+func quickRun(t *testing.T, args []string, wants ...string) {
+	t.Helper()
+	o, err := parseFlags(append([]string{"-quick"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +122,9 @@ func TestQuickEvents(t *testing.T) {
 	if !runBench(context.Background(), databaseURL(), o, &out) {
 		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
 	}
-	for _, want := range []string{"9 events, 3 target(s), PublishBatch, batches of 100 events (events/s)", "3 target(s): publish ÷ enqueue"} {
+	for _, want := range wants {
 		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
+			t.Errorf("the results lack %q:\n%s", want, out.String())
 		}
 	}
 }
