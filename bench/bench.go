@@ -156,6 +156,7 @@ func (b *bench) scenarioList() []scenario {
 		{"history", b.runHistory},
 		{"idle", b.runIdle},
 		{"brokers", b.runBrokers},
+		{"events", b.runEvents},
 	}
 }
 

@@ -96,7 +96,24 @@ func TestQuickBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL, NATS and RabbitMQ")
 	}
-	o, err := parseFlags([]string{"-quick", "-only", "brokers"})
+	quickRun(t, []string{"-only", "brokers"}, "JetStream: outboxd ÷ bare sync", "RabbitMQ: outboxd ÷ bare sync")
+}
+
+// TestQuickEvents runs the events scenario with small counts, so that it
+// cannot rot unnoticed.
+func TestQuickEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	quickRun(t, []string{"-only", "events", "-systems", "outboxd"},
+		"9 events, 3 target(s), PublishBatch, batches of 100 events (events/s)", "3 target(s): publish ÷ enqueue")
+}
+
+// quickRun runs the benchmark with -quick and args and fails the test
+// unless it succeeds and its results hold every one of wants.
+func quickRun(t *testing.T, args []string, wants ...string) {
+	t.Helper()
+	o, err := parseFlags(append([]string{"-quick"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +122,7 @@ func TestQuickBrokers(t *testing.T) {
 	if !runBench(context.Background(), databaseURL(), o, &out) {
 		t.Fatalf("benchmark failed:\n%s\n%s", out.String(), log.String())
 	}
-	for _, want := range []string{"JetStream: outboxd ÷ bare sync", "RabbitMQ: outboxd ÷ bare sync"} {
+	for _, want := range wants {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the results lack %q:\n%s", want, out.String())
 		}

@@ -52,7 +52,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "small counts and 1 run (CI smoke test)")
 	runs := fs.Int("runs", 0, "runs per scenario (default 3, or 1 with -quick)")
-	only := fs.String("only", "", "comma-separated scenarios: burndown,latency,enqueue,steady,history,idle,brokers")
+	only := fs.String("only", "", "comma-separated scenarios: burndown,latency,enqueue,steady,history,idle,brokers,events")
 	systems := fs.String("systems", "", "comma-separated systems: outboxd,river-tuned,river-default")
 	o := options{log: stderr}
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of outboxd's relay (1-relay burn-down) to this file")

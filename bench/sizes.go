@@ -30,6 +30,9 @@ type sizes struct {
 
 	brokerMessages int // messages per broker measurement
 
+	eventsSingle  int // events published one per transaction, per mode
+	eventsBatches int // batches of eventsBatchSize events, per mode
+
 	idleSettle time.Duration
 	idleWindow time.Duration
 
@@ -58,6 +61,8 @@ var fullSizes = sizes{
 	runs:               3,
 	burnDown:           100_000,
 	brokerMessages:     20_000,
+	eventsSingle:       3000,
+	eventsBatches:      100,
 	burnDownDefault:    10_000,
 	latencyMessages:    2000,
 	latencyGap:         2 * time.Millisecond,
@@ -81,6 +86,8 @@ var quickSizes = sizes{
 	runs:               1,
 	burnDown:           3000,
 	brokerMessages:     500,
+	eventsSingle:       100,
+	eventsBatches:      3,
 	burnDownDefault:    500,
 	latencyMessages:    100,
 	latencyGap:         2 * time.Millisecond,

@@ -26,14 +26,14 @@ func (a *app) configCommand() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "check",
-		Short: "Validate the configuration, including every sink's options; exit 0, or print every problem and exit 2",
+		Short: "Validate the configuration, including every sink's options and every route's templates; exit 0, or print every problem and exit 2",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.config()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks)\n", describeFile(cfg.File), len(cfg.Sinks))
+			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", describeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))
 			return nil
 		},
 	})

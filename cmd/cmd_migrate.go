@@ -9,7 +9,7 @@ import (
 func (a *app) migrateCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or upgrade the outbox schema; safe to run from several pods at once",
+		Short: "Create or upgrade the outbox schema and apply the configuration's routes; safe to run from several pods at once",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			ob := s.ob
@@ -19,10 +19,13 @@ func (a *app) migrateCommand() *cobra.Command {
 			}
 			if len(applied) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "schema %s is up to date\n", ob.Schema())
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", ob.Schema(), applied)
+			}
+			if !s.cfg.hasRoutes() {
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", ob.Schema(), applied)
-			return nil
+			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)
 		}),
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/routing"
 )
 
 // Serve timings.
@@ -65,6 +66,9 @@ func (a *app) serve(ctx context.Context) error {
 
 	rc := cfg.relayConfig()
 	rc.Outbox, rc.Logger, rc.TracerProvider, rc.MeterProvider = ob, log, tel.TracerProvider, tel.MeterProvider
+	// Published rows reach each sink rendered with their route's template;
+	// a route this configuration lacks is rendered as the database has it.
+	rc.Sinks = cfg.routes.Wrap(rc.Sinks, routing.DBFallback(pool, ob))
 	relay, err := core.NewRelay(pool, rc)
 	if err != nil {
 		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}
@@ -84,6 +88,7 @@ func (a *app) serve(ctx context.Context) error {
 		}
 		return err
 	}
+	checkAppliedRoutes(ctx, session{cfg: cfg, pool: pool, ob: ob}, log)
 	log.Info("relay running")
 	if err := relay.Run(ctx); err != nil {
 		return fmt.Errorf("relay: %w", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/routing"
 )
 
 //go:generate go run ./configdocs -o ../docs/configuration.md
@@ -50,6 +51,10 @@ type Config struct {
 	HTTP      HTTPConfig          `mapstructure:"http"`
 	Telemetry TelemetryConfig     `mapstructure:"telemetry"`
 	Sinks     map[string]SinkSpec `mapstructure:"sinks"`
+	// Routes are declared by package routing; every command compiles them
+	// against the built sinks when it loads the configuration.
+	Routes          map[string]routing.Route `mapstructure:"routes" doc:"published events' routes, by name: which events go to which sinks and how each looks there (docs/events.md); names keep their case"`
+	RoutesUnmatched string                   `mapstructure:"routes_unmatched" doc:"publishing an event that no route matches: error refuses it, drop makes it a no-op counted in outbox_events_dropped_total"`
 
 	// File is where the configuration came from ("" for built-in defaults).
 	File string `mapstructure:"-"`
@@ -58,6 +63,8 @@ type Config struct {
 	secrets []string
 	// sinks are the configured sinks, built, with their effective policies.
 	sinks []core.SinkConfig
+	// routes are Routes and RoutesUnmatched, compiled against sinks.
+	routes *routing.Table
 }
 
 // DatabaseConfig is the database block.
@@ -93,6 +100,9 @@ type RelayConfig struct {
 type RetentionConfig struct {
 	// Sent is how long delivered rows are kept.
 	Sent time.Duration `mapstructure:"sent" core:"SentRetention" doc:"how long delivered rows, and so their dedup keys, are kept"`
+	// Threads is how long a thread of published events is kept after its
+	// last delivered row.
+	Threads time.Duration `mapstructure:"threads" core:"ThreadRetention" doc:"how long a thread (events sharing a thread_key) is remembered after its last delivered row; a later event of its key then starts a new one"`
 }
 
 // HTTPConfig is the http block.
@@ -143,6 +153,9 @@ type RateLimitSpec struct {
 	Rate  int           `mapstructure:"rate" defaultdoc:"the sink type's own, else no limit" doc:"deliveries per per, across the whole cluster"`
 	Per   time.Duration `mapstructure:"per" defaultdoc:"the sink type's own" doc:"the period of rate"`
 	Burst int           `mapstructure:"burst" doc:"deliveries that may start back to back after an idle spell"`
+	// PerKey is core.RateLimit.PerKey: the fields of the two match one to
+	// one, in order.
+	PerKey bool `mapstructure:"per_key" doc:"apply the limit to each destination on its own (Slack: each channel) instead of to the sink as a whole"`
 }
 
 // check reports what the declarations cannot say about the keys the binary
@@ -160,8 +173,9 @@ func (c *Config) check() []confschema.Problem {
 // starts from it.
 func defaultConfig() *Config {
 	return &Config{
-		Database:  DatabaseConfig{Schema: core.DefaultSchema},
-		HTTP:      HTTPConfig{Listen: DefaultListen},
-		Telemetry: TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
+		Database:        DatabaseConfig{Schema: core.DefaultSchema},
+		HTTP:            HTTPConfig{Listen: DefaultListen},
+		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
+		RoutesUnmatched: routing.UnmatchedError,
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -131,6 +132,7 @@ func (l *loader) load(data []byte) *Config {
 	}
 	l.src = src
 	options := l.takeSinks(src.tree)
+	routes := takeRoutes(src.tree)
 
 	v := viper.New()
 	if err := v.MergeConfigMap(src.tree); err != nil {
@@ -144,6 +146,9 @@ func (l *loader) load(data []byte) *Config {
 			sink[sinkOptionsKey] = opts
 		}
 	}
+	if routes != nil {
+		settings[routesKey] = routes
+	}
 
 	exp := expander{env: l.env, refs: refs}
 	settings = exp.expandMap("", settings)
@@ -156,6 +161,7 @@ func (l *loader) load(data []byte) *Config {
 	l.add(cfg.check()...)
 	built := l.buildSinks(cfg)
 	l.add(cfg.applyCore(built)...)
+	l.add(cfg.compileRoutes()...)
 	return cfg
 }
 
@@ -201,6 +207,22 @@ func (l *loader) takeSinks(tree map[string]any) map[string]any {
 		delete(entries, name)
 	}
 	return options
+}
+
+// takeRoutes takes the routes block out of tree, in the case it was
+// written in (route names, template fields and sample data keep it; viper
+// would lower-case them), with targets given as bare sink names expanded.
+// Route keys cannot be set by OUTBOX_ variables.
+func takeRoutes(tree map[string]any) any {
+	key, raw := findKey(tree, routesKey)
+	if key == "" {
+		return nil
+	}
+	delete(tree, key)
+	if routes, ok := raw.(map[string]any); ok {
+		routing.ExpandTargets(routes)
+	}
+	return raw
 }
 
 // findKey returns the key of m that is name in any case, and its value.

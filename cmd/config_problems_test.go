@@ -222,9 +222,13 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 	doc := "sinks:\n"
 	want := map[string]bool{}
 	for _, k := range confschema.Keys(Config{}) {
-		if !strings.HasPrefix(k.Path, "sinks.") {
+		if !strings.HasPrefix(k.Path, "sinks.") && !strings.HasPrefix(k.Path, "routes.") {
 			want[k.Path] = true
 		}
+	}
+	// A route with every key; its targets are a list, shown as one value.
+	for _, k := range []string{"routes.r.events", "routes.r.to", "routes.r.sample.type", "routes.r.sample.key", "routes.r.sample.data.x"} {
+		want[k] = true
 	}
 	options := map[string]string{
 		"slack": "{token: xoxb-1}", "webhook": "{url: 'https://example.com'}",
@@ -251,6 +255,7 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 			}
 		}
 	}
+	doc += "routes:\n  r: {events: [a], to: [{sink: log-sink, template: {line: x}, update_root: false}], sample: {type: a, key: k, data: {x: 1}}}\n"
 	cfg, err := ParseConfig([]byte(doc), "all.yaml", envMap(nil))
 	if err != nil {
 		t.Fatal(err)

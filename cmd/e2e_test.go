@@ -152,7 +152,7 @@ func TestConfigCommands(t *testing.T) {
 	rcv := newReceiver(t)
 	e := newEnv(t, webhookSink("partner", rcv), "  token: ${API_TOKEN}")
 	e.extra = []string{"API_TOKEN=e2e-http-token-value"}
-	if out := e.mustRun("config", "check"); !strings.Contains(out, "is valid (1 sinks)") {
+	if out := e.mustRun("config", "check"); !strings.Contains(out, "is valid (1 sinks, 0 routes)") {
 		t.Fatalf("config check: %q", out)
 	}
 	show := e.mustRun("config", "show")

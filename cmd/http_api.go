@@ -64,6 +64,7 @@ type API struct {
 func (s *API) Handler() http.Handler {
 	v1 := http.NewServeMux()
 	v1.HandleFunc("POST /v1/messages", s.postMessage)
+	v1.HandleFunc("POST /v1/events", s.postEvent)
 	v1.HandleFunc("GET /v1/stats", s.getStats)
 	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
 	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
@@ -103,6 +104,42 @@ func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	writeBody(w, status, map[string]any{"id": res.ID, "created": res.Created})
+}
+
+// publishedMessage is one row of a POST /v1/events answer.
+type publishedMessage struct {
+	Sink    string `json:"sink"`
+	ID      int64  `json:"id"`
+	Created bool   `json:"created"`
+}
+
+// postEvent publishes an event through the routes applied to the
+// database: 201 when it created a row, 200 when every row existed (or the
+// routes dropped it), 422 for an event publish() refuses.
+func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeEventRequest(r.Body)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	published, err := s.ob.Publish(r.Context(), s.db, req.event())
+	switch {
+	case errors.Is(err, core.ErrInvalidEvent), errors.Is(err, core.ErrNoRoute):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	case err != nil:
+		s.internalError(w, r, "publish", err)
+		return
+	}
+	status = http.StatusOK
+	messages := make([]publishedMessage, len(published))
+	for i, p := range published {
+		messages[i] = publishedMessage{Sink: p.Sink, ID: p.ID, Created: p.Created}
+		if p.Created {
+			status = http.StatusCreated
+		}
+	}
+	writeBody(w, status, map[string]any{"messages": messages})
 }
 
 func (s *API) getStats(w http.ResponseWriter, r *http.Request) {

@@ -68,3 +68,43 @@ func decodeStrict(body io.Reader, v any) (int, error) {
 	}
 	return http.StatusBadRequest, fmt.Errorf("request body is not the expected JSON object: %w", err)
 }
+
+// eventRequest is an event as the HTTP API (POST /v1/events) and
+// `outboxd publish --file` lines carry it.
+type eventRequest struct {
+	Type        string          `json:"type"`
+	Key         string          `json:"key"`
+	Data        json.RawMessage `json:"data"`
+	OrderingKey string          `json:"ordering_key"`
+	ThreadKey   string          `json:"thread_key"`
+}
+
+func (e eventRequest) event() core.Event {
+	return core.Event{Type: e.Type, Key: e.Key, Data: e.Data, OrderingKey: e.OrderingKey, ThreadKey: e.ThreadKey}
+}
+
+// check reports a missing field; everything else is publish()'s to judge.
+func (e eventRequest) check() error {
+	switch {
+	case e.Type == "":
+		return errors.New("type: is required")
+	case e.Key == "":
+		return errors.New("key: is required")
+	case len(e.Data) == 0 || string(e.Data) == "null":
+		return errors.New("data: is required (a JSON object; {} for none)")
+	}
+	return nil
+}
+
+// decodeEventRequest reads and checks a POST /v1/events body, answering
+// the HTTP status as decodeMessageRequest does.
+func decodeEventRequest(body io.Reader) (eventRequest, int, error) {
+	var req eventRequest
+	if status, err := decodeStrict(body, &req); err != nil {
+		return req, status, err
+	}
+	if err := req.check(); err != nil {
+		return req, http.StatusUnprocessableEntity, err
+	}
+	return req, 0, nil
+}

@@ -59,11 +59,11 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 	claimed, err := pgx.AppendRows(make([]claimedRow, 0, limit), rows, func(row pgx.CollectableRow) (claimedRow, error) {
 		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease)}
 		var headers []byte
-		var ordering *string
+		var ordering, route, thread *string
 		err := row.Scan(&c.ID, &c.Sink, &c.DedupKey, &c.Payload, &headers, &ordering,
-			&c.Attempt, &c.rowMax, &c.CreatedAt, &c.Uncertain)
-		if err == nil && ordering != nil {
-			c.OrderingKey = *ordering
+			&c.Attempt, &c.rowMax, &c.CreatedAt, &c.Uncertain, &route, &thread, &c.ThreadRoot)
+		if err == nil {
+			c.OrderingKey, c.Route, c.ThreadKey = deref(ordering), deref(route), deref(thread)
 		}
 		if err == nil && string(headers) != emptyHeaders {
 			err = json.Unmarshal(headers, &c.Headers)
@@ -74,6 +74,14 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	return claimed, nil
+}
+
+// deref returns *s, or "" for nil (a NULL column).
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // claimFailed logs a failed claim and waits claimRetryDelay, or stops the

@@ -95,10 +95,7 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		r.release(*row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
 		return sink, nil, nil, false
 	}
-	row.MaxAttempts = sink.MaxAttempts
-	if row.rowMax != nil {
-		row.MaxAttempts = int(*row.rowMax)
-	}
+	row.setMaxAttempts(sink)
 	if row.Attempt > row.MaxAttempts {
 		// Every attempt so far was abandoned by a relay that died mid-delivery
 		// (attempts count at claim time): this message crash-loops its relays.
@@ -125,6 +122,15 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
 	}
 	return sink, ctx, span, true
+}
+
+// setMaxAttempts fills in the attempt after which the row is
+// dead-lettered: its own max_attempts, else its sink's.
+func (row *claimedRow) setMaxAttempts(sink SinkConfig) {
+	row.MaxAttempts = sink.MaxAttempts
+	if row.rowMax != nil {
+		row.MaxAttempts = int(*row.rowMax)
+	}
 }
 
 // budget is how long a delivery of row may take from now: up to

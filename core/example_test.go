@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/routing"
 )
 
 // A producer enqueues a message in the same transaction as its business
@@ -46,7 +47,74 @@ func Example() {
 		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
 		return nil
 	})
-	relay, err := core.NewRelay(pool, core.Config{Outbox: ob, Sinks: []core.SinkConfig{{Name: "greetings", Sink: printer}}})
+	relayUntilDelivered(ctx, pool, core.Config{Outbox: ob, Sinks: []core.SinkConfig{{Name: "greetings", Sink: printer}}}, delivered)
+	// Output:
+	// created: true
+	// delivered: greetings order-42 {"text": "Order 42 shipped"}
+}
+
+// A producer publishes an event once, in its own transaction; the routes
+// applied to the database decide which sinks get a row, and the relay
+// renders each row with its route's template (see package routing).
+func ExamplePublish() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.URL())
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	ob, _ := core.New("example_events")
+	if _, err := ob.Migrate(ctx, pool); err != nil {
+		panic(err)
+	}
+	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_events CASCADE") }()
+
+	// The sink, and routes as plugins.yaml would give them: order events
+	// reach "greetings" as a line of text. `outboxd routes apply` (or
+	// `outboxd migrate`) does this part in a deployment.
+	delivered := make(chan string, 1)
+	printer := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
+		return nil
+	})
+	sinks := []core.SinkConfig{{Name: "greetings", Sink: printer}}
+	cfg, _ := routing.Parse(map[string]any{"orders": map[string]any{
+		"events": []any{"order.*"},
+		"to":     []any{map[string]any{"sink": "greetings", "template": map[string]any{"line": "Order {{.data.id}} {{.data.status}}"}}},
+	}}, "")
+	table, problems := routing.Compile(cfg, sinks)
+	if len(problems) > 0 {
+		panic(fmt.Sprint(problems))
+	}
+	if _, err := routing.Apply(ctx, pool, ob, table); err != nil {
+		panic(err)
+	}
+
+	// The producer: business data and event commit together.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// ... UPDATE orders ... through tx ...
+		published, err := ob.Publish(ctx, tx, core.Event{Type: "order.shipped", Key: "order-42",
+			Data: map[string]any{"id": 42, "status": "shipped"}})
+		for _, p := range published {
+			fmt.Println("row for", p.Sink, "created:", p.Created)
+		}
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	// The relay renders each published row for its sink.
+	relayUntilDelivered(ctx, pool, core.Config{Outbox: ob, Sinks: table.Wrap(sinks, routing.DBFallback(pool, ob))}, delivered)
+	// Output:
+	// row for greetings created: true
+	// delivered: greetings order.shipped/order-42/orders {"line":"Order 42 shipped"}
+}
+
+// relayUntilDelivered runs a relay with cfg until delivered reports a
+// delivery, and prints it.
+func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg core.Config, delivered <-chan string) {
+	relay, err := core.NewRelay(pool, cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -61,9 +129,6 @@ func Example() {
 	}
 	stop()
 	<-done
-	// Output:
-	// created: true
-	// delivered: greetings order-42 {"text": "Order 42 shipped"}
 }
 
 // Validate checks messages without touching the database, so a whole set

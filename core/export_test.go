@@ -35,7 +35,7 @@ func (o *Outbox) Claim(ctx context.Context, db DBTX, sinks []string, limit int, 
 	var ids []int64
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
+		if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
 			return nil, token, err
 		}
 		ids = append(ids, id)

@@ -17,6 +17,8 @@ const rateReserveHorizon = time.Second
 // sinkLoop claims for one throttled sink: only as many rows as it has free
 // in-flight slots and, with a rate limit, as many as it can start within
 // rateReserveHorizon; it reserves exactly that many cluster-wide permits.
+// A limit per destination key is reserved once the rows are claimed (see
+// dispatchByKey).
 func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
 	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
 	if !r.register(ctx, w) {
@@ -32,7 +34,8 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			return
 		}
 		limit := min(available, r.cfg.BatchSize)
-		if s.RateLimit != nil {
+		perKey := s.RateLimit != nil && s.RateLimit.PerKey
+		if s.RateLimit != nil && !perKey {
 			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
 		}
 		rows, err := r.claim(ctx, w, limit, w.sinks)
@@ -43,6 +46,13 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		w.claimed(len(rows) == limit)
 		if len(rows) == 0 {
 			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
+			continue
+		}
+		if perKey {
+			nextDue := r.dispatchByKey(ctx, deliverCtx, s, rows, free)
+			if len(rows) < limit {
+				r.idle(ctx, w, untilDue(w.idleFor(r.cfg.PollInterval), nextDue), nil)
+			}
 			continue
 		}
 		waits := make([]time.Duration, len(rows))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // maintenanceDeleteBatch bounds one retention DELETE, so pruning a large
@@ -46,22 +48,49 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), q.unlockSession, advisoryLockNamespace, r.ob.schema, lockKeyMaintenance)
 	}()
-	var total int64
-	for {
-		var deleted int64
-		if err := conn.QueryRow(ctx, q.pruneSent, r.cfg.SentRetention, maintenanceDeleteBatch).Scan(&deleted); err != nil {
-			return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
-		}
-		total += deleted
-		if deleted < maintenanceDeleteBatch {
-			break
-		}
+	pruned, err := pruneInBatches(ctx, conn, q.pruneSent, r.cfg.SentRetention)
+	if err != nil {
+		return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
 	}
-	if total > 0 {
-		r.logger.Info("outbox: pruned delivered messages", "rows", total, "retention", r.cfg.SentRetention)
+	if pruned > 0 {
+		r.logger.Info("outbox: pruned delivered messages", "rows", pruned, "retention", r.cfg.SentRetention)
+	}
+	return r.maintainEvents(ctx, conn)
+}
+
+// maintainEvents keeps the tables of events and routes (migration 003)
+// small: idle threads, per-key rate limit rows whose permit is due, and
+// dropped events folded into their totals.
+func (r *Relay) maintainEvents(ctx context.Context, conn *pgxpool.Conn) error {
+	q := r.ob.sql
+	if _, err := pruneInBatches(ctx, conn, q.pruneThreads, r.cfg.ThreadRetention); err != nil {
+		return fmt.Errorf("delete threads idle for %s: %w", r.cfg.ThreadRetention, err)
+	}
+	if _, err := conn.Exec(ctx, q.pruneKeyLimits); err != nil {
+		return fmt.Errorf("delete idle per-key rate limits: %w", err)
+	}
+	if _, err := conn.Exec(ctx, q.foldDroppedEvents); err != nil {
+		return fmt.Errorf("fold dropped events: %w", err)
 	}
 	if _, err := conn.Exec(ctx, q.pruneWaiters, waiterPruneAfter); err != nil {
 		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
 	}
 	return nil
+}
+
+// pruneInBatches runs a retention DELETE (parameters: the age, the batch
+// size) until a batch deletes fewer than maintenanceDeleteBatch rows, and
+// returns how many it deleted.
+func pruneInBatches(ctx context.Context, conn *pgxpool.Conn, sql string, olderThan time.Duration) (int64, error) {
+	var total int64
+	for {
+		var deleted int64
+		if err := conn.QueryRow(ctx, sql, olderThan, maintenanceDeleteBatch).Scan(&deleted); err != nil {
+			return total, err
+		}
+		total += deleted
+		if deleted < maintenanceDeleteBatch {
+			return total, nil
+		}
+	}
 }

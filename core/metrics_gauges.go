@@ -47,9 +47,14 @@ type GaugeConfig struct {
 //   - outbox.oldest_pending.age{sink}: seconds the oldest row waiting for
 //     delivery (pending or failed) has waited; 0 when none waits;
 //   - outbox.sink.pause.remaining{sink}: seconds a configured sink stays
-//     paused cluster-wide by a receiver's Retry-After; 0 when it is not.
+//     paused cluster-wide by a receiver's Retry-After; 0 when it is not;
+//   - outbox.events.dropped: events published that no route matched and
+//     that the routes dropped (routes_unmatched: drop), counted by the
+//     database for every producer, so every process reports the same
+//     cluster-wide total.
 //
-// The values come from [Outbox.Stats] and the sink_limits table, read
+// The values come from [Outbox.Stats], the sink_limits table and the
+// dropped events, read
 // through db at most once per cfg.Refresh whatever the scrape rate. Labels
 // are sink names and statuses only. Call Unregister on the result to stop
 // (before closing db).
@@ -73,16 +78,23 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create gauge outbox.sink.pause.remaining: %w", err)
 	}
+	dropped, err := meter.Int64ObservableCounter("outbox.events.dropped", metric.WithUnit("{event}"),
+		metric.WithDescription("Events published that matched no route and were dropped (routes_unmatched: drop), cluster-wide."))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: create counter outbox.events.dropped: %w", err)
+	}
 	cache := &statsCache{ob: o, db: db, refresh: cfg.Refresh}
 	known := make(map[string]bool, len(cfg.Sinks))
 	for _, s := range cfg.Sinks {
 		known[s] = true
 	}
 	reg, err := meter.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		stats, pauses, err := cache.get(ctx)
+		snap, err := cache.get(ctx)
 		if err != nil {
 			return err
 		}
+		stats, pauses := snap.stats, snap.pauses
+		obs.ObserveInt64(dropped, snap.dropped)
 		for sink := range known {
 			obs.ObserveFloat64(paused, pauses[sink].Seconds(), metric.WithAttributes(attrSinkName.String(sink)))
 		}
@@ -94,7 +106,7 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 			obs.ObserveFloat64(age, s.OldestPendingAge.Seconds(), metric.WithAttributes(sinkAttr))
 		}
 		return nil
-	}, rows, age, paused)
+	}, rows, age, paused, dropped)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: register gauge callback: %w", err)
 	}
@@ -144,31 +156,39 @@ type statsCache struct {
 	refresh time.Duration
 
 	mu      sync.Mutex
-	stats   map[string]SinkStats
-	pauses  map[string]time.Duration // remaining, of the sinks paused when fetched
+	last    *gaugeSnapshot
 	fetched time.Time
 }
 
-func (c *statsCache) get(ctx context.Context) (map[string]SinkStats, map[string]time.Duration, error) {
+// gaugeSnapshot is what one collection reports.
+type gaugeSnapshot struct {
+	stats   map[string]SinkStats
+	pauses  map[string]time.Duration // remaining, of the sinks paused when fetched
+	dropped int64                    // events dropped for want of a route, ever
+}
+
+func (c *statsCache) get(ctx context.Context) (*gaugeSnapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stats != nil && time.Since(c.fetched) < c.refresh {
-		return c.stats, c.pauses, nil
+	if c.last != nil && time.Since(c.fetched) < c.refresh {
+		return c.last, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, gaugeQueryTimeout)
 	defer cancel()
-	stats, err := c.ob.Stats(ctx, c.db)
+	snap := &gaugeSnapshot{}
+	var err error
+	if snap.stats, err = c.ob.Stats(ctx, c.db); err == nil {
+		if snap.pauses, err = c.ob.sinkPauses(ctx, c.db); err == nil {
+			err = c.db.QueryRow(ctx, c.ob.sql.droppedEvents).Scan(&snap.dropped)
+		}
+	}
 	if err != nil {
 		// Serving the stale result as if it were current would hide an
 		// outage of the database behind flat lines; report nothing instead.
-		return nil, nil, fmt.Errorf("outbox: gauges: %w", err)
+		return nil, fmt.Errorf("outbox: gauges: %w", err)
 	}
-	pauses, err := c.ob.sinkPauses(ctx, c.db)
-	if err != nil {
-		return nil, nil, fmt.Errorf("outbox: gauges: %w", err)
-	}
-	c.stats, c.pauses, c.fetched = stats, pauses, time.Now()
-	return stats, pauses, nil
+	c.last, c.fetched = snap, time.Now()
+	return snap, nil
 }
 
 // sinkPauses returns how much longer each paused sink stays paused.

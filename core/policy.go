@@ -27,6 +27,10 @@ type RateLimit struct {
 	Rate  int
 	Per   time.Duration
 	Burst int
+	// PerKey applies the limit to each destination of the sink on its own
+	// (for Slack: each channel) instead of to the sink as a whole. The sink
+	// must implement DestinationKeyer.
+	PerKey bool
 }
 
 // interval is the even spacing between two deliveries.
@@ -111,6 +115,9 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		rl := *c.RateLimit
 		setDefault(&rl.Burst, DefaultRateBurst)
 		errs = append(errs, rl.problems(c.Name)...)
+		if _, keyed := c.Sink.(DestinationKeyer); rl.PerKey && !keyed {
+			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a DestinationKeyer); this one does not")
+		}
 		c.RateLimit = &rl
 	}
 	if c.MaxInFlight < 0 {

@@ -22,6 +22,7 @@ type queries struct {
 	ident string // the quoted schema name
 
 	enqueue, lookupID, lookupIDs string
+	publish, publishBatch        string
 	// enqueueBatch skips duplicates (ON CONFLICT DO NOTHING);
 	// enqueueBatchPlain fails on the first one.
 	enqueueBatch, enqueueBatchPlain [batchShapes]string
@@ -32,6 +33,9 @@ type queries struct {
 	waitingRows                             string
 	registerWaiter, unregisterWaiters       string
 	pruneWaiters                            string
+	pruneThreads, pruneKeyLimits            string
+	foldDroppedEvents, droppedEvents        string
+	reserveKeyPermits                       string
 
 	stats, deadLetters, redrive, purge string
 
@@ -49,11 +53,15 @@ func newQueries(ident string) queries {
 	}
 	for file, dst := range map[string]*string{
 		"enqueue": &q.enqueue, "lookup_id": &q.lookupID, "lookup_ids": &q.lookupIDs,
+		"publish": &q.publish, "publish_batch": &q.publishBatch,
 		"claim": &q.claim, "finish": &q.finish,
 		"reserve_permits": &q.reservePermits, "pause_sink": &q.pauseSink, "active_pauses": &q.activePauses,
 		"prune_sent": &q.pruneSent, "unconfigured_sinks": &q.unconfiguredSinks, "waiting_rows": &q.waitingRows,
 		"register_waiter": &q.registerWaiter, "unregister_waiters": &q.unregisterWaiters, "prune_waiters": &q.pruneWaiters,
-		"stats": &q.stats, "dead_letters": &q.deadLetters, "redrive": &q.redrive, "purge": &q.purge,
+		"prune_threads": &q.pruneThreads, "prune_key_limits": &q.pruneKeyLimits,
+		"fold_dropped_events": &q.foldDroppedEvents, "dropped_events": &q.droppedEvents,
+		"reserve_key_permits": &q.reserveKeyPermits,
+		"stats":               &q.stats, "dead_letters": &q.deadLetters, "redrive": &q.redrive, "purge": &q.purge,
 		"lock_session": &q.lockSession, "unlock_session": &q.unlockSession, "lock_transaction": &q.lockTransaction,
 		"migrations_prepare": &q.migrationsPrepare, "migrations_applied": &q.migrationsApplied,
 		"migrations_record": &q.migrationsRecord, "migrations_ledger_exists": &q.migrationsLedgerExists,

@@ -2,8 +2,11 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +107,90 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 5*time.Second, "the other sink's delivery", func() bool { return len(other.snapshot()) == 1 })
+}
+
+// keyedSink names each delivery's destination by its payload's "to" and
+// records when each delivery to each destination started.
+type keyedSink struct {
+	mu     sync.Mutex
+	starts map[string]*startTimes
+}
+
+func (s *keyedSink) DestinationKey(d *core.Delivery) (string, error) {
+	var p struct{ To string }
+	if err := json.Unmarshal(d.Payload, &p); err != nil || p.To == "" {
+		return "", core.Permanent(errors.New("no destination"))
+	}
+	return p.To, nil
+}
+
+func (s *keyedSink) Deliver(_ context.Context, d *core.Delivery) error {
+	key, err := s.DestinationKey(d)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	st := s.starts[key]
+	if st == nil {
+		st = &startTimes{}
+		s.starts[key] = st
+	}
+	s.mu.Unlock()
+	st.add()
+	return nil
+}
+
+// With per_key, each destination gets the whole limit, across relays, and
+// a busy destination does not hold up another.
+func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
+	b := setup(t)
+	const perKey = 6
+	limit := core.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
+	sink := &keyedSink{starts: map[string]*startTimes{}}
+	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "keyed", Sink: sink, RateLimit: &limit}}}
+	for range 3 {
+		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+	}
+	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
+		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
+	})
+	testrelay.WaitFor(t, time.Minute, "all delivered or dead", func() bool {
+		c := statusCounts(t, b)
+		return c["sent"] == 2*perKey && c["dead"] == 1
+	})
+	a, bb := sink.starts["a"].sorted(), sink.starts["b"].sorted()
+	for key, times := range map[string][]time.Time{"a": a, "b": bb} {
+		if len(times) != perKey {
+			t.Fatalf("destination %s: %d deliveries, want %d", key, len(times), perKey)
+		}
+		if got := testrelay.MaxInWindow(times, time.Second); got > limit.Rate+limit.Burst {
+			t.Errorf("destination %s: %d deliveries within one second, the limit allows %d+%d", key, got, limit.Rate, limit.Burst)
+		}
+	}
+	// In parallel: b's deliveries did not wait for a's to end, and
+	// together they went faster than one destination may.
+	if !bb[0].Before(a[perKey-1]) || !a[0].Before(bb[perKey-1]) {
+		t.Errorf("one destination waited for the other: a %v..%v, b %v..%v", a[0], a[perKey-1], bb[0], bb[perKey-1])
+	}
+	all := append(slices.Clone(a), bb...)
+	slices.SortFunc(all, func(x, y time.Time) int { return x.Compare(y) })
+	if got := testrelay.MaxInWindow(all, time.Second); got <= limit.Rate+limit.Burst {
+		t.Errorf("at most %d deliveries within a second over both destinations: the limit held for the sink as a whole", got)
+	}
+	// Idle keys' rows are pruned by maintenance.
+	testrelay.WaitFor(t, 10*time.Second, "idle per-key limits pruned", func() bool {
+		var n int
+		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".sink_key_limits").Scan(&n)
+		return err == nil && n == 0
+	})
+}
+
+func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
+	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
+	_, err := core.NewRelay(nil, core.Config{Sinks: []core.SinkConfig{{Name: "plain", Sink: sink,
+		RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
+	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
+		t.Fatalf("NewRelay: %v, want an error about PerKey", err)
+	}
 }

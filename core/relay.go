@@ -119,7 +119,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.db = db
 	r.signals = testsignal.FromContext(ctx)
 	r.limiter = ratelimit.New(db, ratelimit.Statements{
-		ReservePermits: r.ob.sql.reservePermits, PauseSink: r.ob.sql.pauseSink, ActivePauses: r.ob.sql.activePauses})
+		ReservePermits: r.ob.sql.reservePermits, ReserveKeyPermits: r.ob.sql.reserveKeyPermits,
+		PauseSink: r.ob.sql.pauseSink, ActivePauses: r.ob.sql.activePauses})
 	r.completer = completer.New(db, r.ob.sql.finish, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
 	r.listener = listener.New(db, r.ob.channel, r.logger, func(string) { r.refreshPauses(context.Background()) })
 	r.refreshPauses(ctx)

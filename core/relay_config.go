@@ -25,6 +25,10 @@ const (
 	// DefaultSentRetention is how long delivered rows are kept (dedup keys
 	// stay taken while their row exists).
 	DefaultSentRetention = 24 * time.Hour
+	// DefaultThreadRetention is how long a thread (see Event.ThreadKey) is
+	// kept after its last delivered row; a later event of its key then
+	// starts a new conversation.
+	DefaultThreadRetention = 30 * 24 * time.Hour
 	// DefaultMaintenanceInterval is how often the elected relay prunes.
 	DefaultMaintenanceInterval = time.Minute
 	// DefaultShutdownTimeout bounds how long Run waits for in-flight
@@ -49,7 +53,10 @@ type Config struct {
 
 	// SentRetention is how long sent rows are kept before maintenance
 	// deletes them.
-	SentRetention       time.Duration
+	SentRetention time.Duration
+	// ThreadRetention is how long a thread is kept after its last
+	// delivered row.
+	ThreadRetention     time.Duration
 	MaintenanceInterval time.Duration
 	ShutdownTimeout     time.Duration
 
@@ -109,6 +116,7 @@ func (c Config) Effective() (Config, error) {
 	setDefault(&c.PollInterval, DefaultPollInterval)
 	setDefault(&c.Concurrency, DefaultConcurrency)
 	setDefault(&c.SentRetention, DefaultSentRetention)
+	setDefault(&c.ThreadRetention, DefaultThreadRetention)
 	setDefault(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	var errs []error
@@ -122,6 +130,7 @@ func (c Config) Effective() (Config, error) {
 		{"PollInterval", c.PollInterval < 0, c.PollInterval},
 		{"Concurrency", c.Concurrency < 0, c.Concurrency},
 		{"SentRetention", c.SentRetention < 0, c.SentRetention},
+		{"ThreadRetention", c.ThreadRetention < 0, c.ThreadRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval < 0, c.MaintenanceInterval},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0, c.ShutdownTimeout},
 	} {

@@ -52,6 +52,17 @@ type RateLimitDefaulter interface {
 	DefaultRateLimit() RateLimit
 }
 
+// DestinationKeyer is implemented by sinks that deliver to several
+// destinations and can name a delivery's destination before delivering it
+// (Slack: the channel it posts to). A sink whose RateLimit has PerKey set
+// must implement it: the relay then spaces deliveries per destination key,
+// cluster-wide, instead of per sink. An error is the delivery's outcome, as
+// if Deliver had returned it (wrap it with [Permanent] when retrying cannot
+// help).
+type DestinationKeyer interface {
+	DestinationKey(d *Delivery) (string, error)
+}
+
 // Delivery is one attempt at delivering one outbox row.
 type Delivery struct {
 	ID          int64             // the row's id
@@ -70,6 +81,20 @@ type Delivery struct {
 	// at the destination (Slack) checks whether that attempt went through
 	// before sending again.
 	Uncertain bool
+
+	// Route is the route that published the row (see [Publish]); empty for
+	// a message enqueued directly. A published row's Payload is its event,
+	// {"type", "key", "data"}, which package routing renders into the
+	// sink's own payload before the sink sees it.
+	Route string
+	// ThreadKey is set when the row belongs to a thread: the rows of one
+	// sink sharing it form one conversation, delivered in order.
+	ThreadKey string
+	// ThreadRoot is the receipt of the thread's first delivered row (for
+	// Slack its channel and ts), nil when the row is not in a thread or is
+	// its first row. A sink that can thread messages replies to it; the
+	// receipt outlives the root row's retention.
+	ThreadRoot json.RawMessage
 
 	receipt json.RawMessage
 	ctx     context.Context // the attempt's own context: its span and deadline

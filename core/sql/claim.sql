@@ -14,8 +14,10 @@
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
--- pause yet cannot claim their rows. Returns each row and whether it was
--- reclaimed from an expired lease (the previous outcome is unknown).
+-- pause yet cannot claim their rows. Returns each row, whether it was
+-- reclaimed from an expired lease (the previous outcome is unknown), and for
+-- a row of a thread the receipt of the thread's root (migration 003),
+-- looked up only for such rows.
 --
 -- The same statement updates the claiming loop's wake-up registration $5
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
@@ -46,4 +48,8 @@ WHERE m.id = picked.id
   -- instead of hash-joining them against a scan of the whole table.
   AND m.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
-          m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress'
+          m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
+          m.route, m.thread_key,
+          CASE WHEN m.thread_key IS NOT NULL THEN (
+              SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
+          END

@@ -11,6 +11,9 @@
 -- status = 'in_progress' as well can lead the planner to walk the lease
 -- index instead of the primary key. Failed attempts are recorded for
 -- operators; a refunded attempt (RetryAfter, a released row) is not.
+-- The first delivered row of a thread (migration 003) becomes its root:
+-- its receipt is kept in threads for the thread's later rows; a later row
+-- only marks the thread as in use.
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
@@ -18,7 +21,7 @@ WITH f AS (
 ), deleted AS (
     DELETE FROM {schema}.messages m USING f
     WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
-    RETURNING m.id, m.attempts
+    RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
     WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
@@ -33,12 +36,24 @@ WITH f AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
     WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
-    RETURNING m.id, m.attempts, f.error, f.refund
+    -- A thread's receipt only (see thread_roots): copying every row's
+    -- receipt out of the update would cost the other rows for nothing.
+    RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
+              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
 ), recorded AS (
     -- Reads the outcome back from RETURNING: joining done to f again would
     -- be a nested loop over two CTE scans, quadratic in the batch size.
     INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
     SELECT id, attempts, error FROM done
     WHERE error IS NOT NULL AND refund = 0
+), thread_roots AS (
+    INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)
+    SELECT DISTINCT ON (s.sink, s.thread_key) s.sink, s.thread_key, s.id, s.receipt
+    FROM (SELECT id, sink, thread_key, receipt FROM done WHERE status = 'sent'
+          UNION ALL
+          SELECT id, sink, thread_key, receipt FROM deleted) s
+    WHERE s.thread_key IS NOT NULL AND s.receipt IS NOT NULL
+    ORDER BY s.sink, s.thread_key, s.id
+    ON CONFLICT (sink, thread_key) DO UPDATE SET last_sent_at = now()
 )
 SELECT id FROM done UNION ALL SELECT id FROM deleted

@@ -35,7 +35,7 @@ const StopTimeout = 30 * time.Second
 // revision when it can (-buildvcs=auto, whatever GOFLAGS says), so that
 // `outboxd version` shows it.
 func Build(dir string) (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
@@ -48,9 +48,9 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// moduleRoot is the directory of the outboxd module, also from a module
+// ModuleRoot is the directory of the outboxd module, also from a module
 // that replaces it with a local copy (deploy/, bench/).
-func moduleRoot() (string, error) {
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/outboxd/outboxd").Output()
 	if err != nil {
 		return "", fmt.Errorf("go list -m github.com/outboxd/outboxd: %w", err)

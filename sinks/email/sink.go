@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -131,4 +132,14 @@ func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
 		return nil, fmt.Errorf("smtp client: %w", err)
 	}
 	return c, nil
+}
+
+// TemplateShape is the payload routes render for a mail: subject, text,
+// html (rendered with html/template) and to (a comma-separated list that
+// replaces the sink's recipients); one of text and html is required.
+func (s *Sink) TemplateShape() routing.Shape {
+	return routing.Shape{
+		Fields: map[string]routing.FieldKind{"subject": routing.Text, "text": routing.Text, "html": routing.HTML, "to": routing.List},
+		OneOf:  []string{"text", "html"},
+	}
 }

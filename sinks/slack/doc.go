@@ -73,8 +73,23 @@
 // unknown error codes are retried with backoff.
 //
 // The default rate limit is Slack's documented one message per second
-// ([DefaultRate] per [DefaultPer]); Slack counts it per channel, the relay
-// per sink, so a sink posting to several channels may configure more.
+// ([DefaultRate] per [DefaultPer]) for the sink as a whole; Slack counts it
+// per channel, so a sink posting to several channels sets
+// rate_limit: {rate: 1, per: 1s, per_key: true}: the sink names each
+// delivery's channel ([Sink.DestinationKey]) and the relay spaces the posts
+// of each channel on its own.
+//
+// # Threads
+//
+// A row of a thread (published events sharing a thread_key, see
+// docs/events.md) carries the receipt of the thread's first message in
+// core.Delivery.ThreadRoot: the sink posts it as a reply in that thread, in
+// the first message's channel, and records thread_ts in its receipt. A
+// payload with "update_root": true (a route's update_root) also edits the
+// first message to the reply's text and blocks with chat.update, again on
+// a retry that finds the reply already posted. Routes render the payload
+// from [Sink.TemplateShape]'s fields: text, blocks and channel. Threads need
+// a bot token: an incoming webhook answers no ts.
 //
 // # Exactly once
 //

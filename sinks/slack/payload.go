@@ -24,6 +24,10 @@ type Payload struct {
 	ThreadTS string `json:"thread_ts,omitempty"`
 	// UnfurlLinks turns link previews on or off; unset leaves Slack's default.
 	UnfurlLinks *bool `json:"unfurl_links,omitempty"`
+	// UpdateRoot, on a row of a thread that is not its first, also edits
+	// the thread's first message to this message's text and blocks
+	// (chat.update). Routes set it with update_root: true.
+	UpdateRoot bool `json:"update_root,omitempty"`
 }
 
 // message is a payload checked and ready to send.
@@ -40,7 +44,7 @@ func parsePayload(raw json.RawMessage, escape bool) (message, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m.Payload); err != nil {
-		return m, core.Permanent(fmt.Errorf("payload: want {\"text\", \"blocks\", \"channel\", \"thread_ts\", \"unfurl_links\"}: %w", err))
+		return m, core.Permanent(fmt.Errorf("payload: want {\"text\", \"blocks\", \"channel\", \"thread_ts\", \"unfurl_links\", \"update_root\"}: %w", err))
 	}
 	if len(m.Blocks) > 0 && !bytes.Equal(bytes.TrimSpace(m.Blocks), []byte("null")) {
 		blocks := m.Blocks

@@ -73,7 +73,7 @@ func (s *Sink) DefaultRateLimit() core.RateLimit {
 }
 
 // Deliver posts one message. See the package documentation for the payload,
-// the error classes and the exactly-once check.
+// the error classes, threads and the exactly-once check.
 func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	m, err := parsePayload(d.Payload, s.opts.EscapeMentions)
 	if err != nil {
@@ -85,35 +85,58 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 	if s.api == nil {
 		return s.fail(d, s.postWebhook(ctx, m))
 	}
-	channel := m.Channel
-	if channel == "" {
-		channel = s.opts.Channel
+	root, err := parseThreadRoot(d)
+	if err != nil {
+		return s.fail(d, err)
 	}
+	channel := s.channelOf(m, root)
 	if err := s.checkChannel(channel); err != nil {
 		return s.fail(d, err)
 	}
-	skipped := ""
+	if root != nil && m.ThreadTS == "" {
+		m.ThreadTS = root.TS
+	}
+	posted, err := s.post(ctx, d, m, channel)
+	if err != nil {
+		return s.fail(d, err)
+	}
+	if m.UpdateRoot && root != nil {
+		// After the reply, and again on a retry that finds the reply
+		// posted: chat.update sets the same content each time.
+		if err := s.updateRoot(ctx, root, m); err != nil {
+			return s.fail(d, err)
+		}
+	}
+	return s.receipt(d, posted)
+}
+
+// post posts m to channel unless an earlier attempt at d already did (see
+// the package documentation), and returns where the post is.
+func (s *Sink) post(ctx context.Context, d *core.Delivery, m message, channel string) (postedAt, error) {
+	at := postedAt{threadTS: m.ThreadTS}
 	if s.opts.dedupe() && (d.Uncertain || d.Attempt > 1) {
 		// An earlier attempt may have posted and died before its outcome
 		// was recorded; Slack has no idempotency key, so look.
 		id, ts, err := s.earlierPost(ctx, d, channel, m.ThreadTS)
 		switch {
 		case errors.Is(err, errUnresolved):
-			skipped = err.Error()
-			slog.Warn("slack sink posts without the duplicate check", "sink", s.name, "row", d.ID, "channel", channel, "reason", skipped)
+			at.dedupeSkipped = err.Error()
+			slog.Warn("slack sink posts without the duplicate check", "sink", s.name, "row", d.ID, "channel", channel, "reason", at.dedupeSkipped)
 		case err != nil:
-			return s.fail(d, err)
+			return at, err
 		case ts != "":
-			return s.receipt(d, id, ts, "")
+			at.channel, at.ts = id, ts
+			return at, nil
 		}
 	}
 	opts := append(m.msgOptions(s.opts), slackapi.MsgOptionMetadata(metadata(d)))
 	respChannel, ts, err := s.api.PostMessageContext(ctx, channel, opts...)
 	if err != nil {
-		return s.fail(d, classify(s.call("chat.postMessage", channel), err))
+		return at, classify(s.call("chat.postMessage", channel), err)
 	}
 	s.learn(channel, respChannel)
-	return s.receipt(d, respChannel, ts, skipped)
+	at.channel, at.ts = respChannel, ts
+	return at, nil
 }
 
 // checkChannel refuses a missing channel, and an @user channel when dedupe
@@ -130,17 +153,34 @@ func (s *Sink) checkChannel(channel string) error {
 	return nil
 }
 
-// ReceiptDedupeSkipped is the receipt key that, when present, says why a
-// retried row was posted without the duplicate check (its channel name could
-// not be resolved to an ID), so a duplicate message is possible.
-const ReceiptDedupeSkipped = "dedupe_skipped"
+// Receipt keys besides channel and ts.
+const (
+	// ReceiptDedupeSkipped, when present, says why a retried row was
+	// posted without the duplicate check (its channel name could not be
+	// resolved to an ID), so a duplicate message is possible.
+	ReceiptDedupeSkipped = "dedupe_skipped"
+	// ReceiptThreadTS is the ts of the thread a reply was posted in.
+	ReceiptThreadTS = "thread_ts"
+)
 
-// receipt records where the message is: Slack's channel ID and ts, and the
-// reason the duplicate check was skipped, if it was.
-func (s *Sink) receipt(d *core.Delivery, channel, ts, skipped string) error {
-	r := map[string]string{"channel": channel, "ts": ts}
-	if skipped != "" {
-		r[ReceiptDedupeSkipped] = skipped
+// postedAt is where a message is, for its receipt.
+type postedAt struct {
+	channel, ts   string
+	threadTS      string // the thread it replies in, if any
+	dedupeSkipped string // why the duplicate check was skipped, if it was
+}
+
+// receipt records where the message is: Slack's channel ID and ts, the
+// thread it is in, and the reason the duplicate check was skipped, if it
+// was. A thread's first message's receipt is the root its later messages
+// reply to (core.Delivery.ThreadRoot).
+func (s *Sink) receipt(d *core.Delivery, at postedAt) error {
+	r := map[string]string{"channel": at.channel, "ts": at.ts}
+	if at.threadTS != "" {
+		r[ReceiptThreadTS] = at.threadTS
+	}
+	if at.dedupeSkipped != "" {
+		r[ReceiptDedupeSkipped] = at.dedupeSkipped
 	}
 	return d.SetReceipt(r)
 }

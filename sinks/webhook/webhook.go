@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -96,4 +97,14 @@ func checkID(id string) error {
 		return errors.New("the dedup key cannot be sent unchanged as webhook-id (empty, control characters, or spaces at either end)")
 	}
 	return nil
+}
+
+// TemplateShape is the payload routes render for a webhook: body, a
+// template producing the JSON body. Without a template a published event
+// is sent in the Standard Webhooks envelope {"type", "timestamp", "data"}.
+func (s *Sink) TemplateShape() routing.Shape {
+	return routing.Shape{
+		Fields:      map[string]routing.FieldKind{routing.FieldBody: routing.Body},
+		Untemplated: routing.StandardWebhooksEnvelope,
+	}
 }

@@ -1,5 +1,6 @@
 // Package ratelimit coordinates sinks' rate limits and Retry-After pauses
-// across every relay of a cluster through one row per sink in PostgreSQL.
+// across every relay of a cluster through one row per sink in PostgreSQL,
+// and per-destination limits through one row per sink and busy key.
 package ratelimit
 
 import (
@@ -8,15 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/internal/listener"
 )
 
 // Statements are the SQL the limiter runs (core's sql/reserve_permits.sql,
-// sql/pause_sink.sql and sql/active_pauses.sql, schema filled in).
+// sql/reserve_key_permits.sql, sql/pause_sink.sql and
+// sql/active_pauses.sql, schema filled in).
 type Statements struct {
-	ReservePermits, PauseSink, ActivePauses string
+	ReservePermits, ReserveKeyPermits, PauseSink, ActivePauses string
 }
 
 // Limiter implements GCRA ("generic cell rate algorithm") on one row per
@@ -59,6 +62,42 @@ func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Durati
 			start = *pausedUntil
 		}
 		waits[i] = max(0, start.Sub(now))
+	}
+	return waits, nil
+}
+
+// ReserveKeys takes counts[i] permits of destination keys[i] of sink, each
+// key limited on its own (one permit per interval, burst back to back after
+// an idle spell), in one statement. keys must be sorted and distinct. It
+// returns, per key, how long to wait before starting each delivery; a
+// pause of the whole sink delays them all.
+func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, interval time.Duration, burst int) (map[string][]time.Duration, error) {
+	rows, err := l.pool.Query(ctx, l.sql.ReserveKeyPermits, sink, keys, counts, interval)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
+	}
+	n := make(map[string]int, len(keys))
+	for i, k := range keys {
+		n[k] = counts[i]
+	}
+	paused := l.PausedFor(sink)
+	tolerance := time.Duration(burst-1) * interval
+	waits := make(map[string][]time.Duration, len(keys))
+	var (
+		key      string
+		tat, now time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&key, &tat, &now}, func() error {
+		base := tat.Add(-time.Duration(n[key]) * interval)
+		w := make([]time.Duration, n[key])
+		for i := range w {
+			w[i] = max(paused, base.Add(time.Duration(i)*interval-tolerance).Sub(now))
+		}
+		waits[key] = w
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
 	}
 	return waits, nil
 }

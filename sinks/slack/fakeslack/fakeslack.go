@@ -2,7 +2,8 @@
 // incoming webhooks, served by net/http/httptest, for tests that must never
 // reach the real Slack.
 //
-// It records every message posted (with its metadata and arrival time),
+// It records every message posted (with its metadata and arrival time) and
+// every edit made with chat.update,
 // serves conversations.history and conversations.replies from what was
 // posted (honouring oldest, latest, limit, cursor and include_all_metadata),
 // knows channels by name ([Server.AddChannel]) for chat.postMessage and a
@@ -31,6 +32,7 @@ const Token = "xoxb-fake-token"
 // posts are recorded and faults injected.
 const (
 	MethodPostMessage = "chat.postMessage"
+	MethodUpdate      = "chat.update"
 	MethodHistory     = "conversations.history"
 	MethodReplies     = "conversations.replies"
 	MethodList        = "conversations.list"
@@ -58,6 +60,9 @@ type Message struct {
 	Metadata    Metadata // zero when the post carried none
 	Webhook     bool     // posted through the incoming webhook
 	At          time.Time
+	// Updates counts the chat.update calls that edited the message; Text
+	// and Blocks are the latest.
+	Updates int
 
 	seeded bool // stored by Seed, not posted
 }
@@ -189,6 +194,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	switch method {
 	case MethodPostMessage:
 		handle = s.postMessage
+	case MethodUpdate:
+		handle = s.update
 	case MethodHistory:
 		handle = s.history
 	case MethodReplies:

@@ -43,6 +43,38 @@ func (s *Server) postMessage(r *http.Request) (map[string]any, string) {
 	return map[string]any{"channel": m.Channel, "ts": m.TS, "message": wire(m, true)}, ""
 }
 
+// update serves chat.update: it replaces the text and blocks of the
+// message at (channel, ts), keeping its metadata, as Slack does.
+func (s *Server) update(r *http.Request) (map[string]any, string) {
+	channel, ts, text, blocks := r.Form.Get("channel"), r.Form.Get("ts"), r.Form.Get("text"), r.Form.Get("blocks")
+	if strings.HasPrefix(channel, "#") {
+		return nil, "channel_not_found" // like Slack: chat.update takes IDs only
+	}
+	if blocks != "" {
+		var list []json.RawMessage
+		if json.Unmarshal([]byte(blocks), &list) != nil {
+			return nil, "invalid_blocks"
+		}
+	}
+	if text == "" && blocks == "" {
+		return nil, "no_text"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.messages {
+		m := &s.messages[i]
+		if m.Channel == channel && m.TS == ts {
+			m.Text, m.Blocks = text, nil
+			if blocks != "" {
+				m.Blocks = json.RawMessage(blocks)
+			}
+			m.Updates++
+			return map[string]any{"channel": channel, "ts": ts, "text": text}, ""
+		}
+	}
+	return nil, "message_not_found"
+}
+
 // history serves conversations.history: the channel's top-level messages
 // newer than oldest (and older than latest), newest first, a page at a time.
 func (s *Server) history(r *http.Request) (map[string]any, string) {

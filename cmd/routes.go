@@ -1,0 +1,90 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/routing"
+)
+
+// routesKey is the configuration's block of routes.
+const routesKey = "routes"
+
+// compileRoutes checks the routes against the built sinks and compiles
+// them: every template parsed and rendered with a sample event. Each
+// problem names its key, the route, the sink and the template's line.
+func (c *Config) compileRoutes() []confschema.Problem {
+	table, problems := routing.Compile(routing.Config{Routes: c.Routes, Unmatched: c.RoutesUnmatched}, c.sinks)
+	c.routes = table
+	return problems
+}
+
+// hasRoutes reports whether the configuration has routes.
+func (c *Config) hasRoutes() bool { return len(c.Routes) > 0 }
+
+func (a *app) routesCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "routes",
+		Short: "Store the configuration's routes in the database, where publish() reads them",
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "apply",
+		Short: "Apply the configuration's routes; applying the routes already active changes nothing",
+		Long: `Make the configuration's routes (checked when it loads: every template
+rendered with a sample event) the routes that publish() uses, as a new
+version unless the same routes were applied before. outboxd migrate does
+this too when the configuration has routes. Safe to run from several pods
+at once.`,
+		Args: cobra.NoArgs,
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			if !s.cfg.hasRoutes() {
+				return badInputf("routes apply: the configuration has no routes (add a routes: block)")
+			}
+			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)
+		}),
+	})
+	return c
+}
+
+// applyRoutes applies the configuration's routes, printing what it did.
+func applyRoutes(ctx context.Context, out io.Writer, s session) error {
+	applied, err := routing.Apply(ctx, s.pool, s.ob, s.cfg.routes)
+	if err != nil {
+		return err
+	}
+	if applied.Changed {
+		fmt.Fprintf(out, "routes applied: version %d (%d routes)\n", applied.Version, len(s.cfg.routes.Routes()))
+	} else {
+		fmt.Fprintf(out, "routes unchanged: version %d is active\n", applied.Version)
+	}
+	return nil
+}
+
+// checkAppliedRoutes compares the routes this relay renders with to the
+// ones applied to the database, which route every publish. When none were
+// ever applied it applies its own (a first start without outboxd migrate:
+// no other version exists that a rolling deploy could flip back); when
+// others are applied it warns, since the two should match once a deploy
+// is done.
+func checkAppliedRoutes(ctx context.Context, s session, log *slog.Logger) {
+	version, digest, err := routing.Active(ctx, s.pool, s.ob)
+	switch {
+	case err != nil:
+		log.Warn("could not read the routes applied to the database", errAttr(err))
+	case version == 0 && s.cfg.hasRoutes():
+		applied, err := routing.Apply(ctx, s.pool, s.ob, s.cfg.routes)
+		if err != nil {
+			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", errAttr(err))
+			return
+		}
+		log.Info("applied this configuration's routes: none were applied yet", "version", applied.Version)
+	case version != 0 && digest != s.cfg.routes.Digest():
+		log.Warn("the routes of this configuration are not the ones applied to the database: events are routed by the database's (run outboxd routes apply), rendered with this relay's templates",
+			"applied_version", version)
+	}
+}

@@ -1,0 +1,223 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Event is a domain event a producer publishes once; the routes applied to
+// the database decide which sinks receive it and the relay renders it into
+// each sink's payload (see docs/events.md and package routing).
+type Event struct {
+	// Type is a dotted name ("order.created") that routes match.
+	Type string
+	// Key is the producer's idempotency key: publishing the same (Type, Key)
+	// again creates nothing.
+	Key string
+	// Data is any JSON object: a json.RawMessage or []byte holding one, or a
+	// value encoding to one; nil means {}.
+	Data any
+	// OrderingKey, when set, makes the event's rows reach each sink in
+	// publishing order with the other events of the key (per sink: one
+	// sink's delays never hold up another's).
+	OrderingKey string
+	// ThreadKey, when set, makes the event part of a conversation with the
+	// other events of the key: a sink that can thread (Slack) posts the
+	// first as a message and later ones as replies to it. A thread's events
+	// reach each sink in order. A route's template may set it instead.
+	ThreadKey string
+}
+
+// Published is one row a publish created or found.
+type Published struct {
+	// Sink is the target's sink; one event can have several rows of one
+	// sink, from different routes.
+	Sink string
+	ID   int64
+	// Created is false when the row existed already: the same (type, key)
+	// was published before.
+	Created bool
+}
+
+// Publishing errors. Both are the producer's to fix, not the database's:
+// check for them with errors.Is.
+var (
+	// ErrInvalidEvent is wrapped by the error of an event that cannot be
+	// published as it is (bad type, key or data).
+	ErrInvalidEvent = errors.New("invalid event")
+	// ErrNoRoute is wrapped by the error of an event that no applied route
+	// matches (unless the routes drop such events), or of any event when
+	// no routes are applied.
+	ErrNoRoute = errors.New("no route")
+)
+
+// Publish publishes ev in the default outbox. See [Outbox.Publish].
+func Publish(ctx context.Context, db DBTX, ev Event) ([]Published, error) {
+	return Default.Publish(ctx, db, ev)
+}
+
+// Publish turns ev into one outbox row per target of the routes its type
+// matches, in one statement, through db: pass the caller's pgx.Tx to make
+// the rows commit or roll back with the business data. Each row is an
+// ordinary message with its own attempts, backoff, rate limit and dead
+// letter. It returns every target's row in route order; rows that existed
+// already (the same type and key were published before) have Created
+// false. An event that matches no route returns an error wrapping
+// ErrNoRoute, or, when the routes say routes_unmatched: drop, no rows.
+//
+// Publish calls the SQL function <schema>.publish(), which producers in any
+// language can call inside their own transactions: every producer gets the
+// same routes.
+func (o *Outbox) Publish(ctx context.Context, db DBTX, ev Event) ([]Published, error) {
+	data, headers, err := o.encodeEvent(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, o.sql.publish, ev.Type, ev.Key, data, ev.OrderingKey, ev.ThreadKey, headers)
+	if err != nil {
+		return nil, publishError(ev, err)
+	}
+	published, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Published, error) {
+		var p Published
+		return p, row.Scan(&p.Sink, &p.ID, &p.Created)
+	})
+	if err != nil {
+		return nil, publishError(ev, err)
+	}
+	o.countPublished(ctx, published)
+	return published, nil
+}
+
+// PublishBatch publishes events in one statement, in their order, and
+// returns each event's rows at its index. Nothing is written when one of
+// them fails (the error names it).
+func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][]Published, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	var (
+		types, keys, orderings, threads = make([]string, len(events)), make([]string, len(events)), make([]string, len(events)), make([]string, len(events))
+		data                            = make([][]byte, len(events))
+		headers                         []byte
+	)
+	for i, ev := range events {
+		var err error
+		if data[i], headers, err = o.encodeEvent(ctx, ev); err != nil {
+			return nil, fmt.Errorf("event %d: %w", i, err)
+		}
+		types[i], keys[i], orderings[i], threads[i] = ev.Type, ev.Key, ev.OrderingKey, ev.ThreadKey
+	}
+	rows, err := db.Query(ctx, o.sql.publishBatch, types, keys, data, orderings, threads, headers)
+	if err != nil {
+		return nil, batchPublishError(len(events), err)
+	}
+	out := make([][]Published, len(events))
+	var (
+		index int
+		p     Published
+	)
+	_, err = pgx.ForEachRow(rows, []any{&index, &p.Sink, &p.ID, &p.Created}, func() error {
+		if index < 1 || index > len(events) {
+			return fmt.Errorf("event index %d out of range", index)
+		}
+		out[index-1] = append(out[index-1], p)
+		return nil
+	})
+	if err != nil {
+		return nil, batchPublishError(len(events), err)
+	}
+	for _, published := range out {
+		o.countPublished(ctx, published)
+	}
+	return out, nil
+}
+
+// encodeEvent encodes ev's data and the caller's trace context for the
+// publish statement. Everything else is checked by the SQL function, so
+// that every producer meets the same rules and wording.
+func (o *Outbox) encodeEvent(ctx context.Context, ev Event) (data, headers []byte, err error) {
+	switch d := ev.Data.(type) {
+	case nil:
+		data = []byte("{}")
+	case json.RawMessage:
+		data = d
+	case []byte:
+		data = d
+	default:
+		if data, err = json.Marshal(d); err != nil {
+			return nil, nil, fmt.Errorf("outbox: %w: data cannot be encoded as JSON: %v", ErrInvalidEvent, err)
+		}
+	}
+	if !json.Valid(data) {
+		return nil, nil, fmt.Errorf("outbox: %w: data is not valid JSON", ErrInvalidEvent)
+	}
+	if h := withTraceContext(ctx, nil); len(h) > 0 {
+		if headers, err = json.Marshal(h); err != nil {
+			return nil, nil, fmt.Errorf("outbox: encode trace headers: %w", err)
+		}
+	}
+	return data, headers, nil
+}
+
+// SQLSTATEs of the publish() function's refusals.
+const (
+	sqlstateInvalidParameter = "22023" // a bad event
+	sqlstateNoDataFound      = "P0002" // no route
+)
+
+// eventError is a refusal of publish(): its message is the function's,
+// and it wraps ErrInvalidEvent or ErrNoRoute.
+type eventError struct {
+	kind error
+	msg  string
+}
+
+func (e *eventError) Error() string { return e.msg }
+func (e *eventError) Unwrap() error { return e.kind }
+
+// classifyPublishError turns publish()'s refusals into errors wrapping
+// ErrInvalidEvent or ErrNoRoute; it returns nil for any other error.
+func classifyPublishError(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return nil
+	}
+	switch {
+	case pgErr.Code == sqlstateInvalidParameter && strings.HasPrefix(pgErr.Message, "outbox: "):
+		return &eventError{kind: ErrInvalidEvent, msg: pgErr.Message}
+	case pgErr.Code == sqlstateNoDataFound && strings.HasPrefix(pgErr.Message, "outbox: "):
+		msg := pgErr.Message
+		if pgErr.Hint != "" {
+			msg += " (" + strings.TrimSuffix(pgErr.Hint, ".") + ")"
+		}
+		return &eventError{kind: ErrNoRoute, msg: msg}
+	}
+	return nil
+}
+
+func publishError(ev Event, err error) error {
+	if refused := classifyPublishError(err); refused != nil {
+		return refused
+	}
+	return fmt.Errorf("outbox: publish %s/%s: %w", ev.Type, ev.Key, err)
+}
+
+func batchPublishError(n int, err error) error {
+	if refused := classifyPublishError(err); refused != nil {
+		return refused
+	}
+	return fmt.Errorf("outbox: publish batch of %d events: %w", n, err)
+}
+
+// countPublished adds a publish's rows to the enqueue counter.
+func (o *Outbox) countPublished(ctx context.Context, published []Published) {
+	for _, p := range published {
+		o.countEnqueues(ctx, p.Sink, p.Created, 1)
+	}
+}

@@ -1,0 +1,308 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+)
+
+// testTarget is one target of a route, as apply_routes() takes it; core's
+// tests write the patterns' regular expressions by hand (package routing
+// compiles them from plugins.yaml).
+type testTarget struct {
+	Route     string          `json:"route"`
+	Sink      string          `json:"sink"`
+	Position  int             `json:"position"`
+	Patterns  []string        `json:"patterns"`
+	ThreadKey json.RawMessage `json:"thread_key,omitempty"`
+}
+
+// Regular expressions of the patterns order.* and ** (see routing.Pattern).
+const (
+	reOrderAny = `^\.order\.[^.]+$`
+	reAll      = `^(\.[^.]+)*$`
+)
+
+// applyRoutes applies targets as the active routes of b's outbox.
+func applyRoutes(t *testing.T, b bundle, unmatched string, targets ...testTarget) {
+	t.Helper()
+	raw, err := json.Marshal(targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := fmt.Sprintf("%x-%s", len(raw), raw) // unique per content, which is all a digest must be here
+	if _, err := b.pool.Exec(b.ctx, "SELECT * FROM "+b.ob.Schema()+".apply_routes($1, $2, $3)", digest, unmatched, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// orderRoutes: order.* to "slack" and "hook" (route orders), and every
+// event to "hook" again (route audit): two rows of one sink per order event.
+func orderRoutes(t *testing.T, b bundle) {
+	applyRoutes(t, b, "error",
+		testTarget{Route: "orders", Sink: "slack", Position: 0, Patterns: []string{reOrderAny}},
+		testTarget{Route: "orders", Sink: "hook", Position: 1, Patterns: []string{reOrderAny}},
+		testTarget{Route: "audit", Sink: "hook", Position: 0, Patterns: []string{reAll}})
+}
+
+func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
+	b := setup(t)
+	orderRoutes(t, b)
+	ev := core.Event{Type: "order.created", Key: "order-42", Data: map[string]any{"id": 42}}
+	first, err := b.ob.Publish(b.ctx, b.pool, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sinksOf(first); !slices.Equal(got, []string{"hook", "slack", "hook"}) {
+		t.Fatalf("rows for sinks %v, want hook (audit), slack and hook (orders)", got)
+	}
+	for _, p := range first {
+		if !p.Created {
+			t.Errorf("first publish: row %+v not created", p)
+		}
+	}
+	again, err := b.ob.Publish(b.ctx, b.pool, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range again {
+		if p.Created || p.ID != first[i].ID {
+			t.Errorf("second publish: %+v, want row %d found, not created", p, first[i].ID)
+		}
+	}
+	rows, err := b.pool.Query(b.ctx, "SELECT sink, dedup_key, route, payload::text, ordering_key IS NULL FROM "+b.ob.Schema()+".messages ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var sink, key, route, payload string
+	var unordered bool
+	if _, err := pgx.ForEachRow(rows, []any{&sink, &key, &route, &payload, &unordered}, func() error {
+		got = append(got, fmt.Sprintf("%s %s %s %s %v", sink, key, route, payload, unordered))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	event := `{"key": "order-42", "data": {"id": 42}, "type": "order.created"}`
+	want := []string{
+		"hook order.created/order-42/audit audit " + event + " true",
+		"slack order.created/order-42/orders orders " + event + " true",
+		"hook order.created/order-42/orders orders " + event + " true",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func sinksOf(published []core.Published) []string {
+	var out []string
+	for _, p := range published {
+		out = append(out, p.Sink)
+	}
+	return out
+}
+
+// A publish rolled back with its transaction leaves nothing to deliver;
+// a committed one afterwards shows the relay looked.
+func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
+	b := setup(t)
+	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
+	sink := newRecordingSink()
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	tx, err := b.pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ob.Publish(b.ctx, tx, core.Event{Type: "order.created", Key: "rolled-back"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.ob.Publish(b.ctx, tx, core.Event{Type: "order.created", Key: "committed"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 10*time.Second, "the committed event", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	delivered := sink.snapshot()
+	if len(delivered) != 1 || delivered[0].Route != "all" || !strings.Contains(string(delivered[0].Payload), `"committed"`) {
+		t.Fatalf("delivered %+v, want only the committed event, with its route", delivered)
+	}
+	if got := statusCounts(t, b); len(got) != 1 {
+		t.Fatalf("rows by status = %v, want only the committed one", got)
+	}
+}
+
+func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
+	b := setup(t)
+	ev := core.Event{Type: "order.created", Key: "k"}
+	if _, err := b.ob.Publish(b.ctx, b.pool, ev); !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "outboxd routes apply") {
+		t.Errorf("publish without routes: %v, want ErrNoRoute telling how to apply routes", err)
+	}
+	orderRoutes(t, b)
+	for _, c := range []struct {
+		ev   core.Event
+		want string
+	}{
+		{core.Event{Type: "order..created", Key: "k"}, "type"},
+		{core.Event{Type: "", Key: "k"}, "type"},
+		{core.Event{Type: "order.created", Key: ""}, "key is empty"},
+		{core.Event{Type: "order.created", Key: "a\x01b"}, "control character"},
+		{core.Event{Type: "order.created", Key: "k", Data: []int{1}}, "data must be a JSON object, got array"},
+		{core.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{`)}, "not valid JSON"},
+		{core.Event{Type: "order.created", Key: "k", ThreadKey: strings.Repeat("t", 256)}, "thread_key is 256 bytes"},
+	} {
+		_, err := b.ob.Publish(b.ctx, b.pool, c.ev)
+		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("publish %+v: %v, want ErrInvalidEvent saying %q", c.ev, err, c.want)
+		}
+	}
+	// Only "audit" (**) would match; without it, nothing does.
+	applyRoutes(t, b, "error", testTarget{Route: "orders", Sink: "slack", Patterns: []string{reOrderAny}})
+	_, err := b.ob.Publish(b.ctx, b.pool, core.Event{Type: "invoice.paid", Key: "k"})
+	if !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "invoice.paid") {
+		t.Errorf("publish of an unrouted type: %v, want ErrNoRoute naming the type", err)
+	}
+	if got := statusCounts(t, b); len(got) != 0 {
+		t.Errorf("refused publishes wrote rows: %v", got)
+	}
+}
+
+// With routes_unmatched: drop an unrouted event is a no-op that the
+// database counts; maintenance folds the count into its totals.
+func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
+	b := setup(t)
+	applyRoutes(t, b, "drop", testTarget{Route: "orders", Sink: "rec", Patterns: []string{reOrderAny}})
+	for i := range 3 {
+		published, err := b.ob.Publish(b.ctx, b.pool, core.Event{Type: "invoice.paid", Key: fmt.Sprint(i)})
+		if err != nil || len(published) != 0 {
+			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
+		}
+	}
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
+	testrelay.WaitFor(t, 10*time.Second, "the drops folded into their totals", func() bool {
+		var folded int64
+		err := b.pool.QueryRow(b.ctx, "SELECT coalesce(sum(dropped), 0) FROM "+b.ob.Schema()+".events_dropped_totals WHERE event_type = 'invoice.paid'").Scan(&folded)
+		return err == nil && folded == 3
+	})
+}
+
+func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
+	b := setup(t)
+	orderRoutes(t, b)
+	events := []core.Event{
+		{Type: "order.created", Key: "1"},
+		{Type: "user.created", Key: "2"},
+		{Type: "order.created", Key: "1"}, // a duplicate of the first, within the batch
+	}
+	got, err := b.ob.PublishBatch(b.ctx, b.pool, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || len(got[0]) != 3 || len(got[1]) != 1 || len(got[2]) != 3 {
+		t.Fatalf("rows per event = %v, want 3, 1 and 3", got)
+	}
+	for i, p := range got[2] {
+		if p.Created || p.ID != got[0][i].ID {
+			t.Errorf("the repeated event's row %+v, want row %d found", p, got[0][i].ID)
+		}
+	}
+	if !(got[0][0].ID < got[1][0].ID) {
+		t.Errorf("ids do not follow the batch's order: %v", got)
+	}
+	_, err = b.ob.PublishBatch(b.ctx, b.pool, []core.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
+	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
+		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent naming event 2", err)
+	}
+	if n := statusCounts(t, b)["pending"]; n != 4 {
+		t.Errorf("%d rows after the failed batch, want the 4 of the first batch", n)
+	}
+}
+
+// threadSink records what each delivery saw of its thread and gives each
+// row a receipt naming it.
+type threadSink struct {
+	mu    sync.Mutex
+	seen  []threadDelivery
+	delay time.Duration
+}
+
+type threadDelivery struct {
+	id         int64
+	sink, key  string
+	threadRoot string
+}
+
+func (s *threadSink) Deliver(ctx context.Context, d *core.Delivery) error {
+	time.Sleep(s.delay) // gives a later row of the thread the chance to overtake, were it claimable
+	s.mu.Lock()
+	s.seen = append(s.seen, threadDelivery{id: d.ID, sink: d.Sink, key: d.ThreadKey, threadRoot: string(d.ThreadRoot)})
+	s.mu.Unlock()
+	return d.SetReceipt(map[string]int64{"row": d.ID})
+}
+
+func (s *threadSink) snapshot() []threadDelivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
+}
+
+// The rows of a thread are delivered in order, each sink's first one
+// without a root and the later ones with the first one's receipt, which
+// outlives the root row (here deleted as soon as it is sent).
+func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
+	b := setup(t)
+	applyRoutes(t, b, "error",
+		testTarget{Route: "incidents", Sink: "chat", Patterns: []string{reAll}},
+		testTarget{Route: "incidents", Sink: "pager", Position: 1, Patterns: []string{reAll},
+			// A template's thread_key: "page-" + .data.team.
+			ThreadKey: json.RawMessage(`[{"text": "page-"}, {"data": ["team"]}]`)})
+	sink := &threadSink{delay: 20 * time.Millisecond}
+	cfg := core.Config{Outbox: b.ob, DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "chat", Sink: sink}, {Name: "pager", Sink: sink}}}
+	for range 2 {
+		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+	}
+	for i := range 3 {
+		ev := core.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}
+		if _, err := b.ob.Publish(b.ctx, b.pool, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testrelay.WaitFor(t, 30*time.Second, "six deliveries", func() bool { return len(sink.snapshot()) == 6 })
+	bySink := map[string][]threadDelivery{}
+	for _, d := range sink.snapshot() {
+		bySink[d.sink] = append(bySink[d.sink], d)
+	}
+	for sink, key := range map[string]string{"chat": "inc-7", "pager": "page-db"} {
+		ds := bySink[sink]
+		if len(ds) != 3 {
+			t.Fatalf("%s: %d deliveries, want 3", sink, len(ds))
+		}
+		root := fmt.Sprintf(`{"row": %d}`, ds[0].id)
+		for i, d := range ds {
+			wantRoot := root
+			if i == 0 {
+				wantRoot = ""
+			}
+			if d.key != key || d.threadRoot != wantRoot || (i > 0 && d.id < ds[i-1].id) {
+				t.Errorf("%s delivery %d: %+v, want thread %s, root %q, in order", sink, i, d, key, wantRoot)
+			}
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package core
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/outboxd/outboxd/core/internal/slots"
+)
+
+// A sink whose rate limit holds per destination key (RateLimit.PerKey)
+// claims in sinkLoop like any throttled sink, but a row's key (Slack: its
+// channel) is only known once the row is claimed and the sink names it. So
+// dispatchByKey groups the claimed rows by key, reserves for each key the
+// permits it can use within rateReserveHorizon (one statement for all
+// keys, so relays share each key's permits), starts those rows and hands
+// the others back without spending their attempt, due when their key's
+// turn should come. Rows of other keys never wait behind a busy key.
+
+// keyedRows are the claimed rows of one destination key, in claim order.
+type keyedRows struct {
+	key  string
+	rows []claimedRow
+}
+
+// dispatchByKey starts the rows whose key has a permit soon and hands the
+// others back; it returns how soon the first row handed back comes due
+// (0 when none was).
+func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []claimedRow, free *slots.Slots) time.Duration {
+	groups := r.groupByKey(deliverCtx, s, rows)
+	if len(groups) == 0 {
+		return 0
+	}
+	rl := *s.RateLimit
+	interval := rl.interval()
+	perKey := max(1, int(rateReserveHorizon/interval))
+	keys, counts := make([]string, len(groups)), make([]int, len(groups))
+	for i, g := range groups {
+		keys[i], counts[i] = g.key, min(len(g.rows), perKey)
+	}
+	waits, err := r.limiter.ReserveKeys(ctx, s.Name, keys, counts, interval, rl.Burst)
+	if err != nil {
+		// Without permits we must not deliver: hand the rows back.
+		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
+		for _, g := range groups {
+			for _, row := range g.rows {
+				r.release(row, 0, err)
+			}
+		}
+		sleep(ctx, claimRetryDelay)
+		return 0
+	}
+	// A row may wait in the relay for its permit as long as the shared
+	// loop lets claimed rows wait for a slot; beyond that its lease would
+	// be at risk, and it goes back to the table.
+	maxHold := time.Duration(float64(r.cfg.Lease) * claimAheadShareOfLease)
+	nextDue := time.Duration(0)
+	for _, g := range groups {
+		w := waits[g.key]
+		for i, row := range g.rows {
+			if i < len(w) && w[i] <= maxHold {
+				free.Take()
+				r.start(deliverCtx, row, w[i], free.Give)
+				continue
+			}
+			// Due when the key's permits should reach it.
+			due := w[len(w)-1] + time.Duration(i-len(w)+1)*interval
+			if i < len(w) {
+				due = w[i]
+			}
+			r.release(row, due, fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key))
+			if nextDue == 0 || due < nextDue {
+				nextDue = due
+			}
+		}
+	}
+	return nextDue
+}
+
+// groupByKey asks the sink for each row's destination key and groups the
+// rows by key, keys sorted (the order relays lock them in). A row whose
+// key the sink cannot name gets that error as its outcome.
+func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow) []keyedRows {
+	keyer := s.Sink.(DestinationKeyer) // checked by SinkConfig.withDefaults
+	index := map[string]int{}
+	var groups []keyedRows
+	for _, row := range rows {
+		row.setMaxAttempts(s)
+		key, err := destinationKey(keyer, &row.Delivery)
+		if err != nil {
+			r.finish(ctx, row, s, nil, 0, fmt.Errorf("naming the destination: %w", err))
+			continue
+		}
+		i, seen := index[key]
+		if !seen {
+			i = len(groups)
+			index[key] = i
+			groups = append(groups, keyedRows{key: key})
+		}
+		groups[i].rows = append(groups[i].rows, row)
+	}
+	slices.SortFunc(groups, func(a, b keyedRows) int { return cmp.Compare(a.key, b.key) })
+	return groups
+}
+
+// destinationKey asks the sink for d's key, turning a panic into an error
+// as callSink does.
+func destinationKey(k DestinationKeyer, d *Delivery) (key string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink panicked: %v", p)
+		}
+	}()
+	return k.DestinationKey(d)
+}
+
+// untilDue is how long a loop idles when rows it handed back come due in
+// due (0: none did): no longer than that, nor than poll.
+func untilDue(poll, due time.Duration) time.Duration {
+	if due > 0 {
+		return min(poll, due)
+	}
+	return poll
+}

@@ -1,0 +1,117 @@
+package routing
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// The statements of this package, one commented file each in sql/, on the
+// tables of core's migration 003. {schema} is replaced by the outbox's
+// quoted schema name, nothing else is ever spliced in.
+//
+//go:embed sql/*.sql
+var statementFiles embed.FS
+
+// statement returns sql/<name>.sql for ob's schema. A missing file is a
+// programming error every test run catches.
+func statement(ob *core.Outbox, name string) string {
+	b, err := statementFiles.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		panic(fmt.Sprintf("routing: embedded statement %s: %v", name, err))
+	}
+	return strings.ReplaceAll(string(b), "{schema}", pgx.Identifier{ob.Schema()}.Sanitize())
+}
+
+// Applied is what Apply did.
+type Applied struct {
+	// Version is the routes' version number in the database.
+	Version int64
+	// Changed is false when these routes were already the active ones.
+	Changed bool
+}
+
+// Apply makes t the routes that publish() uses in ob's schema, in one
+// statement: a new version, unless the same routes (by Digest) were
+// applied before, in which case that version becomes active again.
+// Applying the active routes again changes nothing, so every deploy may
+// run it. Publishes in flight keep the version they started with; the next
+// ones use t.
+func Apply(ctx context.Context, db core.DBTX, ob *core.Outbox, t *Table) (Applied, error) {
+	targets, err := json.Marshal(t.applied())
+	if err != nil {
+		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
+	}
+	var a Applied
+	if err := db.QueryRow(ctx, statement(ob, "apply_routes"), t.Digest(), t.unmatched, targets).Scan(&a.Version, &a.Changed); err != nil {
+		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", ob.Schema(), err)
+	}
+	return a, nil
+}
+
+// Active returns the version and digest of the routes publish() uses in
+// ob's schema; version 0 when none were ever applied. A relay whose
+// configuration's Digest differs renders with its own templates but routes
+// what the database says: serve warns about it.
+func Active(ctx context.Context, db core.DBTX, ob *core.Outbox) (version int64, digest string, err error) {
+	err = db.QueryRow(ctx, statement(ob, "active_routes")).Scan(&version, &digest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", ob.Schema(), err)
+	}
+	return version, digest, nil
+}
+
+// ErrNoTarget is wrapped by a Fallback's error when no applied routes ever
+// had the target.
+var ErrNoTarget = errors.New("no such route target was ever applied")
+
+// Fallback finds a route target that the relay's configuration lacks, as
+// the database has it: during a rolling deploy, rows of a route added by
+// the new configuration reach relays still running the old one, and rows
+// of a route it removed reach relays running the new one.
+type Fallback interface {
+	Target(ctx context.Context, route, sink string) (template map[string]string, updateRoot bool, err error)
+}
+
+// DBFallback is the Fallback that reads the routes applied to ob's schema
+// through db: the active version's target, else the latest version's that
+// had it.
+func DBFallback(db core.DBTX, ob *core.Outbox) Fallback {
+	return dbFallback{db: db, sql: statement(ob, "applied_target")}
+}
+
+type dbFallback struct {
+	db  core.DBTX
+	sql string
+}
+
+func (f dbFallback) Target(ctx context.Context, route, sink string) (map[string]string, bool, error) {
+	var (
+		raw        []byte
+		updateRoot bool
+	)
+	err := f.db.QueryRow(ctx, f.sql, route, sink).Scan(&raw, &updateRoot)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("route %s, sink %s: %w", route, sink, ErrNoTarget)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("route %s, sink %s: read the applied routes: %w", route, sink, err)
+	}
+	var tmpl map[string]string
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &tmpl); err != nil {
+			return nil, false, fmt.Errorf("route %s, sink %s: the applied template: %w", route, sink, err)
+		}
+	}
+	return tmpl, updateRoot, nil
+}

@@ -1,0 +1,245 @@
+package routing
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/core"
+)
+
+// routeNamePattern keeps route names to what reads well in a row's
+// dedup key (type/key/route): no "/", no spaces.
+var routeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// Table is a configuration's routes, checked and compiled: what Apply
+// stores for publish() and what Wrap renders rows with.
+type Table struct {
+	unmatched string
+	routes    []*route // by name
+	targets   map[targetID]*target
+}
+
+type route struct {
+	name     string
+	patterns []string
+	matcher  *matcher
+	targets  []*target
+	sample   Event
+}
+
+// targetID names a target: a route has at most one per sink.
+type targetID struct{ route, sink string }
+
+type target struct {
+	targetID
+	position   int
+	template   map[string]string
+	updateRoot bool
+	threadKey  []threadPart
+	compiled   *compiled
+}
+
+// Compile checks cfg against the configured sinks, parses every template
+// and renders it with its route's sample event (declared, or generated from
+// the route's patterns and the fields its templates read), so that a typo
+// fails at load, not at delivery. It returns every problem found, each at
+// its plugins.yaml key and naming route, sink and the template's line.
+func Compile(cfg Config, sinks []core.SinkConfig) (*Table, []confschema.Problem) {
+	t := &Table{unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
+	var ps problems
+	switch t.unmatched {
+	case "":
+		t.unmatched = UnmatchedError
+	case UnmatchedError, UnmatchedDrop:
+	default:
+		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
+	}
+	shapes := make(map[string]Shape, len(sinks))
+	for _, s := range sinks {
+		shapes[s.Name] = shapeOf(s.Sink)
+	}
+	for _, name := range sortedRoutes(cfg) {
+		if r := compileRoute(name, cfg.Routes[name], shapes, &ps); r != nil {
+			t.routes = append(t.routes, r)
+			for _, tg := range r.targets {
+				t.targets[tg.targetID] = tg
+			}
+		}
+	}
+	return t, ps
+}
+
+func compileRoute(name string, cfg Route, shapes map[string]Shape, ps *problems) *route {
+	at := "routes." + name
+	if !routeNamePattern.MatchString(name) {
+		ps.add(at, "a route name is letters, digits, '_', '-' and '.', starting with a letter or digit, at most 63")
+		return nil
+	}
+	before := len(*ps)
+	r := &route{name: name, patterns: cfg.Events}
+	if len(cfg.Events) == 0 {
+		ps.add(at+"."+keyEvents, "is required: a list of event types or patterns (order.*, **)")
+	}
+	m, err := newMatcher(cfg.Events)
+	if err != nil {
+		ps.add(at+"."+keyEvents, "%v", err)
+	}
+	r.matcher = m
+	if len(cfg.To) == 0 {
+		ps.add(at+"."+keyTo, "is required: a list of sink names or {sink, template} mappings")
+	}
+	for i, tc := range cfg.To {
+		if tg := compileTarget(fmt.Sprintf("%s.%s[%d]", at, keyTo, i), name, i, tc, shapes, r.targets, ps); tg != nil {
+			r.targets = append(r.targets, tg)
+		}
+	}
+	if len(*ps) > before || m == nil || len(cfg.Events) == 0 {
+		return r
+	}
+	r.sample = sampleOf(at, r, cfg.Sample, ps)
+	for i, tg := range r.targets {
+		if _, err := tg.compiled.render(r.sample); err != nil {
+			key := fmt.Sprintf("%s.%s[%d].%s", at, keyTo, i, keyTemplate)
+			var re *renderError
+			if errors.As(err, &re) {
+				key += "." + re.field
+			}
+			ps.add(key, "route %s, sink %s: rendering the sample event %s/%s: %v", name, tg.sink, r.sample.Type, r.sample.Key, err)
+		}
+	}
+	return r
+}
+
+func compileTarget(at, routeName string, position int, tc Target, shapes map[string]Shape, earlier []*target, ps *problems) *target {
+	shape, known := shapes[tc.Sink]
+	if !known {
+		ps.add(at+"."+keySink, "route %s: no sink named %q is configured", routeName, tc.Sink)
+		return nil
+	}
+	if slices.ContainsFunc(earlier, func(e *target) bool { return e.sink == tc.Sink }) {
+		ps.add(at, "route %s targets sink %s twice; a second message to the same sink takes a route of its own", routeName, tc.Sink)
+		return nil
+	}
+	if tc.UpdateRoot && !shape.Threads {
+		ps.add(at+"."+keyUpdateRoot, "route %s, sink %s: this sink does not post in threads", routeName, tc.Sink)
+	}
+	tg := &target{targetID: targetID{routeName, tc.Sink}, position: position, template: tc.Template, updateRoot: tc.UpdateRoot}
+	if text, ok := tc.Template[FieldThreadKey]; ok {
+		parts, err := parseThreadKey(text)
+		if err != nil {
+			ps.add(at+"."+keyTemplate+"."+FieldThreadKey, "route %s, sink %s: %v", routeName, tc.Sink, err)
+		}
+		tg.threadKey = parts
+	}
+	c, errs := compile(tc.Template, shape, tc.UpdateRoot)
+	for _, fe := range errs {
+		key := at + "." + keyTemplate
+		if fe.field != "" {
+			key += "." + fe.field
+		}
+		ps.add(key, "route %s, sink %s: %v", routeName, tc.Sink, fe.err)
+	}
+	tg.compiled = c
+	return tg
+}
+
+// sampleOf returns the route's declared sample event, checked, or a
+// generated one.
+func sampleOf(at string, r *route, s *Sample, ps *problems) Event {
+	if s == nil {
+		var templates []*compiled
+		var threadKeys [][]threadPart
+		for _, tg := range r.targets {
+			templates, threadKeys = append(templates, tg.compiled), append(threadKeys, tg.threadKey)
+		}
+		return generatedSample(r.patterns, templates, threadKeys)
+	}
+	at += "." + keySample
+	ev := Event{Type: s.Type, Key: s.Key, CreatedAt: sampleCreatedAt}
+	if err := checkEventType(s.Type); err != nil {
+		ps.add(at+".type", "%v", err)
+	} else if !r.matcher.Match(s.Type) {
+		ps.add(at+".type", "%q does not match the route's events %v", s.Type, r.patterns)
+	}
+	if ev.Key == "" {
+		ev.Key = sampleKey
+	}
+	data := s.Data
+	if data == nil {
+		data = map[string]any{}
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		ps.add(at+".data", "cannot be encoded as JSON: %v", err)
+	}
+	ev.Data = raw
+	return ev
+}
+
+// Unmatched is what publish() does with an event no route matches.
+func (t *Table) Unmatched() string { return t.unmatched }
+
+// Routes returns the route names, sorted.
+func (t *Table) Routes() []string {
+	names := make([]string, len(t.routes))
+	for i, r := range t.routes {
+		names[i] = r.name
+	}
+	return names
+}
+
+// Match returns the sinks an event of type typ goes to, one per matching
+// target, in the order publish() creates their rows (by route name, then
+// by the target's place in its route).
+func (t *Table) Match(typ string) []string {
+	var sinks []string
+	for _, r := range t.routes {
+		if r.matcher != nil && r.matcher.Match(typ) {
+			for _, tg := range r.targets {
+				sinks = append(sinks, tg.sink)
+			}
+		}
+	}
+	return sinks
+}
+
+// appliedTarget is one target as apply_routes() (migration 003) stores it.
+type appliedTarget struct {
+	Route      string            `json:"route"`
+	Sink       string            `json:"sink"`
+	Position   int               `json:"position"`
+	Patterns   []string          `json:"patterns"`
+	ThreadKey  []threadPart      `json:"thread_key,omitempty"`
+	Template   map[string]string `json:"template,omitempty"`
+	UpdateRoot bool              `json:"update_root"`
+}
+
+// applied lists the table's targets for apply_routes().
+func (t *Table) applied() []appliedTarget {
+	out := []appliedTarget{}
+	for _, r := range t.routes {
+		for _, tg := range r.targets {
+			out = append(out, appliedTarget{Route: r.name, Sink: tg.sink, Position: tg.position,
+				Patterns: r.matcher.regexps, ThreadKey: tg.threadKey, Template: tg.template, UpdateRoot: tg.updateRoot})
+		}
+	}
+	return out
+}
+
+// Digest identifies the routes: equal digests mean routes that publish()
+// and the relay treat alike (map keys are encoded sorted, so the digest
+// does not depend on the order plugins.yaml lists them in).
+func (t *Table) Digest() string {
+	b, _ := json.Marshal(struct {
+		Unmatched string          `json:"unmatched"`
+		Targets   []appliedTarget `json:"targets"`
+	}{t.unmatched, t.applied()}) // strings, numbers and bools only
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,194 @@
+package slack_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/routing"
+	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
+)
+
+// The thread child relay reads its outbox schema and fake Slack URL from
+// these variables.
+const (
+	threadChildSchemaEnv = "OUTBOXD_SLACK_THREAD_SCHEMA"
+	threadChildAPIEnv    = "OUTBOXD_SLACK_THREAD_API_URL"
+)
+
+// incidentRoutes: incident events to Slack as one line each; a resolved
+// incident also edits the thread's first message.
+func incidentRoutes() map[string]any {
+	text := map[string]any{"text": "{{.data.title}}: {{.type}}"}
+	return map[string]any{
+		"incidents": map[string]any{"events": []any{"incident.opened", "incident.updated"},
+			"to": []any{map[string]any{"sink": testSinkName, "template": text}}},
+		"resolutions": map[string]any{"events": []any{"incident.resolved"},
+			"to": []any{map[string]any{"sink": testSinkName, "template": text, "update_root": true}}},
+	}
+}
+
+// routedSlack is the slack sink of a test, wrapped with incidentRoutes, and
+// the routes applied to ob.
+func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner core.Sink) core.SinkConfig {
+	t.Helper()
+	sinks := []core.SinkConfig{{Name: testSinkName, Sink: inner}}
+	cfg, ps := routing.Parse(incidentRoutes(), "")
+	table, more := routing.Compile(cfg, sinks)
+	if ps = append(ps, more...); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if _, err := routing.Apply(context.Background(), pool, ob, table); err != nil {
+		t.Fatal(err)
+	}
+	return table.Wrap(sinks, routing.DBFallback(pool, ob))[0]
+}
+
+// Three events of one thread across two relay processes, the first relay
+// killed right after Slack accepted the thread's first message: Slack
+// ends with that message, two replies in its thread, the first message
+// edited by the resolution, and nothing posted twice.
+func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	pool, ob := testdb.New(t)
+	routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))) // applies the routes
+	for i, typ := range []string{"incident.opened", "incident.updated", "incident.resolved"} {
+		ev := core.Event{Type: typ, Key: fmt.Sprint("inc-7-", i), ThreadKey: "inc-7", Data: map[string]string{"title": "DB down"}}
+		if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestThreadRelayChild$", "-test.count=1")
+	child.Env = append(os.Environ(),
+		threadChildSchemaEnv+"="+ob.Schema(), threadChildAPIEnv+"="+fake.APIURL(), "TEST_DATABASE_URL="+testdb.URL())
+	out, err := child.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child relay was not killed (err %v):\n%s", err, out)
+	}
+	if posts := fake.Posts(); len(posts) != 1 {
+		t.Fatalf("the child posted %d messages, want the thread's first", len(posts))
+	}
+
+	runRelay(t, pool, ob, crashLease, routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))))
+	testrelay.WaitFor(t, 30*time.Second, "the three rows sent", func() bool {
+		return testdb.StatusCounts(t, pool, ob, "")["sent"] == 3
+	})
+	posts := fake.Posts()
+	if len(posts) != 3 {
+		t.Fatalf("Slack holds %d messages, want 3: %+v", len(posts), posts)
+	}
+	root := posts[0]
+	if root.ThreadTS != "" || root.Text != "DB down: incident.resolved" || root.Updates != 1 {
+		t.Errorf("first message %+v, want a top-level post edited once to the resolution", root)
+	}
+	for i, reply := range posts[1:] {
+		if reply.ThreadTS != root.TS || reply.Channel != root.Channel {
+			t.Errorf("reply %d %+v is not in the thread %s", i, reply, root.TS)
+		}
+	}
+	if got := []string{posts[1].Text, posts[2].Text}; !slices.Equal(got, []string{"DB down: incident.updated", "DB down: incident.resolved"}) {
+		t.Errorf("replies %v, want the update then the resolution", got)
+	}
+	if n := countRequests(fake, fakeslack.MethodHistory); n == 0 {
+		t.Errorf("the surviving relay never looked for the first message before posting it again")
+	}
+}
+
+// TestThreadRelayChild is the child half of
+// TestThreadSurvivesTheRelayThatPostedItsRoot: a routed relay whose Slack
+// sink SIGKILLs its own process as soon as Slack accepted a post.
+func TestThreadRelayChild(t *testing.T) {
+	schema := os.Getenv(threadChildSchemaEnv)
+	if schema == "" {
+		t.Skip("run by TestThreadSurvivesTheRelayThatPostedItsRoot in a child process")
+	}
+	ob, err := core.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := testdb.Pool(t, relayPoolSize)
+	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(threadChildAPIEnv), "channel": testChannel})
+	runRelay(t, pool, ob, crashLease, routedSlack(t, pool, ob, killAfterPost{inner}))
+	time.Sleep(30 * time.Second)
+	t.Fatal("the relay never delivered the thread's first message")
+}
+
+// killAfterPost is a Slack sink that SIGKILLs its process as soon as Slack
+// accepted a post: the relay never gets to record it.
+type killAfterPost struct{ *slack.Sink }
+
+func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
+	err := k.Sink.Deliver(ctx, d)
+	if err == nil {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	return err
+}
+
+// Slack's limit is about one post per second per channel: with
+// rate_limit.per_key, three relays post to two channels at 1/s each, each
+// channel never more than rate+burst within a second, the two in parallel.
+func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
+	t.Parallel()
+	const perChannel = 5
+	channels := []string{"C0CHANNELA", "C0CHANNELB"}
+	fake := newFake(t)
+	pool, ob := testdb.New(t)
+	sl := newSink(t, tokenOptions(fake, nil))
+	sinks := []core.SinkConfig{{Name: testSinkName, Sink: sl, RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
+	cfg, ps := routing.Parse(map[string]any{"alerts": map[string]any{"events": []any{"alert.*"}, "to": []any{
+		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, "")
+	table, more := routing.Compile(cfg, sinks)
+	if ps = append(ps, more...); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if _, err := routing.Apply(context.Background(), pool, ob, table); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, table.Wrap(sinks, nil)...)
+	}
+	for i := range perChannel {
+		for _, ch := range channels {
+			ev := core.Event{Type: "alert.fired", Key: fmt.Sprintf("%s-%d", ch, i), Data: map[string]string{"channel": ch}}
+			if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testrelay.WaitFor(t, time.Minute, "every alert posted", func() bool { return len(fake.Posts()) == 2*perChannel })
+	byChannel := map[string][]time.Time{}
+	for _, p := range fake.Posts() {
+		byChannel[p.Channel] = append(byChannel[p.Channel], p.At)
+	}
+	for _, ch := range channels {
+		times := byChannel[ch]
+		if len(times) != perChannel {
+			t.Fatalf("channel %s got %d posts, want %d", ch, len(times), perChannel)
+		}
+		if got := testrelay.MaxInWindow(times, time.Second); got > 2 {
+			t.Errorf("channel %s got %d posts within one second; 1/s with a burst of 1 allows 2", ch, got)
+		}
+	}
+	a, b := byChannel[channels[0]], byChannel[channels[1]]
+	if !a[0].Before(b[perChannel-1]) || !b[0].Before(a[perChannel-1]) {
+		t.Errorf("one channel waited for the other: %v..%v and %v..%v", a[0], a[perChannel-1], b[0], b[perChannel-1])
+	}
+}
