@@ -76,7 +76,7 @@ func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
 }
 
 // dlqAction is Outbox.Redrive or Outbox.Purge.
-type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (int64, error)
+type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error)
 
 func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobra.Command {
 	var filter core.RedriveFilter
@@ -101,7 +101,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, n)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, n.Rows)
 			return nil
 		}),
 	}

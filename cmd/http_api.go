@@ -161,7 +161,7 @@ func (s *API) postRedrive(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, "redrive", err)
 		return
 	}
-	writeBody(w, http.StatusOK, map[string]int64{"redriven": n})
+	writeBody(w, http.StatusOK, map[string]int64{"redriven": n.Rows})
 }
 
 // getReady answers 200 when the database is reachable and its outbox
