@@ -89,3 +89,6 @@ func (o *Outbox) WriteOutcomes(pool *pgxpool.Pool, logger *slog.Logger, linger t
 
 // ListenerApplicationName is the application_name of the LISTEN connection.
 const ListenerApplicationName = listener.ApplicationName
+
+// StatsSnapshotQuery exposes the snapshot statement to the EXPLAIN test.
+func (o *Outbox) StatsSnapshotQuery() string { return o.sql.takeStatsSnapshot }

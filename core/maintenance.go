@@ -63,5 +63,8 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, q.pruneWaiters, waiterPruneAfter); err != nil {
 		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
 	}
+	if _, err := conn.Exec(ctx, q.pruneDeliveryMinutes, deliveryMinutesRetention); err != nil {
+		return fmt.Errorf("delete delivery counts older than %s: %w", deliveryMinutesRetention, err)
+	}
 	return nil
 }
