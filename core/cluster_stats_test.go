@@ -229,3 +229,16 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 		t.Errorf("snapshot = %+v", snap.Sinks)
 	}
 }
+
+// A snapshot of an outbox without rows is a snapshot too: taken, with no
+// sinks.
+func TestStatsSnapshotOfAnEmptyOutbox(t *testing.T) {
+	b := setup(t)
+	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+	if err != nil || snap.TakenAt.IsZero() || snap.TakenBy != "test" || len(snap.Sinks) != 0 {
+		t.Fatalf("snapshot = %+v, %v", snap, err)
+	}
+}
