@@ -175,6 +175,9 @@ func (c *Console) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "deadletters", data)
 }
 
+// pastTense names what an action did, for the log.
+var pastTense = map[string]string{"redrive": "redriven", "purge": "purged"}
+
 // selection is what a dead-letter form asks to act on.
 type selection struct {
 	Action string // redrive or purge
@@ -266,7 +269,7 @@ func (c *Console) postApply(w http.ResponseWriter, r *http.Request) {
 		c.internalError(w, r, s.Action, err)
 		return
 	}
-	c.opt.Logger.Info("console: dead letters "+s.Action+"d", "rows", res.Rows, "ids", s.IDs, "all", s.All,
+	c.opt.Logger.Info("console: dead letters "+pastTense[s.Action], "rows", res.Rows, "ids", s.IDs, "all", s.All,
 		"sink", s.Sink, "error", s.Error, "up_to_id", s.UpToID)
 	back := url.Values{}
 	if s.Sink != "" {
