@@ -198,7 +198,7 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 		}
 	}
 	var raw []byte
-	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.StatsSnapshotQuery(), time.Hour, "test").Scan(&raw)
+	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.Statement("take_stats_snapshot"), time.Hour, "test").Scan(&raw)
 	if err != nil {
 		t.Fatal(err)
 	}
