@@ -76,12 +76,12 @@ func messageFilter(q url.Values) (core.MessageFilter, error) {
 	f := core.MessageFilter{Sink: strings.TrimSpace(q.Get("sink")), DedupKey: q.Get("key"),
 		Status: core.Status(q.Get("status")), Limit: messagesPerPage}
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
-		return f, fmt.Errorf("%q is not a status.", f.Status)
+		return f, fmt.Errorf("%q is not a status", f.Status)
 	}
 	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n <= 0 {
-			return f, fmt.Errorf("%q is not a cursor.", b)
+			return f, fmt.Errorf("%q is not a cursor", b)
 		}
 		f.Before = n
 	}
@@ -89,7 +89,7 @@ func messageFilter(q url.Values) (core.MessageFilter, error) {
 		if v := q.Get(field); v != "" {
 			t, err := time.Parse(formTime, v)
 			if err != nil {
-				return f, fmt.Errorf("%s: %q is not a time like 2026-01-02T15:04 (UTC).", field, v)
+				return f, fmt.Errorf("%s: %q is not a time like 2026-01-02T15:04 (UTC)", field, v)
 			}
 			*dst = t
 		}
@@ -194,7 +194,7 @@ func selectionOf(r *http.Request) (selection, error) {
 	var s selection
 	action, scope, _ := strings.Cut(r.PostFormValue("do"), "-")
 	if action != "redrive" && action != "purge" {
-		return s, errors.New("Choose redrive or purge.")
+		return s, errors.New("choose redrive or purge")
 	}
 	s.Action = action
 	switch scope {
@@ -202,12 +202,12 @@ func selectionOf(r *http.Request) (selection, error) {
 		for _, v := range r.PostForm["ids"] {
 			id, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || id <= 0 {
-				return s, fmt.Errorf("%q is not a message id.", v)
+				return s, fmt.Errorf("%q is not a message id", v)
 			}
 			s.IDs = append(s.IDs, id)
 		}
 		if len(s.IDs) == 0 {
-			return s, errors.New("Select at least one dead letter, or act on all that match.")
+			return s, errors.New("select at least one dead letter, or act on all that match")
 		}
 	case "matching":
 		s.All, s.Sink, s.Error = true, r.PostFormValue("sink"), r.PostFormValue("error")
@@ -215,7 +215,7 @@ func selectionOf(r *http.Request) (selection, error) {
 			s.UpToID, _ = strconv.ParseInt(u, 10, 64)
 		}
 	default:
-		return s, errors.New("Act on the selected dead letters or on all that match.")
+		return s, errors.New("act on the selected dead letters or on all that match")
 	}
 	return s, nil
 }
