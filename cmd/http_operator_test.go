@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/consoletest"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -272,11 +272,14 @@ func TestSinkPauseEndpoints(t *testing.T) {
 func TestConsoleMountedAndFreeOfSecrets(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)
-	jar := &cookieClient{t: t, base: a.srv.URL}
-	jar.signIn(operatorToken)
+	browser := consoletest.New(t, a.srv.URL)
+	browser.SignIn(operatorToken)
 	a.deadRows(t, "partner", "boom")
 	for _, path := range []string{"/", "/messages", "/dead-letters", "/messages/1"} {
-		body := jar.get(path)
+		resp, body := browser.Get(path)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
 		for _, secret := range []string{operatorToken, "whsec_", "partner.example"} {
 			if strings.Contains(body, secret) {
 				t.Errorf("GET %s shows %q from the configuration", path, secret)
@@ -291,56 +294,5 @@ func TestConsoleMountedAndFreeOfSecrets(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET / with http.ui false: %d, want 404", resp.StatusCode)
-	}
-}
-
-// cookieClient is a browser enough for the console: it keeps the session
-// cookie and the last CSRF token seen.
-type cookieClient struct {
-	t       *testing.T
-	base    string
-	cookies []*http.Cookie
-	csrf    string
-}
-
-func (c *cookieClient) send(req *http.Request) (*http.Response, string) {
-	c.t.Helper()
-	for _, ck := range c.cookies {
-		req.AddCookie(ck)
-	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if cks := resp.Cookies(); len(cks) > 0 {
-		c.cookies = cks
-	}
-	if i := bytes.Index(raw, []byte(`name="csrf" value="`)); i >= 0 {
-		rest := raw[i+len(`name="csrf" value="`):]
-		c.csrf = string(rest[:bytes.IndexByte(rest, '"')])
-	}
-	return resp, string(raw)
-}
-
-func (c *cookieClient) get(path string) string {
-	c.t.Helper()
-	req, _ := http.NewRequest("GET", c.base+path, nil)
-	resp, body := c.send(req)
-	if resp.StatusCode != http.StatusOK {
-		c.t.Fatalf("GET %s: %d", path, resp.StatusCode)
-	}
-	return body
-}
-
-func (c *cookieClient) signIn(token string) {
-	c.t.Helper()
-	c.get("/signin")
-	req, _ := http.NewRequest("POST", c.base+"/signin", strings.NewReader("token="+token+"&next=/&csrf="+c.csrf))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if resp, _ := c.send(req); resp.StatusCode != http.StatusSeeOther {
-		c.t.Fatalf("sign in: %d", resp.StatusCode)
 	}
 }

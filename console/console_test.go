@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/consoletest"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -53,97 +53,34 @@ func newSite(t *testing.T, opt console.Options) *site {
 	return &site{srv: srv, ui: ui, pool: pool, ob: ob, ctx: ctx}
 }
 
-// browser keeps cookies and the last page's CSRF token, and does not
-// follow redirects (the tests look at them).
-type browser struct {
-	t    *testing.T
-	s    *site
-	jar  map[string]*http.Cookie
-	csrf string
-}
-
-func (s *site) browser(t *testing.T) *browser {
-	return &browser{t: t, s: s, jar: map[string]*http.Cookie{}}
-}
-
-var csrfField = regexp.MustCompile(`name="csrf" value="([^"]*)"`)
-
-func (b *browser) do(req *http.Request) (*http.Response, string) {
-	b.t.Helper()
-	for _, c := range b.jar {
-		req.AddCookie(c)
-	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	for _, c := range resp.Cookies() {
-		if c.MaxAge < 0 {
-			delete(b.jar, c.Name)
-		} else {
-			b.jar[c.Name] = c
-		}
-	}
-	if m := csrfField.FindSubmatch(raw); m != nil {
-		b.csrf = string(m[1])
-	}
-	return resp, string(raw)
-}
-
-func (b *browser) get(path string) (*http.Response, string) {
-	req, _ := http.NewRequest("GET", b.s.srv.URL+path, nil)
-	return b.do(req)
-}
-
-// post sends a form; the CSRF token of the last page is added unless the
-// form sets one.
-func (b *browser) post(path string, form url.Values, header ...string) (*http.Response, string) {
-	if _, set := form["csrf"]; !set {
-		form.Set("csrf", b.csrf)
-	}
-	req, _ := http.NewRequest("POST", b.s.srv.URL+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	return b.do(req)
-}
-
-func (b *browser) signIn() {
-	b.t.Helper()
-	b.get("/signin")
-	if resp, body := b.post("/signin", url.Values{"token": {token}, "next": {"/"}}); resp.StatusCode != http.StatusSeeOther {
-		b.t.Fatalf("sign in: %d %s", resp.StatusCode, body)
-	}
+func (s *site) browser(t *testing.T) *consoletest.Browser {
+	return consoletest.New(t, s.srv.URL)
 }
 
 func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	s := newSite(t, console.Options{Token: token})
 	b := s.browser(t)
-	resp, _ := b.get("/dead-letters?sink=partner")
+	resp, _ := b.Get("/dead-letters?sink=partner")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next="+url.QueryEscape("/dead-letters?sink=partner") {
 		t.Fatalf("not signed in: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, _ := b.post("/sinks/partner/pause", url.Values{}); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := b.Post("/sinks/partner/pause", url.Values{}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a form before signing in: %d, want 401", resp.StatusCode)
 	}
-	b.get("/signin")
-	resp, body := b.post("/signin", url.Values{"token": {"guess"}, "next": {"/"}})
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not the token") || len(b.jar) != 0 {
-		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, b.jar)
+	b.Get("/signin")
+	resp, body := b.Post("/signin", url.Values{"token": {"guess"}, "next": {"/"}})
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not the token") || len(b.Cookies) != 0 {
+		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, b.Cookies)
 	}
-	resp, _ = b.post("/signin", url.Values{"token": {token}, "next": {"//evil.example/"}})
-	c := b.jar[console.SessionCookie]
+	resp, _ = b.Post("/signin", url.Values{"token": {token}, "next": {"//evil.example/"}})
+	c := b.Cookies[console.SessionCookie]
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || c == nil {
 		t.Fatalf("right token: %d to %q, cookie %v", resp.StatusCode, resp.Header.Get("Location"), c)
 	}
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || strings.Contains(c.Value, token) {
 		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, not Secure over plain HTTP, without the token", c)
 	}
-	if resp, _ := b.get("/"); resp.StatusCode != http.StatusOK {
+	if resp, _ := b.Get("/"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("signed in: %d", resp.StatusCode)
 	}
 
@@ -151,23 +88,23 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	exp, mac, _ := strings.Cut(c.Value, ".")
 	for _, forged := range []string{"9999999999." + mac, exp + ".AAAA", "garbage", fmt.Sprint(time.Now().Add(-time.Minute).Unix()) + "." + mac} {
 		other := s.browser(t)
-		other.jar[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: forged}
-		if resp, _ := other.get("/"); resp.StatusCode != http.StatusSeeOther {
+		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: forged}
+		if resp, _ := other.Get("/"); resp.StatusCode != http.StatusSeeOther {
 			t.Errorf("forged session %q: %d, want a redirect to sign in", forged, resp.StatusCode)
 		}
 	}
 
 	// Over TLS (a proxy saying so) the cookie is Secure.
 	tls := s.browser(t)
-	tls.get("/signin")
-	tls.post("/signin", url.Values{"token": {token}}, "X-Forwarded-Proto", "https")
-	if c := tls.jar[console.SessionCookie]; c == nil || !c.Secure {
+	tls.Get("/signin")
+	tls.Post("/signin", url.Values{"token": {token}}, "X-Forwarded-Proto", "https")
+	if c := tls.Cookies[console.SessionCookie]; c == nil || !c.Secure {
 		t.Errorf("cookie behind TLS: %+v, want Secure", c)
 	}
 
-	b.get("/")
-	b.post("/signout", url.Values{})
-	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther {
+	b.Get("/")
+	b.Post("/signout", url.Values{})
+	if resp, _ := b.Get("/"); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("after sign-out: %d, want a redirect to sign in", resp.StatusCode)
 	}
 }
@@ -185,10 +122,10 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 	s := newSite(t, opt)
 	b := s.browser(t)
 	if opt.Token != "" {
-		b.signIn()
+		b.SignIn(token)
 	}
-	b.get("/")
-	valid := b.csrf
+	b.Get("/")
+	valid := b.CSRF
 	for name, c := range map[string]struct {
 		csrf   string
 		header []string
@@ -198,7 +135,7 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 		"token, but another site": {valid, []string{"Sec-Fetch-Site", "cross-site"}},
 		"token, foreign origin":   {valid, []string{"Origin", "https://evil.example"}},
 	} {
-		resp, body := b.post("/sinks/partner/pause", url.Values{"csrf": {c.csrf}}, c.header...)
+		resp, body := b.Post("/sinks/partner/pause", url.Values{"csrf": {c.csrf}}, c.header...)
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("token %v, %s: %d, want 403", opt.Token != "", name, resp.StatusCode)
 		}
@@ -210,7 +147,7 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 	if states["partner"].Paused() {
 		t.Fatal("a refused form paused the sink")
 	}
-	if resp, _ := b.post("/sinks/partner/pause", url.Values{"csrf": {valid}, "by": {"erin"}, "reason": {"test"}}); resp.StatusCode != http.StatusSeeOther {
+	if resp, _ := b.Post("/sinks/partner/pause", url.Values{"csrf": {valid}, "by": {"erin"}, "reason": {"test"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("token %v, valid form: %d, want 303", opt.Token != "", resp.StatusCode)
 	}
 	states, _ = s.ob.SinkStates(s.ctx, s.pool)
@@ -225,11 +162,11 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	s := newSite(t, console.Options{})
 	ids := s.dead(t, "503", "503", "400")
 	b := s.browser(t)
-	_, page := b.get("/dead-letters?sink=partner&error=503")
+	_, page := b.Get("/dead-letters?sink=partner&error=503")
 	if strings.Count(page, `name="ids"`) != 2 {
 		t.Fatalf("filtered list:\n%s", page)
 	}
-	resp, confirm := b.post("/dead-letters/confirm", url.Values{"do": {"purge-matching"}, "sink": {"partner"}, "error": {"503"}})
+	resp, confirm := b.Post("/dead-letters/confirm", url.Values{"do": {"purge-matching"}, "sink": {"partner"}, "error": {"503"}})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(confirm, `<strong id="count">2</strong>`) {
 		t.Fatalf("confirmation: %d\n%s", resp.StatusCode, confirm)
 	}
@@ -241,7 +178,7 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	for _, m := range regexp.MustCompile(`name="(do|sink|error|up_to_id|confirm)" value="([^"]*)"`).FindAllStringSubmatch(confirm, -1) {
 		form.Set(m[1], m[2])
 	}
-	_, done := b.post("/dead-letters/apply", form)
+	_, done := b.Post("/dead-letters/apply", form)
 	if !strings.Contains(done, `<span id="done-count">2</span>`) {
 		t.Fatalf("apply:\n%s", done)
 	}
@@ -249,19 +186,19 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 		t.Errorf("the dead letter that died after the count was purged too: %v", err)
 	}
 
-	_, confirm = b.post("/dead-letters/confirm", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2]), "999999"}})
+	_, confirm = b.Post("/dead-letters/confirm", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2]), "999999"}})
 	if !strings.Contains(confirm, `<strong id="count">1</strong>`) || !strings.Contains(confirm, "No dead letter with id 999999") {
 		t.Fatalf("selection with an unknown id:\n%s", confirm)
 	}
-	if resp, _ := b.post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}}); resp.StatusCode != http.StatusBadRequest {
+	if resp, _ := b.Post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}}); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("apply without the confirmation: %d, want 400", resp.StatusCode)
 	}
-	_, done = b.post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}, "confirm": {"yes"}})
+	_, done = b.Post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}, "confirm": {"yes"}})
 	if !strings.Contains(done, `<span id="done-count">1</span>`) || s.count(t, "pending") != 1 {
 		t.Fatalf("redrive of one:\n%s", done)
 	}
 	for _, form := range []url.Values{{"do": {"delete-selected"}}, {"do": {"purge-selected"}}, {"do": {"purge-selected"}, "ids": {"x"}}} {
-		if resp, _ := b.post("/dead-letters/confirm", form); resp.StatusCode != http.StatusBadRequest {
+		if resp, _ := b.Post("/dead-letters/confirm", form); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("confirm %v: %d, want 400", form, resp.StatusCode)
 		}
 	}
@@ -288,7 +225,7 @@ func TestPagesEscapeStoredText(t *testing.T) {
 	}
 	b := s.browser(t)
 	for _, path := range []string{"/", fmt.Sprintf("/messages/%d", res.ID), "/messages?sink=partner", "/dead-letters", "/messages?key=" + url.QueryEscape(evil)} {
-		resp, body := b.get(path)
+		resp, body := b.Get(path)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %d", path, resp.StatusCode)
 		}
@@ -299,7 +236,7 @@ func TestPagesEscapeStoredText(t *testing.T) {
 			t.Errorf("GET %s: CSP %q", path, csp)
 		}
 	}
-	_, detail := b.get(fmt.Sprintf("/messages/%d", res.ID))
+	_, detail := b.Get(fmt.Sprintf("/messages/%d", res.ID))
 	traceID := span.SpanContext().TraceID().String()
 	if !strings.Contains(detail, `href="http://jaeger.example/trace/`+traceID+`"`) {
 		t.Errorf("no trace link to %s in the message page", traceID)

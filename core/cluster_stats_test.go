@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -197,17 +196,9 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var raw []byte
-	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.Statement("take_stats_snapshot"), time.Hour, "test").Scan(&raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
+	plan, raw := explain(t, b, b.ob.Statement("take_stats_snapshot"), time.Hour, "test")
 	indexes := map[string]bool{}
-	plans[0].Plan.walk(func(n planNode) {
+	plan.walk(func(n planNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the snapshot scans the whole messages table:\n%s", raw)
 		}
