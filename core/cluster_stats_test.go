@@ -204,7 +204,7 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 		}
 		indexes[n.IndexName] = true
 	})
-	for _, want := range []string{"messages_sent_idx", "messages_dead_idx", "messages_lease_idx"} {
+	for _, want := range []string{"messages_open_idx", "messages_sent_idx", "messages_dead_idx"} {
 		if !indexes[want] {
 			t.Errorf("the snapshot does not use %s (uses %v):\n%s", want, indexes, raw)
 		}
