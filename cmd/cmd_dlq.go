@@ -1,9 +1,12 @@
 package cmd
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -57,8 +60,10 @@ func (a *app) dlqListCommand() *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&filter.Sink, "sink", "", "only this sink's dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this text (ignoring case)")
+	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger id (the last id of the previous page)")
 	c.Flags().IntVar(&filter.Limit, "limit", core.DefaultDeadLetterLimit, "at most this many")
-	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (with payloads, creation times and receipts)")
 	return c
 }
 
@@ -76,41 +81,115 @@ func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
 }
 
 // dlqAction is Outbox.Redrive or Outbox.Purge.
-type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (int64, error)
+type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error)
 
+// dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
+// it counts the selection with a dry run first and asks before acting on
+// exactly the rows counted. Ids that name no dead letter make it exit 1
+// after acting on the others.
 func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobra.Command {
-	var filter core.RedriveFilter
+	var (
+		filter core.RedriveFilter
+		yes    bool
+	)
 	c := &cobra.Command{
-		Use:   name + " (--id N... | --all [--sink S])",
+		Use:   name + " (--id N... | --all [--sink S] [--error TEXT]) [--dry-run] [--yes]",
 		Short: short,
 		Args:  cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			if len(filter.IDs) == 0 && !filter.All {
-				return badInputf("%s: give --id N (repeatable) or --all", name)
-			}
-			if len(filter.IDs) > 0 && (filter.All || filter.Sink != "") {
-				return badInputf("%s: --id cannot be combined with --all or --sink", name)
-			}
-			if filter.Waiting && (!filter.All || filter.Sink == "") {
-				return badInputf("%s: --waiting needs --all and --sink", name)
+			if err := checkSelection(filter, cliSelection); err != nil {
+				return badInputf("%s: %w", name, err)
 			}
 			return nil
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			n, err := action(s.ob, cmd.Context(), s.pool, filter)
+			ctx := cmd.Context()
+			if a.io.Terminal && !yes && !filter.DryRun {
+				plan := filter
+				plan.DryRun = true
+				res, err := action(s.ob, ctx, s.pool, plan)
+				if err != nil {
+					return err
+				}
+				if res.Rows == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s 0\n", done)
+					return missingDeadLetters(res.Missing)
+				}
+				if !a.confirm(fmt.Sprintf("%s %d %s? [y/N] ", name, res.Rows, describeSelection(filter))) {
+					return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
+				}
+				if filter.All {
+					filter.UpToID = res.LastID // exactly the rows counted
+				}
+			}
+			res, err := action(s.ob, ctx, s.pool, filter)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, n)
-			return nil
+			if res.DryRun {
+				fmt.Fprintf(cmd.OutOrStdout(), "would be %s: %d\n", done, res.Rows)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, res.Rows)
+			}
+			return missingDeadLetters(res.Missing)
 		}),
 	}
 	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's id (repeat or comma-separate)")
-	c.Flags().BoolVar(&filter.All, "all", false, "every dead letter (of --sink, when given)")
+	c.Flags().BoolVar(&filter.All, "all", false, "every dead letter (of --sink, with --error, when given)")
 	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this sink's dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this text (ignoring case)")
+	c.Flags().BoolVar(&filter.DryRun, "dry-run", false, "only count what would be "+done)
+	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation on a terminal")
 	if name == "purge" {
 		c.Flags().BoolVar(&filter.Waiting, "waiting", false,
 			"with --all --sink: also delete the sink's rows still waiting for delivery (for a sink no relay is configured with)")
 	}
 	return c
+}
+
+// describeSelection says in words which dead letters f selects.
+func describeSelection(f core.RedriveFilter) string {
+	if len(f.IDs) > 0 {
+		return "dead letter(s) with the given ids"
+	}
+	var b strings.Builder
+	b.WriteString("dead letter(s)")
+	if f.Waiting {
+		b.WriteString(" and waiting rows")
+	}
+	if f.Sink != "" {
+		fmt.Fprintf(&b, " of sink %s", terminalText(f.Sink))
+	}
+	if f.ErrorContains != "" {
+		fmt.Fprintf(&b, " whose last error contains %q", terminalText(f.ErrorContains))
+	}
+	return b.String()
+}
+
+// missingDeadLetters is the error for ids that named no dead letter.
+func missingDeadLetters(ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return &exitError{code: ExitFailure, err: fmt.Errorf("no dead letter with id %s (no such row, or not dead)", joinIDs(ids))}
+}
+
+func joinIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// confirm asks question on the terminal and reports whether the answer
+// was yes.
+func (a *app) confirm(question string) bool {
+	fmt.Fprint(a.io.Err, question)
+	answer, _ := bufio.NewReader(a.io.In).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }

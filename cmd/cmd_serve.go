@@ -14,6 +14,7 @@ import (
 	"github.com/sethvargo/go-retry"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -58,7 +59,7 @@ func (a *app) serve(ctx context.Context) error {
 	// Every command builds the sinks when it loads the configuration, but
 	// only serve uses them: what they hold is released when it returns.
 	defer closeSinks(cfg.sinks, log)
-	tel, stopTelemetry, err := serveTelemetry(ctx, cfg, a.io.Env, pool, ob, log)
+	tel, stopTelemetry, registerGauges, err := serveTelemetry(ctx, cfg, a.io.Env, pool, ob, log)
 	if err != nil {
 		return err
 	}
@@ -73,9 +74,20 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return &ConfigError{File: cfg.File, Problems: []string{err.Error()}}
 	}
+	if err := registerGauges(relay); err != nil {
+		return err
+	}
 
 	api := &API{cfg: cfg, ob: ob, db: pool, log: log, tracing: tel.TracerProvider, meters: tel.MeterProvider, metrics: tel.Metrics}
-	stopHTTP, err := startHTTP(ctx, cfg.HTTP.Listen, api.Handler(), log)
+	onShutdown := func() {}
+	if cfg.HTTP.UI {
+		ui, err := newConsole(cfg, ob, pool, cfg.sinks, log)
+		if err != nil {
+			return err
+		}
+		api.console, onShutdown = ui, ui.Close
+	}
+	stopHTTP, err := startHTTP(ctx, cfg.HTTP.Listen, api.Handler(), log, onShutdown)
 	if err != nil {
 		return err
 	}
@@ -97,6 +109,35 @@ func (a *app) serve(ctx context.Context) error {
 	return nil
 }
 
+// newConsole builds the operator console of cfg.
+func newConsole(cfg *Config, ob *core.Outbox, db core.DBTX, sinks []core.SinkConfig, log *slog.Logger) (*console.Console, error) {
+	return console.New(console.Options{Outbox: ob, DB: db, Sinks: consoleSinks(sinks), Token: cfg.HTTP.Token,
+		TraceURL: cfg.Telemetry.TraceURL, Logger: log})
+}
+
+// consoleSinks is what the console may show of the configured sinks: name,
+// type and rate limit, never their options (which hold the secrets).
+func consoleSinks(sinks []core.SinkConfig) []console.Sink {
+	out := make([]console.Sink, 0, len(sinks))
+	for _, s := range sinks {
+		cs := console.Sink{Name: s.Name, Type: s.Type}
+		rl := s.RateLimit
+		if d, ok := s.Sink.(core.RateLimitDefaulter); ok && rl == nil {
+			def := d.DefaultRateLimit() // what the relay applies, too
+			rl = &def
+		}
+		if rl != nil {
+			burst := rl.Burst
+			if burst == 0 {
+				burst = core.DefaultRateBurst
+			}
+			cs.RateLimit = fmt.Sprintf("%d per %s, burst %d", rl.Rate, rl.Per, burst)
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
 // checkListen refuses to expose the API beyond this host without a token.
 func checkListen(cfg *Config) error {
 	if cfg.HTTP.Token != "" || isLoopback(cfg.HTTP.Listen) {
@@ -113,8 +154,9 @@ func isLoopback(listen string) bool {
 
 // startHTTP listens at once, so /healthz answers and /readyz reports the
 // database's state while serve waits for it, and returns a function that
-// shuts the server down gracefully.
-func startHTTP(ctx context.Context, listen string, h http.Handler, log *slog.Logger) (func(), error) {
+// shuts the server down gracefully; onShutdown runs as the shutdown
+// starts (it ends the console's live streams, which would hold it up).
+func startHTTP(ctx context.Context, listen string, h http.Handler, log *slog.Logger, onShutdown func()) (func(), error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
@@ -128,6 +170,7 @@ func startHTTP(ctx context.Context, listen string, h http.Handler, log *slog.Log
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(onShutdown)
 	log.Info("http api listening", "addr", ln.Addr().String())
 	done := make(chan struct{})
 	go func() {

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/confschema"
@@ -113,6 +115,8 @@ type HTTPConfig struct {
 	// AllowedHosts are the host names (besides loopback names and
 	// addresses) the API answers to in the Host header; see hostGuard.
 	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
+	// UI serves the operator console (package console) at /.
+	UI bool `mapstructure:"ui" doc:"serve the operator console (docs/console.md) at / on the API's port; false turns it off, the API stays"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment
@@ -126,7 +130,12 @@ type TelemetryConfig struct {
 	// linked to the producer's span, instead of its child
 	// (core.Config.LinkProducerSpan).
 	LinkProducerSpan bool `mapstructure:"link_producer_span" core:"LinkProducerSpan" doc:"make each delivery its own trace, linked to the producer's span, instead of the producer span's child"`
+	// TraceURL links the console's message pages to their trace.
+	TraceURL string `mapstructure:"trace_url" defaultdoc:"none: no link" doc:"link each message in the console to its trace: {trace_id} is replaced by the message's trace id, e.g. http://jaeger:16686/trace/{trace_id}"`
 }
+
+// TraceIDPlaceholder is what telemetry.trace_url's {trace_id} stands for.
+const TraceIDPlaceholder = "{trace_id}"
 
 // SinkSpec is one entry of the sinks block; core fills the policy's
 // defaults and checks its ranges.
@@ -161,12 +170,21 @@ type RateLimitSpec struct {
 // check reports what the declarations cannot say about the keys the binary
 // owns (core checks its own).
 func (c *Config) check() []confschema.Problem {
+	var problems []confschema.Problem
 	switch c.Telemetry.Protocol {
 	case protocolHTTP, protocolGRPC:
-		return nil
+	default:
+		problems = append(problems, confschema.Problem{Key: "telemetry.protocol",
+			Message: fmt.Sprintf("want %q or %q, got %q", protocolHTTP, protocolGRPC, c.Telemetry.Protocol)})
 	}
-	return []confschema.Problem{{Key: "telemetry.protocol",
-		Message: fmt.Sprintf("want %q or %q, got %q", protocolHTTP, protocolGRPC, c.Telemetry.Protocol)}}
+	if u := c.Telemetry.TraceURL; u != "" {
+		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {
+			problems = append(problems, confschema.Problem{Key: "telemetry.trace_url",
+				Message: fmt.Sprintf("want an http(s) URL containing %s, like http://jaeger:16686/trace/%s, got %q", TraceIDPlaceholder, TraceIDPlaceholder, u)})
+		}
+	}
+	return problems
 }
 
 // defaultConfig holds the defaults of the keys core does not own; decoding
@@ -174,7 +192,7 @@ func (c *Config) check() []confschema.Problem {
 func defaultConfig() *Config {
 	return &Config{
 		Database:        DatabaseConfig{Schema: core.DefaultSchema},
-		HTTP:            HTTPConfig{Listen: DefaultListen},
+		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true},
 		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
 		RoutesUnmatched: routing.UnmatchedError,
 	}

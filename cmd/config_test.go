@@ -70,6 +70,12 @@ func TestParseConfigErrors(t *testing.T) {
 			nil, []string{"sinks.a.type: missing"}},
 		{"sink that is not a mapping", "sinks:\n  a: log\n",
 			nil, []string{"sinks.a: want a mapping"}},
+		{"trace url without the placeholder", "telemetry:\n  trace_url: http://jaeger:16686/trace/\n",
+			nil, []string{"telemetry.trace_url", "{trace_id}"}},
+		{"trace url that is not http", "telemetry:\n  trace_url: javascript:alert({trace_id})\n",
+			nil, []string{"telemetry.trace_url"}},
+		{"ui that is not a boolean", "http:\n  ui: sometimes\n",
+			nil, []string{"http.ui"}},
 		{"bad sink name", "sinks:\n  a.b:\n    type: log\n",
 			nil, []string{"sinks.a.b: a sink name is lower-case letters"}},
 		{"negative number", "relay:\n  batch_size: -1\n",
@@ -221,6 +227,24 @@ func TestParseConfigAllowedHosts(t *testing.T) {
 	cfg, err = ParseConfig(nil, "", envMap(map[string]string{"OUTBOX_HTTP_ALLOWED_HOSTS": "outbox.example.com,outboxd.internal"}))
 	if err != nil || !slices.Equal(cfg.HTTP.AllowedHosts, want) {
 		t.Errorf("from the environment: %v %v", cfg, err)
+	}
+}
+
+// TestParseConfigConsoleKeys: the console is on unless http.ui is false
+// (in the file or OUTBOX_HTTP_UI), and telemetry.trace_url is kept.
+func TestParseConfigConsoleKeys(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig(nil, "", envMap(nil))
+	if err != nil || !cfg.HTTP.UI || cfg.Telemetry.TraceURL != "" {
+		t.Errorf("defaults: %+v %v", cfg, err)
+	}
+	cfg, err = ParseConfig([]byte("http:\n  ui: false\ntelemetry:\n  trace_url: http://jaeger:16686/trace/{trace_id}\n"), "t.yaml", envMap(nil))
+	if err != nil || cfg.HTTP.UI || cfg.Telemetry.TraceURL != "http://jaeger:16686/trace/{trace_id}" {
+		t.Errorf("from the file: %+v %v", cfg, err)
+	}
+	cfg, err = ParseConfig(nil, "", envMap(map[string]string{"OUTBOX_HTTP_UI": "false"}))
+	if err != nil || cfg.HTTP.UI {
+		t.Errorf("from the environment: %+v %v", cfg, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -102,6 +103,14 @@ func TestServeExportsMetricsOverOTLP(t *testing.T) {
 			eventually(t, 30*time.Second, "delivery to the webhook receiver", func() bool {
 				distinct, _ := rcv.received()
 				return distinct == 1
+			})
+			// The table gauges report the cluster's row counts once the
+			// relay has computed them (right after it starts, concurrently
+			// with the first deliveries).
+			eventually(t, 30*time.Second, "the relay's first row counts", func() bool {
+				var computed bool
+				err := e.pool.QueryRow(context.Background(), "SELECT computed_at IS NOT NULL FROM "+e.schema+".sink_stats_lead").Scan(&computed)
+				return err == nil && computed
 			})
 			if c.flushedOnly {
 				if n, _ := collector.received(); n != 0 {

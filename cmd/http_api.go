@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,11 +53,14 @@ type API struct {
 	tracing trace.TracerProvider
 	meters  metric.MeterProvider
 	metrics http.Handler
+	// console, when set, serves the operator console below /.
+	console http.Handler
 }
 
 // Handler routes every endpoint: /v1/* behind the token (when one is
 // configured), JSON bodies only, body limits and tracing; /healthz, /readyz
-// and /metrics open, as probes and scrapers expect. Every request must name
+// and /metrics open, as probes and scrapers expect; the operator console
+// (with its own sign-in) at everything else. Every request must name
 // this server in its Host header, and no browser on another site may
 // change state (see hostGuard, refuseCrossOrigin and requireJSON).
 func (s *API) Handler() http.Handler {
@@ -68,6 +70,11 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("GET /v1/stats", s.getStats)
 	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
 	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
+	v1.HandleFunc("POST /v1/dlq/purge", s.postPurge)
+	v1.HandleFunc("GET /v1/messages", s.getMessages)
+	v1.HandleFunc("GET /v1/messages/{id}", s.getMessage)
+	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
+	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.cfg.HTTP.Token, requireJSON(limitBody(v1))), "outboxd.api",
@@ -81,6 +88,9 @@ func (s *API) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.getReady)
 	mux.Handle("GET /metrics", s.metrics)
+	if s.console != nil {
+		mux.Handle("/", s.console)
+	}
 	return recoverPanics(s.log, hostGuard(s.cfg.HTTP.Listen, s.cfg.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
 }
 
@@ -151,16 +161,21 @@ func (s *API) getStats(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, report)
 }
 
+// getDeadLetters lists dead letters oldest first; after (the last id of
+// the previous page) is the cursor, error filters on the last error's
+// text.
 func (s *API) getDeadLetters(w http.ResponseWriter, r *http.Request) {
-	f := core.DeadLetterFilter{Sink: r.URL.Query().Get("sink")}
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, "limit: want a positive whole number")
-			return
-		}
-		f.Limit = min(n, MaxDeadLetterLimit)
+	q := r.URL.Query()
+	f := core.DeadLetterFilter{Sink: q.Get("sink"), ErrorContains: q.Get("error")}
+	limit, err := positiveParam(q, "limit")
+	if err == nil {
+		f.After, err = positiveParam(q, "after")
 	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f.Limit = int(min(limit, MaxDeadLetterLimit))
 	letters, err := s.ob.DeadLetters(r.Context(), s.db, f)
 	if err != nil {
 		s.internalError(w, r, "list dead letters", err)
@@ -170,35 +185,6 @@ func (s *API) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 		letters = []core.DeadLetter{}
 	}
 	writeBody(w, http.StatusOK, letters)
-}
-
-// redriveRequest is the body of POST /v1/dlq/redrive.
-type redriveRequest struct {
-	IDs  []int64 `json:"ids"`
-	All  bool    `json:"all"`
-	Sink string  `json:"sink"`
-}
-
-func (s *API) postRedrive(w http.ResponseWriter, r *http.Request) {
-	var req redriveRequest
-	if status, err := decodeStrict(r.Body, &req); err != nil {
-		writeError(w, status, err.Error())
-		return
-	}
-	if len(req.IDs) == 0 && !req.All {
-		writeError(w, http.StatusUnprocessableEntity, `ids: give the ids to redrive, or "all": true`)
-		return
-	}
-	if len(req.IDs) > 0 && (req.All || req.Sink != "") {
-		writeError(w, http.StatusUnprocessableEntity, `ids: cannot be combined with "all" or "sink"`)
-		return
-	}
-	n, err := s.ob.Redrive(r.Context(), s.db, core.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink})
-	if err != nil {
-		s.internalError(w, r, "redrive", err)
-		return
-	}
-	writeBody(w, http.StatusOK, map[string]int64{"redriven": n})
 }
 
 // getReady answers 200 when the database is reachable and its outbox

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // Exit codes of the binary.
@@ -39,6 +40,14 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // badInput marks err as the user's to fix (exit code ExitConfig).
 func badInput(err error) error { return &exitError{code: ExitConfig, err: err} }
+
+// badInputIf is badInput(err), or nil when err is nil.
+func badInputIf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return badInput(err)
+}
 
 // badInputf is badInput(fmt.Errorf(format, args...)).
 func badInputf(format string, args ...any) error { return badInput(fmt.Errorf(format, args...)) }
@@ -65,6 +74,9 @@ type IO struct {
 	Out, Err io.Writer
 	// Env looks up environment variables.
 	Env LookupEnv
+	// Terminal says a person is at In and Err: commands that delete or
+	// move rows in bulk ask them first (unless --yes).
+	Terminal bool
 }
 
 // Main runs the outboxd command line with the process's arguments and
@@ -73,7 +85,8 @@ type IO struct {
 // builds.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Execute(ctx, os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv})
+	code := Execute(ctx, os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv,
+		Terminal: term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))})
 	stop()
 	os.Exit(code)
 }
@@ -142,6 +155,9 @@ one database.`,
 		a.routesCommand(),
 		a.statsCommand(),
 		a.dlqCommand(),
+		a.getCommand(),
+		a.messagesCommand(),
+		a.sinksCommand(),
 		a.configCommand(),
 		a.versionCommand(),
 	)

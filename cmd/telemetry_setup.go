@@ -8,21 +8,23 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/outboxd/outboxd/core"
 )
 
 // serveTelemetry builds the providers of `outboxd serve`, installs them as
-// the globals, counts ob's enqueues (the HTTP API's) with them and
-// registers the table gauges (outbox.rows, outbox.oldest_pending.age) of
-// the configured sinks. The returned stop flushes the last export and only
+// the globals and counts ob's enqueues (the HTTP API's) with them. Once the
+// relay exists, registerGauges registers the table gauges (outbox.rows,
+// ...) of the configured sinks, reported while that relay computes the
+// cluster's counts. The returned stop flushes the last export and only
 // then unregisters the gauges, so the final OTLP push still carries them;
 // call it before closing pool.
-func serveTelemetry(ctx context.Context, cfg *Config, env LookupEnv, pool *pgxpool.Pool, ob *core.Outbox, log *slog.Logger) (*Telemetry, func(), error) {
-	tel, err := NewTelemetry(ctx, cfg.Telemetry, env)
+func serveTelemetry(ctx context.Context, cfg *Config, env LookupEnv, pool *pgxpool.Pool, ob *core.Outbox, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*core.Relay) error, err error) {
+	tel, err = NewTelemetry(ctx, cfg.Telemetry, env)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// outboxd is the application here, so it installs the globals the sink
 	// libraries' HTTP clients pick up.
@@ -31,17 +33,20 @@ func serveTelemetry(ctx context.Context, cfg *Config, env LookupEnv, pool *pgxpo
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	ob.MeterProvider = tel.MeterProvider
 
-	gauges, err := ob.RegisterGauges(tel.MeterProvider, pool, core.GaugeConfig{Sinks: slices.Sorted(maps.Keys(cfg.Sinks))})
-	if err != nil {
-		shutdownTelemetry(ctx, tel, log)
-		return nil, nil, err
+	var gauges metric.Registration
+	registerGauges = func(relay *core.Relay) error {
+		gauges, err = ob.RegisterGauges(tel.MeterProvider, pool, core.GaugeConfig{Sinks: slices.Sorted(maps.Keys(cfg.Sinks)), Relay: relay})
+		return err
 	}
 	return tel, func() {
 		shutdownTelemetry(ctx, tel, log)
+		if gauges == nil {
+			return
+		}
 		if err := gauges.Unregister(); err != nil {
 			log.Warn("telemetry: unregister gauges", errAttr(err))
 		}
-	}, nil
+	}, registerGauges, nil
 }
 
 // shutdownTelemetry flushes spans and metrics, waiting at most

@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,11 +75,18 @@ func (o *Outbox) Stats(ctx context.Context, db DBTX) (map[string]SinkStats, erro
 
 // DeadLetter is a dead row with the errors of its failed attempts.
 type DeadLetter struct {
-	ID        int64     `json:"id"`
-	Sink      string    `json:"sink"`
-	DedupKey  string    `json:"dedup_key"`
-	Attempts  int       `json:"attempts"`
-	LastError string    `json:"last_error"`
+	ID       int64           `json:"id"`
+	Sink     string          `json:"sink"`
+	DedupKey string          `json:"dedup_key"`
+	Payload  json.RawMessage `json:"payload"`
+	// CreatedAt is when the message was enqueued.
+	CreatedAt time.Time `json:"created_at"`
+	// Receipt is what the destination returned for an earlier delivery
+	// (a message delivered, then redriven and dead), or null.
+	Receipt   json.RawMessage `json:"receipt"`
+	Attempts  int             `json:"attempts"`
+	LastError string          `json:"last_error"`
+	// UpdatedAt is when the row last changed: when it died.
 	UpdatedAt time.Time `json:"updated_at"`
 	// Errors lists each recorded failed attempt, oldest first.
 	Errors []AttemptError `json:"errors,omitempty"`
@@ -92,25 +101,41 @@ type AttemptError struct {
 
 // DeadLetterFilter selects dead letters; zero values select everything.
 type DeadLetterFilter struct {
-	Sink  string
+	Sink string
+	// ErrorContains keeps the dead letters whose last error contains it,
+	// ignoring case.
+	ErrorContains string
+	// After is the cursor: only dead letters with a larger id are listed.
+	// Pass the last id of a page to get the next one.
+	After int64
 	Limit int // 0 means DefaultDeadLetterLimit
 }
 
 // DefaultDeadLetterLimit bounds one page of dead letters.
 const DefaultDeadLetterLimit = 100
 
-// DeadLetters lists dead rows, oldest first, with their recorded errors.
+// oneShot runs a statement whose filters are optional as an unnamed
+// statement, which PostgreSQL plans with the values given: the tests of
+// unused filters (” or NULL) fold away and the plan can use the index
+// the given filters call for. A cached, generic plan would have to serve
+// every combination with one scan.
+const oneShot = pgx.QueryExecModeCacheDescribe
+
+// DeadLetters lists dead rows, oldest first, with their payloads and
+// recorded errors, one page at a time: pass the last id of a page as
+// DeadLetterFilter.After for the next.
 func (o *Outbox) DeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultDeadLetterLimit
 	}
-	rows, err := db.Query(ctx, o.sql.deadLetters, f.Sink, f.Limit)
+	rows, err := db.Query(ctx, o.sql.deadLetters, oneShot, f.Sink, f.Limit, f.After, f.ErrorContains)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
 	letters, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
 		var d DeadLetter
-		err := row.Scan(&d.ID, &d.Sink, &d.DedupKey, &d.Attempts, &d.LastError, &d.UpdatedAt, &d.Errors)
+		err := row.Scan(&d.ID, &d.Sink, &d.DedupKey, &d.Payload, &d.CreatedAt, &d.Receipt, &d.Attempts,
+			&d.LastError, &d.UpdatedAt, &d.Errors)
 		return d, err
 	})
 	if err != nil {
@@ -120,60 +145,93 @@ func (o *Outbox) DeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) (
 }
 
 // RedriveFilter selects dead letters to redrive or purge: the given IDs, or
-// every dead row (of Sink, when set) when All is true.
+// every dead row matching Sink and ErrorContains when All is true.
 type RedriveFilter struct {
 	IDs  []int64
 	All  bool
 	Sink string
+	// ErrorContains, with All, keeps the dead letters whose last error
+	// contains it, ignoring case (as DeadLetterFilter.ErrorContains).
+	ErrorContains string
+	// UpToID, with All, leaves out rows with a larger id: pass the LastID
+	// of a dry run to act on exactly the rows it counted, not on rows
+	// that died since.
+	UpToID int64
 	// Waiting makes Purge delete Sink's rows still waiting for delivery
 	// (pending or failed) as well: the way to drop the rows of a sink that
 	// no relay is configured with (a typo in a producer's sink name, a
 	// removed sink). It needs All and a Sink; Redrive refuses it.
 	Waiting bool
+	// DryRun changes nothing: the result says what would be done.
+	DryRun bool
 }
 
 func (f RedriveFilter) validate() error {
 	switch {
 	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("outbox: select dead letters by id or ask for all of them")
-	case len(f.IDs) > 0 && f.All:
-		return fmt.Errorf("outbox: select dead letters by id or all, not both")
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.UpToID != 0):
+		return fmt.Errorf("outbox: select dead letters by id or all (of a sink, with an error), not both")
 	case f.Waiting && (!f.All || f.Sink == ""):
 		return fmt.Errorf("outbox: deleting waiting rows needs all rows of one sink")
 	}
 	return nil
 }
 
+// ActionResult is what Redrive or Purge did or, in a dry run, would do.
+type ActionResult struct {
+	// Rows counts the rows moved or deleted (in a dry run: that would be).
+	Rows int64 `json:"rows"`
+	// LastID is the largest id among them (0 for none); see
+	// RedriveFilter.UpToID.
+	LastID int64 `json:"last_id"`
+	// Missing lists the ids of RedriveFilter.IDs that named no dead
+	// letter: no such row, or a row that is not dead.
+	Missing []int64 `json:"missing"`
+	DryRun  bool    `json:"dry_run"`
+}
+
 // Redrive moves the selected dead rows back to pending with their attempts
-// reset, and wakes the relays. It returns how many rows it moved.
-func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (int64, error) {
+// reset, and wakes the relays; a dry run only counts them.
+func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (ActionResult, error) {
 	if err := f.validate(); err != nil {
-		return 0, err
+		return ActionResult{}, err
 	}
 	if f.Waiting {
-		return 0, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
+		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
-	var n int64
-	err := db.QueryRow(ctx, o.sql.redrive, f.IDs, f.All, f.Sink).Scan(&n)
+	res, err := o.deadLetterAction(ctx, db, o.sql.redrive, f)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: redrive: %w", err)
+		return res, fmt.Errorf("outbox: redrive: %w", err)
 	}
-	return n, nil
+	return res, nil
 }
 
 // Purge deletes the selected dead rows (and, with Waiting, the sink's
-// waiting rows) and their recorded errors. It returns how many rows it
-// deleted.
-func (o *Outbox) Purge(ctx context.Context, db DBTX, f RedriveFilter) (int64, error) {
+// waiting rows) and their recorded errors; a dry run only counts them.
+func (o *Outbox) Purge(ctx context.Context, db DBTX, f RedriveFilter) (ActionResult, error) {
 	if err := f.validate(); err != nil {
-		return 0, err
+		return ActionResult{}, err
 	}
-	var n int64
-	err := db.QueryRow(ctx, o.sql.purge, f.IDs, f.All, f.Sink, f.Waiting).Scan(&n)
+	res, err := o.deadLetterAction(ctx, db, o.sql.purge, f, f.Waiting)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: purge: %w", err)
+		return res, fmt.Errorf("outbox: purge: %w", err)
 	}
-	return n, nil
+	return res, nil
+}
+
+// deadLetterAction runs redrive.sql or purge.sql: the selection is their
+// first six parameters, extra (purge's waiting flag) follows.
+func (o *Outbox) deadLetterAction(ctx context.Context, db DBTX, query string, f RedriveFilter, extra ...any) (ActionResult, error) {
+	ids := f.IDs
+	if ids == nil {
+		ids = []int64{} // = ANY(NULL) and EXCEPT NULL would not do
+	}
+	res := ActionResult{DryRun: f.DryRun}
+	args := append([]any{oneShot, ids, f.All, f.Sink, f.ErrorContains, f.UpToID, f.DryRun}, extra...)
+	err := db.QueryRow(ctx, query, args...).Scan(&res.Rows, &res.LastID, &res.Missing)
+	slices.Sort(res.Missing)
+	return res, err
 }
 
 // WaitingSink is a sink with rows waiting for delivery.

@@ -52,19 +52,19 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 
 	healthy.Store(true)
 	n, err := b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{letters[0].ID}})
-	if err != nil || n != 1 {
-		t.Fatalf("redrive by id: %d, %v", n, err)
+	if err != nil || n.Rows != 1 {
+		t.Fatalf("redrive by id: %+v, %v", n, err)
 	}
-	if n, err = b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"}); err != nil || n != 2 {
-		t.Fatalf("redrive all of s: %d, %v", n, err)
+	if n, err = b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
+		t.Fatalf("redrive all of s: %+v, %v", n, err)
 	}
 	testrelay.WaitFor(t, 10*time.Second, "the redriven rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
 
 	if _, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{}); err == nil {
 		t.Fatal("a purge that selects nothing must be refused")
 	}
-	if n, err = b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{All: true}); err != nil || n != 1 {
-		t.Fatalf("purge all: %d, %v", n, err)
+	if n, err = b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{All: true}); err != nil || n.Rows != 1 {
+		t.Fatalf("purge all: %+v, %v", n, err)
 	}
 	if c := statusCounts(t, b); c["dead"] != 0 || c["sent"] != 3 {
 		t.Fatalf("after purge: %v", c)
@@ -100,5 +100,65 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	testrelay.WaitFor(t, 20*time.Second, "old sent rows pruned", func() bool { return statusCounts(t, b)["sent"] == 1 })
 	if c := statusCounts(t, b); c["dead"] != 1 {
 		t.Fatalf("maintenance must keep dead rows until redriven or purged: %v", c)
+	}
+}
+
+// Dead letters filter by sink and error text and page with a cursor; a
+// dry run counts without changing anything, UpToID keeps a confirmed
+// "all" to the rows counted, and ids that name no dead letter are
+// reported.
+func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, status, attempts, last_error)
+		SELECT CASE WHEN g <= 6 THEN 'partner' ELSE 'other' END, 'd' || g, '{"n": 1}', 'dead', 3,
+		       CASE WHEN g % 2 = 0 THEN '503 Service UNAVAILABLE' ELSE '400 bad request' END
+		FROM generate_series(1, 8) g`); err != nil {
+		t.Fatal(err)
+	}
+	alive := enqueueN(t, b, "partner", 1, nil)[0]
+	list := func(f core.DeadLetterFilter) []int64 {
+		t.Helper()
+		letters, err := b.ob.DeadLetters(b.ctx, b.pool, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, l := range letters {
+			if string(l.Payload) != `{"n": 1}` || l.CreatedAt.IsZero() {
+				t.Errorf("dead letter without payload or creation time: %+v", l)
+			}
+			ids = append(ids, l.ID)
+		}
+		return ids
+	}
+	unavailable := list(core.DeadLetterFilter{Sink: "partner", ErrorContains: "unavailable"})
+	if len(unavailable) != 3 {
+		t.Fatalf("partner's 503s: %v, want 3", unavailable)
+	}
+	first := list(core.DeadLetterFilter{Limit: 5})
+	rest := list(core.DeadLetterFilter{Limit: 5, After: first[len(first)-1]})
+	if len(first) != 5 || len(rest) != 3 || rest[0] <= first[4] {
+		t.Fatalf("pages %v and %v, want 5 then 3 in id order", first, rest)
+	}
+
+	sel := core.RedriveFilter{All: true, Sink: "partner", ErrorContains: "UNAVAILABLE", DryRun: true}
+	plan, err := b.ob.Purge(b.ctx, b.pool, sel)
+	if err != nil || plan.Rows != 3 || plan.LastID != unavailable[2] || !plan.DryRun {
+		t.Fatalf("dry run: %+v, %v", plan, err)
+	}
+	if c := statusCounts(t, b); c["dead"] != 8 {
+		t.Fatalf("a dry run changed rows: %v", c)
+	}
+	sel.DryRun, sel.UpToID = false, unavailable[1]
+	done, err := b.ob.Redrive(b.ctx, b.pool, sel)
+	if err != nil || done.Rows != 2 {
+		t.Fatalf("redrive up to %d: %+v, %v", unavailable[1], done, err)
+	}
+	res, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{unavailable[2], alive, 999999}})
+	if err != nil || res.Rows != 1 || len(res.Missing) != 2 || res.Missing[0] != alive || res.Missing[1] != 999999 {
+		t.Fatalf("purge by ids: %+v, %v; want 1 purged and the live row and the unknown id missing", res, err)
+	}
+	if _, err := b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
+		t.Error("ids with an error filter were accepted")
 	}
 }

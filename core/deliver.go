@@ -115,8 +115,11 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		return handBack(0, outcomeRetry, errors.New("relay shutting down before the rate-limit permit came due"))
 	}
 	// Checked after the permit's wait: a pause may have come meanwhile.
-	if paused := r.limiter.PausedFor(row.Sink); paused > 0 {
-		return handBack(paused, outcomeRateLimited, fmt.Errorf("sink %q is paused by a Retry-After", row.Sink))
+	if r.limiter.PausedFor(row.Sink) > 0 {
+		// Back to pending at once: no relay claims it while the database
+		// says the sink is paused, and a resume makes it claimable again
+		// without waiting for the pause's planned end.
+		return handBack(0, outcomeRateLimited, fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", row.Sink))
 	}
 	if r.budget(*row) <= 0 {
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))

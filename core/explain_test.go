@@ -17,6 +17,21 @@ type planNode struct {
 	Plans     []planNode `json:"Plans"`
 }
 
+// explain returns the plan PostgreSQL chooses for query with args, and
+// the plan as EXPLAIN printed it (for failure messages).
+func explain(t *testing.T, b bundle, query string, args ...any) (planNode, []byte) {
+	t.Helper()
+	var raw []byte
+	if err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct{ Plan planNode }
+	if err := json.Unmarshal(raw, &plans); err != nil {
+		t.Fatal(err)
+	}
+	return plans[0].Plan, raw
+}
+
 func (n planNode) walk(visit func(planNode)) {
 	visit(n)
 	for _, c := range n.Plans {
@@ -46,17 +61,9 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var raw []byte
-	err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+b.ob.ClaimQuery(), 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute).Scan(&raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
+	plan, raw := explain(t, b, b.ob.ClaimQuery(), 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
 	indexes := map[string]bool{}
-	plans[0].Plan.walk(func(n planNode) {
+	plan.walk(func(n planNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the claim scans the whole messages table (sent history included):\n%s", raw)
 		}

@@ -89,3 +89,7 @@ func (o *Outbox) WriteOutcomes(pool *pgxpool.Pool, logger *slog.Logger, linger t
 
 // ListenerApplicationName is the application_name of the LISTEN connection.
 const ListenerApplicationName = listener.ApplicationName
+
+// Statement is sql/<name>.sql with the outbox's schema filled in, for the
+// EXPLAIN test and the overview benchmark.
+func (o *Outbox) Statement(name string) string { return qualify(o.sql.ident, statement(name)) }

@@ -91,6 +91,9 @@ func (d *deliveryReport) written(ok bool) {
 			"attempts", d.attempt, "last_error", *d.stored)
 	}
 	r.metrics.recordDelivery(d.ctx, d.createdAt, d.labels, d.label, d.elapsed)
+	if t := r.tallies[d.sink]; t != nil {
+		t.record(d.label, d.elapsed)
+	}
 	endSpan(d.span, d.label, d.err)
 	r.signals.EmitWritten(testsignal.Outcome{ID: d.id, Sink: d.sink, Status: d.status, Written: ok})
 }

@@ -26,7 +26,8 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 	}
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
-			sleep(ctx, d)
+			// A resume by hand wakes the loop before the pause ends.
+			r.idle(ctx, w, d, nil)
 			continue
 		}
 		available := free.WaitFree(ctx)

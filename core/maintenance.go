@@ -75,6 +75,9 @@ func (r *Relay) maintainEvents(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, q.pruneWaiters, waiterPruneAfter); err != nil {
 		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
 	}
+	if _, err := conn.Exec(ctx, q.pruneDeliveryMinutes, deliveryMinutesRetention); err != nil {
+		return fmt.Errorf("delete delivery counts older than %s: %w", deliveryMinutesRetention, err)
+	}
 	return nil
 }
 

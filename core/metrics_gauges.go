@@ -11,15 +11,19 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// DefaultGaugeRefresh is how long one [Outbox.Stats] query serves the
-// gauges registered by [Outbox.RegisterGauges]. Scrapes within that window
-// (several Prometheus servers, an OTLP reader and /metrics at once) reuse
-// the cached result instead of each running a GROUP BY over the table.
-const DefaultGaugeRefresh = 15 * time.Second
+// DefaultGaugeRefresh is how long one read of the stats snapshot serves
+// the gauges registered by [Outbox.RegisterGauges]; scrapes within that
+// window (several Prometheus servers, an OTLP reader and /metrics at once)
+// share it.
+const DefaultGaugeRefresh = DefaultStatsInterval
 
-// gaugeQueryTimeout bounds one Stats query made on behalf of a scrape, so a
-// slow database cannot hang the metrics endpoint.
+// gaugeQueryTimeout bounds one read made on behalf of a scrape, so a slow
+// database cannot hang the metrics endpoint.
 const gaugeQueryTimeout = 5 * time.Second
+
+// gaugeStaleAfter is the age past which a snapshot is not reported: no
+// relay has recomputed it for that long, so flat lines would lie.
+const gaugeStaleAfter = time.Minute
 
 // UnknownSink is the sink label under which the gauges report rows whose
 // sink column names none of GaugeConfig.Sinks. Producers can write any sink
@@ -36,37 +40,52 @@ type GaugeConfig struct {
 	// as 0 instead of a series that vanishes. Rows of other sinks are
 	// reported under UnknownSink.
 	Sinks []string
-	// Refresh is how long one Stats result is reused; zero means
+	// Refresh is how long one read of the snapshot is reused; zero means
 	// DefaultGaugeRefresh.
 	Refresh time.Duration
+	// Relay, when set, is the process's relay: the gauges are reported
+	// only while it is the relay that computes the cluster's counts, so
+	// that exactly one process of the cluster reports them and sum() over
+	// all pods is right. Without it every process reports the cluster's
+	// counts (use max(), not sum(), across processes).
+	Relay *Relay
 }
 
 // RegisterGauges registers the outbox's table gauges with mp:
 //
-//   - outbox.rows{sink, status}: rows per sink and status;
+//   - outbox.rows{sink, status}: rows per sink and status (pending,
+//     in_progress, failed, dead);
+//   - outbox.rows.sent_last_hour{sink}: rows sent in the last hour;
 //   - outbox.oldest_pending.age{sink}: seconds the oldest row waiting for
 //     delivery (pending or failed) has waited; 0 when none waits;
 //   - outbox.sink.pause.remaining{sink}: seconds a configured sink stays
-//     paused cluster-wide by a receiver's Retry-After; 0 when it is not;
+//     paused cluster-wide, by a receiver's Retry-After or by hand; 0 when
+//     it is not;
 //   - outbox.events.dropped: events published that no route matched and
 //     that the routes dropped (routes_unmatched: drop), counted by the
-//     database for every producer, so every process reports the same
-//     cluster-wide total.
+//     database for every producer: a cluster-wide total.
 //
-// The values come from [Outbox.Stats], the sink_limits table and the
-// dropped events, read
-// through db at most once per cfg.Refresh whatever the scrape rate. Labels
-// are sink names and statuses only. Call Unregister on the result to stop
-// (before closing db).
+// The values come from the cluster's stats snapshot (see
+// [Outbox.StatsSnapshot]), which one relay recomputes from the partial
+// indexes every few seconds, the sink_limits table and the dropped events'
+// tally: a scrape never counts the messages table.
+// Nothing is reported while the snapshot is missing or stale, or, with
+// cfg.Relay, while another relay computes it. Labels are sink names and
+// statuses only. Call Unregister on the result to stop (before closing db).
 func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfig) (metric.Registration, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultGaugeRefresh
 	}
 	meter := mp.Meter(instrumentationName)
 	rows, err := meter.Int64ObservableGauge("outbox.rows", metric.WithUnit("{row}"),
-		metric.WithDescription("Rows in the outbox by sink and status."))
+		metric.WithDescription("Rows in the outbox waiting, in progress or dead, by sink and status."))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create gauge outbox.rows: %w", err)
+	}
+	sent, err := meter.Int64ObservableGauge("outbox.rows.sent_last_hour", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows sent in the last hour, by sink."))
+	if err != nil {
+		return nil, fmt.Errorf("outbox: create gauge outbox.rows.sent_last_hour: %w", err)
 	}
 	age, err := meter.Float64ObservableGauge("outbox.oldest_pending.age", metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest row waiting for delivery (pending or failed), by sink."))
@@ -74,7 +93,7 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 		return nil, fmt.Errorf("outbox: create gauge outbox.oldest_pending.age: %w", err)
 	}
 	paused, err := meter.Float64ObservableGauge("outbox.sink.pause.remaining", metric.WithUnit("s"),
-		metric.WithDescription("Seconds a sink stays paused cluster-wide by a Retry-After (0 when it is not), by sink."))
+		metric.WithDescription("Seconds a sink stays paused cluster-wide, by a Retry-After or by hand (0 when it is not), by sink."))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create gauge outbox.sink.pause.remaining: %w", err)
 	}
@@ -93,20 +112,23 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 		if err != nil {
 			return err
 		}
-		stats, pauses := snap.stats, snap.pauses
+		if time.Since(snap.TakenAt) > gaugeStaleAfter || (cfg.Relay != nil && snap.TakenBy != cfg.Relay.ID()) {
+			return nil
+		}
 		obs.ObserveInt64(dropped, snap.dropped)
 		for sink := range known {
-			obs.ObserveFloat64(paused, pauses[sink].Seconds(), metric.WithAttributes(attrSinkName.String(sink)))
+			obs.ObserveFloat64(paused, snap.pauses[sink].Seconds(), metric.WithAttributes(attrSinkName.String(sink)))
 		}
-		for sink, s := range foldUnknownSinks(stats, known) {
+		for sink, s := range foldUnknownSinks(snap.Sinks, known) {
 			sinkAttr := attrSinkName.String(sink)
 			for status, n := range s.byStatus() {
 				obs.ObserveInt64(rows, n, metric.WithAttributes(sinkAttr, attrStatus.String(string(status))))
 			}
+			obs.ObserveInt64(sent, s.SentLastHour, metric.WithAttributes(sinkAttr))
 			obs.ObserveFloat64(age, s.OldestPendingAge.Seconds(), metric.WithAttributes(sinkAttr))
 		}
 		return nil
-	}, rows, age, paused, dropped)
+	}, rows, sent, age, paused, dropped)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: register gauge callback: %w", err)
 	}
@@ -114,20 +136,19 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 }
 
 // byStatus lists the counts of s by status.
-func (s SinkStats) byStatus() map[Status]int64 {
+func (s SinkCounts) byStatus() map[Status]int64 {
 	return map[Status]int64{
 		StatusPending:    s.Pending,
 		StatusInProgress: s.InProgress,
 		StatusFailed:     s.Failed,
-		StatusSent:       s.Sent,
 		StatusDead:       s.Dead,
 	}
 }
 
 // foldUnknownSinks returns stats with an entry (maybe all zeros) for every
 // known sink and every other sink summed into UnknownSink.
-func foldUnknownSinks(stats map[string]SinkStats, known map[string]bool) map[string]SinkStats {
-	out := make(map[string]SinkStats, len(known)+1)
+func foldUnknownSinks(stats map[string]SinkCounts, known map[string]bool) map[string]SinkCounts {
+	out := make(map[string]SinkCounts, len(known)+1)
 	for sink := range known {
 		out[sink] = stats[sink]
 	}
@@ -139,7 +160,7 @@ func foldUnknownSinks(stats map[string]SinkStats, known map[string]bool) map[str
 		u.Pending += s.Pending
 		u.InProgress += s.InProgress
 		u.Failed += s.Failed
-		u.Sent += s.Sent
+		u.SentLastHour += s.SentLastHour
 		u.Dead += s.Dead
 		u.OldestPendingAge = max(u.OldestPendingAge, s.OldestPendingAge)
 		out[UnknownSink] = u
@@ -147,7 +168,7 @@ func foldUnknownSinks(stats map[string]SinkStats, known map[string]bool) map[str
 	return out
 }
 
-// statsCache runs Stats and reads the pauses at most once per refresh;
+// statsCache reads the snapshot and the pauses at most once per refresh;
 // concurrent collections wait for the one read in progress rather than
 // starting their own.
 type statsCache struct {
@@ -156,18 +177,18 @@ type statsCache struct {
 	refresh time.Duration
 
 	mu      sync.Mutex
-	last    *gaugeSnapshot
+	last    *gaugeReading
 	fetched time.Time
 }
 
-// gaugeSnapshot is what one collection reports.
-type gaugeSnapshot struct {
-	stats   map[string]SinkStats
-	pauses  map[string]time.Duration // remaining, of the sinks paused when fetched
+// gaugeReading is what one collection reports.
+type gaugeReading struct {
+	StatsSnapshot
+	pauses  map[string]time.Duration // remaining, of the sinks paused when read
 	dropped int64                    // events dropped for want of a route, ever
 }
 
-func (c *statsCache) get(ctx context.Context) (*gaugeSnapshot, error) {
+func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.last != nil && time.Since(c.fetched) < c.refresh {
@@ -175,20 +196,21 @@ func (c *statsCache) get(ctx context.Context) (*gaugeSnapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, gaugeQueryTimeout)
 	defer cancel()
-	snap := &gaugeSnapshot{}
-	var err error
-	if snap.stats, err = c.ob.Stats(ctx, c.db); err == nil {
-		if snap.pauses, err = c.ob.sinkPauses(ctx, c.db); err == nil {
-			err = c.db.QueryRow(ctx, c.ob.sql.droppedEvents).Scan(&snap.dropped)
-		}
-	}
+	snap, err := c.ob.StatsSnapshot(ctx, c.db)
 	if err != nil {
 		// Serving the stale result as if it were current would hide an
 		// outage of the database behind flat lines; report nothing instead.
 		return nil, fmt.Errorf("outbox: gauges: %w", err)
 	}
-	c.last, c.fetched = snap, time.Now()
-	return snap, nil
+	reading := &gaugeReading{StatsSnapshot: snap}
+	if reading.pauses, err = c.ob.sinkPauses(ctx, c.db); err != nil {
+		return nil, fmt.Errorf("outbox: gauges: %w", err)
+	}
+	if err := c.db.QueryRow(ctx, c.ob.sql.droppedEvents).Scan(&reading.dropped); err != nil {
+		return nil, fmt.Errorf("outbox: gauges: dropped events: %w", err)
+	}
+	c.last, c.fetched = reading, time.Now()
+	return c.last, nil
 }
 
 // sinkPauses returns how much longer each paused sink stays paused.

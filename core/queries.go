@@ -39,6 +39,12 @@ type queries struct {
 
 	stats, deadLetters, redrive, purge string
 
+	message, messagesSearch                     string
+	pauseSinkByHand, resumeSink, sinkPauses     string
+	takeStatsLead, takeStatsSnapshot, statsSnap string
+	addDeliveryMinutes, deliveryRates           string
+	pruneDeliveryMinutes                        string
+
 	lockSession, unlockSession, lockTransaction string
 	migrationsPrepare, migrationsApplied        string
 	migrationsRecord, migrationsLedgerExists    string
@@ -62,7 +68,12 @@ func newQueries(ident string) queries {
 		"fold_dropped_events": &q.foldDroppedEvents, "dropped_events": &q.droppedEvents,
 		"reserve_key_permits": &q.reserveKeyPermits,
 		"stats":               &q.stats, "dead_letters": &q.deadLetters, "redrive": &q.redrive, "purge": &q.purge,
-		"lock_session": &q.lockSession, "unlock_session": &q.unlockSession, "lock_transaction": &q.lockTransaction,
+		"message": &q.message, "messages_search": &q.messagesSearch,
+		"pause_sink_by_hand": &q.pauseSinkByHand, "resume_sink": &q.resumeSink, "sink_pauses": &q.sinkPauses,
+		"take_stats_lead": &q.takeStatsLead, "take_stats_snapshot": &q.takeStatsSnapshot, "stats_snapshot": &q.statsSnap,
+		"add_delivery_minutes": &q.addDeliveryMinutes, "delivery_rates": &q.deliveryRates,
+		"prune_delivery_minutes": &q.pruneDeliveryMinutes,
+		"lock_session":           &q.lockSession, "unlock_session": &q.unlockSession, "lock_transaction": &q.lockTransaction,
 		"migrations_prepare": &q.migrationsPrepare, "migrations_applied": &q.migrationsApplied,
 		"migrations_record": &q.migrationsRecord, "migrations_ledger_exists": &q.migrationsLedgerExists,
 		"set_search_path": &q.setSearchPath,

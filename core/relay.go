@@ -40,11 +40,14 @@ type Relay struct {
 	cfg     Config
 	sinks   map[string]SinkConfig
 	ob      *Outbox
+	id      string // see ID
 	logger  *slog.Logger
 	tracer  trace.Tracer
 	metrics *relayMetrics
 	// labels are each sink's metric attribute sets by sink name.
 	labels map[string]*sinkLabels
+	// tallies count each sink's outcomes for delivery_minutes.
+	tallies map[string]*sinkTally
 
 	ran atomic.Bool // Run may be called once
 
@@ -75,19 +78,22 @@ func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 		tp = otel.GetTracerProvider()
 	}
 	r := &Relay{
-		pool:   pool,
-		cfg:    cfg,
-		sinks:  sinks,
-		ob:     cfg.Outbox,
-		logger: cfg.Logger,
-		tracer: tp.Tracer(instrumentationName),
-		labels: make(map[string]*sinkLabels, len(sinks)),
+		pool:    pool,
+		cfg:     cfg,
+		sinks:   sinks,
+		ob:      cfg.Outbox,
+		id:      newRelayID(),
+		logger:  cfg.Logger,
+		tracer:  tp.Tracer(instrumentationName),
+		labels:  make(map[string]*sinkLabels, len(sinks)),
+		tallies: make(map[string]*sinkTally, len(sinks)),
 	}
 	if r.metrics, err = newRelayMetrics(cfg.MeterProvider); err != nil {
 		return nil, err
 	}
 	for name, s := range sinks {
 		r.labels[name] = newSinkLabels(s)
+		r.tallies[name] = newSinkTally()
 	}
 	return r, nil
 }
@@ -140,6 +146,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	var background sync.WaitGroup
 	background.Go(func() { r.maintain(loopCtx) })
 	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
+	background.Go(func() { r.takeStatsSnapshots(loopCtx) })
+	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
 
@@ -154,6 +162,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.completer.Stop()
 	<-completerDone
 	background.Wait()
+	r.flushLastTallies(ctx)
 	if cause := context.Cause(loopCtx); errors.Is(cause, errRelayFailed) {
 		return fmt.Errorf("outbox: %w", cause)
 	}

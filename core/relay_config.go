@@ -59,6 +59,10 @@ type Config struct {
 	ThreadRetention     time.Duration
 	MaintenanceInterval time.Duration
 	ShutdownTimeout     time.Duration
+	// StatsInterval is how often the cluster's row counts are recomputed
+	// (by one relay) and each relay adds its delivery counts to the
+	// per-minute table; zero means DefaultStatsInterval.
+	StatsInterval time.Duration
 
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -119,6 +123,7 @@ func (c Config) Effective() (Config, error) {
 	setDefault(&c.ThreadRetention, DefaultThreadRetention)
 	setDefault(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&c.StatsInterval, DefaultStatsInterval)
 	var errs []error
 	for _, f := range []struct {
 		name     string
@@ -133,6 +138,7 @@ func (c Config) Effective() (Config, error) {
 		{"ThreadRetention", c.ThreadRetention < 0, c.ThreadRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval < 0, c.MaintenanceInterval},
 		{"ShutdownTimeout", c.ShutdownTimeout < 0, c.ShutdownTimeout},
+		{"StatsInterval", c.StatsInterval < 0, c.StatsInterval},
 	} {
 		if f.negative {
 			errs = append(errs, &FieldError{Field: f.name, Err: fmt.Errorf("must not be negative, got %v", f.value)})

@@ -199,7 +199,9 @@ func exportedMetrics(t *testing.T) map[string]bool {
 				}
 			}
 		}
-		return exported["outbox_deliveries_total"] && exported["outbox_delivery_lag_seconds"]
+		// The table gauges come once the relay has computed the cluster's
+		// row counts, right after it starts, alongside the first delivery.
+		return exported["outbox_deliveries_total"] && exported["outbox_delivery_lag_seconds"] && exported["outbox_rows"]
 	})
 	return exported
 }

@@ -122,25 +122,32 @@ func (l *Limiter) pauseLocally(sink string, d time.Duration) {
 	}
 }
 
-// RefreshPauses loads the pauses recorded in the database, after a pause
-// notification or a reconnect of the listener.
+// RefreshPauses replaces the local pauses with those recorded in the
+// database, after a pause notification or a reconnect of the listener. The
+// database has the last word: a pause that was resumed by hand (or
+// shortened) there ends here too.
 func (l *Limiter) RefreshPauses(ctx context.Context) error {
 	rows, err := l.pool.Query(ctx, l.sql.ActivePauses)
 	if err != nil {
 		return fmt.Errorf("outbox: load sink pauses: %w", err)
 	}
 	defer rows.Close()
+	now := time.Now()
+	paused := map[string]time.Time{}
 	for rows.Next() {
 		var sink string
 		var remaining time.Duration
 		if err := rows.Scan(&sink, &remaining); err != nil {
 			return fmt.Errorf("outbox: load sink pauses: %w", err)
 		}
-		l.pauseLocally(sink, remaining)
+		paused[sink] = now.Add(remaining)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("outbox: load sink pauses: %w", err)
 	}
+	l.mu.Lock()
+	l.paused = paused
+	l.mu.Unlock()
 	return nil
 }
 

@@ -1,0 +1,186 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
+)
+
+// cli runs the command line in this process against a fresh schema: the
+// way a person at a terminal (or a script) would.
+type cli struct {
+	t      *testing.T
+	api    *operatorAPI // the schema and pool; its server is not used
+	config string
+}
+
+func newCLI(t *testing.T) *cli {
+	t.Helper()
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	config := filepath.Join(t.TempDir(), "plugins.yaml")
+	yaml := fmt.Sprintf("database:\n  url: %s\n  schema: %s\n%s", testdb.URL(), a.ob.Schema(), operatorConfig)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &cli{t: t, api: a, config: config}
+}
+
+// run executes outboxd args with stdin; terminal says whether a person is
+// at it. It returns stdout, stderr and the exit code.
+func (c *cli) run(terminal bool, stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	var out, errOut bytes.Buffer
+	env := envMap(map[string]string{"USER": "carol"})
+	code := Execute(context.Background(), append([]string{"--config", c.config}, args...),
+		IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut, Env: env, Terminal: terminal})
+	return out.String(), errOut.String(), code
+}
+
+func (c *cli) deadCount() int {
+	return testdb.StatusCounts(c.t, c.api.pool, c.api.ob, "")["dead"]
+}
+
+// On a terminal, purge and redrive count with a dry run and ask; only yes
+// acts, on exactly the rows counted. --yes skips the question, and so does
+// a script (no terminal).
+func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
+	c := newCLI(t)
+	ids := c.api.deadRows(t, "partner", "timeout", "timeout", "400 bad request")
+
+	out, errOut, code := c.run(true, "n\n", "dlq", "purge", "--all", "--sink", "partner", "--error", "TIMEOUT")
+	if code != ExitFailure || !strings.Contains(errOut, "purge 2 dead letter(s) of sink partner whose last error contains \"TIMEOUT\"? [y/N]") ||
+		!strings.Contains(errOut, "not confirmed; nothing changed") || c.deadCount() != 3 {
+		t.Fatalf("answered no: code %d, out %q, err %q, dead %d", code, out, errOut, c.deadCount())
+	}
+	out, errOut, code = c.run(true, "y\n", "dlq", "purge", "--all", "--sink", "partner", "--error", "timeout")
+	if code != ExitOK || out != "purged 2\n" || c.deadCount() != 1 {
+		t.Fatalf("answered yes: code %d, out %q, err %q, dead %d", code, out, errOut, c.deadCount())
+	}
+	out, _, code = c.run(true, "", "dlq", "purge", "--all", "--dry-run")
+	if code != ExitOK || out != "would be purged: 1\n" || c.deadCount() != 1 {
+		t.Fatalf("dry run: code %d, out %q", code, out)
+	}
+	out, errOut, code = c.run(true, "", "dlq", "redrive", "--id", fmt.Sprint(ids[2]), "--yes")
+	if code != ExitOK || out != "redriven 1\n" || errOut != "" || c.deadCount() != 0 {
+		t.Fatalf("--yes: code %d, out %q, err %q", code, out, errOut)
+	}
+	c.api.deadRows(t, "other", "x")
+	out, errOut, code = c.run(false, "", "dlq", "purge", "--all")
+	if code != ExitOK || out != "purged 1\n" || errOut != "" {
+		t.Fatalf("no terminal: code %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+// --id that names no dead letter exits 1 with a message, after acting on
+// the ids that do.
+func TestDeadLetterCommandsRefuseUnknownIDs(t *testing.T) {
+	c := newCLI(t)
+	ids := c.api.deadRows(t, "partner", "boom")
+	out, errOut, code := c.run(false, "", "dlq", "redrive", "--id", "999999")
+	if code != ExitFailure || out != "redriven 0\n" || !strings.Contains(errOut, "no dead letter with id 999999") {
+		t.Fatalf("unknown id: code %d, out %q, err %q", code, out, errOut)
+	}
+	out, errOut, code = c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(ids[0]), "--id", "999998")
+	if code != ExitFailure || out != "purged 1\n" || !strings.Contains(errOut, "no dead letter with id 999998") {
+		t.Fatalf("one known, one unknown: code %d, out %q, err %q", code, out, errOut)
+	}
+	_, errOut, code = c.run(true, "", "dlq", "purge", "--id", "999997")
+	if code != ExitFailure || !strings.Contains(errOut, "no dead letter with id 999997") || strings.Contains(errOut, "[y/N]") {
+		t.Fatalf("unknown id on a terminal: code %d, err %q (nothing to confirm)", code, errOut)
+	}
+	for _, args := range [][]string{{"dlq", "purge"}, {"dlq", "purge", "--id", "1", "--all"}, {"dlq", "redrive", "--all", "--waiting"}, {"dlq", "purge", "--all", "--waiting"}} {
+		if _, _, code := c.run(false, "", args...); code != ExitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		}
+	}
+}
+
+// get shows one message by id or by sink and key; messages list pages.
+func TestGetAndMessagesList(t *testing.T) {
+	c := newCLI(t)
+	ctx := c.api.ctx
+	var ids []int64
+	for i := range 3 {
+		res, err := c.api.ob.Enqueue(ctx, c.api.pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i),
+			Payload: map[string]string{"note": "line\x1b[31m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	out, _, code := c.run(false, "", "get", fmt.Sprint(ids[1]))
+	if code != ExitOK || !strings.Contains(out, "order-1") || !strings.Contains(out, `"note": "line\u001b[31m"`) || strings.Contains(out, "\x1b") {
+		t.Fatalf("get by id: code %d\n%s", code, out)
+	}
+	out, _, code = c.run(false, "", "get", "--sink", "partner", "--key", "order-2", "--json")
+	var m messageReport
+	if code != ExitOK || json.Unmarshal([]byte(out), &m) != nil || m.ID != ids[2] {
+		t.Fatalf("get by key: code %d\n%s", code, out)
+	}
+	if _, errOut, code := c.run(false, "", "get", "999999"); code != ExitFailure || !strings.Contains(errOut, "no such message") {
+		t.Errorf("get of an unknown id: %d %q", code, errOut)
+	}
+	for _, args := range [][]string{{"get"}, {"get", "1", "--sink", "partner", "--key", "x"}, {"get", "--sink", "partner"}, {"get", "x"}} {
+		if _, _, code := c.run(false, "", args...); code != ExitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		}
+	}
+
+	out, errOut, code := c.run(false, "", "messages", "list", "--sink", "partner", "--limit", "2")
+	if code != ExitOK || !strings.Contains(out, "order-2") || !strings.Contains(out, "order-1") || strings.Contains(out, "order-0") ||
+		!strings.Contains(errOut, fmt.Sprintf("--before %d", ids[1])) {
+		t.Fatalf("first page: code %d\n%s%s", code, out, errOut)
+	}
+	out, _, code = c.run(false, "", "messages", "list", "--before", fmt.Sprint(ids[1]), "--status", "pending", "--since", "1h", "--json")
+	var page core.MessagePage
+	if code != ExitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Messages) != 1 || page.Messages[0].ID != ids[0] {
+		t.Fatalf("second page: code %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"messages", "list", "--status", "lost"}, {"messages", "list", "--since", "yesterday"}} {
+		if _, _, code := c.run(false, "", args...); code != ExitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		}
+	}
+}
+
+// sinks pause and resume record who (--by, else $USER@host) and why.
+func TestSinksPauseAndResume(t *testing.T) {
+	c := newCLI(t)
+	out, _, code := c.run(false, "", "sinks", "pause", "partner", "--for", "15m", "--reason", "partner maintenance")
+	if code != ExitOK || !strings.HasPrefix(out, "paused partner until ") {
+		t.Fatalf("pause: %d %q", code, out)
+	}
+	states, err := c.api.ob.SinkStates(c.api.ctx, c.api.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := states["partner"]; !s.Paused() || !strings.HasPrefix(s.ChangedBy, "carol@") || s.ChangeReason != "partner maintenance" {
+		t.Fatalf("after pause: %+v", s)
+	}
+	out, _, code = c.run(false, "", "sinks", "resume", "partner", "--by", "dave")
+	if code != ExitOK || out != "resumed partner\n" {
+		t.Fatalf("resume: %d %q", code, out)
+	}
+	out, _, _ = c.run(false, "", "sinks", "resume", "partner")
+	if out != "partner was not paused\n" {
+		t.Errorf("second resume: %q", out)
+	}
+	out, _, _ = c.run(false, "", "sinks", "pause", "partner")
+	if out != "paused partner until resumed\n" {
+		t.Errorf("pause without --for: %q", out)
+	}
+	for _, args := range [][]string{{"sinks", "pause"}, {"sinks", "pause", "Bad Name"}, {"sinks", "pause", "partner", "--for", "-1m"}} {
+		if _, _, code := c.run(false, "", args...); code != ExitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// Package console is outboxd's operator dashboard: an overview of every
+// sink that updates itself, message search and detail, dead letters with
+// redrive and purge, and sink pauses by hand. Its pages are rendered on
+// the server from templates embedded in the binary, with a little plain
+// JavaScript for the live overview: no build step, no CDN, it works
+// offline. It reads and acts through core's operator queries only.
+//
+// `outboxd serve` mounts it at / on the API's port. With a token, the
+// browser signs in once and holds a session cookie derived from the token
+// (never the token itself); every form that changes anything carries a
+// CSRF token, and requests from other sites are refused.
+package console
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// DefaultRefresh is how often the overview is read from the database while
+// someone watches it: once per interval for all viewers together.
+const DefaultRefresh = 2 * time.Second
+
+// queryTimeout bounds the database work of one page.
+const queryTimeout = 10 * time.Second
+
+// Sink is what the console may show of a configured sink: never its
+// options, which hold the secrets.
+type Sink struct {
+	Name string
+	Type string
+	// RateLimit describes its cluster-wide limit in words ("" for none).
+	RateLimit string
+}
+
+// Options configure a Console.
+type Options struct {
+	Outbox *core.Outbox
+	DB     core.DBTX
+	// Sinks are the sinks this relay is configured with; sinks that have
+	// rows but are not among them are shown as not configured here.
+	Sinks []Sink
+	// Token, when set, is required once to sign in (the API's bearer
+	// token).
+	Token string
+	// TraceURL links a message to its trace: {trace_id} is replaced.
+	TraceURL string
+	// Refresh is how often live viewers get a new overview; 0 means
+	// DefaultRefresh.
+	Refresh time.Duration
+	Logger  *slog.Logger
+}
+
+// Console serves the dashboard. Create it with New; call Close when the
+// server shuts down, to end the live overview streams.
+type Console struct {
+	opt      Options
+	sinks    map[string]Sink
+	auth     *auth
+	pages    *pages
+	overview *overviewFeed
+	handler  http.Handler
+}
+
+// New returns the console described by opt.
+func New(opt Options) (*Console, error) {
+	if opt.Refresh <= 0 {
+		opt.Refresh = DefaultRefresh
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{opt: opt, sinks: map[string]Sink{}, pages: pages}
+	for _, s := range opt.Sinks {
+		c.sinks[s.Name] = s
+	}
+	if c.auth, err = newAuth(opt.Token); err != nil {
+		return nil, err
+	}
+	c.overview = newOverviewFeed(c.readOverview, opt.Refresh, opt.Logger)
+	c.handler = c.routes()
+	return c, nil
+}
+
+// ServeHTTP serves the console's pages below /.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Close ends the live overview streams, so that a graceful shutdown of the
+// HTTP server does not wait for them.
+func (c *Console) Close() { c.overview.close() }
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", c.getOverview)
+	mux.HandleFunc("GET /overview/events", c.getOverviewEvents)
+	mux.HandleFunc("GET /messages", c.getMessages)
+	mux.HandleFunc("GET /messages/{id}", c.getMessage)
+	mux.HandleFunc("GET /dead-letters", c.getDeadLetters)
+	mux.HandleFunc("POST /dead-letters/confirm", c.postConfirm)
+	mux.HandleFunc("POST /dead-letters/apply", c.postApply)
+	mux.HandleFunc("POST /sinks/{name}/pause", c.postPause)
+	mux.HandleFunc("POST /sinks/{name}/resume", c.postResume)
+	mux.HandleFunc("GET /signin", c.getSignIn)
+	mux.HandleFunc("POST /signin", c.postSignIn)
+	mux.HandleFunc("POST /signout", c.postSignOut)
+	mux.Handle("GET /static/", staticFiles())
+	mux.HandleFunc("/", c.notFound)
+	guard := http.NewCrossOriginProtection()
+	guard.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, "This request came from another site and was refused.")
+	}))
+	return securityHeaders(guard.Handler(c.auth.require(mux, c)))
+}
+
+// context bounds a page's database work.
+func (c *Console) context(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), queryTimeout)
+}
+
+// sinkNames are the configured sinks' names, sorted.
+func (c *Console) sinkNames() []string {
+	names := make([]string, 0, len(c.sinks))
+	for name := range c.sinks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// traceLink is the URL of a trace, or "" without TraceURL or trace id.
+func (c *Console) traceLink(traceID string) string {
+	if c.opt.TraceURL == "" || traceID == "" {
+		return ""
+	}
+	return strings.ReplaceAll(c.opt.TraceURL, "{trace_id}", traceID)
+}
+
+// securityHeaders keep the pages from being framed, from loading anything
+// but their own files and from leaking their URLs to other sites.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,176 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ErrMessageNotFound is returned by the lookups of a single message when no
+// row matches.
+var ErrMessageNotFound = errors.New("outbox: no such message")
+
+// StoredMessage is one row of the outbox as an operator sees it. Its text
+// fields (payload, headers, errors, receipt) came from producers and
+// receivers: show them escaped.
+type StoredMessage struct {
+	ID          int64             `json:"id"`
+	Sink        string            `json:"sink"`
+	DedupKey    string            `json:"dedup_key"`
+	Payload     json.RawMessage   `json:"payload"`
+	Headers     map[string]string `json:"headers"`
+	OrderingKey string            `json:"ordering_key,omitempty"`
+	Status      Status            `json:"status"`
+	// Attempts counts the deliveries started (a claim counts one).
+	Attempts int `json:"attempts"`
+	// MaxAttempts is the message's own limit; nil means the sink's.
+	MaxAttempts *int       `json:"max_attempts"`
+	AvailableAt time.Time  `json:"available_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	SentAt      *time.Time `json:"sent_at"`
+	// LeaseExpiresAt is set while a relay holds the row (in_progress).
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	LastError      string     `json:"last_error,omitempty"`
+	// Receipt is what the destination returned for the delivery (a Slack
+	// channel and ts, an SMTP message id), or null.
+	Receipt json.RawMessage `json:"receipt"`
+	// FailedAttempts lists every recorded failed attempt, oldest first.
+	FailedAttempts []AttemptError `json:"failed_attempts"`
+}
+
+// TraceID is the trace the message belongs to, from the W3C traceparent
+// header stored with it when it was enqueued inside a span; "" when it has
+// none.
+func (m StoredMessage) TraceID() string {
+	sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), mapCarrier(m.Headers)))
+	if !sc.TraceID().IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Message returns the message with id, with its failed attempts, or
+// ErrMessageNotFound.
+func (o *Outbox) Message(ctx context.Context, db DBTX, id int64) (StoredMessage, error) {
+	return o.lookupMessage(ctx, db, &id, "", "")
+}
+
+// MessageByKey returns the message stored under (sink, dedupKey), with its
+// failed attempts, or ErrMessageNotFound.
+func (o *Outbox) MessageByKey(ctx context.Context, db DBTX, sink, dedupKey string) (StoredMessage, error) {
+	return o.lookupMessage(ctx, db, nil, sink, dedupKey)
+}
+
+func (o *Outbox) lookupMessage(ctx context.Context, db DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
+	var m StoredMessage
+	var status string
+	err := db.QueryRow(ctx, o.sql.message, id, sink, dedupKey).Scan(&m.ID, &m.Sink, &m.DedupKey, &m.Payload,
+		&m.Headers, &m.OrderingKey, &status, &m.Attempts, &m.MaxAttempts, &m.AvailableAt, &m.CreatedAt,
+		&m.UpdatedAt, &m.SentAt, &m.LeaseExpiresAt, &m.LastError, &m.Receipt, &m.FailedAttempts)
+	m.Status = Status(status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return m, ErrMessageNotFound
+	case err != nil:
+		return m, fmt.Errorf("outbox: look up message: %w", err)
+	}
+	return m, nil
+}
+
+// MessageSummary is one line of a message search.
+type MessageSummary struct {
+	ID        int64      `json:"id"`
+	Sink      string     `json:"sink"`
+	DedupKey  string     `json:"dedup_key"`
+	Status    Status     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	SentAt    *time.Time `json:"sent_at"`
+	LastError string     `json:"last_error,omitempty"`
+}
+
+// MessageFilter selects messages for [Outbox.Messages]; zero values select
+// everything.
+type MessageFilter struct {
+	Sink     string
+	Status   Status
+	DedupKey string
+	// CreatedFrom and CreatedBefore bound the creation time: from is
+	// included, before is not.
+	CreatedFrom, CreatedBefore time.Time
+	// Before is the cursor: only messages with a smaller id are listed.
+	// Pass MessagePage.Next to get the next page.
+	Before int64
+	Limit  int // 0 means DefaultMessageLimit, at most MaxMessageLimit
+}
+
+// Message search page sizes.
+const (
+	DefaultMessageLimit = 50
+	MaxMessageLimit     = 500
+)
+
+// MessagePage is one page of a search, newest first.
+type MessagePage struct {
+	Messages []MessageSummary `json:"messages"`
+	// Next is the cursor of the next page (MessageFilter.Before), 0 when
+	// this page is the last.
+	Next int64 `json:"next_before,omitempty"`
+}
+
+// Messages searches the outbox, newest first, one page at a time (keyset
+// paging on the id, so a page costs the same however deep it is). A sink
+// with a dedup key is one probe of the unique index; a search by status
+// dead walks the dead-letter index; the other searches walk the primary key
+// from the cursor until the page is full, so a filter that matches
+// nothing recent reads far.
+func (o *Outbox) Messages(ctx context.Context, db DBTX, f MessageFilter) (MessagePage, error) {
+	if f.Limit <= 0 {
+		f.Limit = DefaultMessageLimit
+	}
+	f.Limit = min(f.Limit, MaxMessageLimit)
+	var before *int64
+	if f.Before > 0 {
+		before = &f.Before
+	}
+	// One row more than asked says whether there is a next page.
+	rows, err := db.Query(ctx, o.sql.messagesSearch, oneShot, f.Sink, string(f.Status), f.DedupKey,
+		optionalTime(f.CreatedFrom), optionalTime(f.CreatedBefore), before, f.Limit+1)
+	if err != nil {
+		return MessagePage{}, fmt.Errorf("outbox: search messages: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (MessageSummary, error) {
+		var m MessageSummary
+		var status string
+		err := row.Scan(&m.ID, &m.Sink, &m.DedupKey, &status, &m.Attempts, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.LastError)
+		m.Status = Status(status)
+		return m, err
+	})
+	if err != nil {
+		return MessagePage{}, fmt.Errorf("outbox: search messages: %w", err)
+	}
+	page := MessagePage{Messages: found}
+	if len(found) > f.Limit {
+		page.Messages = found[:f.Limit]
+		page.Next = page.Messages[f.Limit-1].ID
+	}
+	if page.Messages == nil {
+		page.Messages = []MessageSummary{}
+	}
+	return page, nil
+}
+
+// optionalTime is t, or NULL for the zero time.
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,205 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
+)
+
+// An operator finds a message by id or by (sink, dedup key) and sees what
+// happened to it: each failed attempt with its error, the receipt of the
+// delivery that worked, and the trace it belongs to.
+func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
+	b := setup(t)
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(b.ctx, "checkout")
+	res, err := b.ob.Enqueue(ctx, b.pool, core.Message{Sink: "partner", DedupKey: "order-7", Payload: map[string]int{"order": 7},
+		OrderingKey: "customer-1", Headers: map[string]string{"x-tenant": "acme"}})
+	span.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+		if calls.Add(1) == 1 {
+			return errors.New("502 from partner: upstream down")
+		}
+		return d.SetReceipt(map[string]string{"status": "accepted"})
+	})
+	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, Sinks: []core.SinkConfig{
+		{Name: "partner", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	testrelay.WaitFor(t, 10*time.Second, "the message sent", func() bool { return statusCounts(t, b)["sent"] == 1 })
+
+	byID, err := b.ob.Message(b.ctx, b.pool, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byID.ID != byKey.ID || byKey.ID != res.ID {
+		t.Fatalf("by id %d, by key %d, enqueued %d", byID.ID, byKey.ID, res.ID)
+	}
+	m := byID
+	if m.Status != core.StatusSent || m.Attempts != 2 || m.SentAt == nil || m.OrderingKey != "customer-1" || m.Headers["x-tenant"] != "acme" {
+		t.Errorf("message = %+v", m)
+	}
+	if len(m.FailedAttempts) != 1 || m.FailedAttempts[0].Attempt != 1 || !strings.Contains(m.FailedAttempts[0].Error, "upstream down") {
+		t.Errorf("failed attempts = %+v, want attempt 1 with the receiver's error", m.FailedAttempts)
+	}
+	if string(m.Receipt) != `{"status": "accepted"}` {
+		t.Errorf("receipt = %s", m.Receipt)
+	}
+	if want := span.SpanContext().TraceID().String(); m.TraceID() != want {
+		t.Errorf("trace id = %q, want the producer's %q", m.TraceID(), want)
+	}
+	if string(m.Payload) != `{"order": 7}` {
+		t.Errorf("payload = %s", m.Payload)
+	}
+
+	if _, err := b.ob.Message(b.ctx, b.pool, res.ID+1000); !errors.Is(err, core.ErrMessageNotFound) {
+		t.Errorf("unknown id: %v, want ErrMessageNotFound", err)
+	}
+	if _, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-8"); !errors.Is(err, core.ErrMessageNotFound) {
+		t.Errorf("unknown key: %v, want ErrMessageNotFound", err)
+	}
+	if (core.StoredMessage{}).TraceID() != "" {
+		t.Error("a message without traceparent has a trace id")
+	}
+}
+
+// Searches page newest first with a cursor: every row is seen once, in
+// id order from the newest, whatever the page size; filters combine.
+func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
+	b := setup(t)
+	ids := enqueueN(t, b, "a", 23, nil)
+	enqueueN(t, b, "b", 5, nil)
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET status = 'dead' WHERE sink = 'a' AND id % 4 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET created_at = now() - interval '2 days' WHERE sink = 'a' AND id < $1", ids[10]); err != nil {
+		t.Fatal(err)
+	}
+
+	var seen []int64
+	pages := 0
+	f := core.MessageFilter{Sink: "a", Limit: 10}
+	for {
+		page, err := b.ob.Messages(b.ctx, b.pool, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, m := range page.Messages {
+			if m.Sink != "a" {
+				t.Fatalf("sink filter let %+v through", m)
+			}
+			seen = append(seen, m.ID)
+		}
+		if page.Next == 0 {
+			break
+		}
+		f.Before = page.Next
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(seen, want) || pages != 3 {
+		t.Fatalf("paged %d times through %v, want 3 pages of %v", pages, seen, want)
+	}
+
+	count := func(f core.MessageFilter) int {
+		t.Helper()
+		page, err := b.ob.Messages(b.ctx, b.pool, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Messages)
+	}
+	var dead int
+	for _, id := range ids {
+		if id%4 == 0 {
+			dead++
+		}
+	}
+	for name, c := range map[string]struct {
+		f    core.MessageFilter
+		want int
+	}{
+		"status":               {core.MessageFilter{Status: core.StatusDead}, dead},
+		"sink and key":         {core.MessageFilter{Sink: "b", DedupKey: "k-3"}, 1},
+		"key in every sink":    {core.MessageFilter{DedupKey: "k-3"}, 2},
+		"created before":       {core.MessageFilter{Sink: "a", CreatedBefore: time.Now().Add(-24 * time.Hour)}, 10},
+		"created from":         {core.MessageFilter{CreatedFrom: time.Now().Add(-time.Hour)}, 23 - 10 + 5},
+		"limit above the cap":  {core.MessageFilter{Limit: core.MaxMessageLimit + 1}, 28},
+		"nothing matches":      {core.MessageFilter{Sink: "c"}, 0},
+		"cursor below the ids": {core.MessageFilter{Before: ids[0]}, 0},
+	} {
+		if got := count(c.f); got != c.want {
+			t.Errorf("%s: %d messages, want %d", name, got, c.want)
+		}
+	}
+}
+
+// ExampleOutbox_MessageByKey looks a message up the way a producer knows
+// it: by sink and dedup key.
+func ExampleOutbox_MessageByKey() {
+	ctx := context.Background()
+	pool, ob, cleanup := exampleOutbox(ctx, "example_lookup")
+	defer cleanup()
+	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: "order-42", Payload: map[string]int{"order": 42}}); err != nil {
+		panic(err)
+	}
+	m, err := ob.MessageByKey(ctx, pool, "partner", "order-42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(m.Status, m.Attempts, string(m.Payload))
+	_, err = ob.MessageByKey(ctx, pool, "partner", "order-43")
+	fmt.Println(errors.Is(err, core.ErrMessageNotFound))
+	// Output:
+	// pending 0 {"order": 42}
+	// true
+}
+
+// ExampleOutbox_Messages pages through a sink's messages, newest first.
+func ExampleOutbox_Messages() {
+	ctx := context.Background()
+	pool, ob, cleanup := exampleOutbox(ctx, "example_search")
+	defer cleanup()
+	for i := range 5 {
+		if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i), Payload: "x"}); err != nil {
+			panic(err)
+		}
+	}
+	f := core.MessageFilter{Sink: "partner", Limit: 2}
+	for {
+		page, err := ob.Messages(ctx, pool, f)
+		if err != nil {
+			panic(err)
+		}
+		var keys []string
+		for _, m := range page.Messages {
+			keys = append(keys, m.DedupKey)
+		}
+		fmt.Println(strings.Join(keys, " "))
+		if page.Next == 0 {
+			break
+		}
+		f.Before = page.Next // the cursor: the next page starts below it
+	}
+	// Output:
+	// order-4 order-3
+	// order-2 order-1
+	// order-0
+}

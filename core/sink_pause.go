@@ -1,0 +1,104 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/core/internal/listener"
+)
+
+// pauseUntilResumed is how far ahead paused_until is set for a pause by
+// hand without an end: far enough to outlast any deployment, near enough
+// that every reader of the column keeps working with finite times (and a
+// time.Duration, which ends at 292 years, can hold it).
+const pauseUntilResumed = 100 * 365 * 24 * time.Hour
+
+// Pause is an operator's request to pause a sink.
+type Pause struct {
+	// For is how long the pause lasts; 0 pauses until ResumeSink.
+	For time.Duration
+	// By and Reason say who paused the sink and why; they are recorded
+	// and shown with the sink.
+	By, Reason string
+}
+
+// SinkState is a sink's pause, if any, and the last pause or resume by
+// hand.
+type SinkState struct {
+	Sink string `json:"sink"`
+	// PausedUntil is set while the sink is paused, by a Retry-After or by
+	// hand; every relay stops delivering to it until then.
+	PausedUntil *time.Time `json:"paused_until"`
+	// ByHand says the pause in force is an operator's (and not a
+	// Retry-After that outlasts it); UntilResumed that it has no end.
+	ByHand       bool `json:"by_hand"`
+	UntilResumed bool `json:"until_resumed"`
+	// ChangedBy, ChangeReason and ChangedAt describe the last pause or
+	// resume by hand (empty when there was none).
+	ChangedBy    string     `json:"changed_by,omitempty"`
+	ChangeReason string     `json:"change_reason,omitempty"`
+	ChangedAt    *time.Time `json:"changed_at,omitempty"`
+}
+
+// Paused reports whether the sink is paused.
+func (s SinkState) Paused() bool { return s.PausedUntil != nil }
+
+// PauseSink stops every relay of the cluster from delivering to sink, the
+// same way a receiver's Retry-After does (running relays are told at once
+// through a notification; relays that start later read the pause), until
+// p.For has passed or ResumeSink is called. It replaces the pause in
+// force, shortening it if asked, and records p.By and p.Reason. Deliveries
+// already under way finish. It returns the end of the pause.
+func (o *Outbox) PauseSink(ctx context.Context, db DBTX, sink string, p Pause) (time.Time, error) {
+	if p.For < 0 {
+		return time.Time{}, fmt.Errorf("outbox: pause sink %q: negative duration %s", sink, p.For)
+	}
+	var d *time.Duration
+	if p.For > 0 {
+		d = &p.For
+	}
+	var until time.Time
+	err := db.QueryRow(ctx, o.sql.pauseSinkByHand, sink, d, pauseUntilResumed, p.By, p.Reason,
+		o.channel, listener.PausePrefix+sink).Scan(&until)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("outbox: pause sink %q: %w", sink, err)
+	}
+	return until, nil
+}
+
+// ResumeSink ends sink's pause, by hand or by a Retry-After, at once on
+// every running relay, and records by and reason. It reports whether the
+// sink was paused.
+func (o *Outbox) ResumeSink(ctx context.Context, db DBTX, sink, by, reason string) (bool, error) {
+	var was bool
+	err := db.QueryRow(ctx, o.sql.resumeSink, sink, by, reason, o.channel, listener.PausePrefix+sink).Scan(&was)
+	if err != nil {
+		return false, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
+	}
+	return was, nil
+}
+
+// SinkStates lists, by sink name, the sinks paused now and those paused or
+// resumed by hand at some time.
+func (o *Outbox) SinkStates(ctx context.Context, db DBTX) (map[string]SinkState, error) {
+	rows, err := db.Query(ctx, o.sql.sinkPauses)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SinkState, error) {
+		var s SinkState
+		err := row.Scan(&s.Sink, &s.PausedUntil, &s.ByHand, &s.UntilResumed, &s.ChangedBy, &s.ChangeReason, &s.ChangedAt)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
+	}
+	states := make(map[string]SinkState, len(list))
+	for _, s := range list {
+		states[s.Sink] = s
+	}
+	return states, nil
+}

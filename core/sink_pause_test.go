@@ -1,0 +1,113 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testrelay"
+)
+
+// A pause by hand stops every relay, for a sink of the shared claim loop
+// and for a throttled sink with a loop of its own; a resume restarts them
+// at once, and also ends a receiver's Retry-After pause of an hour: the
+// relays' own memory of a pause gives way to the database's.
+func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
+	b := setup(t)
+	shared, throttled, limited := newRecordingSink(), newRecordingSink(), newRecordingSink()
+	var retryAfterOnce atomic.Bool
+	limited.fail = func(*core.Delivery) error {
+		if retryAfterOnce.CompareAndSwap(false, true) {
+			return core.RetryAfter(time.Hour, errors.New("429 Too Many Requests"))
+		}
+		return nil
+	}
+	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond, Sinks: []core.SinkConfig{
+		{Name: "shared", Sink: shared},
+		{Name: "throttled", Sink: throttled, RateLimit: &core.RateLimit{Rate: 1000, Per: time.Second}},
+		{Name: "limited", Sink: limited},
+	}}
+	for range 2 {
+		testrelay.Run(t, b.pool, cfg)
+	}
+
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "throttled", core.Pause{For: time.Hour, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, b, "shared", 3, nil)
+	enqueueN(t, b, "throttled", 3, nil)
+	enqueueN(t, b, "limited", 3, nil)
+	testrelay.WaitFor(t, 10*time.Second, "the Retry-After pause", func() bool {
+		states, err := b.ob.SinkStates(b.ctx, b.pool)
+		return err == nil && states["limited"].Paused()
+	})
+	states, err := b.ob.SinkStates(b.ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := states["shared"]; !s.Paused() || !s.ByHand || !s.UntilResumed || s.ChangedBy != "alice" || s.ChangeReason != "partner maintenance" {
+		t.Errorf("shared: %+v, want paused by alice until resumed", s)
+	}
+	if s := states["throttled"]; !s.Paused() || !s.ByHand || s.UntilResumed || time.Until(*s.PausedUntil) < 59*time.Minute {
+		t.Errorf("throttled: %+v, want paused by hand for an hour", s)
+	}
+	if s := states["limited"]; s.ByHand || s.ChangedBy != "" {
+		t.Errorf("limited: %+v, want paused by its receiver's Retry-After", s)
+	}
+
+	// Nothing is delivered while the sinks are paused: 25 poll intervals
+	// of both relays pass without a delivery (a negative needs a span of
+	// time; the relays claim every 20ms and on every enqueue).
+	time.Sleep(500 * time.Millisecond)
+	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 0 {
+		t.Fatalf("%d deliveries to paused sinks", n)
+	}
+
+	for _, sink := range []string{"shared", "throttled", "limited"} {
+		was, err := b.ob.ResumeSink(b.ctx, b.pool, sink, "bob", "partner is back")
+		if err != nil || !was {
+			t.Fatalf("resume %s: %v, %v", sink, was, err)
+		}
+	}
+	// Long before any pause would have ended.
+	testrelay.WaitFor(t, 10*time.Second, "every row delivered after the resume", func() bool {
+		return len(shared.snapshot()) == 3 && len(throttled.snapshot()) == 3 && len(limited.snapshot()) == 3
+	})
+	states, _ = b.ob.SinkStates(b.ctx, b.pool)
+	if s := states["shared"]; s.Paused() || s.ChangedBy != "bob" || s.ChangeReason != "partner is back" || s.ChangedAt == nil {
+		t.Errorf("after resume: %+v", s)
+	}
+	if was, err := b.ob.ResumeSink(b.ctx, b.pool, "shared", "bob", ""); err != nil || was {
+		t.Errorf("resuming a running sink: %v, %v, want not paused", was, err)
+	}
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{For: -time.Second}); err == nil {
+		t.Error("a negative pause was accepted")
+	}
+}
+
+// A second pause by hand replaces the first, shortening it if asked.
+func TestPauseByHandReplacesThePauseInForce(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.ob.PauseSink(ctx, b.pool, "s", core.Pause{By: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	until, err := b.ob.PauseSink(ctx, b.pool, "s", core.Pause{For: time.Minute, By: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := b.ob.SinkStates(ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := states["s"]
+	if s.UntilResumed || !s.PausedUntil.Equal(until) || time.Until(until) > time.Minute || s.ChangedBy != "b" {
+		t.Fatalf("state = %+v, want b's one-minute pause", s)
+	}
+}

@@ -1,0 +1,359 @@
+// Package browser_test drives the operator console of a real `outboxd
+// serve` in a real headless Chromium (Debian's chromium, through chromedp)
+// the way an on-call engineer would: sign in, see a sink failing, open a
+// dead letter, read its attempts, fix the receiver, redrive it from the
+// page and watch it become sent; pause a sink and see deliveries stop,
+// resume it and see them start.
+//
+// It is a module of its own so the browser driver stays out of outboxd's
+// dependencies. With OUTBOXD_SCREENSHOTS set to a directory it also saves
+// the screenshots the README shows (make screenshots).
+package browser_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testdb"
+)
+
+// chromium is Debian's headless-capable browser; .ci/run installs it.
+const chromium = "/usr/bin/chromium"
+
+// screenshotsEnv names the directory the screenshots are written to.
+const screenshotsEnv = "OUTBOXD_SCREENSHOTS"
+
+// token is the API token the test signs in with.
+const token = "browser-test-token"
+
+// step bounds each wait for the page or the relay.
+const step = 20 * time.Second
+
+// receiver is a webhook endpoint that fails with a 503 while broken and
+// counts what it accepts.
+type receiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	broken   bool
+	accepted int
+}
+
+func newReceiver(t *testing.T, broken bool) *receiver {
+	r := &receiver{broken: broken}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.broken {
+			http.Error(w, "partner API down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		time.Sleep(15 * time.Millisecond) // a receiver takes a little time
+		r.accepted++
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) set(broken bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.broken = broken
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.accepted
+}
+
+func TestConsoleInARealBrowser(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: .ci/run installs Debian's chromium package", chromium)
+		}
+		t.Skipf("%s is missing (apt-get install chromium)", chromium)
+	}
+	partner, audit := newReceiver(t, true), newReceiver(t, false)
+	bin := buildOutboxd(t)
+	config := writeConfig(t, partner, audit)
+	env := proc.Environ()
+	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
+		t.Fatalf("migrate: %v %+v", err, r)
+	}
+	srv := proc.Serve(t, bin, config, env)
+	base := "http://" + srv.Addr()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("outboxd serve:\n%s", srv.Logs())
+		}
+	})
+	for i := range 3 {
+		enqueue(t, base, "partner", fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"order": %d, "total": "49.90", "note": "<b>not markup</b>"}`, i))
+	}
+	for i := range 20 {
+		enqueue(t, base, "audit", fmt.Sprintf("audit-%d", i), fmt.Sprintf(`{"event": "order.created", "order": %d}`, i))
+	}
+
+	ctx := newBrowser(t)
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, step)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(selector string) string {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, step)
+		defer cancel()
+		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(selector)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", selector, err)
+		}
+		return s
+	}
+	css := func(selector string) chromedp.CSS { return chromedp.CSS(selector) }
+	cell := func(sink, name string) string {
+		return fmt.Sprintf(`tr[data-sink=%q] [data-cell=%q]`, sink, name)
+	}
+	// waitFor waits until the JavaScript expression holds. It asks the
+	// page every 100ms from here rather than with chromedp's waits, which
+	// can lose track of a page that is being replaced (after a form is
+	// submitted, or when the message page reloads itself).
+	waitFor := func(what, expr string, shows func() string) {
+		t.Helper()
+		deadline := time.Now().Add(step)
+		for {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			ok, err := chromedp.Run(sctx, chromedp.Evaluate[bool](expr))
+			cancel()
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s (%v; the page shows %q)", what, step, err, shows())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	page := func() string { return text("main") }
+	waitElement := func(what, selector string) {
+		t.Helper()
+		waitFor(what, fmt.Sprintf(`document.querySelector(%q) !== null`, selector), page)
+	}
+	waitText := func(what, selector, want string) {
+		t.Helper()
+		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e !== null && e.textContent.includes(%q); })()`, selector, want)
+		waitFor(what, expr, func() string { return text(selector) })
+	}
+
+	// Sign in with the token.
+	run("open the console", chromedp.Navigate(base+"/"))
+	waitElement("the sign-in page", `#token`)
+	run("sign in", chromedp.SendKeys(css(`#token`), token), chromedp.Click(css(`#signin`)))
+	waitElement("the overview", `#overview`)
+	// The overview shows the failures live, without a reload.
+	waitText("partner's dead letters on the overview", cell("partner", "dead"), "3")
+	waitText("partner's failures on the overview", cell("partner", "errors"), "3 dead")
+	waitText("audit's deliveries on the overview", cell("audit", "sent_hour"), "20")
+	waitText("audit's latency on the overview", cell("audit", "p50"), "ms")
+	screenshot(t, ctx, "console-overview.png")
+
+	// Open a dead letter and read why each attempt failed.
+	run("open the dead letters", chromedp.Click(css(cell("partner", "dead"))))
+	waitElement("the dead letters", `#dead-letters tbody tr:first-child td:nth-child(2) a`)
+	run("open a dead letter", chromedp.Click(css(`#dead-letters tbody tr:first-child td:nth-child(2) a`)))
+	waitElement("the message", `#attempts`)
+	if attempts := text(`#attempts`); strings.Count(attempts, "503") != 2 || !strings.Contains(attempts, "partner API down for maintenance") {
+		t.Fatalf("attempts on the page:\n%s", attempts)
+	}
+	if payload := text(`#payload`); !strings.Contains(payload, `"note": "<b>not markup</b>"`) {
+		t.Fatalf("payload on the page:\n%s", payload)
+	}
+	sctx, cancel := context.WithTimeout(ctx, step)
+	link, err := chromedp.Run(sctx, chromedp.AttributeValue(css(`#trace`), "href"))
+	cancel()
+	if err != nil || !strings.HasPrefix(link.Value, "http://jaeger.example:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Errorf("trace link %q, %v", link.Value, err)
+	}
+	screenshot(t, ctx, "console-message.png")
+
+	// Fix the receiver, redrive from the page (a dry-run count, then the
+	// confirmation), and watch the message become sent.
+	partner.set(false)
+	run("redrive", chromedp.Click(css(`#redrive`)))
+	waitElement("the confirmation", `#confirm`)
+	if count := text(`#count`); count != "1" {
+		t.Fatalf("the dry run counted %q", count)
+	}
+	run("confirm", chromedp.Click(css(`#confirm`)))
+	waitElement("the result", `#follow`)
+	run("follow the message", chromedp.Click(css(`#follow`)))
+	waitText("the message sent", `#status`, "sent")
+
+	// Pause partner from the overview: deliveries stop.
+	row := `tr[data-sink="partner"] `
+	run("back to the overview", chromedp.Navigate(base+"/"))
+	waitElement("the overview", row+`details summary`)
+	run("pause",
+		chromedp.Click(css(row+`details summary`)),
+		chromedp.SendKeys(css(row+`form.pause input[name=by]`), "alice"),
+		chromedp.SendKeys(css(row+`form.pause input[name=reason]`), "partner maintenance"),
+		chromedp.Click(css(row+`form.pause button`)),
+	)
+	waitText("partner paused", cell("partner", "state"), "paused until resumed by alice: partner maintenance")
+	before := partner.count()
+	enqueue(t, base, "partner", "order-during-pause", `{"order": 99}`)
+	// Nothing arrives while paused: the relay polls every 100ms and was
+	// woken by the enqueue; a second and a half is 15 chances to deliver.
+	time.Sleep(1500 * time.Millisecond)
+	if got := partner.count(); got != before {
+		t.Fatalf("%d deliveries to the paused sink", got-before)
+	}
+	// Resume from the page: the waiting message goes out.
+	run("resume",
+		chromedp.Click(css(row+`details summary`)),
+		chromedp.Click(css(row+`form.resume button`)),
+	)
+	waitText("partner running", cell("partner", "state"), "running")
+	deadline := time.Now().Add(step)
+	for partner.count() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the message enqueued during the pause was not delivered after the resume")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// buildOutboxd builds the binary from the repository's own module (two
+// directories up), into the test's temporary directory.
+func buildOutboxd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "outboxd")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/outboxd")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/outboxd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// writeConfig writes a configuration for a fresh schema (dropped at the
+// end) with sinks partner and audit delivering to the receivers.
+func writeConfig(t *testing.T, partner, audit *receiver) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema := "browser_" + hex.EncodeToString(suffix)
+	pool := testdb.Pool(t, 1)
+	t.Cleanup(func() { dropSchema(t, pool, schema) })
+	sink := func(name string, r *receiver) string {
+		return fmt.Sprintf("  %s:\n    type: webhook\n    max_attempts: 2\n    backoff: {initial: 100ms, max: 200ms}\n"+
+			"    options: {url: %q, secret: \"whsec_YnJvd3Nlci10ZXN0LXNpZ25pbmcta2V5LTMyLWJ5dGVz\", allow_private: true}\n", name, r.URL)
+	}
+	cfg := fmt.Sprintf(`database:
+  url: %s
+  schema: %s
+relay:
+  poll_interval: 100ms
+http:
+  listen: 127.0.0.1:0
+  token: %s
+telemetry:
+  trace_url: http://jaeger.example:16686/trace/{trace_id}
+sinks:
+%s%s`, testdb.URL(), schema, token, sink("partner", partner), sink("audit", audit))
+	path := filepath.Join(t.TempDir(), "plugins.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func dropSchema(t *testing.T, pool *pgxpool.Pool, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+	}
+}
+
+// enqueue posts a message through the API, inside a trace.
+func enqueue(t *testing.T, base, sink, key, payload string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"sink": %q, "dedup_key": %q, "payload": %s}`, sink, key, payload)
+	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("enqueue %s/%s: %d", sink, key, resp.StatusCode)
+	}
+}
+
+// newBrowser starts a headless Chromium with a fresh profile for the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1500, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	return ctx
+}
+
+// screenshot saves the page to $OUTBOXD_SCREENSHOTS/name, when set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
