@@ -55,6 +55,7 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if pruned > 0 {
 		r.logger.Info("outbox: pruned delivered messages", "rows", pruned, "retention", r.cfg.SentRetention)
 	}
+	r.signals.EmitPruned(pruned)
 	return r.maintainEvents(ctx, conn)
 }
 
