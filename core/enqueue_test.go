@@ -50,7 +50,7 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
@@ -71,7 +71,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 10*time.Second, "the committed message", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)
 	for _, d := range sink.snapshot() {
 		if d.DedupKey != "committed" {
 			t.Fatalf("delivered %q, which was rolled back", d.DedupKey)
