@@ -71,14 +71,13 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 		<-release
 		return nil
 	})
-	good := newCounter()
 	const concurrency = 4
 	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
 		Sinks: []core.SinkConfig{
 			{Name: "hang", Sink: hang, MaxAttempts: 100, MaxInFlight: maxInFlight,
 				Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
-			{Name: "good", Sink: good},
+			{Name: "good", Sink: accept},
 		},
 	})
 	// Registered after runRelay so that it runs first: the relay's drain
@@ -189,12 +188,11 @@ func (c *deadlineCheck) report(t *testing.T) {
 func TestPanickingSinkIsRecovered(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
-	good := newCounter()
-	boom := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+	boom := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
 		if strings.HasPrefix(d.DedupKey, "boom") {
 			panic("sink bug on " + d.DedupKey)
 		}
-		return good.Deliver(context.Background(), d)
+		return accept.Deliver(ctx, d)
 	})
 	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond,
