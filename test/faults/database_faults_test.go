@@ -173,6 +173,7 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 
 	pg.Start()
 	migrate(t, bin, config)
+	// Polls /readyz: serve is another process.
 	testrelay.WaitFor(t, 40*time.Second, "/readyz turns 200 once the database is up", func() bool {
 		return readyStatus(srv.Addr()) == http.StatusOK
 	})
