@@ -68,6 +68,7 @@ func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoCon
 // TestHTTPClientRefusesNonPublic dials the loopback test server by literal
 // address and by a hostname that resolves to it: both are refused at dial
 // time, so no request reaches the server, and the outcome is permanent.
+// (Mutation: NewHTTPClient not installing guardDial fails this test.)
 func TestHTTPClientRefusesNonPublic(t *testing.T) {
 	t.Parallel()
 	srv, hits := countingServer(t, ok)

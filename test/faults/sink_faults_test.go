@@ -22,7 +22,9 @@ const faultLease = 2 * time.Second
 // TestHangingSinkTimesOutInsideLease: a sink that never answers on its own
 // (it returns only when its context ends) is cut off inside the lease, the
 // row is retried, and a healthy sink keeps flowing. The hanging sink has a
-// max_in_flight of its own, so it claims in a loop of its own.
+// max_in_flight of its own, so it claims in a loop of its own. (Mutation:
+// deliveryShareOfLease = 1.0 fails this test and the next two: each
+// delivery's deadline must leave the lease's last fifth.)
 func TestHangingSinkTimesOutInsideLease(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, true, 2, 3, faultLease)
@@ -31,7 +33,8 @@ func TestHangingSinkTimesOutInsideLease(t *testing.T) {
 // TestSinkIgnoringContextDoesNotStallOthers: a sink that ignores its
 // context and blocks must not take the relay's delivery slots with it: the
 // slot is given back at the delivery deadline, the row is re-claimed when
-// its lease expires, and the healthy sink keeps flowing.
+// its lease expires, and the healthy sink keeps flowing. (Mutation: deliver
+// not freeing the slot at the deadline fails this test.)
 func TestSinkIgnoringContextDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, false, 2, 3, faultLease)
@@ -43,6 +46,7 @@ func TestSinkIgnoringContextDoesNotStallOthers(t *testing.T) {
 // hanging ones, and rows claimed ahead lose their lease budget waiting for a
 // slot and are handed back) but not stalled: everything is sent within a
 // bounded number of leases. Measured: 20 rows take about 5 leases.
+// (Mutation: sharedLoopSinkShare = 1.0 fails this test.)
 func TestHangingSinkInSharedLoopDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, false, 0, 2, faultLease)
@@ -185,6 +189,8 @@ func (c *deadlineCheck) report(t *testing.T) {
 // TestPanickingSinkIsRecovered: a sink that panics on one message is
 // recovered, the panic recorded as a failed attempt (and, after the last
 // attempt, a dead letter), and the relay keeps delivering other messages.
+// (Mutation: callSink without its recover fails this test: the test binary
+// panics.)
 func TestPanickingSinkIsRecovered(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
