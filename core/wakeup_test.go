@@ -12,6 +12,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // An enqueue wakes one waiting loop that claims for its sink, not every
@@ -30,13 +31,14 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	cfg.MaxConns = 4
 	sink := newRecordingSink()
 	relayCfg := core.Config{Outbox: b.ob, PollInterval: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}}
+	signals := &testsignal.Relay{}
 	for range 2 {
 		pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		testrelay.Run(t, pool, relayCfg)
+		testrelay.RunWith(t, pool, relayCfg, signals)
 	}
 	// Polls the registrations: they are the other relays' state, in the
 	// database, not an event of one relay.
@@ -51,9 +53,10 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("message %d delivered", i), func() bool {
-			return len(sink.snapshot()) == i+1
-		})
+		signals.WaitWritten(t, 10*time.Second, "s", "sent", i+1)
+	}
+	if got := len(sink.snapshot()); got != n {
+		t.Fatalf("%d deliveries of %d messages", got, n)
 	}
 	claims := counter.n.Load() - before
 	t.Logf("%d claims for %d messages on two relays", claims, n)
