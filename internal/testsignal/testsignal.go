@@ -32,6 +32,10 @@ type Relay struct {
 	// Listening gets a value each time the listener (re)connected and
 	// LISTENs.
 	Listening Signal[struct{}]
+	// Idle gets a value each time a claim loop starts waiting for work: its
+	// claim before came back short, so the loop is registered as waiting
+	// and an enqueue from now on wakes it.
+	Idle Signal[struct{}]
 	// UnconfiguredSinks gets each report of sinks with waiting rows that
 	// the relay does not have.
 	UnconfiguredSinks Signal[[]string]
@@ -141,6 +145,13 @@ func (r *Relay) EmitClaimed(n int) {
 func (r *Relay) EmitListening() {
 	if r != nil {
 		r.Listening.Send(struct{}{})
+	}
+}
+
+// EmitIdle sends on r.Idle.
+func (r *Relay) EmitIdle() {
+	if r != nil {
+		r.Idle.Send(struct{}{})
 	}
 }
 
