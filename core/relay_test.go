@@ -316,6 +316,9 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 		return pid
 	}
 	signals.Listening.WaitCount(t, 10*time.Second, "the listener to connect", 1)
+	// The loop's first wait is a short one after registering (a producer
+	// may have missed it); in the second, only a notification wakes it.
+	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to wait for work", 2)
 	first := listenerPID()
 	enqueueN(t, b, "rec", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)

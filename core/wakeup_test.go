@@ -111,3 +111,60 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 		t.Fatal("a busy loop was woken: it claims again by itself")
 	}
 }
+
+// Every way to enqueue wakes a waiting loop of the sink: Enqueue, and
+// EnqueueBatch on a pool, in a transaction and with a duplicate in the
+// batch (each takes a statement of its own). (On main before this test the
+// batch statements joined their wake-ups with a LEFT JOIN that PostgreSQL
+// removes unevaluated, so EnqueueBatch woke nobody and its rows waited for
+// the poll interval. Mutation: that LEFT JOIN fails this test.)
+func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
+	b := setup(t)
+	conn, err := b.pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	channel := "outboxd_test_wake_" + b.ob.Schema()
+	if _, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(key string) core.Message { return core.Message{Sink: "s", DedupKey: key, Payload: "x"} }
+	enqueues := []struct {
+		name    string
+		enqueue func() error
+	}{
+		{"Enqueue", func() error { _, err := b.ob.Enqueue(b.ctx, b.pool, msg("single")); return err }},
+		{"EnqueueBatch", func() error {
+			_, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{msg("b1"), msg("b2")})
+			return err
+		}},
+		{"EnqueueBatch in a transaction", func() error {
+			return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
+				_, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{msg("t1"), msg("t2")})
+				return err
+			})
+		}},
+		{"EnqueueBatch with a duplicate", func() error {
+			_, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{msg("b1"), msg("d1")})
+			return err
+		}},
+	}
+	for _, e := range enqueues {
+		if err := e.enqueue(); err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, notificationWait)
+		_, err := conn.Conn().WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("%s woke no waiting loop: %v", e.name, err)
+		}
+	}
+}
+
+// notificationWait bounds the wait for a notification sent on commit.
+const notificationWait = 5 * time.Second
