@@ -317,24 +317,7 @@ func waitForLockWait(t *testing.T, b bundle) {
 // wakes nobody.
 func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 	b := setup(t)
-	conn, err := b.pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	channel := "outboxd_test_" + b.ob.Schema()
-	if _, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"s"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	notified := func(within time.Duration) bool {
-		ctx, cancel := context.WithTimeout(b.ctx, within)
-		defer cancel()
-		_, err := conn.Conn().WaitForNotification(ctx)
-		return err == nil
-	}
+	notified := listenAsWaitingLoop(t, b, "s").heard
 	enqueueIn := func(key string, commit bool) {
 		tx, err := b.pool.Begin(b.ctx)
 		if err != nil {

@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -70,25 +69,8 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 // its commit does not queue for PostgreSQL's notification lock).
 func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 	b := setup(t)
-	conn, err := b.pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	channel := "outboxd_test_wake_" + b.ob.Schema()
-	id, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"mine"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	heard := func() bool {
-		ctx, cancel := context.WithTimeout(b.ctx, 200*time.Millisecond)
-		defer cancel()
-		_, err := conn.Conn().WaitForNotification(ctx)
-		return err == nil
-	}
+	loop := listenAsWaitingLoop(t, b, "mine")
+	heard := func() bool { return loop.heard(200 * time.Millisecond) }
 	enqueue := func(sink, key string) {
 		t.Helper()
 		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
@@ -103,7 +85,7 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 	if heard() {
 		t.Fatal("a loop was woken for a sink it does not claim for")
 	}
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".waiters SET waiting = false WHERE id = $1", id); err != nil {
+	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".waiters SET waiting = false WHERE id = $1", loop.id); err != nil {
 		t.Fatal(err)
 	}
 	enqueue("mine", "3")
@@ -120,18 +102,7 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 // the poll interval. Mutation: that LEFT JOIN fails this test.)
 func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
 	b := setup(t)
-	conn, err := b.pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	channel := "outboxd_test_wake_" + b.ob.Schema()
-	if _, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"s"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	loop := listenAsWaitingLoop(t, b, "s")
 	msg := func(key string) core.Message { return core.Message{Sink: "s", DedupKey: key, Payload: "x"} }
 	enqueues := []struct {
 		name    string
@@ -157,11 +128,8 @@ func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
 		if err := e.enqueue(); err != nil {
 			t.Fatalf("%s: %v", e.name, err)
 		}
-		ctx, cancel := context.WithTimeout(b.ctx, notificationWait)
-		_, err := conn.Conn().WaitForNotification(ctx)
-		cancel()
-		if err != nil {
-			t.Errorf("%s woke no waiting loop: %v", e.name, err)
+		if !loop.heard(notificationWait) {
+			t.Errorf("%s woke no waiting loop", e.name)
 		}
 	}
 }
