@@ -161,6 +161,7 @@ func TestEnqueueFileBulk(t *testing.T) {
 
 // TestConfigCommands checks config check/show on good and bad files and
 // that show never prints a secret.
+// (Mutation: config show without redactValue fails this test.)
 func TestConfigCommands(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)

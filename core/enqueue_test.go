@@ -47,6 +47,10 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 	}
 }
 
+// A message enqueued in a transaction that rolls back is never delivered;
+// a committed one enqueued afterwards shows the relay ran past it.
+// (Mutation: Enqueue committing the caller's transaction early fails this
+// test.)
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
@@ -82,6 +86,9 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	}
 }
 
+// Every invalid message is refused with ErrInvalidMessage and the reason,
+// before any statement runs. (Mutation: checkJSONBEscapes accepting
+// everything fails this test.)
 func TestEnqueueValidation(t *testing.T) {
 	b := setup(t)
 	tests := []struct {

@@ -67,6 +67,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 // wake() notifies a registered loop only while it waits for work and only
 // for its sinks; with none waiting, an enqueue sends no notification (and
 // its commit does not queue for PostgreSQL's notification lock).
+// (Mutation: wake() ignoring waiters.waiting fails this test.)
 func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 	b := setup(t)
 	loop := listenAsWaitingLoop(t, b, "mine")

@@ -19,6 +19,9 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
+// TestCheckPublicAddr: public unicast addresses pass, every non-public
+// range (IPv4, IPv6 and the IPv6 forms of IPv4) is refused. (Mutation:
+// dropping 2002::/16 from nonPublicPrefixes fails this test.)
 func TestCheckPublicAddr(t *testing.T) {
 	t.Parallel()
 	refused := []string{
@@ -112,6 +115,7 @@ func TestHTTPClientAllowPrivate(t *testing.T) {
 // TestHTTPClientBoundsResponseHeaders: a receiver answering with more than
 // MaxResponseHeaderBytes of headers fails the request (a retryable error)
 // instead of having every delivery buffer them; ordinary headers pass.
+// (Mutation: the transport without MaxResponseHeaderBytes fails this test.)
 func TestHTTPClientBoundsResponseHeaders(t *testing.T) {
 	t.Parallel()
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {

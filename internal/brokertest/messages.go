@@ -119,11 +119,15 @@ func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox) []string {
 }
 
 // WaitFailedAttempt waits until the relay records a failed attempt after
-// the call: it tried the broker and found it away.
+// the call: it tried the broker and found it away. A dead row fails the
+// test at once: an outage must not dead-letter anything.
 func WaitFailedAttempt(t testing.TB, signals *testsignal.Relay, timeout time.Duration) {
 	t.Helper()
 	before := testsignal.CountWritten(signals.Written.All(), string(core.StatusFailed))
 	signals.Written.Wait(t, timeout, "a failed attempt recorded", func(all []testsignal.Outcome) bool {
+		if dead := testsignal.CountWritten(all, string(core.StatusDead)); dead > 0 {
+			t.Fatalf("%d rows dead-lettered by the outage", dead)
+		}
 		return testsignal.CountWritten(all, string(core.StatusFailed)) > before
 	})
 }
