@@ -97,8 +97,8 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
-	signals.Pruned.WaitCount(t, 20*time.Second, "a maintenance round", 1)
-	if pruned := signals.Pruned.All()[0]; pruned != 12000 {
+	signals.Maintained.WaitCount(t, 20*time.Second, "a maintenance round", 1)
+	if pruned := signals.Maintained.All()[0]; pruned != 12000 {
 		t.Fatalf("the first maintenance round pruned %d rows, want the 12000 old sent ones", pruned)
 	}
 	if c := statusCounts(t, b); c["sent"] != 1 || c["dead"] != 1 {

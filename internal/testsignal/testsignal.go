@@ -39,9 +39,9 @@ type Relay struct {
 	// UnconfiguredSinks gets each report of sinks with waiting rows that
 	// the relay does not have.
 	UnconfiguredSinks Signal[[]string]
-	// Pruned gets the number of sent rows each maintenance round deleted,
-	// from the relay that won the round (0 when there was nothing to do).
-	Pruned Signal[int64]
+	// Maintained gets, once each maintenance round the relay led is over,
+	// the number of sent rows the round deleted (0 when there were none).
+	Maintained Signal[int64]
 }
 
 // Outcome is one delivery's terminal write.
@@ -155,10 +155,10 @@ func (r *Relay) EmitIdle() {
 	}
 }
 
-// EmitPruned sends n on r.Pruned.
-func (r *Relay) EmitPruned(n int64) {
+// EmitMaintained sends pruned on r.Maintained.
+func (r *Relay) EmitMaintained(pruned int64) {
 	if r != nil {
-		r.Pruned.Send(n)
+		r.Maintained.Send(pruned)
 	}
 }
 
