@@ -155,16 +155,15 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	sink := &keyedSink{starts: map[string]*startTimes{}}
 	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "keyed", Sink: sink, RateLimit: &limit}}}
+	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
 		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
 	})
-	testrelay.WaitFor(t, time.Minute, "all delivered or dead", func() bool {
-		c := statusCounts(t, b)
-		return c["sent"] == 2*perKey && c["dead"] == 1
-	})
+	signals.WaitWritten(t, time.Minute, "keyed", "sent", 2*perKey)
+	signals.WaitWritten(t, time.Minute, "keyed", "dead", 1)
 	a, bb := sink.starts["a"].sorted(), sink.starts["b"].sorted()
 	for key, times := range map[string][]time.Time{"a": a, "b": bb} {
 		if len(times) != perKey {
@@ -184,7 +183,8 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	if got := testrelay.MaxInWindow(all, time.Second); got <= limit.Rate+limit.Burst {
 		t.Errorf("at most %d deliveries within a second over both destinations: the limit held for the sink as a whole", got)
 	}
-	// Idle keys' rows are pruned by maintenance.
+	// Idle keys' rows are pruned by maintenance once their permits are due.
+	// This polls: what it waits for is the clock passing those permits.
 	testrelay.WaitFor(t, 10*time.Second, "idle per-key limits pruned", func() bool {
 		var n int
 		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".sink_key_limits").Scan(&n)
