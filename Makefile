@@ -9,8 +9,21 @@ BIN       ?= bin/outboxd
 TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
+# Every fuzz target, as package:function. `go test -fuzz` takes one target
+# of one package at a time.
+FUZZ_TARGETS = \
+	cmd:FuzzParseConfig \
+	cmd:FuzzDecodeMessageRequest \
+	sinks/webhook:FuzzWebhookDeliver \
+	sinks/email:FuzzPayload \
+	sinks/slack:FuzzParsePayload \
+	core/internal/safetext:FuzzText \
+	core/internal/safetext:FuzzReceipt
+# How long CI fuzzes each target, after the tests: a few seconds each
+# finds what a change broke in the parsers' obvious corners.
+FUZZTIME_CI ?= 3s
 
-.PHONY: all build image test demo jaeger bench fuzz lint clean screenshots
+.PHONY: all build image test demo jaeger bench fuzz fuzz-ci lint clean screenshots
 
 all: build
 
@@ -51,10 +64,17 @@ jaeger:
 bench:
 	cd bench && $(GO) run .
 
-## fuzz: run each of cmd's fuzz targets for $(FUZZTIME)
+## fuzz: run each fuzz target (FUZZ_TARGETS) for $(FUZZTIME)
 fuzz:
-	$(GO) test ./cmd/ -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./cmd/ -run '^$$' -fuzz '^FuzzDecodeMessageRequest$$' -fuzztime $(FUZZTIME)
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		pkg=$${target%%:*}; fn=$${target##*:}; \
+		echo "fuzz: $$fn in ./$$pkg for $(FUZZTIME)"; \
+		$(GO) test ./$$pkg/ -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME); \
+	done
+
+## fuzz-ci: every fuzz target for $(FUZZTIME_CI), as .ci/run does after the tests
+fuzz-ci:
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME_CI)
 
 lint:
 	gofmt -l . | (! grep .)

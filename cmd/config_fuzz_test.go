@@ -11,6 +11,8 @@ import (
 // FuzzParseConfig feeds arbitrary documents to the loader: it must never
 // panic, every failure must be a *ConfigError (exit code 2), and a loaded
 // configuration must print as YAML, its HTTP token redacted.
+// (Mutation: WriteRedacted without redactValue fails this target on its
+// seeds.)
 func FuzzParseConfig(f *testing.F) {
 	if example, err := os.ReadFile("../plugins.yaml"); err == nil {
 		f.Add(string(example))

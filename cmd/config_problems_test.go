@@ -28,6 +28,7 @@ func problemsOf(t *testing.T, doc string, env map[string]string) []string {
 // TestYAMLErrorNamesLineAndColumn: a syntax error names the file, line and
 // column, also after environment references earlier on the line (which
 // are swapped for longer placeholders while parsing).
+// (Mutation: a syntax error reported without its line fails this test.)
 func TestYAMLErrorNamesLineAndColumn(t *testing.T) {
 	t.Parallel()
 	for doc, want := range map[string]string{
@@ -53,6 +54,7 @@ func TestYAMLErrorNamesLineAndColumn(t *testing.T) {
 // option, a bare number for a duration option, a sink named with capitals,
 // a policy out of range and a missing variable, all reported at once, in
 // the order of the file, each with its line.
+// (Mutation: configError keeping only the first problem fails this test.)
 func TestEveryProblemInOneRun(t *testing.T) {
 	t.Parallel()
 	doc := `relay:
@@ -97,6 +99,7 @@ sinks:
 
 // TestDurationOptionsNeedAUnit: a bare number for a duration is refused in
 // the options of every built-in sink type that has one, naming the key.
+// (Mutation: durationHook passing a bare number through fails this test.)
 func TestDurationOptionsNeedAUnit(t *testing.T) {
 	t.Parallel()
 	for _, name := range registry.Types() {
@@ -171,6 +174,7 @@ func TestNamesKeepTheirCase(t *testing.T) {
 // TestSecretsInHeadersAndURLsAreRedacted: header values, a URL's user
 // info, query tokens and the secret path of an incoming-webhook URL are
 // neither shown by config show nor left in messages by the scrubber.
+// (Mutation: isHeaders always false fails this test.)
 func TestSecretsInHeadersAndURLsAreRedacted(t *testing.T) {
 	t.Parallel()
 	secrets := []string{"hdr-auth-5ecret", "hdr-key-5ecret", "url-pass-5ecret", "urlTokenAsUser5ecret",

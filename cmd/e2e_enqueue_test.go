@@ -15,6 +15,7 @@ import (
 // the bad line comes after several batches' worth of good ones, from a
 // file or from stdin. Trailing data after a line's JSON object is such a
 // bad line too.
+// (Mutation: enqueue --file skipping its checking pass fails this test.)
 func TestEnqueueRefusesUnstorableInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  bulk:\n    type: discard\n", "")

@@ -153,27 +153,44 @@ func (s *server) url(path string) string { return "http://" + s.Addr() + path }
 
 // receiver is an httptest webhook endpoint that records deliveries by
 // webhook-id and answers 400 (a permanent failure) to payloads holding
-// "poison".
+// "poison" and to the webhook-ids it is told to refuse.
 type receiver struct {
 	*httptest.Server
-	mu    sync.Mutex
-	count map[string]int
+	mu      sync.Mutex
+	count   map[string]int
+	refused map[string]bool
 }
 
 func newReceiver(t *testing.T) *receiver {
-	r := &receiver{count: map[string]int{}}
+	r := &receiver{count: map[string]int{}, refused: map[string]bool{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		if bytes.Contains(body, []byte("poison")) {
+		id := req.Header.Get("webhook-id")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if bytes.Contains(body, []byte("poison")) || r.refused[id] {
 			http.Error(w, "poisoned payload", http.StatusBadRequest)
 			return
 		}
-		r.mu.Lock()
-		r.count[req.Header.Get("webhook-id")]++
-		r.mu.Unlock()
+		r.count[id]++
 	}))
 	t.Cleanup(r.Close)
 	return r
+}
+
+// refuse makes the receiver answer 400 to webhook-id id (refuse false: no
+// more).
+func (r *receiver) refuse(id string, refuse bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused[id] = refuse
+}
+
+// deliveries returns how often webhook-id id was accepted.
+func (r *receiver) deliveries(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count[id]
 }
 
 // received returns how many distinct messages arrived and how many
@@ -193,7 +210,9 @@ func webhookSink(name string, r *receiver) string {
 		name, r.URL, webhookSecret)
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually polls cond until it holds or the deadline passes. These tests
+// poll: the relay they wait on is `outboxd serve`, another process.
+
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testrelay.WaitFor(t, timeout, what, cond)

@@ -22,6 +22,8 @@ import (
 // is not this server's); a plain JSON client, a same-origin page and the
 // names of http.allowed_hosts still work. GET /v1/dlq's limit is capped,
 // and a payload the database cannot store is a 422 naming the payload.
+// (Mutation: refuseCrossOrigin ignoring CrossOriginProtection's verdict
+// fails this test.)
 func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "  allowed_hosts: [outbox.internal]")
@@ -104,6 +106,8 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 // TestHTTPMetricsBoundedWhateverClientsSend: requests with ever new Host
 // ports and loopback addresses, paths and methods add no series to
 // /metrics, and no label carries what a client sent.
+// (Mutation: the meter provider without the boundedHTTPServerMetrics view
+// fails this test.)
 func TestHTTPMetricsBoundedWhateverClientsSend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "")
@@ -157,6 +161,7 @@ func TestHTTPMetricsBoundedWhateverClientsSend(t *testing.T) {
 // TestHTTPServerCutsOffSlowClients: a client trickling its request body a
 // byte a second (a slowloris) is cut off by cmd.ReadTimeout instead of
 // holding its connection, and what it sent is not stored.
+// (Mutation: the server without ReadTimeout fails this test.)
 func TestHTTPServerCutsOffSlowClients(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "")

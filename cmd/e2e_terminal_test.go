@@ -23,6 +23,7 @@ var terminalControls = []string{"\x1b", "\r", "\x07", "\u009b", "\u202e", "\u206
 // text (sink names, dedup keys, receivers' errors) with control, escape
 // and bidirectional characters shown as escapes, in their tables and in
 // their JSON, whose strings still decode to the stored text.
+// (Mutation: terminalText returning its input fails this test.)
 func TestTerminalOutputNeutralisesStoredText(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "")

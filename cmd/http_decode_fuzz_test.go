@@ -8,6 +8,8 @@ import (
 
 // FuzzDecodeMessageRequest: any body yields either a request with every
 // required field set and a configured sink, or a 400/413/422 with a message.
+// (Mutation: answering a missing dedup_key without a status fails this
+// target on its seeds.)
 func FuzzDecodeMessageRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"sink":"audit","dedup_key":"k","payload":{"a":1},"ordering_key":"o"}`,
@@ -16,6 +18,8 @@ func FuzzDecodeMessageRequest(f *testing.F) {
 		`{"sink":"audit","dedup_key":7}`,
 		`{"sink":"audit","dedup_key":"k","payload":1} trailing`,
 		`[]`, ``, `{"colour":1}`,
+		// Each required field missing once.
+		`{"dedup_key":"k","payload":1}`, `{"sink":"audit","payload":1}`, `{"sink":"audit","dedup_key":"k"}`,
 	} {
 		f.Add(seed)
 	}

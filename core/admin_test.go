@@ -29,8 +29,8 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 		{Name: "s", Sink: sink, MaxAttempts: 2, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 		{Name: "other", Sink: core.SinkFunc(func(_ context.Context, _ *core.Delivery) error { return core.Permanent(errors.New("bad payload")) })},
 	}}
-	testrelay.Run(t, b.pool, relayCfg)
-	testrelay.WaitFor(t, 10*time.Second, "4 dead", func() bool { return statusCounts(t, b)["dead"] == 4 })
+	signals := testrelay.Run(t, b.pool, relayCfg)
+	signals.WaitWritten(t, 10*time.Second, "", "dead", 4)
 
 	stats, err := b.ob.Stats(b.ctx, b.pool)
 	if err != nil {
@@ -58,7 +58,7 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	if n, err = b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
 		t.Fatalf("redrive all of s: %+v, %v", n, err)
 	}
-	testrelay.WaitFor(t, 10*time.Second, "the redriven rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
 
 	if _, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{}); err == nil {
 		t.Fatal("a purge that selects nothing must be refused")
@@ -96,10 +96,13 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
-	testrelay.WaitFor(t, 20*time.Second, "old sent rows pruned", func() bool { return statusCounts(t, b)["sent"] == 1 })
-	if c := statusCounts(t, b); c["dead"] != 1 {
-		t.Fatalf("maintenance must keep dead rows until redriven or purged: %v", c)
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
+	signals.Maintained.WaitCount(t, 20*time.Second, "a maintenance round", 1)
+	if pruned := signals.Maintained.All()[0]; pruned != 12000 {
+		t.Fatalf("the first maintenance round pruned %d rows, want the 12000 old sent ones", pruned)
+	}
+	if c := statusCounts(t, b); c["sent"] != 1 || c["dead"] != 1 {
+		t.Fatalf("maintenance must keep recent sent rows, and dead rows until redriven or purged: %v", c)
 	}
 }
 

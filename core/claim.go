@@ -102,6 +102,7 @@ func (r *Relay) claimFailed(ctx context.Context, err error) {
 // idle waits for a wake-up of w, for d, or for a signal on also (nil waits
 // for the first two only).
 func (r *Relay) idle(ctx context.Context, w *waiter, d time.Duration, also <-chan struct{}) {
+	r.signals.EmitIdle()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -69,6 +69,8 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	leader := func(not string) int {
 		t.Helper()
 		var at int
+		// Polls the snapshot: which relay takes it is decided in the
+		// database, among the relays, at each stats interval.
 		testrelay.WaitFor(t, 10*time.Second, "a relay other than "+not+" leading", func() bool {
 			snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
 			if err != nil || snap.TakenBy == not || time.Since(snap.TakenAt) > time.Second {
@@ -105,6 +107,8 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	}
 	pods[first].stop()
 	second := leader(pods[first].relay.ID())
+	// Polls the gauges: each pod's reader reports what its relay last
+	// learnt at its own refresh.
 	testrelay.WaitFor(t, 5*time.Second, "the new leader reporting alone", func() bool {
 		got := reporting()
 		return len(got) == 1 && got[0] == second
@@ -129,6 +133,8 @@ func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 	enqueueN(t, b, "slow", 10, nil)
 	enqueueN(t, b, "failing", 3, nil)
 	var rates map[string]core.DeliveryRate
+	// Polls the counts: the relays add theirs at each stats interval, not
+	// per delivery.
 	testrelay.WaitFor(t, 20*time.Second, "every delivery counted", func() bool {
 		var err error
 		rates, err = b.ob.DeliveryRates(b.ctx, b.pool, 0)

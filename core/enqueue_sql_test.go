@@ -61,6 +61,7 @@ func inRolledBackTx(t *testing.T, b bundle, f func(tx pgx.Tx) error) error {
 // TestSQLEnqueueValidatesLikeGo: every message Go's Enqueue rejects, the SQL
 // function rejects with the same words under SQLSTATE 22023; every message
 // Go accepts, it accepts.
+// (Mutation: max_key_bytes = 2550 in the SQL function fails this test.)
 func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 	b := setup(t)
 	payloadOf := func(size int) string { // {"p": "xx...x"} of size bytes, as jsonb prints it
@@ -150,6 +151,7 @@ func TestSQLEnqueueHeadersMustBeStrings(t *testing.T) {
 // characters a key may not hold against unicode.IsPrint, code point by code
 // point: it rejects exactly what Go rejects, except code points Unicode has
 // not assigned (which Go's tables reject and the pattern lets through).
+// (Mutation: the pattern letting U+00A0 through fails this test.)
 func TestSQLEnqueueNonPrintableMatchesGo(t *testing.T) {
 	b := setup(t)
 	pattern := nonPrintablePattern(t)
@@ -257,6 +259,7 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 // TestSQLEnqueueDuplicateCommittedConcurrently: a second transaction
 // enqueueing a key that a first one holds uncommitted waits for it and,
 // once it commits, answers the first row's id with created = false.
+// (Mutation: the function reporting a duplicate as created fails this test.)
 func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 	b := setup(t)
 	m := core.Message{Sink: "s", DedupKey: "race"}
@@ -314,27 +317,10 @@ func waitForLockWait(t *testing.T, b bundle) {
 // schema's waiting relay loop (migration 006) even when the caller's
 // search_path does not include the schema, and the notification is heard
 // only when the transaction commits - a rolled-back or duplicate enqueue
-// wakes nobody.
+// wakes nobody. (Mutation: the function not calling wake() fails this test.)
 func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 	b := setup(t)
-	conn, err := b.pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	channel := "outboxd_test_" + b.ob.Schema()
-	if _, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, []string{"s"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	notified := func(within time.Duration) bool {
-		ctx, cancel := context.WithTimeout(b.ctx, within)
-		defer cancel()
-		_, err := conn.Conn().WaitForNotification(ctx)
-		return err == nil
-	}
+	notified := listenAsWaitingLoop(t, b, "s").heard
 	enqueueIn := func(key string, commit bool) {
 		tx, err := b.pool.Begin(b.ctx)
 		if err != nil {

@@ -47,10 +47,14 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 	}
 }
 
+// A message enqueued in a transaction that rolls back is never delivered;
+// a committed one enqueued afterwards shows the relay ran past it.
+// (Mutation: Enqueue committing the caller's transaction early fails this
+// test.)
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
@@ -71,7 +75,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 10*time.Second, "the committed message", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)
 	for _, d := range sink.snapshot() {
 		if d.DedupKey != "committed" {
 			t.Fatalf("delivered %q, which was rolled back", d.DedupKey)
@@ -82,6 +86,9 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	}
 }
 
+// Every invalid message is refused with ErrInvalidMessage and the reason,
+// before any statement runs. (Mutation: checkJSONBEscapes accepting
+// everything fails this test.)
 func TestEnqueueValidation(t *testing.T) {
 	b := setup(t)
 	tests := []struct {

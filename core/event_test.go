@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // testTarget is one target of a route, as apply_routes() takes it; core's
@@ -120,7 +121,7 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
 	sink := newRecordingSink()
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 10*time.Second, "the committed event", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	signals.WaitWritten(t, 10*time.Second, "", "sent", 1)
 	delivered := sink.snapshot()
 	if len(delivered) != 1 || delivered[0].Route != "all" || !strings.Contains(string(delivered[0].Payload), `"committed"`) {
 		t.Fatalf("delivered %+v, want only the committed event, with its route", delivered)
@@ -194,12 +195,14 @@ func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
 		}
 	}
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
-	testrelay.WaitFor(t, 10*time.Second, "the drops folded into their totals", func() bool {
-		var folded int64
-		err := b.pool.QueryRow(b.ctx, "SELECT coalesce(sum(dropped), 0) FROM "+b.ob.Schema()+".events_dropped_totals WHERE event_type = 'invoice.paid'").Scan(&folded)
-		return err == nil && folded == 3
-	})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
+	// The relay's first maintenance round runs at its start, after the
+	// drops were counted.
+	signals.Maintained.WaitCount(t, 10*time.Second, "a maintenance round", 1)
+	var folded int64
+	if err := b.pool.QueryRow(b.ctx, "SELECT coalesce(sum(dropped), 0) FROM "+b.ob.Schema()+".events_dropped_totals WHERE event_type = 'invoice.paid'").Scan(&folded); err != nil || folded != 3 {
+		t.Fatalf("%d drops folded into the totals (%v), want 3", folded, err)
+	}
 }
 
 func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
@@ -275,8 +278,9 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 	sink := &threadSink{delay: 20 * time.Millisecond}
 	cfg := core.Config{Outbox: b.ob, DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "chat", Sink: sink}, {Name: "pager", Sink: sink}}}
+	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	for i := range 3 {
 		ev := core.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}
@@ -284,7 +288,10 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testrelay.WaitFor(t, 30*time.Second, "six deliveries", func() bool { return len(sink.snapshot()) == 6 })
+	signals.WaitWritten(t, 30*time.Second, "", "sent", 6)
+	if n := len(sink.snapshot()); n != 6 {
+		t.Fatalf("%d deliveries, want 6", n)
+	}
 	bySink := map[string][]threadDelivery{}
 	for _, d := range sink.snapshot() {
 		bySink[d.sink] = append(bySink[d.sink], d)

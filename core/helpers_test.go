@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
@@ -93,4 +94,40 @@ func enqueueN(t *testing.T, b bundle, sink string, n int, mutate func(i int, m *
 		}
 	}
 	return ids
+}
+
+// waitingLoop stands for a relay's claim loop waiting for work: registered
+// for wake-ups for its sinks, listening on its own channel.
+type waitingLoop struct {
+	id   int64 // its registration
+	conn *pgxpool.Conn
+	ctx  context.Context
+}
+
+// listenAsWaitingLoop registers a waiting loop for sinks and listens on its
+// channel until the test ends.
+func listenAsWaitingLoop(t *testing.T, b bundle, sinks ...string) *waitingLoop {
+	t.Helper()
+	conn, err := b.pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	channel := "outboxd_test_wake_" + b.ob.Schema()
+	id, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, sinks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return &waitingLoop{id: id, conn: conn, ctx: b.ctx}
+}
+
+// heard reports whether a notification woke the loop within d.
+func (l *waitingLoop) heard(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(l.ctx, d)
+	defer cancel()
+	_, err := l.conn.Conn().WaitForNotification(ctx)
+	return err == nil
 }

@@ -93,7 +93,8 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 // PostgreSQL refuses (core's sanitising is bypassed here), the batch is not
 // retried as a whole until the leases run out but written row by row; the
 // refused row gets a clean error of its own and the real database error
-// is logged. (On fb9f77d: no row of the batch was written.)
+// is logged. (On fb9f77d: no row of the batch was written. Mutation: write
+// never falling back to writeEach fails this test.)
 func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
 	b := setup(t)
 	enqueueN(t, b, "s", 3, nil)

@@ -55,7 +55,11 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if pruned > 0 {
 		r.logger.Info("outbox: pruned delivered messages", "rows", pruned, "retention", r.cfg.SentRetention)
 	}
-	return r.maintainEvents(ctx, conn)
+	if err := r.maintainEvents(ctx, conn); err != nil {
+		return err
+	}
+	r.signals.EmitMaintained(pruned)
+	return nil
 }
 
 // maintainEvents keeps the tables of events and routes (migration 003)

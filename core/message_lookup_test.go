@@ -36,9 +36,9 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		}
 		return d.SetReceipt(map[string]string{"status": "accepted"})
 	})
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, Sinks: []core.SinkConfig{
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, Sinks: []core.SinkConfig{
 		{Name: "partner", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
-	testrelay.WaitFor(t, 10*time.Second, "the message sent", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	signals.WaitWritten(t, 10*time.Second, "partner", "sent", 1)
 
 	byID, err := b.ob.Message(b.ctx, b.pool, res.ID)
 	if err != nil {

@@ -135,6 +135,10 @@ var optionalBatchColumns = [...]struct{ name, arrayType, value string }{
 // the rows it created, and EnqueueBatch looks up the ids of the duplicates
 // afterwards, only when there are any. Without, a duplicate fails the
 // statement and it returns every new id.
+//
+// The wake-ups are joined with a CROSS JOIN: a LEFT JOIN to a one-row
+// subquery whose columns nothing reads is removed by PostgreSQL's planner,
+// and the wake CTE then never runs.
 func enqueueBatchSQL(shape batchShape, skipDuplicates bool) string {
 	columns := []string{"sink", "dedup_key", "payload"}
 	values := []string{"sink", "dedup_key", "payload"}
@@ -160,6 +164,6 @@ WITH ins AS (
 ), wake AS (
     SELECT {schema}.wake(s.sink) FROM (SELECT DISTINCT sink FROM ins) s
 )
-SELECT %[5]s FROM ins LEFT JOIN (SELECT count(*) FROM wake) w ON true`,
+SELECT %[5]s FROM ins CROSS JOIN (SELECT count(*) FROM wake) w`,
 		strings.Join(columns, ", "), strings.Join(values, ", "), strings.Join(arrays, ", "), onConflict, returning)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // startTimes records when each delivery started.
@@ -46,11 +47,12 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { starts.add(); return nil })
 	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "limited", Sink: sink, RateLimit: &limit}}}
+	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "limited", n, nil)
-	testrelay.WaitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
+	signals.WaitWritten(t, time.Minute, "limited", "sent", n)
 	times := starts.sorted()
 	if len(times) != n {
 		t.Fatalf("%d deliveries, want %d", len(times), n)
@@ -86,11 +88,12 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	other := newRecordingSink()
 	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "busy", Sink: sink, MaxInFlight: 1}, {Name: "other", Sink: other}}}
+	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "busy", 30, nil)
-	testrelay.WaitFor(t, 30*time.Second, "busy rows sent", func() bool { return statusCounts(t, b)["sent"] == 30 })
+	signals.WaitWritten(t, 30*time.Second, "busy", "sent", 30)
 	mu.Lock()
 	defer mu.Unlock()
 	// A delivery another relay had already dispatched when the 429 came
@@ -106,7 +109,10 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 5*time.Second, "the other sink's delivery", func() bool { return len(other.snapshot()) == 1 })
+	signals.WaitWritten(t, 5*time.Second, "other", "sent", 1)
+	if n := len(other.snapshot()); n != 1 {
+		t.Fatalf("the other sink got %d deliveries, want 1", n)
+	}
 }
 
 // keyedSink names each delivery's destination by its payload's "to" and
@@ -149,16 +155,15 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	sink := &keyedSink{starts: map[string]*startTimes{}}
 	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "keyed", Sink: sink, RateLimit: &limit}}}
+	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
 		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
 	})
-	testrelay.WaitFor(t, time.Minute, "all delivered or dead", func() bool {
-		c := statusCounts(t, b)
-		return c["sent"] == 2*perKey && c["dead"] == 1
-	})
+	signals.WaitWritten(t, time.Minute, "keyed", "sent", 2*perKey)
+	signals.WaitWritten(t, time.Minute, "keyed", "dead", 1)
 	a, bb := sink.starts["a"].sorted(), sink.starts["b"].sorted()
 	for key, times := range map[string][]time.Time{"a": a, "b": bb} {
 		if len(times) != perKey {
@@ -178,7 +183,8 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	if got := testrelay.MaxInWindow(all, time.Second); got <= limit.Rate+limit.Burst {
 		t.Errorf("at most %d deliveries within a second over both destinations: the limit held for the sink as a whole", got)
 	}
-	// Idle keys' rows are pruned by maintenance.
+	// Idle keys' rows are pruned by maintenance once their permits are due.
+	// This polls: what it waits for is the clock passing those permits.
 	testrelay.WaitFor(t, 10*time.Second, "idle per-key limits pruned", func() bool {
 		var n int
 		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".sink_key_limits").Scan(&n)

@@ -50,22 +50,31 @@ func captureLogs() (*slog.Logger, *syncBuffer) {
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}})
 	enqueueN(t, b, "rec", 100, nil)
-	testrelay.WaitFor(t, 30*time.Second, "100 deliveries", func() bool { return len(sink.snapshot()) >= 100 })
-	testrelay.WaitFor(t, 10*time.Second, "100 sent rows", func() bool { return statusCounts(t, b)["sent"] == 100 })
+	signals.WaitWritten(t, 30*time.Second, "rec", "sent", 100)
+	if n := len(sink.snapshot()); n != 100 {
+		t.Fatalf("%d deliveries, want 100", n)
+	}
+	if c := statusCounts(t, b); c["sent"] != 100 {
+		t.Fatalf("rows %v, want 100 sent", c)
+	}
 }
 
 func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 	b := setup(t)
 	const n = 10_000
 	sink := newRecordingSink()
+	signals := &testsignal.Relay{}
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
-		testrelay.Run(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100})
+		testrelay.RunWith(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100}, signals)
 	}
 	ids := enqueueN(t, b, "rec", n, nil)
-	testrelay.WaitFor(t, time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == n })
+	signals.WaitWritten(t, time.Minute, "rec", "sent", n)
+	if c := statusCounts(t, b); c["sent"] != n {
+		t.Fatalf("rows %v, want %d sent", c, n)
+	}
 	seen := map[int64]int{}
 	for _, d := range sink.snapshot() {
 		seen[d.ID]++
@@ -98,19 +107,20 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	})
 	cfg := core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
-	testrelay.Run(t, b.pool, cfg)
-	testrelay.Run(t, testdb.Pool(t, 2), cfg)
+	signals := &testsignal.Relay{}
+	testrelay.RunWith(t, b.pool, cfg, signals)
+	testrelay.RunWith(t, testdb.Pool(t, 2), cfg, signals)
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	<-firstStarted
-	var receipt string
-	testrelay.WaitFor(t, 20*time.Second, "the reclaimed row to be sent", func() bool {
-		err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(receipt #>> '{}', '') FROM "+b.ob.Schema()+".messages WHERE status = 'sent'").Scan(&receipt)
-		return err == nil
-	})
+	signals.WaitWritten(t, 20*time.Second, "s", "sent", 1) // the re-claimed row, by the second attempt
 	close(release)
-	testrelay.WaitFor(t, 10*time.Second, "the zombie warning", func() bool { return strings.Contains(logs.String(), "zombie") })
+	signals.WaitZombie(t, 10*time.Second)
+	if !strings.Contains(logs.String(), "zombie") {
+		t.Errorf("the zombie's late completion was not logged:\n%s", logs.String())
+	}
+	var receipt string
 	var attempts int
 	if err := b.pool.QueryRow(b.ctx, "SELECT receipt #>> '{}', attempts FROM "+b.ob.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
 		t.Fatal(err)
@@ -125,7 +135,9 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
-	// Three relays claim the message and die before writing anything.
+	// Three relays claim the message and die before writing anything. This
+	// polls: what it waits for is the database's clock passing each 10 ms
+	// lease, which no relay signals.
 	for attempt := 1; attempt <= 3; attempt++ {
 		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
 			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, []string{"s"}, 10, 10*time.Millisecond)
@@ -138,13 +150,13 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	logger, logs := captureLogs()
 	delivered := atomic.Int32{}
 	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { delivered.Add(1); return nil })
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
-	testrelay.WaitFor(t, 10*time.Second, "the row to die", func() bool { return statusCounts(t, b)["dead"] == 1 })
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	signals.WaitWritten(t, 10*time.Second, "s", "dead", 1)
 	if delivered.Load() != 0 {
 		t.Fatalf("a message that exhausted its attempts was delivered again")
 	}
-	testrelay.WaitFor(t, 5*time.Second, "the ERROR line", func() bool { return strings.Contains(logs.String(), "level=ERROR") })
-	for _, want := range []string{"dead-lettered", "dedup_key=poison", "sink=s", "attempts=4", "abandoned"} {
+	// The dead letter is logged before its outcome is signalled.
+	for _, want := range []string{"level=ERROR", "dead-lettered", "dedup_key=poison", "sink=s", "attempts=4", "abandoned"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("dead-letter log lacks %q:\n%s", want, logs.String())
 		}
@@ -169,14 +181,14 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		}
 		return nil
 	})
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
 		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testrelay.WaitFor(t, 20*time.Second, "both sent", func() bool { return statusCounts(t, b)["sent"] == 2 })
+	signals.WaitWritten(t, 20*time.Second, "s", "sent", 2)
 	mu.Lock()
 	defer mu.Unlock()
 	if got := starts["fails-once"]; len(got) != 2 || got[1].Sub(got[0]) < initial*9/10 {
@@ -208,11 +220,12 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	})
 	cfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, MaxAttempts: 100, Backoff: core.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
+	signals := &testsignal.Relay{}
 	for range 4 {
-		testrelay.Run(t, testdb.Pool(t, 3), cfg)
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
-	testrelay.WaitFor(t, 2*time.Minute, "all sent", func() bool { return statusCounts(t, b)["sent"] == keys*perKey })
+	signals.WaitWritten(t, 2*time.Minute, "s", "sent", keys*perKey)
 	mu.Lock()
 	defer mu.Unlock()
 	for key, ids := range byKey {
@@ -231,7 +244,8 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 // pending with their attempts untouched (in a rolling deploy they belong to
 // a sink the next version adds), the relay warns about them, and a relay
 // that has the sink delivers each exactly once. (On fb9f77d the old relay
-// dead-lettered them.)
+// dead-lettered them. Mutation: the claim taking every sink's ready rows,
+// which the relay then hands back, fails this test.)
 func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b := setup(t)
 	logger, logs := captureLogs()
@@ -251,12 +265,13 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["pending"] != 5 || len(c) != 1 {
 		t.Fatalf("rows of the unconfigured sink: %v, want 5 pending", c)
 	}
-	var attempts int
-	if err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(sum(attempts), 0) FROM "+b.ob.Schema()+".messages WHERE sink = 'added'").Scan(&attempts); err != nil {
+	var attempts, touched int
+	if err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(sum(attempts), 0), count(*) FILTER (WHERE last_error IS NOT NULL OR updated_at <> created_at) FROM "+
+		b.ob.Schema()+".messages WHERE sink = 'added'").Scan(&attempts, &touched); err != nil {
 		t.Fatal(err)
 	}
-	if attempts != 0 {
-		t.Fatalf("the unconfigured sink's rows were attempted %d times", attempts)
+	if attempts != 0 || touched != 0 {
+		t.Fatalf("the unconfigured sink's rows were attempted %d times, and %d of them changed", attempts, touched)
 	}
 	if !strings.Contains(logs.String(), "sink=added") || !strings.Contains(logs.String(), "does not have") {
 		t.Fatalf("no warning about the unconfigured sink:\n%s", logs.String())
@@ -267,11 +282,12 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	}
 
 	// The next version's relay has the sink.
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+	next := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
-	testrelay.WaitFor(t, 10*time.Second, "the added sink's rows sent", func() bool {
-		return testdb.StatusCounts(t, b.pool, b.ob, "added")["sent"] == 5
-	})
+	next.WaitWritten(t, 10*time.Second, "added", "sent", 5)
+	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["sent"] != 5 {
+		t.Fatalf("rows of the added sink: %v, want 5 sent", c)
+	}
 	seen := map[int64]int{}
 	for _, d := range newSink.snapshot() {
 		seen[d.ID]++
@@ -288,29 +304,39 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
 	// An hour-long poll interval: only notifications can wake the relay.
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
 	listenerPID := func() int {
+		t.Helper()
 		var pid int
 		err := b.pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
 			core.ListenerApplicationName, b.ob.Schema()).Scan(&pid)
 		if err != nil {
-			return 0
+			t.Fatalf("no listener connection after the listener signalled: %v", err)
 		}
 		return pid
 	}
-	var first int
-	testrelay.WaitFor(t, 10*time.Second, "the listener to connect", func() bool { first = listenerPID(); return first != 0 })
+	signals.Listening.WaitCount(t, 10*time.Second, "the listener to connect", 1)
+	// The loop's first wait is a short one after registering (a producer
+	// may have missed it); in the second, only a notification wakes it.
+	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to wait for work", 2)
+	first := listenerPID()
 	enqueueN(t, b, "rec", 1, nil)
-	testrelay.WaitFor(t, 10*time.Second, "a notified delivery", func() bool { return len(sink.snapshot()) == 1 })
+	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)
 
 	if _, err := b.pool.Exec(b.ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 20*time.Second, "a new listener connection", func() bool { pid := listenerPID(); return pid != 0 && pid != first })
+	signals.Listening.WaitCount(t, 20*time.Second, "a new listener connection", 2)
+	if pid := listenerPID(); pid == first {
+		t.Fatalf("the listener signalled a reconnection but still runs on backend %d", pid)
+	}
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	testrelay.WaitFor(t, 10*time.Second, "a delivery woken by the new listener", func() bool { return len(sink.snapshot()) == 2 })
+	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 2)
+	if n := len(sink.snapshot()); n != 2 {
+		t.Fatalf("%d deliveries, want 2", n)
+	}
 }
 
 func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
@@ -322,10 +348,10 @@ func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 		}
 		return nil
 	})
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 1, nil)
-	testrelay.WaitFor(t, 10*time.Second, "sent after the panic", func() bool { return statusCounts(t, b)["sent"] == 1 })
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)
 	var recorded string
 	if err := b.pool.QueryRow(b.ctx, "SELECT error FROM "+b.ob.Schema()+".failed_attempts").Scan(&recorded); err != nil {
 		t.Fatal(err)
@@ -371,10 +397,13 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 		}
 		return nil
 	})
-	testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 50, nil)
-	testrelay.WaitFor(t, 10*time.Second, "every row delivered and deleted", func() bool { return len(statusCounts(t, b)) == 0 })
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 50)
+	if c := statusCounts(t, b); len(c) != 0 {
+		t.Fatalf("rows left after every one was delivered: %v", c)
+	}
 	var orphans int
 	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts").Scan(&orphans); err != nil {
 		t.Fatal(err)
@@ -384,6 +413,9 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 	}
 }
 
+// Run returns after the shutdown timeout and a short grace although a sink
+// ignores its cancelled context; the sink's row stays leased. (Mutation:
+// drain waiting an hour instead of shutdownAbandonAfter fails this test.)
 func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 	b := setup(t)
 	stuck := make(chan struct{})
@@ -473,7 +505,8 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 
 // Run returns an error, instead of retrying quietly for ever, when claims
 // fail for a reason retrying cannot fix: here the outbox schema is dropped
-// under a running relay. (On fb9f77d Run always returned nil.)
+// under a running relay. (On fb9f77d Run always returned nil. Mutation:
+// pgerr.IsTransient true for every PostgreSQL error fails this test.)
 func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t, 4)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // A pause by hand stops every relay, for a sink of the shared claim loop
@@ -30,8 +31,9 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		{Name: "throttled", Sink: throttled, RateLimit: &core.RateLimit{Rate: 1000, Per: time.Second}},
 		{Name: "limited", Sink: limited},
 	}}
+	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.Run(t, b.pool, cfg)
+		testrelay.RunWith(t, b.pool, cfg, signals)
 	}
 
 	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
@@ -43,10 +45,8 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	enqueueN(t, b, "shared", 3, nil)
 	enqueueN(t, b, "throttled", 3, nil)
 	enqueueN(t, b, "limited", 3, nil)
-	testrelay.WaitFor(t, 10*time.Second, "the Retry-After pause", func() bool {
-		states, err := b.ob.SinkStates(b.ctx, b.pool)
-		return err == nil && states["limited"].Paused()
-	})
+	// The pause is stored before the rate-limited outcome is written.
+	signals.WaitWritten(t, 10*time.Second, "limited", "pending", 1)
 	states, err := b.ob.SinkStates(b.ctx, b.pool)
 	if err != nil {
 		t.Fatal(err)
@@ -61,10 +61,11 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		t.Errorf("limited: %+v, want paused by its receiver's Retry-After", s)
 	}
 
-	// Nothing is delivered while the sinks are paused: 25 poll intervals
-	// of both relays pass without a delivery (a negative needs a span of
-	// time; the relays claim every 20ms and on every enqueue).
-	time.Sleep(500 * time.Millisecond)
+	// Nothing is delivered while the sinks are paused: the relays' claim
+	// loops look for work pausedRounds times without a delivery (a negative
+	// needs a span of time; they claim every 20ms and on every enqueue).
+	const pausedRounds = 25
+	signals.Idle.WaitCount(t, 10*time.Second, "the claim loops to look for work", len(signals.Idle.All())+pausedRounds)
 	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 0 {
 		t.Fatalf("%d deliveries to paused sinks", n)
 	}
@@ -76,9 +77,12 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		}
 	}
 	// Long before any pause would have ended.
-	testrelay.WaitFor(t, 10*time.Second, "every row delivered after the resume", func() bool {
-		return len(shared.snapshot()) == 3 && len(throttled.snapshot()) == 3 && len(limited.snapshot()) == 3
-	})
+	for _, sink := range []string{"shared", "throttled", "limited"} {
+		signals.WaitWritten(t, 10*time.Second, sink, "sent", 3)
+	}
+	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 9 {
+		t.Fatalf("%d deliveries after the resume, want 3 per sink", n)
+	}
 	states, _ = b.ob.SinkStates(b.ctx, b.pool)
 	if s := states["shared"]; s.Paused() || s.ChangedBy != "bob" || s.ChangeReason != "partner is back" || s.ChangedAt == nil {
 		t.Errorf("after resume: %+v", s)

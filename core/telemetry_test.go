@@ -24,6 +24,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // telemetry is an SDK tracer and meter provider recording in memory.
@@ -58,11 +59,26 @@ func (tm telemetry) ended(name string) tracetest.SpanStubs {
 	return out
 }
 
-// waitSpans waits until n spans called name have ended and returns them.
-func (tm telemetry) waitSpans(t *testing.T, name string, n int) tracetest.SpanStubs {
+// waitSpans waits until n delivery attempts of sink have ended (written or
+// found to be a zombie's) and returns the ended delivery spans of sink, in
+// the order they ended. A delivery span ends before its outcome is
+// signalled, and the syncer exports it as it ends.
+func (tm telemetry) waitSpans(t *testing.T, signals *testsignal.Relay, sink string, n int) tracetest.SpanStubs {
 	t.Helper()
-	testrelay.WaitFor(t, 30*time.Second, strconv.Itoa(n)+" spans "+name, func() bool { return len(tm.ended(name)) >= n })
-	return tm.ended(name)
+	signals.Written.Wait(t, 30*time.Second, strconv.Itoa(n)+" attempts of sink "+sink, func(all []testsignal.Outcome) bool {
+		attempts := 0
+		for _, o := range all {
+			if o.Sink == sink {
+				attempts++
+			}
+		}
+		return attempts >= n
+	})
+	spans := tm.ended("send " + sink)
+	if len(spans) < n {
+		t.Fatalf("%d delivery spans of sink %s ended, want %d: one per attempt", len(spans), sink, n)
+	}
+	return spans
 }
 
 func (tm telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
@@ -129,10 +145,10 @@ func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
 	tm := newTelemetry(t)
 	sink := newRecordingSink()
 	sink.fail = failOnce(errors.New("receiver said 500"))
-	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: sink, MaxAttempts: 4}))
+	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: sink, MaxAttempts: 4}))
 
 	id, producer := tm.produce(t, b, "hooks", "order-42")
-	spans := tm.waitSpans(t, "send hooks", 2)
+	spans := tm.waitSpans(t, signals, "hooks", 2)
 	if len(spans) != 2 {
 		t.Fatalf("got %d delivery spans, want 2", len(spans))
 	}
@@ -182,10 +198,10 @@ func TestLinkProducerSpanStartsANewTraceLinkedToTheProducer(t *testing.T) {
 	tm := newTelemetry(t)
 	cfg := tm.relayConfig(b, core.SinkConfig{Name: "hooks", Sink: newRecordingSink()})
 	cfg.LinkProducerSpan = true
-	testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.pool, cfg)
 
 	_, producer := tm.produce(t, b, "hooks", "k")
-	s := tm.waitSpans(t, "send hooks", 1)[0]
+	s := tm.waitSpans(t, signals, "hooks", 1)[0]
 	if s.SpanContext.TraceID() == producer.TraceID() || s.Parent.IsValid() {
 		t.Errorf("delivery span in trace %s with parent %v, want the root of a new trace", s.SpanContext.TraceID(), s.Parent)
 	}
@@ -213,9 +229,9 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 			tm := newTelemetry(t)
 			sink := newRecordingSink()
 			sink.fail = failOnce(c.fail)
-			testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "s", Sink: sink}))
+			signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "s", Sink: sink}))
 			tm.produce(t, b, "s", "k")
-			spans := tm.waitSpans(t, "send s", len(c.want))
+			spans := tm.waitSpans(t, signals, "s", len(c.want))
 			for i, want := range c.want {
 				if got := attrsOf(spans[i])["outbox.outcome"].AsString(); got != want {
 					t.Errorf("span %d: outcome %q, want %q", i, got, want)
@@ -244,18 +260,18 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 	}
 	cfg := tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink})
 	cfg.Lease = 300 * time.Millisecond
-	testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.pool, cfg)
 	// Runs before the relay's cleanup, so a failing test does not leave
 	// the stuck delivery holding up the relay's shutdown.
 	t.Cleanup(func() { unblock.Do(func() { close(release) }) })
 	tm.produce(t, b, "slow", "k")
 
-	first := tm.waitSpans(t, "send slow", 1)[0]
+	first := tm.waitSpans(t, signals, "slow", 1)[0]
 	unblock.Do(func() { close(release) })
 	if got := attrsOf(first)["outbox.attempt"].AsInt64(); got != 2 {
 		t.Fatalf("first span to end is attempt %d, want the re-claimed attempt 2", got)
 	}
-	zombie := tm.waitSpans(t, "send slow", 2)[1]
+	zombie := tm.waitSpans(t, signals, "slow", 2)[1]
 	if got := attrsOf(zombie)["outbox.outcome"].AsString(); got != "zombie" {
 		t.Errorf("late attempt 1: outcome %q, want zombie", got)
 	}
@@ -270,12 +286,16 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 	sink := newRecordingSink()
 	// 20 per second, burst 1: of three rows claimed together, the later two
 	// wait for their permits.
-	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink,
+	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "slow", Sink: sink,
 		RateLimit: &core.RateLimit{Rate: 20, Per: time.Second, Burst: 1}}))
 	enqueueN(t, b, "slow", 3, nil)
 
-	deliveries := tm.waitSpans(t, "send slow", 3)
-	waits := tm.waitSpans(t, "outbox rate_limit wait", 1)
+	deliveries := tm.waitSpans(t, signals, "slow", 3)
+	// A rate-limit wait span ends before its delivery starts.
+	waits := tm.ended("outbox rate_limit wait")
+	if len(waits) == 0 {
+		t.Fatal("no rate-limit wait span, although two of three rows claimed together waited for permits")
+	}
 	parents := map[trace.SpanID]bool{}
 	for _, d := range deliveries {
 		parents[d.SpanContext.SpanID()] = true
@@ -345,10 +365,9 @@ func TestRelayMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "m", Sink: sink}))
+	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "m", Sink: sink}))
 	enqueueN(t, b, "m", 3, nil)
-	testrelay.WaitFor(t, 30*time.Second, "three rows sent", func() bool { return statusCounts(t, b)["sent"] == 3 })
-	tm.waitSpans(t, "send m", 5)
+	tm.waitSpans(t, signals, "m", 5) // 3 sent, a retry and a rate-limited attempt
 
 	rm := tm.collect(t)
 	sink0 := attribute.String("sink", "m")
@@ -472,7 +491,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		}
 		return flaky(d)
 	}
-	testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "c", Sink: sink, RateLimit: &core.RateLimit{Rate: 100, Per: time.Second}}))
+	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "c", Sink: sink, RateLimit: &core.RateLimit{Rate: 100, Per: time.Second}}))
 	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, core.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)
@@ -480,10 +499,11 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 	defer func() { _ = reg.Unregister() }()
 	ids := enqueueN(t, b, "c", 5, nil)
 	enqueueN(t, b, "nowhere", 2, nil) // unconfigured: left pending
-	testrelay.WaitFor(t, 30*time.Second, "rows finished", func() bool {
-		c := statusCounts(t, b)
-		return c["sent"] == 4 && c["dead"] == 1 && c["pending"] == 2
-	})
+	signals.WaitWritten(t, 30*time.Second, "c", "sent", 4)
+	signals.WaitWritten(t, 30*time.Second, "c", "dead", 1)
+	if c := statusCounts(t, b); c["sent"] != 4 || c["dead"] != 1 || c["pending"] != 2 {
+		t.Fatalf("rows %v, want 4 sent, 1 dead and the unconfigured sink's 2 pending", c)
+	}
 
 	rowValues := map[string]bool{"nowhere": true}
 	for i, id := range ids {

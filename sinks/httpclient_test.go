@@ -19,6 +19,9 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
+// TestCheckPublicAddr: public unicast addresses pass, every non-public
+// range (IPv4, IPv6 and the IPv6 forms of IPv4) is refused. (Mutation:
+// dropping 2002::/16 from nonPublicPrefixes fails this test.)
 func TestCheckPublicAddr(t *testing.T) {
 	t.Parallel()
 	refused := []string{
@@ -68,6 +71,7 @@ func ok(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoCon
 // TestHTTPClientRefusesNonPublic dials the loopback test server by literal
 // address and by a hostname that resolves to it: both are refused at dial
 // time, so no request reaches the server, and the outcome is permanent.
+// (Mutation: NewHTTPClient not installing guardDial fails this test.)
 func TestHTTPClientRefusesNonPublic(t *testing.T) {
 	t.Parallel()
 	srv, hits := countingServer(t, ok)
@@ -111,6 +115,7 @@ func TestHTTPClientAllowPrivate(t *testing.T) {
 // TestHTTPClientBoundsResponseHeaders: a receiver answering with more than
 // MaxResponseHeaderBytes of headers fails the request (a retryable error)
 // instead of having every delivery buffer them; ordinary headers pass.
+// (Mutation: the transport without MaxResponseHeaderBytes fails this test.)
 func TestHTTPClientBoundsResponseHeaders(t *testing.T) {
 	t.Parallel()
 	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {

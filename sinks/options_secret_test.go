@@ -20,7 +20,8 @@ type secretOptions struct {
 
 // TestDecodeOptionsErrorsNeverQuoteValues feeds every kind of wrongly typed
 // value, each carrying a distinctive secret, and requires an error that
-// names the option but not the value.
+// names the option but not the value. (Mutation: DecodeOptions returning
+// the decoder's own error fails this test.)
 func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 	t.Parallel()
 	const secret = "S3CRETVALUE"

@@ -71,6 +71,8 @@ func TestCustomBuildDeliversThroughFileSink(t *testing.T) {
 			t.Errorf("serve after SIGTERM: %v", err)
 		}
 	}()
+	// Polls the file: the relay writing it is `outboxd serve`, another
+	// process.
 	deadline := time.Now().Add(30 * time.Second)
 	var records []Record
 	for len(records) < 3 {

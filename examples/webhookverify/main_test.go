@@ -52,7 +52,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 		}
 		sinks = append(sinks, core.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
 	}
-	testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
+	signals := testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
 
 	for _, m := range []core.Message{
 		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
@@ -62,9 +62,8 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testrelay.WaitFor(t, deliveryTimeout, "one sent and one dead message", func() bool {
-		return testdb.StatusCounts(t, pool, ob, "rotating")["sent"] == 1 && testdb.StatusCounts(t, pool, ob, "wrong")["dead"] == 1
-	})
+	signals.WaitWritten(t, deliveryTimeout, "rotating", "sent", 1)
+	signals.WaitWritten(t, deliveryTimeout, "wrong", "dead", 1)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(handled) != 1 || handled[0].ID != "order-1" || string(handled[0].Payload) != `{"order": 1}` {

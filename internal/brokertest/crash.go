@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testsignal"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -88,7 +90,12 @@ func CrashChild(t *testing.T) {
 		}
 		return err
 	})
-	Relay(t, RelayPool(t, testdb.URL()), ob, nil, core.SinkConfig{Name: name, Sink: dieAfterPublishes})
-	time.Sleep(crashTimeout)
-	t.Fatalf("the relay made fewer than %d publishes", after)
+	signals := Relay(t, RelayPool(t, testdb.URL()), ob, nil, core.SinkConfig{Name: name, Sink: dieAfterPublishes})
+	// The process dies inside the sink at its after-th publish, whose row
+	// is never recorded sent: after rows recorded sent mean it survived,
+	// and none within the limit that the publishes never happened.
+	signals.Written.Wait(t, crashTimeout, fmt.Sprintf("%d publishes and the process killed", after), func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, string(core.StatusSent)) >= after
+	})
+	t.Fatalf("the relay recorded %d rows sent and was not killed", after)
 }

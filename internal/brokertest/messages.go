@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // MetadataHeader is a header every test message carries, to check that the
@@ -52,10 +53,11 @@ const RelayLease = 3 * time.Second
 // every test package.
 const relayPoolSize = 4
 
-// Relay runs a relay delivering ob's rows through sink until the test ends.
-// Retries come quickly (backoff from 100 ms to 1 s) and many (50), so an
-// outage of a few seconds stays well inside the retry budget.
-func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, sink core.SinkConfig) {
+// Relay runs a relay delivering ob's rows through sink until the test ends
+// and returns its test signals. Retries come quickly (backoff from 100 ms
+// to 1 s) and many (50), so an outage of a few seconds stays well inside
+// the retry budget.
+func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, sink core.SinkConfig) *testsignal.Relay {
 	t.Helper()
 	if sink.MaxAttempts == 0 {
 		sink.MaxAttempts = 50
@@ -67,7 +69,7 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 	if tracing != nil {
 		cfg.TracerProvider = tracing.Provider
 	}
-	testrelay.Run(t, pool, cfg)
+	return testrelay.Run(t, pool, cfg)
 }
 
 // RelayPool opens a small pool for a relay.
@@ -86,20 +88,15 @@ func RelayPool(t testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
-// WaitSent waits until n of sink's rows are sent, failing on a dead row.
-func WaitSent(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int64, timeout time.Duration) {
+// WaitSent waits until the relay signalled n of sink's rows sent, failing
+// on a dead row.
+func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int, timeout time.Duration) {
 	t.Helper()
-	var last core.SinkStats
-	testrelay.WaitFor(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func() bool {
-		stats, err := ob.Stats(context.Background(), pool)
-		if err != nil {
-			t.Fatal(err)
+	signals.Written.Wait(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func(all []testsignal.Outcome) bool {
+		if dead := testsignal.CountWrittenTo(all, sink, string(core.StatusDead)); dead > 0 {
+			t.Fatalf("%d rows of %s are dead: %v", dead, sink, lastErrors(t, pool, ob))
 		}
-		last = stats[sink]
-		if last.Dead > 0 {
-			t.Fatalf("%d rows of %s are dead: %v", last.Dead, sink, lastErrors(t, pool, ob))
-		}
-		return last.Sent >= n
+		return testsignal.CountWrittenTo(all, sink, string(core.StatusSent)) >= n
 	})
 }
 
@@ -121,18 +118,17 @@ func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox) []string {
 	return out
 }
 
-// WaitFailedAttempt waits until some row of ob has a failed attempt
-// recorded: the relay tried the broker and found it away.
-func WaitFailedAttempt(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, timeout time.Duration) {
+// WaitFailedAttempt waits until the relay records a failed attempt after
+// the call: it tried the broker and found it away. A dead row fails the
+// test at once: an outage must not dead-letter anything.
+func WaitFailedAttempt(t testing.TB, signals *testsignal.Relay, timeout time.Duration) {
 	t.Helper()
-	testrelay.WaitFor(t, timeout, "a failed attempt recorded", func() bool {
-		var n int
-		err := pool.QueryRow(context.Background(),
-			"SELECT count(*) FROM "+ob.Schema()+".messages WHERE last_error IS NOT NULL AND status <> 'sent'").Scan(&n)
-		if err != nil {
-			t.Fatal(err)
+	before := testsignal.CountWritten(signals.Written.All(), string(core.StatusFailed))
+	signals.Written.Wait(t, timeout, "a failed attempt recorded", func(all []testsignal.Outcome) bool {
+		if dead := testsignal.CountWritten(all, string(core.StatusDead)); dead > 0 {
+			t.Fatalf("%d rows dead-lettered by the outage", dead)
 		}
-		return n > 0
+		return testsignal.CountWritten(all, string(core.StatusFailed)) > before
 	})
 }
 

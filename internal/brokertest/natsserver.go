@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testenv"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -39,11 +40,7 @@ func NewNATSServer(t testing.TB) *NATSServer {
 		bin = natsServerBinary
 	}
 	if _, err := os.Stat(bin); err != nil {
-		msg := "nats-server is not installed (" + err.Error() + "); apt-get install nats-server"
-		if _, ci := os.LookupEnv("CI"); ci {
-			t.Fatal(msg + " (.ci/run should have installed it)")
-		}
-		t.Skip(msg)
+		testenv.SkipOrFail(t, "nats-server is not installed ("+err.Error()+"); apt-get install nats-server (.ci/run installs it)")
 	}
 	s := &NATSServer{t: t, bin: bin, port: proc.FreePort(t), dir: t.TempDir()}
 	t.Cleanup(s.Stop)
@@ -64,6 +61,7 @@ func (s *NATSServer) Start() {
 		s.t.Fatalf("start nats-server: %v", err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	// Polls: nats-server is another process.
 	testrelay.WaitFor(s.t, natsStartTimeout, "the private nats-server to listen", func() bool {
 		c, err := net.DialTimeout("tcp", s.addr(), dialTimeout)
 		if err != nil {

@@ -59,10 +59,10 @@ func EndToEnd(t *testing.T, tg Target, sink string) []Received {
 	t.Helper()
 	pool, ob := testdb.New(t)
 	tracing := NewTracing(t)
-	Relay(t, pool, ob, tracing, core.SinkConfig{Name: sink, Type: tg.Type, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, tracing, core.SinkConfig{Name: sink, Type: tg.Type, Sink: tg.Build(t, sink)})
 	msgs := Messages(sink, "e2e", 30)
 	producer := tracing.Enqueue(t, pool, ob, msgs)
-	WaitSent(t, pool, ob, sink, int64(len(msgs)), DeliverTimeout)
+	WaitSent(t, signals, pool, ob, sink, len(msgs), DeliverTimeout)
 	got := tg.Read(t)
 	CheckDelivered(t, msgs, got, true)
 	for _, r := range got {
@@ -80,12 +80,12 @@ func EndToEnd(t *testing.T, tg Target, sink string) []Received {
 func Ordered(t *testing.T, tg Target, sink string) []Received {
 	t.Helper()
 	pool, ob := testdb.New(t)
-	Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	msgs := Messages(sink, "ord", 80, "customer-a", "customer-b", "customer-c", "customer-d")
 	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 		t.Fatal(err)
 	}
-	WaitSent(t, pool, ob, sink, int64(len(msgs)), DeliverTimeout)
+	WaitSent(t, signals, pool, ob, sink, len(msgs), DeliverTimeout)
 	got := tg.Read(t)
 	CheckDelivered(t, msgs, got, true)
 	CheckOrder(t, got)
@@ -109,8 +109,11 @@ func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.
 	if held := len(tg.Read(t)); held < crashAfter {
 		t.Fatalf("the broker holds %d messages after the crash, want at least the %d acknowledged", held, crashAfter)
 	}
-	Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
-	WaitSent(t, pool, ob, sink, int64(len(msgs)), DeliverTimeout)
+	// The rows the child recorded before it died are sent; the new relay
+	// signals the rest.
+	recorded := testdb.StatusCounts(t, pool, ob, sink)[string(core.StatusSent)]
+	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	WaitSent(t, signals, pool, ob, sink, len(msgs)-recorded, DeliverTimeout)
 	got := tg.Read(t)
 	duplicates := CheckDelivered(t, msgs, got, tg.Once)
 	if tg.Check != nil {
@@ -128,7 +131,7 @@ func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.
 func Outage(t *testing.T, tg Target, sink string, down, up func()) {
 	t.Helper()
 	pool, ob := testdb.New(t)
-	Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	var all []core.Message
 	for phase, prefix := range []string{"before", "during"} {
 		if phase > 0 {
@@ -139,9 +142,9 @@ func Outage(t *testing.T, tg Target, sink string, down, up func()) {
 		if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 			t.Fatal(err)
 		}
-		WaitFailedAttempt(t, pool, ob, OutageWait)
+		WaitFailedAttempt(t, signals, OutageWait)
 		up()
-		WaitSent(t, pool, ob, sink, int64(len(all)), DeliverTimeout)
+		WaitSent(t, signals, pool, ob, sink, len(all), DeliverTimeout)
 	}
 	CheckDelivered(t, all, tg.Read(t), tg.Once)
 	if dead := testdb.StatusCounts(t, pool, ob, sink)["dead"]; dead > 0 {

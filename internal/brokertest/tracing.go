@@ -3,7 +3,6 @@ package brokertest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/propagation"
@@ -12,12 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/testrelay"
 )
-
-// spanWait bounds the wait for a delivery span to end after its row was
-// recorded as sent.
-const spanWait = 10 * time.Second
 
 // Tracing records the spans of a test's producer and relay.
 type Tracing struct {
@@ -58,16 +52,18 @@ func (tr *Tracing) CheckTraceContext(t testing.TB, sink string, producer trace.S
 	if sc.TraceID() != producer.TraceID() {
 		t.Errorf("%s: trace %s, want the producer's %s", r.ID, sc.TraceID(), producer.TraceID())
 	}
+	// The delivery span ended before its outcome was signalled, which the
+	// caller waited for.
 	var delivery sdktrace.ReadOnlySpan
-	testrelay.WaitFor(t, spanWait, "the delivery span of "+r.ID, func() bool {
-		for _, s := range tr.Recorder.Ended() {
-			if s.SpanContext().SpanID() == sc.SpanID() {
-				delivery = s
-				return true
-			}
+	for _, s := range tr.Recorder.Ended() {
+		if s.SpanContext().SpanID() == sc.SpanID() {
+			delivery = s
 		}
-		return false
-	})
+	}
+	if delivery == nil {
+		t.Errorf("%s: no ended span has the traceparent's span id %s", r.ID, sc.SpanID())
+		return
+	}
 	if delivery.Name() != "send "+sink {
 		t.Errorf("%s: the traceparent's span is %q, want the delivery span %q", r.ID, delivery.Name(), "send "+sink)
 	}

@@ -176,7 +176,8 @@ func (mp *Server) Full(t *testing.T, summary Message) Message {
 }
 
 // WaitMessages waits until n mails with Message-ID id are stored and
-// returns them in full.
+// returns them in full. It polls Mailpit's API: Mailpit is another process,
+// which sends the test no signal when it has stored a mail.
 func (mp *Server) WaitMessages(t *testing.T, id string, n int, timeout time.Duration) []Message {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -1,5 +1,6 @@
-// Package testrelay runs relays inside tests and waits on conditions with
-// deadlines, so test packages across the repository share one way to do it.
+// Package testrelay runs relays inside tests, whose test signals say what
+// they did, and polls conditions outside the process with deadlines, so
+// test packages across the repository share one way to do both.
 package testrelay
 
 import (
@@ -24,11 +25,20 @@ const pollInterval = 10 * time.Millisecond
 // returns the relay's test signals, to wait on what the relay does.
 func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) *testsignal.Relay {
 	t.Helper()
+	signals := &testsignal.Relay{}
+	RunWith(t, pool, cfg, signals)
+	return signals
+}
+
+// RunWith is Run with the relay sending its signals to signals, which
+// several relays of one test may share: a test running three relays waits
+// on what any of them does.
+func RunWith(t testing.TB, pool *pgxpool.Pool, cfg core.Config, signals *testsignal.Relay) {
+	t.Helper()
 	relay, err := core.NewRelay(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	signals := &testsignal.Relay{}
 	ctx, cancel := context.WithCancel(testsignal.WithRelay(context.Background(), signals))
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
@@ -43,11 +53,12 @@ func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) *testsignal.Relay {
 			t.Errorf("relay did not stop within %s of cancellation", stopTimeout)
 		}
 	})
-	return signals
 }
 
 // WaitFor polls cond until it holds, failing the test with what when
-// timeout passes first.
+// timeout passes first. It is for what happens outside the test's process
+// (a relay in another process, a receiver, Mailpit, Jaeger): a relay the
+// test runs itself signals what it does (see Run), and tests wait on that.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

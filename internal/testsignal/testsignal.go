@@ -32,9 +32,16 @@ type Relay struct {
 	// Listening gets a value each time the listener (re)connected and
 	// LISTENs.
 	Listening Signal[struct{}]
+	// Idle gets a value each time a claim loop starts waiting for work: its
+	// claim before came back short, so the loop is registered as waiting
+	// and an enqueue from now on wakes it.
+	Idle Signal[struct{}]
 	// UnconfiguredSinks gets each report of sinks with waiting rows that
 	// the relay does not have.
 	UnconfiguredSinks Signal[[]string]
+	// Maintained gets, once each maintenance round the relay led is over,
+	// the number of sent rows the round deleted (0 when there were none).
+	Maintained Signal[int64]
 }
 
 // Outcome is one delivery's terminal write.
@@ -141,6 +148,20 @@ func (r *Relay) EmitListening() {
 	}
 }
 
+// EmitIdle sends on r.Idle.
+func (r *Relay) EmitIdle() {
+	if r != nil {
+		r.Idle.Send(struct{}{})
+	}
+}
+
+// EmitMaintained sends pruned on r.Maintained.
+func (r *Relay) EmitMaintained(pruned int64) {
+	if r != nil {
+		r.Maintained.Send(pruned)
+	}
+}
+
 // EmitUnconfiguredSinks sends sinks on r.UnconfiguredSinks.
 func (r *Relay) EmitUnconfiguredSinks(sinks []string) {
 	if r != nil {
@@ -151,11 +172,54 @@ func (r *Relay) EmitUnconfiguredSinks(sinks []string) {
 // CountWritten counts the written outcomes with the given status (any
 // status when status is "").
 func CountWritten(all []Outcome, status string) int {
+	return CountWrittenTo(all, "", status)
+}
+
+// CountWrittenTo counts the written outcomes of sink (any sink when sink is
+// "") with the given status (any status when status is "").
+func CountWrittenTo(all []Outcome, sink, status string) int {
 	n := 0
 	for _, o := range all {
-		if o.Written && (status == "" || o.Status == status) {
+		if o.Written && (sink == "" || o.Sink == sink) && (status == "" || o.Status == status) {
 			n++
 		}
 	}
 	return n
+}
+
+// WaitWritten waits until at least n outcomes of sink (any sink when "")
+// with status (any status when "") have been written, failing t after
+// timeout, and returns every outcome sent so far. Since a row is sent or
+// dead only once, n sent outcomes mean n rows delivered and recorded.
+func (r *Relay) WaitWritten(t TB, timeout time.Duration, sink, status string, n int) []Outcome {
+	t.Helper()
+	what := fmt.Sprintf("%d outcomes written", n)
+	if status != "" {
+		what = fmt.Sprintf("%d rows written %s", n, status)
+	}
+	if sink != "" {
+		what += " for sink " + sink
+	}
+	r.Written.Wait(t, timeout, what, func(all []Outcome) bool { return CountWrittenTo(all, sink, status) >= n })
+	return r.Written.All()
+}
+
+// WaitZombie waits until a written outcome turned out to be a zombie's
+// (its row was re-claimed meanwhile, so nothing changed).
+func (r *Relay) WaitZombie(t TB, timeout time.Duration) {
+	t.Helper()
+	r.Written.Wait(t, timeout, "a zombie's late completion", func(all []Outcome) bool {
+		for _, o := range all {
+			if !o.Written {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// WaitCount waits until s has had at least n values.
+func (s *Signal[T]) WaitCount(t TB, timeout time.Duration, what string, n int) {
+	t.Helper()
+	s.Wait(t, timeout, what, func(all []T) bool { return len(all) >= n })
 }

@@ -13,6 +13,7 @@ import (
 // naming another domain fails permanently and nothing is sent; recipients
 // at an allowed domain (in any case) get the mail from the real SMTP
 // server; a to option outside the domains is a configuration error.
+// (Mutation: allowed_recipient_domains never checked fails this test.)
 func TestAllowedRecipientDomains(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)

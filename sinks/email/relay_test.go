@@ -40,13 +40,15 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob, PollInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
 	})
+	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 1)
+	signals.WaitWritten(t, relayWait, "ops-mail", "dead", 1)
 
 	wantID := MessageID("ops-mail", "invoice-9", "example.com")
-	status, receiptID, _ := waitFinished(t, ob, pool, good.ID)
+	status, receiptID, _ := readFinished(t, ob, pool, good.ID)
 	if status != "sent" || receiptID != wantID {
 		t.Fatalf("good row: status %s, receipt message_id %q; want sent with %s", status, receiptID, wantID)
 	}
@@ -55,30 +57,20 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 		t.Errorf("mail: subject %q, text %q, to %s", m.Subject, m.Text, addresses(m.To))
 	}
 
-	status, _, lastError := waitFinished(t, ob, pool, bad.ID)
+	status, _, lastError := readFinished(t, ob, pool, bad.ID)
 	if status != "dead" || !strings.Contains(lastError, "neither text nor html") {
 		t.Fatalf("bad row: status %s, last error %q; want dead naming the missing body", status, lastError)
 	}
 }
 
-// waitFinished waits until row id is sent or dead and returns its status,
-// receipt message_id and last error.
-func waitFinished(t *testing.T, ob *core.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
+// readFinished returns row id's status, receipt message_id and last error.
+func readFinished(t *testing.T, ob *core.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
 	t.Helper()
-	deadline := time.Now().Add(relayWait)
-	for {
-		err := pool.QueryRow(context.Background(),
-			"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages WHERE id = $1",
-			id).Scan(&status, &receiptID, &lastError)
-		if err != nil {
-			t.Fatalf("read row %d: %v", id, err)
-		}
-		if status == "sent" || status == "dead" {
-			return status, receiptID, lastError
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("row %d still %s after %s (last error %q)", id, status, relayWait, lastError)
-		}
-		time.Sleep(50 * time.Millisecond)
+	err := pool.QueryRow(context.Background(),
+		"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages WHERE id = $1",
+		id).Scan(&status, &receiptID, &lastError)
+	if err != nil {
+		t.Fatalf("read row %d: %v", id, err)
 	}
+	return status, receiptID, lastError
 }

@@ -11,7 +11,8 @@ import (
 // (a new producer id, so the idempotent producer cannot drop them). The
 // topic holds every message at least once, and each copy carries the same
 // dedup key header, record key and payload, so a consumer can drop the
-// second.
+// second. (Mutation: a dedup key header that changes with the attempt
+// fails this test.)
 func TestRelayKilledMidProduceDeliversAtLeastOnceUnderOneDedupKey(t *testing.T) {
 	t.Parallel()
 	tg := target(newCluster(t).ListenAddrs()...)

@@ -13,7 +13,8 @@ import (
 // A cluster that is down when the relay starts, and again mid-run (kfake
 // closed and started again on the same port and data directory), only
 // delays delivery: messages wait in the outbox, reach the topic once it is
-// back, and none is dead-lettered.
+// back, and none is dead-lettered. (Mutation: classify making every
+// produce error permanent fails this test.)
 func TestClusterDownAtStartAndMidRun(t *testing.T) {
 	t.Parallel()
 	port, dir := proc.FreePort(t), t.TempDir()

@@ -9,7 +9,8 @@ import (
 // A relay SIGKILLed mid-publish leaves messages in the stream whose rows
 // are still in progress; the relay that takes them over publishes them
 // again under the same Nats-Msg-Id, and the stream, deduplicating within
-// its window, ends with every message exactly once.
+// its window, ends with every message exactly once. (Mutation: publishing
+// without WithMsgID fails this test.)
 func TestRelayKilledMidPublishLeavesEachMessageOnceInTheStream(t *testing.T) {
 	t.Parallel()
 	url := serverURL(t)

@@ -68,6 +68,7 @@ func newStreamNamed(t *testing.T, url, name string) *testStream {
 		t.Fatal(err)
 	}
 	s := &testStream{name: name, js: js, subject: name + ".events"}
+	// Polls: JetStream (another process) refuses streams until it is ready.
 	testrelay.WaitFor(t, streamReady, "JetStream to create stream "+name, func() bool {
 		s.stream, err = js.CreateStream(t.Context(), jetstream.StreamConfig{
 			Name: name, Subjects: []string{name + ".>"}, Duplicates: duplicateWindow, Storage: jetstream.FileStorage,

@@ -9,7 +9,8 @@ import (
 // A server that is down when the relay starts, and again mid-run (a
 // private nats-server killed and started again on its store), only delays
 // delivery: messages wait in the outbox, reach the stream once the server
-// is back, exactly once, and none is dead-lettered.
+// is back, exactly once, and none is dead-lettered. (Mutation: a failed
+// dial in sinks.Connection made permanent fails this test.)
 func TestServerDownAtStartAndMidRun(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.NewNATSServer(t)

@@ -10,7 +10,8 @@ import (
 // still in progress; the relay that takes them over publishes them again.
 // RabbitMQ does not deduplicate, so the queue holds every message at least
 // once, and each copy carries the same message-id (the dedup key) and
-// payload, so a consumer can drop the second.
+// payload, so a consumer can drop the second. (Mutation: publishing
+// without MessageId fails this test.)
 func TestRelayKilledMidPublishDeliversAtLeastOnceUnderOneMessageID(t *testing.T) {
 	t.Parallel()
 	addr := requireBroker(t)

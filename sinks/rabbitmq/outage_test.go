@@ -9,7 +9,8 @@ import (
 // A broker that is unreachable when the relay starts, and again mid-run (a
 // proxy in front of it refuses and cuts connections), only delays
 // delivery: messages wait in the outbox, reach the queue once it is back,
-// and none is dead-lettered.
+// and none is dead-lettered. (Mutation: a failed dial in sinks.Connection
+// made permanent fails this test.)
 func TestBrokerDownAtStartAndMidRun(t *testing.T) {
 	t.Parallel()
 	addr := requireBroker(t)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
 
@@ -29,6 +29,7 @@ const crashLease = 2 * time.Second
 // A relay killed after Slack accepted a post but before the row was marked
 // sent leaves exactly one Slack message: the relay that takes the row over
 // finds the post in the channel's history and records its receipt.
+// (Mutation: Deliver skipping the history check fails this test.)
 func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)
@@ -53,11 +54,13 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 		t.Fatalf("after the crash the row is %s, want in_progress (posted, not recorded)", r.Status)
 	}
 
-	runRelay(t, pool, ob, crashLease, slackSink(t, fake, nil))
-	testrelay.WaitFor(t, 30*time.Second, "the row taken over and sent", func() bool {
-		return readRow(t, pool, ob, id).Status == string(core.StatusSent)
-	})
+	signals := &testsignal.Relay{}
+	runRelay(t, pool, ob, crashLease, signals, slackSink(t, fake, nil))
+	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 1) // the row taken over
 	r := readRow(t, pool, ob, id)
+	if r.Status != string(core.StatusSent) {
+		t.Fatalf("the row taken over is %s, want sent", r.Status)
+	}
 	if posts := fake.Posts(); len(posts) != 1 {
 		t.Errorf("Slack holds %d messages, want exactly 1", len(posts))
 	}
@@ -90,7 +93,10 @@ func TestCrashingRelayChild(t *testing.T) {
 		}
 		return err
 	})
-	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, core.SinkConfig{Name: testSinkName, Sink: dieAfterPost})
-	time.Sleep(30 * time.Second)
-	t.Fatal("the relay never delivered the message")
+	signals := &testsignal.Relay{}
+	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, core.SinkConfig{Name: testSinkName, Sink: dieAfterPost})
+	// The process dies inside the sink; an outcome written means the post
+	// failed, and no outcome within the limit means it never happened.
+	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
+	t.Fatalf("the relay recorded %+v instead of dying after the post", signals.Written.All())
 }

@@ -17,6 +17,9 @@ func earlierPost(channel, key string) fakeslack.Message {
 	}}
 }
 
+// A retry finds its earlier post in the channel's history, records it and
+// posts nothing. (Mutation: Deliver skipping the history check fails this
+// test and TestRelayKilledAfterPostDeliversOnce.)
 func TestRetryFindsEarlierPostAndDoesNotPostAgain(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)

@@ -12,6 +12,8 @@ import (
 // blocks, or fail with a permanent error (retrying the same bytes cannot
 // help); nothing panics, and a parsed message renders in both modes. With
 // mentions escaped, its text holds none.
+// (Mutation: escapeMentions without specialEscaper fails this target on its
+// seeds.)
 func FuzzParsePayload(f *testing.F) {
 	for _, seed := range []string{
 		`{"text":"hi"}`, `{"blocks":[{"type":"section","text":{"type":"mrkdwn","text":"*b*"}}]}`,

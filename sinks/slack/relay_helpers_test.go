@@ -10,16 +10,18 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
 // relayPoolSize keeps each relay's pool small: the database is shared by
 // every test package.
 const relayPoolSize = 3
 
-// runRelay runs a relay over ob with the given sinks until the test ends.
-func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, sinks ...core.SinkConfig) {
+// runRelay runs a relay over ob with the given sinks until the test ends,
+// sending its test signals to signals (which several relays may share).
+func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...core.SinkConfig) {
 	t.Helper()
-	testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond})
+	testrelay.RunWith(t, pool, core.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.

@@ -10,6 +10,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -37,12 +38,16 @@ func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 	fake := newFake(t)
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
 	ob := testdb.NewSchema(t, pools[0])
+	signals := &testsignal.Relay{}
 	for _, pool := range pools {
-		runRelay(t, pool, ob, 10*time.Second, slackSink(t, fake, &rl))
+		runRelay(t, pool, ob, 10*time.Second, signals, slackSink(t, fake, &rl))
 	}
 	enqueueTexts(t, pools[0], ob, testSinkName, messages)
 
-	testrelay.WaitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	signals.WaitWritten(t, time.Minute, testSinkName, "sent", messages)
+	if n := sentCount(t, pools[0], ob, testSinkName); n != messages {
+		t.Fatalf("%d rows sent, want %d", n, messages)
+	}
 	posts := fake.Posts()
 	keys := map[any]bool{}
 	for _, p := range posts {
@@ -77,12 +82,13 @@ func TestRetryAfterPausesEveryRelay(t *testing.T) {
 	fake.Inject(fakeslack.MethodPostMessage, fakeslack.Fault{Status: 429, RetryAfter: retryAfter})
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
 	ob := testdb.NewSchema(t, pools[0])
+	signals := &testsignal.Relay{}
 	for _, pool := range pools {
-		runRelay(t, pool, ob, 10*time.Second, slackSink(t, fake, nil))
+		runRelay(t, pool, ob, 10*time.Second, signals, slackSink(t, fake, nil))
 	}
 	ids := enqueueTexts(t, pools[0], ob, testSinkName, messages)
 
-	testrelay.WaitFor(t, time.Minute, "all messages sent", func() bool { return sentCount(t, pools[0], ob, testSinkName) == messages })
+	signals.WaitWritten(t, time.Minute, testSinkName, "sent", messages)
 	reqs := fake.Requests()
 	if reqs[0].Status != 429 {
 		t.Fatalf("first request answered %d, want the injected 429", reqs[0].Status)

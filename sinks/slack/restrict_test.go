@@ -16,6 +16,7 @@ import (
 // option and the listed channels (IDs, or names in any case, with or
 // without '#') are accepted, anything else fails permanently without a
 // post, in token and in webhook mode.
+// (Mutation: allowed_channels never checked fails this test.)
 func TestAllowedChannels(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)
@@ -62,6 +63,7 @@ func TestAllowedChannels(t *testing.T) {
 // users, user groups) unless escape_mentions is set; then Slack receives
 // them as text, in the text, in mrkdwn blocks and as rich_text elements,
 // through the API and the incoming webhook.
+// (Mutation: escapeMentions without specialEscaper fails this test.)
 func TestEscapeMentions(t *testing.T) {
 	t.Parallel()
 	const payload = `{"text":"<!channel> deploy done, @here <@U0123> <!subteam^S01|ops>",` +

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
@@ -86,10 +87,12 @@ func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 		t.Fatalf("the child posted %d messages, want the thread's first", len(posts))
 	}
 
-	runRelay(t, pool, ob, crashLease, routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))))
-	testrelay.WaitFor(t, 30*time.Second, "the three rows sent", func() bool {
-		return testdb.StatusCounts(t, pool, ob, "")["sent"] == 3
-	})
+	signals := &testsignal.Relay{}
+	runRelay(t, pool, ob, crashLease, signals, routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))))
+	signals.WaitWritten(t, 30*time.Second, "", "sent", 3)
+	if c := testdb.StatusCounts(t, pool, ob, ""); c["sent"] != 3 {
+		t.Fatalf("rows %v, want the three sent", c)
+	}
 	posts := fake.Posts()
 	if len(posts) != 3 {
 		t.Fatalf("Slack holds %d messages, want 3: %+v", len(posts), posts)
@@ -125,9 +128,12 @@ func TestThreadRelayChild(t *testing.T) {
 	}
 	pool := testdb.Pool(t, relayPoolSize)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(threadChildAPIEnv), "channel": testChannel})
-	runRelay(t, pool, ob, crashLease, routedSlack(t, pool, ob, killAfterPost{inner}))
-	time.Sleep(30 * time.Second)
-	t.Fatal("the relay never delivered the thread's first message")
+	signals := &testsignal.Relay{}
+	runRelay(t, pool, ob, crashLease, signals, routedSlack(t, pool, ob, killAfterPost{inner}))
+	// The process dies inside the sink; an outcome written means the post
+	// failed, and no outcome within the limit means it never happened.
+	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
+	t.Fatalf("the relay recorded %+v instead of dying after the thread's first post", signals.Written.All())
 }
 
 // killAfterPost is a Slack sink that SIGKILLs its process as soon as Slack
@@ -162,8 +168,9 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	if _, err := routing.Apply(context.Background(), pool, ob, table); err != nil {
 		t.Fatal(err)
 	}
+	signals := &testsignal.Relay{}
 	for range 3 {
-		runRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, table.Wrap(sinks, nil)...)
+		runRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, signals, table.Wrap(sinks, nil)...)
 	}
 	for i := range perChannel {
 		for _, ch := range channels {
@@ -173,7 +180,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 			}
 		}
 	}
-	testrelay.WaitFor(t, time.Minute, "every alert posted", func() bool { return len(fake.Posts()) == 2*perChannel })
+	signals.WaitWritten(t, time.Minute, "", "sent", 2*perChannel)
 	byChannel := map[string][]time.Time{}
 	for _, p := range fake.Posts() {
 		byChannel[p.Channel] = append(byChannel[p.Channel], p.At)

@@ -23,7 +23,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	pool, ob := testdb.New(t)
 	rc := newReceiver(t, accept)
 	sink := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
-	testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, core.Config{
 		Outbox:       ob,
 		Sinks:        []core.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
 		PollInterval: 50 * time.Millisecond,
@@ -57,19 +57,15 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := map[string][]request{}
-	deadline := time.Now().Add(relayDeadline)
-	for sent := int64(0); sent < int64(len(want)); {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %d of %d rows sent, %d ids received", relayDeadline, sent, len(want), len(got))
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-		stats, err := ob.Stats(t.Context(), pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent = stats["hook"].Sent
+	signals.WaitWritten(t, relayDeadline, "hook", "sent", len(want))
+	stats, err := ob.Stats(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if sent := stats["hook"].Sent; sent != int64(len(want)) {
+		t.Fatalf("%d rows sent, want %d", sent, len(want))
+	}
+	got := map[string][]request{}
 	for _, r := range rc.take() {
 		id := r.header.Get("webhook-id")
 		got[id] = append(got[id], r)

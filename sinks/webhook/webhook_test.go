@@ -242,7 +242,8 @@ func TestTimeoutIsRetryable(t *testing.T) {
 
 // TestSSRFGuard: without allow_private the sink refuses the loopback
 // receiver, whether the URL names it by address or by a hostname resolving
-// to it, and nothing reaches it.
+// to it, and nothing reaches it. (Mutation: NewHTTPClient not installing
+// guardDial fails this test.)
 func TestSSRFGuard(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, accept)

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -59,8 +58,18 @@ const chaosSchema = "chaos"
 // and a CLI producer to a webhook receiver that fails a share of requests,
 // while relays are SIGKILLed about once a second and PostgreSQL restarts
 // once. Every committed message must arrive, validly signed; no rolled-back
-// one may; ordering keys arrive in order; duplicates stay within kills x
-// in-flight limit plus slow responses; only poisoned messages are dead.
+// one may (a quarter of the library's transactions roll back); ordering
+// keys arrive in order; duplicates stay within what was in flight at each
+// kill and at the restart, plus slow responses; poisoned messages die at
+// once, doomed ones (always answered 500) after max_attempts, and nothing
+// else dies unless every one of its max_attempts attempts failed.
+//
+// Mutations tried, each failing this test: the claim ignoring expired
+// leases (lost: killed relays' rows stay in progress); Enqueue committing
+// the caller's transaction early (rolled-back messages reach the
+// receiver); the completer dropping one outcome in ten (duplicates over
+// the bound); every error treated as permanent (dead rows that did not
+// exhaust their attempts); max_attempts ignored (doomed rows never die).
 func TestChaos(t *testing.T) {
 	sc := small
 	if os.Getenv(ModeEnv) == "full" {
@@ -79,10 +88,11 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	token := "chaos-token-" + rand.Text()
-	cl := &cluster{
-		t: t, bin: binary, dir: dir, token: token, env: proc.Environ(),
-		config: writeConfig(t, dir, pg.URL(), srv.URL, secret, token, sc.tuning),
+	configFor := func(label string) string {
+		return writeConfig(t, dir, label, pg.URL(), srv.URL+"/"+label, secret, token, sc.tuning)
 	}
+	cl := &cluster{t: t, bin: binary, dir: dir, token: token, env: proc.Environ(),
+		config: configFor("commands"), relayConfig: configFor}
 	if res, err := proc.Run(ctx, binary, cl.env, nil, "--config", cl.config, "migrate"); err != nil || res.Code != 0 {
 		t.Fatalf("outboxd migrate: %v %+v", err, res)
 	}
@@ -92,6 +102,11 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.start(sc.relays)
+
+	lease, err := time.ParseDuration(sc.tuning.lease)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Producers: 60% library, 10% HTTP API, 30% CLI files.
 	l := newLedger()
@@ -106,8 +121,11 @@ func TestChaos(t *testing.T) {
 	)
 
 	// Chaos: kill a random relay about every killEvery, restart PostgreSQL
-	// once halfway through.
-	restarts := 0
+	// once halfway through. A kill loses the outcomes of the killed relay's
+	// deliveries that the receiver accepted but whose rows are still in
+	// progress; the restart can lose those of every relay. Their sum bounds
+	// the duplicates. (The sleeps pace the chaos; they wait for nothing.)
+	restarts, lostAtKills, inFlightAtRestarts := 0, 0, 0
 	rng := mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	chaosEnd := time.Now().Add(sc.chaosFor)
 	restartAt := time.Now().Add(sc.chaosFor / 2)
@@ -115,11 +133,17 @@ func TestChaos(t *testing.T) {
 		jitter := time.Duration(rng.Int64N(int64(sc.killEvery))) - sc.killEvery/2
 		time.Sleep(sc.killEvery + jitter)
 		if restarts == 0 && time.Now().After(restartAt) {
+			since := time.Now().Add(-lease)
+			before := lostOutcomes(t, ctx, pool, rc, since, "")
 			pg.Restart()
+			inFlightAtRestarts += max(before, lostOutcomes(t, ctx, pool, rc, since, ""))
 			restarts++
 			continue
 		}
-		cl.killOne(rng)
+		cl.killOne(rng, func(label string) {
+			rc.settle(label, settleTimeout)
+			lostAtKills += lostOutcomes(t, ctx, pool, rc, time.Now().Add(-lease), label)
+		})
 	}
 	if err := <-producers; err != nil {
 		t.Fatalf("producers: %v", err)
@@ -129,16 +153,15 @@ func TestChaos(t *testing.T) {
 	cl.stopAll()
 
 	// Figures and assertions.
-	accepted, seen := rc.snapshot()
+	seen := rc.snapshot()
+	accepted := seen.accepted
 	l.mu.Lock()
 	committed, rolledBack := l.committed, l.rolledBack
 	l.mu.Unlock()
 
-	var poisoned []string
 	lost, duplicates := 0, 0
-	for key, poison := range committed {
-		if poison {
-			poisoned = append(poisoned, key)
+	for key, m := range committed {
+		if m.poison || m.doom {
 			continue
 		}
 		n := len(accepted[key])
@@ -150,8 +173,11 @@ func TestChaos(t *testing.T) {
 		}
 		duplicates += max(0, n-1)
 	}
+	if want := sc.messages / minRolledBackShare; len(rolledBack) < want {
+		t.Errorf("only %d rolled-back messages, want at least %d for the check to mean something", len(rolledBack), want)
+	}
 	for key := range rolledBack {
-		if seen[key] {
+		if len(seen.requests[key]) > 0 {
 			t.Errorf("rolled-back message %s reached the receiver", key)
 		}
 	}
@@ -164,18 +190,18 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d requests had an invalid signature", n)
 	}
 	checkRows(t, ctx, pool, committed)
-	dead := checkDead(t, ctx, pool, poisoned)
+	dead := checkDead(t, ctx, pool, committed, seen, cl.killedWithin(lease))
 	checkOrdering(t, ctx, pool, accepted)
 	checkLogs(t, cl.logs())
 
-	// A relay holds at most concurrency rows in delivery plus as many
-	// claimed ahead; each kill or restart can lose the outcomes of those.
-	inFlightLimit := 2 * sc.tuning.concurrency
-	slow := int(rc.slow.Load())
-	bound := (cl.kills+restarts)*inFlightLimit + slow
+	// A duplicate needs a delivery whose outcome was lost: its row was in
+	// progress when its relay was killed or the database restarted, or
+	// the receiver answered after the relay gave up (slow responses).
+	slow := int(rc.slow.Load() + rc.late.Load())
+	bound := lostAtKills + inFlightAtRestarts + slow
 	if duplicates > bound {
-		t.Errorf("%d duplicates, more than the bound (kills %d + restarts %d) x in-flight limit %d + slow responses %d = %d",
-			duplicates, cl.kills, restarts, inFlightLimit, slow, bound)
+		t.Errorf("%d duplicates, more than the outcomes lost at %d kills (%d) + the rows in progress at %d restarts (%d) + slow or late responses (%d) = %d",
+			duplicates, cl.kills, lostAtKills, restarts, inFlightAtRestarts, slow, bound)
 	}
 	if lost > 0 {
 		t.Errorf("%d committed messages lost", lost)
@@ -183,10 +209,53 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		t.Logf("relay logs (tail):\n%s", tail(cl.logs(), 200))
 	}
-	t.Logf("receiver: 500s=%d timeouts=%d slow=%d 429s=%d poisoned-requests=%d rolled-back=%d",
-		rc.count500.Load(), rc.timeouts.Load(), slow, rc.count429.Load(), rc.poisoned.Load(), len(rolledBack))
-	t.Logf("chaos: messages=%d kills=%d restarts=%d duplicates=%d dead=%d", len(committed), cl.kills, restarts, duplicates, dead)
+	t.Logf("receiver: 500s=%d timeouts=%d slow=%d late=%d 429s=%d poisoned-requests=%d doomed-requests=%d rolled-back=%d",
+		rc.count500.Load(), rc.timeouts.Load(), rc.slow.Load(), rc.late.Load(), rc.count429.Load(), rc.poisoned.Load(), rc.doomed.Load(), len(rolledBack))
+	t.Logf("chaos: messages=%d kills=%d restarts=%d duplicates=%d bound=%d (lost at kills %d, at restarts %d, slow or late %d) dead=%d",
+		len(committed), cl.kills, restarts, duplicates, bound, lostAtKills, inFlightAtRestarts, slow, dead)
 }
+
+// minRolledBackShare: at least one message in this many (of the committed
+// count) must have been rolled back, or the rolled-back check proves little.
+const minRolledBackShare = 20
+
+// lostOutcomes counts the rows in progress whose delivery the receiver
+// accepted since since (a lease before the fault) from the relay called
+// label (any relay for ""): outcomes the fault may have lost, each of which
+// may be delivered again. An older acceptance cannot be lost: a delivery
+// ends within its lease and its outcome is written at once, and once the
+// lease has ended the relay no longer owns the row.
+func lostOutcomes(t *testing.T, ctx context.Context, pool *pgxpool.Pool, rc *receiver, since time.Time, label string) int {
+	t.Helper()
+	keys := rc.acceptedSince(since, label)
+	return countRows(t, ctx, pool, `SELECT count(*) FROM chaos.messages WHERE status = 'in_progress' AND dedup_key = ANY($1)`, keys)
+}
+
+// settleTimeout bounds the wait for the receiver to finish the requests of
+// a relay just killed.
+const settleTimeout = 5 * time.Second
+
+// countRows runs a count query, retrying briefly while the database comes
+// back from a restart (the pool's connections broke).
+func countRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, query string, args ...any) int {
+	t.Helper()
+	var n int
+	var err error
+	for range inProgressTries {
+		if err = pool.QueryRow(ctx, query, args...).Scan(&n); err == nil {
+			return n
+		}
+		time.Sleep(inProgressRetry)
+	}
+	t.Fatalf("count rows: %v", err)
+	return 0
+}
+
+// How inProgress retries.
+const (
+	inProgressTries = 10
+	inProgressRetry = 200 * time.Millisecond
+)
 
 // runAll runs fns concurrently; the channel yields their joined error once
 // all have returned.
@@ -210,7 +279,8 @@ func newSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
-// waitDrained waits until no row is pending, in progress or failed.
+// waitDrained waits until no row is pending, in progress or failed. It
+// polls the table: the relays are other processes.
 func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within time.Duration, cl *cluster) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -227,7 +297,7 @@ func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within t
 
 // checkRows: the table holds exactly the committed messages, each sent or
 // dead.
-func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed map[string]bool) {
+func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed map[string]msg) {
 	t.Helper()
 	rows, err := pool.Query(ctx, `SELECT dedup_key, status FROM chaos.messages`)
 	if err != nil {
@@ -253,28 +323,67 @@ func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed 
 	}
 }
 
-// checkDead: the dead rows are exactly the poisoned messages.
-func checkDead(t *testing.T, ctx context.Context, pool *pgxpool.Pool, poisoned []string) int {
+// checkDead: a message is dead only when it cannot succeed. Poisoned
+// messages are dead with the receiver's 400 or 410; doomed ones (always
+// answered 500) are dead after max_attempts, with the receiver's 500 once
+// all of them reached it; any other dead row must have spent max_attempts
+// attempts without the receiver ever answering it 2xx in time. It returns
+// how many rows are dead.
+//
+// killed reports whether a request's relay was killed soon after it, so
+// that its outcome may have been lost and the attempt abandoned.
+func checkDead(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed map[string]msg, seen record, killed func(arrival) bool) int {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT dedup_key, coalesce(last_error, '') FROM chaos.messages WHERE status = 'dead' ORDER BY dedup_key`)
+	rows, err := pool.Query(ctx, `SELECT dedup_key, attempts, coalesce(last_error, '') FROM chaos.messages WHERE status = 'dead'`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var dead []string
+	dead := map[string]bool{}
 	for rows.Next() {
 		var key, lastErr string
-		if err := rows.Scan(&key, &lastErr); err != nil {
+		var attempts int
+		if err := rows.Scan(&key, &attempts, &lastErr); err != nil {
 			t.Fatal(err)
 		}
-		dead = append(dead, key)
-		if !strings.Contains(lastErr, "HTTP 400") && !strings.Contains(lastErr, "HTTP 410") {
-			t.Errorf("dead row %s: last error %q, want the receiver's 400 or 410", key, lastErr)
+		dead[key] = true
+		switch m := committed[key]; {
+		case m.poison:
+			if !strings.Contains(lastErr, "HTTP 400") && !strings.Contains(lastErr, "HTTP 410") {
+				t.Errorf("poisoned row %s: last error %q, want the receiver's 400 or 410", key, lastErr)
+			}
+		case m.doom:
+			// A kill can abandon an attempt, before it reached the
+			// receiver or after; otherwise the last attempt's 500 killed
+			// the row.
+			reqs := seen.requests[key]
+			abandoned := len(reqs) < maxAttempts || killed(reqs[len(reqs)-1])
+			if attempts < maxAttempts || !abandoned && (attempts != maxAttempts || !strings.Contains(lastErr, "HTTP 500")) {
+				t.Errorf("doomed row %s dead after %d attempts (%d reached the receiver), last error %q; want dead after %d",
+					key, attempts, len(reqs), lastErr, maxAttempts)
+			}
+		case attempts < maxAttempts || seen.answeredOK[key]:
+			t.Errorf("row %s dead after %d of %d attempts (answered 2xx: %v), last error %q: it could still succeed",
+				key, attempts, maxAttempts, seen.answeredOK[key], lastErr)
+		default:
+			t.Logf("row %s dead after %d attempts that all failed (last error %q)", key, attempts, lastErr)
 		}
 	}
-	sort.Strings(poisoned)
-	if strings.Join(dead, ",") != strings.Join(poisoned, ",") {
-		t.Errorf("dead rows %v, want exactly the poisoned messages %v", dead, poisoned)
+	var poisoned, doomed int
+	for key, m := range committed {
+		if m.poison || m.doom {
+			if !dead[key] {
+				t.Errorf("row %s (poisoned %v, doomed %v) is not dead", key, m.poison, m.doom)
+			}
+			if m.poison {
+				poisoned++
+			} else {
+				doomed++
+			}
+		}
+	}
+	if poisoned == 0 || doomed == 0 {
+		t.Errorf("%d poisoned and %d doomed messages: both dead-letter paths must run", poisoned, doomed)
 	}
 	return len(dead)
 }

@@ -24,23 +24,23 @@ import (
 // API request).
 const producerRetryDelay = 200 * time.Millisecond
 
-// ledger is what the producers know: which messages committed, which were
-// rolled back, and which were poisoned on purpose.
+// ledger is what the producers know: which messages committed (and how
+// each was planned), and which were rolled back.
 type ledger struct {
 	mu         sync.Mutex
-	committed  map[string]bool // dedup key -> poisoned
+	committed  map[string]msg // dedup key -> the message
 	rolledBack map[string]bool
 }
 
 func newLedger() *ledger {
-	return &ledger{committed: map[string]bool{}, rolledBack: map[string]bool{}}
+	return &ledger{committed: map[string]msg{}, rolledBack: map[string]bool{}}
 }
 
 func (l *ledger) commit(msgs []msg) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range msgs {
-		l.committed[m.key] = m.poison
+		l.committed[m.key] = m
 	}
 }
 
@@ -55,17 +55,23 @@ func (l *ledger) rollBack(msgs []msg) {
 // msg is one planned message.
 type msg struct {
 	key, orderingKey string
-	poison           bool
+	// poison: the receiver refuses it for good (400 or 410), so it must
+	// be dead after one attempt.
+	poison bool
+	// doom: the receiver answers 500 every time, so it must be dead after
+	// max_attempts.
+	doom bool
 }
 
 func (m msg) payload() json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"k": m.key, "poison": m.poison, "pad": "chaos payload"})
+	b, _ := json.Marshal(map[string]any{"k": m.key, "poison": m.poison, "doom": m.doom, "pad": "chaos payload"})
 	return b
 }
 
 // planner hands out message specs: a share with ordering keys owned by
-// one producer (so id order is that producer's enqueue order), a few
-// poisoned.
+// one producer (so id order is that producer's enqueue order), and in
+// every planEvery messages one poisoned and one doomed one, so that every
+// producer's messages take both dead-letter paths.
 type planner struct {
 	prefix string
 	n      int
@@ -74,10 +80,15 @@ type planner struct {
 
 // Shares of the planned messages.
 const (
-	orderedShare  = 0.2
-	poisonShare   = 0.005
-	orderingKeys  = 8 // per producer
-	rollbackShare = 1.0 / 6
+	orderedShare = 0.2
+	orderingKeys = 8 // per producer
+	planEvery    = 200
+	poisonAt     = 37  // n % planEvery
+	doomAt       = 137 // n % planEvery
+	// rollbackEvery: one library transaction in this many rolls back (its
+	// messages must never reach the receiver); it is not a multiple of 3,
+	// so rolled-back transactions use both Enqueue and EnqueueBatch.
+	rollbackEvery = 4
 )
 
 func newPlanner(prefix string) *planner {
@@ -87,10 +98,12 @@ func newPlanner(prefix string) *planner {
 func (p *planner) next() msg {
 	p.n++
 	m := msg{key: fmt.Sprintf("%s-%06d", p.prefix, p.n)}
-	switch r := p.rng.Float64(); {
-	case r < poisonShare:
+	switch {
+	case p.n%planEvery == poisonAt:
 		m.poison = true
-	case r < poisonShare+orderedShare:
+	case p.n%planEvery == doomAt:
+		m.doom = true
+	case p.rng.Float64() < orderedShare:
 		m.orderingKey = fmt.Sprintf("%s-key-%d", p.prefix, p.rng.IntN(orderingKeys))
 	}
 	return m
@@ -116,8 +129,8 @@ func pace(ctx context.Context, start time.Time, d time.Duration, i, n int) {
 }
 
 // libraryProducer commits total messages with core.EnqueueBatch and
-// core.Enqueue inside transactions of txSize, rolling back about one in
-// six (those messages must never be delivered). A transaction that fails
+// core.Enqueue inside transactions of txSize, rolling back one in
+// rollbackEvery (those messages must never be delivered). A transaction that fails
 // (the database restarting) is retried with the same dedup keys, which
 // makes an ambiguous commit harmless.
 func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l *ledger, prefix string, total, txSize int, over time.Duration) error {
@@ -128,7 +141,7 @@ func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l
 	for i := 0; committed < total; i++ {
 		pace(ctx, start, over, i, steps)
 		msgs := p.batch(min(txSize, total-committed))
-		rollback := p.rng.Float64() < rollbackShare
+		rollback := i%rollbackEvery == rollbackEvery-1
 		single := i%3 == 0 // every third transaction uses Enqueue per message
 		for {
 			if ctx.Err() != nil {

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,13 +75,15 @@ type faults struct {
 
 // arrival is one request the receiver accepted (processed).
 type arrival struct {
-	seq int64 // global arrival order
-	at  time.Time
+	seq   int64 // global arrival order
+	at    time.Time
+	relay string // the label of the relay that sent it (the URL's path)
 }
 
 // receiver is the webhook endpoint of the chaos test. It verifies every
-// signature, answers poisoned messages with 400 or 410, injects faults, and
-// records each processed webhook-id with its arrival.
+// signature, answers poisoned messages with 400 or 410 and doomed ones with
+// 500, injects faults, and records each processed webhook-id with its
+// arrival.
 type receiver struct {
 	secret string
 	faults faults
@@ -87,33 +91,50 @@ type receiver struct {
 	seq          atomic.Int64
 	badSignature atomic.Int64
 	slow         atomic.Int64 // processed messages answered after the lease
-	count500     atomic.Int64
-	timeouts     atomic.Int64
-	count429     atomic.Int64
-	poisoned     atomic.Int64
+	// late counts processed messages whose relay gave up before the
+	// answer was written (a starved machine): delivered again, like slow.
+	late     atomic.Int64
+	count500 atomic.Int64
+	timeouts atomic.Int64
+	count429 atomic.Int64
+	poisoned atomic.Int64
+	doomed   atomic.Int64
+
+	// handling counts each relay's requests being handled, so that the
+	// requests of a relay just killed can be waited out.
+	handling sync.Map // relay label -> *sync.WaitGroup
 
 	mu       sync.Mutex
 	rng      *rand.Rand
 	last429  time.Time
 	accepted map[string][]arrival // webhook-id -> processed arrivals
-	seen     map[string]bool      // every webhook-id that reached us
+	requests map[string][]arrival // webhook-id -> every validly signed request
+	// answeredOK holds the webhook-ids answered 2xx at once: their relay
+	// learnt of a success (unlike a slow answer, which comes too late).
+	answeredOK map[string]bool
 }
 
 func newReceiver(secret string, f faults) *receiver {
 	return &receiver{
 		secret: secret, faults: f,
-		rng:      rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		accepted: map[string][]arrival{},
-		seen:     map[string]bool{},
+		rng:        rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		accepted:   map[string][]arrival{},
+		requests:   map[string][]arrival{},
+		answeredOK: map[string]bool{},
 	}
 }
 
 type chaosPayload struct {
 	Key    string `json:"k"`
 	Poison bool   `json:"poison"`
+	Doom   bool   `json:"doom"`
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	from := strings.TrimPrefix(r.URL.Path, "/") // the sending relay's label
+	wg, _ := rc.handling.LoadOrStore(from, &sync.WaitGroup{})
+	wg.(*sync.WaitGroup).Add(1)
+	defer wg.(*sync.WaitGroup).Done()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return // the relay gave up (killed, or its deadline passed)
@@ -132,9 +153,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.mu.Lock()
-	rc.seen[id] = true
+	rc.requests[id] = append(rc.requests[id], arrival{at: now, relay: from})
 	roll := rc.rng.Float64()
-	rateLimit := !p.Poison && rc.faults.every429 > 0 && now.Sub(rc.last429) >= rc.faults.every429
+	rateLimit := !p.Poison && !p.Doom && rc.faults.every429 > 0 && now.Sub(rc.last429) >= rc.faults.every429
 	if rateLimit {
 		rc.last429 = now
 	}
@@ -149,6 +170,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusGone
 		}
 		http.Error(w, "poisoned", status)
+	case p.Doom:
+		rc.doomed.Add(1)
+		http.Error(w, "doomed: this message always fails", http.StatusInternalServerError)
 	case rateLimit:
 		rc.count429.Add(1)
 		w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
@@ -162,12 +186,19 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too late", http.StatusInternalServerError)
 	case roll < f.errors500+f.timeouts+f.slow:
 		rc.slow.Add(1)
-		rc.accept(id, now)
+		rc.accept(id, now, from)
 		rc.hold(r)
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		rc.accept(id, now)
+		rc.accept(id, now, from)
 		w.WriteHeader(http.StatusNoContent)
+		if r.Context().Err() != nil {
+			rc.late.Add(1)
+			return
+		}
+		rc.mu.Lock()
+		rc.answeredOK[id] = true
+		rc.mu.Unlock()
 	}
 }
 
@@ -182,23 +213,63 @@ func (rc *receiver) hold(r *http.Request) {
 	}
 }
 
-func (rc *receiver) accept(id string, at time.Time) {
+func (rc *receiver) accept(id string, at time.Time, from string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.accepted[id] = append(rc.accepted[id], arrival{seq: rc.seq.Add(1), at: at})
+	rc.accepted[id] = append(rc.accepted[id], arrival{seq: rc.seq.Add(1), at: at, relay: from})
 }
 
-// snapshot returns copies of the accepted and seen maps.
-func (rc *receiver) snapshot() (map[string][]arrival, map[string]bool) {
+// settle waits (up to timeout) until the receiver has finished every
+// request of the relay called label, which must send no more (it was
+// killed).
+func (rc *receiver) settle(label string, timeout time.Duration) {
+	wg, ok := rc.handling.Load(label)
+	if !ok {
+		return
+	}
+	done := make(chan struct{})
+	go func() { wg.(*sync.WaitGroup).Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+// acceptedSince returns the webhook-ids accepted at or after since from
+// the relay called label, or from any relay when label is "".
+func (rc *receiver) acceptedSince(since time.Time, label string) []string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	acc := make(map[string][]arrival, len(rc.accepted))
-	for k, v := range rc.accepted {
-		acc[k] = append([]arrival(nil), v...)
+	var ids []string
+	for id, arrivals := range rc.accepted {
+		for _, a := range arrivals {
+			if !a.at.Before(since) && (label == "" || a.relay == label) {
+				ids = append(ids, id)
+				break
+			}
+		}
 	}
-	seen := make(map[string]bool, len(rc.seen))
-	for k := range rc.seen {
-		seen[k] = true
+	return ids
+}
+
+// record is what the receiver saw, per webhook-id.
+type record struct {
+	accepted   map[string][]arrival // processed requests
+	requests   map[string][]arrival // every validly signed request
+	answeredOK map[string]bool      // answered 2xx in time
+}
+
+// snapshot returns a copy of what the receiver saw.
+func (rc *receiver) snapshot() record {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return record{accepted: cloneArrivals(rc.accepted), requests: cloneArrivals(rc.requests), answeredOK: maps.Clone(rc.answeredOK)}
+}
+
+func cloneArrivals(m map[string][]arrival) map[string][]arrival {
+	out := make(map[string][]arrival, len(m))
+	for k, v := range m {
+		out[k] = slices.Clone(v)
 	}
-	return acc, seen
+	return out
 }

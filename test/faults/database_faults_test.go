@@ -41,16 +41,22 @@ func outboxdBinary(t *testing.T) string {
 }
 
 // hookReceiver counts deliveries per webhook-id and can hold requests
-// until released.
+// until released. It runs in the test's process and signals each request
+// on arrival and once answered, so tests wait on it rather than poll.
 type hookReceiver struct {
-	mu      sync.Mutex
-	seen    map[string]int
-	arrived chan struct{}
-	gate    chan struct{} // closed: requests pass; nil: no holding
+	mu       sync.Mutex
+	seen     map[string]int
+	arrived  chan struct{}
+	answered chan struct{}
+	gate     chan struct{} // closed: requests pass; nil: no holding
 }
 
+// receiverBuffer is how many requests the receiver signals without a
+// reader.
+const receiverBuffer = 1000
+
 func newHookReceiver(t *testing.T, hold bool) (*hookReceiver, string) {
-	h := &hookReceiver{seen: map[string]int{}, arrived: make(chan struct{}, 1000)}
+	h := &hookReceiver{seen: map[string]int{}, arrived: make(chan struct{}, receiverBuffer), answered: make(chan struct{}, receiverBuffer)}
 	if hold {
 		h.gate = make(chan struct{})
 	}
@@ -68,6 +74,20 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.seen[r.Header.Get("webhook-id")]++
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+	h.answered <- struct{}{}
+}
+
+// await takes n signals from ch, failing t after timeout.
+func await(t *testing.T, ch <-chan struct{}, n int, timeout time.Duration, what string, srv *proc.Server) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for i := range n {
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("after %s: %d of %d %s\n%s", timeout, i, n, what, srv.Logs())
+		}
+	}
 }
 
 func (h *hookReceiver) counts() map[string]int {
@@ -131,7 +151,8 @@ var waitAttempt = regexp.MustCompile(`"msg":"waiting for the database; retrying 
 // TestDatabaseUnreachableAtStart: serve starts while PostgreSQL is down,
 // keeps retrying with a growing backoff and says so in its log, answers
 // /readyz with 503 meanwhile, and delivers once the database is up,
-// without a restart.
+// without a restart. (Mutation: a constant backoff in waitForDatabase fails
+// this test.)
 func TestDatabaseUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)
@@ -140,6 +161,7 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 	config := writeConfig(t, pg.URL(), url, "10s")
 	srv := proc.Serve(t, bin, config, proc.Environ())
 
+	// Polls the log: serve is another process.
 	testrelay.WaitFor(t, 15*time.Second, "three failed database checks are logged", func() bool {
 		return len(waitAttempt.FindAllString(srv.Logs(), -1)) >= 3
 	})
@@ -152,11 +174,15 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 
 	pg.Start()
 	migrate(t, bin, config)
+	// Polls /readyz: serve is another process.
 	testrelay.WaitFor(t, 40*time.Second, "/readyz turns 200 once the database is up", func() bool {
 		return readyStatus(srv.Addr()) == http.StatusOK
 	})
 	enqueueCLI(t, bin, config, "after-start")
-	testrelay.WaitFor(t, 20*time.Second, "the message is delivered", func() bool { return hook.counts()["after-start"] == 1 })
+	await(t, hook.answered, 1, 20*time.Second, "messages delivered", srv)
+	if c := hook.counts()["after-start"]; c != 1 {
+		t.Errorf("the message was delivered %d times, want once", c)
+	}
 	if srv.Exited() {
 		t.Fatalf("serve exited:\n%s", srv.Logs())
 	}
@@ -166,77 +192,145 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 }
 
 // checkBackoffGrows checks from the JSON log's timestamps that the gaps
-// between failed database checks grow.
+// between failed database checks grow: an exponential backoff doubles
+// them, so over three checks or more the last gap is at least
+// minBackoffGrowth times the first, whatever the jitter.
+// (Mutation: a constant backoff fails this check.)
 func checkBackoffGrows(logs string) error {
-	var times []time.Time
-	for _, line := range strings.Split(logs, "\n") {
-		if !waitAttempt.MatchString(line) {
-			continue
-		}
-		m := regexp.MustCompile(`"time":"([^"]+)"`).FindStringSubmatch(line)
-		if m == nil {
-			return fmt.Errorf("log line without time: %s", line)
-		}
-		ts, err := time.Parse(time.RFC3339Nano, m[1])
-		if err != nil {
-			return err
-		}
-		times = append(times, ts)
-	}
+	times := logTimes(logs, waitAttempt)
 	if len(times) < 3 {
-		return fmt.Errorf("only %d failed checks logged", len(times))
+		return fmt.Errorf("only %d failed checks logged with their time", len(times))
 	}
 	first, last := times[1].Sub(times[0]), times[len(times)-1].Sub(times[len(times)-2])
-	if last <= first {
+	if float64(last) < minBackoffGrowth*float64(first) {
 		return fmt.Errorf("backoff does not grow: first gap %s, last gap %s", first, last)
 	}
 	return nil
 }
 
-// TestDatabaseGoneMidRun: PostgreSQL stops while deliveries are in flight
-// and comes back a few seconds later. The relay does not panic or exit,
-// the terminal writes of the deliveries made while the database was away
-// are retried rather than dropped (so nothing is delivered twice and no
-// row stays in progress), and new messages flow again without a restart.
+// minBackoffGrowth is how much the backoff must have grown between the
+// first and the last gap of at least three checks: doubling with 10%
+// jitter gives 1.6 or more, a constant backoff 1.25 at most.
+const minBackoffGrowth = 1.5
+
+// TestDatabaseGoneMidRun: PostgreSQL stops while deliveries are in flight;
+// the receiver accepts them while the database is away, so their terminal
+// writes fail. The relay never panics or exits and delivers new messages
+// afterwards without a restart. Two outages, on one relay process each:
+//   - within the lease: the terminal writes are retried until the database
+//     is back, so every message is delivered once and no row stays open;
+//   - past the lease and past the 5 s retry window: the relay retries the
+//     writes for at least 5 s, then leaves the rows to lease expiry rather
+//     than dropping them, and once the database is back it delivers each
+//     of them a second time and records it sent.
+//
+// (Mutations: a completer that gives up at once, writeDeadline returning
+// time.Now(), fails both; minWindow = time.Second fails the second, whose
+// writes then give up when the lease ends, 3 s after the deliveries.)
 func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)
 	pg := pgcluster.Start(t)
+	t.Run("within the lease", func(t *testing.T) {
+		const n = 5
+		srv, hook, config := serveThroughOutage(t, bin, pg, "20s", "short", n)
+		// Polls the log: serve is another process. A failed claim shows
+		// the relay met the outage.
+		testrelay.WaitFor(t, 10*time.Second, "the relay to notice the outage", func() bool {
+			return strings.Contains(srv.Logs(), "claim failed")
+		})
+		pg.Start()
+		checkRows(t, pg, "short", n, 1)
+		checkRecovered(t, bin, config, srv, hook, "short", 1)
+	})
+	t.Run("past the lease and the retry window", func(t *testing.T) {
+		const n = 5
+		srv, hook, config := serveThroughOutage(t, bin, pg, outageLease.String(), "long", n)
+		answered := time.Now()
+		// Polls the log: serve is another process.
+		var gaveUp []time.Time
+		testrelay.WaitFor(t, 30*time.Second, "the relay to give the terminal writes up", func() bool {
+			gaveUp = logTimes(srv.Logs(), writesGivenUp)
+			return len(gaveUp) > 0
+		})
+		tried := gaveUp[0].Sub(answered)
+		t.Logf("the terminal writes were retried for %s, then left to lease expiry", tried.Round(time.Millisecond))
+		if tried < writeRetryWindow-clockSlack {
+			t.Errorf("the terminal writes were given up %s after the deliveries, want at least %s", tried.Round(time.Millisecond), writeRetryWindow)
+		}
+		pg.Start()
+		// The rows come back after their lease and are delivered again.
+		await(t, hook.answered, n, 30*time.Second, "rows delivered again", srv)
+		checkRows(t, pg, "long", n, 2)
+		checkRecovered(t, bin, config, srv, hook, "long", 2)
+	})
+}
+
+// writeRetryWindow is how long docs/guarantees.md says a failed terminal
+// write is retried at least; outageLease is shorter, so the second outage
+// outlasts both.
+const (
+	writeRetryWindow = 5 * time.Second
+	outageLease      = 3 * time.Second
+	// clockSlack allows for the log's timestamps being taken in another
+	// process, a little after the receiver answered.
+	clockSlack = 100 * time.Millisecond
+)
+
+// writesGivenUp matches the relay's log line for terminal writes it gave up.
+var writesGivenUp = regexp.MustCompile(`"msg":"outbox: terminal writes? failed; the rows? will be delivered again`)
+
+// serveThroughOutage starts a relay with lease on pg (schema "faults"),
+// enqueues n messages prefix-0 ... and, with their deliveries held by the
+// receiver, stops PostgreSQL and lets the receiver accept them: the
+// relay's terminal writes now fail. PostgreSQL stays stopped.
+func serveThroughOutage(t *testing.T, bin string, pg *pgcluster.Cluster, lease, prefix string, n int) (*proc.Server, *hookReceiver, string) {
+	t.Helper()
 	hook, url := newHookReceiver(t, true)
-	config := writeConfig(t, pg.URL(), url, "20s")
+	config := writeConfig(t, pg.URL(), url, lease)
 	migrate(t, bin, config)
 	srv := proc.Serve(t, bin, config, proc.Environ())
-
-	const n = 5
 	for i := range n {
-		enqueueCLI(t, bin, config, fmt.Sprintf("before-%d", i))
+		enqueueCLI(t, bin, config, fmt.Sprintf("%s-%d", prefix, i))
 	}
-	for range n {
-		select {
-		case <-hook.arrived:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("deliveries did not reach the receiver\n%s", srv.Logs())
-		}
-	}
+	await(t, hook.arrived, n, 20*time.Second, "deliveries reached the receiver", srv)
 	pg.Stop()
 	close(hook.gate) // the deliveries succeed while the database is down
-	testrelay.WaitFor(t, 10*time.Second, "the deliveries completed", func() bool { return len(hook.counts()) == n })
-	time.Sleep(time.Second) // the terminal writes now fail and are retried
-	pg.Start()
+	await(t, hook.answered, n, 10*time.Second, "deliveries answered", srv)
+	return srv, hook, config
+}
 
+// checkRows waits until the n rows of prefix are sent and checks each took
+// attempts attempts. It polls: the relay is another process.
+func checkRows(t *testing.T, pg *pgcluster.Cluster, prefix string, n, attempts int) {
+	t.Helper()
 	pool := pg.Pool(2)
+	var sent, open, wrong int
 	testrelay.WaitFor(t, 30*time.Second, "the rows are marked sent", func() bool {
-		var sent int
-		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM faults.messages WHERE status = 'sent'`).Scan(&sent)
+		err := pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE status = 'sent'),
+			count(*) FILTER (WHERE status <> 'sent'), count(*) FILTER (WHERE attempts <> $2)
+			FROM faults.messages WHERE dedup_key LIKE $1 || '-%'`, prefix, attempts).Scan(&sent, &open, &wrong)
 		return err == nil && sent == n
 	})
-	enqueueCLI(t, bin, config, "after")
-	testrelay.WaitFor(t, 20*time.Second, "a message enqueued after the outage is delivered", func() bool {
-		return hook.counts()["after"] == 1
-	})
+	if open != 0 || wrong != 0 {
+		t.Errorf("%s: %d rows open, %d rows without %d attempts", prefix, open, wrong, attempts)
+	}
+}
+
+// checkRecovered checks that serve survived, that a message enqueued after
+// the outage is delivered once, and that every message of prefix reached
+// the receiver times times.
+func checkRecovered(t *testing.T, bin, config string, srv *proc.Server, hook *hookReceiver, prefix string, times int) {
+	t.Helper()
+	enqueueCLI(t, bin, config, prefix+"-after")
+	await(t, hook.answered, 1, 20*time.Second, "messages enqueued after the outage delivered", srv)
 	for key, c := range hook.counts() {
-		if c != 1 {
-			t.Errorf("%s delivered %d times; the terminal write should have been retried, not dropped", key, c)
+		want := times
+		if key == prefix+"-after" {
+			want = 1
+		}
+		if c != want {
+			t.Errorf("%s delivered %d times, want %d", key, c, want)
 		}
 	}
 	if srv.Exited() || strings.Contains(srv.Logs(), "panic") {
@@ -246,3 +340,22 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 		t.Errorf("serve did not stop cleanly: %v\n%s", err, srv.Logs())
 	}
 }
+
+// logTimes returns the times of the JSON log lines matching re.
+func logTimes(logs string, re *regexp.Regexp) []time.Time {
+	var times []time.Time
+	for _, line := range strings.Split(logs, "\n") {
+		if !re.MatchString(line) {
+			continue
+		}
+		if m := logTime.FindStringSubmatch(line); m != nil {
+			if ts, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+				times = append(times, ts)
+			}
+		}
+	}
+	return times
+}
+
+// logTime finds a JSON log line's time.
+var logTime = regexp.MustCompile(`"time":"([^"]+)"`)

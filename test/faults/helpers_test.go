@@ -7,8 +7,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,20 +26,6 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink, prefix str
 	}
 }
 
-// counter is a sink that accepts everything and counts deliveries per
-// dedup key.
-type counter struct {
-	mu    sync.Mutex
-	seen  map[string]int
-	total atomic.Int64
-}
-
-func newCounter() *counter { return &counter{seen: map[string]int{}} }
-
-func (c *counter) Deliver(_ context.Context, d *core.Delivery) error {
-	c.mu.Lock()
-	c.seen[d.DedupKey]++
-	c.mu.Unlock()
-	c.total.Add(1)
-	return nil
-}
+// accept is a sink that accepts everything: the signals count its
+// deliveries.
+var accept = core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })

@@ -2,10 +2,13 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -19,7 +22,9 @@ const faultLease = 2 * time.Second
 // TestHangingSinkTimesOutInsideLease: a sink that never answers on its own
 // (it returns only when its context ends) is cut off inside the lease, the
 // row is retried, and a healthy sink keeps flowing. The hanging sink has a
-// max_in_flight of its own, so it claims in a loop of its own.
+// max_in_flight of its own, so it claims in a loop of its own. (Mutation:
+// deliveryShareOfLease = 1.0 fails this test and the next two: each
+// delivery's deadline must leave the lease's last fifth.)
 func TestHangingSinkTimesOutInsideLease(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, true, 2, 3, faultLease)
@@ -28,7 +33,8 @@ func TestHangingSinkTimesOutInsideLease(t *testing.T) {
 // TestSinkIgnoringContextDoesNotStallOthers: a sink that ignores its
 // context and blocks must not take the relay's delivery slots with it: the
 // slot is given back at the delivery deadline, the row is re-claimed when
-// its lease expires, and the healthy sink keeps flowing.
+// its lease expires, and the healthy sink keeps flowing. (Mutation: deliver
+// not freeing the slot at the deadline fails this test.)
 func TestSinkIgnoringContextDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, false, 2, 3, faultLease)
@@ -40,6 +46,7 @@ func TestSinkIgnoringContextDoesNotStallOthers(t *testing.T) {
 // hanging ones, and rows claimed ahead lose their lease budget waiting for a
 // slot and are handed back) but not stalled: everything is sent within a
 // bounded number of leases. Measured: 20 rows take about 5 leases.
+// (Mutation: sharedLoopSinkShare = 1.0 fails this test.)
 func TestHangingSinkInSharedLoopDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	testHangingSink(t, false, 0, 2, faultLease)
@@ -48,17 +55,19 @@ func TestHangingSinkInSharedLoopDoesNotStallOthers(t *testing.T) {
 // testHangingSink runs a hanging sink (honouring its context or not, with
 // maxInFlight, 0 for the relay's concurrency) next to a healthy one and
 // requires each of batches batches of healthy messages to be sent within
-// flowWithin.
+// flowWithin. Every delivery's deadline must leave the lease's last fifth
+// for the terminal write.
 func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int, flowWithin time.Duration) {
 	pool, ob := testdb.New(t)
 	release := make(chan struct{})
-	var calls atomic.Int64
-	var overran atomic.Int64 // deliveries whose deadline lay past the lease
+	called, retried := newOnce(), newOnce()
+	deadlines := newDeadlineCheck(pool, ob, faultLease)
 	hang := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
-		calls.Add(1)
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > faultLease {
-			overran.Add(1)
+		called.close()
+		if d.Attempt >= 2 {
+			retried.close()
 		}
+		deadlines.check(ctx, d)
 		if honoursContext {
 			<-ctx.Done()
 			return ctx.Err()
@@ -66,14 +75,13 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 		<-release
 		return nil
 	})
-	good := newCounter()
 	const concurrency = 4
-	testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
 		Sinks: []core.SinkConfig{
 			{Name: "hang", Sink: hang, MaxAttempts: 100, MaxInFlight: maxInFlight,
 				Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
-			{Name: "good", Sink: good},
+			{Name: "good", Sink: accept},
 		},
 	})
 	// Registered after runRelay so that it runs first: the relay's drain
@@ -81,54 +89,130 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	t.Cleanup(func() { close(release) })
 	// More hanging messages than the relay has slots.
 	enqueue(t, pool, ob, "hang", "h", 2*concurrency)
-	testrelay.WaitFor(t, 10*time.Second, "the hanging sink is called", func() bool { return calls.Load() >= 1 })
+	called.wait(t, 10*time.Second, "the hanging sink to be called")
 	for b := range batches {
 		enqueue(t, pool, ob, "good", "g"+string(rune('a'+b)), 20)
-		testrelay.WaitFor(t, flowWithin, "the healthy sink's messages are sent", func() bool {
-			return testdb.StatusCounts(t, pool, ob, "good")["sent"] == 20*(b+1)
-		})
+		signals.WaitWritten(t, flowWithin, "good", "sent", 20*(b+1))
 	}
-	testrelay.WaitFor(t, 10*faultLease, "hanging rows are retried", func() bool {
-		var retried int
-		// A sink that honours its context returns the deadline error; one
-		// that ignores it leaves its row to lease expiry.
-		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+ob.Schema()+
-			`.messages WHERE sink = 'hang' AND attempts >= 2 AND (NOT $1 OR last_error LIKE '%deadline%')`,
-			honoursContext).Scan(&retried)
-		return err == nil && retried > 0
-	})
-	if n := overran.Load(); n > 0 {
-		t.Errorf("%d deliveries were given a deadline past the lease", n)
+	// A sink that honours its context returns the deadline error and its
+	// row is retried after the backoff; one that ignores it leaves its row
+	// to lease expiry, and the row is re-claimed.
+	retried.wait(t, 10*faultLease, "a hanging row to be retried")
+	var retriedRows int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+ob.Schema()+
+		`.messages WHERE sink = 'hang' AND attempts >= 2 AND (NOT $1 OR last_error LIKE '%deadline%')`,
+		honoursContext).Scan(&retriedRows); err != nil || retriedRows == 0 {
+		t.Errorf("no hanging row retried for the reason expected (%v)", err)
+	}
+	deadlines.report(t)
+}
+
+// once is a channel closed at the first of any number of events.
+type once struct {
+	ch chan struct{}
+	do sync.Once
+}
+
+func newOnce() *once { return &once{ch: make(chan struct{})} }
+
+func (o *once) close() { o.do.Do(func() { close(o.ch) }) }
+
+func (o *once) wait(t *testing.T, timeout time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-o.ch:
+	case <-time.After(timeout):
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// deliveryShare is the part of the lease a delivery may use, as
+// docs/guarantees.md states it: the rest is the terminal write's.
+const deliveryShare = 0.8
+
+// deadlineCheck compares each delivery's deadline with its row's lease,
+// as PostgreSQL recorded it at the claim.
+type deadlineCheck struct {
+	pool  *pgxpool.Pool
+	ob    *core.Outbox
+	lease time.Duration
+
+	mu       sync.Mutex
+	checked  int
+	problems []string
+}
+
+func newDeadlineCheck(pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration) *deadlineCheck {
+	return &deadlineCheck{pool: pool, ob: ob, lease: lease}
+}
+
+// check records a problem unless the delivery's deadline leaves at least
+// the lease's last (1 - deliveryShare) for the terminal write. The relay
+// counts the lease from before its claim statement, the database from
+// the statement's start, so the margin the database sees is at least the
+// relay's.
+func (c *deadlineCheck) check(ctx context.Context, d *core.Delivery) {
+	deadline, ok := ctx.Deadline()
+	var expires time.Time
+	err := c.pool.QueryRow(context.WithoutCancel(ctx),
+		`SELECT lease_expires_at FROM `+c.ob.Schema()+`.messages WHERE id = $1`, d.ID).Scan(&expires)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checked++
+	switch want := time.Duration(float64(c.lease) * (1 - deliveryShare)); {
+	case !ok:
+		c.problems = append(c.problems, fmt.Sprintf("row %d attempt %d: no deadline", d.ID, d.Attempt))
+	case err != nil:
+		c.problems = append(c.problems, fmt.Sprintf("row %d: read its lease: %v", d.ID, err))
+	case expires.Sub(deadline) < want-deadlineClockSlack:
+		c.problems = append(c.problems, fmt.Sprintf("row %d attempt %d: deadline %s before the lease ends, want at least %s",
+			d.ID, d.Attempt, expires.Sub(deadline).Round(time.Millisecond), want))
+	}
+}
+
+// deadlineClockSlack allows for the two clocks' rounding (PostgreSQL keeps
+// microseconds).
+const deadlineClockSlack = 5 * time.Millisecond
+
+func (c *deadlineCheck) report(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.checked == 0 {
+		t.Error("no delivery deadline was checked")
+	}
+	for _, p := range c.problems {
+		t.Error(p)
 	}
 }
 
 // TestPanickingSinkIsRecovered: a sink that panics on one message is
 // recovered, the panic recorded as a failed attempt (and, after the last
 // attempt, a dead letter), and the relay keeps delivering other messages.
+// (Mutation: callSink without its recover fails this test: the test binary
+// panics.)
 func TestPanickingSinkIsRecovered(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
-	good := newCounter()
-	boom := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+	boom := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
 		if strings.HasPrefix(d.DedupKey, "boom") {
 			panic("sink bug on " + d.DedupKey)
 		}
-		return good.Deliver(context.Background(), d)
+		return accept.Deliver(ctx, d)
 	})
-	testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
 	})
 	enqueue(t, pool, ob, "s", "boom", 1)
 	enqueue(t, pool, ob, "s", "before", 10)
-	testrelay.WaitFor(t, 10*time.Second, "the panicking message is dead after 3 attempts", func() bool {
-		return testdb.StatusCounts(t, pool, ob, "s")["dead"] == 1
-	})
+	signals.WaitWritten(t, 10*time.Second, "s", "dead", 1) // the panicking message, after 3 attempts
 	// The relay survived: messages enqueued after the panics are delivered.
 	enqueue(t, pool, ob, "s", "after", 10)
-	testrelay.WaitFor(t, 10*time.Second, "messages after the panic are sent", func() bool {
-		return testdb.StatusCounts(t, pool, ob, "s")["sent"] == 20
-	})
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 20)
+	if c := testdb.StatusCounts(t, pool, ob, "s"); c["sent"] != 20 || c["dead"] != 1 {
+		t.Errorf("rows %v, want 20 sent and the panicking one dead", c)
+	}
 	rows, err := pool.Query(t.Context(), `SELECT f.attempt, f.error FROM `+ob.Schema()+`.failed_attempts f JOIN `+
 		ob.Schema()+`.messages m ON m.id = f.message_id WHERE m.dedup_key = 'boom-0' ORDER BY f.attempt`)
 	if err != nil {

@@ -57,6 +57,7 @@ func combinedOutput(t *testing.T, cmd *exec.Cmd) (string, int) {
 // committed message is delivered within wokenWithin of the commit (the
 // relay was woken), the rolled-back one never, and bad input fails with
 // SQLSTATE 22023 and the reason.
+// (Mutation: the SQL function not calling wake() fails this test.)
 func TestPsqlEnqueueIsDeliveredOnCommitOnly(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)
@@ -113,6 +114,7 @@ func node(t *testing.T, env []string, args ...string) (string, int) {
 // wokenWithin, carrying on the trace of the traceparent it passed in its
 // headers; a rolled-back one never; a repeat is a duplicate with the same
 // id; bad input exits 2 with SQLSTATE 22023.
+// (Mutation: the SQL function not calling wake() fails this test.)
 func TestNodeEnqueueIsDeliveredOnCommitOnly(t *testing.T) {
 	t.Parallel()
 	requireNodeExamples(t)

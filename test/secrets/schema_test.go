@@ -11,7 +11,8 @@ import (
 
 // TestHostileSchemaNamesRefused: the schema name is the one piece of
 // configuration that reaches SQL text; core.New refuses anything but a
-// plain lower-case identifier, and the error quotes it safely.
+// plain lower-case identifier, and the error quotes it safely. (Mutation:
+// a schemaNamePattern matching anything fails this test.)
 func TestHostileSchemaNamesRefused(t *testing.T) {
 	t.Parallel()
 	hostile := []string{

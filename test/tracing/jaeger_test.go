@@ -55,7 +55,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, core.Config{
 		Outbox: ob,
 		Sinks: []core.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
 			Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
@@ -70,6 +70,9 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 		t.Fatal(err)
 	}
 	traceID := producer.SpanContext().TraceID().String()
+	// Both attempts' spans have ended once the second one's outcome is
+	// written (the first one's was written before it was retried).
+	signals.WaitWritten(t, time.Minute, "hooks", "sent", 1)
 
 	tr := waitForTrace(t, ctx, jaeger, tp, traceID, func(tr tracing.Trace) bool {
 		return len(tr.Named("send hooks")) == 2 && len(tr.Named("HTTP POST")) == 2
@@ -143,18 +146,17 @@ func newTracerProvider(t *testing.T, jaeger *tracing.Jaeger, service string) *sd
 }
 
 // waitForTrace flushes tp and polls Jaeger until the trace satisfies
-// complete, failing the test at queryTimeout.
+// complete, failing the test at queryTimeout. It polls: Jaeger is another
+// process, which stores what it receives in batches of its own.
 func waitForTrace(t *testing.T, ctx context.Context, jaeger *tracing.Jaeger, tp *sdktrace.TracerProvider,
 	traceID string, complete func(tracing.Trace) bool) tracing.Trace {
 	t.Helper()
+	if err := tp.ForceFlush(ctx); err != nil {
+		t.Fatalf("flush spans: %v", err)
+	}
 	deadline := time.Now().Add(queryTimeout)
 	var last tracing.Trace
 	for {
-		// Spans end when their terminal write is done, which may be after
-		// the last flush: flush on every round.
-		if err := tp.ForceFlush(ctx); err != nil {
-			t.Fatalf("flush spans: %v", err)
-		}
 		tr, found, err := jaeger.Trace(ctx, traceID)
 		if err != nil {
 			t.Fatal(err)

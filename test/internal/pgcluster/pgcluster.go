@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testenv"
 )
 
 // BinDirEnv names the environment variable that points at PostgreSQL's
@@ -45,7 +46,8 @@ type Cluster struct {
 }
 
 // New initialises a cluster (not started) and removes it when the test
-// ends. It skips the test when PostgreSQL's server binaries are missing.
+// ends. It skips the test when PostgreSQL's server binaries are missing
+// (and fails it in CI: see testenv).
 func New(t testing.TB) *Cluster {
 	t.Helper()
 	bin := os.Getenv(BinDirEnv)
@@ -53,7 +55,7 @@ func New(t testing.TB) *Cluster {
 		bin = DefaultBinDir
 	}
 	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
-		t.Skipf("pgcluster: no initdb in %s (set %s): %v", bin, BinDirEnv, err)
+		testenv.SkipOrFail(t, fmt.Sprintf("pgcluster: no initdb in %s (set %s): %v", bin, BinDirEnv, err))
 	}
 	c := &Cluster{t: t, bin: bin, port: proc.FreePort(t)}
 	dir, err := os.MkdirTemp("", "outboxd-pgcluster-")
@@ -65,7 +67,7 @@ func New(t testing.TB) *Cluster {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup(serverUser)
 		if err != nil {
-			t.Skipf("pgcluster: running as root without a %s user: %v", serverUser, err)
+			testenv.SkipOrFail(t, fmt.Sprintf("pgcluster: running as root without a %s user: %v", serverUser, err))
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
