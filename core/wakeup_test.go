@@ -124,6 +124,13 @@ func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
 			_, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{msg("b1"), msg("d1")})
 			return err
 		}},
+		{"Redrive", func() error {
+			if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET status = 'dead' WHERE dedup_key = 'single'"); err != nil {
+				return err
+			}
+			_, err := b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"})
+			return err
+		}},
 	}
 	for _, e := range enqueues {
 		if err := e.enqueue(); err != nil {

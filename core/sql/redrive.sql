@@ -24,4 +24,6 @@ WITH target AS (
 SELECT CASE WHEN $6 THEN (SELECT count(*) FROM target) ELSE (SELECT count(*) FROM moved) END,
        COALESCE((SELECT max(id) FROM target), 0),
        ARRAY(SELECT unnest($1::bigint[]) EXCEPT SELECT id FROM target)
-FROM (SELECT 1) AS one LEFT JOIN (SELECT count(*) FROM wake) w ON true
+-- CROSS JOIN: a LEFT JOIN to a one-row subquery whose columns nothing
+-- reads is removed by the planner, and the wake-ups would never run.
+FROM (SELECT 1) AS one CROSS JOIN (SELECT count(*) FROM wake) w

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -120,9 +121,17 @@ func Receipt(receipt []byte) []byte {
 
 // plainJSON reports whether b holds printable ASCII only and no \u escape,
 // so that as JSON it can only hold what jsonb stores.
+// plainJSON reports whether b holds printable ASCII only, no \u escape and
+// no number with an exponent (jsonb refuses one beyond its numeric range,
+// such as 1e1000000), so that as JSON it can only hold what jsonb stores.
+// A digit followed by e or E inside a string makes it false too, which
+// costs only the slower, exact path.
 func plainJSON(b []byte) bool {
-	for _, c := range b {
+	for i, c := range b {
 		if c < 0x20 || c >= 0x7f {
+			return false
+		}
+		if (c == 'e' || c == 'E') && i > 0 && b[i-1] >= '0' && b[i-1] <= '9' {
 			return false
 		}
 	}
@@ -133,6 +142,13 @@ func cleanValue(v any) any {
 	switch v := v.(type) {
 	case string:
 		return Text(v, MaxReceiptBytes)
+	case json.Number:
+		// Beyond float64 is beyond what a receipt means as a number, and
+		// may be beyond jsonb's numeric range: kept as its text.
+		if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+			return string(v)
+		}
+		return v
 	case []any:
 		for i := range v {
 			v[i] = cleanValue(v[i])
