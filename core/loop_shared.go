@@ -34,6 +34,15 @@ const sinkStallAfter = time.Second
 // this part of their lease at the pace deliveries currently finish.
 const claimAheadShareOfLease = 0.25
 
+// Rows claimed beyond the free slots wait in the relay, in their sinks'
+// queues: at most claimAheadBatches batches of them (fewer when the pace
+// says fewer can start soon), so that the next claim returns before the
+// queues run dry. The loop claims again once they are down to one batch. A
+// relay that claimed further ahead held rows another relay could have
+// delivered (a second relay added nothing to a burn-down), and every claim
+// had to pass over them at the head of the open index.
+const claimAheadBatches = 2
+
 // sharedLoop claims for every sink without a loop of its own: one
 // statement claims a batch across them.
 func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
@@ -55,7 +64,17 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), free.Freed())
 			continue
 		}
-		limit := min(available+pace.Ahead(n), r.cfg.BatchSize)
+		queued := shares.Queued(stalled)
+		limit := min(available+min(pace.Ahead(n), claimAheadBatches*r.cfg.BatchSize)-queued, r.cfg.BatchSize)
+		if limit < 1 || queued > (claimAheadBatches-1)*r.cfg.BatchSize {
+			// Enough rows wait in the relay: claim again as they start.
+			select {
+			case <-ctx.Done():
+			case <-shares.Dequeued():
+			case <-free.Freed():
+			}
+			continue
+		}
 		rows, err := r.claim(ctx, w, limit, claimable)
 		if err != nil {
 			r.claimFailed(ctx, err)

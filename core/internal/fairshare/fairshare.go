@@ -3,6 +3,7 @@
 package fairshare
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,8 +17,9 @@ type Shares[T any] struct {
 	size       int
 	stallAfter time.Duration
 
-	mu   sync.Mutex
-	keys map[string]*share[T]
+	mu       sync.Mutex
+	keys     map[string]*share[T]
+	dequeued chan struct{} // a value after a queued item got its share
 }
 
 type share[T any] struct {
@@ -29,7 +31,8 @@ type share[T any] struct {
 // New allows each key size concurrent holders. A key that holds all of
 // them and has not finished one for stallAfter counts as stalled.
 func New[T any](size int, stallAfter time.Duration) *Shares[T] {
-	return &Shares[T]{size: max(1, size), stallAfter: stallAfter, keys: map[string]*share[T]{}}
+	return &Shares[T]{size: max(1, size), stallAfter: stallAfter, keys: map[string]*share[T]{},
+		dequeued: make(chan struct{}, 1)}
 }
 
 func (s *Shares[T]) of(key string) *share[T] {
@@ -72,8 +75,29 @@ func (s *Shares[T]) HandOver(key string) (T, bool) {
 	var zero T
 	sh.queue[0] = zero // let the finished item be collected
 	sh.queue = sh.queue[1:]
+	select {
+	case s.dequeued <- struct{}{}:
+	default:
+	}
 	return next, true
 }
+
+// Queued counts the items waiting for a share, but for the keys in skip.
+func (s *Shares[T]) Queued(skip []string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for key, sh := range s.keys {
+		if !slices.Contains(skip, key) {
+			n += len(sh.queue)
+		}
+	}
+	return n
+}
+
+// Dequeued receives a value after a queued item got its share (at most one
+// pending): the queues got shorter.
+func (s *Shares[T]) Dequeued() <-chan struct{} { return s.dequeued }
 
 // Stalled lists the keys that use all of their shares and have not
 // finished one for stallAfter (they hang): handing them more items now
