@@ -118,15 +118,25 @@ func TestConsoleInARealBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// text reads an element's text in one evaluation in the page, and
+	// again while the element is missing: the message page reloads itself,
+	// and a node looked up before a reload is gone after it.
 	text := func(selector string) string {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, step)
-		defer cancel()
-		s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(selector)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", selector, err)
+		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? null : e.textContent; })()`, selector)
+		deadline := time.Now().Add(step)
+		for {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := chromedp.Run(sctx, chromedp.Evaluate[*string](expr))
+			cancel()
+			if err == nil && s != nil {
+				return *s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("text of %s: not found within %s (%v)", selector, step, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		return s
 	}
 	css := func(selector string) chromedp.CSS { return chromedp.CSS(selector) }
 	cell := func(sink, name string) string {
@@ -186,11 +196,12 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	if payload := text(`#payload`); !strings.Contains(payload, `"note": "<b>not markup</b>"`) {
 		t.Fatalf("payload on the page:\n%s", payload)
 	}
+	waitElement("the trace link", `#trace`)
 	sctx, cancel := context.WithTimeout(ctx, step)
-	link, err := chromedp.Run(sctx, chromedp.AttributeValue(css(`#trace`), "href"))
+	link, err := chromedp.Run(sctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector("#trace"); return e === null ? "" : e.getAttribute("href"); })()`))
 	cancel()
-	if err != nil || !strings.HasPrefix(link.Value, "http://jaeger.example:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736") {
-		t.Errorf("trace link %q, %v", link.Value, err)
+	if err != nil || !strings.HasPrefix(link, "http://jaeger.example:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Errorf("trace link %q, %v", link, err)
 	}
 	screenshot(t, ctx, "console-message.png")
 
