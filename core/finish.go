@@ -39,7 +39,7 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, spa
 	// sink would move both (hundreds of bytes) to the heap per delivery.
 	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
 		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sink.Name], span: span,
-		elapsed: elapsed, err: err, stored: o.Err, status: o.Status, label: label}
+		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
 	o.Done = rep.written
 	r.completer.Submit(o)
 }
@@ -75,8 +75,7 @@ type deliveryReport struct {
 	labels    *sinkLabels
 	span      trace.Span
 	elapsed   time.Duration
-	err       error
-	stored    *string // the error as stored
+	stored    *string // the error as stored, nil for none
 	status    string
 	label     string
 }
@@ -94,6 +93,6 @@ func (d *deliveryReport) written(ok bool) {
 	if t := r.tallies[d.sink]; t != nil {
 		t.record(d.label, d.elapsed)
 	}
-	endSpan(d.span, d.label, d.err)
+	endSpan(d.span, d.label, d.stored)
 	r.signals.EmitWritten(testsignal.Outcome{ID: d.id, Sink: d.sink, Status: d.status, Written: ok})
 }

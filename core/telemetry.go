@@ -13,8 +13,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/outboxd/outboxd/core/internal/safetext"
 )
 
 // Span attributes. The messaging.* keys follow the OpenTelemetry messaging
@@ -99,17 +97,17 @@ func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sink Sink
 }
 
 // endSpan records the outcome (and error) and ends span; nil is a no-op.
-// The error's text came from outside (a receiver's answer): it is made safe
-// first, since an exporter refuses a batch with invalid UTF-8 in it.
-func endSpan(span trace.Span, outcome string, err error) {
+// stored is the error as the row stores it (see storedError), never the
+// raw text: that came from outside (a receiver's answer), and an exporter
+// refuses a batch with invalid UTF-8 in it.
+func endSpan(span trace.Span, outcome string, stored *string) {
 	if span == nil {
 		return
 	}
 	span.SetAttributes(attrOutcome.String(outcome))
-	if err != nil {
-		msg := safetext.Text(err.Error(), safetext.MaxErrorBytes)
-		span.RecordError(errors.New(msg))
-		span.SetStatus(codes.Error, msg)
+	if stored != nil {
+		span.RecordError(errors.New(*stored))
+		span.SetStatus(codes.Error, *stored)
 	}
 	span.End()
 }
