@@ -44,9 +44,13 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	}
 	enqueueN(t, b, "shared", 3, nil)
 	enqueueN(t, b, "throttled", 3, nil)
-	enqueueN(t, b, "limited", 3, nil)
-	// The pause is stored before the rate-limited outcome is written.
+	// One message meets the Retry-After first; the others come once the
+	// pause is stored (before the rate-limited outcome is written): rows
+	// already in flight beside it could still go out, since a Retry-After
+	// pause is not instantaneous (docs/guarantees.md).
+	enqueueN(t, b, "limited", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "limited", "pending", 1)
+	enqueueN(t, b, "limited", 3, nil) // the first again (a duplicate) and two more
 	states, err := b.ob.SinkStates(b.ctx, b.pool)
 	if err != nil {
 		t.Fatal(err)
