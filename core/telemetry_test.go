@@ -367,6 +367,12 @@ func TestRelayMetrics(t *testing.T) {
 	}
 	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, core.SinkConfig{Name: "m", Sink: sink}))
 	enqueueN(t, b, "m", 3, nil)
+	// Every row sent: the retry and the rate-limited attempt came before
+	// their rows' sends. (Counting written outcomes alone could stop early:
+	// a row handed back while the Retry-After pause held is one too.)
+	signals.Written.Wait(t, 30*time.Second, "3 rows sent", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "sent") == 3
+	})
 	tm.waitSpans(t, signals, "m", 5) // 3 sent, a retry and a rate-limited attempt
 
 	rm := tm.collect(t)
