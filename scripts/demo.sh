@@ -42,12 +42,16 @@ outboxd() { "$work/outboxd" --config examples/demo/plugins.yaml "$@"; }
 # anyway); outboxd's error, if any, is left in probe.log.
 can_connect() { DATABASE_URL="$1" outboxd migrate >/dev/null 2>"$work/probe.log"; }
 
+# free_port prints a port nothing listens on, for the private cluster
+# (PostgreSQL cannot be told to pick one). The range lies below Linux's
+# ephemeral ports (32768-60999), so no outgoing connection takes it between
+# this check and the cluster's start.
 free_port() {
 	local port
-	for port in $(seq 54329 54429); do
+	for port in $(seq 25432 25532); do
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
 	done
-	echo "demo: no free port between 54329 and 54429" >&2
+	echo "demo: no free port between 25432 and 25532" >&2
 	exit 1
 }
 
@@ -100,20 +104,32 @@ else
 	fi
 fi
 export DATABASE_URL
-# Chosen once the database listens: a private cluster takes a port from the
-# same range.
-export DEMO_LISTEN="127.0.0.1:$(free_port)"
+# Port 0: the kernel picks a free port as serve binds, so no other program
+# can take it first; serve's "http api listening" log line says which.
+export DEMO_LISTEN="127.0.0.1:0"
 
 say "outboxd migrate"
 outboxd migrate
 
-say "outboxd serve (relay + HTTP API on $DEMO_LISTEN)"
-"$work/outboxd" --config examples/demo/plugins.yaml serve --log-format text &
-pids+=($!) # the process itself, not a subshell, so cleanup's SIGTERM reaches it
-for _ in $(seq 1 100); do
-	curl -fsS "http://$DEMO_LISTEN/readyz" >/dev/null 2>&1 && break
+say "outboxd serve (relay + HTTP API)"
+"$work/outboxd" --config examples/demo/plugins.yaml serve --log-format text > >(tee "$work/serve.log") 2>&1 &
+serve_pid=$!
+pids+=("$serve_pid") # the process itself, not tee, so cleanup's SIGTERM reaches it
+api=""
+for _ in $(seq 1 150); do
+	api="$(sed -n 's/.*msg="http api listening".* addr=\([0-9.:]*\).*/\1/p' "$work/serve.log")"
+	[[ -n "$api" ]] && curl -fsS "http://$api/readyz" >/dev/null 2>&1 && break
+	if ! kill -0 "$serve_pid" 2>/dev/null; then
+		echo "demo: outboxd serve exited before it was ready; its output is above" >&2
+		exit 1
+	fi
 	sleep 0.2
 done
+if [[ -z "$api" ]]; then
+	echo "demo: outboxd serve did not start listening within 30 s; its output is above" >&2
+	exit 1
+fi
+echo "demo: HTTP API at http://$api"
 
 say "outboxd enqueue: sample messages"
 run="$(date +%s)"
@@ -123,7 +139,7 @@ outboxd enqueue --sink partner --key "order-$run-1" --payload '{"order": 1, "tot
 for i in 2 3 4 5; do
 	echo "{\"sink\":\"partner\",\"dedup_key\":\"order-$run-$i\",\"payload\":{\"order\":$i}}"
 done | outboxd enqueue --file -
-curl -fsS -X POST "http://$DEMO_LISTEN/v1/messages" -H 'Content-Type: application/json' \
+curl -fsS -X POST "http://$api/v1/messages" -H 'Content-Type: application/json' \
 	-d "{\"sink\":\"audit-log\",\"dedup_key\":\"http-$run\",\"payload\":{\"via\":\"HTTP API\"}}"
 echo
 
