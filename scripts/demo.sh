@@ -112,6 +112,7 @@ say "outboxd migrate"
 outboxd migrate
 
 say "outboxd serve (relay + HTTP API)"
+: >"$work/serve.log" # exists before tee opens it, for the loop below
 "$work/outboxd" --config examples/demo/plugins.yaml serve --log-format text > >(tee "$work/serve.log") 2>&1 &
 serve_pid=$!
 pids+=("$serve_pid") # the process itself, not tee, so cleanup's SIGTERM reaches it

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -72,14 +73,16 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 	return testrelay.Run(t, pool, cfg)
 }
 
-// RelayPool opens a small pool for a relay.
-func RelayPool(t testing.TB, url string) *pgxpool.Pool {
+// relayPool opens a small pool for a relay whose sessions carry
+// applicationName, so that pg_stat_activity tells them apart.
+func relayPool(t testing.TB, applicationName string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = relayPoolSize
+	cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
