@@ -39,6 +39,9 @@ func (s *startTimes) sorted() []time.Time {
 	return out
 }
 
+// Three relays share one sink's limit: at most rate+burst deliveries start
+// in any one-second window. (Mutation: a limiter row per relay instead of
+// per sink starts 16 in a window.)
 func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	b := setup(t)
 	const n = 60
@@ -66,44 +69,63 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	}
 }
 
+// A Retry-After answered to one relay pauses the sink on all three: the
+// sink's 10/s limit spreads 30 deliveries over three seconds, so every
+// relay holds rows and permits when the fifth delivery gets a 429, and
+// nothing starts until its pause has passed. (Mutation: a pause kept only
+// by the relay that got the 429 starts deliveries inside it.)
 func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	b := setup(t)
-	const pause = time.Second
+	const (
+		pause       = time.Second
+		messages    = 30
+		throttledAt = 5 // the delivery that gets the 429
+	)
+	limit := core.RateLimit{Rate: 10, Per: time.Second, Burst: 1}
 	var (
-		starts    startTimes
-		mu        sync.Mutex
-		pausedAt  time.Time
-		throttled bool
+		starts   startTimes
+		mu       sync.Mutex
+		pausedAt time.Time
+		started  int
 	)
 	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
 		now := starts.add()
 		mu.Lock()
 		defer mu.Unlock()
-		if !throttled {
-			throttled, pausedAt = true, now
+		if started++; started == throttledAt {
+			pausedAt = now
 			return core.RetryAfter(pause, errors.New("429 Too Many Requests"))
 		}
 		return nil
 	})
 	other := newRecordingSink()
 	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "busy", Sink: sink, MaxInFlight: 1}, {Name: "other", Sink: other}}}
+		Sinks: []core.SinkConfig{{Name: "busy", Sink: sink, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	enqueueN(t, b, "busy", 30, nil)
-	signals.WaitWritten(t, 30*time.Second, "busy", "sent", 30)
+	enqueueN(t, b, "busy", messages, nil)
+	signals.WaitWritten(t, 30*time.Second, "busy", "sent", messages)
 	mu.Lock()
 	defer mu.Unlock()
 	// A delivery another relay had already dispatched when the 429 came
 	// back may still go out: the pause reaches it by notification, within
 	// dispatchGrace. Nothing may start after that until the pause ends.
 	const dispatchGrace = 300 * time.Millisecond
+	resumed := 0
 	for _, at := range starts.sorted() {
 		if at.After(pausedAt.Add(dispatchGrace)) && at.Before(pausedAt.Add(pause-50*time.Millisecond)) {
 			t.Fatalf("a delivery started %s after the 429, inside its %s Retry-After", at.Sub(pausedAt), pause)
 		}
+		if at.After(pausedAt.Add(pause - 50*time.Millisecond)) {
+			resumed++
+		}
+	}
+	// Most rows must still have been waiting when the 429 came, or the
+	// check above proves nothing.
+	if resumed < messages/2 {
+		t.Fatalf("only %d of %d deliveries started after the pause; the 429 came too late to test it", resumed, messages)
 	}
 	// Other sinks keep flowing while one is paused.
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {

@@ -36,7 +36,8 @@ func postTimes(posts []fakeslack.Message) []time.Time {
 // The fake sees arrival times, which a loaded machine delays unevenly (a
 // late permit's post lands next to its successor's). Permits 500 ms apart
 // keep that jitter from looking like a broken limit; at 5/s (200 ms) a
-// heavily loaded run saw 7 posts in a window.
+// heavily loaded run saw 7 posts in a window. (Mutation: a limiter row per
+// relay instead of per sink posts 7 in a window.)
 func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 	t.Parallel()
 	const messages = 24
@@ -78,12 +79,15 @@ func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 // The sink runs at its default rate (Slack's 1/s). The pause reaches the
 // other relays by NOTIFY, so at much higher rates a delivery another relay
 // starts within that latency (tens of milliseconds) can still arrive after
-// the 429; at 1/s the next permit is far beyond it, and a relay that ignored
-// the pause would post about a second after the 429, well inside the window.
+// the 429; at 1/s the next permit is far beyond it. The next two permits,
+// held by either relay, come one and two seconds after the 429, and a
+// Retry-After of three seconds covers both, so a relay that ignored the
+// pause would post inside the window. (Mutation: a pause kept only by the
+// relay that got the 429 posts 1 or 2 s after it.)
 func TestRetryAfterPausesEveryRelay(t *testing.T) {
 	t.Parallel()
 	const messages = 4
-	const retryAfter = 2 * time.Second
+	const retryAfter = 3 * time.Second
 	fake := newFake(t)
 	fake.Inject(fakeslack.MethodPostMessage, fakeslack.Fault{Status: 429, RetryAfter: retryAfter})
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
