@@ -58,6 +58,8 @@ func orderRoutes(t *testing.T, b bundle) {
 		testTarget{Route: "audit", Sink: "hook", Position: 0, Patterns: []string{reAll}})
 }
 
+// (Mutation: publish_batch giving a repeated (type, key) a fresh dedup key
+// fails this test: the second publish creates three more rows.)
 func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
 	b := setup(t)
 	orderRoutes(t, b)
@@ -117,6 +119,8 @@ func sinksOf(published []core.Published) []string {
 
 // A publish rolled back with its transaction leaves nothing to deliver;
 // a committed one afterwards shows the relay looked.
+// (Mutation: Publish committing the caller's transaction fails this test:
+// the rolled-back event is delivered.)
 func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
@@ -149,6 +153,8 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	}
 }
 
+// (Mutation: publish_batch not raising for routes_unmatched: error fails
+// this test: the unrouted type publishes with no error.)
 func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
 	b := setup(t)
 	ev := core.Event{Type: "order.created", Key: "k"}
@@ -186,6 +192,8 @@ func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
 
 // With routes_unmatched: drop an unrouted event is a no-op that the
 // database counts; maintenance folds the count into its totals.
+// (Mutation: publish_batch not inserting into events_dropped fails this
+// test: 0 drops folded.)
 func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 	b := setup(t)
 	applyRoutes(t, b, "drop", testTarget{Route: "orders", Sink: "rec", Patterns: []string{reOrderAny}})

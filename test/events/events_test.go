@@ -247,6 +247,8 @@ func (d *deployment) awaitOrder(n int) (fakeslack.Message, string, mailpit.Messa
 // with the rendered subject. Publishing it again, through the CLI or the
 // HTTP API, creates nothing; a psql transaction that publishes and rolls
 // back delivers nothing.
+// (Mutation: publish_batch giving a repeated (type, key) a fresh dedup key
+// fails this test: publishing again prints created rows, 4 posts each.)
 func TestOrderCreatedReachesSlackWebhookAndEmailOnce(t *testing.T) {
 	t.Parallel()
 	d := deploy(t)
