@@ -107,6 +107,8 @@ func TestMatchFollowsPatterns(t *testing.T) {
 
 // The problems of a routes block, each at its key and naming route, sink
 // and the template's line where there is one.
+// (Mutation: compileRoute not rendering the sample event fails this test:
+// the sample's missing key and the blocks' bad JSON go unreported.)
 func TestCompileReportsEveryProblemAtItsKey(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -253,6 +255,8 @@ func TestFunctions(t *testing.T) {
 
 // A template that fails at delivery (a key this event lacks) is permanent:
 // the row is dead-lettered with the template's message.
+// (Mutation: routedSink.render not wrapping the error in core.Permanent
+// fails this test.)
 func TestRenderFailureAtDeliveryIsPermanent(t *testing.T) {
 	table := compile(t, orders(), "")
 	_, err := render(t, table, "ops-slack", routing.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{"id": 1}`)})
