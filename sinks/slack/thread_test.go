@@ -61,6 +61,10 @@ func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner core.S
 // killed right after Slack accepted the thread's first message: Slack
 // ends with that message, two replies in its thread, the first message
 // edited by the resolution, and nothing posted twice.
+// (Mutations: post skipping its history check on a retried row fails this
+// test: Slack holds 4 messages; the sink ignoring update_root fails it: the
+// root is never edited; publish_batch not ordering by thread_key fails it:
+// a reply lands outside the thread.)
 func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 	t.Parallel()
 	fake := newFake(t)

@@ -316,6 +316,8 @@ func sameJSON(a json.RawMessage, b string) bool {
 // Events of one thread_key, published through the CLI, the HTTP API and
 // SQL, become one Slack conversation: the first a message, the others
 // replies carrying its ts as thread_ts, the first edited when resolved.
+// (Mutation: the Slack sink ignoring update_root fails this test: the first
+// message is never edited.)
 func TestThreadRepliesCarryTheRootsThreadTS(t *testing.T) {
 	t.Parallel()
 	d := deploy(t)
