@@ -142,6 +142,25 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 type keyedSink struct {
 	mu     sync.Mutex
 	starts map[string]*startTimes
+	relays map[string]map[int]bool // by key, the relays that delivered to it
+}
+
+// keyedSinkOf is the keyedSink as relay number relay runs it.
+type keyedSinkOf struct {
+	*keyedSink
+	relay int
+}
+
+func (s keyedSinkOf) Deliver(ctx context.Context, d *core.Delivery) error {
+	if key, err := s.DestinationKey(d); err == nil {
+		s.mu.Lock()
+		if s.relays[key] == nil {
+			s.relays[key] = map[int]bool{}
+		}
+		s.relays[key][s.relay] = true
+		s.mu.Unlock()
+	}
+	return s.keyedSink.Deliver(ctx, d)
 }
 
 func (s *keyedSink) DestinationKey(d *core.Delivery) (string, error) {
@@ -169,16 +188,20 @@ func (s *keyedSink) Deliver(_ context.Context, d *core.Delivery) error {
 }
 
 // With per_key, each destination gets the whole limit, across relays, and
-// a busy destination does not hold up another.
+// a busy destination does not hold up another. Two slots per relay spread
+// each destination's rows over the relays. (Mutations: ReserveKeys keeping
+// a row per relay, its sink named with the limiter's address, fails this
+// test: a destination gets 4-6 deliveries within a second; groupByKey
+// giving every row one key fails it: at most 3 over both destinations.)
 func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	b := setup(t)
 	const perKey = 6
 	limit := core.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
-	sink := &keyedSink{starts: map[string]*startTimes{}}
-	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "keyed", Sink: sink, RateLimit: &limit}}}
+	sink := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
 	signals := &testsignal.Relay{}
-	for range 3 {
+	for relay := range 3 {
+		cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+			Sinks: []core.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{sink, relay}, MaxInFlight: 2, RateLimit: &limit}}}
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
@@ -194,6 +217,14 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 		if got := testrelay.MaxInWindow(times, time.Second); got > limit.Rate+limit.Burst {
 			t.Errorf("destination %s: %d deliveries within one second, the limit allows %d+%d", key, got, limit.Rate, limit.Burst)
 		}
+	}
+	// Were all of a destination's rows delivered by one relay, the limit
+	// would hold with a limiter per relay as well.
+	sink.mu.Lock()
+	relaysA, relaysB := len(sink.relays["a"]), len(sink.relays["b"])
+	sink.mu.Unlock()
+	if relaysA < 2 || relaysB < 2 {
+		t.Fatalf("destinations a and b were delivered by %d and %d relays; want at least 2 each, or the limit was not shared", relaysA, relaysB)
 	}
 	// In parallel: b's deliveries did not wait for a's to end, and
 	// together they went faster than one destination may.
