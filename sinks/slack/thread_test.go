@@ -155,6 +155,11 @@ func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
 // Slack's limit is about one post per second per channel: with
 // rate_limit.per_key, three relays post to two channels at 1/s each, each
 // channel never more than rate+burst within a second, the two in parallel.
+// One slot per relay makes each relay hold one row while it waits for its
+// permit, so the relays post to each channel in turn.
+// (Mutations: ReserveKeys keeping a row per relay fails this test: 3-4
+// posts to a channel within a second; groupByKey giving every row one key fails
+// it: the posts take 9 s.)
 func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	t.Parallel()
 	const perChannel = 5
@@ -162,7 +167,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	fake := newFake(t)
 	pool, ob := testdb.New(t)
 	sl := newSink(t, tokenOptions(fake, nil))
-	sinks := []core.SinkConfig{{Name: testSinkName, Sink: sl, RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
+	sinks := []core.SinkConfig{{Name: testSinkName, Sink: sl, MaxInFlight: 1, RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
 	cfg, ps := routing.Parse(map[string]any{"alerts": map[string]any{"events": []any{"alert.*"}, "to": []any{
 		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, "")
 	table, more := routing.Compile(cfg, sinks)
@@ -201,5 +206,12 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	a, b := byChannel[channels[0]], byChannel[channels[1]]
 	if !a[0].Before(b[perChannel-1]) || !b[0].Before(a[perChannel-1]) {
 		t.Errorf("one channel waited for the other: %v..%v and %v..%v", a[0], a[perChannel-1], b[0], b[perChannel-1])
+	}
+	// Each channel's own limit spaces its posts over about perChannel-1
+	// seconds (4 s); one limit for both channels would space all of them,
+	// interleaved, over at least 2*perChannel-1 seconds (9 s).
+	all := slices.SortedFunc(slices.Values(append(slices.Clone(a), b...)), time.Time.Compare)
+	if span := all[len(all)-1].Sub(all[0]); span > 7*time.Second {
+		t.Errorf("the two channels' posts took %s: they shared one limit", span)
 	}
 }
