@@ -151,8 +151,8 @@ var waitAttempt = regexp.MustCompile(`"msg":"waiting for the database; retrying 
 // TestDatabaseUnreachableAtStart: serve starts while PostgreSQL is down,
 // keeps retrying with a growing backoff and says so in its log, answers
 // /readyz with 503 meanwhile, and delivers once the database is up,
-// without a restart. (Mutation: a constant backoff in waitForDatabase fails
-// this test.)
+// without a restart. (Mutations: a constant backoff in waitForDatabase fails
+// this test; so does a backoff giving up after 3 retries: serve exits.)
 func TestDatabaseUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)
@@ -162,9 +162,14 @@ func TestDatabaseUnreachableAtStart(t *testing.T) {
 	srv := proc.Serve(t, bin, config, proc.Environ())
 
 	// Polls the log: serve is another process.
-	testrelay.WaitFor(t, 15*time.Second, "three failed database checks are logged", func() bool {
-		return len(waitAttempt.FindAllString(srv.Logs(), -1)) >= 3
+	// Five checks, 7.5 s with a backoff from 0.5 s: serve keeps waiting for
+	// longer than a database restart takes.
+	testrelay.WaitFor(t, 20*time.Second, "five failed database checks are logged", func() bool {
+		return len(waitAttempt.FindAllString(srv.Logs(), -1)) >= 5 || srv.Exited()
 	})
+	if srv.Exited() {
+		t.Fatalf("serve gave up waiting for the database:\n%s", srv.Logs())
+	}
 	if got := readyStatus(srv.Addr()); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while the database is down: %d, want 503", got)
 	}
