@@ -152,7 +152,8 @@ var waitAttempt = regexp.MustCompile(`"msg":"waiting for the database; retrying 
 // keeps retrying with a growing backoff and says so in its log, answers
 // /readyz with 503 meanwhile, and delivers once the database is up,
 // without a restart. (Mutations: a constant backoff in waitForDatabase fails
-// this test; so does a backoff giving up after 3 retries: serve exits.)
+// this test; so does a backoff giving up after 3 retries: serve exits; so
+// does waiting for the database before listening: serve never listens.)
 func TestDatabaseUnreachableAtStart(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)

@@ -40,7 +40,7 @@ func TestSinkIgnoringContextDoesNotStallOthers(t *testing.T) {
 	testHangingSink(t, false, 2, 3, faultLease)
 }
 
-// TestHangingSinkInSharedLoopSlowsButDoesNotStall: without a max_in_flight
+// TestHangingSinkInSharedLoopDoesNotStallOthers: without a max_in_flight
 // of its own, a hanging sink shares the relay's claim loop and slots with
 // the healthy one. The healthy sink is slowed (its rows queue behind the
 // hanging ones, and rows claimed ahead lose their lease budget waiting for a
