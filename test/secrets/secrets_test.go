@@ -58,8 +58,10 @@ func (c *collector) String() string {
 // The Slack bot token is used for real, against the fake Slack: four
 // messages meet a post whose answer is lost (the retry reads the channel's
 // history), two refusals (invalid_auth, channel_not_found) and a plain
-// post, in whatever order they arrive. (Mutation: the Slack sink's errors
-// quoting its token fails this test.)
+// post, in whatever order they arrive. A webhook to an address where
+// nothing listens fails in the transport. (Mutations: the Slack sink's
+// errors quoting its token fails this test; so does TransportError keeping
+// the *url.Error, which quotes the URL and its query token.)
 func TestSecretsNeverLeak(t *testing.T) {
 	dir := t.TempDir()
 	bin, err := proc.Build(dir)
@@ -84,6 +86,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"url password":        "urlpass" + suffix,
 		"url user token":      "urlusertoken" + suffix,
 		"slack-shaped path":   "SLACKSHAPED" + suffix,
+		"unreachable token":   "downquery" + suffix,
 	}
 
 	var col collector
@@ -118,6 +121,8 @@ sinks:
 		failingSink("hookslack", "webhook", fmt.Sprintf(`{url: "%s/services/T0/B0/%s", allow_private: true}`, receiver.URL, secrets["slack-shaped path"]))+
 		failingSink("slackhook", "slack", fmt.Sprintf(`{webhook_url: "%s/services/T0/B0/%s"}`, receiver.URL, secrets["slack webhook path"]))+
 		failingSink("slackbot", "slack", fmt.Sprintf(`{token: %q, channel: C0123, api_url: %q}`, secrets["slack bot token"], slack.APIURL()))+
+		// Nothing listens there: the transport error must not quote the URL.
+		failingSink("hookdown", "webhook", fmt.Sprintf(`{url: "http://127.0.0.1:1/hook?token=%s", allow_private: true, timeout: 1s}`, secrets["unreachable token"]))+
 		failingSink("mail", "email", `{smtp: "127.0.0.1:1", tls: none, username: ops, password: "${SMTP_PASSWORD}", from: "o@example.com", to: ["ops@example.com"]}`))
 	env := proc.Environ(
 		"DB_URL="+dbURL, "API_TOKEN="+secrets["http token"], "HOOK_SECRET="+secrets["webhook secret"],
@@ -142,7 +147,7 @@ sinks:
 	}
 	srv := proc.Serve(t, bin, config, env)
 	keys := map[string]string{"slackbot-1": "slackbot", "slackbot-2": "slackbot", "slackbot-3": "slackbot", "slackbot-4": "slackbot"}
-	for _, sink := range []string{"hook", "hookuser", "hooktoken", "hookslack", "slackhook", "mail"} {
+	for _, sink := range []string{"hook", "hookuser", "hooktoken", "hookslack", "slackhook", "hookdown", "mail"} {
 		keys["k-"+sink] = sink // dedup key -> sink
 	}
 	for key, sink := range keys {
@@ -216,6 +221,9 @@ sinks:
 		t.Fatal(err)
 	}
 	col.add("failed_attempts", []byte(failed))
+	if !strings.Contains(failed, "connection refused") {
+		t.Errorf("no delivery failed in the transport (hookdown); its URL check proves nothing:\n%s", failed)
+	}
 
 	all := col.String()
 	if !strings.Contains(all, "otlp /v1/traces") || !strings.Contains(all, "send slackbot") {
