@@ -50,15 +50,18 @@ func TestYAMLErrorNamesLineAndColumn(t *testing.T) {
 	}
 }
 
-// TestEveryProblemInOneRun: a key typo, an unknown sink type, an unknown
-// option, a bare number for a duration option, a sink named with capitals,
-// a policy out of range and a missing variable, all reported at once, in
-// the order of the file, each with its line.
-// (Mutation: configError keeping only the first problem fails this test.)
+// TestEveryProblemInOneRun: a key typo, a bare number for a top-level
+// duration, an unknown sink type, an unknown option, a bare number for a
+// duration option, a sink named with capitals, a policy out of range and a
+// missing variable, all reported at once, in the order of the file, each
+// with its line.
+// (Mutations: configError keeping only the first problem fails this test;
+// so does the top level's decoding passing bare numbers to durations.)
 func TestEveryProblemInOneRun(t *testing.T) {
 	t.Parallel()
 	doc := `relay:
   lese: 1s
+  poll_interval: 5
 sinks:
   x:
     type: nope
@@ -79,13 +82,14 @@ sinks:
 	got := problemsOf(t, doc, nil)
 	want := []string{
 		"p.yaml:2:3: unknown key relay.lese (did you mean relay.lease?)",
-		`p.yaml:5:5: sinks.x.type: unknown sink type "nope" (registered types: `,
-		"p.yaml:8:5: sinks.hook.backoff: want 0 < initial <= max, got 1m0s and 1s",
-		"p.yaml:11:7: sinks.hook.options.timeout: want a duration with a unit such as 30s or 5m, got a number",
-		"p.yaml:12:7: unknown key sinks.hook.options.colour",
-		"p.yaml:13:7: sinks.hook.options.secret: environment variable HOOK_SECRET is not set",
-		"p.yaml:14:3: sinks.Mail: a sink name is lower case, write mail",
-		"p.yaml:18:30: unknown key sinks.chat.options.chanel (did you mean sinks.chat.options.channel?)",
+		"p.yaml:3:3: relay.poll_interval: want a duration with a unit such as 30s or 5m, got 5",
+		`p.yaml:6:5: sinks.x.type: unknown sink type "nope" (registered types: `,
+		"p.yaml:9:5: sinks.hook.backoff: want 0 < initial <= max, got 1m0s and 1s",
+		"p.yaml:12:7: sinks.hook.options.timeout: want a duration with a unit such as 30s or 5m, got a number",
+		"p.yaml:13:7: unknown key sinks.hook.options.colour",
+		"p.yaml:14:7: sinks.hook.options.secret: environment variable HOOK_SECRET is not set",
+		"p.yaml:15:3: sinks.Mail: a sink name is lower case, write mail",
+		"p.yaml:19:30: unknown key sinks.chat.options.chanel (did you mean sinks.chat.options.channel?)",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
