@@ -20,8 +20,9 @@ import (
 )
 
 // TestCheckPublicAddr: public unicast addresses pass, every non-public
-// range (IPv4, IPv6 and the IPv6 forms of IPv4) is refused. (Mutation:
-// dropping 2002::/16 from nonPublicPrefixes fails this test.)
+// range (IPv4, IPv6 and the IPv6 forms of IPv4) is refused. (Mutations:
+// dropping 2002::/16 from nonPublicPrefixes fails this test; so does
+// CheckPublicAddr not unmapping ::ffff:a.b.c.d, at ::ffff:100.64.0.1.)
 func TestCheckPublicAddr(t *testing.T) {
 	t.Parallel()
 	refused := []string{
@@ -33,6 +34,7 @@ func TestCheckPublicAddr(t *testing.T) {
 		"100.64.0.1", "100.127.255.254", // carrier-grade NAT
 		"198.18.0.1", "192.0.0.8", "255.255.255.255", "fec0::1",
 		"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", // IPv4-mapped
+		"::ffff:100.64.0.1", "::ffff:198.18.0.1", // IPv4-mapped, ranges netip's predicates do not know
 		"64:ff9b::7f00:1", "64:ff9b::a00:1", // NAT64 of 127.0.0.1 and 10.0.0.1
 		"::a00:1", "::808:808", // IPv4-compatible, whatever the IPv4 address
 		"2002:7f00:1::1", "2002:808:808::1", // 6to4
