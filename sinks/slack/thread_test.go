@@ -158,8 +158,8 @@ func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
 // One slot per relay makes each relay hold one row while it waits for its
 // permit, so the relays post to each channel in turn.
 // (Mutations: ReserveKeys keeping a row per relay fails this test: 3-4
-// posts to a channel within a second; groupByKey giving every row one key fails
-// it: the posts take 9 s.)
+// posts to a channel within a second; groupByKey giving every row one key
+// fails it: the posts take 9 s.)
 func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	t.Parallel()
 	const perChannel = 5
