@@ -223,8 +223,9 @@ const minBackoffGrowth = 1.5
 // the receiver accepts them while the database is away, so their terminal
 // writes fail. The relay never panics or exits and delivers new messages
 // afterwards without a restart. Two outages, on one relay process each:
-//   - within the lease: the terminal writes are retried until the database
-//     is back, so every message is delivered once and no row stays open;
+//   - within the lease, longer than the 5 s retry window: the terminal
+//     writes are retried until the database is back, so every message is
+//     delivered once and no row stays open;
 //   - past the lease and past the 5 s retry window: the relay retries the
 //     writes for at least 5 s, then leaves the rows to lease expiry rather
 //     than dropping them, and once the database is back it delivers each
@@ -232,7 +233,9 @@ const minBackoffGrowth = 1.5
 //
 // (Mutations: a completer that gives up at once, writeDeadline returning
 // time.Now(), fails both; minWindow = time.Second fails the second, whose
-// writes then give up when the lease ends, 3 s after the deliveries.)
+// writes then give up when the lease ends, 3 s after the deliveries;
+// writeDeadline ignoring the leases fails the first: its writes give up
+// after 5 s.)
 func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)
@@ -240,11 +243,19 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Run("within the lease", func(t *testing.T) {
 		const n = 5
 		srv, hook, config := serveThroughOutage(t, bin, pg, "20s", "short", n)
-		// Polls the log: serve is another process. A failed claim shows
-		// the relay met the outage.
-		testrelay.WaitFor(t, 10*time.Second, "the relay to notice the outage", func() bool {
-			return strings.Contains(srv.Logs(), "claim failed")
+		answered := time.Now()
+		// Polls the log: serve is another process. Failed claims, one a
+		// second, show the relay meeting the outage; it lasts past the 5 s
+		// retry window, so only retrying until the lease ends avoids a
+		// second delivery.
+		testrelay.WaitFor(t, 20*time.Second, "the relay to meet the outage past the retry window", func() bool {
+			claims := logTimes(srv.Logs(), claimFailed)
+			return len(claims) > 0 && claims[len(claims)-1].Sub(answered) > writeRetryWindow+time.Second
 		})
+		if gaveUp := logTimes(srv.Logs(), writesGivenUp); len(gaveUp) > 0 {
+			t.Errorf("the terminal writes were given up %s after the deliveries, within their 20 s lease",
+				gaveUp[0].Sub(answered).Round(time.Millisecond))
+		}
 		pg.Start()
 		checkRows(t, pg, "short", n, 1)
 		checkRecovered(t, bin, config, srv, hook, "short", 1)
@@ -282,6 +293,9 @@ const (
 	// process, a little after the receiver answered.
 	clockSlack = 100 * time.Millisecond
 )
+
+// claimFailed matches the relay's log line for a claim that failed.
+var claimFailed = regexp.MustCompile(`"msg":"outbox: claim failed"`)
 
 // writesGivenUp matches the relay's log line for terminal writes it gave up.
 var writesGivenUp = regexp.MustCompile(`"msg":"outbox: terminal writes? failed; the rows? will be delivered again`)
