@@ -16,6 +16,12 @@ import (
 // and for a throttled sink with a loop of its own; a resume restarts them
 // at once, and also ends a receiver's Retry-After pause of an hour: the
 // relays' own memory of a pause gives way to the database's.
+// (Mutations, each failing this test: the listener ignoring pause
+// notifications; RefreshPauses keeping a longer pause it knew; resume_sink.sql
+// without its notifications, or leaving the rows a Retry-After put off
+// where they were; claim.sql without its pause check together with the
+// listener ignoring pauses. Either of the last two alone leaves the other
+// to stop deliveries, and this test passes.)
 func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	b := setup(t)
 	shared, throttled, limited := newRecordingSink(), newRecordingSink(), newRecordingSink()
