@@ -120,6 +120,7 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 
 // --id that names no dead letter exits 1 with a message, after acting on
 // the ids that do.
+// (Mutation: missingDeadLetters returning nil fails this test.)
 func TestDeadLetterCommandsRefuseUnknownIDs(t *testing.T) {
 	c := newCLI(t)
 	ids := c.api.deadRows(t, "partner", "boom")
