@@ -158,6 +158,9 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 
 // Redrive and purge go through a dry-run count and a confirmation page;
 // the confirmation acts on the rows counted, not on rows that died since.
+// (Mutations, each failing this test: postConfirm not keeping the count's
+// last id, postConfirm acting instead of counting, postApply not asking
+// for the confirmation.)
 func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	s := newSite(t, console.Options{})
 	ids := s.dead(t, "503", "503", "400")
