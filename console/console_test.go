@@ -57,6 +57,13 @@ func (s *site) browser(t *testing.T) *consoletest.Browser {
 	return consoletest.New(t, s.srv.URL)
 }
 
+// With a token, nothing is shown before signing in with it; the session
+// cookie is HttpOnly, SameSite=Strict, Secure over TLS, holds no token,
+// and is refused when forged, stretched or expired, and after signing out.
+// (Mutations, each failing this test: signedIn always true; session()
+// skipping the MAC check or the expiry check; the cookie without HttpOnly,
+// with SameSite=Lax, without Secure behind a TLS proxy; sign-out keeping
+// the cookie.)
 func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	s := newSite(t, console.Options{Token: token})
 	b := s.browser(t)
@@ -94,6 +101,18 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 		}
 	}
 
+	// A genuine session is refused once it has expired.
+	for _, tt := range []struct {
+		expiry time.Time
+		want   int
+	}{{time.Now().Add(time.Minute), http.StatusOK}, {time.Now().Add(-time.Second), http.StatusSeeOther}} {
+		other := s.browser(t)
+		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: console.SessionValue(s.ui, tt.expiry)}
+		if resp, _ := other.Get("/"); resp.StatusCode != tt.want {
+			t.Errorf("a session signed until %s: %d, want %d", tt.expiry.Format(time.RFC3339), resp.StatusCode, tt.want)
+		}
+	}
+
 	// Over TLS (a proxy saying so) the cookie is Secure.
 	tls := s.browser(t)
 	tls.Get("/signin")
@@ -111,6 +130,8 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 
 // Every form needs the CSRF token of its page, and no request from
 // another site changes anything, with or without a token.
+// (Mutations, each failing this test: require without checkCSRF; routes
+// without the CrossOriginProtection guard.)
 func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 	t.Parallel()
 	for name, opt := range map[string]console.Options{"with a token": {Token: token}, "without": {}} {
