@@ -230,6 +230,8 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 
 // Text from producers and receivers is shown as text: markup in a payload,
 // a dedup key or an error never becomes markup of the page.
+// (Mutations, each failing this test: render.go with text/template instead
+// of html/template; securityHeaders without the Content-Security-Policy.)
 func TestPagesEscapeStoredText(t *testing.T) {
 	s := newSite(t, console.Options{TraceURL: "http://jaeger.example/trace/{trace_id}"})
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
