@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,9 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) (*core.Relay,
 // One relay of the cluster computes the row counts and only its process
 // reports the table gauges, so sum() over the pods is right; when it
 // stops, another takes over.
+// (Mutations, each failing this test: the gauges reported whichever relay
+// took the snapshot; take_stats_lead.sql giving the lead to every relay
+// that asks.)
 func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	b := setup(t)
 	enqueueN(t, b, "elsewhere", 4, nil) // no relay has this sink: stays pending
@@ -104,6 +109,28 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	first := leader("")
 	if got := reporting(); len(got) != 1 || got[0] != first {
 		t.Fatalf("pods %v report the table gauges, want only the leader %d", got, first)
+	}
+	// The lead sticks: the next snapshots, taken while every relay tries
+	// for the lead each round, stay with one relay, changing hands only
+	// when the leader misses statsLeadTimeout rounds (a loaded machine
+	// does that now and then). Relays taking turns change hands at
+	// almost every snapshot.
+	takenBy := map[time.Time]string{}
+	testrelay.WaitFor(t, 10*time.Second, "eleven more snapshots", func() bool {
+		if snap, err := b.ob.StatsSnapshot(b.ctx, b.pool); err == nil {
+			takenBy[snap.TakenAt] = snap.TakenBy
+		}
+		return len(takenBy) >= 12
+	})
+	times := slices.SortedFunc(maps.Keys(takenBy), time.Time.Compare)
+	handovers := 0
+	for i := 1; i < len(times); i++ {
+		if takenBy[times[i]] != takenBy[times[i-1]] {
+			handovers++
+		}
+	}
+	if handovers > (len(times)-1)/2 {
+		t.Fatalf("the lead changed hands %d times in %d snapshots, want one relay to keep it", handovers, len(times))
 	}
 	pods[first].stop()
 	second := leader(pods[first].relay.ID())
