@@ -10,6 +10,8 @@ import (
 
 // However many pages and streams watch the overview, it is read at most
 // once per refresh interval; the reads stop when the last viewer leaves.
+// (Mutations, each failing this test: current() reading every time; poll()
+// not stopping without subscribers.)
 func TestOverviewFeedReadsOncePerRefreshForAllViewers(t *testing.T) {
 	t.Parallel()
 	var reads atomic.Int32
