@@ -60,7 +60,8 @@ func (s *site) browser(t *testing.T) *consoletest.Browser {
 // With a token, nothing is shown before signing in with it; the session
 // cookie is HttpOnly, SameSite=Strict, Secure over TLS, holds no token,
 // and is refused when forged, stretched or expired, and after signing out.
-// (Mutations, each failing this test: signedIn always true; session()
+// (Mutations, each failing this test: signedIn always true; require
+// leaving /overview/ open besides /signin and /static/; session()
 // skipping the MAC check or the expiry check; the cookie without HttpOnly,
 // with SameSite=Lax, without Secure behind a TLS proxy; sign-out keeping
 // the cookie.)
@@ -70,6 +71,18 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	resp, _ := b.Get("/dead-letters?sink=partner")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next="+url.QueryEscape("/dead-letters?sink=partner") {
 		t.Fatalf("not signed in: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// Headers only: an event stream served would never end.
+	noRedirects := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/", "/overview/events", "/messages", "/messages/1", "/dead-letters"} {
+		resp, err := noRedirects.Get(s.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?") {
+			t.Errorf("GET %s before signing in: %d to %q, want a redirect to sign in", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
 	}
 	if resp, _ := b.Post("/sinks/partner/pause", url.Values{}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a form before signing in: %d, want 401", resp.StatusCode)
