@@ -192,6 +192,7 @@ func TestGetAndMessagesList(t *testing.T) {
 }
 
 // sinks pause and resume record who (--by, else $USER@host) and why.
+// (Mutation: sinks pause not calling PauseSink fails this test.)
 func TestSinksPauseAndResume(t *testing.T) {
 	c := newCLI(t)
 	out, _, code := c.run(false, "", "sinks", "pause", "partner", "--for", "15m", "--reason", "partner maintenance")

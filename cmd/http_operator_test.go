@@ -236,6 +236,7 @@ func TestDeadLetterEndpoints(t *testing.T) {
 }
 
 // Pause and resume a sink by hand, with who and why.
+// (Mutation: the pause endpoint not calling PauseSink fails this test.)
 func TestSinkPauseEndpoints(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)
