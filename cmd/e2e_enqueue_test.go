@@ -13,8 +13,8 @@ import (
 // jsonb (\u0000, a lone surrogate) exits 2 from --payload; in a --file it
 // exits 2 naming the line, and nothing of the file is stored, even when
 // the bad line comes after several batches' worth of good ones, from a
-// file or from stdin. Trailing data after a line's JSON object is such a
-// bad line too.
+// file or from stdin. Trailing data after a line's JSON object and an
+// unknown sink are such bad lines too.
 // (Mutation: enqueue --file skipping its checking pass fails this test.)
 func TestEnqueueRefusesUnstorableInput(t *testing.T) {
 	t.Parallel()
@@ -42,6 +42,7 @@ func TestEnqueueRefusesUnstorableInput(t *testing.T) {
 	}{
 		{"NUL after two good lines", good(0, 2) + `{"sink":"bulk","dedup_key":"x","payload":{"a":"\u0000"}}` + "\n", "payload: ", 3},
 		{"lone surrogate after many", good(0, many) + "\n" + `{"sink":"bulk","dedup_key":"x","payload":["\udc00"]}` + "\n" + good(many, many+5), "payload: ", many + 2},
+		{"unknown sink after many", good(0, many) + `{"sink":"nope","dedup_key":"x","payload":1}` + "\n", `unknown sink "nope"`, many + 1},
 		{"trailing garbage", good(0, 1) + `{"sink":"bulk","dedup_key":"x","payload":1} xyz` + "\n", "trailing data", 2},
 		{"trailing brace", good(0, 1) + `{"sink":"bulk","dedup_key":"x","payload":1}}` + "\n", "trailing data", 2},
 		{"second object", `{"sink":"bulk","dedup_key":"x","payload":1}{"sink":"bulk","dedup_key":"y","payload":2}` + "\n", "trailing data", 1},

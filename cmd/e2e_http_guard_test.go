@@ -22,8 +22,9 @@ import (
 // is not this server's); a plain JSON client, a same-origin page and the
 // names of http.allowed_hosts still work. GET /v1/dlq's limit is capped,
 // and a payload the database cannot store is a 422 naming the payload.
-// (Mutation: refuseCrossOrigin ignoring CrossOriginProtection's verdict
-// fails this test.)
+// (Mutations: refuseCrossOrigin ignoring CrossOriginProtection's verdict,
+// requireJSON passing every body, hostGuard passing every Host, and
+// getDeadLetters without MaxDeadLetterLimit each fail this test.)
 func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "  allowed_hosts: [outbox.internal]")
@@ -39,24 +40,25 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 
 	refused := []struct {
 		name, method, path, body string
+		code                     int // 403 cross-origin, 415 not JSON, 421 not this server's name
 		header                   []string
 	}{
-		{"cross-site text/plain enqueue", "POST", "/v1/messages", message("evil-1"), []string{"Origin", "https://evil.example", "Content-Type", "text/plain"}},
-		{"cross-site JSON enqueue", "POST", "/v1/messages", message("evil-2"), []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}},
-		{"cross-site enqueue, old browser", "POST", "/v1/messages", message("evil-3"), []string{"Origin", "https://evil.example"}},
-		{"text/plain enqueue", "POST", "/v1/messages", message("evil-4"), []string{"Content-Type", "text/plain"}},
-		{"form enqueue", "POST", "/v1/messages", message("evil-5"), []string{"Content-Type", "application/x-www-form-urlencoded"}},
-		{"enqueue without a content type", "POST", "/v1/messages", message("evil-6"), []string{"Content-Type", ""}},
-		{"JSON in another charset", "POST", "/v1/messages", message("evil-7"), []string{"Content-Type", "application/json; charset=latin1"}},
-		{"cross-site text/plain redrive", "POST", "/v1/dlq/redrive", `{"all":true}`, []string{"Origin", "https://evil.example", "Content-Type", "text/plain"}},
-		{"rebound enqueue", "POST", "/v1/messages", message("evil-8"), []string{"Host", "evil.example:" + port}},
-		{"rebound dead letters", "GET", "/v1/dlq", "", []string{"Host", "evil.example"}},
-		{"rebound stats", "GET", "/v1/stats", "", []string{"Host", "evil.example:" + port}},
-		{"rebound metrics", "GET", "/metrics", "", []string{"Host", "127.0.0.1.evil.example:" + port}},
+		{"cross-site text/plain enqueue", "POST", "/v1/messages", message("evil-1"), 403, []string{"Origin", "https://evil.example", "Content-Type", "text/plain"}},
+		{"cross-site JSON enqueue", "POST", "/v1/messages", message("evil-2"), 403, []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}},
+		{"cross-site enqueue, old browser", "POST", "/v1/messages", message("evil-3"), 403, []string{"Origin", "https://evil.example"}},
+		{"text/plain enqueue", "POST", "/v1/messages", message("evil-4"), 415, []string{"Content-Type", "text/plain"}},
+		{"form enqueue", "POST", "/v1/messages", message("evil-5"), 415, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"enqueue without a content type", "POST", "/v1/messages", message("evil-6"), 415, []string{"Content-Type", ""}},
+		{"JSON in another charset", "POST", "/v1/messages", message("evil-7"), 415, []string{"Content-Type", "application/json; charset=latin1"}},
+		{"cross-site text/plain redrive", "POST", "/v1/dlq/redrive", `{"all":true}`, 403, []string{"Origin", "https://evil.example", "Content-Type", "text/plain"}},
+		{"rebound enqueue", "POST", "/v1/messages", message("evil-8"), 421, []string{"Host", "evil.example:" + port}},
+		{"rebound dead letters", "GET", "/v1/dlq", "", 421, []string{"Host", "evil.example"}},
+		{"rebound stats", "GET", "/v1/stats", "", 421, []string{"Host", "evil.example:" + port}},
+		{"rebound metrics", "GET", "/metrics", "", 421, []string{"Host", "127.0.0.1.evil.example:" + port}},
 	}
 	for _, r := range refused {
-		if code, body := call(t, r.method, srv.url(r.path), "", r.body, r.header...); code < 400 || code > 499 || body["error"] == nil {
-			t.Errorf("%s: %d %v, want a 4xx with an error", r.name, code, body)
+		if code, body := call(t, r.method, srv.url(r.path), "", r.body, r.header...); code != r.code || body["error"] == nil {
+			t.Errorf("%s: %d %v, want %d with an error", r.name, code, body, r.code)
 		}
 	}
 	if rows := e.rowCount(); rows != cmd.MaxDeadLetterLimit+1 {

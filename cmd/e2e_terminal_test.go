@@ -3,6 +3,7 @@ package cmd_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,8 +23,11 @@ var terminalControls = []string{"\x1b", "\r", "\x07", "\u009b", "\u202e", "\u206
 // TestTerminalOutputNeutralisesStoredText: dlq list and stats print stored
 // text (sink names, dedup keys, receivers' errors) with control, escape
 // and bidirectional characters shown as escapes, in their tables and in
-// their JSON, whose strings still decode to the stored text.
-// (Mutation: terminalText returning its input fails this test.)
+// their JSON, whose strings still decode to the stored text; error
+// messages show outside text escaped too.
+// (Mutations: terminalText returning its input, terminalJSON returning its
+// input, and Execute printing errors without terminalText each fail this
+// test.)
 func TestTerminalOutputNeutralisesStoredText(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "")
@@ -53,6 +57,18 @@ func TestTerminalOutputNeutralisesStoredText(t *testing.T) {
 	for _, want := range []string{`invoice-\u202egpj.exe`, `Oops\x1b[2J\rall good \u009b31mred\u2066`} {
 		if !strings.Contains(table, want) {
 			t.Errorf("dlq list does not show %s:\n%s", want, table)
+		}
+	}
+	// An error message quoting outside text as it was given: the name of a
+	// file that does not exist.
+	missing := filepath.Join(t.TempDir(), "lines\x1b]0;pwned\x07\r\u202e.jsonl")
+	if _, stderr, code := e.run(nil, "enqueue", "--file", missing); code != 2 || !strings.Contains(stderr, `lines\x1b]0;pwned\a\r\u202e.jsonl`) {
+		t.Errorf("enqueue --file with a hostile file name: exit %d, stderr %q; want 2 showing the name escaped", code, stderr)
+	} else {
+		for _, c := range terminalControls {
+			if strings.Contains(stderr, c) {
+				t.Errorf("an error message printed %q raw: %q", c, stderr)
+			}
 		}
 	}
 	var letters []struct {

@@ -110,6 +110,7 @@ sinks:
 `
 
 // Every operator endpoint wants the bearer token.
+// (Mutation: requireToken passing every request fails this test.)
 func TestOperatorEndpointsNeedTheToken(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)
@@ -235,6 +236,7 @@ func TestDeadLetterEndpoints(t *testing.T) {
 }
 
 // Pause and resume a sink by hand, with who and why.
+// (Mutation: the pause endpoint not calling PauseSink fails this test.)
 func TestSinkPauseEndpoints(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)
@@ -269,6 +271,8 @@ func TestSinkPauseEndpoints(t *testing.T) {
 
 // The console is served at / beside the API, and never shows a secret of
 // the configuration; with http.ui false, / is not found.
+// (Mutation: consoleSinks describing a sink's type with its %+v, options
+// included, fails this test.)
 func TestConsoleMountedAndFreeOfSecrets(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)

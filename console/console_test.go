@@ -57,12 +57,32 @@ func (s *site) browser(t *testing.T) *consoletest.Browser {
 	return consoletest.New(t, s.srv.URL)
 }
 
+// With a token, nothing is shown before signing in with it; the session
+// cookie is HttpOnly, SameSite=Strict, Secure over TLS, holds no token,
+// and is refused when forged, stretched or expired, and after signing out.
+// (Mutations, each failing this test: signedIn always true; require
+// leaving /overview/ open besides /signin and /static/; session()
+// skipping the MAC check or the expiry check; the cookie without HttpOnly,
+// with SameSite=Lax, without Secure behind a TLS proxy; sign-out keeping
+// the cookie.)
 func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	s := newSite(t, console.Options{Token: token})
 	b := s.browser(t)
 	resp, _ := b.Get("/dead-letters?sink=partner")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next="+url.QueryEscape("/dead-letters?sink=partner") {
 		t.Fatalf("not signed in: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// Headers only: an event stream served would never end.
+	noRedirects := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/", "/overview/events", "/messages", "/messages/1", "/dead-letters"} {
+		resp, err := noRedirects.Get(s.srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/signin?") {
+			t.Errorf("GET %s before signing in: %d to %q, want a redirect to sign in", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
 	}
 	if resp, _ := b.Post("/sinks/partner/pause", url.Values{}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a form before signing in: %d, want 401", resp.StatusCode)
@@ -94,6 +114,18 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 		}
 	}
 
+	// A genuine session is refused once it has expired.
+	for _, tt := range []struct {
+		expiry time.Time
+		want   int
+	}{{time.Now().Add(time.Minute), http.StatusOK}, {time.Now().Add(-time.Second), http.StatusSeeOther}} {
+		other := s.browser(t)
+		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: console.SessionValue(s.ui, tt.expiry)}
+		if resp, _ := other.Get("/"); resp.StatusCode != tt.want {
+			t.Errorf("a session signed until %s: %d, want %d", tt.expiry.Format(time.RFC3339), resp.StatusCode, tt.want)
+		}
+	}
+
 	// Over TLS (a proxy saying so) the cookie is Secure.
 	tls := s.browser(t)
 	tls.Get("/signin")
@@ -111,6 +143,8 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 
 // Every form needs the CSRF token of its page, and no request from
 // another site changes anything, with or without a token.
+// (Mutations, each failing this test: require without checkCSRF; routes
+// without the CrossOriginProtection guard.)
 func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 	t.Parallel()
 	for name, opt := range map[string]console.Options{"with a token": {Token: token}, "without": {}} {
@@ -158,6 +192,9 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 
 // Redrive and purge go through a dry-run count and a confirmation page;
 // the confirmation acts on the rows counted, not on rows that died since.
+// (Mutations, each failing this test: postConfirm not keeping the count's
+// last id, postConfirm acting instead of counting, postApply not asking
+// for the confirmation.)
 func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	s := newSite(t, console.Options{})
 	ids := s.dead(t, "503", "503", "400")
@@ -206,6 +243,8 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 
 // Text from producers and receivers is shown as text: markup in a payload,
 // a dedup key or an error never becomes markup of the page.
+// (Mutations, each failing this test: render.go with text/template instead
+// of html/template; securityHeaders without the Content-Security-Policy.)
 func TestPagesEscapeStoredText(t *testing.T) {
 	s := newSite(t, console.Options{TraceURL: "http://jaeger.example/trace/{trace_id}"})
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`

@@ -110,6 +110,8 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 // dry run counts without changing anything, UpToID keeps a confirmed
 // "all" to the rows counted, and ids that name no dead letter are
 // reported.
+// (Mutations, each failing this test: redrive.sql or purge.sql acting on a
+// dry run, redrive.sql ignoring UpToID, purge.sql reporting no missing ids.)
 func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	b := setup(t)
 	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, status, attempts, last_error)
@@ -145,12 +147,14 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	}
 
 	sel := core.RedriveFilter{All: true, Sink: "partner", ErrorContains: "UNAVAILABLE", DryRun: true}
-	plan, err := b.ob.Purge(b.ctx, b.pool, sel)
-	if err != nil || plan.Rows != 3 || plan.LastID != unavailable[2] || !plan.DryRun {
-		t.Fatalf("dry run: %+v, %v", plan, err)
-	}
-	if c := statusCounts(t, b); c["dead"] != 8 {
-		t.Fatalf("a dry run changed rows: %v", c)
+	for name, action := range map[string]func(context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error){"purge": b.ob.Purge, "redrive": b.ob.Redrive} {
+		plan, err := action(b.ctx, b.pool, sel)
+		if err != nil || plan.Rows != 3 || plan.LastID != unavailable[2] || !plan.DryRun {
+			t.Fatalf("%s dry run: %+v, %v", name, plan, err)
+		}
+		if c := statusCounts(t, b); c["dead"] != 8 {
+			t.Fatalf("a %s dry run changed rows: %v", name, c)
+		}
 	}
 	sel.DryRun, sel.UpToID = false, unavailable[1]
 	done, err := b.ob.Redrive(b.ctx, b.pool, sel)

@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,9 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) (*core.Relay,
 // One relay of the cluster computes the row counts and only its process
 // reports the table gauges, so sum() over the pods is right; when it
 // stops, another takes over.
+// (Mutations, each failing this test: the gauges reported whichever relay
+// took the snapshot; take_stats_lead.sql giving the lead to every relay
+// that asks.)
 func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	b := setup(t)
 	enqueueN(t, b, "elsewhere", 4, nil) // no relay has this sink: stays pending
@@ -105,6 +110,28 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	if got := reporting(); len(got) != 1 || got[0] != first {
 		t.Fatalf("pods %v report the table gauges, want only the leader %d", got, first)
 	}
+	// The lead sticks: the next snapshots, taken while every relay tries
+	// for the lead each round, stay with one relay, changing hands only
+	// when the leader misses statsLeadTimeout rounds (a loaded machine
+	// does that now and then). Relays taking turns change hands at
+	// almost every snapshot.
+	takenBy := map[time.Time]string{}
+	testrelay.WaitFor(t, 10*time.Second, "eleven more snapshots", func() bool {
+		if snap, err := b.ob.StatsSnapshot(b.ctx, b.pool); err == nil {
+			takenBy[snap.TakenAt] = snap.TakenBy
+		}
+		return len(takenBy) >= 12
+	})
+	times := slices.SortedFunc(maps.Keys(takenBy), time.Time.Compare)
+	handovers := 0
+	for i := 1; i < len(times); i++ {
+		if takenBy[times[i]] != takenBy[times[i-1]] {
+			handovers++
+		}
+	}
+	if handovers > (len(times)-1)/2 {
+		t.Fatalf("the lead changed hands %d times in %d snapshots, want one relay to keep it", handovers, len(times))
+	}
 	pods[first].stop()
 	second := leader(pods[first].relay.ID())
 	// Polls the gauges: each pod's reader reports what its relay last
@@ -117,6 +144,8 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 
 // Every relay adds its deliveries to per-minute counts; the rates and
 // latency percentiles come from them, not from sent rows.
+// (Mutations, each failing this test: delivery_rates.sql counting sent
+// rows of messages; the tally not counting retries.)
 func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 	b := setup(t)
 	slow := core.SinkFunc(func(ctx context.Context, _ *core.Delivery) error {
@@ -140,6 +169,15 @@ func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 		rates, err = b.ob.DeliveryRates(b.ctx, b.pool, 0)
 		return err == nil && rates["slow"].Sent == 10 && rates["failing"].Dead == 3
 	})
+	// The rows themselves are not read: the counts outlive them (as they
+	// outlive pruning).
+	if _, err := b.pool.Exec(b.ctx, "DELETE FROM "+b.ob.Schema()+".messages"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.ob.DeliveryRates(b.ctx, b.pool, 0)
+	if err != nil || again["slow"].Sent != 10 || again["failing"].Dead != 3 || again["failing"].Retried != 3 {
+		t.Fatalf("rates after the rows were deleted: %+v, %v; want them unchanged", again, err)
+	}
 	s := rates["slow"]
 	if s.P50 < 25*time.Millisecond || s.P50 > 100*time.Millisecond || s.P99 < s.P50 || s.PerSecond <= 0 || s.Retried != 0 {
 		t.Errorf("slow sink: %+v, want 10 sent at about 30ms", s)
@@ -186,6 +224,9 @@ func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
 
 // The snapshot of the counts reads the partial indexes and the last hour
 // of sent rows: with a long delivered history it never scans the table.
+// (Mutations, each failing this test: take_stats_snapshot.sql counting
+// every sent row, not the last hour's; counting dead rows by status
+// instead of the dead index's phase.)
 func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 	b := setup(t)
 	for _, stmt := range []string{

@@ -16,6 +16,13 @@ import (
 // and for a throttled sink with a loop of its own; a resume restarts them
 // at once, and also ends a receiver's Retry-After pause of an hour: the
 // relays' own memory of a pause gives way to the database's.
+// (Mutations, each failing this test: the listener ignoring pause
+// notifications; RefreshPauses keeping a longer pause it knew; resume_sink.sql
+// without its notifications, or leaving the rows a Retry-After put off
+// where they were; claim.sql without its pause check together with the
+// listener ignoring pauses. Either of the last two alone leaves the other
+// to stop deliveries, and this test passes; the claim's check alone is
+// TestPauseTheRelayHasNotHeardOfStopsClaims's.)
 func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	b := setup(t)
 	shared, throttled, limited := newRecordingSink(), newRecordingSink(), newRecordingSink()
@@ -97,6 +104,36 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{For: -time.Second}); err == nil {
 		t.Error("a negative pause was accepted")
 	}
+}
+
+// A relay that has not heard of a pause (its notification still on the
+// way) claims no row of the paused sink: the claim reads the pause from
+// the database.
+// (Mutation: claim.sql without its pause check fails this test.)
+func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
+	b := setup(t)
+	sink := newRecordingSink()
+	signals := &testsignal.Relay{}
+	testrelay.RunWith(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
+		Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}}, signals)
+	// The relay has loaded the pauses (none) and listens; the pause is
+	// stored as PauseSink stores it, but without the notification.
+	signals.Listening.WaitCount(t, 10*time.Second, "the relay listening", 1)
+	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+".sink_limits (sink, paused_until, manual_until, until_resumed, changed_by) "+
+		"VALUES ('s', now() + interval '1 hour', now() + interval '1 hour', false, 'alice')"); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, b, "s", 3, nil)
+	const pausedRounds = 25
+	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to look for work", len(signals.Idle.All())+pausedRounds)
+	if n := len(sink.snapshot()); n != 0 {
+		t.Fatalf("%d deliveries to a sink paused in the database", n)
+	}
+	// The relay does deliver them once the pause ends (and it is told).
+	if was, err := b.ob.ResumeSink(b.ctx, b.pool, "s", "bob", ""); err != nil || !was {
+		t.Fatalf("resume: %v, %v", was, err)
+	}
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
 }
 
 // A second pause by hand replaces the first, shortening it if asked.

@@ -84,6 +84,9 @@ func (r *receiver) count() int {
 	return r.accepted
 }
 
+// (Mutation: claim.sql without its pause check, with the listener ignoring
+// pause notifications, fails this test: the message enqueued during the
+// pause is delivered.)
 func TestConsoleInARealBrowser(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
 		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")

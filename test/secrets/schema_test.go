@@ -11,8 +11,10 @@ import (
 
 // TestHostileSchemaNamesRefused: the schema name is the one piece of
 // configuration that reaches SQL text; core.New refuses anything but a
-// plain lower-case identifier, and the error quotes it safely. (Mutation:
-// a schemaNamePattern matching anything fails this test.)
+// plain lower-case identifier, and the error quotes it safely; the name is
+// quoted in the statements, so a keyword works as a schema.
+// (Mutations, each failing this test: a schemaNamePattern matching
+// anything; New using the name unquoted.)
 func TestHostileSchemaNamesRefused(t *testing.T) {
 	t.Parallel()
 	hostile := []string{
@@ -32,6 +34,26 @@ func TestHostileSchemaNamesRefused(t *testing.T) {
 		if _, err := core.New(name); err != nil {
 			t.Errorf("core.New(%q): %v", name, err)
 		}
+	}
+
+	// A valid name can still be a keyword: only quoted is it a schema.
+	// In a transaction rolled back at the end, so no schema of this fixed
+	// name outlives the test (a concurrent run waits for this one).
+	ctx := context.Background()
+	ob, err := core.New("select")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := testdb.Pool(t, 2).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := ob.Migrate(ctx, tx); err != nil {
+		t.Fatalf("migrate schema %q: %v", ob.Schema(), err)
+	}
+	if _, err := ob.Enqueue(ctx, tx, core.Message{Sink: "s", DedupKey: "k", Payload: "x"}); err != nil {
+		t.Fatalf("enqueue into schema %q: %v", ob.Schema(), err)
 	}
 }
 
