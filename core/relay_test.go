@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -242,10 +243,11 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 
 // A relay leaves the rows of a sink it does not have alone: they stay
 // pending with their attempts untouched (in a rolling deploy they belong to
-// a sink the next version adds), the relay warns about them, and a relay
-// that has the sink delivers each exactly once. (On fb9f77d the old relay
-// dead-lettered them. Mutation: the claim taking every sink's ready rows,
-// which the relay then hands back, fails this test.)
+// a sink the next version adds), the relay warns about them and reports
+// them in its outbox.unconfigured_sinks.* gauges, and a relay that has the
+// sink delivers each exactly once. (On fb9f77d the old relay dead-lettered
+// them. Mutation: the claim taking every sink's ready rows, which the relay
+// then hands back, fails this test; so does the rows gauge observing 0.)
 func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b := setup(t)
 	logger, logs := captureLogs()
@@ -253,8 +255,9 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	// The new version's producers were quicker than the old relay's start:
 	// it looks for unconfigured sinks when it starts, then once a minute.
 	enqueueN(t, b, "added", 5, nil)
+	tm := newTelemetry(t)
 	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Logger: logger, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
+		MeterProvider: tm.mp, Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
 	enqueueN(t, b, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
@@ -279,6 +282,18 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	waiting, err := b.ob.UnconfiguredSinks(b.ctx, b.pool, []string{"known"})
 	if err != nil || len(waiting) != 1 || waiting[0].Sink != "added" || waiting[0].Waiting != 5 {
 		t.Fatalf("UnconfiguredSinks = %+v, %v", waiting, err)
+	}
+	// The gauges (outbox_unconfigured_sinks_* in Prometheus) report them.
+	rm := tm.collect(t)
+	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
+		t.Error("no outbox.unconfigured_sinks.rows gauge")
+	} else if p := m.Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 5 {
+		t.Errorf("outbox.unconfigured_sinks.rows = %+v, want 5", p)
+	}
+	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
+		t.Error("no outbox.unconfigured_sinks.oldest_pending.age gauge")
+	} else if p := m.Data.(metricdata.Gauge[float64]).DataPoints; len(p) != 1 || p[0].Value <= 0 {
+		t.Errorf("outbox.unconfigured_sinks.oldest_pending.age = %+v, want the waiting rows' age", p)
 	}
 
 	// The next version's relay has the sink.
