@@ -519,14 +519,66 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 }
 
 // Run returns an error, instead of retrying quietly for ever, when claims
-// fail for a reason retrying cannot fix: here the outbox schema is dropped
-// under a running relay. (On fb9f77d Run always returned nil. Mutation:
-// pgerr.IsTransient true for every PostgreSQL error fails this test.)
+// fail for a reason retrying cannot fix: the outbox schema is dropped under
+// a running relay, or the relay's role loses its access to it. (On fb9f77d
+// Run always returned nil. Mutation: pgerr.IsTransient true for every
+// PostgreSQL error fails this test, and so does claimFailed never stopping
+// the relay: each case times out with "Run kept going".)
 func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t, 4)
-	ob := testdb.NewSchema(t, pool)
 	ctx := context.Background()
+	t.Run("schema dropped", func(t *testing.T) {
+		t.Parallel()
+		pool := testdb.Pool(t, 4)
+		ob := testdb.NewSchema(t, pool)
+		relay, done, signals := runRelayOn(t, pool, ob)
+		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
+		if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
+		waitRunError(t, done, "42P01", "the missing relation")
+		if err := relay.Run(ctx); err == nil {
+			t.Fatal("a second Run must be refused")
+		}
+	})
+	t.Run("access revoked", func(t *testing.T) {
+		t.Parallel()
+		admin := testdb.Pool(t, 2)
+		ob := testdb.NewSchema(t, admin)
+		role := "relay_" + ob.Schema()
+		grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT ALL ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
+			"GRANT ALL ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s", ob.Schema(), role)
+		if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN; "+grants); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+			_, _ = admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role)
+		})
+		cfg, err := pgxpool.ParseConfig(testdb.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.User, cfg.MaxConns = role, 4
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		_, done, signals := runRelayOn(t, pool, ob)
+		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
+		signals.Idle.WaitCount(t, 10*time.Second, "a claim with the role's access", 1)
+		if _, err := admin.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+ob.Schema()+" FROM "+role); err != nil {
+			t.Fatal(err)
+		}
+		waitRunError(t, done, "42501", "the refused permission")
+	})
+}
+
+// runRelayOn starts a relay on pool and ob; done yields Run's result.
+func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox) (*core.Relay, <-chan error, *testsignal.Relay) {
+	t.Helper()
 	relay, err := core.NewRelay(pool, core.Config{Outbox: ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
 	if err != nil {
@@ -534,21 +586,19 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	}
 	signals := &testsignal.Relay{}
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(testsignal.WithRelay(ctx, signals)) }()
-	signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
-	if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
+	go func() { done <- relay.Run(testsignal.WithRelay(context.Background(), signals)) }()
+	return relay, done, signals
+}
+
+// waitRunError waits for Run to return an error naming sqlstate.
+func waitRunError(t *testing.T, done <-chan error, sqlstate, what string) {
+	t.Helper()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "42P01") {
-			t.Fatalf("Run returned %v, want an error naming the missing relation", err)
+		if err == nil || !strings.Contains(err.Error(), sqlstate) {
+			t.Fatalf("Run returned %v, want an error naming %s (%s)", err, what, sqlstate)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run kept going although every claim fails")
-	}
-	if err := relay.Run(ctx); err == nil {
-		t.Fatal("a second Run must be refused")
 	}
 }
