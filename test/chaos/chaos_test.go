@@ -69,7 +69,10 @@ const chaosSchema = "chaos"
 // the caller's transaction early (rolled-back messages reach the
 // receiver); the completer dropping one outcome in ten (duplicates over
 // the bound); every error treated as permanent (dead rows that did not
-// exhaust their attempts); max_attempts ignored (doomed rows never die).
+// exhaust their attempts); max_attempts ignored (doomed rows never die);
+// the webhook sink sending (and signing) a webhook-id that changes with the
+// attempt (requests whose webhook-id is not the dedup key); the claim
+// ignoring earlier open rows of an ordering key (keys arrive out of order).
 func TestChaos(t *testing.T) {
 	sc := small
 	if os.Getenv(ModeEnv) == "full" {
@@ -188,6 +191,9 @@ func TestChaos(t *testing.T) {
 	}
 	if n := rc.badSignature.Load(); n > 0 {
 		t.Errorf("%d requests had an invalid signature", n)
+	}
+	if n := rc.wrongID.Load(); n > 0 {
+		t.Errorf("%d validly signed requests had a webhook-id other than their message's dedup key", n)
 	}
 	checkRows(t, ctx, pool, committed)
 	dead := checkDead(t, ctx, pool, committed, seen, cl.killedWithin(lease))

@@ -90,6 +90,7 @@ type receiver struct {
 
 	seq          atomic.Int64
 	badSignature atomic.Int64
+	wrongID      atomic.Int64 // validly signed, but webhook-id is not the body's dedup key
 	slow         atomic.Int64 // processed messages answered after the lease
 	// late counts processed messages whose relay gave up before the
 	// answer was written (a starved machine): delivered again, like slow.
@@ -148,7 +149,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("webhook-id")
 	var p chaosPayload
 	if err := json.Unmarshal(body, &p); err != nil || p.Key != id {
-		rc.badSignature.Add(1) // signed, yet not what was enqueued
+		rc.wrongID.Add(1) // signed, yet not what was enqueued
 		http.Error(w, "payload does not match webhook-id", http.StatusUnauthorized)
 		return
 	}
