@@ -520,10 +520,12 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 
 // Run returns an error, instead of retrying quietly for ever, when claims
 // fail for a reason retrying cannot fix: the outbox schema is dropped under
-// a running relay, or the relay's role loses its access to it. (On fb9f77d
-// Run always returned nil. Mutation: pgerr.IsTransient true for every
-// PostgreSQL error fails this test, and so does claimFailed never stopping
-// the relay: each case times out with "Run kept going".)
+// a running relay, the relay's role loses its access to it, or the server
+// it reconnects to is read-only. (On fb9f77d Run always returned nil.
+// Mutation: pgerr.IsTransient true for every PostgreSQL error fails this
+// test, and so does claimFailed never stopping the relay: each case times
+// out with "Run kept going"; class 25 made transient fails the read-only
+// case.)
 func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -542,38 +544,64 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 			t.Fatal("a second Run must be refused")
 		}
 	})
-	t.Run("access revoked", func(t *testing.T) {
-		t.Parallel()
-		admin := testdb.Pool(t, 2)
-		ob := testdb.NewSchema(t, admin)
-		role := "relay_" + ob.Schema()
-		grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT ALL ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
-			"GRANT ALL ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s", ob.Schema(), role)
-		if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN; "+grants); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-			_, _ = admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role)
+	// The relay runs as a role of its own, which then loses its access to
+	// the schema, or whose sessions break and come back read-only, like
+	// those of a server that became a standby.
+	for _, c := range []struct {
+		name, sqlstate, what string
+		statements           func(schema, role string) []string
+	}{
+		{"access revoked", "42501", "the refused permission", func(schema, role string) []string {
+			return []string{"REVOKE ALL ON ALL TABLES IN SCHEMA " + schema + " FROM " + role}
+		}},
+		{"read-only after a failover", "25006", "the read-only transaction", func(_, role string) []string {
+			return []string{"ALTER ROLE " + role + " SET default_transaction_read_only = on",
+				"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'"}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			admin := testdb.Pool(t, 2)
+			ob := testdb.NewSchema(t, admin)
+			pool, role := rolePool(t, admin, ob)
+			_, done, signals := runRelayOn(t, pool, ob)
+			signals.Idle.WaitCount(t, 10*time.Second, "a claim that succeeds", 1)
+			for _, stmt := range c.statements(ob.Schema(), role) {
+				if _, err := admin.Exec(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitRunError(t, done, c.sqlstate, c.what)
 		})
-		cfg, err := pgxpool.ParseConfig(testdb.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ConnConfig.User, cfg.MaxConns = role, 4
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		_, done, signals := runRelayOn(t, pool, ob)
-		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
-		signals.Idle.WaitCount(t, 10*time.Second, "a claim with the role's access", 1)
-		if _, err := admin.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+ob.Schema()+" FROM "+role); err != nil {
-			t.Fatal(err)
-		}
-		waitRunError(t, done, "42501", "the refused permission")
+	}
+}
+
+// rolePool creates a login role with full access to ob's schema, dropped
+// when the test ends, and returns a pool of its sessions.
+func rolePool(t *testing.T, admin *pgxpool.Pool, ob *core.Outbox) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	role := "relay_" + ob.Schema()
+	grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT ALL ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
+		"GRANT ALL ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s", ob.Schema(), role)
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN; "+grants); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role)
 	})
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User, cfg.MaxConns = role, 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, role
 }
 
 // runRelayOn starts a relay on pool and ob; done yields Run's result.
