@@ -63,7 +63,7 @@ func verifySignature(secret string, h http.Header, body []byte, now time.Time) e
 // faults are the receiver's misbehaviours, as shares of the requests for
 // messages that are not poisoned.
 type faults struct {
-	errors500 float64 // answered 500
+	errors500 float64 // answered 500, a quarter of them 408 (retryable too)
 	timeouts  float64 // held past the sink's timeout, not processed
 	slow      float64 // processed, then answered after the lease ran out
 	// every429 answers one request with 429 and Retry-After at most this
@@ -96,6 +96,7 @@ type receiver struct {
 	// answer was written (a starved machine): delivered again, like slow.
 	late     atomic.Int64
 	count500 atomic.Int64
+	count408 atomic.Int64
 	timeouts atomic.Int64
 	count429 atomic.Int64
 	poisoned atomic.Int64
@@ -178,6 +179,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.count429.Add(1)
 		w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
 		http.Error(w, "slow down", http.StatusTooManyRequests)
+	case roll < f.errors500/4:
+		rc.count408.Add(1)
+		http.Error(w, "injected request timeout", http.StatusRequestTimeout)
 	case roll < f.errors500:
 		rc.count500.Add(1)
 		http.Error(w, "injected failure", http.StatusInternalServerError)
