@@ -72,7 +72,8 @@ const chaosSchema = "chaos"
 // exhaust their attempts), or a 408 alone (rows dead after fewer than
 // max_attempts); max_attempts ignored (doomed rows never die);
 // the webhook sink sending (and signing) a webhook-id that changes with the
-// attempt (requests whose webhook-id is not the dedup key); the claim
+// attempt (requests whose webhook-id is not the dedup key), or signing
+// without the webhook-id (invalid signatures); the claim
 // ignoring earlier open rows of an ordering key (keys arrive out of order).
 func TestChaos(t *testing.T) {
 	sc := small
