@@ -65,9 +65,9 @@ const chaosSchema = "chaos"
 // else dies unless every one of its max_attempts attempts failed.
 //
 // Mutations tried, each failing this test: the claim ignoring expired
-// leases (lost: killed relays' rows stay in progress); Enqueue committing
-// the caller's transaction early (rolled-back messages reach the
-// receiver); the completer dropping one outcome in ten (duplicates over
+// leases (lost: killed relays' rows stay in progress); Enqueue, or
+// EnqueueBatch, committing the caller's transaction early (rolled-back
+// messages reach the receiver); the completer dropping one outcome in ten (duplicates over
 // the bound); every error treated as permanent (dead rows that did not
 // exhaust their attempts), or a 408 alone (rows dead after fewer than
 // max_attempts); max_attempts ignored (doomed rows never die);
