@@ -74,7 +74,8 @@ const chaosSchema = "chaos"
 // the webhook sink sending (and signing) a webhook-id that changes with the
 // attempt (requests whose webhook-id is not the dedup key), or signing
 // without the webhook-id (invalid signatures); the claim
-// ignoring earlier open rows of an ordering key (keys arrive out of order).
+// ignoring earlier open rows of an ordering key, or only its failed ones
+// (keys arrive out of order).
 func TestChaos(t *testing.T) {
 	sc := small
 	if os.Getenv(ModeEnv) == "full" {
