@@ -317,7 +317,9 @@ func waitForLockWait(t *testing.T, b bundle) {
 // schema's waiting relay loop (migration 006) even when the caller's
 // search_path does not include the schema, and the notification is heard
 // only when the transaction commits - a rolled-back or duplicate enqueue
-// wakes nobody. (Mutation: the function not calling wake() fails this test.)
+// wakes nobody. (Mutation: the function not calling wake() fails this test;
+// so does enqueue() without SET search_path FROM CURRENT, which until this
+// test rolled back its transaction on failure hung its cleanup instead.)
 func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 	b := setup(t)
 	notified := listenAsWaitingLoop(t, b, "s").heard
@@ -326,6 +328,9 @@ func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A failure below must not leave the connection in a transaction:
+		// the pool's Close, at cleanup, would wait for it for ever.
+		defer func() { _ = tx.Rollback(b.ctx) }()
 		if _, err := tx.Exec(b.ctx, "SET LOCAL search_path TO public"); err != nil {
 			t.Fatal(err)
 		}

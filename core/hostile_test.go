@@ -22,7 +22,8 @@ import (
 // written once and never delivered again. (On fb9f77d the whole batch was
 // retried until the leases ran out: each good row was delivered twice and
 // ended dead. Mutation tried: storedError returning the raw err.Error()
-// fails this test.)
+// fails this test; so do safetext.MaxErrorBytes or MaxReceiptBytes raised
+// to megabytes, which store a 10 KiB error or receipt whole.)
 func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	b := setup(t)
 	var mu sync.Mutex
@@ -38,6 +39,10 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 			return d.SetReceipt(map[string]string{"ts": "1\x00\xff"})
 		case "hostile-panic":
 			panic("boom\x00\xfe")
+		case "long-error":
+			return errors.New(strings.Repeat("e", 10<<10))
+		case "long-receipt":
+			return d.SetReceipt(map[string]string{"ts": strings.Repeat("r", 10<<10)})
 		}
 		return nil
 	})
@@ -45,7 +50,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	// batch: one statement would carry the hostile text with the rest.
 	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "hook", Sink: sink, MaxAttempts: 1}}})
-	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3"}
+	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3", "long-error", "long-receipt"}
 	msgs := make([]core.Message, len(keys))
 	for i, k := range keys {
 		msgs[i] = core.Message{Sink: "hook", DedupKey: k, Payload: "x"}
@@ -57,8 +62,8 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 		return testsignal.CountWritten(all, "") == len(keys)
 	})
 	counts := statusCounts(t, b)
-	if counts["sent"] != 4 || counts["dead"] != 2 {
-		t.Fatalf("statuses %v, want 4 sent (3 good rows and the hostile receipt) and 2 dead", counts)
+	if counts["sent"] != 5 || counts["dead"] != 3 {
+		t.Fatalf("statuses %v, want 5 sent (3 good rows and the hostile and long receipts) and 3 dead", counts)
 	}
 	mu.Lock()
 	for _, k := range keys {
@@ -86,6 +91,15 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	}
 	if receipt != `1\x00`+"\uFFFD" { // json.Marshal already made \xff U+FFFD
 		t.Fatalf("stored receipt ts %q, want the escaped text", receipt)
+	}
+	// Stored text is bounded: 2 KiB per error, 8 KiB per receipt.
+	var errBytes, receiptBytes int
+	if err := b.pool.QueryRow(b.ctx, "SELECT (SELECT octet_length(last_error) FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'long-error'), "+
+		"(SELECT octet_length(receipt::text) FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'long-receipt')").Scan(&errBytes, &receiptBytes); err != nil {
+		t.Fatal(err)
+	}
+	if errBytes > 2<<10 || receiptBytes > 8<<10 {
+		t.Errorf("a 10 KiB error stored as %d bytes (limit 2 KiB), a 10 KiB receipt as %d (limit 8 KiB)", errBytes, receiptBytes)
 	}
 }
 

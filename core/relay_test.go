@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -242,10 +243,11 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 
 // A relay leaves the rows of a sink it does not have alone: they stay
 // pending with their attempts untouched (in a rolling deploy they belong to
-// a sink the next version adds), the relay warns about them, and a relay
-// that has the sink delivers each exactly once. (On fb9f77d the old relay
-// dead-lettered them. Mutation: the claim taking every sink's ready rows,
-// which the relay then hands back, fails this test.)
+// a sink the next version adds), the relay warns about them and reports
+// them in its outbox.unconfigured_sinks.* gauges, and a relay that has the
+// sink delivers each exactly once. (On fb9f77d the old relay dead-lettered
+// them. Mutation: the claim taking every sink's ready rows, which the relay
+// then hands back, fails this test; so does the rows gauge observing 0.)
 func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b := setup(t)
 	logger, logs := captureLogs()
@@ -253,8 +255,9 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	// The new version's producers were quicker than the old relay's start:
 	// it looks for unconfigured sinks when it starts, then once a minute.
 	enqueueN(t, b, "added", 5, nil)
+	tm := newTelemetry(t)
 	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Logger: logger, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
+		MeterProvider: tm.mp, Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
 	enqueueN(t, b, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
@@ -279,6 +282,18 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	waiting, err := b.ob.UnconfiguredSinks(b.ctx, b.pool, []string{"known"})
 	if err != nil || len(waiting) != 1 || waiting[0].Sink != "added" || waiting[0].Waiting != 5 {
 		t.Fatalf("UnconfiguredSinks = %+v, %v", waiting, err)
+	}
+	// The gauges (outbox_unconfigured_sinks_* in Prometheus) report them.
+	rm := tm.collect(t)
+	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
+		t.Error("no outbox.unconfigured_sinks.rows gauge")
+	} else if p := m.Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 5 {
+		t.Errorf("outbox.unconfigured_sinks.rows = %+v, want 5", p)
+	}
+	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
+		t.Error("no outbox.unconfigured_sinks.oldest_pending.age gauge")
+	} else if p := m.Data.(metricdata.Gauge[float64]).DataPoints; len(p) != 1 || p[0].Value <= 0 {
+		t.Errorf("outbox.unconfigured_sinks.oldest_pending.age = %+v, want the waiting rows' age", p)
 	}
 
 	// The next version's relay has the sink.
@@ -504,14 +519,94 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 }
 
 // Run returns an error, instead of retrying quietly for ever, when claims
-// fail for a reason retrying cannot fix: here the outbox schema is dropped
-// under a running relay. (On fb9f77d Run always returned nil. Mutation:
-// pgerr.IsTransient true for every PostgreSQL error fails this test.)
+// fail for a reason retrying cannot fix: the outbox schema is dropped under
+// a running relay, the relay's role loses its access to it, or the server
+// it reconnects to is read-only. (On fb9f77d Run always returned nil.
+// Mutation: pgerr.IsTransient true for every PostgreSQL error fails this
+// test, and so does claimFailed never stopping the relay: each case times
+// out with "Run kept going"; class 25 made transient fails the read-only
+// case.)
 func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t, 4)
-	ob := testdb.NewSchema(t, pool)
 	ctx := context.Background()
+	t.Run("schema dropped", func(t *testing.T) {
+		t.Parallel()
+		pool := testdb.Pool(t, 4)
+		ob := testdb.NewSchema(t, pool)
+		relay, done, signals := runRelayOn(t, pool, ob)
+		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
+		if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
+		waitRunError(t, done, "42P01", "the missing relation")
+		if err := relay.Run(ctx); err == nil {
+			t.Fatal("a second Run must be refused")
+		}
+	})
+	// The relay runs as a role of its own, which then loses its access to
+	// the schema, or whose sessions break and come back read-only, like
+	// those of a server that became a standby.
+	for _, c := range []struct {
+		name, sqlstate, what string
+		statements           func(schema, role string) []string
+	}{
+		{"access revoked", "42501", "the refused permission", func(schema, role string) []string {
+			return []string{"REVOKE ALL ON ALL TABLES IN SCHEMA " + schema + " FROM " + role}
+		}},
+		{"read-only after a failover", "25006", "the read-only transaction", func(_, role string) []string {
+			return []string{"ALTER ROLE " + role + " SET default_transaction_read_only = on",
+				"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'"}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			admin := testdb.Pool(t, 2)
+			ob := testdb.NewSchema(t, admin)
+			pool, role := rolePool(t, admin, ob)
+			_, done, signals := runRelayOn(t, pool, ob)
+			signals.Idle.WaitCount(t, 10*time.Second, "a claim that succeeds", 1)
+			for _, stmt := range c.statements(ob.Schema(), role) {
+				if _, err := admin.Exec(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitRunError(t, done, c.sqlstate, c.what)
+		})
+	}
+}
+
+// rolePool creates a login role with full access to ob's schema, dropped
+// when the test ends, and returns a pool of its sessions.
+func rolePool(t *testing.T, admin *pgxpool.Pool, ob *core.Outbox) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	role := "relay_" + ob.Schema()
+	grants := fmt.Sprintf("GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT ALL ON ALL TABLES IN SCHEMA %[1]s TO %[2]s; "+
+		"GRANT ALL ON ALL SEQUENCES IN SCHEMA %[1]s TO %[2]s", ob.Schema(), role)
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN; "+grants); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		_, _ = admin.Exec(ctx, "DROP OWNED BY "+role+"; DROP ROLE "+role)
+	})
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User, cfg.MaxConns = role, 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, role
+}
+
+// runRelayOn starts a relay on pool and ob; done yields Run's result.
+func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox) (*core.Relay, <-chan error, *testsignal.Relay) {
+	t.Helper()
 	relay, err := core.NewRelay(pool, core.Config{Outbox: ob, PollInterval: 10 * time.Millisecond,
 		Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
 	if err != nil {
@@ -519,21 +614,19 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	}
 	signals := &testsignal.Relay{}
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(testsignal.WithRelay(ctx, signals)) }()
-	signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
-	if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
+	go func() { done <- relay.Run(testsignal.WithRelay(context.Background(), signals)) }()
+	return relay, done, signals
+}
+
+// waitRunError waits for Run to return an error naming sqlstate.
+func waitRunError(t *testing.T, done <-chan error, sqlstate, what string) {
+	t.Helper()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "42P01") {
-			t.Fatalf("Run returned %v, want an error naming the missing relation", err)
+		if err == nil || !strings.Contains(err.Error(), sqlstate) {
+			t.Fatalf("Run returned %v, want an error naming %s (%s)", err, what, sqlstate)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run kept going although every claim fails")
-	}
-	if err := relay.Run(ctx); err == nil {
-		t.Fatal("a second Run must be refused")
 	}
 }

@@ -10,7 +10,9 @@ import (
 // private nats-server killed and started again on its store), only delays
 // delivery: messages wait in the outbox, reach the stream once the server
 // is back, exactly once, and none is dead-lettered. (Mutation: a failed
-// dial in sinks.Connection made permanent fails this test.)
+// dial in sinks.Connection made permanent fails this test; so does
+// sinks.Connection never redialing a connection that broke mid-run, which
+// dead-letters rows once the retry budget is spent.)
 func TestServerDownAtStartAndMidRun(t *testing.T) {
 	t.Parallel()
 	srv := brokertest.NewNATSServer(t)

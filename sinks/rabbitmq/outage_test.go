@@ -10,7 +10,9 @@ import (
 // proxy in front of it refuses and cuts connections), only delays
 // delivery: messages wait in the outbox, reach the queue once it is back,
 // and none is dead-lettered. (Mutation: a failed dial in sinks.Connection
-// made permanent fails this test.)
+// made permanent fails this test; so does sinks.Connection never
+// redialing a connection that broke mid-run, which dead-letters rows once
+// the retry budget is spent.)
 func TestBrokerDownAtStartAndMidRun(t *testing.T) {
 	t.Parallel()
 	addr := requireBroker(t)

@@ -63,7 +63,7 @@ func verifySignature(secret string, h http.Header, body []byte, now time.Time) e
 // faults are the receiver's misbehaviours, as shares of the requests for
 // messages that are not poisoned.
 type faults struct {
-	errors500 float64 // answered 500
+	errors500 float64 // answered 500, a quarter of them 408 (retryable too)
 	timeouts  float64 // held past the sink's timeout, not processed
 	slow      float64 // processed, then answered after the lease ran out
 	// every429 answers one request with 429 and Retry-After at most this
@@ -90,11 +90,13 @@ type receiver struct {
 
 	seq          atomic.Int64
 	badSignature atomic.Int64
+	wrongID      atomic.Int64 // validly signed, but webhook-id is not the body's dedup key
 	slow         atomic.Int64 // processed messages answered after the lease
 	// late counts processed messages whose relay gave up before the
 	// answer was written (a starved machine): delivered again, like slow.
 	late     atomic.Int64
 	count500 atomic.Int64
+	count408 atomic.Int64
 	timeouts atomic.Int64
 	count429 atomic.Int64
 	poisoned atomic.Int64
@@ -148,7 +150,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("webhook-id")
 	var p chaosPayload
 	if err := json.Unmarshal(body, &p); err != nil || p.Key != id {
-		rc.badSignature.Add(1) // signed, yet not what was enqueued
+		rc.wrongID.Add(1) // signed, yet not what was enqueued
 		http.Error(w, "payload does not match webhook-id", http.StatusUnauthorized)
 		return
 	}
@@ -177,6 +179,9 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.count429.Add(1)
 		w.Header().Set("Retry-After", strconv.Itoa(f.retryAfter))
 		http.Error(w, "slow down", http.StatusTooManyRequests)
+	case roll < f.errors500/4:
+		rc.count408.Add(1)
+		http.Error(w, "injected request timeout", http.StatusRequestTimeout)
 	case roll < f.errors500:
 		rc.count500.Add(1)
 		http.Error(w, "injected failure", http.StatusInternalServerError)
