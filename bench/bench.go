@@ -35,11 +35,18 @@ type options struct {
 	log              io.Writer
 }
 
+// runLockKey is the session advisory lock a run holds on the server from
+// before it creates its databases until after it drops them. Every run uses
+// the same two databases (and would skew another's timings anyway), so a
+// second run waits for the first instead of dropping its databases.
+const runLockKey int64 = 0x6f7574626f7864 // "outboxd"
+
 // bench is one benchmark session: its databases, stores and results.
 type bench struct {
 	options
 	base   *url.URL
 	admin  *pgxpool.Pool
+	lock   *pgxpool.Conn    // holds runLockKey
 	stores map[string]store // by system name; River's systems share one database
 	tmp    string
 	res    *results
@@ -57,6 +64,11 @@ func newBench(ctx context.Context, rawURL string, o options) (*bench, error) {
 	if b.admin, err = pgxpool.New(ctx, rawURL); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	if b.lock, err = b.waitForOtherRuns(ctx); err != nil {
+		b.admin.Close()
+		_ = os.RemoveAll(b.tmp)
+		return nil, err
+	}
 	for _, db := range []string{dbOutboxd, dbRiver} {
 		if err := b.recreateDatabase(ctx, db); err != nil {
 			b.close(ctx)
@@ -64,6 +76,28 @@ func newBench(ctx context.Context, rawURL string, o options) (*bench, error) {
 		}
 	}
 	return b, nil
+}
+
+// waitForOtherRuns takes runLockKey on a connection of its own, saying so
+// in the log when another run holds it.
+func (b *bench) waitForOtherRuns(ctx context.Context) (*pgxpool.Conn, error) {
+	conn, err := b.admin.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	var free bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", runLockKey).Scan(&free); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("take the run lock: %w", err)
+	}
+	if !free {
+		b.logf("another benchmark run is using %s and %s on this server; waiting for it to finish", dbOutboxd, dbRiver)
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", runLockKey); err != nil {
+			conn.Release()
+			return nil, fmt.Errorf("wait for the other benchmark run: %w", err)
+		}
+	}
+	return conn, nil
 }
 
 // dbURL is the base URL pointed at another database.
@@ -133,6 +167,10 @@ func (b *bench) close(ctx context.Context) {
 			_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
 		}
 	}
+	// Closing the pool below ends the lock's session, and with it the lock,
+	// even when this unlock fails.
+	_, _ = b.lock.Exec(ctx, "SELECT pg_advisory_unlock($1)", runLockKey)
+	b.lock.Release()
 	b.admin.Close()
 	_ = os.RemoveAll(b.tmp)
 }

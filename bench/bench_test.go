@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestMain lets the test binary serve as a relay child, the way the bench
@@ -126,5 +131,71 @@ func quickRun(t *testing.T, args []string, wants ...string) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the results lack %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestSecondRunWaitsForTheFirst: while another run holds the bench
+// databases, a run says it waits and creates nothing; it goes on once the
+// other is done. (Mutation: no run lock: the run drops and recreates the
+// databases at once and never says it waits.)
+func TestSecondRunWaitsForTheFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	const timeout = 30 * time.Second
+	ctx := context.Background()
+	first, err := pgx.Connect(ctx, databaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(ctx)
+	if _, err := first.Exec(ctx, "SELECT pg_advisory_lock($1)", runLockKey); err != nil {
+		t.Fatal(err)
+	}
+
+	logs, logWriter := io.Pipe()
+	defer logWriter.Close()
+	waiting := make(chan struct{})
+	go func() {
+		lines := bufio.NewScanner(logs)
+		said := false
+		for lines.Scan() {
+			if !said && strings.Contains(lines.Text(), "waiting for it to finish") {
+				said = true
+				close(waiting)
+			}
+		}
+	}()
+	o, err := parseFlags([]string{"-quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.log = logWriter
+	started := make(chan error, 1)
+	var second *bench
+	go func() {
+		var err error
+		second, err = newBench(ctx, databaseURL(), o)
+		started <- err
+	}()
+
+	select {
+	case <-waiting:
+	case err := <-started:
+		t.Fatalf("the second run started (err %v) while the first held the lock", err)
+	case <-time.After(timeout):
+		t.Fatalf("the second run did not say it waits within %s", timeout)
+	}
+	if _, err := first.Exec(ctx, "SELECT pg_advisory_unlock($1)", runLockKey); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("the second run failed after the first finished: %v", err)
+		}
+		second.close(ctx)
+	case <-time.After(timeout):
+		t.Fatalf("the second run did not start within %s of the first finishing", timeout)
 	}
 }

@@ -7,7 +7,8 @@
 //	go run . [-quick] [-only burndown,latency,...] [-systems outboxd,river-tuned,river-default]
 //
 // It uses DATABASE_URL, or the local server with trust auth, and creates
-// (and afterwards drops) the databases bench_outboxd and bench_river.
+// (and afterwards drops) the databases bench_outboxd and bench_river. A
+// second run on the same server waits until the first is done.
 package main
 
 import (
