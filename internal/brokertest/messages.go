@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -71,24 +70,6 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 		cfg.TracerProvider = tracing.Provider
 	}
 	return testrelay.Run(t, pool, cfg)
-}
-
-// relayPool opens a small pool for a relay whose sessions carry
-// applicationName, so that pg_stat_activity tells them apart.
-func relayPool(t testing.TB, applicationName string) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testdb.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = relayPoolSize
-	cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // WaitSent waits until the relay signalled n of sink's rows sent, failing

@@ -2,16 +2,16 @@ package slack_test
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
 
@@ -36,16 +36,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	pool, ob := testdb.New(t)
 	id := enqueueTexts(t, pool, ob, testSinkName, 1)[0]
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashingRelayChild$", "-test.count=1")
-	child.Env = append(os.Environ(),
-		crashChildSchemaEnv+"="+ob.Schema(), crashChildAPIEnv+"="+fake.APIURL(), "TEST_DATABASE_URL="+testdb.URL())
-	out, err := child.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child relay was not killed (err %v):\n%s", err, out)
-	}
+	crashchild.Run(t, "TestCrashingRelayChild", crashChildSchemaEnv+"="+ob.Schema(), crashChildAPIEnv+"="+fake.APIURL())
 	first := fake.Posts()
 	if len(first) != 1 {
 		t.Fatalf("child posted %d messages, want 1", len(first))
@@ -84,19 +75,23 @@ func TestCrashingRelayChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
-	dieAfterPost := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
-		err := fake.Deliver(ctx, d)
-		if err == nil {
-			// Slack has the message; the relay never gets to record it.
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-		return err
-	})
+	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
 	signals := &testsignal.Relay{}
-	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, core.SinkConfig{Name: testSinkName, Sink: dieAfterPost})
+	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, core.SinkConfig{Name: testSinkName, Sink: killAfterPost{inner}})
 	// The process dies inside the sink; an outcome written means the post
 	// failed, and no outcome within the limit means it never happened.
 	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
 	t.Fatalf("the relay recorded %+v instead of dying after the post", signals.Written.All())
+}
+
+// killAfterPost is a Slack sink that SIGKILLs its process as soon as Slack
+// accepted a post: the relay never gets to record it.
+type killAfterPost struct{ *slack.Sink }
+
+func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
+	err := k.Sink.Deliver(ctx, d)
+	if err == nil {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	return err
 }

@@ -2,23 +2,20 @@ package slack_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 	"github.com/outboxd/outboxd/routing"
-	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
 
@@ -77,16 +74,7 @@ func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestThreadRelayChild$", "-test.count=1")
-	child.Env = append(os.Environ(),
-		threadChildSchemaEnv+"="+ob.Schema(), threadChildAPIEnv+"="+fake.APIURL(), "TEST_DATABASE_URL="+testdb.URL())
-	out, err := child.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child relay was not killed (err %v):\n%s", err, out)
-	}
+	crashchild.Run(t, "TestThreadRelayChild", threadChildSchemaEnv+"="+ob.Schema(), threadChildAPIEnv+"="+fake.APIURL())
 	if posts := fake.Posts(); len(posts) != 1 {
 		t.Fatalf("the child posted %d messages, want the thread's first", len(posts))
 	}
@@ -138,18 +126,6 @@ func TestThreadRelayChild(t *testing.T) {
 	// failed, and no outcome within the limit means it never happened.
 	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
 	t.Fatalf("the relay recorded %+v instead of dying after the thread's first post", signals.Written.All())
-}
-
-// killAfterPost is a Slack sink that SIGKILLs its process as soon as Slack
-// accepted a post: the relay never gets to record it.
-type killAfterPost struct{ *slack.Sink }
-
-func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
-	err := k.Sink.Deliver(ctx, d)
-	if err == nil {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	}
-	return err
 }
 
 // Slack's limit is about one post per second per channel: with
