@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // However many pages and streams watch the overview, it is read at most
@@ -47,17 +49,11 @@ func TestOverviewFeedReadsOncePerRefreshForAllViewers(t *testing.T) {
 		stop()
 	}
 	// The poller notices the last viewer left at its next tick.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(refresh / 5) {
+	testrelay.WaitFor(t, 10*time.Second, "the poller to stop after the last viewer left", func() bool {
 		feed.mu.Lock()
-		polling := feed.polling
-		feed.mu.Unlock()
-		if !polling {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the poller still runs 10s after the last viewer left")
-		}
-	}
+		defer feed.mu.Unlock()
+		return !feed.polling
+	})
 	before := reads.Load()
 	time.Sleep(5 * refresh)
 	if reads.Load() != before {
