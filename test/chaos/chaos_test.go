@@ -64,18 +64,17 @@ const chaosSchema = "chaos"
 // once, doomed ones (always answered 500) after max_attempts, and nothing
 // else dies unless every one of its max_attempts attempts failed.
 //
-// Mutations tried, each failing this test: the claim ignoring expired
-// leases (lost: killed relays' rows stay in progress); Enqueue, or
-// EnqueueBatch, committing the caller's transaction early (rolled-back
-// messages reach the receiver); the completer dropping one outcome in ten (duplicates over
-// the bound); every error treated as permanent (dead rows that did not
-// exhaust their attempts), or a 408 alone (rows dead after fewer than
-// max_attempts); max_attempts ignored (doomed rows never die);
-// the webhook sink sending (and signing) a webhook-id that changes with the
-// attempt (requests whose webhook-id is not the dedup key), or signing
-// without the webhook-id (invalid signatures); the claim
-// ignoring earlier open rows of an ordering key, or only its failed ones
-// (keys arrive out of order).
+// Mutations tried, each failing this test: the claim ignoring expired leases
+// (lost: killed relays' rows stay in progress); Enqueue, or EnqueueBatch,
+// committing the caller's transaction early (rolled-back messages reach the
+// receiver); the completer dropping one outcome in ten (duplicates over the
+// bound); every error treated as permanent (dead rows that did not exhaust
+// their attempts), or a 408 alone (rows dead after fewer than max_attempts);
+// max_attempts ignored (doomed rows never die); the webhook sink sending
+// (and signing) a webhook-id that changes with the attempt (requests whose
+// webhook-id is not the dedup key), or signing without the webhook-id
+// (invalid signatures); the claim ignoring earlier open rows of an ordering
+// key, or only its failed ones (keys arrive out of order).
 func TestChaos(t *testing.T) {
 	sc := small
 	if os.Getenv(ModeEnv) == "full" {
