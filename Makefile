@@ -17,8 +17,8 @@ FUZZ_TARGETS = \
 	sinks/webhook:FuzzWebhookDeliver \
 	sinks/email:FuzzPayload \
 	sinks/slack:FuzzParsePayload \
-	core/internal/safetext:FuzzText \
-	core/internal/safetext:FuzzReceipt
+	internal/safetext:FuzzText \
+	internal/safetext:FuzzReceipt
 # How long CI fuzzes each target, after the tests: a few seconds each
 # finds what a change broke in the parsers' obvious corners.
 FUZZTIME_CI ?= 3s

@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
-	"github.com/outboxd/outboxd/core/internal/safetext"
+	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
