@@ -16,7 +16,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // childEnv marks a process as a relay child: the parent re-executes its own
@@ -47,7 +48,7 @@ type childReport struct {
 
 // relayFlags are the child's arguments. batch and concurrency exist for
 // experiments only (-relay-batch on the parent); the table always runs
-// outboxd with core.Config's zero values.
+// outboxd with relay.Config's zero values.
 type relayFlags struct {
 	system      string
 	url         string
@@ -147,8 +148,8 @@ func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (sta
 		return start, stop, nil
 	}
 	if !sys.river {
-		relay, err := core.NewRelay(pool, core.Config{
-			Sinks:        []core.SinkConfig{{Name: noopSink, Sink: core.SinkFunc(func(_ context.Context, d *core.Delivery) error { rec.add(d.ID); return nil })}},
+		relay, err := relay.New(pool, relay.Config{
+			Sinks:        []relay.SinkConfig{{Name: noopSink, Sink: sink.Func(func(_ context.Context, d *sink.Delivery) error { rec.add(d.ID); return nil })}},
 			BatchSize:    f.batch,
 			Concurrency:  f.concurrency,
 			DeleteOnSent: f.deleteSent,

@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
@@ -49,7 +50,7 @@ const (
 	modeSync       = "bare loop, sync publish, 64 publishers"
 	modeBatch      = "sink DeliverBatch alone, batches of 256, no database"
 	modeAsync      = "bare loop, async publish, 256 outstanding"
-	wideRelayLimit = 4 * core.DefaultConcurrency
+	wideRelayLimit = 4 * relay.DefaultConcurrency
 	ratioFormat    = "%s: outboxd ÷ bare sync %.2f×, outboxd ÷ bare async %.2f×, outboxd ÷ no-op sink %.2f×, Concurrency 256 ÷ default %.2f×, DeliverBatch ÷ bare async %.2f×"
 )
 
@@ -132,7 +133,7 @@ func (b *bench) measureBroker(ctx context.Context, br broker, target brokerTarge
 			case modeRelay, modeRelayWide, modeRelayNoop:
 				start, err = b.relayInto(ctx, br, mode, n)
 			case modeSync:
-				err = syncLoop(ctx, target, n, core.DefaultConcurrency, prefix)
+				err = syncLoop(ctx, target, n, relay.DefaultConcurrency, prefix)
 			case modeBatch:
 				err = batchLoop(ctx, br, n, prefix)
 			case modeAsync:
@@ -172,7 +173,7 @@ func (b *bench) relayInto(ctx context.Context, br broker, mode string, n int) (t
 	if err := enqueueBacklog(ctx, s, n); err != nil {
 		return time.Time{}, err
 	}
-	var sink core.Sink = core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
+	var sink sink.Sink = sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	if mode != modeRelayNoop {
 		bs, err := br.newSink(noopSink, br.options)
 		if err != nil {
@@ -185,8 +186,8 @@ func (b *bench) relayInto(ctx context.Context, br broker, mode string, n int) (t
 	if mode == modeRelayWide {
 		concurrency = wideRelayLimit
 	}
-	relay, err := core.NewRelay(s.pool(), core.Config{
-		Sinks:       []core.SinkConfig{{Name: noopSink, Sink: sink}},
+	relay, err := relay.New(s.pool(), relay.Config{
+		Sinks:       []relay.SinkConfig{{Name: noopSink, Sink: sink}},
 		BatchSize:   b.relayBatch, // experiments only; 0 is the default
 		Concurrency: concurrency,
 		Logger:      quietLogger(),
@@ -242,12 +243,12 @@ func batchLoop(ctx context.Context, br broker, n int, prefix string) error {
 		return err
 	}
 	defer sink.(interface{ Close() error }).Close()
-	bs := sink.(core.BatchSink)
+	bs := sink.(sink.BatchSink)
 	for done := 0; done < n; done += brokerBatch {
-		ds := make([]*core.Delivery, min(brokerBatch, n-done))
+		ds := make([]*sink.Delivery, min(brokerBatch, n-done))
 		for i := range ds {
 			id := int64(done + i + 1)
-			ds[i] = &core.Delivery{ID: id, Sink: noopSink, DedupKey: fmt.Sprintf("%s%d", prefix, id), Payload: benchBody(id), Attempt: 1}
+			ds[i] = &sink.Delivery{ID: id, Sink: noopSink, DedupKey: fmt.Sprintf("%s%d", prefix, id), Payload: benchBody(id), Attempt: 1}
 		}
 		if err := errors.Join(bs.DeliverBatch(ctx, ds)...); err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
 )
 
 // DefaultRefresh is how often the overview is read from the database while
@@ -40,8 +41,8 @@ type Sink struct {
 
 // Options configure a Console.
 type Options struct {
-	Outbox *core.Outbox
-	DB     core.DBTX
+	Operator *operator.Operator
+	DB       core.DBTX
 	// Sinks are the sinks this relay is configured with; sinks that have
 	// rows but are not among them are shown as not configured here.
 	Sinks []Sink

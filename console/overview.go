@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
 )
 
 // overviewRow is one sink's line of the overview, formatted for people:
@@ -40,7 +40,7 @@ type overviewView struct {
 func (c *Console) readOverview(ctx context.Context) (overviewView, error) {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	ov, err := c.opt.Outbox.Overview(ctx, c.opt.DB, 0)
+	ov, err := c.opt.Operator.Overview(ctx, c.opt.DB, 0)
 	if err != nil {
 		return overviewView{}, err
 	}
@@ -56,13 +56,13 @@ func (c *Console) readOverview(ctx context.Context) (overviewView, error) {
 	// Configured sinks without rows, deliveries or pauses show as idle.
 	for _, name := range c.sinkNames() {
 		if !listed[name] {
-			view.Rows = append(view.Rows, c.overviewRow(core.SinkOverview{Sink: name, State: core.SinkState{Sink: name}}, ov.Window))
+			view.Rows = append(view.Rows, c.overviewRow(operator.SinkOverview{Sink: name, State: operator.SinkState{Sink: name}}, ov.Window))
 		}
 	}
 	return view, nil
 }
 
-func (c *Console) overviewRow(s core.SinkOverview, window time.Duration) overviewRow {
+func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) overviewRow {
 	sink, configured := c.sinks[s.Sink]
 	n, r := s.Counts, s.Rate
 	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused(),
@@ -91,7 +91,7 @@ func (c *Console) overviewRow(s core.SinkOverview, window time.Duration) overvie
 }
 
 // stateText says what a sink is doing, in a word for styling and in words.
-func stateText(s core.SinkOverview, configured bool, window time.Duration) (string, string) {
+func stateText(s operator.SinkOverview, configured bool, window time.Duration) (string, string) {
 	st := s.State
 	by := ""
 	if st.ChangedBy != "" {

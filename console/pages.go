@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
 )
 
 // Page sizes of the lists.
@@ -24,7 +24,7 @@ const (
 // formTime is how the search form's time fields are written (UTC).
 const formTime = "2006-01-02T15:04"
 
-var statuses = []core.Status{core.StatusPending, core.StatusInProgress, core.StatusFailed, core.StatusSent, core.StatusDead}
+var statuses = []operator.Status{operator.StatusPending, operator.StatusInProgress, operator.StatusFailed, operator.StatusSent, operator.StatusDead}
 
 func (c *Console) getMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -47,17 +47,17 @@ func (c *Console) getMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Sink != "" && f.DedupKey != "" {
-		m, err := c.opt.Outbox.MessageByKey(ctx, c.opt.DB, f.Sink, f.DedupKey)
+		m, err := c.opt.Operator.MessageByKey(ctx, c.opt.DB, f.Sink, f.DedupKey)
 		if err == nil {
 			http.Redirect(w, r, "/messages/"+strconv.FormatInt(m.ID, 10), http.StatusSeeOther)
 			return
 		}
-		if !errors.Is(err, core.ErrMessageNotFound) {
+		if !errors.Is(err, operator.ErrMessageNotFound) {
 			c.internalError(w, r, "look up the message", err)
 			return
 		}
 	}
-	page, err := c.opt.Outbox.Messages(ctx, c.opt.DB, f)
+	page, err := c.opt.Operator.Messages(ctx, c.opt.DB, f)
 	if err != nil {
 		c.internalError(w, r, "search messages", err)
 		return
@@ -72,9 +72,9 @@ func (c *Console) getMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // messageFilter reads the search form.
-func messageFilter(q url.Values) (core.MessageFilter, error) {
-	f := core.MessageFilter{Sink: strings.TrimSpace(q.Get("sink")), DedupKey: q.Get("key"),
-		Status: core.Status(q.Get("status")), Limit: messagesPerPage}
+func messageFilter(q url.Values) (operator.MessageFilter, error) {
+	f := operator.MessageFilter{Sink: strings.TrimSpace(q.Get("sink")), DedupKey: q.Get("key"),
+		Status: operator.Status(q.Get("status")), Limit: messagesPerPage}
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
 		return f, fmt.Errorf("%q is not a status", f.Status)
 	}
@@ -107,7 +107,7 @@ func cloneValues(q url.Values) url.Values {
 
 // messageView is a message with its JSON made readable.
 type messageView struct {
-	core.StoredMessage
+	operator.StoredMessage
 	PayloadText, ReceiptText string
 	Trace                    string
 	TraceLink                string
@@ -122,9 +122,9 @@ func (c *Console) getMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
-	m, err := c.opt.Outbox.Message(ctx, c.opt.DB, id)
+	m, err := c.opt.Operator.Message(ctx, c.opt.DB, id)
 	switch {
-	case errors.Is(err, core.ErrMessageNotFound):
+	case errors.Is(err, operator.ErrMessageNotFound):
 		c.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no message %d (a delivered message is deleted after the retention).", id))
 		return
 	case err != nil:
@@ -155,13 +155,13 @@ func prettyJSON(raw json.RawMessage) string {
 
 func (c *Console) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := core.DeadLetterFilter{Sink: strings.TrimSpace(q.Get("sink")), ErrorContains: q.Get("error"), Limit: deadLettersPerPage}
+	f := operator.DeadLetterFilter{Sink: strings.TrimSpace(q.Get("sink")), ErrorContains: q.Get("error"), Limit: deadLettersPerPage}
 	if a := q.Get("after"); a != "" {
 		f.After, _ = strconv.ParseInt(a, 10, 64)
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
-	letters, err := c.opt.Outbox.DeadLetters(ctx, c.opt.DB, f)
+	letters, err := c.opt.Operator.DeadLetters(ctx, c.opt.DB, f)
 	if err != nil {
 		c.internalError(w, r, "list dead letters", err)
 		return
@@ -220,18 +220,18 @@ func selectionOf(r *http.Request) (selection, error) {
 	return s, nil
 }
 
-func (s selection) filter(dryRun bool) core.RedriveFilter {
-	return core.RedriveFilter{IDs: s.IDs, All: s.All, Sink: s.Sink, ErrorContains: s.Error, UpToID: s.UpToID, DryRun: dryRun}
+func (s selection) filter(dryRun bool) operator.RedriveFilter {
+	return operator.RedriveFilter{IDs: s.IDs, All: s.All, Sink: s.Sink, ErrorContains: s.Error, UpToID: s.UpToID, DryRun: dryRun}
 }
 
 // run redrives or purges the selection (dryRun: counts it).
-func (c *Console) run(r *http.Request, s selection, dryRun bool) (core.ActionResult, error) {
+func (c *Console) run(r *http.Request, s selection, dryRun bool) (operator.ActionResult, error) {
 	ctx, cancel := c.context(r)
 	defer cancel()
 	if s.Action == "purge" {
-		return c.opt.Outbox.Purge(ctx, c.opt.DB, s.filter(dryRun))
+		return c.opt.Operator.Purge(ctx, c.opt.DB, s.filter(dryRun))
 	}
-	return c.opt.Outbox.Redrive(ctx, c.opt.DB, s.filter(dryRun))
+	return c.opt.Operator.Redrive(ctx, c.opt.DB, s.filter(dryRun))
 }
 
 // postConfirm counts what a dead-letter action would touch (a dry run) and
@@ -293,7 +293,7 @@ func (c *Console) postPause(w http.ResponseWriter, r *http.Request) {
 	c.changeSink(w, r, "paused", func(sink, by, reason string) error {
 		ctx, cancel := c.context(r)
 		defer cancel()
-		_, err := c.opt.Outbox.PauseSink(ctx, c.opt.DB, sink, core.Pause{For: d, By: by, Reason: reason})
+		_, err := c.opt.Operator.PauseSink(ctx, c.opt.DB, sink, operator.Pause{For: d, By: by, Reason: reason})
 		return err
 	})
 }
@@ -302,7 +302,7 @@ func (c *Console) postResume(w http.ResponseWriter, r *http.Request) {
 	c.changeSink(w, r, "resumed", func(sink, by, reason string) error {
 		ctx, cancel := c.context(r)
 		defer cancel()
-		_, err := c.opt.Outbox.ResumeSink(ctx, c.opt.DB, sink, by, reason)
+		_, err := c.opt.Operator.ResumeSink(ctx, c.opt.DB, sink, by, reason)
 		return err
 	})
 }

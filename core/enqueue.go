@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // EnqueueResult says what happened to one enqueued message.
@@ -22,12 +23,12 @@ type EnqueueResult struct {
 
 // Enqueue stores msg in the default outbox. See [Outbox.Enqueue].
 func Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResult, error) {
-	return Default.Enqueue(ctx, db, msg)
+	return defaultOutbox().Enqueue(ctx, db, msg)
 }
 
 // EnqueueBatch stores msgs in the default outbox. See [Outbox.EnqueueBatch].
 func EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]EnqueueResult, error) {
-	return Default.EnqueueBatch(ctx, db, msgs)
+	return defaultOutbox().EnqueueBatch(ctx, db, msgs)
 }
 
 // Enqueue validates msg and inserts it, unless its (sink, dedup key) is
@@ -40,7 +41,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 		return EnqueueResult{}, err
 	}
 	var res EnqueueResult
-	err = db.QueryRow(ctx, o.sql.enqueue, v.sink, v.dedupKey, v.payload, v.headers,
+	err = db.QueryRow(ctx, o.q.Enqueue, v.sink, v.dedupKey, v.payload, v.headers,
 		v.orderingKey, v.maxAttempts, v.availableAt).Scan(&res.ID)
 	switch {
 	case err == nil:
@@ -53,7 +54,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 	// A duplicate. This lookup is a statement of its own so that, under READ
 	// COMMITTED, it sees a conflicting row committed by a concurrent enqueue
 	// after the insert's snapshot was taken.
-	if err := db.QueryRow(ctx, o.sql.lookupID, v.sink, v.dedupKey).Scan(&res.ID); err != nil {
+	if err := db.QueryRow(ctx, o.q.LookupID, v.sink, v.dedupKey).Scan(&res.ID); err != nil {
 		return res, fmt.Errorf("outbox: look up duplicate %s/%s: %w", v.sink, v.dedupKey, err)
 	}
 	o.countEnqueues(ctx, v.sink, false, 1)
@@ -88,7 +89,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 		maxAttempts: make([]*int32, len(msgs)),
 		available:   make([]*time.Time, len(msgs)),
 	}
-	var shape batchShape
+	var shape store.BatchShape
 	for i, m := range msgs {
 		v, err := o.validate(ctx, m)
 		if err != nil {
@@ -128,7 +129,7 @@ const plainInsertPause = 16
 // ON CONFLICT path: a key already exists, or db is a handle whose
 // transaction it cannot protect with a savepoint (a *pgx.Conn may be inside
 // a transaction begun with a plain BEGIN).
-func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape batchShape, args []any, n int) ([]EnqueueResult, error) {
+func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape store.BatchShape, args []any, n int) ([]EnqueueResult, error) {
 	if o.plainInsertPaused.Load() > 0 {
 		o.plainInsertPaused.Add(-1)
 		return nil, nil
@@ -140,9 +141,9 @@ func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape batchShape
 	switch db := db.(type) {
 	case *pgxpool.Pool:
 		// Each statement commits on its own: a failed one wrote nothing.
-		ids, err = queryIDs(ctx, db, o.sql.enqueueBatchPlain[shape], args)
+		ids, err = queryIDs(ctx, db, o.q.EnqueueBatchPlain[shape], args)
 	case pgx.Tx:
-		ids, err = queryIDsInSavepoint(ctx, db, o.sql.enqueueBatchPlain[shape], args)
+		ids, err = queryIDsInSavepoint(ctx, db, o.q.EnqueueBatchPlain[shape], args)
 	default:
 		return nil, nil
 	}
@@ -226,9 +227,9 @@ func queryIDs(ctx context.Context, db DBTX, sql string, args []any) ([]int64, er
 
 // insertBatchSkippingDuplicates inserts the batch with ON CONFLICT DO
 // NOTHING and finds the ids of the messages that were duplicates.
-func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, shape batchShape, args []any, cols batchColumns) ([]EnqueueResult, error) {
+func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, shape store.BatchShape, args []any, cols batchColumns) ([]EnqueueResult, error) {
 	n := len(cols.sinks)
-	rows, err := db.Query(ctx, o.sql.enqueueBatch[shape], args...)
+	rows, err := db.Query(ctx, o.q.EnqueueBatch[shape], args...)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: enqueue batch of %d: %w", n, err)
 	}
@@ -257,7 +258,7 @@ func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, sha
 				sinks, keys = append(sinks, k.sink), append(keys, k.dedup)
 			}
 		}
-		lookup, err := db.Query(ctx, o.sql.lookupIDs, sinks, keys)
+		lookup, err := db.Query(ctx, o.q.LookupIDs, sinks, keys)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: look up %d duplicates: %w", len(sinks), err)
 		}

@@ -59,7 +59,7 @@ var (
 
 // Publish publishes ev in the default outbox. See [Outbox.Publish].
 func Publish(ctx context.Context, db DBTX, ev Event) ([]Published, error) {
-	return Default.Publish(ctx, db, ev)
+	return defaultOutbox().Publish(ctx, db, ev)
 }
 
 // Publish turns ev into one outbox row per target of the routes its type
@@ -79,7 +79,7 @@ func (o *Outbox) Publish(ctx context.Context, db DBTX, ev Event) ([]Published, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, o.sql.publish, ev.Type, ev.Key, data, ev.OrderingKey, ev.ThreadKey, headers)
+	rows, err := db.Query(ctx, o.q.Publish, ev.Type, ev.Key, data, ev.OrderingKey, ev.ThreadKey, headers)
 	if err != nil {
 		return nil, publishError(ev, err)
 	}
@@ -113,7 +113,7 @@ func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][
 		}
 		types[i], keys[i], orderings[i], threads[i] = ev.Type, ev.Key, ev.OrderingKey, ev.ThreadKey
 	}
-	rows, err := db.Query(ctx, o.sql.publishBatch, types, keys, data, orderings, threads, headers)
+	rows, err := db.Query(ctx, o.q.PublishBatch, types, keys, data, orderings, threads, headers)
 	if err != nil {
 		return nil, batchPublishError(len(events), err)
 	}

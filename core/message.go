@@ -12,23 +12,13 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/outboxd/outboxd/internal/store"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxDedupKeyBytes bounds a dedup key's length.
 const MaxDedupKeyBytes = 255
-
-// DBTX is anything that can run a query: a *pgxpool.Pool, a *pgx.Conn or the
-// caller's pgx.Tx. Passing a transaction makes the enqueue commit or roll
-// back with the caller's business data.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Message is what a producer enqueues.
 type Message struct {
@@ -67,18 +57,15 @@ type validMessage struct {
 	maxAttempts    *int32
 }
 
-// emptyHeaders is the headers column's default: no headers, no trace context.
-const emptyHeaders = "{}"
-
-// emptyHeadersJSON is emptyHeaders as the bytes a message without headers
-// carries; shared, never written to.
-var emptyHeadersJSON = []byte(emptyHeaders)
+// emptyHeadersJSON is store.EmptyHeaders as the bytes a message without
+// headers carries; shared, never written to.
+var emptyHeadersJSON = []byte(store.EmptyHeaders)
 
 // shape says which optional columns this message needs a batch enqueue to
-// send; see batchShape.
-func (v validMessage) shape() batchShape {
-	var shape batchShape
-	for i, set := range []bool{string(v.headers) != emptyHeaders, v.orderingKey != nil, v.maxAttempts != nil, v.availableAt != nil} {
+// send; see store.BatchShape.
+func (v validMessage) shape() store.BatchShape {
+	var shape store.BatchShape
+	for i, set := range []bool{string(v.headers) != store.EmptyHeaders, v.orderingKey != nil, v.maxAttempts != nil, v.availableAt != nil} {
 		if set {
 			shape |= 1 << i
 		}
@@ -129,8 +116,8 @@ func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) 
 	if err != nil {
 		return v, err
 	}
-	if len(payload) > o.maxPayload() {
-		return v, invalid("payload is %d bytes, over the limit of %d", len(payload), o.maxPayload())
+	if len(payload) > o.maxPayload {
+		return v, invalid("payload is %d bytes, over the limit of %d", len(payload), o.maxPayload)
 	}
 	v.headers = emptyHeadersJSON
 	if headers := withTraceContext(ctx, m.Headers); len(headers) > 0 {

@@ -1,13 +1,13 @@
 package core
 
 import (
-	"fmt"
-	"regexp"
 	"sync"
 	"sync/atomic"
 
-	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
@@ -17,84 +17,75 @@ const DefaultSchema = "outbox"
 // DefaultMaxPayloadBytes bounds one message's payload.
 const DefaultMaxPayloadBytes = 256 << 10
 
-// schemaNamePattern keeps schema names to plain lower-case identifiers, so a
-// name can never smuggle SQL even before it is quoted.
-var schemaNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-// wakeupChannelSuffix makes the outbox's notification channel from its
-// schema name.
-const wakeupChannelSuffix = "_outbox_wakeup"
-
-// maxIdentifierBytes is PostgreSQL's limit on an identifier (NAMEDATALEN-1);
-// longer names are silently truncated, or refused as a channel name.
-const maxIdentifierBytes = 63
-
 // MaxSchemaNameBytes bounds a schema name so that the names derived from it
 // (the notification channel) still fit in a PostgreSQL identifier.
-const MaxSchemaNameBytes = maxIdentifierBytes - len(wakeupChannelSuffix)
+const MaxSchemaNameBytes = store.MaxSchemaNameBytes
 
-// Outbox addresses one outbox: the tables in one PostgreSQL schema. Several
-// independent outboxes can share a database. An Outbox holds no connection;
-// every method takes the database handle to use, so it can run inside the
-// caller's transaction.
-type Outbox struct {
-	schema string
+// DBTX is anything that can run a query: a *pgxpool.Pool, a *pgx.Conn or the
+// caller's pgx.Tx. Passing a transaction makes the enqueue commit or roll
+// back with the caller's business data.
+type DBTX = store.DBTX
+
+// Options configure an [Outbox]. The zero value is the outbox in
+// DefaultSchema with the default limits, which the package-level functions
+// use.
+type Options struct {
+	// Schema is the PostgreSQL schema holding the outbox; "" means
+	// DefaultSchema.
+	Schema string
 	// MaxPayloadBytes bounds a payload's encoded size; 0 means
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
 	// MeterProvider receives the enqueue counter; nil means the global one
-	// (a no-op unless the application installed its own). Set it before
-	// the first enqueue.
+	// (a no-op unless the application installed its own).
 	MeterProvider metric.MeterProvider
+}
 
-	channel string // pg_notify channel that wakes this outbox's relays
-	sql     queries
-
-	enqueuesOnce sync.Once
-	enqueues     metric.Int64Counter
+// Outbox addresses one outbox: the tables in one PostgreSQL schema. Several
+// independent outboxes can share a database. An Outbox holds no connection;
+// every method takes the database handle to use, so it can run inside the
+// caller's transaction. It is safe for concurrent use and cannot be changed
+// once made.
+type Outbox struct {
+	q          *store.Queries
+	maxPayload int
+	enqueues   metric.Int64Counter
 
 	// plainInsertPaused counts down the batches that skip EnqueueBatch's
 	// plain INSERT after one hit a duplicate (see plainInsertPause).
 	plainInsertPaused atomic.Int32
 }
 
-// New returns the Outbox stored in schema ("" means DefaultSchema).
-func New(schema string) (*Outbox, error) {
-	if schema == "" {
-		schema = DefaultSchema
+// New returns the Outbox that opts describe.
+func New(opts Options) (*Outbox, error) {
+	if opts.Schema == "" {
+		opts.Schema = DefaultSchema
 	}
-	if !schemaNamePattern.MatchString(schema) {
-		return nil, fmt.Errorf("outbox: invalid schema name %q: want lower-case letters, digits and underscores, starting with a letter", schema)
+	q, err := store.New(opts.Schema)
+	if err != nil {
+		return nil, err
 	}
-	if len(schema) > MaxSchemaNameBytes {
-		return nil, fmt.Errorf("outbox: schema name %q is %d bytes, over the limit of %d (its notification channel must fit PostgreSQL's %d-byte identifiers)",
-			schema, len(schema), MaxSchemaNameBytes, maxIdentifierBytes)
+	if opts.MaxPayloadBytes <= 0 {
+		opts.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
-	ident := pgx.Identifier{schema}.Sanitize()
-	return &Outbox{
-		schema:  schema,
-		channel: schema + wakeupChannelSuffix,
-		sql:     newQueries(ident),
-	}, nil
+	mp := opts.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	return &Outbox{q: q, maxPayload: opts.MaxPayloadBytes, enqueues: newEnqueueCounter(mp)}, nil
 }
 
-// Default is the outbox in DefaultSchema, used by the package-level functions.
-var Default = mustNew(DefaultSchema)
-
-func mustNew(schema string) *Outbox {
-	o, err := New(schema)
+// defaultOutbox is the outbox of the package-level functions: DefaultSchema,
+// default limits, the global meter provider. It is made at the first call,
+// so an application that installs its meter provider at start-up counts
+// its enqueues there.
+var defaultOutbox = sync.OnceValue(func() *Outbox {
+	o, err := New(Options{})
 	if err != nil {
-		panic(err)
+		panic(err) // DefaultSchema is a valid name
 	}
 	return o
-}
+})
 
 // Schema returns the PostgreSQL schema holding this outbox.
-func (o *Outbox) Schema() string { return o.schema }
-
-func (o *Outbox) maxPayload() int {
-	if o.MaxPayloadBytes > 0 {
-		return o.MaxPayloadBytes
-	}
-	return DefaultMaxPayloadBytes
-}
+func (o *Outbox) Schema() string { return o.q.Schema }

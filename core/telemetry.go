@@ -2,199 +2,11 @@ package core
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"time"
 
-	"go.opentelemetry.io/otel"
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 )
-
-// Span attributes. The messaging.* keys follow the OpenTelemetry messaging
-// semantic conventions; outbox.* are ours.
-const (
-	attrMessagingSystem      = attribute.Key("messaging.system")
-	attrMessagingDestination = attribute.Key("messaging.destination.name")
-	attrMessagingMessageID   = attribute.Key("messaging.message.id")
-	attrMessagingOperation   = attribute.Key("messaging.operation.name")
-	attrMessagingOpType      = attribute.Key("messaging.operation.type")
-	attrSinkType             = attribute.Key("outbox.sink.type")
-	attrAttempt              = attribute.Key("outbox.attempt")
-	attrMaxAttempts          = attribute.Key("outbox.max_attempts")
-	attrDedupKey             = attribute.Key("outbox.dedup_key")
-	attrRowID                = attribute.Key("outbox.row_id")
-	attrOutcome              = attribute.Key("outbox.outcome")
-	attrRowsClaimed          = attribute.Key("outbox.rows_claimed")
-	attrWaitSeconds          = attribute.Key("outbox.rate_limit.wait_seconds")
-	attrSinkName             = attribute.Key("sink")
-)
-
-// messagingSystem is the messaging.system value of delivery spans.
-const messagingSystem = "outboxd"
-
-// Delivery outcomes, as span attributes and metric labels.
-const (
-	outcomeSent        = "sent"
-	outcomeRetry       = "retry"
-	outcomeDead        = "dead"
-	outcomeRateLimited = "rate-limited"
-	outcomeZombie      = "zombie"
-)
-
-// mapCarrier lets the propagator read a row's headers.
-type mapCarrier map[string]string
-
-var _ propagation.TextMapCarrier = mapCarrier(nil)
-
-func (c mapCarrier) Get(key string) string { return c[key] }
-func (c mapCarrier) Set(key, value string) { c[key] = value }
-func (c mapCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-// startDeliverySpan opens the span of one delivery attempt. ctx holds the
-// producer's span context (extracted from the row's headers): by default the
-// delivery span is its child, so producer and deliveries form one trace even
-// though they run in different processes minutes apart. With
-// Config.LinkProducerSpan the delivery starts a trace of its own that links
-// to the producer's span instead.
-func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sink SinkConfig) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
-	if r.cfg.LinkProducerSpan {
-		if producer := trace.SpanContextFromContext(ctx); producer.IsValid() {
-			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: producer}))
-		}
-	}
-	ctx, span := r.tracer.Start(ctx, "send "+row.Sink, opts...)
-	// The attributes are set after the start, and only on a span that
-	// records: building them for every delivery of an untraced relay cost
-	// ~5% of its CPU in the burn-down profile. (Samplers therefore see
-	// the span name and parent only, which is all the SDK's samplers use.)
-	if span.IsRecording() {
-		span.SetAttributes(
-			attrMessagingSystem.String(messagingSystem),
-			attrMessagingDestination.String(row.Sink),
-			attrMessagingMessageID.String(strconv.FormatInt(row.ID, 10)),
-			attrMessagingOperation.String("send"),
-			attrMessagingOpType.String("send"),
-			attrSinkType.String(sink.Type),
-			attrAttempt.Int(row.Attempt),
-			attrMaxAttempts.Int(row.MaxAttempts),
-			attrDedupKey.String(row.DedupKey),
-			attrRowID.Int64(row.ID),
-		)
-	}
-	return ctx, span
-}
-
-// endSpan records the outcome (and error) and ends span; nil is a no-op.
-// stored is the error as the row stores it (see storedError), never the
-// raw text: that came from outside (a receiver's answer), and an exporter
-// refuses a batch with invalid UTF-8 in it.
-func endSpan(span trace.Span, outcome string, stored *string) {
-	if span == nil {
-		return
-	}
-	span.SetAttributes(attrOutcome.String(outcome))
-	if stored != nil {
-		span.RecordError(errors.New(*stored))
-		span.SetStatus(codes.Error, *stored)
-	}
-	span.End()
-}
-
-// secondsBuckets are the histogram boundaries, in seconds, of delivery
-// durations and lags: from a fast webhook (5 ms) to a backlog or a long
-// backoff (an hour). The SDK's defaults (0, 5, 10, ... 10000) suit
-// milliseconds and would put every delivery in the first bucket.
-var secondsBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
-
-// relayMetrics are the relay's instruments. Labels are bounded: sink names
-// and outcomes only, never ids or keys.
-type relayMetrics struct {
-	deliveries metric.Int64Counter
-	duration   metric.Float64Histogram
-	lag        metric.Float64Histogram
-	inFlight   metric.Int64UpDownCounter
-	pauses     metric.Int64Counter
-}
-
-// meterProvider is mp, or the global one when mp is nil.
-func meterProvider(mp metric.MeterProvider) metric.MeterProvider {
-	if mp == nil {
-		return otel.GetMeterProvider()
-	}
-	return mp
-}
-
-func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
-	meter := meterProvider(mp).Meter(instrumentationName)
-	var m relayMetrics
-	var errs [5]error
-	m.deliveries, errs[0] = meter.Int64Counter("outbox.deliveries",
-		metric.WithDescription("Delivery attempts by sink and outcome."))
-	m.duration, errs[1] = meter.Float64Histogram("outbox.delivery.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time spent in the sink per delivery attempt."),
-		metric.WithExplicitBucketBoundaries(secondsBuckets...))
-	m.lag, errs[2] = meter.Float64Histogram("outbox.delivery.lag", metric.WithUnit("s"),
-		metric.WithDescription("From enqueue to sent, per delivered message."),
-		metric.WithExplicitBucketBoundaries(secondsBuckets...))
-	m.inFlight, errs[3] = meter.Int64UpDownCounter("outbox.deliveries.in_flight",
-		metric.WithDescription("Deliveries running now."))
-	m.pauses, errs[4] = meter.Int64Counter("outbox.rate_limit.pauses",
-		metric.WithDescription("Cluster-wide sink pauses requested by a Retry-After."))
-	for _, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("outbox: create metrics: %w", err)
-		}
-	}
-	return &m, nil
-}
-
-// sinkLabels are one sink's metric attribute sets, built once per relay: an
-// attribute set costs allocations and hashing, and a relay records several
-// measurements per delivery.
-type sinkLabels struct {
-	inFlight  metric.MeasurementOption            // sink name and type
-	sink      metric.MeasurementOption            // sink name
-	byOutcome map[string]metric.MeasurementOption // sink name and outcome
-}
-
-func newSinkLabels(sink SinkConfig) *sinkLabels {
-	name := attrSinkName.String(sink.Name)
-	l := &sinkLabels{
-		inFlight:  metric.WithAttributes(name, attrSinkType.String(sink.Type)),
-		sink:      metric.WithAttributes(name),
-		byOutcome: map[string]metric.MeasurementOption{},
-	}
-	for _, outcome := range []string{outcomeSent, outcomeRetry, outcomeDead, outcomeRateLimited, outcomeZombie} {
-		l.byOutcome[outcome] = metric.WithAttributes(name, attrOutcome.String(outcome))
-	}
-	return l
-}
-
-func (m *relayMetrics) recordDelivery(ctx context.Context, createdAt time.Time, labels *sinkLabels, outcome string, elapsed time.Duration) {
-	attrs := labels.byOutcome[outcome]
-	m.deliveries.Add(ctx, 1, attrs)
-	if elapsed > 0 {
-		m.duration.Record(ctx, elapsed.Seconds(), attrs)
-	}
-	switch outcome {
-	case outcomeSent:
-		m.lag.Record(ctx, time.Since(createdAt).Seconds(), labels.sink)
-	case outcomeRateLimited:
-		m.pauses.Add(ctx, 1, labels.sink)
-	}
-}
 
 // Values of the result label of the enqueue counter.
 const (
@@ -204,15 +16,18 @@ const (
 
 var attrEnqueueResult = attribute.Key("result")
 
-// countEnqueue adds one enqueue of sink to the outbox.enqueues counter,
+// newEnqueueCounter makes the outbox.enqueues counter of mp. Creating a
+// counter only fails on an invalid name; the nil counter that leaves is
+// then a no-op in countEnqueues.
+func newEnqueueCounter(mp metric.MeterProvider) metric.Int64Counter {
+	c, _ := mp.Meter(otelscope.Name).Int64Counter("outbox.enqueues",
+		metric.WithDescription("Messages enqueued, by sink and result (created or duplicate)."))
+	return c
+}
+
+// countEnqueues adds n enqueues of sink to the outbox.enqueues counter,
 // labelled created or duplicate.
 func (o *Outbox) countEnqueues(ctx context.Context, sink string, created bool, n int64) {
-	o.enqueuesOnce.Do(func() {
-		// Creating a counter only fails on an invalid name; a nil counter
-		// would then be the no-op below.
-		o.enqueues, _ = meterProvider(o.MeterProvider).Meter(instrumentationName).Int64Counter("outbox.enqueues",
-			metric.WithDescription("Messages enqueued, by sink and result (created or duplicate)."))
-	})
 	if o.enqueues == nil {
 		return
 	}
@@ -220,5 +35,5 @@ func (o *Outbox) countEnqueues(ctx context.Context, sink string, created bool, n
 	if created {
 		result = enqueueCreated
 	}
-	o.enqueues.Add(ctx, n, metric.WithAttributes(attrSinkName.String(sink), attrEnqueueResult.String(result)))
+	o.enqueues.Add(ctx, n, metric.WithAttributes(otelscope.AttrSink.String(sink), attrEnqueueResult.String(result)))
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // The two tiny sink types every build has, for demos and tests. They take
@@ -26,11 +26,11 @@ const (
 	TypeDiscard = "discard"
 )
 
-func newLog(_ string, options map[string]any) (core.Sink, error) {
+func newLog(_ string, options map[string]any) (sink.Sink, error) {
 	if err := noOptions(options); err != nil {
 		return nil, err
 	}
-	return core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	return sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		slog.Default().InfoContext(ctx, "message delivered",
 			"sink", d.Sink, "id", d.ID, "dedup_key", d.DedupKey,
 			"attempt", d.Attempt, "payload", string(d.Payload))
@@ -38,11 +38,11 @@ func newLog(_ string, options map[string]any) (core.Sink, error) {
 	}), nil
 }
 
-func newDiscard(_ string, options map[string]any) (core.Sink, error) {
+func newDiscard(_ string, options map[string]any) (sink.Sink, error) {
 	if err := noOptions(options); err != nil {
 		return nil, err
 	}
-	return core.SinkFunc(func(context.Context, *core.Delivery) error { return nil }), nil
+	return sink.Func(func(context.Context, *sink.Delivery) error { return nil }), nil
 }
 
 func noOptions(options map[string]any) error {

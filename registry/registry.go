@@ -14,13 +14,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Factory builds the sink instance called name from its options (the
 // `options` block of its plugins.yaml entry). Errors should name the option
 // at fault; Build prefixes them with the sink's name and type.
-type Factory func(name string, options map[string]any) (core.Sink, error)
+type Factory func(name string, options map[string]any) (sink.Sink, error)
 
 // Type is a sink type: its name in plugins.yaml, its factory and,
 // optionally, what documents its options.
@@ -80,7 +80,7 @@ func Lookup(name string) (Type, bool) {
 }
 
 // Build creates the sink instance name of type typ from options.
-func Build(typ, name string, options map[string]any) (core.Sink, error) {
+func Build(typ, name string, options map[string]any) (sink.Sink, error) {
 	t, ok := Lookup(typ)
 	if !ok {
 		return nil, fmt.Errorf("sink %q: unknown type %q (registered types: %s)", name, typ, strings.Join(Types(), ", "))

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -37,7 +37,7 @@ func TestBuiltinsDeliver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sink.Deliver(context.Background(), &core.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
+		if err := sink.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
 			t.Fatalf("%s: %v", typ, err)
 		}
 	}
@@ -59,18 +59,18 @@ func TestRegisterTwicePanics(t *testing.T) {
 			t.Fatal("registering a type twice must panic")
 		}
 	}()
-	registry.Register(registry.TypeLog, func(string, map[string]any) (core.Sink, error) { return nil, nil })
+	registry.Register(registry.TypeLog, func(string, map[string]any) (sink.Sink, error) { return nil, nil })
 }
 
 // A program registers a factory under a type name; configuration then
 // builds named instances of it.
 func Example() {
-	registry.Register("shout", func(name string, options map[string]any) (core.Sink, error) {
+	registry.Register("shout", func(name string, options map[string]any) (sink.Sink, error) {
 		prefix, ok := options["prefix"].(string)
 		if !ok {
 			return nil, errors.New("option prefix: want a string")
 		}
-		return core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+		return sink.Func(func(_ context.Context, d *sink.Delivery) error {
 			fmt.Printf("%s %s\n", prefix, d.Payload)
 			return nil
 		}), nil
@@ -79,6 +79,6 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	_ = sink.Deliver(context.Background(), &core.Delivery{Payload: []byte(`{"text":"hello"}`)})
+	_ = sink.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
 	// Output: HEAR YE {"text":"hello"}
 }

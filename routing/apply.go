@@ -2,32 +2,25 @@ package routing
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
-// The statements of this package, one commented file each in sql/, on the
-// tables of core's migration 003. {schema} is replaced by the outbox's
-// quoted schema name, nothing else is ever spliced in.
-//
-//go:embed sql/*.sql
-var statementFiles embed.FS
-
-// statement returns sql/<name>.sql for ob's schema. A missing file is a
-// programming error every test run catches.
-func statement(ob *core.Outbox, name string) string {
-	b, err := statementFiles.ReadFile("sql/" + name + ".sql")
+// queries returns the statements of the outbox in schema; routing's own
+// (apply_routes, active_routes, applied_target) live with the others in the
+// store.
+func queries(schema string) (*store.Queries, error) {
+	q, err := store.New(schema)
 	if err != nil {
-		panic(fmt.Sprintf("routing: embedded statement %s: %v", name, err))
+		return nil, fmt.Errorf("routing: %w", err)
 	}
-	return strings.ReplaceAll(string(b), "{schema}", pgx.Identifier{ob.Schema()}.Sanitize())
+	return q, nil
 }
 
 // Applied is what Apply did.
@@ -38,20 +31,24 @@ type Applied struct {
 	Changed bool
 }
 
-// Apply makes t the routes that publish() uses in ob's schema, in one
+// Apply makes t the routes that publish() uses in schema, in one
 // statement: a new version, unless the same routes (by Digest) were
 // applied before, in which case that version becomes active again.
 // Applying the active routes again changes nothing, so every deploy may
 // run it. Publishes in flight keep the version they started with; the next
 // ones use t.
-func Apply(ctx context.Context, db core.DBTX, ob *core.Outbox, t *Table) (Applied, error) {
+func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied, error) {
+	q, err := queries(schema)
+	if err != nil {
+		return Applied{}, err
+	}
 	targets, err := json.Marshal(t.applied())
 	if err != nil {
 		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
 	}
 	var a Applied
-	if err := db.QueryRow(ctx, statement(ob, "apply_routes"), t.Digest(), t.unmatched, targets).Scan(&a.Version, &a.Changed); err != nil {
-		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", ob.Schema(), err)
+	if err := db.QueryRow(ctx, q.ApplyRoutes, t.Digest(), t.unmatched, targets).Scan(&a.Version, &a.Changed); err != nil {
+		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", schema, err)
 	}
 	return a, nil
 }
@@ -60,13 +57,17 @@ func Apply(ctx context.Context, db core.DBTX, ob *core.Outbox, t *Table) (Applie
 // ob's schema; version 0 when none were ever applied. A relay whose
 // configuration's Digest differs renders with its own templates but routes
 // what the database says: serve warns about it.
-func Active(ctx context.Context, db core.DBTX, ob *core.Outbox) (version int64, digest string, err error) {
-	err = db.QueryRow(ctx, statement(ob, "active_routes")).Scan(&version, &digest)
+func Active(ctx context.Context, db core.DBTX, schema string) (version int64, digest string, err error) {
+	q, err := queries(schema)
+	if err != nil {
+		return 0, "", err
+	}
+	err = db.QueryRow(ctx, q.ActiveRoutes).Scan(&version, &digest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, "", nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", ob.Schema(), err)
+		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", schema, err)
 	}
 	return version, digest, nil
 }
@@ -83,11 +84,15 @@ type Fallback interface {
 	Target(ctx context.Context, route, sink string) (template map[string]string, updateRoot bool, err error)
 }
 
-// DBFallback is the Fallback that reads the routes applied to ob's schema
+// DBFallback is the Fallback that reads the routes applied to schema
 // through db: the active version's target, else the latest version's that
 // had it.
-func DBFallback(db core.DBTX, ob *core.Outbox) Fallback {
-	return dbFallback{db: db, sql: statement(ob, "applied_target")}
+func DBFallback(db core.DBTX, schema string) (Fallback, error) {
+	q, err := queries(schema)
+	if err != nil {
+		return nil, err
+	}
+	return dbFallback{db: db, sql: q.AppliedTarget}, nil
 }
 
 type dbFallback struct {

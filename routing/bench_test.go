@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // blockKitTemplate is a typical alert in Block Kit: a header, a section
@@ -32,15 +33,15 @@ func BenchmarkRenderBlockKit(b *testing.B) {
 			"text":   "{{.data.title}} ({{.data.severity}})",
 			"blocks": blockKitTemplate,
 		}}}}}, "")
-	noop := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
-	sinks := table.Wrap([]core.SinkConfig{{Name: "ops-slack", Sink: noop}}, nil)
+	noop := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
+	sinks := table.Wrap([]relay.SinkConfig{{Name: "ops-slack", Sink: noop}}, nil)
 	payload := json.RawMessage(`{"type": "incident.opened", "key": "inc-7", "data": {"title": "Database primary unreachable from eu-west-1",
 		"service": "orders-db", "severity": "critical", "owner": "dba-oncall", "runbook": "https://runbooks.example.com/db-failover"}}`)
 	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		d := &core.Delivery{Route: "incidents", Payload: payload, CreatedAt: created}
+		d := &sink.Delivery{Route: "incidents", Payload: payload, CreatedAt: created}
 		if err := sinks[0].Sink.Deliver(ctx, d); err != nil {
 			b.Fatal(err)
 		}

@@ -52,7 +52,7 @@ type Shape struct {
 	// OneOf lists fields of which a template must set at least one; empty
 	// means a target may go without a template.
 	OneOf []string
-	// Threads says the sink replies in threads (core.Delivery.ThreadRoot),
+	// Threads says the sink replies in threads (sink.Delivery.ThreadRoot),
 	// so a target may ask for update_root.
 	Threads bool
 	// Untemplated is the payload of a target without a template; nil means

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Fallback lookups.
@@ -23,7 +24,7 @@ const (
 )
 
 // Wrap returns sinks with every sink wrapped so that the rows publish()
-// created for it reach it rendered: a row with a route (core.Delivery.Route)
+// created for it reach it rendered: a row with a route (sink.Delivery.Route)
 // is rendered with that route's template for the sink into the sink's own
 // payload, at delivery time, and the sink sees only the result; rows
 // enqueued directly pass through untouched. A route this relay's table
@@ -33,11 +34,11 @@ const (
 // dead-lettered with the template's message. The wrapped sink keeps the
 // inner sink's default rate limit (resolved here) and, when the inner sink
 // names destinations, names them from the rendered payload.
-func (t *Table) Wrap(sinks []core.SinkConfig, fallback Fallback) []core.SinkConfig {
+func (t *Table) Wrap(sinks []relay.SinkConfig, fallback Fallback) []relay.SinkConfig {
 	out := slices.Clone(sinks)
 	for i, sc := range out {
 		if sc.RateLimit == nil {
-			if d, ok := sc.Sink.(core.RateLimitDefaulter); ok {
+			if d, ok := sc.Sink.(sink.RateLimitDefaulter); ok {
 				rl := d.DefaultRateLimit()
 				out[i].RateLimit = &rl
 			}
@@ -55,11 +56,11 @@ func (t *Table) Wrap(sinks []core.SinkConfig, fallback Fallback) []core.SinkConf
 }
 
 // withInterfacesOf returns s as a sink that implements the optional
-// interfaces inner does (core.DestinationKeyer, core.BatchSink), so that
+// interfaces inner does (sink.DestinationKeyer, sink.BatchSink), so that
 // wrapping changes how rows look, never how the relay treats the sink.
-func (s *routedSink) withInterfacesOf(inner core.Sink) core.Sink {
-	keyer, keyed := inner.(core.DestinationKeyer)
-	batch, batches := inner.(core.BatchSink)
+func (s *routedSink) withInterfacesOf(inner sink.Sink) sink.Sink {
+	keyer, keyed := inner.(sink.DestinationKeyer)
+	batch, batches := inner.(sink.BatchSink)
 	switch {
 	case keyed && batches:
 		return keyedBatchRoutedSink{batchRoutedSink{s, batch}, keyer}
@@ -73,7 +74,7 @@ func (s *routedSink) withInterfacesOf(inner core.Sink) core.Sink {
 
 // routedSink renders published rows for the sink it wraps.
 type routedSink struct {
-	inner    core.Sink
+	inner    sink.Sink
 	sink     string
 	shape    Shape
 	targets  map[string]*compiled // by route, from the relay's configuration
@@ -90,7 +91,7 @@ type fetchedTarget struct {
 }
 
 // Deliver renders a published row into the sink's payload and delivers it.
-func (s *routedSink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *routedSink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if d.Route == "" {
 		return s.inner.Deliver(ctx, d)
 	}
@@ -103,19 +104,19 @@ func (s *routedSink) Deliver(ctx context.Context, d *core.Delivery) error {
 }
 
 // render renders d's event with its route's template for this sink.
-func (s *routedSink) render(ctx context.Context, d *core.Delivery) (json.RawMessage, error) {
+func (s *routedSink) render(ctx context.Context, d *sink.Delivery) (json.RawMessage, error) {
 	c, err := s.compiledFor(ctx, d.Route)
 	if err != nil {
 		return nil, err
 	}
 	var ev Event
 	if err := json.Unmarshal(d.Payload, &ev); err != nil {
-		return nil, core.Permanent(fmt.Errorf("route %s, sink %s: the row's payload is not an event: %w", d.Route, s.sink, err))
+		return nil, sink.Permanent(fmt.Errorf("route %s, sink %s: the row's payload is not an event: %w", d.Route, s.sink, err))
 	}
 	ev.CreatedAt = d.CreatedAt
 	payload, err := c.render(ev)
 	if err != nil {
-		return nil, core.Permanent(fmt.Errorf("route %s, sink %s: %w", d.Route, s.sink, err))
+		return nil, sink.Permanent(fmt.Errorf("route %s, sink %s: %w", d.Route, s.sink, err))
 	}
 	return payload, nil
 }
@@ -133,18 +134,18 @@ func (s *routedSink) compiledFor(ctx context.Context, route string) (*compiled, 
 		return f.compiled, nil
 	}
 	if s.fallback == nil {
-		return nil, core.Permanent(fmt.Errorf("route %s has no target %s in this relay's configuration", route, s.sink))
+		return nil, sink.Permanent(fmt.Errorf("route %s has no target %s in this relay's configuration", route, s.sink))
 	}
 	tmpl, updateRoot, err := s.fallback.Target(ctx, route, s.sink)
 	switch {
 	case errors.Is(err, ErrNoTarget):
-		return nil, core.Permanent(fmt.Errorf("route %s has no target %s in this relay's configuration nor in the routes applied to the database: %w", route, s.sink, err))
+		return nil, sink.Permanent(fmt.Errorf("route %s has no target %s in this relay's configuration nor in the routes applied to the database: %w", route, s.sink, err))
 	case err != nil:
 		return nil, err // the database, not the row: retried
 	}
 	c, errs := compile(tmpl, s.shape, updateRoot)
 	if len(errs) > 0 {
-		return nil, core.Permanent(fmt.Errorf("route %s, sink %s: the applied template: %v", route, s.sink, errs[0].err))
+		return nil, sink.Permanent(fmt.Errorf("route %s, sink %s: the applied template: %v", route, s.sink, errs[0].err))
 	}
 	s.mu.Lock()
 	s.fetched[route] = fetchedTarget{compiled: c, at: time.Now()}
@@ -156,17 +157,17 @@ func (s *routedSink) compiledFor(ctx context.Context, route string) (*compiled, 
 // rate_limit.per_key).
 type keyedRoutedSink struct {
 	*routedSink
-	keyer core.DestinationKeyer
+	keyer sink.DestinationKeyer
 }
 
 // DestinationKey names the destination of a published row from its
 // rendered payload.
-func (s keyedRoutedSink) DestinationKey(d *core.Delivery) (string, error) {
+func (s keyedRoutedSink) DestinationKey(d *sink.Delivery) (string, error) {
 	return s.destinationKey(s.keyer, d)
 }
 
 // destinationKey renders d (without changing it) and asks keyer.
-func (s *routedSink) destinationKey(keyer core.DestinationKeyer, d *core.Delivery) (string, error) {
+func (s *routedSink) destinationKey(keyer sink.DestinationKeyer, d *sink.Delivery) (string, error) {
 	if d.Route == "" {
 		return keyer.DestinationKey(d)
 	}
@@ -184,15 +185,15 @@ func (s *routedSink) destinationKey(keyer core.DestinationKeyer, d *core.Deliver
 // batchRoutedSink is a routedSink whose inner sink takes batches.
 type batchRoutedSink struct {
 	*routedSink
-	batch core.BatchSink
+	batch sink.BatchSink
 }
 
 // DeliverBatch renders the batch's published rows and hands the inner sink
 // those that rendered, with the rest; a row that failed to render gets
 // that failure as its outcome.
-func (s batchRoutedSink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
+func (s batchRoutedSink) DeliverBatch(ctx context.Context, ds []*sink.Delivery) []error {
 	errs := make([]error, len(ds))
-	pass := make([]*core.Delivery, 0, len(ds))
+	pass := make([]*sink.Delivery, 0, len(ds))
 	at := make([]int, 0, len(ds))
 	for i, d := range ds {
 		if d.Route != "" {
@@ -216,11 +217,11 @@ func (s batchRoutedSink) DeliverBatch(ctx context.Context, ds []*core.Delivery) 
 // keyedBatchRoutedSink is a batchRoutedSink that names destinations too.
 type keyedBatchRoutedSink struct {
 	batchRoutedSink
-	keyer core.DestinationKeyer
+	keyer sink.DestinationKeyer
 }
 
 // DestinationKey is keyedRoutedSink's.
-func (s keyedBatchRoutedSink) DestinationKey(d *core.Delivery) (string, error) {
+func (s keyedBatchRoutedSink) DestinationKey(d *sink.Delivery) (string, error) {
 	return s.destinationKey(s.keyer, d)
 }
 

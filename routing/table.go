@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 )
 
 // routeNamePattern keeps route names to what reads well in a row's
@@ -50,7 +50,7 @@ type target struct {
 // the route's patterns and the fields its templates read), so that a typo
 // fails at load, not at delivery. It returns every problem found, each at
 // its plugins.yaml key and naming route, sink and the template's line.
-func Compile(cfg Config, sinks []core.SinkConfig) (*Table, []confschema.Problem) {
+func Compile(cfg Config, sinks []relay.SinkConfig) (*Table, []confschema.Problem) {
 	t := &Table{unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
 	var ps problems
 	switch t.unmatched {

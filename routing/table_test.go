@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/slack"
@@ -20,7 +21,7 @@ import (
 
 // testSinks are one sink of each built-in type and a custom one, built
 // with options that need no server (nothing here delivers).
-func testSinks(t testing.TB) []core.SinkConfig {
+func testSinks(t testing.TB) []relay.SinkConfig {
 	t.Helper()
 	sl, err := slack.New("ops-slack", map[string]any{"token": "xoxb-test", "channel": "C0OPS", "api_url": "http://127.0.0.1:1/api/"})
 	if err != nil {
@@ -34,8 +35,8 @@ func testSinks(t testing.TB) []core.SinkConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	custom := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
-	return []core.SinkConfig{
+	custom := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
+	return []relay.SinkConfig{
 		{Name: "ops-slack", Type: slack.Type, Sink: sl},
 		{Name: "partner", Type: webhook.Type, Sink: wh},
 		{Name: "finance", Type: email.Type, Sink: em},
@@ -198,10 +199,10 @@ func render(t *testing.T, table *routing.Table, sink string, ev routing.Event) (
 		t.Fatal(err)
 	}
 	raw := buf.Bytes()
-	d := &core.Delivery{ID: 1, Sink: sink, DedupKey: ev.Type + "/" + ev.Key + "/orders", Route: "orders", Payload: raw, CreatedAt: ev.CreatedAt}
+	d := &sink.Delivery{ID: 1, Sink: sink, DedupKey: ev.Type + "/" + ev.Key + "/orders", Route: "orders", Payload: raw, CreatedAt: ev.CreatedAt}
 	var got json.RawMessage
-	capture := core.SinkFunc(func(_ context.Context, d *core.Delivery) error { got = d.Payload; return nil })
-	wrapped := table.Wrap([]core.SinkConfig{{Name: sink, Sink: capture}}, nil)
+	capture := sink.Func(func(_ context.Context, d *sink.Delivery) error { got = d.Payload; return nil })
+	wrapped := table.Wrap([]relay.SinkConfig{{Name: sink, Sink: capture}}, nil)
 	err := wrapped[0].Sink.Deliver(context.Background(), d)
 	return got, err
 }
@@ -255,12 +256,12 @@ func TestFunctions(t *testing.T) {
 
 // A template that fails at delivery (a key this event lacks) is permanent:
 // the row is dead-lettered with the template's message.
-// (Mutation: routedSink.render not wrapping the error in core.Permanent
+// (Mutation: routedSink.render not wrapping the error in sink.Permanent
 // fails this test.)
 func TestRenderFailureAtDeliveryIsPermanent(t *testing.T) {
 	table := compile(t, orders(), "")
 	_, err := render(t, table, "ops-slack", routing.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{"id": 1}`)})
-	if !core.IsPermanent(err) || !strings.Contains(err.Error(), `route orders, sink ops-slack: template: text:1:`) ||
+	if !sink.IsPermanent(err) || !strings.Contains(err.Error(), `route orders, sink ops-slack: template: text:1:`) ||
 		!strings.Contains(err.Error(), `map has no entry for key "total"`) {
 		t.Fatalf("render of an event without .data.total: %v, want a permanent error naming route, sink, template and key", err)
 	}
@@ -275,9 +276,9 @@ func TestUnknownRouteUsesTheFallback(t *testing.T) {
 	raw := json.RawMessage(`{"type": "user.created", "key": "u1", "data": {"name": "Ann"}}`)
 	deliver := func(fb routing.Fallback) (string, error) {
 		var got string
-		capture := core.SinkFunc(func(_ context.Context, d *core.Delivery) error { got = string(d.Payload); return nil })
-		wrapped := table.Wrap([]core.SinkConfig{{Name: "custom", Sink: capture}}, fb)
-		err := wrapped[0].Sink.Deliver(context.Background(), &core.Delivery{Route: "users", Payload: raw})
+		capture := sink.Func(func(_ context.Context, d *sink.Delivery) error { got = string(d.Payload); return nil })
+		wrapped := table.Wrap([]relay.SinkConfig{{Name: "custom", Sink: capture}}, fb)
+		err := wrapped[0].Sink.Deliver(context.Background(), &sink.Delivery{Route: "users", Payload: raw})
 		return got, err
 	}
 	got, err := deliver(fallbackFunc(func(route, sink string) (map[string]string, error) {
@@ -289,10 +290,10 @@ func TestUnknownRouteUsesTheFallback(t *testing.T) {
 	if err != nil || got != `{"line":"hello Ann"}` {
 		t.Errorf("with a fallback: %s %v", got, err)
 	}
-	if _, err := deliver(nil); !core.IsPermanent(err) {
+	if _, err := deliver(nil); !sink.IsPermanent(err) {
 		t.Errorf("without a fallback: %v, want permanent", err)
 	}
-	if _, err := deliver(fallbackFunc(func(string, string) (map[string]string, error) { return nil, errors.New("database down") })); err == nil || core.IsPermanent(err) {
+	if _, err := deliver(fallbackFunc(func(string, string) (map[string]string, error) { return nil, errors.New("database down") })); err == nil || sink.IsPermanent(err) {
 		t.Errorf("with a failing fallback: %v, want a retryable error", err)
 	}
 }
@@ -314,18 +315,18 @@ func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
 	if rl := wrapped[0].RateLimit; rl == nil || rl.Rate != slack.DefaultRate {
 		t.Errorf("rate limit %+v, want Slack's default", rl)
 	}
-	keyer, ok := wrapped[0].Sink.(core.DestinationKeyer)
+	keyer, ok := wrapped[0].Sink.(sink.DestinationKeyer)
 	if !ok {
 		t.Fatal("the wrapped Slack sink does not name destinations")
 	}
-	key, err := keyer.DestinationKey(&core.Delivery{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"k","data":{"team":"db"}}`)})
+	key, err := keyer.DestinationKey(&sink.Delivery{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"k","data":{"team":"db"}}`)})
 	if err != nil || key != "#db" {
 		t.Errorf("DestinationKey of a published row: %q %v, want #db", key, err)
 	}
-	if key, err := keyer.DestinationKey(&core.Delivery{Payload: json.RawMessage(`{"text":"plain"}`)}); err != nil || key != "C0OPS" {
+	if key, err := keyer.DestinationKey(&sink.Delivery{Payload: json.RawMessage(`{"text":"plain"}`)}); err != nil || key != "C0OPS" {
 		t.Errorf("DestinationKey of an enqueued row: %q %v, want the sink's channel", key, err)
 	}
-	if _, ok := wrapped[1].Sink.(core.DestinationKeyer); ok {
+	if _, ok := wrapped[1].Sink.(sink.DestinationKeyer); ok {
 		t.Error("the wrapped webhook sink claims to name destinations")
 	}
 }
@@ -333,11 +334,11 @@ func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
 // batchSink records the payloads of the batches it is handed.
 type batchSink struct{ got []string }
 
-func (b *batchSink) Deliver(context.Context, *core.Delivery) error {
+func (b *batchSink) Deliver(context.Context, *sink.Delivery) error {
 	return errors.New("not in a batch")
 }
 
-func (b *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error {
+func (b *batchSink) DeliverBatch(_ context.Context, ds []*sink.Delivery) []error {
 	for _, d := range ds {
 		b.got = append(b.got, string(d.Payload))
 	}
@@ -351,16 +352,16 @@ func TestWrapKeepsBatches(t *testing.T) {
 	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
 		map[string]any{"sink": "custom", "template": map[string]any{"line": "{{.data.n}}"}}}}}, "")
 	inner := &batchSink{}
-	wrapped, ok := table.Wrap([]core.SinkConfig{{Name: "custom", Sink: inner}}, nil)[0].Sink.(core.BatchSink)
+	wrapped, ok := table.Wrap([]relay.SinkConfig{{Name: "custom", Sink: inner}}, nil)[0].Sink.(sink.BatchSink)
 	if !ok {
 		t.Fatal("the wrapped batch sink does not take batches")
 	}
-	errs := wrapped.DeliverBatch(context.Background(), []*core.Delivery{
+	errs := wrapped.DeliverBatch(context.Background(), []*sink.Delivery{
 		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"1","data":{"n":1}}`)},
 		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"2","data":{}}`)},
 		{Payload: json.RawMessage(`{"plain":true}`)},
 	})
-	if errs[0] != nil || !core.IsPermanent(errs[1]) || errs[2] != nil {
+	if errs[0] != nil || !sink.IsPermanent(errs[1]) || errs[2] != nil {
 		t.Errorf("outcomes %v, want nil, permanent, nil", errs)
 	}
 	if want := []string{`{"line":"1"}`, `{"plain":true}`}; !slices.Equal(inner.got, want) {

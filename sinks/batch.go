@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Pipeline is how a broker sink publishes one delivery of a batch without
@@ -16,13 +16,13 @@ type Pipeline[C Conn] struct {
 	Timeout time.Duration // bounds each chunk's wait for its acknowledgements
 	Chunk   int           // deliveries outstanding at once: the sink's max_in_flight
 	Wrap    func(error) error
-	Start   func(ctx context.Context, c C, d *core.Delivery) (wait func() error, err error)
+	Start   func(ctx context.Context, c C, d *sink.Delivery) (wait func() error, err error)
 }
 
-// DeliverBatch implements [core.BatchSink.DeliverBatch] with p: chunk by chunk,
+// DeliverBatch implements [sink.BatchSink.DeliverBatch] with p: chunk by chunk,
 // it takes publish slots and the connection, starts every delivery of the
 // chunk, then awaits each acknowledgement.
-func (p Pipeline[C]) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
+func (p Pipeline[C]) DeliverBatch(ctx context.Context, ds []*sink.Delivery) []error {
 	errs := make([]error, len(ds))
 	for start := 0; start < len(ds); start += p.Chunk {
 		end := min(start+p.Chunk, len(ds))
@@ -31,7 +31,7 @@ func (p Pipeline[C]) DeliverBatch(ctx context.Context, ds []*core.Delivery) []er
 	return errs
 }
 
-func (p Pipeline[C]) deliverChunk(ctx context.Context, ds []*core.Delivery, errs []error) {
+func (p Pipeline[C]) deliverChunk(ctx context.Context, ds []*sink.Delivery, errs []error) {
 	c, release, err := p.Link.Acquire(ctx, len(ds))
 	if err != nil {
 		for i := range errs {

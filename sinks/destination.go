@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // DestinationData is what a destination template (a NATS subject, a
@@ -58,7 +58,7 @@ func ParseDestination(text string) (Destination, error) {
 
 // Render returns the destination of d for the sink instance named sink.
 // An error means the message cannot be routed: it is permanent.
-func (t Destination) Render(sink string, d *core.Delivery) (string, error) {
+func (t Destination) Render(sink string, d *sink.Delivery) (string, error) {
 	if t.tmpl == nil {
 		return t.text, nil
 	}

@@ -4,17 +4,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
 func TestDestinationRendersTheMessage(t *testing.T) {
 	t.Parallel()
-	d := &core.Delivery{DedupKey: "order-7", OrderingKey: "customer-42", Headers: map[string]string{"region": "eu"}}
-	unordered := &core.Delivery{DedupKey: "order-8"}
+	d := &sink.Delivery{DedupKey: "order-7", OrderingKey: "customer-42", Headers: map[string]string{"region": "eu"}}
+	unordered := &sink.Delivery{DedupKey: "order-8"}
 	tests := []struct {
 		text string
-		d    *core.Delivery
+		d    *sink.Delivery
 		want string
 	}{
 		{"orders", d, "orders"},
@@ -52,7 +52,7 @@ func TestDestinationErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dest.Render("events", &core.Delivery{}); err == nil || !strings.Contains(err.Error(), "region") {
+	if _, err := dest.Render("events", &sink.Delivery{}); err == nil || !strings.Contains(err.Error(), "region") {
 		t.Errorf("missing header: %v, want an error naming it", err)
 	}
 }

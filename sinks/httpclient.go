@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Defaults for [NewHTTPClient].
@@ -100,7 +100,7 @@ func NewHTTPClient(opts HTTPClientOptions) *http.Client {
 }
 
 // TransportError turns an error from http.Client.Do into a delivery outcome:
-// a refused non-public address is [core.Permanent] (retrying reaches the
+// a refused non-public address is [sink.Permanent] (retrying reaches the
 // same address, and the configuration has to change), anything else
 // (timeouts, refused or reset connections, DNS failures) is returned as a
 // plain, retryable error.
@@ -117,7 +117,7 @@ func TransportError(err error) error {
 		err = uerr.Err
 	}
 	if errors.Is(err, ErrNonPublicAddress) {
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	}
 	return err
 }

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -88,7 +88,7 @@ func TestHTTPClientRefusesNonPublic(t *testing.T) {
 			t.Fatalf("%s: request went through (%s), want refused", host, resp.Status)
 		}
 		err = sinks.TransportError(err)
-		if !errors.Is(err, sinks.ErrNonPublicAddress) || !core.IsPermanent(err) {
+		if !errors.Is(err, sinks.ErrNonPublicAddress) || !sink.IsPermanent(err) {
 			t.Errorf("%s: error %v, want a permanent ErrNonPublicAddress", host, err)
 		}
 		if strings.Contains(err.Error(), "s3cret") {
@@ -133,7 +133,7 @@ func TestHTTPClientBoundsResponseHeaders(t *testing.T) {
 		switch tooLarge := size > sinks.MaxResponseHeaderBytes; {
 		case tooLarge && err == nil:
 			t.Errorf("%d bytes of response headers were accepted", size)
-		case tooLarge && core.IsPermanent(sinks.TransportError(err)):
+		case tooLarge && sink.IsPermanent(sinks.TransportError(err)):
 			t.Errorf("oversized headers are a permanent failure: %v", err)
 		case !tooLarge && err != nil:
 			t.Errorf("%d bytes of response headers: %v", size, err)
@@ -156,7 +156,7 @@ func TestHTTPClientDoesNotFollowRedirects(t *testing.T) {
 	if resp.StatusCode != http.StatusFound {
 		t.Errorf("status %s, want the 302 itself", resp.Status)
 	}
-	if !core.IsPermanent(sinks.ClassifyResponse(resp)) {
+	if !sink.IsPermanent(sinks.ClassifyResponse(resp)) {
 		t.Errorf("a 302 is not classified as permanent")
 	}
 	if n := targetHits.Load(); n != 0 {

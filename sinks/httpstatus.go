@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 const (
@@ -28,11 +28,11 @@ const (
 // ClassifyResponse maps an HTTP response to a delivery outcome:
 //
 //	2xx                                   nil (delivered)
-//	429, 503 with a valid Retry-After     core.RetryAfter (pause the sink, no attempt spent)
+//	429, 503 with a valid Retry-After     sink.RetryAfter (pause the sink, no attempt spent)
 //	429, 503 without one                  retryable
 //	408 Request Timeout                   retryable (the same request can succeed)
-//	other 4xx (410 Gone among them)       core.Permanent
-//	3xx                                   core.Permanent (redirects are not followed; fix the URL)
+//	other 4xx (410 Gone among them)       sink.Permanent
+//	3xx                                   sink.Permanent (redirects are not followed; fix the URL)
 //	5xx and anything else                 retryable
 //
 // Unsuccessful outcomes carry the status and an excerpt of at most
@@ -47,13 +47,13 @@ func ClassifyResponse(resp *http.Response) error {
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return core.RetryAfter(min(d, MaxRetryAfter), err)
+			return sink.RetryAfter(min(d, MaxRetryAfter), err)
 		}
 		return err
 	case code == http.StatusRequestTimeout:
 		return err
 	case code >= 300 && code <= 499:
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	default:
 		return err
 	}

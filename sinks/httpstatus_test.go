@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -18,12 +18,12 @@ import (
 // of a retry-after. The delay is rounded up to whole seconds: an HTTP-date
 // has no fraction, so "now + 1 minute" arrives as a little under a minute.
 func outcome(err error) string {
-	switch d, ok := core.RetryAfterDelay(err); {
+	switch d, ok := sink.RetryAfterDelay(err); {
 	case err == nil:
 		return "sent"
 	case ok:
 		return "retry-after " + (d + time.Second - 1).Truncate(time.Second).String()
-	case core.IsPermanent(err):
+	case sink.IsPermanent(err):
 		return "permanent"
 	}
 	return "retry"
@@ -158,7 +158,7 @@ func TestTransportErrorIsRetryable(t *testing.T) {
 	// Nothing listens on port 1 of the loopback address: connection refused.
 	_, err := client.Get("http://127.0.0.1:1/secret-path")
 	err = sinks.TransportError(err)
-	if err == nil || core.IsPermanent(err) || errors.Is(err, sinks.ErrNonPublicAddress) {
+	if err == nil || sink.IsPermanent(err) || errors.Is(err, sinks.ErrNonPublicAddress) {
 		t.Fatalf("connection refused gave %v, want a plain retryable error", err)
 	}
 	if strings.Contains(err.Error(), "secret-path") {

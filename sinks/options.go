@@ -14,7 +14,7 @@
 //	const Type = "webhook"                  // the type name in plugins.yaml
 //	type Options struct{ ... }              // its options, declared as confschema describes
 //	func DefaultOptions() Options           // the options before its options block applies
-//	func New(name string, options map[string]any) (core.Sink, error)
+//	func New(name string, options map[string]any) (sink.Sink, error)
 //
 // New starts from DefaultOptions, decodes the options block with
 // [DecodeOptions], checks what decoding cannot, and builds the sink without

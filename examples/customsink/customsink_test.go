@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -118,7 +117,7 @@ func ExampleFileSink() {
 	path := filepath.Join(os.TempDir(), "outboxd-example-archive.jsonl")
 	defer os.Remove(path)
 	sink, _ := NewFileSink("archive", map[string]any{"path": path})
-	_ = sink.Deliver(context.Background(), &core.Delivery{ID: 1, Sink: "archive", DedupKey: "k", Attempt: 1, Payload: json.RawMessage(`{"n":1}`)})
+	_ = sink.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "archive", DedupKey: "k", Attempt: 1, Payload: json.RawMessage(`{"n":1}`)})
 	data, _ := os.ReadFile(path)
 	fmt.Print(string(data))
 	// Output: {"id":1,"sink":"archive","dedup_key":"k","attempt":1,"payload":{"n":1}}

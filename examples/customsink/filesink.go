@@ -8,7 +8,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -40,7 +40,7 @@ type FileSink struct {
 
 // NewFileSink is the registry factory: it checks the options and returns
 // the sink. Unknown or missing options are errors naming the option.
-func NewFileSink(name string, options map[string]any) (core.Sink, error) {
+func NewFileSink(name string, options map[string]any) (sink.Sink, error) {
 	var o fileOptions
 	if err := sinks.DecodeOptions(options, &o); err != nil {
 		return nil, err
@@ -53,10 +53,10 @@ func NewFileSink(name string, options map[string]any) (core.Sink, error) {
 
 // Deliver appends the message. A file that cannot be opened is retried
 // (the disk may come back); a payload that cannot be encoded never will be.
-func (s *FileSink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *FileSink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	line, err := json.Marshal(Record{ID: d.ID, Sink: d.Sink, DedupKey: d.DedupKey, Attempt: d.Attempt, Payload: d.Payload})
 	if err != nil {
-		return core.Permanent(fmt.Errorf("encode message %d: %w", d.ID, err))
+		return sink.Permanent(fmt.Errorf("encode message %d: %w", d.ID, err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -41,7 +42,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	var sinks []core.SinkConfig
+	var sinks []relay.SinkConfig
 	for name, signWith := range map[string][]string{
 		"rotating": {secret("the-new-secret-of-32-bytes-long!"), receiverSecret}, // new and old during a rotation
 		"wrong":    {secret("somebody-else-s-32-bytes-secret!")},
@@ -50,9 +51,9 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sinks = append(sinks, core.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
+		sinks = append(sinks, relay.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
 	}
-	signals := testrelay.Run(t, pool, core.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
+	signals := testrelay.Run(t, pool, relay.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
 
 	for _, m := range []core.Message{
 		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -68,7 +70,7 @@ func CrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acked atomic.Int64
-	dieAfterPublishes := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	dieAfterPublishes := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		err := sink.Deliver(ctx, d)
 		if err == nil && acked.Add(1) >= int64(after) {
 			// The broker holds the message; the relay never records it.
@@ -76,12 +78,12 @@ func CrashChild(t *testing.T) {
 		}
 		return err
 	})
-	signals := Relay(t, testdb.Pool(t, relayPoolSize), ob, nil, core.SinkConfig{Name: name, Sink: dieAfterPublishes})
+	signals := Relay(t, testdb.Pool(t, relayPoolSize), ob, nil, relay.SinkConfig{Name: name, Sink: dieAfterPublishes})
 	// The process dies inside the sink at its after-th publish, whose row
 	// is never recorded sent: after rows recorded sent mean it survived,
 	// and none within the limit that the publishes never happened.
 	signals.Written.Wait(t, crashchild.Timeout, fmt.Sprintf("%d publishes and the process killed", after), func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, string(core.StatusSent)) >= after
+		return testsignal.CountWritten(all, string(operator.StatusSent)) >= after
 	})
 	t.Fatalf("the relay recorded %d rows sent and was not killed", after)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -57,15 +59,15 @@ const relayPoolSize = 4
 // and returns its test signals. Retries come quickly (backoff from 100 ms
 // to 1 s) and many (50), so an outage of a few seconds stays well inside
 // the retry budget.
-func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, sink core.SinkConfig) *testsignal.Relay {
+func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, sink relay.SinkConfig) *testsignal.Relay {
 	t.Helper()
 	if sink.MaxAttempts == 0 {
 		sink.MaxAttempts = 50
 	}
-	if sink.Backoff == (core.Backoff{}) {
-		sink.Backoff = core.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	if sink.Backoff == (relay.Backoff{}) {
+		sink.Backoff = relay.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	}
-	cfg := core.Config{Outbox: ob, Sinks: []core.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
+	cfg := relay.Config{Outbox: ob, Sinks: []relay.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
 	if tracing != nil {
 		cfg.TracerProvider = tracing.Provider
 	}
@@ -77,10 +79,10 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int, timeout time.Duration) {
 	t.Helper()
 	signals.Written.Wait(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func(all []testsignal.Outcome) bool {
-		if dead := testsignal.CountWrittenTo(all, sink, string(core.StatusDead)); dead > 0 {
+		if dead := testsignal.CountWrittenTo(all, sink, string(operator.StatusDead)); dead > 0 {
 			t.Fatalf("%d rows of %s are dead: %v", dead, sink, lastErrors(t, pool, ob))
 		}
-		return testsignal.CountWrittenTo(all, sink, string(core.StatusSent)) >= n
+		return testsignal.CountWrittenTo(all, sink, string(operator.StatusSent)) >= n
 	})
 }
 
@@ -107,12 +109,12 @@ func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox) []string {
 // test at once: an outage must not dead-letter anything.
 func WaitFailedAttempt(t testing.TB, signals *testsignal.Relay, timeout time.Duration) {
 	t.Helper()
-	before := testsignal.CountWritten(signals.Written.All(), string(core.StatusFailed))
+	before := testsignal.CountWritten(signals.Written.All(), string(operator.StatusFailed))
 	signals.Written.Wait(t, timeout, "a failed attempt recorded", func(all []testsignal.Outcome) bool {
-		if dead := testsignal.CountWritten(all, string(core.StatusDead)); dead > 0 {
+		if dead := testsignal.CountWritten(all, string(operator.StatusDead)); dead > 0 {
 			t.Fatalf("%d rows dead-lettered by the outage", dead)
 		}
-		return testsignal.CountWritten(all, string(core.StatusFailed)) > before
+		return testsignal.CountWritten(all, string(operator.StatusFailed)) > before
 	})
 }
 

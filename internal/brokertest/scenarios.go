@@ -8,6 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/registry"
 )
@@ -38,7 +41,7 @@ type Target struct {
 
 // Build makes a sink of the target's type through the registry, closed
 // when the test ends.
-func (tg Target) Build(t testing.TB, name string) core.Sink {
+func (tg Target) Build(t testing.TB, name string) sink.Sink {
 	t.Helper()
 	s, err := registry.Build(tg.Type, name, tg.Options)
 	if err != nil {
@@ -59,7 +62,7 @@ func EndToEnd(t *testing.T, tg Target, sink string) []Received {
 	t.Helper()
 	pool, ob := testdb.New(t)
 	tracing := NewTracing(t)
-	signals := Relay(t, pool, ob, tracing, core.SinkConfig{Name: sink, Type: tg.Type, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, tracing, relay.SinkConfig{Name: sink, Type: tg.Type, Sink: tg.Build(t, sink)})
 	msgs := Messages(sink, "e2e", 30)
 	producer := tracing.Enqueue(t, pool, ob, msgs)
 	WaitSent(t, signals, pool, ob, sink, len(msgs), DeliverTimeout)
@@ -80,7 +83,7 @@ func EndToEnd(t *testing.T, tg Target, sink string) []Received {
 func Ordered(t *testing.T, tg Target, sink string) []Received {
 	t.Helper()
 	pool, ob := testdb.New(t)
-	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, nil, relay.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	msgs := Messages(sink, "ord", 80, "customer-a", "customer-b", "customer-c", "customer-d")
 	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 		t.Fatal(err)
@@ -111,8 +114,8 @@ func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.
 	}
 	// The rows the child recorded before it died are sent; the new relay
 	// signals the rest.
-	recorded := testdb.StatusCounts(t, pool, ob, sink)[string(core.StatusSent)]
-	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	recorded := testdb.StatusCounts(t, pool, ob, sink)[string(operator.StatusSent)]
+	signals := Relay(t, pool, ob, nil, relay.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	WaitSent(t, signals, pool, ob, sink, len(msgs)-recorded, DeliverTimeout)
 	got := tg.Read(t)
 	duplicates := CheckDelivered(t, msgs, got, tg.Once)
@@ -131,7 +134,7 @@ func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.
 func Outage(t *testing.T, tg Target, sink string, down, up func()) {
 	t.Helper()
 	pool, ob := testdb.New(t)
-	signals := Relay(t, pool, ob, nil, core.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
+	signals := Relay(t, pool, ob, nil, relay.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	var all []core.Message
 	for phase, prefix := range []string{"before", "during"} {
 		if phase > 0 {

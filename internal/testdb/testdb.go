@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/core/operator"
 )
 
 // DefaultURL is the database tests use when neither TEST_DATABASE_URL nor
@@ -54,9 +56,39 @@ func Pool(t testing.TB, size int) *pgxpool.Pool {
 	return pool
 }
 
+// Outbox is a test's outbox in a schema of its own: the producer API, the
+// operator queries and the migrations of that one schema, so a test can
+// enqueue, inspect and migrate through one value.
+type Outbox struct {
+	*core.Outbox
+	*operator.Operator
+	*migrate.Migrator
+}
+
+// Schema returns the outbox's schema (each embedded part knows it too).
+func (o *Outbox) Schema() string { return o.Outbox.Schema() }
+
+// Open returns the Outbox of an existing schema.
+func Open(t testing.TB, schema string) *Outbox {
+	t.Helper()
+	ob, err := core.New(core.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := operator.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrate.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Outbox{Outbox: ob, Operator: ops, Migrator: m}
+}
+
 // New creates a fresh, migrated outbox in a schema of its own (dropped when
 // the test ends) and returns it with a pool.
-func New(t testing.TB) (*pgxpool.Pool, *core.Outbox) {
+func New(t testing.TB) (*pgxpool.Pool, *Outbox) {
 	t.Helper()
 	pool := Pool(t, 0)
 	return pool, NewSchema(t, pool)
@@ -64,16 +96,13 @@ func New(t testing.TB) (*pgxpool.Pool, *core.Outbox) {
 
 // NewSchema creates a fresh, migrated outbox schema through pool, dropped
 // when the test ends.
-func NewSchema(t testing.TB, pool *pgxpool.Pool) *core.Outbox {
+func NewSchema(t testing.TB, pool *pgxpool.Pool) *Outbox {
 	t.Helper()
 	suffix := make([]byte, 6)
 	if _, err := rand.Read(suffix); err != nil {
 		t.Fatal(err)
 	}
-	ob, err := core.New("test_" + hex.EncodeToString(suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := Open(t, "test_"+hex.EncodeToString(suffix))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := ob.Migrate(ctx, pool); err != nil {
@@ -92,7 +121,7 @@ func NewSchema(t testing.TB, pool *pgxpool.Pool) *core.Outbox {
 // StatusCounts returns the number of ob's rows per status, for one sink
 // or, with sink "", for all. It reads the table directly, not through core's own Stats,
 // so tests check the engine against the rows themselves.
-func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, sink string) map[string]int {
+func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string) map[string]int {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
 		"SELECT status, count(*) FROM "+ob.Schema()+".messages WHERE $1 = '' OR sink = $1 GROUP BY status", sink)

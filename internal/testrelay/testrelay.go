@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
@@ -23,7 +23,7 @@ const pollInterval = 10 * time.Millisecond
 // Run starts a relay on pool until the test ends, then cancels it and fails
 // the test unless Run returns nil (a clean drain) within a minute. It
 // returns the relay's test signals, to wait on what the relay does.
-func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) *testsignal.Relay {
+func Run(t testing.TB, pool *pgxpool.Pool, cfg relay.Config) *testsignal.Relay {
 	t.Helper()
 	signals := &testsignal.Relay{}
 	RunWith(t, pool, cfg, signals)
@@ -33,9 +33,9 @@ func Run(t testing.TB, pool *pgxpool.Pool, cfg core.Config) *testsignal.Relay {
 // RunWith is Run with the relay sending its signals to signals, which
 // several relays of one test may share: a test running three relays waits
 // on what any of them does.
-func RunWith(t testing.TB, pool *pgxpool.Pool, cfg core.Config, signals *testsignal.Relay) {
+func RunWith(t testing.TB, pool *pgxpool.Pool, cfg relay.Config, signals *testsignal.Relay) {
 	t.Helper()
-	relay, err := core.NewRelay(pool, cfg)
+	relay, err := relay.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

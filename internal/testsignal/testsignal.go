@@ -1,7 +1,7 @@
 // Package testsignal lets a test wait on what a relay does (an outcome
 // written, a claim made, the listener connected) instead of polling the
 // database or sleeping. A test puts a [Relay] into the context it passes to
-// core.Relay.Run; the relay signals on it. Outside tests the context holds
+// relay.Relay.Run; the relay signals on it. Outside tests the context holds
 // none and every signal is a no-op.
 //
 // It is internal to the module: applications cannot reach it, so it adds
@@ -54,7 +54,7 @@ type Outcome struct {
 
 type relayKey struct{}
 
-// WithRelay returns ctx carrying r, for core.Relay.Run.
+// WithRelay returns ctx carrying r, for relay.Relay.Run.
 func WithRelay(ctx context.Context, r *Relay) context.Context {
 	return context.WithValue(ctx, relayKey{}, r)
 }

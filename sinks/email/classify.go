@@ -5,7 +5,7 @@ import (
 
 	"github.com/wneessen/go-mail"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // classify maps an error from go-mail's DialAndSend to a delivery outcome.
@@ -23,11 +23,11 @@ func classify(err error) error {
 		return err
 	}
 	if code := se.ErrorCode(); code >= 500 && code <= 599 {
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	}
 	switch se.Reason {
 	case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	}
 	return err
 }

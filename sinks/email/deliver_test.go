@@ -12,7 +12,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // closedAddr returns a 127.0.0.1 address nothing listens on.
@@ -27,8 +27,8 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-func delivery(key, payload string) *core.Delivery {
-	return &core.Delivery{ID: 1, Sink: "mail", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1, MaxAttempts: 5}
+func delivery(key, payload string) *sink.Delivery {
+	return &sink.Delivery{ID: 1, Sink: "mail", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1, MaxAttempts: 5}
 }
 
 func TestDeliverBadPayloadIsPermanent(t *testing.T) {
@@ -41,7 +41,7 @@ func TestDeliverBadPayloadIsPermanent(t *testing.T) {
 	}
 	for _, payload := range []string{`{"text":"hi"}`, `{"to":"a@example.com"}`, `{"text":"hi","to":"@"}`} {
 		err := s.Deliver(context.Background(), delivery("k", payload))
-		if !core.IsPermanent(err) || !strings.Contains(err.Error(), `email sink "mail"`) {
+		if !sink.IsPermanent(err) || !strings.Contains(err.Error(), `email sink "mail"`) {
 			t.Errorf("payload %s: error = %v, want a permanent error naming the sink", payload, err)
 		}
 	}
@@ -61,7 +61,7 @@ func TestDeliverConnectionRefusedIsRetryableAndTraced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err = s.Deliver(ctx, delivery("k", `{"text":"hi","to":["a@example.com"],"cc":["b@example.com"]}`))
-	if err == nil || core.IsPermanent(err) {
+	if err == nil || sink.IsPermanent(err) {
 		t.Fatalf("error = %v, want a retryable error", err)
 	}
 	if strings.Contains(err.Error(), "hunter2") {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // deliverTimeout bounds one delivery in the integration tests.
@@ -16,7 +16,7 @@ const deliverTimeout = 10 * time.Second
 // mailWait bounds waiting for Mailpit to show a delivered mail.
 const mailWait = 10 * time.Second
 
-func deliver(t *testing.T, s *Sink, d *core.Delivery) error {
+func deliver(t *testing.T, s *Sink, d *sink.Delivery) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
 	defer cancel()
@@ -92,7 +92,7 @@ func TestMailpitDelivery(t *testing.T) {
 		first := delivery("retry-7", `{"subject":"again","text":"x"}`)
 		second := delivery("retry-7", `{"subject":"again","text":"x"}`)
 		second.Attempt = 2
-		for _, d := range []*core.Delivery{first, second} {
+		for _, d := range []*sink.Delivery{first, second} {
 			d.Sink = "alerts"
 			if err := deliver(t, s, d); err != nil {
 				t.Fatalf("Deliver attempt %d: %v", d.Attempt, err)
@@ -132,7 +132,7 @@ func TestMailpitSessionFailuresRetry(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = deliver(t, s, delivery("session-1", `{"text":"hi","to":"a@example.com"}`))
-			if err == nil || core.IsPermanent(err) || !strings.Contains(err.Error(), tc.wantErr) {
+			if err == nil || sink.IsPermanent(err) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error = %v, want a retryable error mentioning %q", err, tc.wantErr)
 			}
 			if strings.Contains(err.Error(), "s3cr3t-pw") {
@@ -165,7 +165,7 @@ func TestMailpitReplyMapping(t *testing.T) {
 	for i, tc := range tests {
 		mp.setChaos(t, tc.triggers)
 		err := deliver(t, s, delivery("chaos-"+tc.name, `{"text":"hi"}`))
-		if err == nil || core.IsPermanent(err) != tc.wantPermanent || !strings.Contains(err.Error(), tc.wantErr) {
+		if err == nil || sink.IsPermanent(err) != tc.wantPermanent || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("case %d %s: error = %v, want permanent=%v mentioning %s", i, tc.name, err, tc.wantPermanent, tc.wantErr)
 		}
 	}
@@ -176,7 +176,7 @@ func TestMailpitReplyMapping(t *testing.T) {
 }
 
 // receiptID returns the message_id recorded in d's receipt.
-func receiptID(t *testing.T, d *core.Delivery) string {
+func receiptID(t *testing.T, d *sink.Delivery) string {
 	t.Helper()
 	var receipt struct {
 		MessageID string `json:"message_id"`

@@ -3,8 +3,6 @@ package email
 import (
 	"strings"
 	"testing"
-
-	"github.com/outboxd/outboxd/core"
 )
 
 // TestAllowedRecipientDomains: a payload's to replaces the configured
@@ -33,7 +31,7 @@ func TestAllowedRecipientDomains(t *testing.T) {
 		"refused-subdomain": `{"text":"hi","to":"a@mail.example.com"}`,
 	} {
 		err := deliver(t, s, delivery(key, payload))
-		if !core.IsPermanent(err) || !strings.Contains(err.Error(), "allowed recipient domain") {
+		if !sink.IsPermanent(err) || !strings.Contains(err.Error(), "allowed recipient domain") {
 			t.Errorf("%s: %v, want a permanent error naming the allowed domains", key, err)
 		}
 	}

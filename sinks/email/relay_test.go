@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
@@ -40,9 +41,9 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	signals := testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, relay.Config{
 		Outbox: ob, PollInterval: 100 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
+		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
 	})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 1)
 	signals.WaitWritten(t, relayWait, "ops-mail", "dead", 1)

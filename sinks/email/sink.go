@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -40,7 +40,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // New builds the email sink called name from its options (see [Options]);
 // it is the factory cmd registers for the "email" type. Its errors name the
 // option at fault.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	cfg := DefaultOptions()
 	if err := sinks.DecodeOptions(options, &cfg); err != nil {
 		return nil, err
@@ -72,18 +72,18 @@ func newSink(name string, cfg Options, opts ...Option) (*Sink, error) {
 
 // Deliver sends d as one mail. See the package documentation for the
 // payload, the Message-ID and how SMTP replies map to outcomes.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	p, err := parsePayload(d.Payload, s.cfg.To)
 	if err == nil {
 		err = s.checkRecipients(p)
 	}
 	if err != nil {
-		return core.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
+		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
 	messageID := MessageID(s.name, d.DedupKey, s.server.domain)
 	msg, err := s.compose(p, messageID, d.CreatedAt)
 	if err != nil {
-		return core.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
+		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
 	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
 		return fmt.Errorf("email sink %q: %w", s.name, err)

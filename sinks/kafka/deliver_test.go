@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/proc"
 )
 
-func delivery(key string) *core.Delivery {
-	return &core.Delivery{ID: 1, Sink: "events", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
+func delivery(key string) *sink.Delivery {
+	return &sink.Delivery{ID: 1, Sink: "events", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
 }
 
 // TestProduceFailuresMapToOutcomes produces into situations the cluster or
@@ -23,15 +23,15 @@ func TestProduceFailuresMapToOutcomes(t *testing.T) {
 	tests := []struct {
 		name    string
 		options map[string]any
-		d       *core.Delivery
+		d       *sink.Delivery
 	}{
 		{"topic does not exist", map[string]any{"brokers": brokers, "topic": "no-such-topic"}, delivery("a")},
 		{"topic template renders an invalid name", map[string]any{"brokers": brokers, "topic": "events {{.OrderingKey}}"}, delivery("b")},
 		{"record over the producer's batch limit", map[string]any{"brokers": brokers, "topic": testTopic},
-			&core.Delivery{DedupKey: "c", Payload: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)}},
+			&sink.Delivery{DedupKey: "c", Payload: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)}},
 	}
 	for _, tt := range tests {
-		if err := build(t, "events", tt.options).Deliver(t.Context(), tt.d); err == nil || !core.IsPermanent(err) {
+		if err := build(t, "events", tt.options).Deliver(t.Context(), tt.d); err == nil || !sink.IsPermanent(err) {
 			t.Errorf("%s: %v, want a permanent error", tt.name, err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestUnreachableClusterIsRetryableAndKeepsSecrets(t *testing.T) {
 		"sasl_mechanism": "scram-sha-256", "username": "outboxd", "password": password,
 	})
 	err := sink.Deliver(t.Context(), delivery("k"))
-	if err == nil || core.IsPermanent(err) {
+	if err == nil || sink.IsPermanent(err) {
 		t.Fatalf("unreachable cluster: %v, want a retryable error", err)
 	}
 	if strings.Contains(err.Error(), password) {

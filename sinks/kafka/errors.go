@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // DefaultThrottlePause is how long the sink pauses when the cluster says
@@ -25,19 +25,19 @@ var permanentErrors = []error{
 // classify maps a failed produce to an outcome:
 //
 //	unknown topic, record too large or invalid,
-//	authorisation refused                               core.Permanent
-//	throttling quota exceeded                           core.RetryAfter(DefaultThrottlePause)
+//	authorisation refused                               sink.Permanent
+//	throttling quota exceeded                           sink.RetryAfter(DefaultThrottlePause)
 //	timeouts, unreachable brokers, anything else        retryable
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, kerr.ThrottlingQuotaExceeded) {
-		return core.RetryAfter(DefaultThrottlePause, err)
+		return sink.RetryAfter(DefaultThrottlePause, err)
 	}
 	for _, p := range permanentErrors {
 		if errors.Is(err, p) {
-			return core.Permanent(err)
+			return sink.Permanent(err)
 		}
 	}
 	return err

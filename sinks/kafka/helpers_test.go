@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/brokertest"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/kafka"
@@ -96,7 +96,7 @@ func target(brokers ...string) brokertest.Target {
 
 // build makes a kafka sink through the registry, closed when the test
 // ends.
-func build(t *testing.T, name string, options map[string]any) core.Sink {
+func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
 	return brokertest.Target{Type: kafka.Type, Options: options}.Build(t, name)
 }

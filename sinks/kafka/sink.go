@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -43,7 +43,7 @@ type Receipt struct {
 // the factory cmd registers for the "kafka" type. The client connects lazily:
 // the first delivery dials the brokers. See the package documentation for
 // the options.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	c, err := parseOptions(options)
 	if err != nil {
 		return nil, err
@@ -84,10 +84,10 @@ func saslMechanism(c config) sasl.Mechanism {
 // Deliver produces d as one record and returns once all in-sync replicas
 // acknowledged it. See the package documentation for the record and how
 // failures map to outcomes.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	rec, err := s.record(ctx, d)
 	if err != nil {
-		return s.wrap(core.Permanent(err))
+		return s.wrap(sink.Permanent(err))
 	}
 	if err := s.produce(ctx, rec); err != nil {
 		return s.wrap(err)
@@ -114,7 +114,7 @@ func (s *Sink) produce(ctx context.Context, rec *kgo.Record) error {
 // records share a partition, in order) or else the dedup key, the payload
 // as it was enqueued, and headers with the dedup key, the row's own
 // headers and the delivery's trace context.
-func (s *Sink) record(ctx context.Context, d *core.Delivery) (*kgo.Record, error) {
+func (s *Sink) record(ctx context.Context, d *sink.Delivery) (*kgo.Record, error) {
 	topic, err := s.cfg.topic.Render(s.name, d)
 	if err != nil {
 		return nil, err

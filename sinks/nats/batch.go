@@ -4,28 +4,28 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
-var _ core.BatchSink = (*Sink)(nil)
+var _ sink.BatchSink = (*Sink)(nil)
 
 // DeliverBatch publishes ds asynchronously, so their acknowledgements
 // travel together instead of one round trip each, and then waits for
-// every one (see [core.BatchSink]).
+// every one (see [sink.BatchSink]).
 // Each message is what Deliver would publish, under the same Nats-Msg-Id.
 // At most max_in_flight publishes are outstanding at once.
-func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
+func (s *Sink) DeliverBatch(ctx context.Context, ds []*sink.Delivery) []error {
 	return sinks.Pipeline[*conn]{
 		Link: s.link, Timeout: s.cfg.Timeout, Chunk: s.cfg.MaxInFlight, Wrap: s.wrap, Start: s.startPublish,
 	}.DeliverBatch(ctx, ds)
 }
 
 // startPublish sends d without waiting for its acknowledgement.
-func (s *Sink) startPublish(ctx context.Context, c *conn, d *core.Delivery) (func() error, error) {
+func (s *Sink) startPublish(ctx context.Context, c *conn, d *sink.Delivery) (func() error, error) {
 	msg, err := s.message(ctx, d)
 	if err != nil {
-		return nil, s.wrap(core.Permanent(err))
+		return nil, s.wrap(sink.Permanent(err))
 	}
 	f, err := c.js.PublishMsgAsync(msg, s.publishOptions(d)...)
 	if err != nil {

@@ -9,14 +9,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/proc"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )
 
 // delivery returns a delivery of a small JSON payload under key.
-func delivery(key string) *core.Delivery {
-	return &core.Delivery{ID: 1, Sink: "events", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
+func delivery(key string) *sink.Delivery {
+	return &sink.Delivery{ID: 1, Sink: "events", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
 }
 
 // TestPublishFailuresMapToOutcomes publishes into situations the server
@@ -38,15 +38,15 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 	tests := []struct {
 		name    string
 		options map[string]any
-		d       *core.Delivery
+		d       *sink.Delivery
 		check   func(error) bool
 		class   string
 	}{
-		{"no stream covers the subject", map[string]any{"url": url, "subject": "OUTBOXD_NO_SUCH_STREAM.x"}, delivery("a"), core.IsPermanent, "permanent"},
-		{"another stream than the expected one", map[string]any{"url": url, "subject": st.subject, "stream": full.name}, delivery("b"), core.IsPermanent, "permanent"},
-		{"subject template renders an empty token", map[string]any{"url": url, "subject": st.name + ".{{.OrderingKey}}"}, delivery("c"), core.IsPermanent, "permanent"},
+		{"no stream covers the subject", map[string]any{"url": url, "subject": "OUTBOXD_NO_SUCH_STREAM.x"}, delivery("a"), sink.IsPermanent, "permanent"},
+		{"another stream than the expected one", map[string]any{"url": url, "subject": st.subject, "stream": full.name}, delivery("b"), sink.IsPermanent, "permanent"},
+		{"subject template renders an empty token", map[string]any{"url": url, "subject": st.name + ".{{.OrderingKey}}"}, delivery("c"), sink.IsPermanent, "permanent"},
 		{"payload over the server's max_payload", map[string]any{"url": url, "subject": st.subject},
-			&core.Delivery{DedupKey: "d", Payload: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)}, core.IsPermanent, "permanent"},
+			&sink.Delivery{DedupKey: "d", Payload: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)}, sink.IsPermanent, "permanent"},
 		{"stream full (discard new)", map[string]any{"url": url, "subject": full.subject}, delivery("e"), isRetryAfter, "retry-after"},
 	}
 	for _, tt := range tests {
@@ -61,7 +61,7 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 }
 
 func isRetryAfter(err error) bool {
-	_, ok := core.RetryAfterDelay(err)
+	_, ok := sink.RetryAfterDelay(err)
 	return ok
 }
 
@@ -76,7 +76,7 @@ func TestUnreachableServerIsRetryableAndKeepsSecrets(t *testing.T) {
 		{"url": "nats://" + closed, "token": token, "subject": "x.y", "connect_timeout": "1s"},
 	} {
 		err := build(t, "events", options).Deliver(t.Context(), delivery("k"))
-		if err == nil || core.IsPermanent(err) {
+		if err == nil || sink.IsPermanent(err) {
 			t.Fatalf("unreachable server: %v, want a retryable error", err)
 		}
 		if strings.Contains(err.Error(), password) || strings.Contains(err.Error(), token) {
@@ -117,14 +117,14 @@ func TestDeliverBatchReportsEachOutcome(t *testing.T) {
 	url := serverURL(t)
 	st := newStream(t, url)
 	sink := build(t, "events", map[string]any{"url": url, "subject": st.name + `.{{or .OrderingKey "x"}}`, "max_in_flight": 8})
-	ds := make([]*core.Delivery, 20)
+	ds := make([]*sink.Delivery, 20)
 	for i := range ds {
 		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
 	}
 	ds[7].OrderingKey = "bad key" // white space: no valid subject
 	errs := sink.(*natssink.Sink).DeliverBatch(t.Context(), ds)
 	for i, err := range errs {
-		if (i == 7) != (err != nil) || (err != nil && !core.IsPermanent(err)) {
+		if (i == 7) != (err != nil) || (err != nil && !sink.IsPermanent(err)) {
 			t.Errorf("delivery %d: %v", i, err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // DefaultStreamFullPause is how long the sink pauses when the stream is
@@ -40,8 +40,8 @@ var permanentErrors = []error{
 // classify maps a failed publish to an outcome:
 //
 //	no stream covers the subject, a missing or other stream,
-//	message too large, authorisation refused        core.Permanent
-//	stream full, server short of resources          core.RetryAfter(DefaultStreamFullPause)
+//	message too large, authorisation refused        sink.Permanent
+//	stream full, server short of resources          sink.RetryAfter(DefaultStreamFullPause)
 //	timeouts, lost connection, anything else        retryable
 //
 // A publish that no stream answered is permanent only when the server
@@ -52,24 +52,24 @@ func (s *Sink) classify(ctx context.Context, c *conn, subject string, err error)
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		if s.noStreamCovers(ctx, c, subject) {
-			return core.Permanent(fmt.Errorf("no stream covers subject %q", subject))
+			return sink.Permanent(fmt.Errorf("no stream covers subject %q", subject))
 		}
 		return err
 	case errors.As(err, &apiErr):
 		switch {
 		case apiErr.ErrorCode == errCodeStreamNotMatch:
-			return core.Permanent(fmt.Errorf("subject %q is not stored by stream %q: %w", subject, s.cfg.Stream, err))
+			return sink.Permanent(fmt.Errorf("subject %q is not stored by stream %q: %w", subject, s.cfg.Stream, err))
 		case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-			return core.Permanent(err)
+			return sink.Permanent(err)
 		case apiErr.ErrorCode == errCodeInsufficientResources,
 			apiErr.ErrorCode == errCodeStreamStoreFailed && strings.Contains(apiErr.Description, "exceeded"),
 			apiErr.Code == http.StatusServiceUnavailable:
-			return core.RetryAfter(DefaultStreamFullPause, err)
+			return sink.RetryAfter(DefaultStreamFullPause, err)
 		}
 	}
 	for _, p := range permanentErrors {
 		if errors.Is(err, p) {
-			return core.Permanent(err)
+			return sink.Permanent(err)
 		}
 	}
 	return err

@@ -10,7 +10,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/brokertest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/registry"
@@ -129,7 +129,7 @@ func target(url, subject string, st **testStream) brokertest.Target {
 }
 
 // build makes a nats sink through the registry, closed when the test ends.
-func build(t *testing.T, name string, options map[string]any) core.Sink {
+func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
 	return brokertest.Target{Type: natssink.Type, Options: options}.Build(t, name)
 }

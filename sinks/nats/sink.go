@@ -9,7 +9,7 @@ import (
 	natsio "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -34,7 +34,7 @@ type Receipt struct {
 // New builds the nats sink instance called name from its options; it is
 // the factory cmd registers for the "nats" type. It does not connect: the
 // first delivery does. See the package documentation for the options.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	c, err := parseOptions(options)
 	if err != nil {
 		return nil, err
@@ -96,10 +96,10 @@ func (s *Sink) dial(context.Context) (*conn, error) {
 // Deliver publishes d on its subject with Nats-Msg-Id set to the dedup key
 // and returns once the stream acknowledged it. See the package
 // documentation for how failures map to outcomes.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	msg, err := s.message(ctx, d)
 	if err != nil {
-		return s.wrap(core.Permanent(err))
+		return s.wrap(sink.Permanent(err))
 	}
 	c, release, err := s.link.Acquire(ctx, 1)
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 
 // message builds the NATS message of d: its subject, the payload as it
 // was enqueued, and the row's headers with the delivery's trace context.
-func (s *Sink) message(ctx context.Context, d *core.Delivery) (*natsio.Msg, error) {
+func (s *Sink) message(ctx context.Context, d *sink.Delivery) (*natsio.Msg, error) {
 	subject, err := s.cfg.subject.Render(s.name, d)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (s *Sink) message(ctx context.Context, d *core.Delivery) (*natsio.Msg, erro
 
 // publishOptions carry the dedup key as Nats-Msg-Id, so the stream drops a
 // second copy within its duplicate window, and the expected stream.
-func (s *Sink) publishOptions(d *core.Delivery) []jetstream.PublishOpt {
+func (s *Sink) publishOptions(d *sink.Delivery) []jetstream.PublishOpt {
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(d.DedupKey)}
 	if s.cfg.Stream != "" {
 		opts = append(opts, jetstream.WithExpectStream(s.cfg.Stream))

@@ -4,29 +4,29 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
-var _ core.BatchSink = (*Sink)(nil)
+var _ sink.BatchSink = (*Sink)(nil)
 
 // DeliverBatch publishes ds back to back on the sink's channel and then
 // waits for their confirms, which the broker sends as they come (often one
 // basic.ack for many), instead of one round trip each (see
-// [core.BatchSink]). Each message is what
+// [sink.BatchSink]). Each message is what
 // Deliver would publish. At most max_in_flight publishes are outstanding
 // at once.
-func (s *Sink) DeliverBatch(ctx context.Context, ds []*core.Delivery) []error {
+func (s *Sink) DeliverBatch(ctx context.Context, ds []*sink.Delivery) []error {
 	return sinks.Pipeline[*publisher]{
 		Link: s.link, Timeout: s.cfg.Timeout, Chunk: s.cfg.MaxInFlight, Wrap: s.wrap, Start: s.startPublish,
 	}.DeliverBatch(ctx, ds)
 }
 
 // startPublish sends d without waiting for its confirm.
-func (s *Sink) startPublish(ctx context.Context, p *publisher, d *core.Delivery) (func() error, error) {
+func (s *Sink) startPublish(ctx context.Context, p *publisher, d *sink.Delivery) (func() error, error) {
 	key, err := s.cfg.routingKey.Render(s.name, d)
 	if err != nil {
-		return nil, s.wrap(core.Permanent(err))
+		return nil, s.wrap(sink.Permanent(err))
 	}
 	msg := s.message(ctx, d)
 	pp := &pendingPublish{messageID: msg.MessageId, done: make(chan error, 1)}

@@ -8,17 +8,17 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 
-func delivery(key string) *core.Delivery {
-	return &core.Delivery{ID: 1, Sink: "orders", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
+func delivery(key string) *sink.Delivery {
+	return &sink.Delivery{ID: 1, Sink: "orders", DedupKey: key, Payload: json.RawMessage(`{"n":1}`), Attempt: 1, MaxAttempts: 10}
 }
 
 func isRetryAfter(err error) bool {
-	_, ok := core.RetryAfterDelay(err)
+	_, ok := sink.RetryAfterDelay(err)
 	return ok
 }
 
@@ -47,7 +47,7 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 	if err := fullSink.Deliver(t.Context(), delivery("first")); err != nil {
 		t.Fatalf("first message into the one-message queue: %v", err)
 	}
-	routed := func(key, route string) *core.Delivery {
+	routed := func(key, route string) *sink.Delivery {
 		d := delivery(key)
 		d.Headers = map[string]string{"route": route}
 		return d
@@ -59,12 +59,12 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 		check func(error) bool
 		class string
 	}{
-		{"unroutable (no queue bound)", func() error { return sink.Deliver(t.Context(), routed("a", "nobody.listens")) }, core.IsPermanent, "permanent"},
-		{"routing key template fails", func() error { return sink.Deliver(t.Context(), delivery("b")) }, core.IsPermanent, "permanent"},
+		{"unroutable (no queue bound)", func() error { return sink.Deliver(t.Context(), routed("a", "nobody.listens")) }, sink.IsPermanent, "permanent"},
+		{"routing key template fails", func() error { return sink.Deliver(t.Context(), delivery("b")) }, sink.IsPermanent, "permanent"},
 		{"exchange missing", func() error {
 			return build(t, "orders", map[string]any{"url": url, "exchange": q.exchange + "-missing", "routing_key": "events.x"}).
 				Deliver(t.Context(), delivery("c"))
-		}, core.IsPermanent, "permanent"},
+		}, sink.IsPermanent, "permanent"},
 		{"queue full (reject-publish)", func() error { return fullSink.Deliver(t.Context(), delivery("d")) }, isRetryAfter, "retry-after"},
 	}
 	for _, tt := range tests {
@@ -94,7 +94,7 @@ func TestUnreachableBrokerIsRetryableAndKeepsSecrets(t *testing.T) {
 		{"url": "amqp://" + closed + "/", "username": "user", "password": inOption, "connect_timeout": "1s"},
 	} {
 		err := build(t, "orders", options).Deliver(t.Context(), delivery("k"))
-		if err == nil || core.IsPermanent(err) {
+		if err == nil || sink.IsPermanent(err) {
 			t.Fatalf("unreachable broker: %v, want a retryable error", err)
 		}
 		if strings.Contains(err.Error(), inURL) || strings.Contains(err.Error(), inOption) {
@@ -110,14 +110,14 @@ func TestDeliverBatchReportsEachOutcome(t *testing.T) {
 	addr := requireBroker(t)
 	q := newQueue(t, addr)
 	sink := build(t, "orders", map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": `{{or .OrderingKey "events.x"}}`, "max_in_flight": 8})
-	ds := make([]*core.Delivery, 20)
+	ds := make([]*sink.Delivery, 20)
 	for i := range ds {
 		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
 	}
 	ds[7].OrderingKey = "nobody.listens"
 	errs := sink.(*rabbitmq.Sink).DeliverBatch(t.Context(), ds)
 	for i, err := range errs {
-		if (i == 7) != (err != nil) || (err != nil && !core.IsPermanent(err)) {
+		if (i == 7) != (err != nil) || (err != nil && !sink.IsPermanent(err)) {
 			t.Errorf("delivery %d: %v", i, err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // DefaultRefusedPause is how long the sink pauses when the broker blocks
@@ -42,8 +42,8 @@ var permanentCodes = map[int]bool{amqp.NotFound: true, amqp.AccessRefused: true,
 // classify maps a failed publish to an outcome:
 //
 //	unroutable (returned), missing exchange, access refused,
-//	precondition failed                                  core.Permanent
-//	connection blocked by an alarm, basic.nack           core.RetryAfter(DefaultRefusedPause)
+//	precondition failed                                  sink.Permanent
+//	connection blocked by an alarm, basic.nack           sink.RetryAfter(DefaultRefusedPause)
 //	no confirm in time, connection lost, anything else   retryable
 func classify(err error) error {
 	var (
@@ -53,11 +53,11 @@ func classify(err error) error {
 	)
 	switch {
 	case errors.As(err, &unroutable):
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	case errors.As(err, &blocked), errors.Is(err, errNacked):
-		return core.RetryAfter(DefaultRefusedPause, err)
+		return sink.RetryAfter(DefaultRefusedPause, err)
 	case errors.As(err, &amqpErr) && permanentCodes[amqpErr.Code]:
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	}
 	return err
 }

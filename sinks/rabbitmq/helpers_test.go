@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/brokertest"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
@@ -105,7 +105,7 @@ func target(addr string, q *testQueue) brokertest.Target {
 
 // build makes a rabbitmq sink through the registry, closed when the test
 // ends.
-func build(t *testing.T, name string, options map[string]any) core.Sink {
+func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
 	return brokertest.Target{Type: rabbitmq.Type, Options: options}.Build(t, name)
 }

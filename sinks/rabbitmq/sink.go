@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -36,7 +36,7 @@ type Receipt struct {
 // New builds the rabbitmq sink instance called name from its options; it
 // is the factory cmd registers for the "rabbitmq" type. It does not connect:
 // the first delivery does. See the package documentation for the options.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	c, err := parseOptions(options)
 	if err != nil {
 		return nil, err
@@ -71,10 +71,10 @@ func (s *Sink) dial(context.Context) (*publisher, error) {
 // Deliver publishes d to the exchange, mandatory and persistent, with
 // message-id set to the dedup key, and returns once the broker confirmed
 // it. See the package documentation for how failures map to outcomes.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	key, err := s.cfg.routingKey.Render(s.name, d)
 	if err != nil {
-		return s.wrap(core.Permanent(err))
+		return s.wrap(sink.Permanent(err))
 	}
 	p, release, err := s.link.Acquire(ctx, 1)
 	if err != nil {
@@ -92,7 +92,7 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 // message builds the AMQP message of d: the payload as it was enqueued,
 // persistent, message-id = dedup key, and the row's headers with the
 // delivery's trace context.
-func (s *Sink) message(ctx context.Context, d *core.Delivery) amqp.Publishing {
+func (s *Sink) message(ctx context.Context, d *sink.Delivery) amqp.Publishing {
 	headers := amqp.Table{}
 	for k, v := range sinks.MessageHeaders(ctx, d) {
 		headers[k] = v

@@ -9,7 +9,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Channel name resolution bounds. chat.postMessage accepts "#name", but
@@ -118,7 +118,7 @@ func (s *Sink) scanChannels(ctx context.Context, channel, name string) (string, 
 		chans, next, err := s.api.GetConversationsContext(ctx, params)
 		if err != nil {
 			err = classify(s.call("conversations.list", channel), err)
-			if core.IsPermanent(err) { // missing_scope, ...: the post may still work
+			if sink.IsPermanent(err) { // missing_scope, ...: the post may still work
 				return "", fmt.Errorf("%w: %w", errUnresolved, err)
 			}
 			return "", err

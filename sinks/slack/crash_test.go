@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -41,7 +44,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("child posted %d messages, want 1", len(first))
 	}
-	if r := readRow(t, pool, ob, id); r.Status != string(core.StatusInProgress) {
+	if r := readRow(t, pool, ob, id); r.Status != string(operator.StatusInProgress) {
 		t.Fatalf("after the crash the row is %s, want in_progress (posted, not recorded)", r.Status)
 	}
 
@@ -49,7 +52,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	runRelay(t, pool, ob, crashLease, signals, slackSink(t, fake, nil))
 	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 1) // the row taken over
 	r := readRow(t, pool, ob, id)
-	if r.Status != string(core.StatusSent) {
+	if r.Status != string(operator.StatusSent) {
 		t.Fatalf("the row taken over is %s, want sent", r.Status)
 	}
 	if posts := fake.Posts(); len(posts) != 1 {
@@ -77,7 +80,7 @@ func TestCrashingRelayChild(t *testing.T) {
 	}
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
 	signals := &testsignal.Relay{}
-	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, core.SinkConfig{Name: testSinkName, Sink: killAfterPost{inner}})
+	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, relay.SinkConfig{Name: testSinkName, Sink: killAfterPost{inner}})
 	// The process dies inside the sink; an outcome written means the post
 	// failed, and no outcome within the limit means it never happened.
 	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
@@ -88,7 +91,7 @@ func TestCrashingRelayChild(t *testing.T) {
 // accepted a post: the relay never gets to record it.
 type killAfterPost struct{ *slack.Sink }
 
-func (k killAfterPost) Deliver(ctx context.Context, d *core.Delivery) error {
+func (k killAfterPost) Deliver(ctx context.Context, d *sink.Delivery) error {
 	err := k.Sink.Deliver(ctx, d)
 	if err == nil {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

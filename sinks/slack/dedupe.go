@@ -8,7 +8,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // MetadataEventType is the event_type of the metadata every post carries.
@@ -38,7 +38,7 @@ const (
 )
 
 // metadata is what a post of d carries.
-func metadata(d *core.Delivery) slackapi.SlackMetadata {
+func metadata(d *sink.Delivery) slackapi.SlackMetadata {
 	return slackapi.SlackMetadata{
 		EventType: MetadataEventType,
 		EventPayload: map[string]any{
@@ -50,7 +50,7 @@ func metadata(d *core.Delivery) slackapi.SlackMetadata {
 }
 
 // isPostOf reports whether m is a post of delivery d.
-func isPostOf(m slackapi.Message, d *core.Delivery) bool {
+func isPostOf(m slackapi.Message, d *sink.Delivery) bool {
 	md := m.Metadata
 	return md.EventType == MetadataEventType &&
 		md.EventPayload[MetadataKeySink] == d.Sink &&
@@ -60,7 +60,7 @@ func isPostOf(m slackapi.Message, d *core.Delivery) bool {
 // earlierPost resolves channel to its ID and looks there for an earlier post
 // of d, returning the ID and the post's ts ("" when there is none). An
 // unresolvable channel name yields an error wrapping errUnresolved.
-func (s *Sink) earlierPost(ctx context.Context, d *core.Delivery, channel, threadTS string) (id, ts string, err error) {
+func (s *Sink) earlierPost(ctx context.Context, d *sink.Delivery, channel, threadTS string) (id, ts string, err error) {
 	if id, err = s.channelID(ctx, channel); err != nil {
 		return "", "", err
 	}
@@ -71,7 +71,7 @@ func (s *Sink) earlierPost(ctx context.Context, d *core.Delivery, channel, threa
 // findPost looks for an earlier post of d in channel (in the thread when
 // threadTS is set, since thread replies are not in conversations.history)
 // and returns its ts, or "" when there is none. channel must be an ID.
-func (s *Sink) findPost(ctx context.Context, d *core.Delivery, channel, threadTS string) (string, error) {
+func (s *Sink) findPost(ctx context.Context, d *sink.Delivery, channel, threadTS string) (string, error) {
 	oldest := ""
 	if !d.CreatedAt.IsZero() {
 		oldest = slackTS(d.CreatedAt.Add(-HistorySkew))

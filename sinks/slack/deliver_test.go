@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -147,7 +147,7 @@ func TestErrorClasses(t *testing.T) {
 			if got := outcome(err); got != c.want {
 				t.Fatalf("outcome %s (%v), want %s", got, err, c.want)
 			}
-			if delay, _ := core.RetryAfterDelay(err); delay != c.wantDelay {
+			if delay, _ := sink.RetryAfterDelay(err); delay != c.wantDelay {
 				t.Errorf("retry after %s, want %s", delay, c.wantDelay)
 			}
 			if !strings.Contains(err.Error(), testSinkName) || !strings.Contains(err.Error(), "chat.postMessage") {

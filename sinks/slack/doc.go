@@ -83,7 +83,7 @@
 //
 // A row of a thread (published events sharing a thread_key, see
 // docs/events.md) carries the receipt of the thread's first message in
-// core.Delivery.ThreadRoot: the sink posts it as a reply in that thread, in
+// sink.Delivery.ThreadRoot: the sink posts it as a reply in that thread, in
 // the first message's channel, and records thread_ts in its receipt. A
 // payload with "update_root": true (a route's update_root) also edits the
 // first message to the reply's text and blocks with chat.update, again on

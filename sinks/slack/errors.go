@@ -8,7 +8,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -69,15 +69,15 @@ func classify(what string, err error) error {
 	var slackErr slackapi.SlackErrorResponse
 	switch {
 	case errors.As(err, &rateLimited):
-		return core.RetryAfter(rateLimited.RetryAfter, wrapped)
+		return sink.RetryAfter(rateLimited.RetryAfter, wrapped)
 	case errors.As(err, &status):
 		return classifyStatus(status.Code, wrapped)
 	case errors.As(err, &slackErr):
 		switch {
 		case slackErr.Err == "ratelimited":
-			return core.RetryAfter(DefaultRetryAfter, wrapped)
+			return sink.RetryAfter(DefaultRetryAfter, wrapped)
 		case permanentErrors[slackErr.Err]:
-			return core.Permanent(wrapped)
+			return sink.Permanent(wrapped)
 		}
 	}
 	// Timeouts, refused connections, 200 answers with a broken body, unknown
@@ -90,13 +90,13 @@ func classify(what string, err error) error {
 func classifyStatus(code int, err error) error {
 	switch {
 	case code == http.StatusTooManyRequests:
-		return core.RetryAfter(DefaultRetryAfter, err)
+		return sink.RetryAfter(DefaultRetryAfter, err)
 	case code == http.StatusRequestTimeout, code >= 500:
 		return err
 	case code >= 400:
 		// The API URL is wrong, or the webhook was removed (404, 410) or is
 		// forbidden (403): the same request cannot succeed later.
-		return core.Permanent(err)
+		return sink.Permanent(err)
 	}
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -29,7 +28,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	d := &core.Delivery{
+	d := &sink.Delivery{
 		ID: 42, Sink: "alerts", DedupKey: "order-42-shipped",
 		Payload: json.RawMessage(`{"text":"Order 42 shipped"}`),
 		Attempt: 1, CreatedAt: time.Now(),

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -53,21 +54,21 @@ func newSink(t *testing.T, options map[string]any) *slack.Sink {
 }
 
 // delivery is a first attempt at row id with payload.
-func delivery(id int64, key, payload string) *core.Delivery {
-	return &core.Delivery{
+func delivery(id int64, key, payload string) *sink.Delivery {
+	return &sink.Delivery{
 		ID: id, Sink: testSinkName, DedupKey: key, Payload: json.RawMessage(payload),
-		Attempt: 1, MaxAttempts: core.DefaultMaxAttempts, CreatedAt: time.Now(),
+		Attempt: 1, MaxAttempts: relay.DefaultMaxAttempts, CreatedAt: time.Now(),
 	}
 }
 
 // retry turns d into a later, uncertain attempt.
-func retry(d *core.Delivery) *core.Delivery {
+func retry(d *sink.Delivery) *sink.Delivery {
 	d.Attempt++
 	d.Uncertain = true
 	return d
 }
 
-func deliver(t *testing.T, s *slack.Sink, d *core.Delivery) error {
+func deliver(t *testing.T, s *slack.Sink, d *sink.Delivery) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -75,7 +76,7 @@ func deliver(t *testing.T, s *slack.Sink, d *core.Delivery) error {
 }
 
 // receipt decodes d's receipt.
-func receipt(t *testing.T, d *core.Delivery) map[string]string {
+func receipt(t *testing.T, d *sink.Delivery) map[string]string {
 	t.Helper()
 	var r map[string]string
 	if d.Receipt() == nil {
@@ -103,10 +104,10 @@ func outcome(err error) string {
 	if err == nil {
 		return "sent"
 	}
-	if _, ok := core.RetryAfterDelay(err); ok {
+	if _, ok := sink.RetryAfterDelay(err); ok {
 		return "retry_after"
 	}
-	if core.IsPermanent(err) {
+	if sink.IsPermanent(err) {
 		return "permanent"
 	}
 	return "retry"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -164,7 +164,7 @@ func TestChannelCacheConcurrent(t *testing.T) {
 	const rows = 32
 	var wg sync.WaitGroup
 	errs := make([]error, rows)
-	ds := make([]*core.Delivery, rows)
+	ds := make([]*sink.Delivery, rows)
 	for i := range rows {
 		channel := []string{"#alerts", "#ops"}[i%2]
 		ds[i] = retry(delivery(int64(i), fmt.Sprint("k", i), `{"text":"hi","channel":"`+channel+`"}`))

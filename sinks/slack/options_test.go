@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/sinks/slack"
 )
 
@@ -61,11 +60,11 @@ func TestNewHasDefaultRateLimit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	d, ok := sink.(core.RateLimitDefaulter)
+	d, ok := sink.(sink.RateLimitDefaulter)
 	if !ok {
-		t.Fatalf("%T does not implement core.RateLimitDefaulter", sink)
+		t.Fatalf("%T does not implement sink.RateLimitDefaulter", sink)
 	}
-	want := core.RateLimit{Rate: 1, Per: time.Second, Burst: 1}
+	want := sink.RateLimit{Rate: 1, Per: time.Second, Burst: 1}
 	if got := d.DefaultRateLimit(); got != want {
 		t.Errorf("DefaultRateLimit = %+v, want %+v", got, want)
 	}

@@ -8,7 +8,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Payload is the JSON a slack sink delivers; see the package documentation
@@ -44,7 +44,7 @@ func parsePayload(raw json.RawMessage, escape bool) (message, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m.Payload); err != nil {
-		return m, core.Permanent(fmt.Errorf("payload: want {\"text\", \"blocks\", \"channel\", \"thread_ts\", \"unfurl_links\", \"update_root\"}: %w", err))
+		return m, sink.Permanent(fmt.Errorf("payload: want {\"text\", \"blocks\", \"channel\", \"thread_ts\", \"unfurl_links\", \"update_root\"}: %w", err))
 	}
 	if len(m.Blocks) > 0 && !bytes.Equal(bytes.TrimSpace(m.Blocks), []byte("null")) {
 		blocks := m.Blocks
@@ -56,14 +56,14 @@ func parsePayload(raw json.RawMessage, escape bool) (message, error) {
 			err = json.Unmarshal(blocks, &m.blocks)
 		}
 		if err != nil {
-			return m, core.Permanent(fmt.Errorf("payload: blocks: %w", err))
+			return m, sink.Permanent(fmt.Errorf("payload: blocks: %w", err))
 		}
 	}
 	if escape {
 		m.Text = escapeMentions(m.Text)
 	}
 	if m.Text == "" && len(m.blocks.BlockSet) == 0 {
-		return m, core.Permanent(errors.New("payload: has neither text nor blocks"))
+		return m, sink.Permanent(errors.New("payload: has neither text nor blocks"))
 	}
 	return m, nil
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // FuzzParsePayload: any bytes either parse into a message with text or
@@ -27,7 +27,7 @@ func FuzzParsePayload(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, escape bool) {
 		m, err := parsePayload(json.RawMessage(raw), escape)
 		if err != nil {
-			if !core.IsPermanent(err) {
+			if !sink.IsPermanent(err) {
 				t.Fatalf("payload error is not permanent: %v", err)
 			}
 			return

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -19,9 +20,9 @@ const relayPoolSize = 3
 
 // runRelay runs a relay over ob with the given sinks until the test ends,
 // sending its test signals to signals (which several relays may share).
-func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...core.SinkConfig) {
+func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...relay.SinkConfig) {
 	t.Helper()
-	testrelay.RunWith(t, pool, core.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
+	testrelay.RunWith(t, pool, relay.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.

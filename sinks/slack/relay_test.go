@@ -7,7 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -16,8 +17,8 @@ import (
 )
 
 // slackSink configures a slack sink instance against fake for a relay.
-func slackSink(t *testing.T, fake *fakeslack.Server, rl *core.RateLimit) core.SinkConfig {
-	return core.SinkConfig{Name: testSinkName, Type: slack.Type, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
+func slackSink(t *testing.T, fake *fakeslack.Server, rl *sink.RateLimit) relay.SinkConfig {
+	return relay.SinkConfig{Name: testSinkName, Type: slack.Type, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
 }
 
 func postTimes(posts []fakeslack.Message) []time.Time {
@@ -41,7 +42,7 @@ func postTimes(posts []fakeslack.Message) []time.Time {
 func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 	t.Parallel()
 	const messages = 24
-	rl := core.RateLimit{Rate: 2, Per: time.Second, Burst: 1}
+	rl := sink.RateLimit{Rate: 2, Per: time.Second, Burst: 1}
 	fake := newFake(t)
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
 	ob := testdb.NewSchema(t, pools[0])

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -32,7 +32,7 @@ func TestAllowedChannels(t *testing.T) {
 		payload := fmt.Sprintf(`{"text":"x","channel":%q}`, refused)
 		for mode, s := range map[string]*slack.Sink{"token": restricted, "webhook": hook} {
 			err := deliver(t, s, delivery(int64(10+i), "refused", payload))
-			if !core.IsPermanent(err) || !strings.Contains(err.Error(), "allowed_channels") {
+			if !sink.IsPermanent(err) || !strings.Contains(err.Error(), "allowed_channels") {
 				t.Errorf("%s mode, channel %s: %v, want a permanent error naming allowed_channels", mode, refused, err)
 			}
 		}

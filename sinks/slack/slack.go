@@ -10,7 +10,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -40,13 +40,13 @@ type Sink struct {
 	channels *channelCache
 }
 
-var _ core.RateLimitDefaulter = (*Sink)(nil)
+var _ sink.RateLimitDefaulter = (*Sink)(nil)
 
 // New builds the slack sink instance called name from its options (see
 // [Options]); it is the factory cmd registers for the "slack" type. The
 // sink is a *Sink. Errors name the option at fault and never quote a token
 // or webhook URL.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	o, err := parseOptions(options)
 	if err != nil {
 		return nil, err
@@ -68,19 +68,19 @@ func New(name string, options map[string]any) (core.Sink, error) {
 }
 
 // DefaultRateLimit is Slack's one message per second.
-func (s *Sink) DefaultRateLimit() core.RateLimit {
-	return core.RateLimit{Rate: DefaultRate, Per: DefaultPer, Burst: DefaultBurst}
+func (s *Sink) DefaultRateLimit() sink.RateLimit {
+	return sink.RateLimit{Rate: DefaultRate, Per: DefaultPer, Burst: DefaultBurst}
 }
 
 // Deliver posts one message. See the package documentation for the payload,
 // the error classes, threads and the exactly-once check.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	m, err := parsePayload(d.Payload, s.opts.EscapeMentions)
 	if err != nil {
 		return s.fail(d, err)
 	}
 	if m.Channel != "" && !s.opts.allowsChannel(m.Channel) {
-		return s.fail(d, core.Permanent(fmt.Errorf("payload channel %q is not the channel option nor in allowed_channels", m.Channel)))
+		return s.fail(d, sink.Permanent(fmt.Errorf("payload channel %q is not the channel option nor in allowed_channels", m.Channel)))
 	}
 	if s.api == nil {
 		return s.fail(d, s.postWebhook(ctx, m))
@@ -112,7 +112,7 @@ func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
 
 // post posts m to channel unless an earlier attempt at d already did (see
 // the package documentation), and returns where the post is.
-func (s *Sink) post(ctx context.Context, d *core.Delivery, m message, channel string) (postedAt, error) {
+func (s *Sink) post(ctx context.Context, d *sink.Delivery, m message, channel string) (postedAt, error) {
 	at := postedAt{threadTS: m.ThreadTS}
 	if s.opts.dedupe() && (d.Uncertain || d.Attempt > 1) {
 		// An earlier attempt may have posted and died before its outcome
@@ -143,11 +143,11 @@ func (s *Sink) post(ctx context.Context, d *core.Delivery, m message, channel st
 // needs an ID.
 func (s *Sink) checkChannel(channel string) error {
 	if channel == "" {
-		return core.Permanent(errors.New("no channel: set the channel option or the payload's channel"))
+		return sink.Permanent(errors.New("no channel: set the channel option or the payload's channel"))
 	}
 	if s.opts.dedupe() {
 		if err := checkDedupeChannel(channel); err != nil {
-			return core.Permanent(fmt.Errorf("payload channel: %w", err))
+			return sink.Permanent(fmt.Errorf("payload channel: %w", err))
 		}
 	}
 	return nil
@@ -173,8 +173,8 @@ type postedAt struct {
 // receipt records where the message is: Slack's channel ID and ts, the
 // thread it is in, and the reason the duplicate check was skipped, if it
 // was. A thread's first message's receipt is the root its later messages
-// reply to (core.Delivery.ThreadRoot).
-func (s *Sink) receipt(d *core.Delivery, at postedAt) error {
+// reply to (sink.Delivery.ThreadRoot).
+func (s *Sink) receipt(d *sink.Delivery, at postedAt) error {
 	r := map[string]string{"channel": at.channel, "ts": at.ts}
 	if at.threadTS != "" {
 		r[ReceiptThreadTS] = at.threadTS
@@ -198,7 +198,7 @@ func (s *Sink) call(method, channel string) string {
 }
 
 // fail prefixes a delivery error with the sink's name, keeping its class.
-func (s *Sink) fail(d *core.Delivery, err error) error {
+func (s *Sink) fail(d *sink.Delivery, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 )
 
@@ -19,13 +19,13 @@ type threadRoot struct {
 
 // parseThreadRoot reads the receipt of d's thread's first message; nil
 // when d is not in a thread or is its first message.
-func parseThreadRoot(d *core.Delivery) (*threadRoot, error) {
+func parseThreadRoot(d *sink.Delivery) (*threadRoot, error) {
 	if len(d.ThreadRoot) == 0 {
 		return nil, nil
 	}
 	var root threadRoot
 	if err := json.Unmarshal(d.ThreadRoot, &root); err != nil || root.Channel == "" || root.TS == "" {
-		return nil, core.Permanent(fmt.Errorf("thread %q: its first message's receipt holds no channel and ts", d.ThreadKey))
+		return nil, sink.Permanent(fmt.Errorf("thread %q: its first message's receipt holds no channel and ts", d.ThreadKey))
 	}
 	return &root, nil
 }
@@ -52,7 +52,7 @@ func (s *Sink) updateRoot(ctx context.Context, root *threadRoot, m message) erro
 	return classify(s.call("chat.update", root.Channel), err)
 }
 
-var _ core.DestinationKeyer = (*Sink)(nil)
+var _ sink.DestinationKeyer = (*Sink)(nil)
 
 // webhookDestination is the destination key of every post of a sink in
 // incoming-webhook mode.
@@ -62,7 +62,7 @@ const webhookDestination = "incoming-webhook"
 // (Slack limits posting per channel): a reply's thread's channel, else the
 // payload's, else the sink's. A channel named two ways ("#ops" and its ID)
 // counts as two keys.
-func (s *Sink) DestinationKey(d *core.Delivery) (string, error) {
+func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
 	m, err := parsePayload(d.Payload, s.opts.EscapeMentions)
 	if err != nil {
 		return "", s.fail(d, err)

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
@@ -40,9 +42,9 @@ func incidentRoutes() map[string]any {
 
 // routedSlack is the slack sink of a test, wrapped with incidentRoutes, and
 // the routes applied to ob.
-func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner core.Sink) core.SinkConfig {
+func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner sink.Sink) relay.SinkConfig {
 	t.Helper()
-	sinks := []core.SinkConfig{{Name: testSinkName, Sink: inner}}
+	sinks := []relay.SinkConfig{{Name: testSinkName, Sink: inner}}
 	cfg, ps := routing.Parse(incidentRoutes(), "")
 	table, more := routing.Compile(cfg, sinks)
 	if ps = append(ps, more...); len(ps) > 0 {
@@ -143,7 +145,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	fake := newFake(t)
 	pool, ob := testdb.New(t)
 	sl := newSink(t, tokenOptions(fake, nil))
-	sinks := []core.SinkConfig{{Name: testSinkName, Sink: sl, MaxInFlight: 1, RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
+	sinks := []relay.SinkConfig{{Name: testSinkName, Sink: sl, MaxInFlight: 1, RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
 	cfg, ps := routing.Parse(map[string]any{"alerts": map[string]any{"events": []any{"alert.*"}, "to": []any{
 		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, "")
 	table, more := routing.Compile(cfg, sinks)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // FuzzWebhookDeliver sends arbitrary payload bytes under arbitrary dedup keys
@@ -21,10 +21,10 @@ func FuzzWebhookDeliver(f *testing.F) {
 	s := build(f, map[string]any{"url": rc.URL, "secrets": []any{secretA, secretB}, "allow_private": true})
 	f.Fuzz(func(t *testing.T, payload []byte, key string) {
 		rc.take() // nothing should be there; the checks below see only this input's requests
-		err := s.Deliver(t.Context(), &core.Delivery{ID: 1, Sink: "hook", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1})
+		err := s.Deliver(t.Context(), &sink.Delivery{ID: 1, Sink: "hook", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1})
 		reqs := rc.take()
 		if err != nil {
-			if !core.IsPermanent(err) || len(reqs) != 0 {
+			if !sink.IsPermanent(err) || len(reqs) != 0 {
 				t.Fatalf("key %q: %v after %d requests, want delivery or a permanent refusal before sending", key, err, len(reqs))
 			}
 			if strings.TrimSpace(key) == key && key != "" && !strings.ContainsFunc(key, isControl) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
@@ -23,9 +24,9 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	pool, ob := testdb.New(t)
 	rc := newReceiver(t, accept)
 	sink := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
-	signals := testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, relay.Config{
 		Outbox:       ob,
-		Sinks:        []core.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
+		Sinks:        []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
 		PollInterval: 50 * time.Millisecond,
 	})
 

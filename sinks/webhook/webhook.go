@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -39,7 +39,7 @@ type Sink struct {
 
 // New builds the webhook sink instance called name from its options (see
 // [Options]); it is the factory cmd registers for the "webhook" type.
-func New(name string, options map[string]any) (core.Sink, error) {
+func New(name string, options map[string]any) (sink.Sink, error) {
 	c, err := parseOptions(options)
 	if err != nil {
 		return nil, err
@@ -57,9 +57,9 @@ func New(name string, options map[string]any) (core.Sink, error) {
 }
 
 // Deliver POSTs the payload, signed, and maps the response to an outcome.
-func (s *Sink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if err := checkID(d.DedupKey); err != nil {
-		return core.Permanent(s.wrap(err))
+		return sink.Permanent(s.wrap(err))
 	}
 	now := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))

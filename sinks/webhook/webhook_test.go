@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
@@ -63,7 +63,7 @@ func (rc *receiver) take() []request {
 func accept(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
 // build makes a webhook sink from options, as plugins.yaml would.
-func build(t testing.TB, options map[string]any) core.Sink {
+func build(t testing.TB, options map[string]any) sink.Sink {
 	t.Helper()
 	s, err := webhook.New("hook", options)
 	if err != nil {
@@ -72,16 +72,16 @@ func build(t testing.TB, options map[string]any) core.Sink {
 	return s
 }
 
-func delivery(key, payload string) *core.Delivery {
-	return &core.Delivery{ID: 1, Sink: "hook", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1}
+func delivery(key, payload string) *sink.Delivery {
+	return &sink.Delivery{ID: 1, Sink: "hook", DedupKey: key, Payload: json.RawMessage(payload), Attempt: 1}
 }
 
 // kind says which class of outcome err is, for the relay.
 func kind(err error) string {
-	if _, ok := core.RetryAfterDelay(err); ok {
+	if _, ok := sink.RetryAfterDelay(err); ok {
 		return "retry-after"
 	}
-	if core.IsPermanent(err) {
+	if sink.IsPermanent(err) {
 		return "permanent"
 	}
 	if err != nil {
@@ -207,7 +207,7 @@ func TestDeliverStatusMapping(t *testing.T) {
 		if got := kind(err); got != tt.want {
 			t.Errorf("%d %q: %s (%v), want %s", tt.status, tt.retryAfter, got, err, tt.want)
 		}
-		if d, _ := core.RetryAfterDelay(err); (d - tt.delay).Abs() > 2*time.Second {
+		if d, _ := sink.RetryAfterDelay(err); (d - tt.delay).Abs() > 2*time.Second {
 			t.Errorf("%d %q: delay %s, want about %s", tt.status, tt.retryAfter, d, tt.delay)
 		}
 		if n := len(rc.take()); n != 1 {

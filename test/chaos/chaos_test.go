@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/proc"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
 )
@@ -327,7 +328,7 @@ func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed 
 		if _, ok := committed[key]; !ok {
 			t.Errorf("row %s is stored but no producer saw it commit", key)
 		}
-		if status != string(core.StatusSent) && status != string(core.StatusDead) {
+		if status != string(operator.StatusSent) && status != string(operator.StatusDead) {
 			t.Errorf("row %s left %s", key, status)
 		}
 	}

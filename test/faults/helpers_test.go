@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // enqueue stores n messages for sink with keys prefix-0 ... prefix-(n-1).
@@ -28,4 +29,4 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink, prefix str
 
 // accept is a sink that accepts everything: the signals count its
 // deliveries.
-var accept = core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
+var accept = sink.Func(func(context.Context, *sink.Delivery) error { return nil })

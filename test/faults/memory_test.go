@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
 )
 
@@ -64,12 +66,12 @@ func TestMillionPendingRowsBoundedMemory(t *testing.T) {
 	t.Logf("inserted %d rows in %s", pendingRows, time.Since(start).Round(time.Millisecond))
 
 	var deliveries atomic.Int64
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { deliveries.Add(1); return nil })
+	sink := sink.Func(func(context.Context, *sink.Delivery) error { deliveries.Add(1); return nil })
 	relayPool := pg.Pool(4)
 	runtime.GC()
 	base := readHeap()
 	peak := measurePeakHeap(t, func(ctx context.Context) {
-		runRelayFor(ctx, t, relayPool, core.Config{Outbox: ob, Sinks: []core.SinkConfig{{Name: "count", Sink: sink}}})
+		runRelayFor(ctx, t, relayPool, relay.Config{Outbox: ob, Sinks: []relay.SinkConfig{{Name: "count", Sink: sink}}})
 	})
 	delivered := deliveries.Load()
 	t.Logf("delivered %d of %d in %s; live heap %.1f MiB before, %.1f MiB peak; heap in use %.1f MiB before, %.1f MiB peak",
@@ -119,8 +121,8 @@ func measurePeakHeap(t *testing.T, work func(ctx context.Context)) heap {
 }
 
 // runRelayFor runs a relay until ctx ends.
-func runRelayFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, cfg core.Config) {
-	relay, err := core.NewRelay(pool, cfg)
+func runRelayFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, cfg relay.Config) {
+	relay, err := relay.New(pool, cfg)
 	if err != nil {
 		t.Error(err)
 		return

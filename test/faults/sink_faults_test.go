@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
@@ -62,7 +64,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	release := make(chan struct{})
 	called, retried := newOnce(), newOnce()
 	deadlines := newDeadlineCheck(pool, ob, faultLease)
-	hang := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	hang := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		called.close()
 		if d.Attempt >= 2 {
 			retried.close()
@@ -76,11 +78,11 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 		return nil
 	})
 	const concurrency = 4
-	signals := testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, relay.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
-		Sinks: []core.SinkConfig{
+		Sinks: []relay.SinkConfig{
 			{Name: "hang", Sink: hang, MaxAttempts: 100, MaxInFlight: maxInFlight,
-				Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
+				Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
 			{Name: "good", Sink: accept},
 		},
 	})
@@ -151,7 +153,7 @@ func newDeadlineCheck(pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration) 
 // counts the lease from before its claim statement, the database from
 // the statement's start, so the margin the database sees is at least the
 // relay's.
-func (c *deadlineCheck) check(ctx context.Context, d *core.Delivery) {
+func (c *deadlineCheck) check(ctx context.Context, d *sink.Delivery) {
 	deadline, ok := ctx.Deadline()
 	var expires time.Time
 	err := c.pool.QueryRow(context.WithoutCancel(ctx),
@@ -194,15 +196,15 @@ func (c *deadlineCheck) report(t *testing.T) {
 func TestPanickingSinkIsRecovered(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
-	boom := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	boom := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		if strings.HasPrefix(d.DedupKey, "boom") {
 			panic("sink bug on " + d.DedupKey)
 		}
 		return accept.Deliver(ctx, d)
 	})
-	signals := testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, relay.Config{
 		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
 	})
 	enqueue(t, pool, ob, "s", "boom", 1)
 	enqueue(t, pool, ob, "s", "before", 10)

@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -55,10 +56,10 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, pool, core.Config{
+	signals := testrelay.Run(t, pool, relay.Config{
 		Outbox: ob,
-		Sinks: []core.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
-			Backoff: core.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
+		Sinks: []relay.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
+			Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
 		PollInterval:   20 * time.Millisecond,
 		TracerProvider: tp,
 	})

@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -93,7 +93,7 @@ func (r *Relay) register(ctx context.Context, w *waiter) bool {
 	case <-time.After(r.cfg.PollInterval):
 	}
 	for ctx.Err() == nil {
-		err := r.db.QueryRow(ctx, r.ob.sql.registerWaiter, w.channel, w.sinks, r.aliveFor()).Scan(&w.id)
+		err := r.db.QueryRow(ctx, r.q.RegisterWaiter, w.channel, w.sinks, r.aliveFor()).Scan(&w.id)
 		if err == nil {
 			// Producers whose statements ran before this did not wake it.
 			w.recheck = time.Now().Add(wakeRaceWindow)
@@ -118,7 +118,7 @@ func (r *Relay) unregister(waiters []*waiter) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), claimRetryDelay)
 	defer cancel()
-	if _, err := r.db.Exec(ctx, r.ob.sql.unregisterWaiters, ids); err != nil {
+	if _, err := r.db.Exec(ctx, r.q.UnregisterWaiters, ids); err != nil {
 		r.logger.Warn("outbox: could not unregister the relay's claim loops; they lapse on their own", "error", err)
 	}
 }

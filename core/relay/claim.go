@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/pgerr"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // claimRetryDelay is how long a claim loop waits after a failed claim (the
@@ -20,7 +22,7 @@ const claimRetryDelay = time.Second
 
 // claimedRow is a row this relay holds a lease on.
 type claimedRow struct {
-	Delivery
+	sink.Delivery
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
@@ -51,7 +53,7 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 }
 
 func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
-	rows, err := r.db.Query(ctx, r.ob.sql.claim, limit, r.cfg.Lease, sinks, token, w.id, r.aliveFor())
+	rows, err := r.db.Query(ctx, r.q.Claim, limit, r.cfg.Lease, sinks, token, w.id, r.aliveFor())
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
@@ -65,7 +67,7 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 		if err == nil {
 			c.OrderingKey, c.Route, c.ThreadKey = deref(ordering), deref(route), deref(thread)
 		}
-		if err == nil && string(headers) != emptyHeaders {
+		if err == nil && string(headers) != store.EmptyHeaders {
 			err = json.Unmarshal(headers, &c.Headers)
 		}
 		return c, err

@@ -1,4 +1,4 @@
-package core
+package operator
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/core"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -48,7 +50,7 @@ type StoredMessage struct {
 // header stored with it when it was enqueued inside a span; "" when it has
 // none.
 func (m StoredMessage) TraceID() string {
-	sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), mapCarrier(m.Headers)))
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(m.Headers)))
 	if !sc.TraceID().IsValid() {
 		return ""
 	}
@@ -57,20 +59,20 @@ func (m StoredMessage) TraceID() string {
 
 // Message returns the message with id, with its failed attempts, or
 // ErrMessageNotFound.
-func (o *Outbox) Message(ctx context.Context, db DBTX, id int64) (StoredMessage, error) {
+func (o *Operator) Message(ctx context.Context, db core.DBTX, id int64) (StoredMessage, error) {
 	return o.lookupMessage(ctx, db, &id, "", "")
 }
 
 // MessageByKey returns the message stored under (sink, dedupKey), with its
 // failed attempts, or ErrMessageNotFound.
-func (o *Outbox) MessageByKey(ctx context.Context, db DBTX, sink, dedupKey string) (StoredMessage, error) {
+func (o *Operator) MessageByKey(ctx context.Context, db core.DBTX, sink, dedupKey string) (StoredMessage, error) {
 	return o.lookupMessage(ctx, db, nil, sink, dedupKey)
 }
 
-func (o *Outbox) lookupMessage(ctx context.Context, db DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
+func (o *Operator) lookupMessage(ctx context.Context, db core.DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
 	var m StoredMessage
 	var status string
-	err := db.QueryRow(ctx, o.sql.message, id, sink, dedupKey).Scan(&m.ID, &m.Sink, &m.DedupKey, &m.Payload,
+	err := db.QueryRow(ctx, o.q.Message, id, sink, dedupKey).Scan(&m.ID, &m.Sink, &m.DedupKey, &m.Payload,
 		&m.Headers, &m.OrderingKey, &status, &m.Attempts, &m.MaxAttempts, &m.AvailableAt, &m.CreatedAt,
 		&m.UpdatedAt, &m.SentAt, &m.LeaseExpiresAt, &m.LastError, &m.Receipt, &m.FailedAttempts)
 	m.Status = Status(status)
@@ -96,7 +98,7 @@ type MessageSummary struct {
 	LastError string     `json:"last_error,omitempty"`
 }
 
-// MessageFilter selects messages for [Outbox.Messages]; zero values select
+// MessageFilter selects messages for [Operator.Messages]; zero values select
 // everything.
 type MessageFilter struct {
 	Sink     string
@@ -131,7 +133,7 @@ type MessagePage struct {
 // dead walks the dead-letter index; the other searches walk the primary key
 // from the cursor until the page is full, so a filter that matches
 // nothing recent reads far.
-func (o *Outbox) Messages(ctx context.Context, db DBTX, f MessageFilter) (MessagePage, error) {
+func (o *Operator) Messages(ctx context.Context, db core.DBTX, f MessageFilter) (MessagePage, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultMessageLimit
 	}
@@ -141,7 +143,7 @@ func (o *Outbox) Messages(ctx context.Context, db DBTX, f MessageFilter) (Messag
 		before = &f.Before
 	}
 	// One row more than asked says whether there is a next page.
-	rows, err := db.Query(ctx, o.sql.messagesSearch, oneShot, f.Sink, string(f.Status), f.DedupKey,
+	rows, err := db.Query(ctx, o.q.MessagesSearch, oneShot, f.Sink, string(f.Status), f.DedupKey,
 		optionalTime(f.CreatedFrom), optionalTime(f.CreatedBefore), before, f.Limit+1)
 	if err != nil {
 		return MessagePage{}, fmt.Errorf("outbox: search messages: %w", err)

@@ -1,9 +1,11 @@
-package core
+package relay
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Defaults for a sink's delivery policy. Each can be overridden per sink.
@@ -20,27 +22,12 @@ const (
 	DefaultRateBurst = 1
 )
 
-// RateLimit allows a sustained Rate deliveries per Per across the whole
-// cluster, with at most Burst of them back to back after an idle spell; so in
-// any window of length Per at most Rate+Burst deliveries start, spread evenly.
-type RateLimit struct {
-	Rate  int
-	Per   time.Duration
-	Burst int
-	// PerKey applies the limit to each destination of the sink on its own
-	// (for Slack: each channel) instead of to the sink as a whole. The sink
-	// must implement DestinationKeyer.
-	PerKey bool
-}
-
-// interval is the even spacing between two deliveries.
-func (r RateLimit) interval() time.Duration { return r.Per / time.Duration(r.Rate) }
-
-// problems returns one *FieldError (of sink) per field of r out of range.
-func (r RateLimit) problems(sink string) []error {
+// rateLimitProblems returns one *FieldError (of sink) per field of r out of
+// range.
+func rateLimitProblems(r sink.RateLimit, sinkName string) []error {
 	var errs []error
 	add := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Sink: sink, Field: "RateLimit" + field, Err: fmt.Errorf(format, args...)})
+		errs = append(errs, &FieldError{Sink: sinkName, Field: "RateLimit" + field, Err: fmt.Errorf(format, args...)})
 	}
 	if r.Rate <= 0 {
 		add(".Rate", "must be positive, got %d", r.Rate)
@@ -51,7 +38,7 @@ func (r RateLimit) problems(sink string) []error {
 	if r.Burst < 0 {
 		add(".Burst", "must not be negative, got %d", r.Burst)
 	}
-	if len(errs) == 0 && r.interval() <= 0 {
+	if len(errs) == 0 && r.Interval() <= 0 {
 		add("", "%d per %s is finer than a nanosecond", r.Rate, r.Per)
 	}
 	return errs
@@ -71,13 +58,13 @@ type Backoff struct {
 type SinkConfig struct {
 	Name string // the value of the rows' sink column
 	Type string // the sink type (slack, webhook, ...), for telemetry
-	Sink Sink
+	Sink sink.Sink
 
 	MaxAttempts int
 	Backoff     Backoff
 	// RateLimit, when set, holds for the whole cluster. When nil, a sink that
 	// implements RateLimitDefaulter gets its default; others are unlimited.
-	RateLimit *RateLimit
+	RateLimit *sink.RateLimit
 	// MaxInFlight bounds this sink's concurrent deliveries on one relay;
 	// 0 means the relay's Concurrency. A BatchSink's rows count one each,
 	// and 0 means the relay's BatchSize for it, so a claim's rows go out in
@@ -106,7 +93,7 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		invalid("Backoff", "want 0 < initial <= max, got %s and %s", c.Backoff.Initial, c.Backoff.Max)
 	}
 	if c.RateLimit == nil {
-		if d, ok := c.Sink.(RateLimitDefaulter); ok {
+		if d, ok := c.Sink.(sink.RateLimitDefaulter); ok {
 			rl := d.DefaultRateLimit()
 			c.RateLimit = &rl
 		}
@@ -114,9 +101,9 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 	if c.RateLimit != nil {
 		rl := *c.RateLimit
 		setDefault(&rl.Burst, DefaultRateBurst)
-		errs = append(errs, rl.problems(c.Name)...)
-		if _, keyed := c.Sink.(DestinationKeyer); rl.PerKey && !keyed {
-			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a DestinationKeyer); this one does not")
+		errs = append(errs, rateLimitProblems(rl, c.Name)...)
+		if _, keyed := c.Sink.(sink.DestinationKeyer); rl.PerKey && !keyed {
+			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.DestinationKeyer); this one does not")
 		}
 		c.RateLimit = &rl
 	}

@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // maintenanceDeleteBatch bounds one retention DELETE, so pruning a large
@@ -37,18 +38,18 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 		return fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
-	q := r.ob.sql
+	q := r.q
 	var leader bool
-	if err := conn.QueryRow(ctx, q.lockSession, advisoryLockNamespace, r.ob.schema, lockKeyMaintenance).Scan(&leader); err != nil {
+	if err := conn.QueryRow(ctx, q.LockSession, store.AdvisoryLockNamespace, r.q.Schema, store.LockKeyMaintenance).Scan(&leader); err != nil {
 		return fmt.Errorf("take maintenance lock: %w", err)
 	}
 	if !leader {
 		return nil
 	}
 	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), q.unlockSession, advisoryLockNamespace, r.ob.schema, lockKeyMaintenance)
+		_, _ = conn.Exec(context.WithoutCancel(ctx), q.UnlockSession, store.AdvisoryLockNamespace, r.q.Schema, store.LockKeyMaintenance)
 	}()
-	pruned, err := pruneInBatches(ctx, conn, q.pruneSent, r.cfg.SentRetention)
+	pruned, err := pruneInBatches(ctx, conn, q.PruneSent, r.cfg.SentRetention)
 	if err != nil {
 		return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
 	}
@@ -66,20 +67,20 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 // small: idle threads, per-key rate limit rows whose permit is due, and
 // dropped events folded into their totals.
 func (r *Relay) maintainEvents(ctx context.Context, conn *pgxpool.Conn) error {
-	q := r.ob.sql
-	if _, err := pruneInBatches(ctx, conn, q.pruneThreads, r.cfg.ThreadRetention); err != nil {
+	q := r.q
+	if _, err := pruneInBatches(ctx, conn, q.PruneThreads, r.cfg.ThreadRetention); err != nil {
 		return fmt.Errorf("delete threads idle for %s: %w", r.cfg.ThreadRetention, err)
 	}
-	if _, err := conn.Exec(ctx, q.pruneKeyLimits); err != nil {
+	if _, err := conn.Exec(ctx, q.PruneKeyLimits); err != nil {
 		return fmt.Errorf("delete idle per-key rate limits: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.foldDroppedEvents); err != nil {
+	if _, err := conn.Exec(ctx, q.FoldDroppedEvents); err != nil {
 		return fmt.Errorf("fold dropped events: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.pruneWaiters, waiterPruneAfter); err != nil {
+	if _, err := conn.Exec(ctx, q.PruneWaiters, waiterPruneAfter); err != nil {
 		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.pruneDeliveryMinutes, deliveryMinutesRetention); err != nil {
+	if _, err := conn.Exec(ctx, q.PruneDeliveryMinutes, deliveryMinutesRetention); err != nil {
 		return fmt.Errorf("delete delivery counts older than %s: %w", deliveryMinutesRetention, err)
 	}
 	return nil

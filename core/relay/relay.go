@@ -1,4 +1,7 @@
-package core
+// Package relay claims rows from an outbox, delivers them to their sinks
+// and writes the outcomes back. Run one Relay in every process; relays
+// coordinate through PostgreSQL alone.
+package relay
 
 import (
 	"context"
@@ -15,7 +18,11 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/completer"
 	"github.com/outboxd/outboxd/core/internal/listener"
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
@@ -39,8 +46,9 @@ type Relay struct {
 	pool    *pgxpool.Pool // the application's; Run opens the relay's own from it
 	cfg     Config
 	sinks   map[string]SinkConfig
-	ob      *Outbox
-	id      string // see ID
+	q       *store.Queries
+	ops     *operator.Operator // the stats snapshot and the unconfigured sinks
+	id      string             // see ID
 	logger  *slog.Logger
 	tracer  trace.Tracer
 	metrics *relayMetrics
@@ -61,15 +69,23 @@ type Relay struct {
 	deliveries sync.WaitGroup    // in-flight deliveries, for a bounded drain
 }
 
-// NewRelay checks cfg and returns a relay that will connect with pool's
+// New checks cfg and returns a relay that will connect with pool's
 // configuration. It opens nothing: Run does (a pool of its own, configured
 // like pool but for its session settings, see openPool), and releases what
 // it opened before it returns, so a relay that is never run costs nothing.
 // Unless Config.DurableRelayWrites is set, the relay's commits do not wait
 // for the WAL flush; the application's pool, and so its enqueues, stay
 // durable.
-func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
+func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	cfg, sinks, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q, err := store.New(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := operator.New(cfg.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +97,11 @@ func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 		pool:    pool,
 		cfg:     cfg,
 		sinks:   sinks,
-		ob:      cfg.Outbox,
+		q:       q,
+		ops:     ops,
 		id:      newRelayID(),
 		logger:  cfg.Logger,
-		tracer:  tp.Tracer(instrumentationName),
+		tracer:  tp.Tracer(otelscope.Name),
 		labels:  make(map[string]*sinkLabels, len(sinks)),
 		tallies: make(map[string]*sinkTally, len(sinks)),
 	}
@@ -97,9 +114,6 @@ func NewRelay(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 	}
 	return r, nil
 }
-
-// instrumentationName names the tracer and meter of the relay.
-const instrumentationName = "github.com/outboxd/outboxd/core"
 
 // errRelayFailed is wrapped by Run's error when the relay stops for a
 // reason other than its context.
@@ -125,10 +139,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.db = db
 	r.signals = testsignal.FromContext(ctx)
 	r.limiter = ratelimit.New(db, ratelimit.Statements{
-		ReservePermits: r.ob.sql.reservePermits, ReserveKeyPermits: r.ob.sql.reserveKeyPermits,
-		PauseSink: r.ob.sql.pauseSink, ActivePauses: r.ob.sql.activePauses})
-	r.completer = completer.New(db, r.ob.sql.finish, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
-	r.listener = listener.New(db, r.ob.channel, r.logger, func(string) { r.refreshPauses(context.Background()) })
+		ReservePermits: r.q.ReservePermits, ReserveKeyPermits: r.q.ReserveKeyPermits,
+		PauseSink: r.q.PauseSink, ActivePauses: r.q.ActivePauses})
+	r.completer = completer.New(db, r.q.Finish, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
+	r.listener = listener.New(db, r.q.Channel, r.logger, func(string) { r.refreshPauses(context.Background()) })
 	r.refreshPauses(ctx)
 
 	// The loops stop with ctx, or when one of them fails (see fail).
@@ -250,7 +264,7 @@ func (r *Relay) refreshPauses(ctx context.Context) {
 // limited, bounded below the relay's concurrency, or takes its rows in
 // batches.
 func (r *Relay) throttled(s SinkConfig) bool {
-	_, batches := s.Sink.(BatchSink)
+	_, batches := s.Sink.(sink.BatchSink)
 	return s.RateLimit != nil || s.MaxInFlight < r.cfg.Concurrency || batches
 }
 

@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/internal/slots"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // rateReserveHorizon is how far ahead one relay reserves delivery permits of
@@ -37,7 +38,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		limit := min(available, r.cfg.BatchSize)
 		perKey := s.RateLimit != nil && s.RateLimit.PerKey
 		if s.RateLimit != nil && !perKey {
-			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.interval())))
+			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.Interval())))
 		}
 		rows, err := r.claim(ctx, w, limit, w.sinks)
 		if err != nil {
@@ -58,7 +59,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		}
 		waits := make([]time.Duration, len(rows))
 		if rl := s.RateLimit; rl != nil {
-			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.interval(), rl.Burst, len(rows)); err != nil {
+			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.Interval(), rl.Burst, len(rows)); err != nil {
 				// Without permits we must not deliver: hand the rows back.
 				r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
 				for _, row := range rows {
@@ -68,7 +69,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 				continue
 			}
 		}
-		if _, batches := s.Sink.(BatchSink); batches && s.RateLimit == nil {
+		if _, batches := s.Sink.(sink.BatchSink); batches && s.RateLimit == nil {
 			r.startBatch(deliverCtx, rows, free)
 			continue
 		}

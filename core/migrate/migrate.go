@@ -1,4 +1,7 @@
-package core
+// Package migrate creates and upgrades an outbox's schema: versioned SQL
+// files embedded in the binary, applied in order, each recorded in the
+// schema's ledger.
+package migrate
 
 import (
 	"context"
@@ -10,22 +13,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// advisoryLockNamespace is the first key of every two-argument advisory lock
-// outboxd takes ("obx" in ASCII). Applications using the one-argument form,
-// or other namespaces, can never collide with it.
-const advisoryLockNamespace int32 = 0x6f6278
-
-// Second keys within advisoryLockNamespace; each is combined with a hash of
-// the schema name so independent outboxes do not contend.
-const (
-	lockKeyMigrate     = 1
-	lockKeyMaintenance = 2
-)
 
 // migration is one embedded, versioned schema change.
 type migration struct {
@@ -62,79 +55,97 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// Migrator applies the migrations of one outbox schema.
+type Migrator struct {
+	q *store.Queries
+}
+
+// New returns the Migrator of the outbox in schema ("" means
+// core.DefaultSchema).
+func New(schema string) (*Migrator, error) {
+	if schema == "" {
+		schema = core.DefaultSchema
+	}
+	q, err := store.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Migrator{q: q}, nil
+}
+
 // Migrate creates the outbox schema if needed and applies the migrations it
 // has not recorded yet, in one transaction. Concurrent calls from several
 // pods are safe: they queue on an advisory lock and the later ones find
 // nothing left to do. It returns the versions it applied.
-func (o *Outbox) Migrate(ctx context.Context, db Beginner) ([]int, error) {
+func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, o.sql.lockTransaction, advisoryLockNamespace, o.schema, lockKeyMigrate); err != nil {
+		if _, err := tx.Exec(ctx, m.q.LockTransaction, store.AdvisoryLockNamespace, m.q.Schema, store.LockKeyMigrate); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, o.sql.migrationsPrepare); err != nil {
+		if _, err := tx.Exec(ctx, m.q.MigrationsPrepare); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
-		done, err := o.appliedVersions(ctx, tx)
+		done, err := m.appliedVersions(ctx, tx)
 		if err != nil {
 			return err
 		}
 		// Unqualified names in migration files resolve to our schema.
-		if _, err := tx.Exec(ctx, o.sql.setSearchPath); err != nil {
+		if _, err := tx.Exec(ctx, m.q.SetSearchPath); err != nil {
 			return fmt.Errorf("set search_path: %w", err)
 		}
-		for _, m := range all {
-			if done[m.Version] {
+		for _, mg := range all {
+			if done[mg.Version] {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("apply migration %03d_%s: %w", m.Version, m.Name, err)
+			if _, err := tx.Exec(ctx, mg.SQL); err != nil {
+				return fmt.Errorf("apply migration %03d_%s: %w", mg.Version, mg.Name, err)
 			}
-			if _, err := tx.Exec(ctx, o.sql.migrationsRecord, m.Version, m.Name); err != nil {
-				return fmt.Errorf("record migration %03d: %w", m.Version, err)
+			if _, err := tx.Exec(ctx, m.q.MigrationsRecord, mg.Version, mg.Name); err != nil {
+				return fmt.Errorf("record migration %03d: %w", mg.Version, err)
 			}
-			applied = append(applied, m.Version)
+			applied = append(applied, mg.Version)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox: migrate schema %s: %w", o.schema, err)
+		return nil, fmt.Errorf("outbox: migrate schema %s: %w", m.q.Schema, err)
 	}
 	return applied, nil
 }
 
-// PendingMigrations returns the versions not yet applied; empty means the
+// Pending returns the versions not yet applied; empty means the
 // schema is current. A missing schema counts as every migration pending.
-func (o *Outbox) PendingMigrations(ctx context.Context, db DBTX) ([]int, error) {
+func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var exists bool
-	if err := db.QueryRow(ctx, o.sql.migrationsLedgerExists, o.schema+".schema_migrations").Scan(&exists); err != nil {
+	if err := db.QueryRow(ctx, m.q.MigrationsLedgerExists, m.q.Schema+".schema_migrations").Scan(&exists); err != nil {
 		return nil, fmt.Errorf("outbox: check migrations: %w", err)
 	}
 	done := map[int]bool{}
 	if exists {
-		if done, err = o.appliedVersions(ctx, db); err != nil {
+		if done, err = m.appliedVersions(ctx, db); err != nil {
 			return nil, err
 		}
 	}
 	var pending []int
-	for _, m := range all {
-		if !done[m.Version] {
-			pending = append(pending, m.Version)
+	for _, mg := range all {
+		if !done[mg.Version] {
+			pending = append(pending, mg.Version)
 		}
 	}
 	return pending, nil
 }
 
-func (o *Outbox) appliedVersions(ctx context.Context, db DBTX) (map[int]bool, error) {
-	rows, err := db.Query(ctx, o.sql.migrationsApplied)
+func (m *Migrator) appliedVersions(ctx context.Context, db core.DBTX) (map[int]bool, error) {
+	rows, err := db.Query(ctx, m.q.MigrationsApplied)
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}

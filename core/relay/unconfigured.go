@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -58,7 +59,7 @@ func (r *Relay) watchUnconfiguredSinks(ctx context.Context) {
 func (r *Relay) checkUnconfiguredSinks(ctx context.Context, configured []string, state *unconfiguredSinks) {
 	ctx, cancel := context.WithTimeout(ctx, unconfiguredCheckTimeout)
 	defer cancel()
-	found, err := r.ob.UnconfiguredSinks(ctx, r.db, configured)
+	found, err := r.ops.UnconfiguredSinks(ctx, r.db, configured)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.logger.Warn("outbox: could not look for rows of unconfigured sinks", "error", err)
@@ -84,7 +85,7 @@ func (r *Relay) checkUnconfiguredSinks(ctx context.Context, configured []string,
 // registerUnconfiguredGauges reports state as gauges. They carry no sink
 // label: the names come from producers and could be anything.
 func (r *Relay) registerUnconfiguredGauges(state *unconfiguredSinks) (metric.Registration, error) {
-	meter := meterProvider(r.cfg.MeterProvider).Meter(instrumentationName)
+	meter := meterProvider(r.cfg.MeterProvider).Meter(otelscope.Name)
 	rows, err := meter.Int64ObservableGauge("outbox.unconfigured_sinks.rows", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows waiting for delivery to sinks this relay is not configured with."))
 	if err != nil {

@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/core/sink"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -20,21 +22,21 @@ const deliveryShareOfLease = 0.8
 // slot by slot, stall every sink of its claim loop. Its late result is still
 // written (as a zombie if the row was re-claimed meanwhile).
 func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration, freeSlot func()) {
-	sink, dctx, span, ok := r.begin(ctx, &row, wait)
+	sc, dctx, span, ok := r.begin(ctx, &row, wait)
 	if !ok {
 		return
 	}
 	dctx, cancel := context.WithTimeout(dctx, r.budget(row))
 	stopFreeing := context.AfterFunc(dctx, freeSlot)
-	row.ctx = dctx
+	row.Delivery = *row.WithContext(dctx)
 	started := time.Now()
-	inFlightAttrs := r.labels[sink.Name].inFlight
+	inFlightAttrs := r.labels[sc.Name].inFlight
 	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs)
-	err := callSink(dctx, sink.Sink, &row.Delivery)
+	err := callSink(dctx, sc.Sink, &row.Delivery)
 	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs)
 	stopFreeing()
 	cancel()
-	r.finish(ctx, row, sink, span, time.Since(started), err)
+	r.finish(ctx, row, sc, span, time.Since(started), err)
 }
 
 // deliverBatch runs one attempt of each row, all of one BatchSink, in one
@@ -44,7 +46,7 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 	var (
 		batch  []claimedRow
 		spans  []trace.Span
-		sink   SinkConfig
+		sc     SinkConfig
 		budget time.Duration
 	)
 	for _, row := range rows {
@@ -52,9 +54,9 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 		if !ok {
 			continue
 		}
-		sink = s
+		sc = s
 		budget = r.budget(row) // the rows share one claim, hence one lease
-		row.ctx = dctx
+		row.Delivery = *row.WithContext(dctx)
 		batch, spans = append(batch, row), append(spans, span)
 	}
 	if len(batch) == 0 {
@@ -64,21 +66,21 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 	defer cancel()
 	stopFreeing := context.AfterFunc(bctx, freeSlots)
 	defer stopFreeing()
-	ds := make([]*Delivery, len(batch))
+	ds := make([]*sink.Delivery, len(batch))
 	for i := range batch {
 		// Each delivery's context keeps its span and takes the batch's
 		// deadline.
-		batch[i].ctx = trace.ContextWithSpan(bctx, spans[i])
+		batch[i].Delivery = *batch[i].WithContext(trace.ContextWithSpan(bctx, spans[i]))
 		ds[i] = &batch[i].Delivery
 	}
 	started := time.Now()
-	inFlightAttrs := r.labels[sink.Name].inFlight
+	inFlightAttrs := r.labels[sc.Name].inFlight
 	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs)
-	errs := callBatchSink(bctx, sink.Sink.(BatchSink), ds)
+	errs := callBatchSink(bctx, sc.Sink.(sink.BatchSink), ds)
 	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs)
 	elapsed := time.Since(started)
 	for i, row := range batch {
-		r.finish(ctx, row, sink, spans[i], elapsed, errs[i])
+		r.finish(ctx, row, sc, spans[i], elapsed, errs[i])
 	}
 }
 
@@ -88,28 +90,28 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 // is not configured here, it has used its attempts, its sink is paused, the
 // relay is shutting down or its lease is too close to expiry.
 func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) (SinkConfig, context.Context, trace.Span, bool) {
-	sink, known := r.sinks[row.Sink]
+	sc, known := r.sinks[row.Sink]
 	if !known {
 		// The claim only takes rows of configured sinks; should one slip
 		// through, it waits for a relay that has its sink.
 		r.release(*row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
-		return sink, nil, nil, false
+		return sc, nil, nil, false
 	}
-	row.setMaxAttempts(sink)
+	row.setMaxAttempts(sc)
 	if row.Attempt > row.MaxAttempts {
 		// Every attempt so far was abandoned by a relay that died mid-delivery
 		// (attempts count at claim time): this message crash-loops its relays.
-		r.finish(ctx, *row, sink, nil, 0, Permanent(fmt.Errorf(
+		r.finish(ctx, *row, sc, nil, 0, sink.Permanent(fmt.Errorf(
 			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
 			row.Attempt-1, row.MaxAttempts)))
-		return sink, nil, nil, false
+		return sc, nil, nil, false
 	}
-	ctx = traceContext.Extract(ctx, mapCarrier(row.Headers))
-	ctx, span := r.startDeliverySpan(ctx, *row, sink)
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(row.Headers))
+	ctx, span := r.startDeliverySpan(ctx, *row, sc)
 	handBack := func(delay time.Duration, outcome string, cause error) (SinkConfig, context.Context, trace.Span, bool) {
 		r.release(*row, delay, cause)
 		endSpan(span, outcome, nil)
-		return sink, nil, nil, false
+		return sc, nil, nil, false
 	}
 	if wait > 0 && !r.waitForPermit(ctx, wait) {
 		return handBack(0, outcomeRetry, errors.New("relay shutting down before the rate-limit permit came due"))
@@ -124,13 +126,13 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 	if r.budget(*row) <= 0 {
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
 	}
-	return sink, ctx, span, true
+	return sc, ctx, span, true
 }
 
 // setMaxAttempts fills in the attempt after which the row is
 // dead-lettered: its own max_attempts, else its sink's.
-func (row *claimedRow) setMaxAttempts(sink SinkConfig) {
-	row.MaxAttempts = sink.MaxAttempts
+func (row *claimedRow) setMaxAttempts(sc SinkConfig) {
+	row.MaxAttempts = sc.MaxAttempts
 	if row.rowMax != nil {
 		row.MaxAttempts = int(*row.rowMax)
 	}
@@ -144,7 +146,7 @@ func (r *Relay) budget(row claimedRow) time.Duration {
 
 // callSink calls the sink, turning a panic into a retryable error so one bad
 // payload or buggy sink cannot take the relay down.
-func callSink(ctx context.Context, s Sink, d *Delivery) (err error) {
+func callSink(ctx context.Context, s sink.Sink, d *sink.Delivery) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sink panicked: %v", p)
@@ -155,7 +157,7 @@ func callSink(ctx context.Context, s Sink, d *Delivery) (err error) {
 
 // callBatchSink calls a BatchSink, turning a panic, or an answer with the
 // wrong number of outcomes, into a retryable error for every delivery.
-func callBatchSink(ctx context.Context, s BatchSink, ds []*Delivery) (errs []error) {
+func callBatchSink(ctx context.Context, s sink.BatchSink, ds []*sink.Delivery) (errs []error) {
 	defer func() {
 		var err error
 		if p := recover(); p != nil {

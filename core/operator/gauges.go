@@ -1,4 +1,4 @@
-package core
+package operator
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
 // DefaultGaugeRefresh is how long one read of the stats snapshot serves
-// the gauges registered by [Outbox.RegisterGauges]; scrapes within that
+// the gauges registered by [Operator.RegisterGauges]; scrapes within that
 // window (several Prometheus servers, an OTLP reader and /metrics at once)
 // share it.
 const DefaultGaugeRefresh = DefaultStatsInterval
@@ -33,7 +35,7 @@ const UnknownSink = "unknown"
 // attrStatus labels row counts with a row status (a closed set).
 const attrStatus = attribute.Key("status")
 
-// GaugeConfig configures [Outbox.RegisterGauges].
+// GaugeConfig configures [Operator.RegisterGauges].
 type GaugeConfig struct {
 	// Sinks are the configured sink names. Each is reported on every
 	// collection, with zeros when it has no rows, so a drained backlog shows
@@ -43,12 +45,12 @@ type GaugeConfig struct {
 	// Refresh is how long one read of the snapshot is reused; zero means
 	// DefaultGaugeRefresh.
 	Refresh time.Duration
-	// Relay, when set, is the process's relay: the gauges are reported
+	// Relay, when set, is the process's relay (a *relay.Relay): the gauges are reported
 	// only while it is the relay that computes the cluster's counts, so
 	// that exactly one process of the cluster reports them and sum() over
 	// all pods is right. Without it every process reports the cluster's
 	// counts (use max(), not sum(), across processes).
-	Relay *Relay
+	Relay interface{ ID() string }
 }
 
 // RegisterGauges registers the outbox's table gauges with mp:
@@ -66,17 +68,17 @@ type GaugeConfig struct {
 //     database for every producer: a cluster-wide total.
 //
 // The values come from the cluster's stats snapshot (see
-// [Outbox.StatsSnapshot]), which one relay recomputes from the partial
+// [Operator.StatsSnapshot]), which one relay recomputes from the partial
 // indexes every few seconds, the sink_limits table and the dropped events'
 // tally: a scrape never counts the messages table.
 // Nothing is reported while the snapshot is missing or stale, or, with
 // cfg.Relay, while another relay computes it. Labels are sink names and
 // statuses only. Call Unregister on the result to stop (before closing db).
-func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfig) (metric.Registration, error) {
+func (o *Operator) RegisterGauges(mp metric.MeterProvider, db core.DBTX, cfg GaugeConfig) (metric.Registration, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultGaugeRefresh
 	}
-	meter := mp.Meter(instrumentationName)
+	meter := mp.Meter(otelscope.Name)
 	rows, err := meter.Int64ObservableGauge("outbox.rows", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows in the outbox waiting, in progress or dead, by sink and status."))
 	if err != nil {
@@ -117,10 +119,10 @@ func (o *Outbox) RegisterGauges(mp metric.MeterProvider, db DBTX, cfg GaugeConfi
 		}
 		obs.ObserveInt64(dropped, snap.dropped)
 		for sink := range known {
-			obs.ObserveFloat64(paused, snap.pauses[sink].Seconds(), metric.WithAttributes(attrSinkName.String(sink)))
+			obs.ObserveFloat64(paused, snap.pauses[sink].Seconds(), metric.WithAttributes(otelscope.AttrSink.String(sink)))
 		}
 		for sink, s := range foldUnknownSinks(snap.Sinks, known) {
-			sinkAttr := attrSinkName.String(sink)
+			sinkAttr := otelscope.AttrSink.String(sink)
 			for status, n := range s.byStatus() {
 				obs.ObserveInt64(rows, n, metric.WithAttributes(sinkAttr, attrStatus.String(string(status))))
 			}
@@ -172,8 +174,8 @@ func foldUnknownSinks(stats map[string]SinkCounts, known map[string]bool) map[st
 // concurrent collections wait for the one read in progress rather than
 // starting their own.
 type statsCache struct {
-	ob      *Outbox
-	db      DBTX
+	ob      *Operator
+	db      core.DBTX
 	refresh time.Duration
 
 	mu      sync.Mutex
@@ -206,7 +208,7 @@ func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 	if reading.pauses, err = c.ob.sinkPauses(ctx, c.db); err != nil {
 		return nil, fmt.Errorf("outbox: gauges: %w", err)
 	}
-	if err := c.db.QueryRow(ctx, c.ob.sql.droppedEvents).Scan(&reading.dropped); err != nil {
+	if err := c.db.QueryRow(ctx, c.ob.q.DroppedEvents).Scan(&reading.dropped); err != nil {
 		return nil, fmt.Errorf("outbox: gauges: dropped events: %w", err)
 	}
 	c.last, c.fetched = reading, time.Now()
@@ -214,8 +216,8 @@ func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 }
 
 // sinkPauses returns how much longer each paused sink stays paused.
-func (o *Outbox) sinkPauses(ctx context.Context, db DBTX) (map[string]time.Duration, error) {
-	rows, err := db.Query(ctx, o.sql.activePauses)
+func (o *Operator) sinkPauses(ctx context.Context, db core.DBTX) (map[string]time.Duration, error) {
+	rows, err := db.Query(ctx, o.q.ActivePauses)
 	if err != nil {
 		return nil, fmt.Errorf("sink pauses: %w", err)
 	}

@@ -1,4 +1,24 @@
-package core
+// Package sink is the contract between outboxd's relay and the sinks that
+// deliver its messages: the one package a sink author imports. It depends
+// on nothing of outboxd and on nothing outside the standard library.
+//
+// A sink implements [Sink]. Everything else is optional, and every optional
+// interface the relay looks for is listed here, in one place:
+//
+//   - [BatchSink]: hands many messages to the destination per round trip;
+//     the relay gives the sink a claim loop of its own.
+//   - [RateLimitDefaulter]: the destination documents a rate limit, used
+//     when the configuration sets none.
+//   - [DestinationKeyer]: names each delivery's destination (a Slack
+//     channel), for per-destination rate limits.
+//   - io.Closer: releases what the sink holds (connections, producers).
+//     Whoever built the sink closes it once, after the relay has stopped
+//     delivering to it.
+//
+// Deliver's error says what happens next: nil (delivered), [Permanent]
+// (dead-letter now), [RetryAfter] (come back later, attempt not spent) or
+// any other error (retry with backoff).
+package sink
 
 import (
 	"context"
@@ -7,6 +27,23 @@ import (
 	"fmt"
 	"time"
 )
+
+// RateLimit allows a sustained Rate deliveries per Per across the whole
+// cluster, with at most Burst of them back to back after an idle spell; so in
+// any window of length Per at most Rate+Burst deliveries start, spread evenly.
+type RateLimit struct {
+	Rate  int
+	Per   time.Duration
+	Burst int
+	// PerKey applies the limit to each destination of the sink on its own
+	// (for Slack: each channel) instead of to the sink as a whole. The sink
+	// must implement DestinationKeyer.
+	PerKey bool
+}
+
+// Interval is the even spacing between two deliveries: Per divided by
+// Rate.
+func (r RateLimit) Interval() time.Duration { return r.Per / time.Duration(r.Rate) }
 
 // Sink delivers one message to an external system. It is the one interface a
 // user implements to add a destination; the relay calls it outside any
@@ -22,11 +59,11 @@ type Sink interface {
 	Deliver(ctx context.Context, d *Delivery) error
 }
 
-// SinkFunc adapts a plain function to the [Sink] interface.
-type SinkFunc func(ctx context.Context, d *Delivery) error
+// Func adapts a plain function to the [Sink] interface.
+type Func func(ctx context.Context, d *Delivery) error
 
 // Deliver calls f(ctx, d).
-func (f SinkFunc) Deliver(ctx context.Context, d *Delivery) error { return f(ctx, d) }
+func (f Func) Deliver(ctx context.Context, d *Delivery) error { return f(ctx, d) }
 
 // BatchSink is implemented by sinks that can hand many messages to their
 // destination per round trip (a broker's asynchronous publishes, whose
@@ -98,6 +135,15 @@ type Delivery struct {
 
 	receipt json.RawMessage
 	ctx     context.Context // the attempt's own context: its span and deadline
+}
+
+// WithContext returns a shallow copy of d whose [Delivery.Context] is ctx.
+// The relay gives each attempt its own context this way; a sink has no
+// need to call it.
+func (d *Delivery) WithContext(ctx context.Context) *Delivery {
+	c := *d
+	c.ctx = ctx
+	return &c
 }
 
 // Context returns the context of this delivery attempt: its trace span (a

@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/sink"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -38,11 +41,12 @@ const (
 
 // Config configures a Relay. Zero fields take the defaults above.
 type Config struct {
-	// Outbox is the outbox to relay; nil means Default.
-	Outbox *Outbox
+	// Schema is the PostgreSQL schema of the outbox to relay; "" means
+	// core.DefaultSchema.
+	Schema string
 	// Sinks are the configured sink instances. The relay claims only their
 	// rows; a row naming any other sink waits, untouched, for a relay that
-	// has it (see Outbox.UnconfiguredSinks).
+	// has it (see operator.Operator.UnconfiguredSinks).
 	Sinks []SinkConfig
 
 	BatchSize    int
@@ -61,7 +65,7 @@ type Config struct {
 	ShutdownTimeout     time.Duration
 	// StatsInterval is how often the cluster's row counts are recomputed
 	// (by one relay) and each relay adds its delivery counts to the
-	// per-minute table; zero means DefaultStatsInterval.
+	// per-minute table; zero means operator.DefaultStatsInterval.
 	StatsInterval time.Duration
 
 	// Logger receives the relay's logs; nil means slog.Default().
@@ -123,7 +127,7 @@ func (c Config) Effective() (Config, error) {
 	setDefault(&c.ThreadRetention, DefaultThreadRetention)
 	setDefault(&c.MaintenanceInterval, DefaultMaintenanceInterval)
 	setDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	setDefault(&c.StatsInterval, DefaultStatsInterval)
+	setDefault(&c.StatsInterval, operator.DefaultStatsInterval)
 	var errs []error
 	for _, f := range []struct {
 		name     string
@@ -147,7 +151,7 @@ func (c Config) Effective() (Config, error) {
 	sinks := make([]SinkConfig, len(c.Sinks))
 	for i, s := range c.Sinks {
 		limit := c.Concurrency
-		if _, batches := s.Sink.(BatchSink); batches {
+		if _, batches := s.Sink.(sink.BatchSink); batches {
 			limit = max(limit, c.BatchSize)
 		}
 		var sinkErrs []error
@@ -163,8 +167,8 @@ func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
 	if err != nil {
 		return c, nil, err
 	}
-	if c.Outbox == nil {
-		c.Outbox = Default
+	if c.Schema == "" {
+		c.Schema = core.DefaultSchema
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -1,4 +1,4 @@
-package core
+package operator
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/internal/listener"
 )
 
@@ -52,7 +53,7 @@ func (s SinkState) Paused() bool { return s.PausedUntil != nil }
 // p.For has passed or ResumeSink is called. It replaces the pause in
 // force, shortening it if asked, and records p.By and p.Reason. Deliveries
 // already under way finish. It returns the end of the pause.
-func (o *Outbox) PauseSink(ctx context.Context, db DBTX, sink string, p Pause) (time.Time, error) {
+func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p Pause) (time.Time, error) {
 	if p.For < 0 {
 		return time.Time{}, fmt.Errorf("outbox: pause sink %q: negative duration %s", sink, p.For)
 	}
@@ -61,8 +62,8 @@ func (o *Outbox) PauseSink(ctx context.Context, db DBTX, sink string, p Pause) (
 		d = &p.For
 	}
 	var until time.Time
-	err := db.QueryRow(ctx, o.sql.pauseSinkByHand, sink, d, pauseUntilResumed, p.By, p.Reason,
-		o.channel, listener.PausePrefix+sink).Scan(&until)
+	err := db.QueryRow(ctx, o.q.PauseSinkByHand, sink, d, pauseUntilResumed, p.By, p.Reason,
+		o.q.Channel, listener.PausePrefix+sink).Scan(&until)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("outbox: pause sink %q: %w", sink, err)
 	}
@@ -72,9 +73,9 @@ func (o *Outbox) PauseSink(ctx context.Context, db DBTX, sink string, p Pause) (
 // ResumeSink ends sink's pause, by hand or by a Retry-After, at once on
 // every running relay, and records by and reason. It reports whether the
 // sink was paused.
-func (o *Outbox) ResumeSink(ctx context.Context, db DBTX, sink, by, reason string) (bool, error) {
+func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reason string) (bool, error) {
 	var was bool
-	err := db.QueryRow(ctx, o.sql.resumeSink, sink, by, reason, o.channel, listener.PausePrefix+sink).Scan(&was)
+	err := db.QueryRow(ctx, o.q.ResumeSink, sink, by, reason, o.q.Channel, listener.PausePrefix+sink).Scan(&was)
 	if err != nil {
 		return false, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
 	}
@@ -83,8 +84,8 @@ func (o *Outbox) ResumeSink(ctx context.Context, db DBTX, sink, by, reason strin
 
 // SinkStates lists, by sink name, the sinks paused now and those paused or
 // resumed by hand at some time.
-func (o *Outbox) SinkStates(ctx context.Context, db DBTX) (map[string]SinkState, error) {
-	rows, err := db.Query(ctx, o.sql.sinkPauses)
+func (o *Operator) SinkStates(ctx context.Context, db core.DBTX) (map[string]SinkState, error) {
+	rows, err := db.Query(ctx, o.q.SinkPauses)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
 	}

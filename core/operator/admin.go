@@ -1,4 +1,4 @@
-package core
+package operator
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/core"
 )
 
 // Status is a row's place in its life cycle.
@@ -36,8 +37,8 @@ type SinkStats struct {
 
 // Stats returns per-sink row counts by status and the age of the oldest
 // waiting row, measured on the database clock.
-func (o *Outbox) Stats(ctx context.Context, db DBTX) (map[string]SinkStats, error) {
-	rows, err := db.Query(ctx, o.sql.stats)
+func (o *Operator) Stats(ctx context.Context, db core.DBTX) (map[string]SinkStats, error) {
+	rows, err := db.Query(ctx, o.q.Stats)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
 	}
@@ -124,11 +125,11 @@ const oneShot = pgx.QueryExecModeCacheDescribe
 // DeadLetters lists dead rows, oldest first, with their payloads and
 // recorded errors, one page at a time: pass the last id of a page as
 // DeadLetterFilter.After for the next.
-func (o *Outbox) DeadLetters(ctx context.Context, db DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
+func (o *Operator) DeadLetters(ctx context.Context, db core.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultDeadLetterLimit
 	}
-	rows, err := db.Query(ctx, o.sql.deadLetters, oneShot, f.Sink, f.Limit, f.After, f.ErrorContains)
+	rows, err := db.Query(ctx, o.q.DeadLetters, oneShot, f.Sink, f.Limit, f.After, f.ErrorContains)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
@@ -193,14 +194,14 @@ type ActionResult struct {
 
 // Redrive moves the selected dead rows back to pending with their attempts
 // reset, and wakes the relays; a dry run only counts them.
-func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (ActionResult, error) {
+func (o *Operator) Redrive(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
 	if err := f.validate(); err != nil {
 		return ActionResult{}, err
 	}
 	if f.Waiting {
 		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
-	res, err := o.deadLetterAction(ctx, db, o.sql.redrive, f)
+	res, err := o.deadLetterAction(ctx, db, o.q.Redrive, f)
 	if err != nil {
 		return res, fmt.Errorf("outbox: redrive: %w", err)
 	}
@@ -209,11 +210,11 @@ func (o *Outbox) Redrive(ctx context.Context, db DBTX, f RedriveFilter) (ActionR
 
 // Purge deletes the selected dead rows (and, with Waiting, the sink's
 // waiting rows) and their recorded errors; a dry run only counts them.
-func (o *Outbox) Purge(ctx context.Context, db DBTX, f RedriveFilter) (ActionResult, error) {
+func (o *Operator) Purge(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
 	if err := f.validate(); err != nil {
 		return ActionResult{}, err
 	}
-	res, err := o.deadLetterAction(ctx, db, o.sql.purge, f, f.Waiting)
+	res, err := o.deadLetterAction(ctx, db, o.q.Purge, f, f.Waiting)
 	if err != nil {
 		return res, fmt.Errorf("outbox: purge: %w", err)
 	}
@@ -222,7 +223,7 @@ func (o *Outbox) Purge(ctx context.Context, db DBTX, f RedriveFilter) (ActionRes
 
 // deadLetterAction runs redrive.sql or purge.sql: the selection is their
 // first six parameters, extra (purge's waiting flag) follows.
-func (o *Outbox) deadLetterAction(ctx context.Context, db DBTX, query string, f RedriveFilter, extra ...any) (ActionResult, error) {
+func (o *Operator) deadLetterAction(ctx context.Context, db core.DBTX, query string, f RedriveFilter, extra ...any) (ActionResult, error) {
 	ids := f.IDs
 	if ids == nil {
 		ids = []int64{} // = ANY(NULL) and EXCEPT NULL would not do
@@ -249,11 +250,11 @@ type WaitingSink struct {
 // a sink), or wait until an operator configures the sink or purges them
 // (RedriveFilter.Waiting). The cost follows the number of distinct sinks
 // and the waiting rows of the unconfigured ones, not the table's size.
-func (o *Outbox) UnconfiguredSinks(ctx context.Context, db DBTX, configured []string) ([]WaitingSink, error) {
+func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configured []string) ([]WaitingSink, error) {
 	if configured == nil {
 		configured = []string{} // NOT (sink = ANY(NULL)) would match nothing
 	}
-	rows, err := db.Query(ctx, o.sql.unconfiguredSinks, configured)
+	rows, err := db.Query(ctx, o.q.UnconfiguredSinks, configured)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
 	}
@@ -268,7 +269,7 @@ func (o *Outbox) UnconfiguredSinks(ctx context.Context, db DBTX, configured []st
 	for _, name := range names {
 		s := WaitingSink{Sink: name}
 		var ageSeconds float64
-		if err := db.QueryRow(ctx, o.sql.waitingRows, name).Scan(&s.Waiting, &ageSeconds); err != nil {
+		if err := db.QueryRow(ctx, o.q.WaitingRows, name).Scan(&s.Waiting, &ageSeconds); err != nil {
 			return nil, fmt.Errorf("outbox: count the rows waiting for sink %q: %w", name, err)
 		}
 		if s.Waiting > 0 {

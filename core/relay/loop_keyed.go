@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/internal/slots"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // A sink whose rate limit holds per destination key (RateLimit.PerKey)
@@ -34,7 +35,7 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 		return 0
 	}
 	rl := *s.RateLimit
-	interval := rl.interval()
+	interval := rl.Interval()
 	perKey := max(1, int(rateReserveHorizon/interval))
 	keys, counts := make([]string, len(groups)), make([]int, len(groups))
 	for i, g := range groups {
@@ -83,7 +84,7 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 // rows by key, keys sorted (the order relays lock them in). A row whose
 // key the sink cannot name gets that error as its outcome.
 func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow) []keyedRows {
-	keyer := s.Sink.(DestinationKeyer) // checked by SinkConfig.withDefaults
+	keyer := s.Sink.(sink.DestinationKeyer) // checked by SinkConfig.withDefaults
 	index := map[string]int{}
 	var groups []keyedRows
 	for _, row := range rows {
@@ -107,7 +108,7 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow)
 
 // destinationKey asks the sink for d's key, turning a panic into an error
 // as callSink does.
-func destinationKey(k DestinationKeyer, d *Delivery) (key string, err error) {
+func destinationKey(k sink.DestinationKeyer, d *sink.Delivery) (key string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sink panicked: %v", p)

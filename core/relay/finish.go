@@ -1,4 +1,4 @@
-package core
+package relay
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -18,27 +20,27 @@ import (
 //     and the sink pauses cluster-wide until then;
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
-func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, span trace.Span, elapsed time.Duration, err error) {
-	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(StatusSent),
+func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
+	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(operator.StatusSent),
 		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
 	if err != nil {
 		o.Err = storedError(err)
-		if d, ok := RetryAfterDelay(err); ok {
-			o.Status, o.Delay, o.Refund, label = string(StatusPending), d, 1, outcomeRateLimited
-			if perr := r.limiter.Pause(ctx, row.Sink, d, r.ob.channel); perr != nil {
+		if d, ok := sink.RetryAfterDelay(err); ok {
+			o.Status, o.Delay, o.Refund, label = string(operator.StatusPending), d, 1, outcomeRateLimited
+			if perr := r.limiter.Pause(ctx, row.Sink, d, r.q.Channel); perr != nil {
 				r.logger.Warn("outbox: could not pause sink cluster-wide", "sink", row.Sink, "error", perr)
 			}
-		} else if IsPermanent(err) || row.Attempt >= row.MaxAttempts {
-			o.Status, label = string(StatusDead), outcomeDead
+		} else if sink.IsPermanent(err) || row.Attempt >= row.MaxAttempts {
+			o.Status, label = string(operator.StatusDead), outcomeDead
 		} else {
-			o.Status, o.Delay, label = string(StatusFailed), sink.Backoff.delay(row.Attempt), outcomeRetry
+			o.Status, o.Delay, label = string(operator.StatusFailed), sc.Backoff.delay(row.Attempt), outcomeRetry
 		}
 	}
 	// The report copies the few fields it needs: a closure over row and
 	// sink would move both (hundreds of bytes) to the heap per delivery.
 	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
-		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sink.Name], span: span,
+		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sc.Name], span: span,
 		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
 	o.Done = rep.written
 	r.completer.Submit(o)
@@ -47,10 +49,10 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sink SinkConfig, spa
 // release hands a claimed row back without spending its attempt, to be
 // claimed again after delay.
 func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
-	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(StatusPending), Delay: delay,
+	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
 		Err: storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: func(ok bool) {
-			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(StatusPending), Written: ok})
+			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
 		}})
 }
 
@@ -84,7 +86,7 @@ func (d *deliveryReport) written(ok bool) {
 	r := d.relay
 	if !ok {
 		d.label = outcomeZombie
-	} else if d.status == string(StatusDead) {
+	} else if d.status == string(operator.StatusDead) {
 		r.logger.Error("outbox: message dead-lettered",
 			"id", d.id, "sink", d.sink, "dedup_key", d.dedupKey,
 			"attempts", d.attempt, "last_error", *d.stored)

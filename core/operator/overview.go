@@ -1,10 +1,12 @@
-package core
+package operator
 
 import (
 	"context"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/outboxd/outboxd/core"
 )
 
 // SinkOverview is what an operator wants to know about one sink at a
@@ -42,7 +44,7 @@ type Overview struct {
 // last window (0 means DefaultRateWindow) and the sinks' pauses. It reads
 // three small tables, never the messages: its cost does not grow with the
 // outbox, so it can be polled.
-func (o *Outbox) Overview(ctx context.Context, db DBTX, window time.Duration) (Overview, error) {
+func (o *Operator) Overview(ctx context.Context, db core.DBTX, window time.Duration) (Overview, error) {
 	if window <= 0 {
 		window = DefaultRateWindow
 	}

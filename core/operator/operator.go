@@ -1,0 +1,33 @@
+// Package operator holds what the people running an outbox ask of it: dead
+// letters to inspect, redrive or purge, message lookups, sink pauses, the
+// cluster's row counts and their gauges, delivery rates and the console's
+// overview. Every call takes the database handle to use and reads bounded
+// sets (partial indexes, snapshots), never the whole delivered history.
+package operator
+
+import (
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/store"
+)
+
+// Operator runs the operator queries of one outbox schema. It holds no
+// connection and is safe for concurrent use.
+type Operator struct {
+	q *store.Queries
+}
+
+// New returns the Operator of the outbox in schema ("" means
+// core.DefaultSchema).
+func New(schema string) (*Operator, error) {
+	if schema == "" {
+		schema = core.DefaultSchema
+	}
+	q, err := store.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Operator{q: q}, nil
+}
+
+// Schema returns the PostgreSQL schema holding the outbox.
+func (o *Operator) Schema() string { return o.q.Schema }

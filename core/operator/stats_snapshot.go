@@ -1,0 +1,83 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/outboxd/outboxd/core"
+)
+
+// DefaultStatsInterval is how often the cluster's row counts are
+// recomputed (by one relay) and how often each relay adds its delivery
+// counts to delivery_minutes.
+const DefaultStatsInterval = 5 * time.Second
+
+// statsSentWindow is how far back the snapshot counts sent rows: the
+// sent index is walked over this window only.
+const statsSentWindow = time.Hour
+
+// SinkCounts is one sink's rows in the cluster's snapshot. Every count
+// comes from a partial index (or, for SentLastHour, the last hour of the
+// sent index): delivered history is never counted.
+type SinkCounts struct {
+	Pending      int64 `json:"pending"`
+	InProgress   int64 `json:"in_progress"`
+	Failed       int64 `json:"failed"`
+	Dead         int64 `json:"dead"`
+	SentLastHour int64 `json:"sent_last_hour"`
+	// OldestPendingAge is the age of the oldest row waiting for delivery
+	// (pending or failed) when the snapshot was read.
+	OldestPendingAge time.Duration `json:"-"`
+}
+
+// StatsSnapshot is the cluster's row counts per sink as the relay holding
+// the lead last computed them.
+type StatsSnapshot struct {
+	Sinks map[string]SinkCounts
+	// TakenAt is when the counts were computed, TakenBy the relay that
+	// leads (see Relay.ID); both zero before any relay took a snapshot.
+	TakenAt time.Time
+	TakenBy string
+}
+
+// StatsSnapshot reads the cluster's last row counts: a few rows, whatever
+// the size of the outbox. Relays recompute them every
+// Config.StatsInterval; see TakenAt for their age.
+func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapshot, error) {
+	rows, err := db.Query(ctx, o.q.StatsSnap)
+	if err != nil {
+		return StatsSnapshot{}, fmt.Errorf("outbox: read the stats snapshot: %w", err)
+	}
+	snap := StatsSnapshot{Sinks: map[string]SinkCounts{}}
+	var (
+		sink       *string
+		c          SinkCounts
+		ageSeconds float64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&snap.TakenAt, &snap.TakenBy, &sink, &c.Pending, &c.InProgress, &c.Failed,
+		&c.Dead, &c.SentLastHour, &ageSeconds}, func() error {
+		if sink != nil {
+			c.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
+			snap.Sinks[*sink] = c
+		}
+		return nil
+	})
+	if err != nil {
+		return StatsSnapshot{}, fmt.Errorf("outbox: read the stats snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// RefreshStatsSnapshot recomputes the cluster's row counts now (see
+// [Operator.StatsSnapshot]), recording by as their author when no relay
+// leads. Relays do it every Config.StatsInterval on their own; call it
+// from tools and tests that run no relay. It reads the partial indexes
+// and the last hour of the sent index, never older delivered history.
+func (o *Operator) RefreshStatsSnapshot(ctx context.Context, db core.DBTX, by string) error {
+	if _, err := db.Exec(ctx, o.q.TakeStatsSnapshot, statsSentWindow, by); err != nil {
+		return fmt.Errorf("outbox: recompute the stats snapshot: %w", err)
+	}
+	return nil
+}

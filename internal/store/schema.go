@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is anything that can run a query: a *pgxpool.Pool, a *pgx.Conn or the
+// caller's pgx.Tx. Package core re-exports it for producers.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// schemaNamePattern keeps schema names to plain lower-case identifiers, so a
+// name can never smuggle SQL even before it is quoted.
+var schemaNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// wakeupChannelSuffix makes the outbox's notification channel from its
+// schema name.
+const wakeupChannelSuffix = "_outbox_wakeup"
+
+// maxIdentifierBytes is PostgreSQL's limit on an identifier (NAMEDATALEN-1);
+// longer names are silently truncated, or refused as a channel name.
+const maxIdentifierBytes = 63
+
+// MaxSchemaNameBytes bounds a schema name so that the names derived from it
+// (the notification channel) still fit in a PostgreSQL identifier.
+const MaxSchemaNameBytes = maxIdentifierBytes - len(wakeupChannelSuffix)
+
+// New returns the statements of the outbox stored in schema, after checking
+// that the name is a plain identifier that fits (the one value ever spliced
+// into a statement).
+func New(schema string) (*Queries, error) {
+	if !schemaNamePattern.MatchString(schema) {
+		return nil, fmt.Errorf("outbox: invalid schema name %q: want lower-case letters, digits and underscores, starting with a letter", schema)
+	}
+	if len(schema) > MaxSchemaNameBytes {
+		return nil, fmt.Errorf("outbox: schema name %q is %d bytes, over the limit of %d (its notification channel must fit PostgreSQL's %d-byte identifiers)",
+			schema, len(schema), MaxSchemaNameBytes, maxIdentifierBytes)
+	}
+	return newQueries(schema, pgx.Identifier{schema}.Sanitize()), nil
+}
