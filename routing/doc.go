@@ -19,7 +19,7 @@
 // Templates are Go text/template (html/template for HTML fields) with
 // missingkey=error and the functions json, default, get, truncate, time
 // and slackEscape; they see .type, .key, .data and .created_at. A sink
-// declares its payload's fields with [Shaper] (Slack: text, blocks,
+// declares its payload's fields with [sink.Shaper] (Slack: text, blocks,
 // channel; email: subject, text, html, to; webhook: body); a custom sink
 // takes any field as a string, or body as its whole payload, and gets the
 // event itself when its target has no template.

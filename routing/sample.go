@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"text/template/parse"
 	"time"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // Values of a generated sample event.
@@ -21,7 +23,7 @@ var sampleCreatedAt = time.Date(2006, 1, 2, 15, 4, 5, 0, time.UTC)
 // .data path the templates read outside range and with blocks (where the
 // dot is no longer the event); a template that needs more declares a
 // sample beside its route.
-func generatedSample(patterns []string, templates []*compiled, threadKeys [][]threadPart) Event {
+func generatedSample(patterns []string, templates []*compiled, threadKeys [][]threadPart) sink.Event {
 	data := map[string]any{}
 	for _, c := range templates {
 		for _, f := range c.fields {
@@ -36,7 +38,7 @@ func generatedSample(patterns []string, templates []*compiled, threadKeys [][]th
 		}
 	}
 	raw, _ := json.Marshal(data) // strings and maps only
-	return Event{Type: sampleType(patterns), Key: sampleKey, Data: raw, CreatedAt: sampleCreatedAt}
+	return sink.Event{Type: sampleType(patterns), Key: sampleKey, Data: raw, CreatedAt: sampleCreatedAt}
 }
 
 // setPath sets data[path[0]][path[1]]... to sampleLeaf, turning a leaf

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // routeNamePattern keeps route names to what reads well in a row's
@@ -30,7 +31,7 @@ type route struct {
 	patterns []string
 	matcher  *matcher
 	targets  []*target
-	sample   Event
+	sample   sink.Event
 }
 
 // targetID names a target: a route has at most one per sink.
@@ -60,7 +61,7 @@ func Compile(cfg Config, sinks []relay.SinkConfig) (*Table, []confschema.Problem
 	default:
 		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
 	}
-	shapes := make(map[string]Shape, len(sinks))
+	shapes := make(map[string]sink.Shape, len(sinks))
 	for _, s := range sinks {
 		shapes[s.Name] = shapeOf(s.Sink)
 	}
@@ -75,7 +76,7 @@ func Compile(cfg Config, sinks []relay.SinkConfig) (*Table, []confschema.Problem
 	return t, ps
 }
 
-func compileRoute(name string, cfg Route, shapes map[string]Shape, ps *problems) *route {
+func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *problems) *route {
 	at := "routes." + name
 	if !routeNamePattern.MatchString(name) {
 		ps.add(at, "a route name is letters, digits, '_', '-' and '.', starting with a letter or digit, at most 63")
@@ -116,7 +117,7 @@ func compileRoute(name string, cfg Route, shapes map[string]Shape, ps *problems)
 	return r
 }
 
-func compileTarget(at, routeName string, position int, tc Target, shapes map[string]Shape, earlier []*target, ps *problems) *target {
+func compileTarget(at, routeName string, position int, tc Target, shapes map[string]sink.Shape, earlier []*target, ps *problems) *target {
 	shape, known := shapes[tc.Sink]
 	if !known {
 		ps.add(at+"."+keySink, "route %s: no sink named %q is configured", routeName, tc.Sink)
@@ -151,7 +152,7 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 
 // sampleOf returns the route's declared sample event, checked, or a
 // generated one.
-func sampleOf(at string, r *route, s *Sample, ps *problems) Event {
+func sampleOf(at string, r *route, s *Sample, ps *problems) sink.Event {
 	if s == nil {
 		var templates []*compiled
 		var threadKeys [][]threadPart
@@ -161,7 +162,7 @@ func sampleOf(at string, r *route, s *Sample, ps *problems) Event {
 		return generatedSample(r.patterns, templates, threadKeys)
 	}
 	at += "." + keySample
-	ev := Event{Type: s.Type, Key: s.Key, CreatedAt: sampleCreatedAt}
+	ev := sink.Event{Type: s.Type, Key: s.Key, CreatedAt: sampleCreatedAt}
 	if err := checkEventType(s.Type); err != nil {
 		ps.add(at+".type", "%v", err)
 	} else if !r.matcher.Match(s.Type) {

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
-	"time"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // missingKeyError makes a template fail on a key .data lacks instead of
@@ -22,14 +23,14 @@ const missingKeyError = "missingkey=error"
 // compiled is a target's template, parsed and checked, ready to render.
 type compiled struct {
 	fields     []compiledField // by name
-	shape      Shape
+	shape      sink.Shape
 	updateRoot bool
 }
 
 // compiledField is one field of a template.
 type compiledField struct {
 	name string
-	kind FieldKind
+	kind sink.FieldKind
 	exec func(w io.Writer, data any) error
 	tree *parse.Tree // for a generated sample's fields
 }
@@ -43,7 +44,7 @@ type fieldError struct {
 
 // compile parses tmpl's fields (all but FieldThreadKey) for a sink of
 // shape; an empty tmpl renders the event in the shape's untemplated form.
-func compile(tmpl map[string]string, shape Shape, updateRoot bool) (*compiled, []fieldError) {
+func compile(tmpl map[string]string, shape sink.Shape, updateRoot bool) (*compiled, []fieldError) {
 	c := &compiled{shape: shape, updateRoot: updateRoot}
 	var errs []fieldError
 	hasBody := false
@@ -51,7 +52,7 @@ func compile(tmpl map[string]string, shape Shape, updateRoot bool) (*compiled, [
 		if name == FieldThreadKey {
 			continue
 		}
-		kind, ok := shape.fieldKind(name)
+		kind, ok := fieldKind(shape, name)
 		if !ok {
 			errs = append(errs, fieldError{name, fmt.Errorf("not a field of this sink's payload (want one of %s, or %s)",
 				strings.Join(slices.Sorted(maps.Keys(shape.Fields)), ", "), FieldThreadKey)})
@@ -62,7 +63,7 @@ func compile(tmpl map[string]string, shape Shape, updateRoot bool) (*compiled, [
 			errs = append(errs, fieldError{name, err})
 			continue
 		}
-		hasBody = hasBody || kind == Body
+		hasBody = hasBody || kind == sink.Body
 		c.fields = append(c.fields, f)
 	}
 	if hasBody && len(c.fields) > 1 {
@@ -76,9 +77,9 @@ func compile(tmpl map[string]string, shape Shape, updateRoot bool) (*compiled, [
 
 // parseField parses one field's template with the function set and
 // missingkey=error.
-func parseField(name string, kind FieldKind, text string) (compiledField, error) {
+func parseField(name string, kind sink.FieldKind, text string) (compiledField, error) {
 	f := compiledField{name: name, kind: kind}
-	if kind == HTML {
+	if kind == sink.HTML {
 		t, err := htmltemplate.New(name).Option(missingKeyError).Funcs(funcs).Parse(text)
 		if err != nil {
 			return f, err
@@ -96,7 +97,7 @@ func parseField(name string, kind FieldKind, text string) (compiledField, error)
 
 // templateData is what a template sees: .type, .key, .data (numbers kept
 // exactly as published) and .created_at.
-func templateData(ev Event) (map[string]any, error) {
+func templateData(ev sink.Event) (map[string]any, error) {
 	var data any
 	if len(ev.Data) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(ev.Data))
@@ -111,7 +112,7 @@ func templateData(ev Event) (map[string]any, error) {
 // render renders ev into the sink's payload. A failure (a key the event
 // lacks, JSON that is not JSON) is the template's, and retrying cannot
 // change it.
-func (c *compiled) render(ev Event) (json.RawMessage, error) {
+func (c *compiled) render(ev sink.Event) (json.RawMessage, error) {
 	if len(c.fields) == 0 {
 		return c.untemplated(ev)
 	}
@@ -127,17 +128,17 @@ func (c *compiled) render(ev Event) (json.RawMessage, error) {
 			return nil, &renderError{field: f.name, err: err}
 		}
 		switch f.kind {
-		case Body:
+		case sink.Body:
 			if !json.Valid(buf.Bytes()) {
 				return nil, &renderError{field: f.name, err: invalidJSON(f.name, buf.Bytes())}
 			}
 			return bytes.Clone(buf.Bytes()), nil
-		case JSON:
+		case sink.JSON:
 			if !json.Valid(buf.Bytes()) {
 				return nil, &renderError{field: f.name, err: invalidJSON(f.name, buf.Bytes())}
 			}
 			payload[f.name] = json.RawMessage(bytes.Clone(buf.Bytes()))
-		case List:
+		case sink.List:
 			var list []string
 			for _, item := range strings.Split(buf.String(), ",") {
 				if item = strings.TrimSpace(item); item != "" {
@@ -172,7 +173,7 @@ func marshal(v any) (json.RawMessage, error) {
 }
 
 // untemplated is the payload of a target without a template.
-func (c *compiled) untemplated(ev Event) (json.RawMessage, error) {
+func (c *compiled) untemplated(ev sink.Event) (json.RawMessage, error) {
 	if c.shape.Untemplated != nil {
 		return c.shape.Untemplated(ev)
 	}
@@ -198,19 +199,4 @@ func invalidJSON(field string, out []byte) error {
 		return fmt.Errorf("template %s did not produce valid JSON: %v (at byte %d of %d)", field, syntax, syntax.Offset, len(out))
 	}
 	return fmt.Errorf("template %s did not produce valid JSON: %v", field, err)
-}
-
-// StandardWebhooksEnvelope wraps an event in the Standard Webhooks payload
-// structure, {"type", "timestamp", "data"}: what a webhook sink delivers
-// for a target without a template.
-func StandardWebhooksEnvelope(ev Event) (json.RawMessage, error) {
-	data := ev.Data
-	if len(data) == 0 {
-		data = json.RawMessage("{}")
-	}
-	return marshal(struct {
-		Type      string          `json:"type"`
-		Timestamp string          `json:"timestamp"`
-		Data      json.RawMessage `json:"data"`
-	}{ev.Type, ev.CreatedAt.UTC().Format(time.RFC3339Nano), data})
 }

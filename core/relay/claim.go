@@ -26,6 +26,7 @@ type claimedRow struct {
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
+	prepared   bool // the Stage has run for this attempt
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop

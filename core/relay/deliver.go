@@ -126,6 +126,10 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 	if r.budget(*row) <= 0 {
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
 	}
+	if err := r.prepare(ctx, row); err != nil {
+		r.finish(ctx, *row, sc, span, 0, err)
+		return sc, nil, nil, false
+	}
 	return sc, ctx, span, true
 }
 

@@ -80,15 +80,20 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 	return nextDue
 }
 
-// groupByKey asks the sink for each row's destination key and groups the
-// rows by key, keys sorted (the order relays lock them in). A row whose
-// key the sink cannot name gets that error as its outcome.
+// groupByKey prepares each row (see Stage), asks the sink for its
+// destination key and groups the rows by key, keys sorted (the order
+// relays lock them in). A row the stage refuses, or whose key the sink
+// cannot name, gets that error as its outcome.
 func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow) []keyedRows {
 	keyer := s.Sink.(sink.DestinationKeyer) // checked by SinkConfig.withDefaults
 	index := map[string]int{}
 	var groups []keyedRows
 	for _, row := range rows {
 		row.setMaxAttempts(s)
+		if err := r.prepare(ctx, &row); err != nil {
+			r.finish(ctx, row, s, nil, 0, err)
+			continue
+		}
 		key, err := destinationKey(keyer, &row.Delivery)
 		if err != nil {
 			r.finish(ctx, row, s, nil, 0, fmt.Errorf("naming the destination: %w", err))

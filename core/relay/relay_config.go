@@ -89,6 +89,11 @@ type Config struct {
 	// LinkProducerSpan makes each delivery span the root of its own trace,
 	// linked to the producer's span, instead of the producer span's child.
 	LinkProducerSpan bool
+
+	// Stage, when set, prepares every delivery before the relay names its
+	// destination or hands it to its sink: package routing renders a
+	// published row's event into its sink's payload this way.
+	Stage Stage
 }
 
 // FieldError is a field of a Config, or of one of its SinkConfigs, whose

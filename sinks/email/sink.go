@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -137,9 +136,9 @@ func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
 // TemplateShape is the payload routes render for a mail: subject, text,
 // html (rendered with html/template) and to (a comma-separated list that
 // replaces the sink's recipients); one of text and html is required.
-func (s *Sink) TemplateShape() routing.Shape {
-	return routing.Shape{
-		Fields: map[string]routing.FieldKind{"subject": routing.Text, "text": routing.Text, "html": routing.HTML, "to": routing.List},
+func (s *Sink) TemplateShape() sink.Shape {
+	return sink.Shape{
+		Fields: map[string]sink.FieldKind{"subject": sink.Text, "text": sink.Text, "html": sink.HTML, "to": sink.List},
 		OneOf:  []string{"text", "html"},
 	}
 }

@@ -8,7 +8,6 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/routing"
 )
 
 // threadRoot is where a thread's first message is: its receipt.
@@ -87,9 +86,9 @@ func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
 // template producing a Block Kit array) and channel; one of text and
 // blocks is required. Slack posts threads, so a target may set
 // update_root.
-func (s *Sink) TemplateShape() routing.Shape {
-	return routing.Shape{
-		Fields:  map[string]routing.FieldKind{"text": routing.Text, "blocks": routing.JSON, "channel": routing.Text},
+func (s *Sink) TemplateShape() sink.Shape {
+	return sink.Shape{
+		Fields:  map[string]sink.FieldKind{"text": sink.Text, "blocks": sink.JSON, "channel": sink.Text},
 		OneOf:   []string{"text", "blocks"},
 		Threads: true,
 	}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -102,9 +102,28 @@ func checkID(id string) error {
 // TemplateShape is the payload routes render for a webhook: body, a
 // template producing the JSON body. Without a template a published event
 // is sent in the Standard Webhooks envelope {"type", "timestamp", "data"}.
-func (s *Sink) TemplateShape() routing.Shape {
-	return routing.Shape{
-		Fields:      map[string]routing.FieldKind{routing.FieldBody: routing.Body},
-		Untemplated: routing.StandardWebhooksEnvelope,
+func (s *Sink) TemplateShape() sink.Shape {
+	return sink.Shape{
+		Fields:      map[string]sink.FieldKind{sink.FieldBody: sink.Body},
+		Untemplated: standardWebhooksEnvelope,
 	}
+}
+
+// standardWebhooksEnvelope wraps an event in the Standard Webhooks payload
+// structure, {"type", "timestamp", "data"}: what a webhook sink delivers
+// for a target without a template.
+func standardWebhooksEnvelope(ev sink.Event) (json.RawMessage, error) {
+	data := ev.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as routing renders templates: <, > and & stay themselves
+	err := enc.Encode(struct {
+		Type      string          `json:"type"`
+		Timestamp string          `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{ev.Type, ev.CreatedAt.UTC().Format(time.RFC3339Nano), data})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), err
 }
