@@ -66,4 +66,3 @@ type Event struct {
 	Data      json.RawMessage `json:"data"`
 	CreatedAt time.Time       `json:"-"`
 }
-
