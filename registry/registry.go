@@ -2,7 +2,8 @@
 // maps driver names to drivers: a program registers the sink types it
 // offers, and the configuration then builds named sink instances from
 // options. The outboxd binary registers its built-in types in one place,
-// in package cmd; a custom build registers its own before calling cmd.Main.
+// package sinks/builtin; a custom build registers its own (see [Define])
+// before calling cmd.Main.
 //
 // The core never imports a concrete sink; the registry is where the two meet.
 package registry
@@ -15,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/sinks"
 )
 
 // Factory builds the sink instance called name from its options (the
@@ -36,7 +38,8 @@ type Type struct {
 	// pointer) holding its defaults, declared as package confschema
 	// describes. `outboxd config show` then prints every option with its
 	// effective value, and docs/configuration.md lists them. New must
-	// decode into the same struct with the same defaults.
+	// decode into the same struct with the same defaults, which [Define]
+	// guarantees.
 	Options any
 }
 
@@ -45,14 +48,30 @@ var (
 	types = map[string]Type{}
 )
 
-// Register makes a sink type available under typ; it is RegisterType for a
-// type that documents nothing.
-func Register(typ string, f Factory) { RegisterType(Type{Name: typ, New: f}) }
+// Define returns the Type of a sink whose options are the struct O: the
+// registry decodes a plugins.yaml options block into a copy of defaults
+// (declared as package confschema describes, `mapstructure` and `doc`
+// tags) and hands it to build. Every problem is reported at once, naming
+// its option: an unknown one with the nearest known one, a wrong type, a
+// duration without a unit. Because the registry knows O, `outboxd config
+// show` prints the sink's effective options, `config check` suggests its
+// option names, and docs/configuration.md documents them, exactly as for
+// the built-in types. build checks what decoding cannot and must not do
+// I/O: configuration checks build every sink.
+func Define[O any](name, doc string, defaults O, build func(name string, options O) (sink.Sink, error)) Type {
+	return Type{Name: name, Doc: doc, Options: defaults, New: func(instance string, options map[string]any) (sink.Sink, error) {
+		o := defaults
+		if err := sinks.DecodeOptions(options, &o); err != nil {
+			return nil, err
+		}
+		return build(instance, o)
+	}}
+}
 
-// RegisterType makes a sink type available. It panics when the name is
-// empty, the factory is nil or the type is registered twice, since each is
-// a programming error in a build of outboxd.
-func RegisterType(t Type) {
+// Register makes a sink type available. It panics when the name is empty,
+// the factory is nil or the type is registered twice, since each is a
+// programming error in a build of outboxd.
+func Register(t Type) {
 	mu.Lock()
 	defer mu.Unlock()
 	if t.Name == "" || t.New == nil {

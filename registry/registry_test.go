@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
@@ -14,8 +15,8 @@ import (
 
 // TestMain registers the two types every build has, as cmd does.
 func TestMain(m *testing.M) {
-	registry.RegisterType(registry.Log)
-	registry.RegisterType(registry.Discard)
+	registry.Register(registry.Log)
+	registry.Register(registry.Discard)
 	os.Exit(m.Run())
 }
 
@@ -33,11 +34,11 @@ func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
 
 func TestBuiltinsDeliver(t *testing.T) {
 	for _, typ := range []string{registry.TypeLog, registry.TypeDiscard} {
-		sink, err := registry.Build(typ, "x", nil)
+		s, err := registry.Build(typ, "x", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sink.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
+		if err := s.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
 			t.Fatalf("%s: %v", typ, err)
 		}
 	}
@@ -59,26 +60,60 @@ func TestRegisterTwicePanics(t *testing.T) {
 			t.Fatal("registering a type twice must panic")
 		}
 	}()
-	registry.Register(registry.TypeLog, func(string, map[string]any) (sink.Sink, error) { return nil, nil })
+	registry.Register(registry.Type{Name: registry.TypeLog, New: func(string, map[string]any) (sink.Sink, error) { return nil, nil }})
 }
 
-// A program registers a factory under a type name; configuration then
-// builds named instances of it.
+// shoutOptions are the options of the shout type of the tests.
+type shoutOptions struct {
+	Prefix string        `mapstructure:"prefix" doc:"What each message is prefixed with."`
+	Pause  time.Duration `mapstructure:"pause" doc:"How long to wait after shouting."`
+}
+
+func shout(_ string, o shoutOptions) (sink.Sink, error) {
+	if o.Prefix == "" {
+		return nil, errors.New("option prefix: must not be empty")
+	}
+	return sink.Func(func(_ context.Context, d *sink.Delivery) error {
+		fmt.Printf("%s %s\n", o.Prefix, d.Payload)
+		return nil
+	}), nil
+}
+
+// TestDefineDecodesAndDocumentsTheOptions checks what Define promises a
+// custom sink: its options decode from their struct with the defaults
+// kept, every bad option is named (an unknown one with the nearest known
+// one), and the registered type documents its options. Checked with the
+// mutation "Define ignores defaults and decodes into a zero O": the pause
+// default was lost and the test failed.
+func TestDefineDecodesAndDocumentsTheOptions(t *testing.T) {
+	var got shoutOptions
+	typ := registry.Define("shout-test", "Shouts", shoutOptions{Prefix: "HEY", Pause: time.Second},
+		func(_ string, o shoutOptions) (sink.Sink, error) { got = o; return sink.Func(nil), nil })
+	if _, err := typ.New("crier", map[string]any{"prefix": "OI"}); err != nil {
+		t.Fatal(err)
+	}
+	if got != (shoutOptions{Prefix: "OI", Pause: time.Second}) {
+		t.Fatalf("decoded options = %+v; want the prefix set and the pause default kept", got)
+	}
+	_, err := typ.New("crier", map[string]any{"prefx": "OI", "pause": 5})
+	if err == nil || !strings.Contains(err.Error(), `prefx`) || !strings.Contains(err.Error(), "did you mean prefix") ||
+		!strings.Contains(err.Error(), "pause") {
+		t.Fatalf("bad options error = %v; want the unknown option with its suggestion and the unitless duration", err)
+	}
+	if _, documented := typ.Options.(shoutOptions); !documented {
+		t.Fatalf("Options = %T; want the options struct, which config show and the docs read", typ.Options)
+	}
+}
+
+// A program defines a sink type from its options struct and a constructor;
+// configuration then builds named instances of it.
 func Example() {
-	registry.Register("shout", func(name string, options map[string]any) (sink.Sink, error) {
-		prefix, ok := options["prefix"].(string)
-		if !ok {
-			return nil, errors.New("option prefix: want a string")
-		}
-		return sink.Func(func(_ context.Context, d *sink.Delivery) error {
-			fmt.Printf("%s %s\n", prefix, d.Payload)
-			return nil
-		}), nil
-	})
-	sink, err := registry.Build("shout", "town-crier", map[string]any{"prefix": "HEAR YE"})
+	registry.Register(registry.Define("shout", "Prints each message with a prefix",
+		shoutOptions{Prefix: "HEAR YE"}, shout))
+	s, err := registry.Build("shout", "town-crier", nil)
 	if err != nil {
 		panic(err)
 	}
-	_ = sink.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
+	_ = s.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
 	// Output: HEAR YE {"text":"hello"}
 }

@@ -19,7 +19,7 @@ import (
 // The binary registers the sink types in cmd. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(kafka.Type, kafka.New) }
+func init() { registry.Register(registry.Type{Name: kafka.Type, New: kafka.New}) }
 
 // testTopic is the topic of every test: each test has a cluster of its own.
 const testTopic = "outbox-events"

@@ -20,7 +20,7 @@ import (
 // The binary registers the sink types in cmd. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(natssink.Type, natssink.New) }
+func init() { registry.Register(registry.Type{Name: natssink.Type, New: natssink.New}) }
 
 // duplicateWindow is the test streams' deduplication window: longer than
 // any test, so every redelivery falls inside it.

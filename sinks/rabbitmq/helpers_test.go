@@ -17,7 +17,7 @@ import (
 // The binary registers the sink types in cmd. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(rabbitmq.Type, rabbitmq.New) }
+func init() { registry.Register(registry.Type{Name: rabbitmq.Type, New: rabbitmq.New}) }
 
 // brokerURL returns the URL of a broker at addr with the machine's
 // guest/guest account.
