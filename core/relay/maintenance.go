@@ -6,23 +6,28 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/outboxd/outboxd/internal/store"
 )
 
 // maintenanceDeleteBatch bounds one retention DELETE, so pruning a large
 // backlog of sent rows never holds locks or bloats WAL in one go.
 const maintenanceDeleteBatch = 5000
 
-// maintain prunes delivered history on one relay at a time: each round, the
-// relay that wins a two-argument advisory lock does the work and the others
-// skip it. The lock is session-level on a connection held for the round, so
-// a relay that dies mid-round releases it with its connection.
-func (r *Relay) maintain(ctx context.Context) {
+// maintain prunes delivered history on the leading relay (see lead),
+// every MaintenanceInterval, starting once the first leader election is
+// over: the others skip their rounds.
+func (r *Relay) maintain(ctx context.Context, firstLead <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-firstLead:
+	}
 	ticker := time.NewTicker(r.cfg.MaintenanceInterval)
 	defer ticker.Stop()
 	for {
-		if err := r.maintainOnce(ctx); err != nil && ctx.Err() == nil {
-			r.logger.Warn("outbox: maintenance failed", "error", err)
+		if r.leading.Load() {
+			if err := r.maintainOnce(ctx); err != nil && ctx.Err() == nil {
+				r.logger.Warn("outbox: maintenance failed", "error", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -39,16 +44,6 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	}
 	defer conn.Release()
 	q := r.q
-	var leader bool
-	if err := conn.QueryRow(ctx, q.LockSession, store.AdvisoryLockNamespace, r.q.Schema, store.LockKeyMaintenance).Scan(&leader); err != nil {
-		return fmt.Errorf("take maintenance lock: %w", err)
-	}
-	if !leader {
-		return nil
-	}
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), q.UnlockSession, store.AdvisoryLockNamespace, r.q.Schema, store.LockKeyMaintenance)
-	}()
 	pruned, err := pruneInBatches(ctx, conn, q.PruneSent, r.cfg.SentRetention)
 	if err != nil {
 		return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)

@@ -57,7 +57,8 @@ type Relay struct {
 	// tallies count each sink's outcomes for delivery_minutes.
 	tallies map[string]*sinkTally
 
-	ran atomic.Bool // Run may be called once
+	ran     atomic.Bool // Run may be called once
+	leading atomic.Bool // this relay holds the lead (see lead)
 
 	// What one Run works with; set before its loops start.
 	db         *pgxpool.Pool // claims and terminal writes go through it
@@ -158,9 +159,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer abortDeliveries()
 
 	var background sync.WaitGroup
-	background.Go(func() { r.maintain(loopCtx) })
+	firstLead := make(chan struct{})
+	background.Go(func() { r.lead(loopCtx, firstLead) })
+	background.Go(func() { r.maintain(loopCtx, firstLead) })
 	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
-	background.Go(func() { r.takeStatsSnapshots(loopCtx) })
 	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()

@@ -5,9 +5,8 @@ package store
 // or other namespaces, can never collide with it.
 const AdvisoryLockNamespace int32 = 0x6f6278
 
-// Second keys within AdvisoryLockNamespace; each is combined with a hash of
-// the schema name so independent outboxes do not contend.
-const (
-	LockKeyMigrate     = 1
-	LockKeyMaintenance = 2
-)
+// LockKeyMigrate is the second key, within AdvisoryLockNamespace, of the
+// lock migrations queue on; it is combined with a hash of the schema name so
+// independent outboxes do not contend. (Key 2 was the maintenance lock,
+// before the relays' one leader election replaced it.)
+const LockKeyMigrate = 1

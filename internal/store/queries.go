@@ -52,10 +52,10 @@ type Queries struct {
 	AddDeliveryMinutes, DeliveryRates           string
 	PruneDeliveryMinutes                        string
 
-	LockSession, UnlockSession, LockTransaction string
-	MigrationsPrepare, MigrationsApplied        string
-	MigrationsRecord, MigrationsLedgerExists    string
-	SetSearchPath                               string
+	LockTransaction                          string
+	MigrationsPrepare, MigrationsApplied     string
+	MigrationsRecord, MigrationsLedgerExists string
+	SetSearchPath                            string
 
 	// Routing's statements (package routing).
 	ActiveRoutes, AppliedTarget, ApplyRoutes string
@@ -83,8 +83,8 @@ func newQueries(schema, ident string) *Queries {
 		"take_stats_lead": &q.TakeStatsLead, "take_stats_snapshot": &q.TakeStatsSnapshot, "stats_snapshot": &q.StatsSnap,
 		"add_delivery_minutes": &q.AddDeliveryMinutes, "delivery_rates": &q.DeliveryRates,
 		"prune_delivery_minutes": &q.PruneDeliveryMinutes,
-		"lock_session":           &q.LockSession, "unlock_session": &q.UnlockSession, "lock_transaction": &q.LockTransaction,
-		"migrations_prepare": &q.MigrationsPrepare, "migrations_applied": &q.MigrationsApplied,
+		"lock_transaction":       &q.LockTransaction,
+		"migrations_prepare":     &q.MigrationsPrepare, "migrations_applied": &q.MigrationsApplied,
 		"migrations_record": &q.MigrationsRecord, "migrations_ledger_exists": &q.MigrationsLedgerExists,
 		"set_search_path": &q.SetSearchPath,
 		"active_routes":   &q.ActiveRoutes, "applied_target": &q.AppliedTarget, "apply_routes": &q.ApplyRoutes,
