@@ -1,40 +1,23 @@
-// Package core is the outbox engine: the messages table and its migrations,
-// transactional enqueue, the Sink contract, and the relay that claims,
-// delivers and finishes rows.
+// Package core is what an application uses to produce messages: it writes
+// them into the outbox, inside its own PostgreSQL transaction, and outboxd's
+// relays deliver them.
 //
-// # Enqueue
+//   - [Enqueue] one [Message] for a sink, [EnqueueBatch] many in one
+//     statement; a unique (sink, dedup key) makes a second enqueue a no-op
+//     that reports the existing row ([EnqueueResult]).
+//   - [Publish] an [Event] that the routes applied to the database fan out
+//     into one message per target ([Published]); [Outbox.PublishBatch] many.
+//   - Refusals wrap [ErrInvalidMessage] or [ErrInvalidEvent]; a batch's
+//     name the failing element with a [BatchError].
 //
-// A producer writes a [Message] with [Enqueue] (or [Outbox.Enqueue]) through
-// its own pgx transaction, so the message commits or rolls back with the
-// business data. A unique (sink, dedup key) makes a second enqueue a no-op
-// that reports the existing row.
+// Each call takes the database handle to write through ([DBTX]): pass the
+// caller's pgx transaction, and the message commits or rolls back with the
+// business data. The package-level functions write to the outbox in
+// [DefaultSchema]; [New] makes an [Outbox] for another schema or other
+// limits.
 //
-// # Relay
-//
-// A [Relay] runs in every process. It claims batches of rows with FOR UPDATE
-// SKIP LOCKED under a lease (database clock), counts the attempt at claim
-// time, delivers each row to the [Sink] named by its sink column outside any
-// transaction, and writes the outcome in batches guarded by the lease token:
-//
-//   - success: sent;
-//   - [RetryAfter]: rescheduled, attempt not spent, sink paused cluster-wide;
-//   - [Permanent] or attempts exhausted: dead (logged at ERROR), until an
-//     operator redrives ([Outbox.Redrive]) or purges it;
-//   - any other error: failed, retried after exponential backoff.
-//
-// A relay that dies mid-delivery loses its lease; another relay reclaims the
-// row and marks the delivery [Delivery.Uncertain]. Delivery is therefore at
-// least once; sinks that can check the destination (Slack's message
-// metadata, webhook receivers de-duplicating on webhook-id) make the effect
-// exactly once.
-//
-// # Ordering
-//
-// Rows sharing an ordering key are delivered strictly in id order across all
-// relays: while one is in flight or waiting for its retry, later rows of the
-// key wait. A dead row releases its key, so one poisoned message does not
-// block its key forever; redriving it later delivers it after rows that came
-// behind it. Order is id order among committed rows: two transactions that
-// enqueue the same key concurrently are ordered by whichever commits first
-// only if it also took the lower id.
+// The rest of the engine has a package per audience: core/sink is the
+// contract a sink implements, core/relay claims and delivers, core/operator
+// answers the people running it (dead letters, redrive, pauses, stats) and
+// core/migrate creates the schema.
 package core

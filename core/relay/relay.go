@@ -1,6 +1,3 @@
-// Package relay claims rows from an outbox, delivers them to their sinks
-// and writes the outcomes back. Run one Relay in every process; relays
-// coordinate through PostgreSQL alone.
 package relay
 
 import (

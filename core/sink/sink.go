@@ -11,6 +11,8 @@
 //     when the configuration sets none.
 //   - [DestinationKeyer]: names each delivery's destination (a Slack
 //     channel), for per-destination rate limits.
+//   - [Shaper]: declares the payload's fields, so routes' templates render
+//     into them ([Shape]); without it any field renders as text.
 //   - io.Closer: releases what the sink holds (connections, producers).
 //     Whoever built the sink closes it once, after the relay has stopped
 //     delivering to it.
