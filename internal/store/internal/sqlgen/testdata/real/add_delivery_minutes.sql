@@ -1,0 +1,18 @@
+-- name: add_delivery_minutes :exec
+-- params: buckets bigint
+-- Adds one relay's delivery counts of the last few seconds to the current
+-- minute's row of each sink: @sinks sinks (sorted, so two relays lock the rows
+-- in the same order and never deadlock), @sent sent, @retried retried, @dead dead,
+-- @latency the latency buckets of every sink one after the other, @buckets buckets per
+-- sink. The buckets add up element by element.
+INSERT INTO {schema}.delivery_minutes AS d (sink, minute, sent, retried, dead, latency_buckets)
+SELECT c.sink, date_trunc('minute', now()), c.sent, c.retried, c.dead,
+       (@latency::bigint[])[(c.ord - 1) * @buckets + 1 : c.ord * @buckets]
+FROM unnest(@sinks::text[], @sent::bigint[], @retried::bigint[], @dead::bigint[]) WITH ORDINALITY AS c(sink, sent, retried, dead, ord)
+ORDER BY c.sink
+ON CONFLICT (sink, minute) DO UPDATE
+SET sent = d.sent + EXCLUDED.sent, retried = d.retried + EXCLUDED.retried, dead = d.dead + EXCLUDED.dead,
+    latency_buckets = ARRAY(
+        SELECT COALESCE(a, 0) + COALESCE(b, 0)
+        FROM unnest(d.latency_buckets, EXCLUDED.latency_buckets) WITH ORDINALITY AS t(a, b, i)
+        ORDER BY i)

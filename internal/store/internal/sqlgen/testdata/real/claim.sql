@@ -1,0 +1,60 @@
+-- name: claim :many
+-- params: limit bigint as int, token uuid, waiter bigint
+-- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
+-- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
+-- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage
+-- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
+-- order: rows ready for an attempt (pending, or failed and due) and rows
+-- whose lease expired (their relay died or overran). Each gets lease token
+-- @token, a lease of @lease on the database clock, and attempts+1 at claim time, so
+-- a message that crashes its relay still runs out of attempts.
+--
+-- The update changes no indexed column (see migration 005): it is a HOT
+-- update, writing no index entry. Rows in flight therefore stay in the open
+-- index, at its head, and the scan passes over them unless their lease has
+-- expired.
+--
+-- A row with an ordering key is only ready when no earlier row of its key
+-- is open (pending, in flight or failed). Rows of sinks not in @sinks are never
+-- touched: a relay claims only what it can deliver, so an older relay
+-- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
+-- skipped on the database's word, so a relay that has not heard of the
+-- pause yet cannot claim their rows. Returns each row, whether it was
+-- reclaimed from an expired lease (the previous outcome is unknown), and for
+-- a row of a thread the receipt of the thread's root (migration 003),
+-- looked up only for such rows.
+--
+-- The same statement updates the claiming loop's wake-up registration @waiter
+-- (migration 006): it waits for a wake-up exactly when it got fewer rows
+-- than it asked for, and it stays alive for @alive_for.
+WITH picked AS (
+    SELECT id, status FROM {schema}.messages m
+    WHERE phase = 'open' AND available_at <= now()
+      AND (status <> 'in_progress' OR lease_expires_at <= now())
+      AND sink = ANY(@sinks::text[])
+      AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
+      AND (ordering_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM {schema}.messages e
+            WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
+    ORDER BY available_at, id
+    LIMIT @limit
+    FOR UPDATE SKIP LOCKED
+), mark AS (
+    UPDATE {schema}.waiters
+    SET waiting = (SELECT count(*) FROM picked) < @limit, alive_until = now() + @alive_for::interval
+    WHERE id = @waiter
+)
+UPDATE {schema}.messages m
+SET status = 'in_progress', attempts = m.attempts + 1, lease_token = @token,
+    lease_expires_at = now() + @lease::interval, updated_at = now()
+FROM picked
+WHERE m.id = picked.id
+  -- Spelled out so the planner probes the primary key for the picked ids
+  -- instead of hash-joining them against a scan of the whole table.
+  AND m.id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
+          m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
+          m.route, m.thread_key,
+          CASE WHEN m.thread_key IS NOT NULL THEN (
+              SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
+          END

@@ -1,0 +1,62 @@
+-- name: finish :many
+-- params: tokens as [][16]byte, errors as []*string, delete_sent boolean
+-- returns: id bigint
+-- Writes a batch of delivery outcomes in one statement. The arrays hold, per
+-- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
+-- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
+-- back). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
+-- of updated.
+--
+-- The lease token guard makes a late completion from a relay whose lease
+-- expired (a zombie) change nothing: the row was re-claimed under a new
+-- token. A token is only ever set on in_progress rows (a CHECK constraint
+-- holds it), so the token test is the status test; spelling out
+-- status = 'in_progress' as well can lead the planner to walk the lease
+-- index instead of the primary key. Failed attempts are recorded for
+-- operators; a refunded attempt (RetryAfter, a released row) is not.
+-- The first delivered row of a thread (migration 003) becomes its root:
+-- its receipt is kept in threads for the thread's later rows; a later row
+-- only marks the thread as in use.
+-- Returns the ids written; an id missing from the answer was a zombie's.
+WITH f AS (
+    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[])
+        AS t(id, token, status, delay_seconds, error, receipt, refund)
+), deleted AS (
+    DELETE FROM {schema}.messages m USING f
+    WHERE @delete_sent AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
+), deleted_errors AS (
+    DELETE FROM {schema}.failed_attempts
+    WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
+), done AS (
+    UPDATE {schema}.messages m
+    SET status = f.status,
+        attempts = m.attempts - f.refund,
+        available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
+        sent_at = CASE WHEN f.status = 'sent' THEN now() END,
+        last_error = COALESCE(f.error, m.last_error),
+        receipt = COALESCE(f.receipt, m.receipt),
+        lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+    FROM f
+    WHERE m.id = f.id AND m.lease_token = f.token AND NOT (@delete_sent AND f.status = 'sent')
+    -- A thread's receipt only (see thread_roots): copying every row's
+    -- receipt out of the update would cost the other rows for nothing.
+    RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
+              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
+), recorded AS (
+    -- Reads the outcome back from RETURNING: joining done to f again would
+    -- be a nested loop over two CTE scans, quadratic in the batch size.
+    INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
+    SELECT id, attempts, error FROM done
+    WHERE error IS NOT NULL AND refund = 0
+), thread_roots AS (
+    INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)
+    SELECT DISTINCT ON (s.sink, s.thread_key) s.sink, s.thread_key, s.id, s.receipt
+    FROM (SELECT id, sink, thread_key, receipt FROM done WHERE status = 'sent'
+          UNION ALL
+          SELECT id, sink, thread_key, receipt FROM deleted) s
+    WHERE s.thread_key IS NOT NULL AND s.receipt IS NOT NULL
+    ORDER BY s.sink, s.thread_key, s.id
+    ON CONFLICT (sink, thread_key) DO UPDATE SET last_sent_at = now()
+)
+SELECT id FROM done UNION ALL SELECT id FROM deleted
