@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // sqlInvalidMessage is the SQLSTATE enqueue() raises for bad input
@@ -28,7 +29,7 @@ const sqlInvalidMessage = "22023"
 
 // sqlEnqueue calls the schema's enqueue() with every argument by name and
 // returns its answer.
-func sqlEnqueue(ctx context.Context, db core.DBTX, ob *core.Outbox, m core.Message, payload any, headers any) (core.EnqueueResult, error) {
+func sqlEnqueue(ctx context.Context, db core.DBTX, ob *testdb.Outbox, m core.Message, payload any, headers any) (core.EnqueueResult, error) {
 	var orderingKey, availableAt, maxAttempts any
 	if m.OrderingKey != "" {
 		orderingKey = m.OrderingKey
@@ -185,10 +186,10 @@ func TestSQLEnqueueNonPrintableMatchesGo(t *testing.T) {
 }
 
 // nonPrintablePattern extracts the non_printable constant (adjacent string
-// literals) from the enqueue() migration.
+// literals) from the enqueue() migration (package migrate holds it).
 func nonPrintablePattern(t *testing.T) string {
 	t.Helper()
-	migration, err := os.ReadFile("migrations/002_enqueue_function.sql")
+	migration, err := os.ReadFile("migrate/migrations/002_enqueue_function.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

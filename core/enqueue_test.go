@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -54,7 +55,7 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	sink := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -124,8 +126,8 @@ func sinksOf(published []core.Published) []string {
 func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := setup(t)
 	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
-	sink := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	rec := newRecordingSink()
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: 10 * time.Millisecond})
 	tx, err := b.pool.Begin(b.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "", "sent", 1)
-	delivered := sink.snapshot()
+	delivered := rec.snapshot()
 	if len(delivered) != 1 || delivered[0].Route != "all" || !strings.Contains(string(delivered[0].Payload), `"committed"`) {
 		t.Fatalf("delivered %+v, want only the committed event, with its route", delivered)
 	}
@@ -203,7 +205,7 @@ func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
 		}
 	}
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
 	// The relay's first maintenance round runs at its start, after the
 	// drops were counted.
 	signals.Maintained.WaitCount(t, 10*time.Second, "a maintenance round", 1)
@@ -259,7 +261,7 @@ type threadDelivery struct {
 	threadRoot string
 }
 
-func (s *threadSink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *threadSink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	time.Sleep(s.delay) // gives a later row of the thread the chance to overtake, were it claimable
 	s.mu.Lock()
 	s.seen = append(s.seen, threadDelivery{id: d.ID, sink: d.Sink, key: d.ThreadKey, threadRoot: string(d.ThreadRoot)})
@@ -286,9 +288,9 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 		testTarget{Route: "incidents", Sink: "pager", Position: 1, Patterns: []string{reAll},
 			// A template's thread_key: "page-" + .data.team.
 			ThreadKey: json.RawMessage(`[{"text": "page-"}, {"data": ["team"]}]`)})
-	sink := &threadSink{delay: 20 * time.Millisecond}
-	cfg := core.Config{Outbox: b.ob, DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "chat", Sink: sink}, {Name: "pager", Sink: sink}}}
+	fake := &threadSink{delay: 20 * time.Millisecond}
+	cfg := relay.Config{Schema: b.ob.Schema(), DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "chat", Sink: fake}, {Name: "pager", Sink: fake}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
@@ -300,17 +302,17 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 		}
 	}
 	signals.WaitWritten(t, 30*time.Second, "", "sent", 6)
-	if n := len(sink.snapshot()); n != 6 {
+	if n := len(fake.snapshot()); n != 6 {
 		t.Fatalf("%d deliveries, want 6", n)
 	}
 	bySink := map[string][]threadDelivery{}
-	for _, d := range sink.snapshot() {
+	for _, d := range fake.snapshot() {
 		bySink[d.sink] = append(bySink[d.sink], d)
 	}
-	for sink, key := range map[string]string{"chat": "inc-7", "pager": "page-db"} {
-		ds := bySink[sink]
+	for name, key := range map[string]string{"chat": "inc-7", "pager": "page-db"} {
+		ds := bySink[name]
 		if len(ds) != 3 {
-			t.Fatalf("%s: %d deliveries, want 3", sink, len(ds))
+			t.Fatalf("%s: %d deliveries, want 3", name, len(ds))
 		}
 		root := fmt.Sprintf(`{"row": %d}`, ds[0].id)
 		for i, d := range ds {
@@ -319,7 +321,7 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 				wantRoot = ""
 			}
 			if d.key != key || d.threadRoot != wantRoot || (i > 0 && d.id < ds[i-1].id) {
-				t.Errorf("%s delivery %d: %+v, want thread %s, root %q, in order", sink, i, d, key, wantRoot)
+				t.Errorf("%s delivery %d: %+v, want thread %s, root %q, in order", name, i, d, key, wantRoot)
 			}
 		}
 	}

@@ -11,6 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -24,10 +27,11 @@ func Example() {
 		panic(err)
 	}
 	defer pool.Close()
-	ob, _ := core.New("example_outbox")
-	if _, err := ob.Migrate(ctx, pool); err != nil {
+	m, _ := migrate.New("example_outbox")
+	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
+	ob, _ := core.New(core.Options{Schema: "example_outbox"})
 	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_outbox CASCADE") }()
 
 	// The producer: business data and message commit together.
@@ -43,11 +47,11 @@ func Example() {
 
 	// The relay, usually in another process.
 	delivered := make(chan string, 1)
-	printer := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	printer := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
 		return nil
 	})
-	relayUntilDelivered(ctx, pool, core.Config{Outbox: ob, Sinks: []core.SinkConfig{{Name: "greetings", Sink: printer}}}, delivered)
+	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}}}, delivered)
 	// Output:
 	// created: true
 	// delivered: greetings order-42 {"text": "Order 42 shipped"}
@@ -63,21 +67,22 @@ func ExamplePublish() {
 		panic(err)
 	}
 	defer pool.Close()
-	ob, _ := core.New("example_events")
-	if _, err := ob.Migrate(ctx, pool); err != nil {
+	m, _ := migrate.New("example_events")
+	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
+	ob, _ := core.New(core.Options{Schema: "example_events"})
 	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_events CASCADE") }()
 
 	// The sink, and routes as plugins.yaml would give them: order events
 	// reach "greetings" as a line of text. `outboxd routes apply` (or
 	// `outboxd migrate`) does this part in a deployment.
 	delivered := make(chan string, 1)
-	printer := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	printer := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
 		return nil
 	})
-	sinks := []core.SinkConfig{{Name: "greetings", Sink: printer}}
+	sinks := []relay.SinkConfig{{Name: "greetings", Sink: printer}}
 	cfg, _ := routing.Parse(map[string]any{"orders": map[string]any{
 		"events": []any{"order.*"},
 		"to":     []any{map[string]any{"sink": "greetings", "template": map[string]any{"line": "Order {{.data.id}} {{.data.status}}"}}},
@@ -86,7 +91,7 @@ func ExamplePublish() {
 	if len(problems) > 0 {
 		panic(fmt.Sprint(problems))
 	}
-	if _, err := routing.Apply(ctx, pool, ob, table); err != nil {
+	if _, err := routing.Apply(ctx, pool, ob.Schema(), table); err != nil {
 		panic(err)
 	}
 
@@ -105,7 +110,11 @@ func ExamplePublish() {
 	}
 
 	// The relay renders each published row for its sink.
-	relayUntilDelivered(ctx, pool, core.Config{Outbox: ob, Sinks: table.Wrap(sinks, routing.DBFallback(pool, ob))}, delivered)
+	fallback, err := routing.DBFallback(pool, ob.Schema())
+	if err != nil {
+		panic(err)
+	}
+	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(), Sinks: table.Wrap(sinks, fallback)}, delivered)
 	// Output:
 	// row for greetings created: true
 	// delivered: greetings order.shipped/order-42/orders {"line":"Order 42 shipped"}
@@ -113,14 +122,14 @@ func ExamplePublish() {
 
 // relayUntilDelivered runs a relay with cfg until delivered reports a
 // delivery, and prints it.
-func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg core.Config, delivered <-chan string) {
-	relay, err := core.NewRelay(pool, cfg)
+func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg relay.Config, delivered <-chan string) {
+	r, err := relay.New(pool, cfg)
 	if err != nil {
 		panic(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
-	go func() { done <- relay.Run(runCtx) }()
+	go func() { done <- r.Run(runCtx) }()
 	select {
 	case got := <-delivered:
 		fmt.Println("delivered:", got)
@@ -134,7 +143,7 @@ func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg core.Confi
 // Validate checks messages without touching the database, so a whole set
 // can be refused before any of it is stored.
 func ExampleOutbox_Validate() {
-	ob, _ := core.New("outbox")
+	ob, _ := core.New(core.Options{Schema: "outbox"})
 	lines := []core.Message{
 		{Sink: "partner", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
 		{Sink: "partner", DedupKey: "order-2", Payload: json.RawMessage(`{"note": "\u0000"}`)},

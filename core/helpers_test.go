@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -18,8 +18,8 @@ import (
 // signals each one.
 type recordingSink struct {
 	mu        sync.Mutex
-	delivered []core.Delivery
-	fail      func(d *core.Delivery) error // nil: every delivery succeeds
+	delivered []sink.Delivery
+	fail      func(d *sink.Delivery) error // nil: every delivery succeeds
 	signal    chan struct{}
 }
 
@@ -27,7 +27,7 @@ func newRecordingSink() *recordingSink {
 	return &recordingSink{signal: make(chan struct{}, 1)}
 }
 
-func (s *recordingSink) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s *recordingSink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if s.fail != nil {
 		if err := s.fail(d); err != nil {
 			return err
@@ -43,17 +43,17 @@ func (s *recordingSink) Deliver(ctx context.Context, d *core.Delivery) error {
 	return nil
 }
 
-func (s *recordingSink) snapshot() []core.Delivery {
+func (s *recordingSink) snapshot() []sink.Delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]core.Delivery(nil), s.delivered...)
+	return append([]sink.Delivery(nil), s.delivered...)
 }
 
 // bundle is what setup returns: an outbox in a schema of its own, a pool
 // on it, and a context that ends with the test.
 type bundle struct {
 	pool *pgxpool.Pool
-	ob   *core.Outbox
+	ob   *testdb.Outbox
 	ctx  context.Context
 }
 
@@ -70,30 +70,6 @@ func setup(t *testing.T) bundle {
 func statusCounts(t *testing.T, b bundle) map[string]int {
 	t.Helper()
 	return testdb.StatusCounts(t, b.pool, b.ob, "")
-}
-
-func enqueueN(t *testing.T, b bundle, sink string, n int, mutate func(i int, m *core.Message)) []int64 {
-	t.Helper()
-	ids := make([]int64, 0, n)
-	const chunk = 1000
-	for start := 0; start < n; start += chunk {
-		var msgs []core.Message
-		for i := start; i < min(n, start+chunk); i++ {
-			m := core.Message{Sink: sink, DedupKey: fmt.Sprintf("k-%d", i), Payload: map[string]int{"n": i}}
-			if mutate != nil {
-				mutate(i, &m)
-			}
-			msgs = append(msgs, m)
-		}
-		res, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
 }
 
 // waitingLoop stands for a relay's claim loop waiting for work: registered
@@ -113,9 +89,14 @@ func listenAsWaitingLoop(t *testing.T, b bundle, sinks ...string) *waitingLoop {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Release)
-	channel := "outboxd_test_wake_" + b.ob.Schema()
-	id, err := b.ob.RegisterWaiter(b.ctx, b.pool, channel, sinks)
+	// The registration a relay's claim loop makes (see package relay).
+	q, err := store.New(b.ob.Schema())
 	if err != nil {
+		t.Fatal(err)
+	}
+	channel := "outboxd_test_wake_" + b.ob.Schema()
+	var id int64
+	if err := b.pool.QueryRow(b.ctx, q.RegisterWaiter, channel, sinks, time.Minute).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {

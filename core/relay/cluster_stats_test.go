@@ -1,11 +1,10 @@
-package core_test
+package relay_test
 
 import (
 	"context"
 	"errors"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,21 +12,23 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 // startRelay runs a relay until the returned stop is called (or the test
 // ends) and returns it.
-func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) (*core.Relay, func()) {
+func startRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) (*relay.Relay, func()) {
 	t.Helper()
-	relay, err := core.NewRelay(pool, cfg)
+	r, err := relay.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
+	go func() { done <- r.Run(ctx) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -40,7 +41,7 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) (*core.Relay,
 		}
 	}
 	t.Cleanup(stop)
-	return relay, stop
+	return r, stop
 }
 
 // One relay of the cluster computes the row counts and only its process
@@ -52,24 +53,24 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg core.Config) (*core.Relay,
 func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	b := setup(t)
 	enqueueN(t, b, "elsewhere", 4, nil) // no relay has this sink: stays pending
-	cfg := core.Config{Outbox: b.ob, StatsInterval: 50 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}}
+	cfg := relay.Config{Schema: b.ob.Schema(), StatsInterval: 50 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: newRecordingSink()}}}
 	type pod struct {
-		relay  *core.Relay
+		relay  *relay.Relay
 		stop   func()
 		reader *sdkmetric.ManualReader
 	}
 	var pods []pod
 	for range 3 {
-		relay, stop := startRelay(t, b.pool, cfg)
+		r, stop := startRelay(t, b.pool, cfg)
 		reader := sdkmetric.NewManualReader()
 		reg, err := b.ob.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), b.pool,
-			core.GaugeConfig{Sinks: []string{"s"}, Refresh: time.Millisecond, Relay: relay})
+			operator.GaugeConfig{Sinks: []string{"s"}, Refresh: time.Millisecond, Relay: r})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = reg.Unregister() })
-		pods = append(pods, pod{relay, stop, reader})
+		pods = append(pods, pod{r, stop, reader})
 	}
 	leader := func(not string) int {
 		t.Helper()
@@ -148,20 +149,20 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 // rows of messages; the tally not counting retries.)
 func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 	b := setup(t)
-	slow := core.SinkFunc(func(ctx context.Context, _ *core.Delivery) error {
+	slow := sink.Func(func(ctx context.Context, _ *sink.Delivery) error {
 		time.Sleep(30 * time.Millisecond)
 		return nil
 	})
-	failing := core.SinkFunc(func(context.Context, *core.Delivery) error { return errors.New("nope") })
-	cfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []core.SinkConfig{
+	failing := sink.Func(func(context.Context, *sink.Delivery) error { return errors.New("nope") })
+	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "slow", Sink: slow},
-		{Name: "failing", Sink: failing, MaxAttempts: 2, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
+		{Name: "failing", Sink: failing, MaxAttempts: 2, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 	}}
 	testrelay.Run(t, b.pool, cfg)
 	testrelay.Run(t, b.pool, cfg)
 	enqueueN(t, b, "slow", 10, nil)
 	enqueueN(t, b, "failing", 3, nil)
-	var rates map[string]core.DeliveryRate
+	var rates map[string]operator.DeliveryRate
 	// Polls the counts: the relays add theirs at each stats interval, not
 	// per delivery.
 	testrelay.WaitFor(t, 20*time.Second, "every delivery counted", func() bool {
@@ -184,99 +185,5 @@ func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 	}
 	if f := rates["failing"]; f.Retried != 3 || f.Sent != 0 || f.P50 != 0 {
 		t.Errorf("failing sink: %+v, want 3 retried and 3 dead", f)
-	}
-}
-
-// The overview flags a sink whose rows wait while nobody delivers them.
-func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
-	b := setup(t)
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, created_at)
-		VALUES ('forgotten', 'a', '{}', now() - interval '10 minutes'), ('fresh', 'a', '{}', now())`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "quiet", core.Pause{By: "ops"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
-		t.Fatal(err)
-	}
-	ov, err := b.ob.Overview(b.ctx, b.pool, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]core.SinkOverview{}
-	var names []string
-	for _, s := range ov.Sinks {
-		got[s.Sink] = s
-		names = append(names, s.Sink)
-	}
-	if strings.Join(names, ",") != "forgotten,fresh,quiet" || time.Since(ov.TakenAt) > time.Minute || ov.Window != core.DefaultRateWindow {
-		t.Fatalf("overview = %+v", ov)
-	}
-	if !got["forgotten"].Stalled(ov.Window) || got["fresh"].Stalled(ov.Window) || got["quiet"].Stalled(ov.Window) {
-		t.Errorf("stalled: forgotten %v, fresh %v, quiet %v; want only forgotten",
-			got["forgotten"].Stalled(ov.Window), got["fresh"].Stalled(ov.Window), got["quiet"].Stalled(ov.Window))
-	}
-	if !got["quiet"].State.Paused() || got["forgotten"].Counts.OldestPendingAge < 9*time.Minute {
-		t.Errorf("overview = %+v", ov.Sinks)
-	}
-}
-
-// The snapshot of the counts reads the partial indexes and the last hour
-// of sent rows: with a long delivered history it never scans the table.
-// (Mutations, each failing this test: take_stats_snapshot.sql counting
-// every sent row, not the last hour's; counting dead rows by status
-// instead of the dead index's phase.)
-func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
-	b := setup(t)
-	for _, stmt := range []string{
-		`INSERT INTO {s}.messages (sink, dedup_key, payload, status, attempts, sent_at, created_at)
-		 SELECT 'hist', 'h' || g, '{}', 'sent', 1, now() - interval '3 hours', now() - interval '4 hours'
-		 FROM generate_series(1, 200000) g`,
-		`INSERT INTO {s}.messages (sink, dedup_key, payload, status, attempts, sent_at)
-		 SELECT 'hist', 'r' || g, '{}', 'sent', 1, now() - (g || ' s')::interval FROM generate_series(1, 2000) g`,
-		`INSERT INTO {s}.messages (sink, dedup_key, payload) SELECT 'work', 'w' || g, '{}' FROM generate_series(1, 50000) g`,
-		`INSERT INTO {s}.messages (sink, dedup_key, payload, status) SELECT 'work', 'd' || g, '{}', 'dead' FROM generate_series(1, 100) g`,
-		`ANALYZE {s}.messages`,
-	} {
-		if _, err := b.pool.Exec(b.ctx, strings.ReplaceAll(stmt, "{s}", b.ob.Schema())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	plan, raw := explain(t, b, b.ob.Statement("take_stats_snapshot"), time.Hour, "test")
-	indexes := map[string]bool{}
-	plan.walk(func(n planNode) {
-		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
-			t.Errorf("the snapshot scans the whole messages table:\n%s", raw)
-		}
-		indexes[n.IndexName] = true
-	})
-	for _, want := range []string{"messages_open_idx", "messages_sent_idx", "messages_dead_idx"} {
-		if !indexes[want] {
-			t.Errorf("the snapshot does not use %s (uses %v):\n%s", want, indexes, raw)
-		}
-	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h, w := snap.Sinks["hist"], snap.Sinks["work"]; h.SentLastHour != 2000 || w.Pending != 50000 || w.Dead != 100 {
-		t.Errorf("snapshot = %+v", snap.Sinks)
-	}
-}
-
-// A snapshot of an outbox without rows is a snapshot too: taken, with no
-// sinks.
-func TestStatsSnapshotOfAnEmptyOutbox(t *testing.T) {
-	b := setup(t)
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
-	if err != nil || snap.TakenAt.IsZero() || snap.TakenBy != "test" || len(snap.Sinks) != 0 {
-		t.Fatalf("snapshot = %+v, %v", snap, err)
 	}
 }

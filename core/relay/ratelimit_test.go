@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -45,11 +47,11 @@ func (s *startTimes) sorted() []time.Time {
 func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	b := setup(t)
 	const n = 60
-	limit := core.RateLimit{Rate: 5, Per: time.Second, Burst: 1}
+	limit := sink.RateLimit{Rate: 5, Per: time.Second, Burst: 1}
 	var starts startTimes
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { starts.add(); return nil })
-	cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "limited", Sink: sink, RateLimit: &limit}}}
+	fake := sink.Func(func(context.Context, *sink.Delivery) error { starts.add(); return nil })
+	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 50 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "limited", Sink: fake, RateLimit: &limit}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
@@ -81,26 +83,26 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		messages    = 30
 		throttledAt = 5 // the delivery that gets the 429
 	)
-	limit := core.RateLimit{Rate: 10, Per: time.Second, Burst: 1}
+	limit := sink.RateLimit{Rate: 10, Per: time.Second, Burst: 1}
 	var (
 		starts   startTimes
 		mu       sync.Mutex
 		pausedAt time.Time
 		started  int
 	)
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
+	fake := sink.Func(func(context.Context, *sink.Delivery) error {
 		now := starts.add()
 		mu.Lock()
 		defer mu.Unlock()
 		if started++; started == throttledAt {
 			pausedAt = now
-			return core.RetryAfter(pause, errors.New("429 Too Many Requests"))
+			return sink.RetryAfter(pause, errors.New("429 Too Many Requests"))
 		}
 		return nil
 	})
 	other := newRecordingSink()
-	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "busy", Sink: sink, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
+	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "busy", Sink: fake, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
@@ -151,7 +153,7 @@ type keyedSinkOf struct {
 	relay int
 }
 
-func (s keyedSinkOf) Deliver(ctx context.Context, d *core.Delivery) error {
+func (s keyedSinkOf) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if key, err := s.DestinationKey(d); err == nil {
 		s.mu.Lock()
 		if s.relays[key] == nil {
@@ -163,15 +165,15 @@ func (s keyedSinkOf) Deliver(ctx context.Context, d *core.Delivery) error {
 	return s.keyedSink.Deliver(ctx, d)
 }
 
-func (s *keyedSink) DestinationKey(d *core.Delivery) (string, error) {
+func (s *keyedSink) DestinationKey(d *sink.Delivery) (string, error) {
 	var p struct{ To string }
 	if err := json.Unmarshal(d.Payload, &p); err != nil || p.To == "" {
-		return "", core.Permanent(errors.New("no destination"))
+		return "", sink.Permanent(errors.New("no destination"))
 	}
 	return p.To, nil
 }
 
-func (s *keyedSink) Deliver(_ context.Context, d *core.Delivery) error {
+func (s *keyedSink) Deliver(_ context.Context, d *sink.Delivery) error {
 	key, err := s.DestinationKey(d)
 	if err != nil {
 		return err
@@ -196,12 +198,12 @@ func (s *keyedSink) Deliver(_ context.Context, d *core.Delivery) error {
 func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	b := setup(t)
 	const perKey = 6
-	limit := core.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
-	sink := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
+	limit := sink.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
+	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
 	signals := &testsignal.Relay{}
-	for relay := range 3 {
-		cfg := core.Config{Outbox: b.ob, PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
-			Sinks: []core.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{sink, relay}, MaxInFlight: 2, RateLimit: &limit}}}
+	for i := range 3 {
+		cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{keyed, i}, MaxInFlight: 2, RateLimit: &limit}}}
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
@@ -209,7 +211,7 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	})
 	signals.WaitWritten(t, time.Minute, "keyed", "sent", 2*perKey)
 	signals.WaitWritten(t, time.Minute, "keyed", "dead", 1)
-	a, bb := sink.starts["a"].sorted(), sink.starts["b"].sorted()
+	a, bb := keyed.starts["a"].sorted(), keyed.starts["b"].sorted()
 	for key, times := range map[string][]time.Time{"a": a, "b": bb} {
 		if len(times) != perKey {
 			t.Fatalf("destination %s: %d deliveries, want %d", key, len(times), perKey)
@@ -220,9 +222,9 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	}
 	// Were all of a destination's rows delivered by one relay, the limit
 	// would hold with a limiter per relay as well.
-	sink.mu.Lock()
-	relaysA, relaysB := len(sink.relays["a"]), len(sink.relays["b"])
-	sink.mu.Unlock()
+	keyed.mu.Lock()
+	relaysA, relaysB := len(keyed.relays["a"]), len(keyed.relays["b"])
+	keyed.mu.Unlock()
 	if relaysA < 2 || relaysB < 2 {
 		t.Fatalf("destinations a and b were delivered by %d and %d relays; want at least 2 each, or the limit was not shared", relaysA, relaysB)
 	}
@@ -246,10 +248,10 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 }
 
 func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
-	_, err := core.NewRelay(nil, core.Config{Sinks: []core.SinkConfig{{Name: "plain", Sink: sink,
-		RateLimit: &core.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
+	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
+	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
+		RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
 	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
-		t.Fatalf("NewRelay: %v, want an error about PerKey", err)
+		t.Fatalf("relay.New: %v, want an error about PerKey", err)
 	}
 }

@@ -1,4 +1,4 @@
-package core_test
+package operator_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -30,14 +33,14 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(_ context.Context, d *sink.Delivery) error {
 		if calls.Add(1) == 1 {
 			return errors.New("502 from partner: upstream down")
 		}
 		return d.SetReceipt(map[string]string{"status": "accepted"})
 	})
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, Sinks: []core.SinkConfig{
-		{Name: "partner", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
+		{Name: "partner", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	signals.WaitWritten(t, 10*time.Second, "partner", "sent", 1)
 
 	byID, err := b.ob.Message(b.ctx, b.pool, res.ID)
@@ -52,7 +55,7 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		t.Fatalf("by id %d, by key %d, enqueued %d", byID.ID, byKey.ID, res.ID)
 	}
 	m := byID
-	if m.Status != core.StatusSent || m.Attempts != 2 || m.SentAt == nil || m.OrderingKey != "customer-1" || m.Headers["x-tenant"] != "acme" {
+	if m.Status != operator.StatusSent || m.Attempts != 2 || m.SentAt == nil || m.OrderingKey != "customer-1" || m.Headers["x-tenant"] != "acme" {
 		t.Errorf("message = %+v", m)
 	}
 	if len(m.FailedAttempts) != 1 || m.FailedAttempts[0].Attempt != 1 || !strings.Contains(m.FailedAttempts[0].Error, "upstream down") {
@@ -68,13 +71,13 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		t.Errorf("payload = %s", m.Payload)
 	}
 
-	if _, err := b.ob.Message(b.ctx, b.pool, res.ID+1000); !errors.Is(err, core.ErrMessageNotFound) {
+	if _, err := b.ob.Message(b.ctx, b.pool, res.ID+1000); !errors.Is(err, operator.ErrMessageNotFound) {
 		t.Errorf("unknown id: %v, want ErrMessageNotFound", err)
 	}
-	if _, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-8"); !errors.Is(err, core.ErrMessageNotFound) {
+	if _, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-8"); !errors.Is(err, operator.ErrMessageNotFound) {
 		t.Errorf("unknown key: %v, want ErrMessageNotFound", err)
 	}
-	if (core.StoredMessage{}).TraceID() != "" {
+	if (operator.StoredMessage{}).TraceID() != "" {
 		t.Error("a message without traceparent has a trace id")
 	}
 }
@@ -94,7 +97,7 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 
 	var seen []int64
 	pages := 0
-	f := core.MessageFilter{Sink: "a", Limit: 10}
+	f := operator.MessageFilter{Sink: "a", Limit: 10}
 	for {
 		page, err := b.ob.Messages(b.ctx, b.pool, f)
 		if err != nil {
@@ -118,7 +121,7 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 		t.Fatalf("paged %d times through %v, want 3 pages of %v", pages, seen, want)
 	}
 
-	count := func(f core.MessageFilter) int {
+	count := func(f operator.MessageFilter) int {
 		t.Helper()
 		page, err := b.ob.Messages(b.ctx, b.pool, f)
 		if err != nil {
@@ -133,17 +136,17 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 		}
 	}
 	for name, c := range map[string]struct {
-		f    core.MessageFilter
+		f    operator.MessageFilter
 		want int
 	}{
-		"status":               {core.MessageFilter{Status: core.StatusDead}, dead},
-		"sink and key":         {core.MessageFilter{Sink: "b", DedupKey: "k-3"}, 1},
-		"key in every sink":    {core.MessageFilter{DedupKey: "k-3"}, 2},
-		"created before":       {core.MessageFilter{Sink: "a", CreatedBefore: time.Now().Add(-24 * time.Hour)}, 10},
-		"created from":         {core.MessageFilter{CreatedFrom: time.Now().Add(-time.Hour)}, 23 - 10 + 5},
-		"limit above the cap":  {core.MessageFilter{Limit: core.MaxMessageLimit + 1}, 28},
-		"nothing matches":      {core.MessageFilter{Sink: "c"}, 0},
-		"cursor below the ids": {core.MessageFilter{Before: ids[0]}, 0},
+		"status":               {operator.MessageFilter{Status: operator.StatusDead}, dead},
+		"sink and key":         {operator.MessageFilter{Sink: "b", DedupKey: "k-3"}, 1},
+		"key in every sink":    {operator.MessageFilter{DedupKey: "k-3"}, 2},
+		"created before":       {operator.MessageFilter{Sink: "a", CreatedBefore: time.Now().Add(-24 * time.Hour)}, 10},
+		"created from":         {operator.MessageFilter{CreatedFrom: time.Now().Add(-time.Hour)}, 23 - 10 + 5},
+		"limit above the cap":  {operator.MessageFilter{Limit: operator.MaxMessageLimit + 1}, 28},
+		"nothing matches":      {operator.MessageFilter{Sink: "c"}, 0},
+		"cursor below the ids": {operator.MessageFilter{Before: ids[0]}, 0},
 	} {
 		if got := count(c.f); got != c.want {
 			t.Errorf("%s: %d messages, want %d", name, got, c.want)
@@ -151,40 +154,40 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 	}
 }
 
-// ExampleOutbox_MessageByKey looks a message up the way a producer knows
+// ExampleOperator_MessageByKey looks a message up the way a producer knows
 // it: by sink and dedup key.
-func ExampleOutbox_MessageByKey() {
+func ExampleOperator_MessageByKey() {
 	ctx := context.Background()
-	pool, ob, cleanup := exampleOutbox(ctx, "example_lookup")
+	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_lookup")
 	defer cleanup()
 	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: "order-42", Payload: map[string]int{"order": 42}}); err != nil {
 		panic(err)
 	}
-	m, err := ob.MessageByKey(ctx, pool, "partner", "order-42")
+	m, err := ops.MessageByKey(ctx, pool, "partner", "order-42")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(m.Status, m.Attempts, string(m.Payload))
-	_, err = ob.MessageByKey(ctx, pool, "partner", "order-43")
-	fmt.Println(errors.Is(err, core.ErrMessageNotFound))
+	_, err = ops.MessageByKey(ctx, pool, "partner", "order-43")
+	fmt.Println(errors.Is(err, operator.ErrMessageNotFound))
 	// Output:
 	// pending 0 {"order": 42}
 	// true
 }
 
-// ExampleOutbox_Messages pages through a sink's messages, newest first.
-func ExampleOutbox_Messages() {
+// ExampleOperator_Messages pages through a sink's messages, newest first.
+func ExampleOperator_Messages() {
 	ctx := context.Background()
-	pool, ob, cleanup := exampleOutbox(ctx, "example_search")
+	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_search")
 	defer cleanup()
 	for i := range 5 {
 		if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i), Payload: "x"}); err != nil {
 			panic(err)
 		}
 	}
-	f := core.MessageFilter{Sink: "partner", Limit: 2}
+	f := operator.MessageFilter{Sink: "partner", Limit: 2}
 	for {
-		page, err := ob.Messages(ctx, pool, f)
+		page, err := ops.Messages(ctx, pool, f)
 		if err != nil {
 			panic(err)
 		}

@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"bytes"
@@ -20,6 +20,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -50,11 +53,11 @@ func captureLogs() (*slog.Logger, *syncBuffer) {
 
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	b := setup(t)
-	sink := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}})
+	rec := newRecordingSink()
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}})
 	enqueueN(t, b, "rec", 100, nil)
 	signals.WaitWritten(t, 30*time.Second, "rec", "sent", 100)
-	if n := len(sink.snapshot()); n != 100 {
+	if n := len(rec.snapshot()); n != 100 {
 		t.Fatalf("%d deliveries, want 100", n)
 	}
 	if c := statusCounts(t, b); c["sent"] != 100 {
@@ -65,11 +68,11 @@ func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 	b := setup(t)
 	const n = 10_000
-	sink := newRecordingSink()
+	rec := newRecordingSink()
 	signals := &testsignal.Relay{}
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
-		testrelay.RunWith(t, pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, BatchSize: 100}, signals)
+		testrelay.RunWith(t, pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
 	}
 	ids := enqueueN(t, b, "rec", n, nil)
 	signals.WaitWritten(t, time.Minute, "rec", "sent", n)
@@ -77,7 +80,7 @@ func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 		t.Fatalf("rows %v, want %d sent", c, n)
 	}
 	seen := map[int64]int{}
-	for _, d := range sink.snapshot() {
+	for _, d := range rec.snapshot() {
 		seen[d.ID]++
 	}
 	for _, id := range ids {
@@ -95,7 +98,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	logger, logs := captureLogs()
 	release := make(chan struct{})
 	firstStarted := make(chan struct{})
-	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		if d.Attempt == 1 {
 			close(firstStarted)
 			<-release // outlives its lease, ignoring ctx like a stuck client
@@ -106,7 +109,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 		}
 		return d.SetReceipt("second")
 	})
-	cfg := core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}},
+	cfg := relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
 	signals := &testsignal.Relay{}
 	testrelay.RunWith(t, b.pool, cfg, signals)
@@ -141,7 +144,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	// lease, which no relay signals.
 	for attempt := 1; attempt <= 3; attempt++ {
 		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
-			n, err := b.ob.ClaimAndAbandon(b.ctx, b.pool, []string{"s"}, 10, 10*time.Millisecond)
+			n, err := relay.ClaimAndAbandon(b.ctx, b.pool, b.ob.Schema(), []string{"s"}, 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,8 +153,8 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	}
 	logger, logs := captureLogs()
 	delivered := atomic.Int32{}
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error { delivered.Add(1); return nil })
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	fake := sink.Func(func(context.Context, *sink.Delivery) error { delivered.Add(1); return nil })
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}, PollInterval: 20 * time.Millisecond, Logger: logger})
 	signals.WaitWritten(t, 10*time.Second, "s", "dead", 1)
 	if delivered.Load() != 0 {
 		t.Fatalf("a message that exhausted its attempts was delivered again")
@@ -169,7 +172,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 	const initial = 2 * time.Second
 	var mu sync.Mutex
 	starts := map[string][]time.Time{}
-	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		mu.Lock()
 		starts[d.DedupKey] = append(starts[d.DedupKey], time.Now())
 		n := len(starts[d.DedupKey])
@@ -178,12 +181,12 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		case d.DedupKey == "fails-once" && n == 1:
 			return errors.New("temporary outage")
 		case d.DedupKey == "rate-limited" && n <= 2:
-			return core.RetryAfter(100*time.Millisecond, errors.New("429"))
+			return sink.RetryAfter(100*time.Millisecond, errors.New("429"))
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: initial, Max: time.Minute}}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
 		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
@@ -210,7 +213,7 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	const keys, perKey = 20, 200
 	var mu sync.Mutex
 	byKey := map[string][]int64{}
-	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		if rand.IntN(10) == 0 {
 			return errors.New("transient")
 		}
@@ -219,8 +222,8 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	cfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, MaxAttempts: 100, Backoff: core.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
+	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, MaxAttempts: 100, Backoff: relay.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
 	signals := &testsignal.Relay{}
 	for range 4 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
@@ -256,8 +259,8 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	// it looks for unconfigured sinks when it starts, then once a minute.
 	enqueueN(t, b, "added", 5, nil)
 	tm := newTelemetry(t)
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Logger: logger, PollInterval: 20 * time.Millisecond,
-		MeterProvider: tm.mp, Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Logger: logger, PollInterval: 20 * time.Millisecond,
+		MeterProvider: tm.mp, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
 	enqueueN(t, b, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
@@ -297,8 +300,8 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	}
 
 	// The next version's relay has the sink.
-	next := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
+	next := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
 	next.WaitWritten(t, 10*time.Second, "added", "sent", 5)
 	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["sent"] != 5 {
 		t.Fatalf("rows of the added sink: %v, want 5 sent", c)
@@ -317,14 +320,14 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 
 func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	b := setup(t)
-	sink := newRecordingSink()
+	rec := newRecordingSink()
 	// An hour-long poll interval: only notifications can wake the relay.
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: time.Hour})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: time.Hour})
 	listenerPID := func() int {
 		t.Helper()
 		var pid int
 		err := b.pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
-			core.ListenerApplicationName, b.ob.Schema()).Scan(&pid)
+			relay.ListenerApplicationName, b.ob.Schema()).Scan(&pid)
 		if err != nil {
 			t.Fatalf("no listener connection after the listener signalled: %v", err)
 		}
@@ -349,7 +352,7 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 2)
-	if n := len(sink.snapshot()); n != 2 {
+	if n := len(rec.snapshot()); n != 2 {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
 }
@@ -357,14 +360,14 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 	b := setup(t)
 	var calls atomic.Int32
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
+	fake := sink.Func(func(context.Context, *sink.Delivery) error {
 		if calls.Add(1) == 1 {
 			panic("boom")
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)
 	var recorded string
@@ -380,18 +383,18 @@ func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
 	b := setup(t)
 	started := make(chan struct{})
 	var once sync.Once
-	sink := core.SinkFunc(func(ctx context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		once.Do(func() { close(started) })
 		time.Sleep(200 * time.Millisecond) // a delivery in progress when shutdown begins
 		return nil
 	})
-	relay, err := core.NewRelay(b.pool, core.Config{Outbox: b.ob, Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}})
+	r, err := relay.New(b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error)
-	go func() { done <- relay.Run(ctx) }()
+	go func() { done <- r.Run(ctx) }()
 	enqueueN(t, b, "s", 5, nil)
 	<-started
 	cancel()
@@ -406,14 +409,14 @@ func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
 func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 	b := setup(t)
 	var calls sync.Map
-	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(_ context.Context, d *sink.Delivery) error {
 		if _, again := calls.LoadOrStore(d.ID, true); !again && d.DedupKey == "k-0" {
 			return errors.New("first attempt fails")
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	enqueueN(t, b, "s", 50, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 50)
 	if c := statusCounts(t, b); len(c) != 0 {
@@ -436,19 +439,19 @@ func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
 	started := make(chan struct{}, 1)
-	sink := core.SinkFunc(func(context.Context, *core.Delivery) error {
+	fake := sink.Func(func(context.Context, *sink.Delivery) error {
 		started <- struct{}{}
 		<-stuck // ignores its context
 		return nil
 	})
-	relay, err := core.NewRelay(b.pool, core.Config{Outbox: b.ob, ShutdownTimeout: 100 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}})
+	r, err := relay.New(b.pool, relay.Config{Schema: b.ob.Schema(), ShutdownTimeout: 100 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(ctx) }()
+	go func() { done <- r.Run(ctx) }()
 	enqueueN(t, b, "s", 1, nil)
 	<-started
 	cancel()
@@ -500,11 +503,11 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 	defer pool.Close()
 	written := make(chan struct{})
 	go func() {
-		b.ob.WriteOutcomes(pool, nil, time.Hour, []core.TestOutcome{
-			{ID: -1, Token: uuid.New(), Status: core.StatusSent},
-			{ID: -2, Token: uuid.New(), Status: core.StatusSent},
-			{ID: -3, Token: uuid.New(), Status: core.StatusSent},
-			{ID: -4, Token: uuid.New(), Status: core.StatusSent, Urgent: true},
+		relay.WriteOutcomes(pool, b.ob.Schema(), nil, time.Hour, []relay.TestOutcome{
+			{ID: -1, Token: uuid.New(), Status: operator.StatusSent},
+			{ID: -2, Token: uuid.New(), Status: operator.StatusSent},
+			{ID: -3, Token: uuid.New(), Status: operator.StatusSent},
+			{ID: -4, Token: uuid.New(), Status: operator.StatusSent, Urgent: true},
 		})
 		close(written)
 	}()
@@ -533,14 +536,14 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 		t.Parallel()
 		pool := testdb.Pool(t, 4)
 		ob := testdb.NewSchema(t, pool)
-		relay, done, signals := runRelayOn(t, pool, ob)
+		r, done, signals := runRelayOn(t, pool, ob)
 		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
 		if _, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE"); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
 		waitRunError(t, done, "42P01", "the missing relation")
-		if err := relay.Run(ctx); err == nil {
+		if err := r.Run(ctx); err == nil {
 			t.Fatal("a second Run must be refused")
 		}
 	})
@@ -578,7 +581,7 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 
 // rolePool creates a login role with full access to ob's schema, dropped
 // when the test ends, and returns a pool of its sessions.
-func rolePool(t *testing.T, admin *pgxpool.Pool, ob *core.Outbox) (*pgxpool.Pool, string) {
+func rolePool(t *testing.T, admin *pgxpool.Pool, ob *testdb.Outbox) (*pgxpool.Pool, string) {
 	t.Helper()
 	ctx := context.Background()
 	role := "relay_" + ob.Schema()
@@ -605,17 +608,17 @@ func rolePool(t *testing.T, admin *pgxpool.Pool, ob *core.Outbox) (*pgxpool.Pool
 }
 
 // runRelayOn starts a relay on pool and ob; done yields Run's result.
-func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox) (*core.Relay, <-chan error, *testsignal.Relay) {
+func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox) (*relay.Relay, <-chan error, *testsignal.Relay) {
 	t.Helper()
-	relay, err := core.NewRelay(pool, core.Config{Outbox: ob, PollInterval: 10 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
+	r, err := relay.New(pool, relay.Config{Schema: ob.Schema(), PollInterval: 10 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	signals := &testsignal.Relay{}
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(testsignal.WithRelay(context.Background(), signals)) }()
-	return relay, done, signals
+	go func() { done <- r.Run(testsignal.WithRelay(context.Background(), signals)) }()
+	return r, done, signals
 }
 
 // waitRunError waits for Run to return an error naming sqlstate.

@@ -1,13 +1,14 @@
-package core_test
+package relay_test
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -27,15 +28,15 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	b := setup(t)
 	shared, throttled, limited := newRecordingSink(), newRecordingSink(), newRecordingSink()
 	var retryAfterOnce atomic.Bool
-	limited.fail = func(*core.Delivery) error {
+	limited.fail = func(*sink.Delivery) error {
 		if retryAfterOnce.CompareAndSwap(false, true) {
-			return core.RetryAfter(time.Hour, errors.New("429 Too Many Requests"))
+			return sink.RetryAfter(time.Hour, errors.New("429 Too Many Requests"))
 		}
 		return nil
 	}
-	cfg := core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond, Sinks: []core.SinkConfig{
+	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "shared", Sink: shared},
-		{Name: "throttled", Sink: throttled, RateLimit: &core.RateLimit{Rate: 1000, Per: time.Second}},
+		{Name: "throttled", Sink: throttled, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second}},
 		{Name: "limited", Sink: limited},
 	}}
 	signals := &testsignal.Relay{}
@@ -43,10 +44,10 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		testrelay.RunWith(t, b.pool, cfg, signals)
 	}
 
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "throttled", core.Pause{For: time.Hour, By: "alice"}); err != nil {
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "throttled", operator.Pause{For: time.Hour, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	enqueueN(t, b, "shared", 3, nil)
@@ -81,15 +82,15 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		t.Fatalf("%d deliveries to paused sinks", n)
 	}
 
-	for _, sink := range []string{"shared", "throttled", "limited"} {
-		was, err := b.ob.ResumeSink(b.ctx, b.pool, sink, "bob", "partner is back")
+	for _, name := range []string{"shared", "throttled", "limited"} {
+		was, err := b.ob.ResumeSink(b.ctx, b.pool, name, "bob", "partner is back")
 		if err != nil || !was {
-			t.Fatalf("resume %s: %v, %v", sink, was, err)
+			t.Fatalf("resume %s: %v, %v", name, was, err)
 		}
 	}
 	// Long before any pause would have ended.
-	for _, sink := range []string{"shared", "throttled", "limited"} {
-		signals.WaitWritten(t, 10*time.Second, sink, "sent", 3)
+	for _, name := range []string{"shared", "throttled", "limited"} {
+		signals.WaitWritten(t, 10*time.Second, name, "sent", 3)
 	}
 	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 9 {
 		t.Fatalf("%d deliveries after the resume, want 3 per sink", n)
@@ -101,7 +102,7 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	if was, err := b.ob.ResumeSink(b.ctx, b.pool, "shared", "bob", ""); err != nil || was {
 		t.Errorf("resuming a running sink: %v, %v, want not paused", was, err)
 	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", core.Pause{For: -time.Second}); err == nil {
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", operator.Pause{For: -time.Second}); err == nil {
 		t.Error("a negative pause was accepted")
 	}
 }
@@ -112,10 +113,10 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 // (Mutation: claim.sql without its pause check fails this test.)
 func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 	b := setup(t)
-	sink := newRecordingSink()
+	rec := newRecordingSink()
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "s", Sink: sink}}}, signals)
+	testrelay.RunWith(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}, signals)
 	// The relay has loaded the pauses (none) and listens; the pause is
 	// stored as PauseSink stores it, but without the notification.
 	signals.Listening.WaitCount(t, 10*time.Second, "the relay listening", 1)
@@ -126,7 +127,7 @@ func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 	enqueueN(t, b, "s", 3, nil)
 	const pausedRounds = 25
 	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to look for work", len(signals.Idle.All())+pausedRounds)
-	if n := len(sink.snapshot()); n != 0 {
+	if n := len(rec.snapshot()); n != 0 {
 		t.Fatalf("%d deliveries to a sink paused in the database", n)
 	}
 	// The relay does deliver them once the pause ends (and it is told).
@@ -134,25 +135,4 @@ func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 		t.Fatalf("resume: %v, %v", was, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
-}
-
-// A second pause by hand replaces the first, shortening it if asked.
-func TestPauseByHandReplacesThePauseInForce(t *testing.T) {
-	b := setup(t)
-	ctx := context.Background()
-	if _, err := b.ob.PauseSink(ctx, b.pool, "s", core.Pause{By: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	until, err := b.ob.PauseSink(ctx, b.pool, "s", core.Pause{For: time.Minute, By: "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	states, err := b.ob.SinkStates(ctx, b.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := states["s"]
-	if s.UntilResumed || !s.PausedUntil.Equal(until) || time.Until(until) > time.Minute || s.ChangedBy != "b" {
-		t.Fatalf("state = %+v, want b's one-minute pause", s)
-	}
 }

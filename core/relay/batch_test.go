@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -23,12 +25,12 @@ type batchSink struct {
 	fail    func(key string) error
 }
 
-func (s *batchSink) Deliver(ctx context.Context, d *core.Delivery) error {
-	errs := s.DeliverBatch(ctx, []*core.Delivery{d})
+func (s *batchSink) Deliver(ctx context.Context, d *sink.Delivery) error {
+	errs := s.DeliverBatch(ctx, []*sink.Delivery{d})
 	return errs[0]
 }
 
-func (s *batchSink) DeliverBatch(_ context.Context, ds []*core.Delivery) []error {
+func (s *batchSink) DeliverBatch(_ context.Context, ds []*sink.Delivery) []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys := make([]string, len(ds))
@@ -51,10 +53,10 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 	b := setup(t)
 	tm := newTelemetry(t)
 	var once sync.Once
-	sink := &batchSink{fail: func(key string) error {
+	fake := &batchSink{fail: func(key string) error {
 		switch key {
 		case "k-3":
-			return core.Permanent(errors.New("refused"))
+			return sink.Permanent(errors.New("refused"))
 		case "k-5":
 			var err error
 			once.Do(func() { err = errors.New("try again") })
@@ -64,7 +66,7 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 	}}
 	const n = 50
 	enqueueN(t, b, "brk", n, nil) // all waiting before the relay's first claim
-	cfg := tm.relayConfig(b, core.SinkConfig{Name: "brk", Sink: sink, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
+	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "brk", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 	signals := testrelay.Run(t, b.pool, cfg)
 	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
@@ -72,13 +74,13 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 	if c := statusCounts(t, b); c["sent"] != n-1 || c["dead"] != 1 {
 		t.Fatalf("statuses %v, want %d sent and 1 dead", c, n-1)
 	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.batches[0]) != n {
-		t.Fatalf("first batch of %d rows, want all %d claimed together (batches: %v)", len(sink.batches[0]), n, sink.batches)
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.batches[0]) != n {
+		t.Fatalf("first batch of %d rows, want all %d claimed together (batches: %v)", len(fake.batches[0]), n, fake.batches)
 	}
 	seen := map[trace.SpanID]bool{}
-	for _, sc := range sink.spans {
+	for _, sc := range fake.spans {
 		if !sc.IsValid() || seen[sc.SpanID()] {
 			t.Fatalf("a delivery of the batch lacks a span of its own: %v", sc)
 		}
@@ -90,9 +92,9 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 }
 
 // panickingBatchSink panics in every batch.
-type panickingBatchSink struct{ core.SinkFunc }
+type panickingBatchSink struct{ sink.Func }
 
-func (panickingBatchSink) DeliverBatch(context.Context, []*core.Delivery) []error {
+func (panickingBatchSink) DeliverBatch(context.Context, []*sink.Delivery) []error {
 	panic("batch boom")
 }
 
@@ -100,14 +102,14 @@ func (panickingBatchSink) DeliverBatch(context.Context, []*core.Delivery) []erro
 // relay keeps running.
 func TestBatchSinkPanicFailsTheBatch(t *testing.T) {
 	b := setup(t)
-	sink := panickingBatchSink{}
+	fake := panickingBatchSink{}
 	enqueueN(t, b, "brk", 3, nil)
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob,
-		Sinks: []core.SinkConfig{{Name: "brk", Sink: sink, MaxAttempts: 1}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(),
+		Sinks: []relay.SinkConfig{{Name: "brk", Sink: fake, MaxAttempts: 1}}})
 	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "dead") == 3
 	})
-	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
+	dead, err := b.ob.DeadLetters(b.ctx, b.pool, operator.DeadLetterFilter{})
 	if err != nil || len(dead) != 3 || dead[0].LastError != "sink panicked: batch boom" {
 		t.Fatalf("dead letters %+v, %v", dead, err)
 	}

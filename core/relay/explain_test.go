@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // planNode is the part of EXPLAIN (FORMAT JSON) this test reads.
@@ -61,7 +62,11 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan, raw := explain(t, b, b.ob.ClaimQuery(), 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
+	q, err := store.New(b.ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, raw := explain(t, b, q.Claim, 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
 	indexes := map[string]bool{}
 	plan.walk(func(n planNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {

@@ -1,4 +1,4 @@
-package core_test
+package operator_test
 
 import (
 	"context"
@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	b := setup(t)
 	var healthy atomic.Bool
-	sink := newRecordingSink()
-	sink.fail = func(d *core.Delivery) error {
+	rec := newRecordingSink()
+	rec.fail = func(d *sink.Delivery) error {
 		if !healthy.Load() {
 			return errors.New("receiver says no")
 		}
@@ -25,9 +28,9 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	relayCfg := core.Config{Outbox: b.ob, PollInterval: 10 * time.Millisecond, Sinks: []core.SinkConfig{
-		{Name: "s", Sink: sink, MaxAttempts: 2, Backoff: core.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
-		{Name: "other", Sink: core.SinkFunc(func(_ context.Context, _ *core.Delivery) error { return core.Permanent(errors.New("bad payload")) })},
+	relayCfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
+		{Name: "s", Sink: rec, MaxAttempts: 2, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
+		{Name: "other", Sink: sink.Func(func(_ context.Context, _ *sink.Delivery) error { return sink.Permanent(errors.New("bad payload")) })},
 	}}
 	signals := testrelay.Run(t, b.pool, relayCfg)
 	signals.WaitWritten(t, 10*time.Second, "", "dead", 4)
@@ -39,7 +42,7 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	if stats["s"].Dead != 3 || stats["other"].Dead != 1 {
 		t.Fatalf("stats = %+v", stats)
 	}
-	letters, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{Sink: "s"})
+	letters, err := b.ob.DeadLetters(b.ctx, b.pool, operator.DeadLetterFilter{Sink: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,19 +54,19 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	}
 
 	healthy.Store(true)
-	n, err := b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{letters[0].ID}})
+	n, err := b.ob.Redrive(b.ctx, b.pool, operator.RedriveFilter{IDs: []int64{letters[0].ID}})
 	if err != nil || n.Rows != 1 {
 		t.Fatalf("redrive by id: %+v, %v", n, err)
 	}
-	if n, err = b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
+	if n, err = b.ob.Redrive(b.ctx, b.pool, operator.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
 		t.Fatalf("redrive all of s: %+v, %v", n, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
 
-	if _, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{}); err == nil {
+	if _, err := b.ob.Purge(b.ctx, b.pool, operator.RedriveFilter{}); err == nil {
 		t.Fatal("a purge that selects nothing must be refused")
 	}
-	if n, err = b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{All: true}); err != nil || n.Rows != 1 {
+	if n, err = b.ob.Purge(b.ctx, b.pool, operator.RedriveFilter{All: true}); err != nil || n.Rows != 1 {
 		t.Fatalf("purge all: %+v, %v", n, err)
 	}
 	if c := statusCounts(t, b); c["dead"] != 0 || c["sent"] != 3 {
@@ -87,25 +90,6 @@ func TestStatsReportOldestPendingAge(t *testing.T) {
 	}
 }
 
-func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
-	b := setup(t)
-	_, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, status, sent_at)
-		SELECT 's', 'old' || g, '{}'::jsonb, 'sent', now() - interval '2 hours' FROM generate_series(1, 12000) g
-		UNION ALL SELECT 's', 'recent', '{}', 'sent', now()
-		UNION ALL SELECT 's', 'dead', '{}', 'dead', NULL`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, SentRetention: time.Hour, Sinks: []core.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
-	signals.Maintained.WaitCount(t, 20*time.Second, "a maintenance round", 1)
-	if pruned := signals.Maintained.All()[0]; pruned != 12000 {
-		t.Fatalf("the first maintenance round pruned %d rows, want the 12000 old sent ones", pruned)
-	}
-	if c := statusCounts(t, b); c["sent"] != 1 || c["dead"] != 1 {
-		t.Fatalf("maintenance must keep recent sent rows, and dead rows until redriven or purged: %v", c)
-	}
-}
-
 // Dead letters filter by sink and error text and page with a cursor; a
 // dry run counts without changing anything, UpToID keeps a confirmed
 // "all" to the rows counted, and ids that name no dead letter are
@@ -121,7 +105,7 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive := enqueueN(t, b, "partner", 1, nil)[0]
-	list := func(f core.DeadLetterFilter) []int64 {
+	list := func(f operator.DeadLetterFilter) []int64 {
 		t.Helper()
 		letters, err := b.ob.DeadLetters(b.ctx, b.pool, f)
 		if err != nil {
@@ -136,18 +120,18 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 		}
 		return ids
 	}
-	unavailable := list(core.DeadLetterFilter{Sink: "partner", ErrorContains: "unavailable"})
+	unavailable := list(operator.DeadLetterFilter{Sink: "partner", ErrorContains: "unavailable"})
 	if len(unavailable) != 3 {
 		t.Fatalf("partner's 503s: %v, want 3", unavailable)
 	}
-	first := list(core.DeadLetterFilter{Limit: 5})
-	rest := list(core.DeadLetterFilter{Limit: 5, After: first[len(first)-1]})
+	first := list(operator.DeadLetterFilter{Limit: 5})
+	rest := list(operator.DeadLetterFilter{Limit: 5, After: first[len(first)-1]})
 	if len(first) != 5 || len(rest) != 3 || rest[0] <= first[4] {
 		t.Fatalf("pages %v and %v, want 5 then 3 in id order", first, rest)
 	}
 
-	sel := core.RedriveFilter{All: true, Sink: "partner", ErrorContains: "UNAVAILABLE", DryRun: true}
-	for name, action := range map[string]func(context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error){"purge": b.ob.Purge, "redrive": b.ob.Redrive} {
+	sel := operator.RedriveFilter{All: true, Sink: "partner", ErrorContains: "UNAVAILABLE", DryRun: true}
+	for name, action := range map[string]func(context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.ob.Purge, "redrive": b.ob.Redrive} {
 		plan, err := action(b.ctx, b.pool, sel)
 		if err != nil || plan.Rows != 3 || plan.LastID != unavailable[2] || !plan.DryRun {
 			t.Fatalf("%s dry run: %+v, %v", name, plan, err)
@@ -161,11 +145,11 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	if err != nil || done.Rows != 2 {
 		t.Fatalf("redrive up to %d: %+v, %v", unavailable[1], done, err)
 	}
-	res, err := b.ob.Purge(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{unavailable[2], alive, 999999}})
+	res, err := b.ob.Purge(b.ctx, b.pool, operator.RedriveFilter{IDs: []int64{unavailable[2], alive, 999999}})
 	if err != nil || res.Rows != 1 || len(res.Missing) != 2 || res.Missing[0] != alive || res.Missing[1] != 999999 {
 		t.Fatalf("purge by ids: %+v, %v; want 1 purged and the live row and the unknown id missing", res, err)
 	}
-	if _, err := b.ob.Redrive(b.ctx, b.pool, core.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
+	if _, err := b.ob.Redrive(b.ctx, b.pool, operator.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
 		t.Error("ids with an error filter were accepted")
 	}
 }

@@ -1,11 +1,12 @@
-package core_test
+package relay_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // TestEffectiveFillsDefaultsAndReportsEveryField: zero fields take the
@@ -13,29 +14,29 @@ import (
 // its field and sink, even for a sink whose Sink is not built yet.
 func TestEffectiveFillsDefaultsAndReportsEveryField(t *testing.T) {
 	t.Parallel()
-	eff, err := core.Config{Sinks: []core.SinkConfig{{Name: "a"}}}.Effective()
+	eff, err := relay.Config{Sinks: []relay.SinkConfig{{Name: "a"}}}.Effective()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := eff.Sinks[0]
-	if eff.BatchSize != core.DefaultBatchSize || eff.Lease != core.DefaultLease || eff.ShutdownTimeout != core.DefaultShutdownTimeout ||
-		s.MaxAttempts != core.DefaultMaxAttempts || s.Backoff.Max != core.DefaultBackoffMax || s.MaxInFlight != core.DefaultConcurrency || s.RateLimit != nil {
+	if eff.BatchSize != relay.DefaultBatchSize || eff.Lease != relay.DefaultLease || eff.ShutdownTimeout != relay.DefaultShutdownTimeout ||
+		s.MaxAttempts != relay.DefaultMaxAttempts || s.Backoff.Max != relay.DefaultBackoffMax || s.MaxInFlight != relay.DefaultConcurrency || s.RateLimit != nil {
 		t.Errorf("defaults not applied: %+v, sink %+v", eff, s)
 	}
 
-	_, err = core.Config{
+	_, err = relay.Config{
 		BatchSize:       -1,
 		ShutdownTimeout: -time.Second,
-		Sinks: []core.SinkConfig{{
+		Sinks: []relay.SinkConfig{{
 			Name: "a", MaxAttempts: -2, MaxInFlight: -3,
-			Backoff:   core.Backoff{Initial: time.Minute, Max: time.Second},
-			RateLimit: &core.RateLimit{Rate: 0, Per: time.Second},
+			Backoff:   relay.Backoff{Initial: time.Minute, Max: time.Second},
+			RateLimit: &sink.RateLimit{Rate: 0, Per: time.Second},
 		}},
 	}.Effective()
 	want := map[string]bool{"/BatchSize": true, "/ShutdownTimeout": true, "a/MaxAttempts": true,
 		"a/MaxInFlight": true, "a/Backoff": true, "a/RateLimit.Rate": true}
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var fe *core.FieldError
+		var fe *relay.FieldError
 		if !errors.As(e, &fe) {
 			t.Errorf("not a *FieldError: %v", e)
 			continue

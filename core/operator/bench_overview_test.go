@@ -1,4 +1,4 @@
-package core_test
+package operator_test
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -32,9 +33,13 @@ const (
 //
 // With -v it logs the plans with EXPLAIN (ANALYZE, BUFFERS). Run it with
 //
-//	go test ./core -run '^$' -bench OverviewCost -benchtime 20x -v
+//	go test ./core/operator -run '^$' -bench OverviewCost -benchtime 20x -v
 func BenchmarkOverviewCost(b *testing.B) {
 	pool, ob := testdb.New(b)
+	q, err := store.New(ob.Schema())
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	s := ob.Schema()
 	for _, stmt := range []struct {
@@ -88,11 +93,11 @@ func BenchmarkOverviewCost(b *testing.B) {
 		}
 		b.Logf("%s:\n%s", name, strings.Join(plan, "\n"))
 	}
-	explain("snapshot", ob.Statement("take_stats_snapshot"), time.Hour, "bench")
-	explain("overview: stats_snapshot", ob.Statement("stats_snapshot"))
-	explain("overview: delivery_rates", ob.Statement("delivery_rates"), core.DefaultRateWindow)
-	explain("overview: sink_pauses", ob.Statement("sink_pauses"))
-	explain("stats-group-by", ob.Statement("stats"))
+	explain("snapshot", q.Statement("take_stats_snapshot"), time.Hour, "bench")
+	explain("overview: stats_snapshot", q.Statement("stats_snapshot"))
+	explain("overview: delivery_rates", q.Statement("delivery_rates"), operator.DefaultRateWindow)
+	explain("overview: sink_pauses", q.Statement("sink_pauses"))
+	explain("stats-group-by", q.Statement("stats"))
 
 	b.Run("snapshot", func(b *testing.B) {
 		for b.Loop() {

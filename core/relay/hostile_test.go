@@ -1,4 +1,4 @@
-package core_test
+package relay_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -28,7 +31,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	b := setup(t)
 	var mu sync.Mutex
 	deliveries := map[string]int{}
-	sink := core.SinkFunc(func(_ context.Context, d *core.Delivery) error {
+	fake := sink.Func(func(_ context.Context, d *sink.Delivery) error {
 		mu.Lock()
 		deliveries[d.DedupKey]++
 		mu.Unlock()
@@ -48,8 +51,8 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	})
 	// Every row is claimed by one claim and finished in one lingering
 	// batch: one statement would carry the hostile text with the rest.
-	signals := testrelay.Run(t, b.pool, core.Config{Outbox: b.ob, PollInterval: 20 * time.Millisecond,
-		Sinks: []core.SinkConfig{{Name: "hook", Sink: sink, MaxAttempts: 1}}})
+	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "hook", Sink: fake, MaxAttempts: 1}}})
 	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3", "long-error", "long-receipt"}
 	msgs := make([]core.Message, len(keys))
 	for i, k := range keys {
@@ -72,7 +75,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	dead, err := b.ob.DeadLetters(b.ctx, b.pool, core.DeadLetterFilter{})
+	dead, err := b.ob.DeadLetters(b.ctx, b.pool, operator.DeadLetterFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +115,16 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
 	b := setup(t)
 	enqueueN(t, b, "s", 3, nil)
-	ids, token, err := b.ob.Claim(b.ctx, b.pool, []string{"s"}, 10, time.Minute)
+	ids, token, err := relay.Claim(b.ctx, b.pool, b.ob.Schema(), []string{"s"}, 10, time.Minute)
 	if err != nil || len(ids) != 3 {
 		t.Fatalf("claimed %v, %v", ids, err)
 	}
 	slices.Sort(ids)
 	logger, logs := captureLogs()
-	written := b.ob.WriteOutcomes(testdb.Pool(t, 2), logger, time.Hour, []core.TestOutcome{
-		{ID: ids[0], Token: token, Status: core.StatusSent},
-		{ID: ids[1], Token: token, Status: core.StatusFailed, Err: "refused \xff\x00"},
-		{ID: ids[2], Token: token, Status: core.StatusSent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
+	written := relay.WriteOutcomes(testdb.Pool(t, 2), b.ob.Schema(), logger, time.Hour, []relay.TestOutcome{
+		{ID: ids[0], Token: token, Status: operator.StatusSent},
+		{ID: ids[1], Token: token, Status: operator.StatusFailed, Err: "refused \xff\x00"},
+		{ID: ids[2], Token: token, Status: operator.StatusSent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
 	})
 	if !slices.Equal(written, []bool{true, true, true}) {
 		t.Fatalf("written = %v, want every row written", written)

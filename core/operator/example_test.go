@@ -1,4 +1,4 @@
-package core_test
+package operator_test
 
 import (
 	"context"
@@ -8,24 +8,35 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // exampleOutbox migrates an outbox in schema for an example and returns a
-// pool on it and a cleanup that drops the schema and closes the pool.
-func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *core.Outbox, func()) {
+// pool on it, the outbox's producer and operator APIs, and a cleanup that
+// drops the schema and closes the pool.
+func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *core.Outbox, *operator.Operator, func()) {
 	pool, err := pgxpool.New(ctx, testdb.URL())
 	if err != nil {
 		panic(err)
 	}
-	ob, err := core.New(schema)
+	m, err := migrate.New(schema)
 	if err != nil {
 		panic(err)
 	}
-	if _, err := ob.Migrate(ctx, pool); err != nil {
+	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
-	return pool, ob, func() {
+	ob, err := core.New(core.Options{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	ops, err := operator.New(schema)
+	if err != nil {
+		panic(err)
+	}
+	return pool, ob, ops, func() {
 		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
 	}
@@ -34,28 +45,28 @@ func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *core.Out
 // A dry run says how many dead letters an action would touch, and the
 // largest id it counted; passing that id back acts on exactly those rows.
 // Ids that name no dead letter are reported, not silently skipped.
-func ExampleOutbox_Redrive() {
+func ExampleOperator_Redrive() {
 	ctx := context.Background()
-	pool, ob, cleanup := exampleOutbox(ctx, "example_redrive")
+	pool, _, ops, cleanup := exampleOutbox(ctx, "example_redrive")
 	defer cleanup()
 	// Two dead letters, as a relay would leave them.
 	if _, err := pool.Exec(ctx, `INSERT INTO example_redrive.messages (sink, dedup_key, payload, status, attempts, last_error)
 		VALUES ('partner', 'a', '{}', 'dead', 3, '503 Service Unavailable'), ('partner', 'b', '{}', 'dead', 3, '400 Bad Request')`); err != nil {
 		panic(err)
 	}
-	sel := core.RedriveFilter{All: true, Sink: "partner", ErrorContains: "unavailable", DryRun: true}
-	plan, err := ob.Redrive(ctx, pool, sel)
+	sel := operator.RedriveFilter{All: true, Sink: "partner", ErrorContains: "unavailable", DryRun: true}
+	plan, err := ops.Redrive(ctx, pool, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("would redrive", plan.Rows)
 	sel.DryRun, sel.UpToID = false, plan.LastID
-	done, err := ob.Redrive(ctx, pool, sel)
+	done, err := ops.Redrive(ctx, pool, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("redriven", done.Rows)
-	res, err := ob.Purge(ctx, pool, core.RedriveFilter{IDs: []int64{999999}})
+	res, err := ops.Purge(ctx, pool, operator.RedriveFilter{IDs: []int64{999999}})
 	if err != nil {
 		panic(err)
 	}
@@ -68,26 +79,26 @@ func ExampleOutbox_Redrive() {
 
 // An operator pauses a sink for every relay of the cluster, with who and
 // why, and resumes it.
-func ExampleOutbox_PauseSink() {
+func ExampleOperator_PauseSink() {
 	ctx := context.Background()
-	pool, ob, cleanup := exampleOutbox(ctx, "example_pause")
+	pool, _, ops, cleanup := exampleOutbox(ctx, "example_pause")
 	defer cleanup()
-	until, err := ob.PauseSink(ctx, pool, "partner", core.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
+	until, err := ops.PauseSink(ctx, pool, "partner", operator.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("paused for about an hour:", time.Until(until).Round(time.Hour))
-	states, err := ob.SinkStates(ctx, pool)
+	states, err := ops.SinkStates(ctx, pool)
 	if err != nil {
 		panic(err)
 	}
 	s := states["partner"]
 	fmt.Println(s.Paused(), s.ByHand, s.ChangedBy, s.ChangeReason)
-	was, err := ob.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
+	was, err := ops.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
 	if err != nil {
 		panic(err)
 	}
-	states, _ = ob.SinkStates(ctx, pool)
+	states, _ = ops.SinkStates(ctx, pool)
 	fmt.Println(was, states["partner"].Paused(), states["partner"].ChangedBy)
 	// Output:
 	// paused for about an hour: 1h0m0s
@@ -98,19 +109,19 @@ func ExampleOutbox_PauseSink() {
 // The overview reads the cluster's stats snapshot (a relay recomputes it
 // every few seconds; here, with no relay, it is done by hand), the
 // delivery rates and the pauses: a few small tables, never the messages.
-func ExampleOutbox_Overview() {
+func ExampleOperator_Overview() {
 	ctx := context.Background()
-	pool, ob, cleanup := exampleOutbox(ctx, "example_overview")
+	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_overview")
 	defer cleanup()
 	for _, key := range []string{"a", "b"} {
 		if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: key, Payload: "x"}); err != nil {
 			panic(err)
 		}
 	}
-	if err := ob.RefreshStatsSnapshot(ctx, pool, "example"); err != nil {
+	if err := ops.RefreshStatsSnapshot(ctx, pool, "example"); err != nil {
 		panic(err)
 	}
-	ov, err := ob.Overview(ctx, pool, 0)
+	ov, err := ops.Overview(ctx, pool, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,108 @@
+package operator_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/store"
+)
+
+// The overview flags a sink whose rows wait while nobody delivers them.
+func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
+	b := setup(t)
+	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, created_at)
+		VALUES ('forgotten', 'a', '{}', now() - interval '10 minutes'), ('fresh', 'a', '{}', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ob.PauseSink(b.ctx, b.pool, "quiet", operator.Pause{By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := b.ob.Overview(b.ctx, b.pool, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]operator.SinkOverview{}
+	var names []string
+	for _, s := range ov.Sinks {
+		got[s.Sink] = s
+		names = append(names, s.Sink)
+	}
+	if strings.Join(names, ",") != "forgotten,fresh,quiet" || time.Since(ov.TakenAt) > time.Minute || ov.Window != operator.DefaultRateWindow {
+		t.Fatalf("overview = %+v", ov)
+	}
+	if !got["forgotten"].Stalled(ov.Window) || got["fresh"].Stalled(ov.Window) || got["quiet"].Stalled(ov.Window) {
+		t.Errorf("stalled: forgotten %v, fresh %v, quiet %v; want only forgotten",
+			got["forgotten"].Stalled(ov.Window), got["fresh"].Stalled(ov.Window), got["quiet"].Stalled(ov.Window))
+	}
+	if !got["quiet"].State.Paused() || got["forgotten"].Counts.OldestPendingAge < 9*time.Minute {
+		t.Errorf("overview = %+v", ov.Sinks)
+	}
+}
+
+// The snapshot of the counts reads the partial indexes and the last hour
+// of sent rows: with a long delivered history it never scans the table.
+// (Mutations, each failing this test: take_stats_snapshot.sql counting
+// every sent row, not the last hour's; counting dead rows by status
+// instead of the dead index's phase.)
+func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
+	b := setup(t)
+	for _, stmt := range []string{
+		`INSERT INTO {s}.messages (sink, dedup_key, payload, status, attempts, sent_at, created_at)
+		 SELECT 'hist', 'h' || g, '{}', 'sent', 1, now() - interval '3 hours', now() - interval '4 hours'
+		 FROM generate_series(1, 200000) g`,
+		`INSERT INTO {s}.messages (sink, dedup_key, payload, status, attempts, sent_at)
+		 SELECT 'hist', 'r' || g, '{}', 'sent', 1, now() - (g || ' s')::interval FROM generate_series(1, 2000) g`,
+		`INSERT INTO {s}.messages (sink, dedup_key, payload) SELECT 'work', 'w' || g, '{}' FROM generate_series(1, 50000) g`,
+		`INSERT INTO {s}.messages (sink, dedup_key, payload, status) SELECT 'work', 'd' || g, '{}', 'dead' FROM generate_series(1, 100) g`,
+		`ANALYZE {s}.messages`,
+	} {
+		if _, err := b.pool.Exec(b.ctx, strings.ReplaceAll(stmt, "{s}", b.ob.Schema())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := store.New(b.ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, raw := explain(t, b, q.Statement("take_stats_snapshot"), time.Hour, "test")
+	indexes := map[string]bool{}
+	plan.walk(func(n planNode) {
+		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
+			t.Errorf("the snapshot scans the whole messages table:\n%s", raw)
+		}
+		indexes[n.IndexName] = true
+	})
+	for _, want := range []string{"messages_open_idx", "messages_sent_idx", "messages_dead_idx"} {
+		if !indexes[want] {
+			t.Errorf("the snapshot does not use %s (uses %v):\n%s", want, indexes, raw)
+		}
+	}
+	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, w := snap.Sinks["hist"], snap.Sinks["work"]; h.SentLastHour != 2000 || w.Pending != 50000 || w.Dead != 100 {
+		t.Errorf("snapshot = %+v", snap.Sinks)
+	}
+}
+
+// A snapshot of an outbox without rows is a snapshot too: taken, with no
+// sinks.
+func TestStatsSnapshotOfAnEmptyOutbox(t *testing.T) {
+	b := setup(t)
+	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+	if err != nil || snap.TakenAt.IsZero() || snap.TakenBy != "test" || len(snap.Sinks) != 0 {
+		t.Fatalf("snapshot = %+v, %v", snap, err)
+	}
+}
