@@ -82,7 +82,7 @@ func ExamplePublish() {
 		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
 		return nil
 	})
-	sinks := []relay.SinkConfig{{Name: "greetings", Sink: printer}}
+	sinks := map[string]sink.Sink{"greetings": printer}
 	cfg, _ := routing.Parse(map[string]any{"orders": map[string]any{
 		"events": []any{"order.*"},
 		"to":     []any{map[string]any{"sink": "greetings", "template": map[string]any{"line": "Order {{.data.id}} {{.data.status}}"}}},
@@ -114,7 +114,8 @@ func ExamplePublish() {
 	if err != nil {
 		panic(err)
 	}
-	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(), Sinks: table.Wrap(sinks, fallback)}, delivered)
+	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(),
+		Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}}, Stage: table.Stage(fallback)}, delivered)
 	// Output:
 	// row for greetings created: true
 	// delivered: greetings order.shipped/order-42/orders {"line":"Order 42 shipped"}

@@ -21,17 +21,17 @@ const FallbackRefresh = time.Minute
 // payload, at delivery time, under the delivery's context, and the sink
 // sees only the result; rows enqueued directly pass through untouched. A
 // route this relay's table lacks is fetched through fallback (nil: such
-// rows are dead-lettered). sinks are the relay's sinks by name: their
-// shapes say how each template field renders.
+// rows are dead-lettered) and rendered in the shape of the sink the table
+// was compiled with.
 //
 // A template that fails to render is a permanent error: the row is
 // dead-lettered with the template's message. The relay runs the stage
 // before it asks a sink for a row's destination key, so a per-key sink
 // names the destination from the rendered payload.
-func (t *Table) Stage(sinks map[string]sink.Sink, fallback Fallback) *Stage {
-	st := &Stage{sinks: make(map[string]*sinkTargets, len(sinks))}
-	for name, s := range sinks {
-		ts := &sinkTargets{sink: name, shape: shapeOf(s), targets: map[string]*compiled{},
+func (t *Table) Stage(fallback Fallback) *Stage {
+	st := &Stage{sinks: make(map[string]*sinkTargets, len(t.shapes))}
+	for name, shape := range t.shapes {
+		ts := &sinkTargets{sink: name, shape: shape, targets: map[string]*compiled{},
 			fallback: fallback, fetched: map[string]fetchedTarget{}}
 		for id, tg := range t.targets {
 			if id.sink == name {

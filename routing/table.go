@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 )
 
@@ -21,6 +20,7 @@ var routeNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 // Table is a configuration's routes, checked and compiled: what Apply
 // stores for publish() and what Wrap renders rows with.
 type Table struct {
+	shapes    map[string]sink.Shape // of the relay's sinks, by name
 	unmatched string
 	routes    []*route // by name
 	targets   map[targetID]*target
@@ -46,13 +46,13 @@ type target struct {
 	compiled   *compiled
 }
 
-// Compile checks cfg against the configured sinks, parses every template
-// and renders it with its route's sample event (declared, or generated from
-// the route's patterns and the fields its templates read), so that a typo
-// fails at load, not at delivery. It returns every problem found, each at
+// Compile checks cfg against the configured sinks (by name), parses every
+// template and renders it with its route's sample event (declared, or
+// generated from the route's patterns and the fields its templates read),
+// so that a typo fails at load, not at delivery. It returns every problem found, each at
 // its plugins.yaml key and naming route, sink and the template's line.
-func Compile(cfg Config, sinks []relay.SinkConfig) (*Table, []confschema.Problem) {
-	t := &Table{unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
+func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Problem) {
+	t := &Table{shapes: make(map[string]sink.Shape, len(sinks)), unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
 	var ps problems
 	switch t.unmatched {
 	case "":
@@ -61,12 +61,11 @@ func Compile(cfg Config, sinks []relay.SinkConfig) (*Table, []confschema.Problem
 	default:
 		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
 	}
-	shapes := make(map[string]sink.Shape, len(sinks))
-	for _, s := range sinks {
-		shapes[s.Name] = shapeOf(s.Sink)
+	for name, s := range sinks {
+		t.shapes[name] = shapeOf(s)
 	}
 	for _, name := range sortedRoutes(cfg) {
-		if r := compileRoute(name, cfg.Routes[name], shapes, &ps); r != nil {
+		if r := compileRoute(name, cfg.Routes[name], t.shapes, &ps); r != nil {
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
 				t.targets[tg.targetID] = tg
