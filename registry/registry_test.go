@@ -33,11 +33,11 @@ func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
 
 func TestBuiltinsDeliver(t *testing.T) {
 	for _, typ := range []string{registry.TypeLog, registry.TypeDiscard} {
-		sink, err := registry.Build(typ, "x", nil)
+		snk, err := registry.Build(typ, "x", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sink.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
+		if err := snk.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "x", Payload: []byte(`{}`)}); err != nil {
 			t.Fatalf("%s: %v", typ, err)
 		}
 	}
@@ -75,10 +75,10 @@ func Example() {
 			return nil
 		}), nil
 	})
-	sink, err := registry.Build("shout", "town-crier", map[string]any{"prefix": "HEAR YE"})
+	snk, err := registry.Build("shout", "town-crier", map[string]any{"prefix": "HEAR YE"})
 	if err != nil {
 		panic(err)
 	}
-	_ = sink.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
+	_ = snk.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
 	// Output: HEAR YE {"text":"hello"}
 }
