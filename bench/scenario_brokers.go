@@ -238,12 +238,12 @@ func syncLoop(ctx context.Context, target brokerTarget, n, workers int, prefix s
 // batchLoop hands the sink's DeliverBatch batches of
 // deliveries without the database, as the relay does.
 func batchLoop(ctx context.Context, br broker, n int, prefix string) error {
-	sink, err := br.newSink(noopSink, br.options)
+	s, err := br.newSink(noopSink, br.options)
 	if err != nil {
 		return err
 	}
-	defer sink.(interface{ Close() error }).Close()
-	bs := sink.(sink.BatchSink)
+	defer s.(interface{ Close() error }).Close()
+	bs := s.(sink.BatchSink)
 	for done := 0; done < n; done += brokerBatch {
 		ds := make([]*sink.Delivery, min(brokerBatch, n-done))
 		for i := range ds {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
@@ -40,11 +41,15 @@ var eventModes = []string{modePublishOne, modeEnqueueOne, modePublishBatch, mode
 // on one connection, the modes alternating from run to run.
 func (b *bench) runEvents(ctx context.Context) error {
 	pool := b.store(sysOutboxd).pool()
-	ob, err := core.New(eventsSchema)
+	ob, err := core.New(core.Options{Schema: eventsSchema})
 	if err != nil {
 		return err
 	}
-	if _, err := ob.Migrate(ctx, pool); err != nil {
+	m, err := migrate.New(eventsSchema)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate %s: %w", eventsSchema, err)
 	}
 	defer func() { _, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+eventsSchema+" CASCADE") }()
@@ -91,7 +96,7 @@ func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, 
 	if ps = append(ps, more...); len(ps) > 0 {
 		return nil, fmt.Errorf("routes: %v", ps)
 	}
-	if _, err := routing.Apply(ctx, pool, ob, table); err != nil {
+	if _, err := routing.Apply(ctx, pool, ob.Schema(), table); err != nil {
 		return nil, err
 	}
 	return sinks, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
 )
 
 // outboxdStore enqueues through outboxd's public API into the default
@@ -61,6 +62,10 @@ func (s outboxdStore) unfinished(ctx context.Context) (int64, error) {
 
 // migrateOutboxd creates outboxd's schema in a fresh database.
 func migrateOutboxd(ctx context.Context, p *pgxpool.Pool) error {
-	_, err := core.Default.Migrate(ctx, p)
+	m, err := migrate.New(core.DefaultSchema)
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, p)
 	return err
 }

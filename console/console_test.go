@@ -30,7 +30,7 @@ type site struct {
 	srv  *httptest.Server
 	ui   *console.Console
 	pool *pgxpool.Pool
-	ob   *core.Outbox
+	ob   *testdb.Outbox
 	ctx  context.Context
 }
 
@@ -38,7 +38,7 @@ func newSite(t *testing.T, opt console.Options) *site {
 	t.Helper()
 	t.Parallel()
 	pool, ob := testdb.New(t)
-	opt.Outbox, opt.DB, opt.Logger = ob, pool, slog.New(slog.DiscardHandler)
+	opt.Operator, opt.DB, opt.Logger = ob.Operator, pool, slog.New(slog.DiscardHandler)
 	if opt.Sinks == nil {
 		opt.Sinks = []console.Sink{{Name: "partner", Type: "webhook", RateLimit: "5 per 1s, burst 1"}}
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/outboxd/outboxd/routing"
 )
 
-func apply(t *testing.T, db core.DBTX, ob *core.Outbox, table *routing.Table) routing.Applied {
+func apply(t *testing.T, db core.DBTX, ob *testdb.Outbox, table *routing.Table) routing.Applied {
 	t.Helper()
-	a, err := routing.Apply(context.Background(), db, ob, table)
+	a, err := routing.Apply(context.Background(), db, ob.Schema(), table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestApplyIsIdempotentAndPublishMatchesLikeGo(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
 	ctx := context.Background()
-	if v, _, err := routing.Active(ctx, pool, ob); err != nil || v != 0 {
+	if v, _, err := routing.Active(ctx, pool, ob.Schema()); err != nil || v != 0 {
 		t.Fatalf("Active before any apply: %d %v, want 0", v, err)
 	}
 	routes := map[string]any{
@@ -49,7 +49,7 @@ func TestApplyIsIdempotentAndPublishMatchesLikeGo(t *testing.T) {
 	if again := apply(t, pool, ob, table); again != (routing.Applied{Version: first.Version}) {
 		t.Fatalf("second apply: %+v, want version %d unchanged", again, first.Version)
 	}
-	if v, digest, err := routing.Active(ctx, pool, ob); err != nil || v != first.Version || digest != table.Digest() {
+	if v, digest, err := routing.Active(ctx, pool, ob.Schema()); err != nil || v != first.Version || digest != table.Digest() {
 		t.Fatalf("Active: %d %s %v, want version %d with the table's digest", v, digest, err, first.Version)
 	}
 	for i, typ := range []string{"order.created", "order", "order.created.eu", "orders.created", "x-y_z.q", "a.b.c", "a.c", "a.b.b.c", "a.b.cd", "b"} {
@@ -109,7 +109,10 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	if err != nil || len(published) != 1 || !published[0].Created {
 		t.Fatalf("publish under the new routes: %v %v, want a new row for route sales", published, err)
 	}
-	fb := routing.DBFallback(pool, ob)
+	fb, err := routing.DBFallback(pool, ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if tmpl, _, err := fb.Target(ctx, "orders", "custom"); err != nil || tmpl["line"] != "old {{.key}}" {
 		t.Errorf("the removed route's target: %v %v", tmpl, err)
 	}

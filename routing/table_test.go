@@ -189,7 +189,7 @@ func TestGeneratedSampleSatisfiesTheTemplates(t *testing.T) {
 	}}}, "")
 }
 
-func render(t *testing.T, table *routing.Table, sink string, ev routing.Event) (json.RawMessage, error) {
+func render(t *testing.T, table *routing.Table, sinkName string, ev routing.Event) (json.RawMessage, error) {
 	t.Helper()
 	// As PostgreSQL returns a row's payload: <, > and & unescaped.
 	var buf bytes.Buffer
@@ -199,10 +199,10 @@ func render(t *testing.T, table *routing.Table, sink string, ev routing.Event) (
 		t.Fatal(err)
 	}
 	raw := buf.Bytes()
-	d := &sink.Delivery{ID: 1, Sink: sink, DedupKey: ev.Type + "/" + ev.Key + "/orders", Route: "orders", Payload: raw, CreatedAt: ev.CreatedAt}
+	d := &sink.Delivery{ID: 1, Sink: sinkName, DedupKey: ev.Type + "/" + ev.Key + "/orders", Route: "orders", Payload: raw, CreatedAt: ev.CreatedAt}
 	var got json.RawMessage
 	capture := sink.Func(func(_ context.Context, d *sink.Delivery) error { got = d.Payload; return nil })
-	wrapped := table.Wrap([]relay.SinkConfig{{Name: sink, Sink: capture}}, nil)
+	wrapped := table.Wrap([]relay.SinkConfig{{Name: sinkName, Sink: capture}}, nil)
 	err := wrapped[0].Sink.Deliver(context.Background(), d)
 	return got, err
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -116,8 +117,8 @@ func TestNewFileSinkRejectsBadOptions(t *testing.T) {
 func ExampleFileSink() {
 	path := filepath.Join(os.TempDir(), "outboxd-example-archive.jsonl")
 	defer os.Remove(path)
-	sink, _ := NewFileSink("archive", map[string]any{"path": path})
-	_ = sink.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "archive", DedupKey: "k", Attempt: 1, Payload: json.RawMessage(`{"n":1}`)})
+	archive, _ := NewFileSink("archive", map[string]any{"path": path})
+	_ = archive.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "archive", DedupKey: "k", Attempt: 1, Payload: json.RawMessage(`{"n":1}`)})
 	data, _ := os.ReadFile(path)
 	fmt.Print(string(data))
 	// Output: {"id":1,"sink":"archive","dedup_key":"k","attempt":1,"payload":{"n":1}}

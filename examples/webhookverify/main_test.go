@@ -53,7 +53,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 		}
 		sinks = append(sinks, relay.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
 	}
-	signals := testrelay.Run(t, pool, relay.Config{Outbox: ob, Sinks: sinks, PollInterval: 50 * time.Millisecond})
+	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, PollInterval: 50 * time.Millisecond})
 
 	for _, m := range []core.Message{
 		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/crashchild"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -34,7 +34,7 @@ const (
 // acknowledged. Those rows, and the publishes still in flight, are left in
 // progress with the broker holding the messages. See crashchild.Run for
 // how the child is checked and waited for.
-func Crash(t testing.TB, ob *core.Outbox, typ, sink string, options map[string]any, after int, childTest string) {
+func Crash(t testing.TB, ob *testdb.Outbox, typ, sink string, options map[string]any, after int, childTest string) {
 	t.Helper()
 	opts, err := json.Marshal(options)
 	if err != nil {
@@ -52,10 +52,7 @@ func CrashChild(t *testing.T) {
 	if schema == "" {
 		t.Skip("run by a crash test in a child process")
 	}
-	ob, err := core.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, schema)
 	var options map[string]any
 	if err := json.Unmarshal([]byte(os.Getenv(childOptionsEnv)), &options); err != nil {
 		t.Fatal(err)
@@ -65,13 +62,13 @@ func CrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := os.Getenv(childSinkEnv)
-	sink, err := registry.Build(os.Getenv(childTypeEnv), name, options)
+	built, err := registry.Build(os.Getenv(childTypeEnv), name, options)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var acked atomic.Int64
 	dieAfterPublishes := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
-		err := sink.Deliver(ctx, d)
+		err := built.Deliver(ctx, d)
 		if err == nil && acked.Add(1) >= int64(after) {
 			// The broker holds the message; the relay never records it.
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

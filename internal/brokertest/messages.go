@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -59,7 +60,7 @@ const relayPoolSize = 4
 // and returns its test signals. Retries come quickly (backoff from 100 ms
 // to 1 s) and many (50), so an outage of a few seconds stays well inside
 // the retry budget.
-func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, sink relay.SinkConfig) *testsignal.Relay {
+func Relay(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, tracing *Tracing, sink relay.SinkConfig) *testsignal.Relay {
 	t.Helper()
 	if sink.MaxAttempts == 0 {
 		sink.MaxAttempts = 50
@@ -67,7 +68,7 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 	if sink.Backoff == (relay.Backoff{}) {
 		sink.Backoff = relay.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	}
-	cfg := relay.Config{Outbox: ob, Sinks: []relay.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
+	cfg := relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
 	if tracing != nil {
 		cfg.TracerProvider = tracing.Provider
 	}
@@ -76,7 +77,7 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox, tracing *Tracing, 
 
 // WaitSent waits until the relay signalled n of sink's rows sent, failing
 // on a dead row.
-func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int, timeout time.Duration) {
+func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *testdb.Outbox, sink string, n int, timeout time.Duration) {
 	t.Helper()
 	signals.Written.Wait(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func(all []testsignal.Outcome) bool {
 		if dead := testsignal.CountWrittenTo(all, sink, string(operator.StatusDead)); dead > 0 {
@@ -87,7 +88,7 @@ func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *c
 }
 
 // lastErrors returns the distinct last_error values of ob's rows.
-func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *core.Outbox) []string {
+func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox) []string {
 	rows, err := pool.Query(context.Background(),
 		"SELECT DISTINCT last_error FROM "+ob.Schema()+".messages WHERE last_error IS NOT NULL LIMIT 10")
 	if err != nil {

@@ -101,7 +101,7 @@ func Ordered(t *testing.T, tg Target, sink string) []Received {
 // the broker, each copy under its dedup key; with Once, exactly once. It
 // returns the outbox (and a pool on its database) and the number of extra
 // copies.
-func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.Pool, *core.Outbox, int) {
+func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.Pool, *testdb.Outbox, int) {
 	t.Helper()
 	pool, ob := testdb.New(t)
 	msgs := Messages(sink, "crash", crashMessages)

@@ -119,8 +119,8 @@ func NewSchema(t testing.TB, pool *pgxpool.Pool) *Outbox {
 }
 
 // StatusCounts returns the number of ob's rows per status, for one sink
-// or, with sink "", for all. It reads the table directly, not through core's own Stats,
-// so tests check the engine against the rows themselves.
+// or, with sink "", for all. It reads the table directly, not through the
+// operator's Stats, so tests check the engine against the rows themselves.
 func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string) map[string]int {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),

@@ -3,6 +3,8 @@ package email
 import (
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // TestAllowedRecipientDomains: a payload's to replaces the configured
@@ -19,11 +21,11 @@ func TestAllowedRecipientDomains(t *testing.T) {
 		"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com", "to": []any{"ops@example.com"},
 		"allowed_recipient_domains": []any{"example.com", "Partner.Example.ORG"},
 	}
-	sink, err := New("mail", options)
+	snk, err := New("mail", options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sink.(*Sink)
+	s := snk.(*Sink)
 
 	for key, payload := range map[string]string{
 		"refused-to":        `{"text":"hi","to":["ops@example.com","thief@attacker.test"]}`,

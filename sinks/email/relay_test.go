@@ -42,7 +42,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 	}
 
 	signals := testrelay.Run(t, pool, relay.Config{
-		Outbox: ob, PollInterval: 100 * time.Millisecond,
+		Schema: ob.Schema(), PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
 	})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 1)
@@ -65,7 +65,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 }
 
 // readFinished returns row id's status, receipt message_id and last error.
-func readFinished(t *testing.T, ob *core.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
+func readFinished(t *testing.T, ob *testdb.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
 	t.Helper()
 	err := pool.QueryRow(context.Background(),
 		"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages WHERE id = $1",

@@ -46,11 +46,11 @@ func TestUnreachableClusterIsRetryableAndKeepsSecrets(t *testing.T) {
 	t.Parallel()
 	const password = "pa55-option"
 	closed := "127.0.0.1:" + strconvItoa(proc.FreePort(t))
-	sink := build(t, "events", map[string]any{
+	snk := build(t, "events", map[string]any{
 		"brokers": []any{closed}, "topic": testTopic, "timeout": "1s",
 		"sasl_mechanism": "scram-sha-256", "username": "outboxd", "password": password,
 	})
-	err := sink.Deliver(t.Context(), delivery("k"))
+	err := snk.Deliver(t.Context(), delivery("k"))
 	if err == nil || sink.IsPermanent(err) {
 		t.Fatalf("unreachable cluster: %v, want a retryable error", err)
 	}

@@ -116,13 +116,13 @@ func TestDeliverBatchReportsEachOutcome(t *testing.T) {
 	t.Parallel()
 	url := serverURL(t)
 	st := newStream(t, url)
-	sink := build(t, "events", map[string]any{"url": url, "subject": st.name + `.{{or .OrderingKey "x"}}`, "max_in_flight": 8})
+	snk := build(t, "events", map[string]any{"url": url, "subject": st.name + `.{{or .OrderingKey "x"}}`, "max_in_flight": 8})
 	ds := make([]*sink.Delivery, 20)
 	for i := range ds {
 		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
 	}
 	ds[7].OrderingKey = "bad key" // white space: no valid subject
-	errs := sink.(*natssink.Sink).DeliverBatch(t.Context(), ds)
+	errs := snk.(*natssink.Sink).DeliverBatch(t.Context(), ds)
 	for i, err := range errs {
 		if (i == 7) != (err != nil) || (err != nil && !sink.IsPermanent(err)) {
 			t.Errorf("delivery %d: %v", i, err)

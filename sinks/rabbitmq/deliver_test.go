@@ -42,7 +42,7 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := brokerURL(addr)
-	sink := build(t, "orders", map[string]any{"url": url, "exchange": q.exchange, "routing_key": "{{.Headers.route}}"})
+	snk := build(t, "orders", map[string]any{"url": url, "exchange": q.exchange, "routing_key": "{{.Headers.route}}"})
 	fullSink := build(t, "orders", map[string]any{"url": url, "exchange": full.exchange, "routing_key": "events.x"})
 	if err := fullSink.Deliver(t.Context(), delivery("first")); err != nil {
 		t.Fatalf("first message into the one-message queue: %v", err)
@@ -59,8 +59,8 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 		check func(error) bool
 		class string
 	}{
-		{"unroutable (no queue bound)", func() error { return sink.Deliver(t.Context(), routed("a", "nobody.listens")) }, sink.IsPermanent, "permanent"},
-		{"routing key template fails", func() error { return sink.Deliver(t.Context(), delivery("b")) }, sink.IsPermanent, "permanent"},
+		{"unroutable (no queue bound)", func() error { return snk.Deliver(t.Context(), routed("a", "nobody.listens")) }, sink.IsPermanent, "permanent"},
+		{"routing key template fails", func() error { return snk.Deliver(t.Context(), delivery("b")) }, sink.IsPermanent, "permanent"},
 		{"exchange missing", func() error {
 			return build(t, "orders", map[string]any{"url": url, "exchange": q.exchange + "-missing", "routing_key": "events.x"}).
 				Deliver(t.Context(), delivery("c"))
@@ -75,7 +75,7 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 	if got := q.messages(t); len(got) != 0 {
 		t.Errorf("the queue holds %d messages after refused publishes", len(got))
 	}
-	if err := sink.Deliver(t.Context(), routed("ok", "events.ok")); err != nil {
+	if err := snk.Deliver(t.Context(), routed("ok", "events.ok")); err != nil {
 		t.Fatalf("a routable message after the failures: %v", err)
 	}
 	if got := q.messages(t); len(got) != 1 || got[0].ID != "ok" {
@@ -109,13 +109,13 @@ func TestDeliverBatchReportsEachOutcome(t *testing.T) {
 	t.Parallel()
 	addr := requireBroker(t)
 	q := newQueue(t, addr)
-	sink := build(t, "orders", map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": `{{or .OrderingKey "events.x"}}`, "max_in_flight": 8})
+	snk := build(t, "orders", map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": `{{or .OrderingKey "events.x"}}`, "max_in_flight": 8})
 	ds := make([]*sink.Delivery, 20)
 	for i := range ds {
 		ds[i] = delivery(fmt.Sprintf("batch-%02d", i))
 	}
 	ds[7].OrderingKey = "nobody.listens"
-	errs := sink.(*rabbitmq.Sink).DeliverBatch(t.Context(), ds)
+	errs := snk.(*rabbitmq.Sink).DeliverBatch(t.Context(), ds)
 	for i, err := range errs {
 		if (i == 7) != (err != nil) || (err != nil && !sink.IsPermanent(err)) {
 			t.Errorf("delivery %d: %v", i, err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -74,10 +73,7 @@ func TestCrashingRelayChild(t *testing.T) {
 	if schema == "" {
 		t.Skip("run by TestRelayKilledAfterPostDeliversOnce in a child process")
 	}
-	ob, err := core.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, schema)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
 	signals := &testsignal.Relay{}
 	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, relay.SinkConfig{Name: testSinkName, Sink: killAfterPost{inner}})

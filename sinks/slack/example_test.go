@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -19,7 +20,7 @@ func Example() {
 	defer fake.Close()
 	fake.AddChannel(fakeslack.Channel{ID: "C0123ABCD", Name: "alerts"})
 
-	sink, err := slack.New("alerts", map[string]any{
+	s, err := slack.New("alerts", map[string]any{
 		"token":   fakeslack.Token,
 		"api_url": fake.APIURL(),
 		"channel": "#alerts",
@@ -33,7 +34,7 @@ func Example() {
 		Payload: json.RawMessage(`{"text":"Order 42 shipped"}`),
 		Attempt: 1, CreatedAt: time.Now(),
 	}
-	if err := sink.Deliver(context.Background(), d); err != nil {
+	if err := s.Deliver(context.Background(), d); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -43,7 +44,7 @@ func Example() {
 
 	// The relay died before recording the outcome; another one retries.
 	d.Attempt, d.Uncertain = 2, true
-	if err := sink.Deliver(context.Background(), d); err != nil {
+	if err := s.Deliver(context.Background(), d); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/slack"
 )
 
@@ -56,13 +57,13 @@ func TestOptionValidation(t *testing.T) {
 
 func TestNewHasDefaultRateLimit(t *testing.T) {
 	t.Parallel()
-	sink, err := slack.New("alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
+	snk, err := slack.New("alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	d, ok := sink.(sink.RateLimitDefaulter)
+	d, ok := snk.(sink.RateLimitDefaulter)
 	if !ok {
-		t.Fatalf("%T does not implement sink.RateLimitDefaulter", sink)
+		t.Fatalf("%T does not implement sink.RateLimitDefaulter", snk)
 	}
 	want := sink.RateLimit{Rate: 1, Per: time.Second, Burst: 1}
 	if got := d.DefaultRateLimit(); got != want {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -20,13 +21,13 @@ const relayPoolSize = 3
 
 // runRelay runs a relay over ob with the given sinks until the test ends,
 // sending its test signals to signals (which several relays may share).
-func runRelay(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...relay.SinkConfig) {
+func runRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...relay.SinkConfig) {
 	t.Helper()
-	testrelay.RunWith(t, pool, relay.Config{Outbox: ob, Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
+	testrelay.RunWith(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.
-func enqueueTexts(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string, n int) []int64 {
+func enqueueTexts(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, sink string, n int) []int64 {
 	t.Helper()
 	msgs := make([]core.Message, n)
 	for i := range msgs {
@@ -49,7 +50,7 @@ type rowState struct {
 	Attempts            int
 }
 
-func readRow(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, id int64) rowState {
+func readRow(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, id int64) rowState {
 	t.Helper()
 	var r rowState
 	err := pool.QueryRow(context.Background(),
@@ -62,7 +63,7 @@ func readRow(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, id int64) rowSta
 }
 
 // sentCount counts sink's sent rows.
-func sentCount(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink string) int64 {
+func sentCount(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, sink string) int64 {
 	t.Helper()
 	stats, err := ob.Stats(context.Background(), pool)
 	if err != nil {

@@ -42,7 +42,7 @@ func incidentRoutes() map[string]any {
 
 // routedSlack is the slack sink of a test, wrapped with incidentRoutes, and
 // the routes applied to ob.
-func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner sink.Sink) relay.SinkConfig {
+func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink.Sink) relay.SinkConfig {
 	t.Helper()
 	sinks := []relay.SinkConfig{{Name: testSinkName, Sink: inner}}
 	cfg, ps := routing.Parse(incidentRoutes(), "")
@@ -50,10 +50,14 @@ func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, inner sink.S
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob, table); err != nil {
+	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table); err != nil {
 		t.Fatal(err)
 	}
-	return table.Wrap(sinks, routing.DBFallback(pool, ob))[0]
+	fallback, err := routing.DBFallback(pool, ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table.Wrap(sinks, fallback)[0]
 }
 
 // Three events of one thread across two relay processes, the first relay
@@ -116,10 +120,7 @@ func TestThreadRelayChild(t *testing.T) {
 	if schema == "" {
 		t.Skip("run by TestThreadSurvivesTheRelayThatPostedItsRoot in a child process")
 	}
-	ob, err := core.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, schema)
 	pool := testdb.Pool(t, relayPoolSize)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(threadChildAPIEnv), "channel": testChannel})
 	signals := &testsignal.Relay{}
@@ -152,7 +153,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob, table); err != nil {
+	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table); err != nil {
 		t.Fatal(err)
 	}
 	signals := &testsignal.Relay{}

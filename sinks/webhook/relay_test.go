@@ -25,7 +25,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	rc := newReceiver(t, accept)
 	sink := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
 	signals := testrelay.Run(t, pool, relay.Config{
-		Outbox:       ob,
+		Schema:       ob.Schema(),
 		Sinks:        []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
 		PollInterval: 50 * time.Millisecond,
 	})

@@ -16,9 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
 )
 
@@ -103,10 +103,7 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("outboxd migrate: %v %+v", err, res)
 	}
 	pool := pg.Pool(4)
-	ob, err := core.New(chaosSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, chaosSchema)
 	cl.start(sc.relays)
 
 	lease, err := time.ParseDuration(sc.tuning.lease)

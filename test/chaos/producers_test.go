@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // producerRetryDelay is how long a producer waits before retrying an
@@ -133,7 +134,7 @@ func pace(ctx context.Context, start time.Time, d time.Duration, i, n int) {
 // rollbackEvery (those messages must never be delivered). A transaction that fails
 // (the database restarting) is retried with the same dedup keys, which
 // makes an ambiguous commit harmless.
-func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l *ledger, prefix string, total, txSize int, over time.Duration) error {
+func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *testdb.Outbox, l *ledger, prefix string, total, txSize int, over time.Duration) error {
 	p := newPlanner(prefix)
 	start := time.Now()
 	steps := (total + txSize - 1) / txSize
@@ -177,7 +178,7 @@ func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, l
 
 var errRollback = fmt.Errorf("roll back on purpose")
 
-func enqueueIn(ctx context.Context, tx pgx.Tx, ob *core.Outbox, msgs []msg, single bool) error {
+func enqueueIn(ctx context.Context, tx pgx.Tx, ob *testdb.Outbox, msgs []msg, single bool) error {
 	batch := make([]core.Message, len(msgs))
 	for i, m := range msgs {
 		batch[i] = core.Message{Sink: sinkName, DedupKey: m.key, Payload: m.payload(), OrderingKey: m.orderingKey}

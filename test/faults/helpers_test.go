@@ -13,10 +13,11 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // enqueue stores n messages for sink with keys prefix-0 ... prefix-(n-1).
-func enqueue(t *testing.T, pool *pgxpool.Pool, ob *core.Outbox, sink, prefix string, n int) {
+func enqueue(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, sink, prefix string, n int) {
 	t.Helper()
 	msgs := make([]core.Message, n)
 	for i := range msgs {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/test/internal/pgcluster"
 )
 
@@ -47,10 +47,7 @@ func TestMillionPendingRowsBoundedMemory(t *testing.T) {
 	pg := pgcluster.Start(t)
 	ctx := t.Context()
 	pool := pg.Pool(2)
-	ob, err := core.New("mem")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, "mem")
 	if _, err := ob.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +63,12 @@ func TestMillionPendingRowsBoundedMemory(t *testing.T) {
 	t.Logf("inserted %d rows in %s", pendingRows, time.Since(start).Round(time.Millisecond))
 
 	var deliveries atomic.Int64
-	sink := sink.Func(func(context.Context, *sink.Delivery) error { deliveries.Add(1); return nil })
+	counter := sink.Func(func(context.Context, *sink.Delivery) error { deliveries.Add(1); return nil })
 	relayPool := pg.Pool(4)
 	runtime.GC()
 	base := readHeap()
 	peak := measurePeakHeap(t, func(ctx context.Context) {
-		runRelayFor(ctx, t, relayPool, relay.Config{Outbox: ob, Sinks: []relay.SinkConfig{{Name: "count", Sink: sink}}})
+		runRelayFor(ctx, t, relayPool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
 	})
 	delivered := deliveries.Load()
 	t.Logf("delivered %d of %d in %s; live heap %.1f MiB before, %.1f MiB peak; heap in use %.1f MiB before, %.1f MiB peak",

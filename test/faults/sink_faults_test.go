@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -79,7 +78,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	})
 	const concurrency = 4
 	signals := testrelay.Run(t, pool, relay.Config{
-		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
+		Schema: ob.Schema(), Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
 		Sinks: []relay.SinkConfig{
 			{Name: "hang", Sink: hang, MaxAttempts: 100, MaxInFlight: maxInFlight,
 				Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}},
@@ -136,7 +135,7 @@ const deliveryShare = 0.8
 // as PostgreSQL recorded it at the claim.
 type deadlineCheck struct {
 	pool  *pgxpool.Pool
-	ob    *core.Outbox
+	ob    *testdb.Outbox
 	lease time.Duration
 
 	mu       sync.Mutex
@@ -144,7 +143,7 @@ type deadlineCheck struct {
 	problems []string
 }
 
-func newDeadlineCheck(pool *pgxpool.Pool, ob *core.Outbox, lease time.Duration) *deadlineCheck {
+func newDeadlineCheck(pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration) *deadlineCheck {
 	return &deadlineCheck{pool: pool, ob: ob, lease: lease}
 }
 
@@ -203,7 +202,7 @@ func TestPanickingSinkIsRecovered(t *testing.T) {
 		return accept.Deliver(ctx, d)
 	})
 	signals := testrelay.Run(t, pool, relay.Config{
-		Outbox: ob, Lease: faultLease, PollInterval: 100 * time.Millisecond,
+		Schema: ob.Schema(), Lease: faultLease, PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
 	})
 	enqueue(t, pool, ob, "s", "boom", 1)

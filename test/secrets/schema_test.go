@@ -26,12 +26,12 @@ func TestHostileSchemaNamesRefused(t *testing.T) {
 		strings.Repeat("a", core.MaxSchemaNameBytes+1),
 	}
 	for _, name := range hostile {
-		if ob, err := core.New(name); err == nil {
+		if ob, err := core.New(core.Options{Schema: name}); err == nil {
 			t.Errorf("core.New(%q) accepted it as schema %q", name, ob.Schema())
 		}
 	}
 	for _, name := range []string{"outbox", "_x", "tenant_42", strings.Repeat("a", core.MaxSchemaNameBytes)} {
-		if _, err := core.New(name); err != nil {
+		if _, err := core.New(core.Options{Schema: name}); err != nil {
 			t.Errorf("core.New(%q): %v", name, err)
 		}
 	}
@@ -40,10 +40,7 @@ func TestHostileSchemaNamesRefused(t *testing.T) {
 	// In a transaction rolled back at the end, so no schema of this fixed
 	// name outlives the test (a concurrent run waits for this one).
 	ctx := context.Background()
-	ob, err := core.New("select")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, "select")
 	tx, err := testdb.Pool(t, 2).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +62,7 @@ func TestLongestSchemaNameEnqueues(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.Pool(t, 2)
 	name := "z" + strings.Repeat("x", core.MaxSchemaNameBytes-1)
-	ob, err := core.New(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, name)
 	t.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE") })
 	if _, err := ob.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)

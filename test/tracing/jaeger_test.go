@@ -57,7 +57,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 		t.Fatal(err)
 	}
 	signals := testrelay.Run(t, pool, relay.Config{
-		Outbox: ob,
+		Schema: ob.Schema(),
 		Sinks: []relay.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
 			Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
 		PollInterval:   20 * time.Millisecond,
