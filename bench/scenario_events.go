@@ -10,7 +10,6 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/migrate"
-	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -83,12 +82,12 @@ func eventsRef(targets int, mode string) string {
 // their names, in the order publish() creates their rows.
 func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, targets int) ([]string, error) {
 	var sinks []string
-	var configs []relay.SinkConfig
+	configs := map[string]sink.Sink{}
 	var to []any
 	for i := range targets {
 		name := fmt.Sprintf("target-%d", i+1)
 		sinks = append(sinks, name)
-		configs = append(configs, relay.SinkConfig{Name: name, Sink: sink.Func(func(context.Context, *sink.Delivery) error { return nil })})
+		configs[name] = sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 		to = append(to, name)
 	}
 	cfg, ps := routing.Parse(map[string]any{"bench": map[string]any{"events": []any{"bench.*"}, "to": to}}, "")

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 )
 
@@ -25,16 +24,15 @@ const blockKitTemplate = `[
 ]`
 
 // BenchmarkRenderBlockKit measures what rendering costs one delivery: the
-// wrapped sink decodes the row's event and renders text and blocks into
-// the Slack payload before the (here no-op) Slack sink would post it.
+// stage decodes the row's event and renders text and blocks into the Slack
+// payload before the Slack sink would post it.
 func BenchmarkRenderBlockKit(b *testing.B) {
 	table := compile(b, map[string]any{"incidents": map[string]any{"events": []any{"incident.*"}, "to": []any{
 		map[string]any{"sink": "ops-slack", "template": map[string]any{
 			"text":   "{{.data.title}} ({{.data.severity}})",
 			"blocks": blockKitTemplate,
 		}}}}}, "")
-	noop := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
-	sinks := table.Wrap([]relay.SinkConfig{{Name: "ops-slack", Sink: noop}}, nil)
+	stage := table.Stage(nil)
 	payload := json.RawMessage(`{"type": "incident.opened", "key": "inc-7", "data": {"title": "Database primary unreachable from eu-west-1",
 		"service": "orders-db", "severity": "critical", "owner": "dba-oncall", "runbook": "https://runbooks.example.com/db-failover"}}`)
 	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -42,7 +40,7 @@ func BenchmarkRenderBlockKit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		d := &sink.Delivery{Route: "incidents", Payload: payload, CreatedAt: created}
-		if err := sinks[0].Sink.Deliver(ctx, d); err != nil {
+		if err := stage.Prepare(ctx, "ops-slack", d); err != nil {
 			b.Fatal(err)
 		}
 	}

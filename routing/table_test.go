@@ -21,7 +21,7 @@ import (
 
 // testSinks are one sink of each built-in type and a custom one, built
 // with options that need no server (nothing here delivers).
-func testSinks(t testing.TB) []relay.SinkConfig {
+func testSinks(t testing.TB) map[string]sink.Sink {
 	t.Helper()
 	sl, err := slack.New("ops-slack", map[string]any{"token": "xoxb-test", "channel": "C0OPS", "api_url": "http://127.0.0.1:1/api/"})
 	if err != nil {
@@ -36,12 +36,7 @@ func testSinks(t testing.TB) []relay.SinkConfig {
 		t.Fatal(err)
 	}
 	custom := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
-	return []relay.SinkConfig{
-		{Name: "ops-slack", Type: slack.Type, Sink: sl},
-		{Name: "partner", Type: webhook.Type, Sink: wh},
-		{Name: "finance", Type: email.Type, Sink: em},
-		{Name: "custom", Type: "custom", Sink: custom},
-	}
+	return map[string]sink.Sink{"ops-slack": sl, "partner": wh, "finance": em, "custom": custom}
 }
 
 // compile parses and compiles a routes block written as YAML would decode
@@ -189,7 +184,7 @@ func TestGeneratedSampleSatisfiesTheTemplates(t *testing.T) {
 	}}}, "")
 }
 
-func render(t *testing.T, table *routing.Table, sinkName string, ev routing.Event) (json.RawMessage, error) {
+func render(t *testing.T, table *routing.Table, sinkName string, ev sink.Event) (json.RawMessage, error) {
 	t.Helper()
 	// As PostgreSQL returns a row's payload: <, > and & unescaped.
 	var buf bytes.Buffer
@@ -200,16 +195,13 @@ func render(t *testing.T, table *routing.Table, sinkName string, ev routing.Even
 	}
 	raw := buf.Bytes()
 	d := &sink.Delivery{ID: 1, Sink: sinkName, DedupKey: ev.Type + "/" + ev.Key + "/orders", Route: "orders", Payload: raw, CreatedAt: ev.CreatedAt}
-	var got json.RawMessage
-	capture := sink.Func(func(_ context.Context, d *sink.Delivery) error { got = d.Payload; return nil })
-	wrapped := table.Wrap([]relay.SinkConfig{{Name: sinkName, Sink: capture}}, nil)
-	err := wrapped[0].Sink.Deliver(context.Background(), d)
-	return got, err
+	err := table.Stage(nil).Prepare(context.Background(), sinkName, d)
+	return d.Payload, err
 }
 
 func TestRenderGivesEachSinkItsOwnPayload(t *testing.T) {
 	table := compile(t, orders(), "")
-	ev := routing.Event{Type: "order.created", Key: "order-42", CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 500, time.UTC),
+	ev := sink.Event{Type: "order.created", Key: "order-42", CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 500, time.UTC),
 		Data: json.RawMessage(`{"id": 42, "total": 12.50, "currency": "EUR", "customer": "<Ann & Bob>"}`)}
 	for sink, want := range map[string]string{
 		"ops-slack": `{"text":"New order 42: 12.50 EUR"}`,
@@ -232,7 +224,7 @@ func TestFunctions(t *testing.T) {
 			"time":     `{{time "2006-01-02 15:04" .created_at}} {{time "15:04:05" .data.at}}`,
 			"slack":    `{{slackEscape .data.name}}`,
 		}}}, "sample": map[string]any{"type": "x", "data": map[string]any{"name": "<Ann> & Bob", "empty": "", "at": "2026-01-02T03:04:05+01:00"}}}}, "")
-	got, err := render(t, table, "custom", routing.Event{Type: "x", Key: "k", CreatedAt: time.Date(2026, 11, 30, 12, 7, 0, 0, time.UTC),
+	got, err := render(t, table, "custom", sink.Event{Type: "x", Key: "k", CreatedAt: time.Date(2026, 11, 30, 12, 7, 0, 0, time.UTC),
 		Data: json.RawMessage(`{"name": "<Ann> & Bob", "empty": "", "at": "2026-01-02T03:04:05+01:00"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +252,7 @@ func TestFunctions(t *testing.T) {
 // fails this test.)
 func TestRenderFailureAtDeliveryIsPermanent(t *testing.T) {
 	table := compile(t, orders(), "")
-	_, err := render(t, table, "ops-slack", routing.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{"id": 1}`)})
+	_, err := render(t, table, "ops-slack", sink.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{"id": 1}`)})
 	if !sink.IsPermanent(err) || !strings.Contains(err.Error(), `route orders, sink ops-slack: template: text:1:`) ||
 		!strings.Contains(err.Error(), `map has no entry for key "total"`) {
 		t.Fatalf("render of an event without .data.total: %v, want a permanent error naming route, sink, template and key", err)
@@ -275,11 +267,9 @@ func TestUnknownRouteUsesTheFallback(t *testing.T) {
 	table := compile(t, orders(), "")
 	raw := json.RawMessage(`{"type": "user.created", "key": "u1", "data": {"name": "Ann"}}`)
 	deliver := func(fb routing.Fallback) (string, error) {
-		var got string
-		capture := sink.Func(func(_ context.Context, d *sink.Delivery) error { got = string(d.Payload); return nil })
-		wrapped := table.Wrap([]relay.SinkConfig{{Name: "custom", Sink: capture}}, fb)
-		err := wrapped[0].Sink.Deliver(context.Background(), &sink.Delivery{Route: "users", Payload: raw})
-		return got, err
+		d := &sink.Delivery{Route: "users", Payload: raw}
+		err := table.Stage(fb).Prepare(context.Background(), "custom", d)
+		return string(d.Payload), err
 	}
 	got, err := deliver(fallbackFunc(func(route, sink string) (map[string]string, error) {
 		if route != "users" || sink != "custom" {
@@ -305,66 +295,68 @@ func (f fallbackFunc) Target(_ context.Context, route, sink string) (map[string]
 	return tmpl, false, err
 }
 
-// Rows enqueued directly pass through, and the wrapped sink keeps the
-// Slack sink's default rate limit and names destinations from the
-// rendered payload.
-func TestWrapKeepsWhatTheSinkDeclares(t *testing.T) {
+// Rows enqueued directly pass through the stage; the relay still sees the
+// Slack sink itself (its default rate limit, its destination keys), and
+// names a published row's destination from the payload the stage
+// rendered. (Mutation: Prepare rendering enqueued rows too fails this
+// test: the enqueued row's payload changes.)
+func TestStageRendersWhatTheSinkNamesDestinationsFrom(t *testing.T) {
 	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
 		map[string]any{"sink": "ops-slack", "template": map[string]any{"text": "x", "channel": "#{{.data.team}}"}}}}}, "")
-	wrapped := table.Wrap(testSinks(t), nil)
-	if rl := wrapped[0].RateLimit; rl == nil || rl.Rate != slack.DefaultRate {
+	sinks := testSinks(t)
+	cfg, err := relay.Config{Sinks: []relay.SinkConfig{{Name: "ops-slack", Sink: sinks["ops-slack"]}}, Stage: table.Stage(nil)}.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl := cfg.Sinks[0].RateLimit; rl == nil || rl.Rate != slack.DefaultRate {
 		t.Errorf("rate limit %+v, want Slack's default", rl)
 	}
-	keyer, ok := wrapped[0].Sink.(sink.DestinationKeyer)
+	keyer, ok := sinks["ops-slack"].(sink.DestinationKeyer)
 	if !ok {
-		t.Fatal("the wrapped Slack sink does not name destinations")
+		t.Fatal("the Slack sink does not name destinations")
 	}
-	key, err := keyer.DestinationKey(&sink.Delivery{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"k","data":{"team":"db"}}`)})
+	stage := table.Stage(nil)
+	published := &sink.Delivery{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"k","data":{"team":"db"}}`)}
+	if err := stage.Prepare(context.Background(), "ops-slack", published); err != nil {
+		t.Fatal(err)
+	}
+	key, err := keyer.DestinationKey(published)
 	if err != nil || key != "#db" {
 		t.Errorf("DestinationKey of a published row: %q %v, want #db", key, err)
 	}
-	if key, err := keyer.DestinationKey(&sink.Delivery{Payload: json.RawMessage(`{"text":"plain"}`)}); err != nil || key != "C0OPS" {
+	enqueued := &sink.Delivery{Payload: json.RawMessage(`{"text":"plain"}`)}
+	if err := stage.Prepare(context.Background(), "ops-slack", enqueued); err != nil || string(enqueued.Payload) != `{"text":"plain"}` {
+		t.Fatalf("an enqueued row through the stage: %s %v, want it untouched", enqueued.Payload, err)
+	}
+	if key, err := keyer.DestinationKey(enqueued); err != nil || key != "C0OPS" {
 		t.Errorf("DestinationKey of an enqueued row: %q %v, want the sink's channel", key, err)
 	}
-	if _, ok := wrapped[1].Sink.(sink.DestinationKeyer); ok {
-		t.Error("the wrapped webhook sink claims to name destinations")
+	if _, ok := sinks["partner"].(sink.DestinationKeyer); ok {
+		t.Error("the webhook sink claims to name destinations")
 	}
 }
 
-// batchSink records the payloads of the batches it is handed.
-type batchSink struct{ got []string }
-
-func (b *batchSink) Deliver(context.Context, *sink.Delivery) error {
-	return errors.New("not in a batch")
-}
-
-func (b *batchSink) DeliverBatch(_ context.Context, ds []*sink.Delivery) []error {
-	for _, d := range ds {
-		b.got = append(b.got, string(d.Payload))
-	}
-	return make([]error, len(ds))
-}
-
-// A sink that takes batches keeps taking them wrapped: its published rows
-// rendered, a row that fails to render answered with its failure, the
-// others delivered.
-func TestWrapKeepsBatches(t *testing.T) {
+// Each row of a batch is prepared on its own: published rows rendered, a
+// row that fails to render answered with its failure, the others left
+// alone. (Mutation: Prepare returning the render error as retryable
+// fails this test.)
+func TestStagePreparesEachRowOfABatch(t *testing.T) {
 	table := compile(t, map[string]any{"orders": map[string]any{"events": []any{"**"}, "to": []any{
 		map[string]any{"sink": "custom", "template": map[string]any{"line": "{{.data.n}}"}}}}}, "")
-	inner := &batchSink{}
-	wrapped, ok := table.Wrap([]relay.SinkConfig{{Name: "custom", Sink: inner}}, nil)[0].Sink.(sink.BatchSink)
-	if !ok {
-		t.Fatal("the wrapped batch sink does not take batches")
-	}
-	errs := wrapped.DeliverBatch(context.Background(), []*sink.Delivery{
+	stage := table.Stage(nil)
+	ds := []*sink.Delivery{
 		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"1","data":{"n":1}}`)},
 		{Route: "orders", Payload: json.RawMessage(`{"type":"x","key":"2","data":{}}`)},
 		{Payload: json.RawMessage(`{"plain":true}`)},
-	})
+	}
+	errs := make([]error, len(ds))
+	for i, d := range ds {
+		errs[i] = stage.Prepare(context.Background(), "custom", d)
+	}
 	if errs[0] != nil || !sink.IsPermanent(errs[1]) || errs[2] != nil {
 		t.Errorf("outcomes %v, want nil, permanent, nil", errs)
 	}
-	if want := []string{`{"line":"1"}`, `{"plain":true}`}; !slices.Equal(inner.got, want) {
-		t.Errorf("the inner sink got %v, want %v", inner.got, want)
+	if got, want := []string{string(ds[0].Payload), string(ds[2].Payload)}, []string{`{"line":"1"}`, `{"plain":true}`}; !slices.Equal(got, want) {
+		t.Errorf("prepared payloads %v, want %v", got, want)
 	}
 }

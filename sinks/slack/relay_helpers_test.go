@@ -23,7 +23,14 @@ const relayPoolSize = 3
 // sending its test signals to signals (which several relays may share).
 func runRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...relay.SinkConfig) {
 	t.Helper()
-	testrelay.RunWith(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
+	runRoutedRelay(t, pool, ob, lease, signals, nil, sinks...)
+}
+
+// runRoutedRelay is runRelay with a stage that renders published rows
+// (see routedSlack).
+func runRoutedRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, stage relay.Stage, sinks ...relay.SinkConfig) {
+	t.Helper()
+	testrelay.RunWith(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, Stage: stage, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.

@@ -40,13 +40,12 @@ func incidentRoutes() map[string]any {
 	}
 }
 
-// routedSlack is the slack sink of a test, wrapped with incidentRoutes, and
-// the routes applied to ob.
-func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink.Sink) relay.SinkConfig {
+// routedSlack is the slack sink of a test and the stage rendering
+// incidentRoutes for it, with the routes applied to ob.
+func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink.Sink) (relay.SinkConfig, relay.Stage) {
 	t.Helper()
-	sinks := []relay.SinkConfig{{Name: testSinkName, Sink: inner}}
 	cfg, ps := routing.Parse(incidentRoutes(), "")
-	table, more := routing.Compile(cfg, sinks)
+	table, more := routing.Compile(cfg, map[string]sink.Sink{testSinkName: inner})
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
@@ -57,7 +56,7 @@ func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink
 	if err != nil {
 		t.Fatal(err)
 	}
-	return table.Wrap(sinks, fallback)[0]
+	return relay.SinkConfig{Name: testSinkName, Sink: inner}, table.Stage(fallback)
 }
 
 // Three events of one thread across two relay processes, the first relay
@@ -86,7 +85,8 @@ func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 	}
 
 	signals := &testsignal.Relay{}
-	runRelay(t, pool, ob, crashLease, signals, routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))))
+	sc, stage := routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil)))
+	runRoutedRelay(t, pool, ob, crashLease, signals, stage, sc)
 	signals.WaitWritten(t, 30*time.Second, "", "sent", 3)
 	if c := testdb.StatusCounts(t, pool, ob, ""); c["sent"] != 3 {
 		t.Fatalf("rows %v, want the three sent", c)
@@ -124,7 +124,8 @@ func TestThreadRelayChild(t *testing.T) {
 	pool := testdb.Pool(t, relayPoolSize)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(threadChildAPIEnv), "channel": testChannel})
 	signals := &testsignal.Relay{}
-	runRelay(t, pool, ob, crashLease, signals, routedSlack(t, pool, ob, killAfterPost{inner}))
+	sc, stage := routedSlack(t, pool, ob, killAfterPost{inner})
+	runRoutedRelay(t, pool, ob, crashLease, signals, stage, sc)
 	// The process dies inside the sink; an outcome written means the post
 	// failed, and no outcome within the limit means it never happened.
 	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
@@ -149,7 +150,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	sinks := []relay.SinkConfig{{Name: testSinkName, Sink: sl, MaxInFlight: 1, RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, Burst: 1, PerKey: true}}}
 	cfg, ps := routing.Parse(map[string]any{"alerts": map[string]any{"events": []any{"alert.*"}, "to": []any{
 		map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.key}}", "channel": "{{.data.channel}}"}}}}}, "")
-	table, more := routing.Compile(cfg, sinks)
+	table, more := routing.Compile(cfg, map[string]sink.Sink{testSinkName: sl})
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
@@ -158,7 +159,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	}
 	signals := &testsignal.Relay{}
 	for range 3 {
-		runRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, signals, table.Wrap(sinks, nil)...)
+		runRoutedRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, signals, table.Stage(nil), sinks...)
 	}
 	for i := range perChannel {
 		for _, ch := range channels {
