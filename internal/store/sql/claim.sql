@@ -1,4 +1,5 @@
 -- name: claim :many
+-- capacity: limit
 -- params: limit bigint as int, token uuid, waiter bigint
 -- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
