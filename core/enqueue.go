@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -41,8 +42,8 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 		return EnqueueResult{}, err
 	}
 	var res EnqueueResult
-	err = db.QueryRow(ctx, o.q.Enqueue, v.sink, v.dedupKey, v.payload, v.headers,
-		v.orderingKey, v.maxAttempts, v.availableAt).Scan(&res.ID)
+	res.ID, err = o.q.Enqueue(ctx, db, store.EnqueueParams{Sink: v.sink, DedupKey: v.dedupKey, Payload: v.payload,
+		Headers: v.headers, OrderingKey: v.orderingKey, MaxAttempts: v.maxAttempts, AvailableAt: v.availableAt})
 	switch {
 	case err == nil:
 		res.Created = true
@@ -54,7 +55,7 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 	// A duplicate. This lookup is a statement of its own so that, under READ
 	// COMMITTED, it sees a conflicting row committed by a concurrent enqueue
 	// after the insert's snapshot was taken.
-	if err := db.QueryRow(ctx, o.q.LookupID, v.sink, v.dedupKey).Scan(&res.ID); err != nil {
+	if res.ID, err = o.q.LookupID(ctx, db, v.sink, v.dedupKey); err != nil {
 		return res, fmt.Errorf("outbox: look up duplicate %s/%s: %w", v.sink, v.dedupKey, err)
 	}
 	o.countEnqueues(ctx, v.sink, false, 1)
@@ -80,14 +81,14 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	cols := batchColumns{
-		sinks:       make([]string, len(msgs)),
-		keys:        make([]string, len(msgs)),
-		payloads:    make([][]byte, len(msgs)),
-		headers:     make([][]byte, len(msgs)),
-		orderings:   make([]*string, len(msgs)),
-		maxAttempts: make([]*int32, len(msgs)),
-		available:   make([]*time.Time, len(msgs)),
+	cols := &store.BatchColumns{
+		Sinks:        make([]string, len(msgs)),
+		DedupKeys:    make([]string, len(msgs)),
+		Payloads:     make([][]byte, len(msgs)),
+		Headers:      make([][]byte, len(msgs)),
+		OrderingKeys: make([]*string, len(msgs)),
+		MaxAttempts:  make([]*int32, len(msgs)),
+		AvailableAt:  make([]*time.Time, len(msgs)),
 	}
 	var shape store.BatchShape
 	for i, m := range msgs {
@@ -95,27 +96,20 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		cols.sinks[i], cols.keys[i] = v.sink, v.dedupKey
-		cols.payloads[i], cols.headers[i] = v.payload, v.headers
-		cols.orderings[i], cols.maxAttempts[i], cols.available[i] = v.orderingKey, v.maxAttempts, v.availableAt
+		cols.Sinks[i], cols.DedupKeys[i] = v.sink, v.dedupKey
+		cols.Payloads[i], cols.Headers[i] = v.payload, v.headers
+		cols.OrderingKeys[i], cols.MaxAttempts[i], cols.AvailableAt[i] = v.orderingKey, v.maxAttempts, v.availableAt
 		shape |= v.shape()
 	}
-	// The arrays follow optionalBatchColumns' order; see enqueueBatchSQL.
-	args := []any{cols.sinks, cols.keys, cols.payloads}
-	for i, column := range []any{cols.headers, cols.orderings, cols.maxAttempts, cols.available} {
-		if shape&(1<<i) != 0 {
-			args = append(args, column)
-		}
-	}
 
-	results, err := o.insertBatchPlain(ctx, db, shape, args, len(msgs))
+	results, err := o.insertBatchPlain(ctx, db, shape, cols)
 	if err == nil && results == nil {
-		results, err = o.insertBatchSkippingDuplicates(ctx, db, shape, args, cols)
+		results, err = o.insertBatchSkippingDuplicates(ctx, db, shape, cols)
 	}
 	if err != nil {
 		return nil, err
 	}
-	o.countBatch(ctx, cols.sinks, results)
+	o.countBatch(ctx, cols.Sinks, results)
 	return results, nil
 }
 
@@ -129,7 +123,8 @@ const plainInsertPause = 16
 // ON CONFLICT path: a key already exists, or db is a handle whose
 // transaction it cannot protect with a savepoint (a *pgx.Conn may be inside
 // a transaction begun with a plain BEGIN).
-func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape store.BatchShape, args []any, n int) ([]EnqueueResult, error) {
+func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape store.BatchShape, cols *store.BatchColumns) ([]EnqueueResult, error) {
+	n := len(cols.Sinks)
 	if o.plainInsertPaused.Load() > 0 {
 		o.plainInsertPaused.Add(-1)
 		return nil, nil
@@ -141,9 +136,9 @@ func (o *Outbox) insertBatchPlain(ctx context.Context, db DBTX, shape store.Batc
 	switch db := db.(type) {
 	case *pgxpool.Pool:
 		// Each statement commits on its own: a failed one wrote nothing.
-		ids, err = queryIDs(ctx, db, o.q.EnqueueBatchPlain[shape], args)
+		ids, err = o.q.EnqueueBatchPlain(ctx, db, shape, cols)
 	case pgx.Tx:
-		ids, err = queryIDsInSavepoint(ctx, db, o.q.EnqueueBatchPlain[shape], args)
+		ids, err = o.q.EnqueueBatchPlainInSavepoint(ctx, db, shape, cols)
 	default:
 		return nil, nil
 	}
@@ -183,53 +178,11 @@ func isDedupConflict(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == dedupConstraint
 }
 
-// batchSavepoint names the savepoint of insertBatchPlain. Savepoint names
-// may repeat: if the caller uses the same one, ours is the innermost.
-const batchSavepoint = "outboxd_enqueue_batch"
-
-// queryIDsInSavepoint runs the id-returning statement sql inside a savepoint
-// of tx, in one round trip. When it fails, the savepoint is rolled back, so
-// the caller's transaction stays usable and keeps its earlier work.
-func queryIDsInSavepoint(ctx context.Context, tx pgx.Tx, sql string, args []any) ([]int64, error) {
-	batch := &pgx.Batch{}
-	batch.Queue("SAVEPOINT " + batchSavepoint)
-	batch.Queue(sql, args...)
-	batch.Queue("RELEASE SAVEPOINT " + batchSavepoint)
-	results := tx.SendBatch(ctx, batch)
-	_, err := results.Exec()
-	var ids []int64
-	if err == nil {
-		rows, _ := results.Query() // an error comes back from CollectRows
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-	}
-	if err == nil {
-		_, err = results.Exec()
-	}
-	if closeErr := results.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+batchSavepoint+"; RELEASE SAVEPOINT "+batchSavepoint); rbErr != nil {
-			return nil, fmt.Errorf("%w (and rolling back to the savepoint: %v)", err, rbErr)
-		}
-		return nil, err
-	}
-	return ids, nil
-}
-
-func queryIDs(ctx context.Context, db DBTX, sql string, args []any) ([]int64, error) {
-	rows, err := db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
-}
-
 // insertBatchSkippingDuplicates inserts the batch with ON CONFLICT DO
 // NOTHING and finds the ids of the messages that were duplicates.
-func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, shape store.BatchShape, args []any, cols batchColumns) ([]EnqueueResult, error) {
-	n := len(cols.sinks)
-	rows, err := db.Query(ctx, o.q.EnqueueBatch[shape], args...)
+func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, shape store.BatchShape, cols *store.BatchColumns) ([]EnqueueResult, error) {
+	n := len(cols.Sinks)
+	inserted, err := o.q.EnqueueBatch(ctx, db, shape, cols)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: enqueue batch of %d: %w", n, err)
 	}
@@ -239,14 +192,12 @@ func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, sha
 	type key struct{ sink, dedup string }
 	index := make(map[key]int, n)
 	for i := n - 1; i >= 0; i-- {
-		index[key{cols.sinks[i], cols.keys[i]}] = i
+		index[key{cols.Sinks[i], cols.DedupKeys[i]}] = i
 	}
 	ids := make(map[key]int64, n)
 	created := make(map[key]bool, n)
-	if err := collectIDs(rows, func(id int64, sink, dedup string) {
-		ids[key{sink, dedup}], created[key{sink, dedup}] = id, true
-	}); err != nil {
-		return nil, fmt.Errorf("outbox: enqueue batch of %d: %w", n, err)
+	for _, r := range inserted {
+		ids[key{r.Sink, r.DedupKey}], created[key{r.Sink, r.DedupKey}] = r.ID, true
 	}
 	if len(ids) < len(index) {
 		// Some already existed: one more statement finds them. It runs
@@ -258,41 +209,20 @@ func (o *Outbox) insertBatchSkippingDuplicates(ctx context.Context, db DBTX, sha
 				sinks, keys = append(sinks, k.sink), append(keys, k.dedup)
 			}
 		}
-		lookup, err := db.Query(ctx, o.q.LookupIDs, sinks, keys)
+		found, err := o.q.LookupIDs(ctx, db, sinks, keys)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: look up %d duplicates: %w", len(sinks), err)
 		}
-		if err := collectIDs(lookup, func(id int64, sink, dedup string) { ids[key{sink, dedup}] = id }); err != nil {
-			return nil, fmt.Errorf("outbox: look up %d duplicates: %w", len(sinks), err)
+		for _, r := range found {
+			ids[key{r.Sink, r.DedupKey}] = r.ID
 		}
 	}
 	results := make([]EnqueueResult, n)
 	for i := range results {
-		k := key{cols.sinks[i], cols.keys[i]}
+		k := key{cols.Sinks[i], cols.DedupKeys[i]}
 		results[i] = EnqueueResult{ID: ids[k], Created: created[k] && index[k] == i}
 	}
 	return results, nil
-}
-
-type batchColumns struct {
-	sinks, keys       []string
-	payloads, headers [][]byte // JSON texts
-	orderings         []*string
-	maxAttempts       []*int32
-	available         []*time.Time
-}
-
-// collectIDs reads (id, sink, dedup_key) rows.
-func collectIDs(rows pgx.Rows, add func(id int64, sink, dedup string)) error {
-	var (
-		id          int64
-		sink, dedup string
-	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &sink, &dedup}, func() error {
-		add(id, sink, dedup)
-		return nil
-	})
-	return err
 }
 
 // countBatch adds a batch's results to the enqueue counter, one Add per run

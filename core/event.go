@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -79,16 +78,13 @@ func (o *Outbox) Publish(ctx context.Context, db DBTX, ev Event) ([]Published, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, o.q.Publish, ev.Type, ev.Key, data, ev.OrderingKey, ev.ThreadKey, headers)
+	rows, err := o.q.Publish(ctx, db, ev.Type, ev.Key, data, ev.OrderingKey, ev.ThreadKey, headers)
 	if err != nil {
 		return nil, publishError(ev, err)
 	}
-	published, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Published, error) {
-		var p Published
-		return p, row.Scan(&p.Sink, &p.ID, &p.Created)
-	})
-	if err != nil {
-		return nil, publishError(ev, err)
+	published := make([]Published, len(rows))
+	for i, r := range rows {
+		published[i] = Published{Sink: r.Sink, ID: r.ID, Created: r.Created}
 	}
 	o.countPublished(ctx, published)
 	return published, nil
@@ -113,24 +109,16 @@ func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][
 		}
 		types[i], keys[i], orderings[i], threads[i] = ev.Type, ev.Key, ev.OrderingKey, ev.ThreadKey
 	}
-	rows, err := db.Query(ctx, o.q.PublishBatch, types, keys, data, orderings, threads, headers)
+	rows, err := o.q.PublishBatch(ctx, db, types, keys, data, orderings, threads, headers)
 	if err != nil {
 		return nil, batchPublishError(len(events), err)
 	}
 	out := make([][]Published, len(events))
-	var (
-		index int
-		p     Published
-	)
-	_, err = pgx.ForEachRow(rows, []any{&index, &p.Sink, &p.ID, &p.Created}, func() error {
-		if index < 1 || index > len(events) {
-			return fmt.Errorf("event index %d out of range", index)
+	for _, r := range rows {
+		if r.Event < 1 || r.Event > len(events) {
+			return nil, batchPublishError(len(events), fmt.Errorf("event index %d out of range", r.Event))
 		}
-		out[index-1] = append(out[index-1], p)
-		return nil
-	})
-	if err != nil {
-		return nil, batchPublishError(len(events), err)
+		out[r.Event-1] = append(out[r.Event-1], Published{Sink: r.Sink, ID: r.ID, Created: r.Created})
 	}
 	for _, published := range out {
 		o.countPublished(ctx, published)

@@ -46,11 +46,11 @@ func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied,
 	if err != nil {
 		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
 	}
-	var a Applied
-	if err := db.QueryRow(ctx, q.ApplyRoutes, t.Digest(), t.unmatched, targets).Scan(&a.Version, &a.Changed); err != nil {
+	r, err := q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets)
+	if err != nil {
 		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", schema, err)
 	}
-	return a, nil
+	return Applied{Version: r.Version, Changed: r.Changed}, nil
 }
 
 // Active returns the version and digest of the routes publish() uses in
@@ -62,14 +62,14 @@ func Active(ctx context.Context, db core.DBTX, schema string) (version int64, di
 	if err != nil {
 		return 0, "", err
 	}
-	err = db.QueryRow(ctx, q.ActiveRoutes).Scan(&version, &digest)
+	r, err := q.ActiveRoutes(ctx, db)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, "", nil
 	}
 	if err != nil {
 		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", schema, err)
 	}
-	return version, digest, nil
+	return r.Version, r.Digest, nil
 }
 
 // ErrNoTarget is wrapped by a Fallback's error when no applied routes ever
@@ -92,20 +92,16 @@ func DBFallback(db core.DBTX, schema string) (Fallback, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dbFallback{db: db, sql: q.AppliedTarget}, nil
+	return dbFallback{db: db, q: q}, nil
 }
 
 type dbFallback struct {
-	db  core.DBTX
-	sql string
+	db core.DBTX
+	q  *store.Queries
 }
 
 func (f dbFallback) Target(ctx context.Context, route, sink string) (map[string]string, bool, error) {
-	var (
-		raw        []byte
-		updateRoot bool
-	)
-	err := f.db.QueryRow(ctx, f.sql, route, sink).Scan(&raw, &updateRoot)
+	r, err := f.q.AppliedTarget(ctx, f.db, route, sink)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, fmt.Errorf("route %s, sink %s: %w", route, sink, ErrNoTarget)
 	}
@@ -113,10 +109,10 @@ func (f dbFallback) Target(ctx context.Context, route, sink string) (map[string]
 		return nil, false, fmt.Errorf("route %s, sink %s: read the applied routes: %w", route, sink, err)
 	}
 	var tmpl map[string]string
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &tmpl); err != nil {
+	if len(r.Template) > 0 {
+		if err := json.Unmarshal(r.Template, &tmpl); err != nil {
 			return nil, false, fmt.Errorf("route %s, sink %s: the applied template: %w", route, sink, err)
 		}
 	}
-	return tmpl, updateRoot, nil
+	return tmpl, r.UpdateRoot, nil
 }

@@ -84,10 +84,10 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 	}
 	var applied []int
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, m.q.LockTransaction, store.AdvisoryLockNamespace, m.q.Schema, store.LockKeyMigrate); err != nil {
+		if err := m.q.LockTransaction(ctx, tx, store.AdvisoryLockNamespace, m.q.Schema, store.LockKeyMigrate); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, m.q.MigrationsPrepare); err != nil {
+		if err := m.q.MigrationsPrepare(ctx, tx); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}
 		done, err := m.appliedVersions(ctx, tx)
@@ -95,7 +95,7 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			return err
 		}
 		// Unqualified names in migration files resolve to our schema.
-		if _, err := tx.Exec(ctx, m.q.SetSearchPath); err != nil {
+		if err := m.q.SetSearchPath(ctx, tx); err != nil {
 			return fmt.Errorf("set search_path: %w", err)
 		}
 		for _, mg := range all {
@@ -105,7 +105,7 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			if _, err := tx.Exec(ctx, mg.SQL); err != nil {
 				return fmt.Errorf("apply migration %03d_%s: %w", mg.Version, mg.Name, err)
 			}
-			if _, err := tx.Exec(ctx, m.q.MigrationsRecord, mg.Version, mg.Name); err != nil {
+			if err := m.q.MigrationsRecord(ctx, tx, mg.Version, mg.Name); err != nil {
 				return fmt.Errorf("record migration %03d: %w", mg.Version, err)
 			}
 			applied = append(applied, mg.Version)
@@ -125,8 +125,8 @@ func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	var exists bool
-	if err := db.QueryRow(ctx, m.q.MigrationsLedgerExists, m.q.Schema+".schema_migrations").Scan(&exists); err != nil {
+	exists, err := m.q.MigrationsLedgerExists(ctx, db, m.q.Schema+".schema_migrations")
+	if err != nil {
 		return nil, fmt.Errorf("outbox: check migrations: %w", err)
 	}
 	done := map[int]bool{}
@@ -145,11 +145,7 @@ func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
 }
 
 func (m *Migrator) appliedVersions(ctx context.Context, db core.DBTX) (map[int]bool, error) {
-	rows, err := db.Query(ctx, m.q.MigrationsApplied)
-	if err != nil {
-		return nil, fmt.Errorf("read applied migrations: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	versions, err := m.q.MigrationsApplied(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Status is a row's place in its life cycle.
@@ -38,38 +38,29 @@ type SinkStats struct {
 // Stats returns per-sink row counts by status and the age of the oldest
 // waiting row, measured on the database clock.
 func (o *Operator) Stats(ctx context.Context, db core.DBTX) (map[string]SinkStats, error) {
-	rows, err := db.Query(ctx, o.q.Stats)
+	rows, err := o.q.Stats(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
 	}
 	stats := map[string]SinkStats{}
-	var (
-		sink, status string
-		count        int64
-		ageSeconds   float64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&sink, &status, &count, &ageSeconds}, func() error {
-		s := stats[sink]
-		switch Status(status) {
+	for _, r := range rows {
+		s := stats[r.Sink]
+		switch Status(r.Status) {
 		case StatusPending:
-			s.Pending = count
+			s.Pending = r.Count
 		case StatusInProgress:
-			s.InProgress = count
+			s.InProgress = r.Count
 		case StatusFailed:
-			s.Failed = count
+			s.Failed = r.Count
 		case StatusSent:
-			s.Sent = count
+			s.Sent = r.Count
 		case StatusDead:
-			s.Dead = count
+			s.Dead = r.Count
 		}
-		if age := time.Duration(ageSeconds * float64(time.Second)); age > s.OldestPendingAge {
+		if age := time.Duration(r.OldestWaitingSeconds * float64(time.Second)); age > s.OldestPendingAge {
 			s.OldestPendingAge = age
 		}
-		stats[sink] = s
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: stats: %w", err)
+		stats[r.Sink] = s
 	}
 	return stats, nil
 }
@@ -115,13 +106,6 @@ type DeadLetterFilter struct {
 // DefaultDeadLetterLimit bounds one page of dead letters.
 const DefaultDeadLetterLimit = 100
 
-// oneShot runs a statement whose filters are optional as an unnamed
-// statement, which PostgreSQL plans with the values given: the tests of
-// unused filters (” or NULL) fold away and the plan can use the index
-// the given filters call for. A cached, generic plan would have to serve
-// every combination with one scan.
-const oneShot = pgx.QueryExecModeCacheDescribe
-
 // DeadLetters lists dead rows, oldest first, with their payloads and
 // recorded errors, one page at a time: pass the last id of a page as
 // DeadLetterFilter.After for the next.
@@ -129,18 +113,18 @@ func (o *Operator) DeadLetters(ctx context.Context, db core.DBTX, f DeadLetterFi
 	if f.Limit <= 0 {
 		f.Limit = DefaultDeadLetterLimit
 	}
-	rows, err := db.Query(ctx, o.q.DeadLetters, oneShot, f.Sink, f.Limit, f.After, f.ErrorContains)
+	rows, err := o.q.DeadLetters(ctx, db, f.Sink, f.Limit, f.After, f.ErrorContains)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
 	}
-	letters, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		err := row.Scan(&d.ID, &d.Sink, &d.DedupKey, &d.Payload, &d.CreatedAt, &d.Receipt, &d.Attempts,
-			&d.LastError, &d.UpdatedAt, &d.Errors)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: list dead letters: %w", err)
+	letters := make([]DeadLetter, len(rows))
+	for i, r := range rows {
+		d := DeadLetter{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Payload: r.Payload, CreatedAt: r.CreatedAt,
+			Receipt: r.Receipt, Attempts: r.Attempts, LastError: r.LastError, UpdatedAt: r.UpdatedAt}
+		if err := json.Unmarshal(r.Errors, &d.Errors); err != nil {
+			return nil, fmt.Errorf("outbox: list dead letters: %w", err)
+		}
+		letters[i] = d
 	}
 	return letters, nil
 }
@@ -201,7 +185,9 @@ func (o *Operator) Redrive(ctx context.Context, db core.DBTX, f RedriveFilter) (
 	if f.Waiting {
 		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
-	res, err := o.deadLetterAction(ctx, db, o.q.Redrive, f)
+	row, err := o.q.Redrive(ctx, db, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+		ErrorContains: f.ErrorContains, UpToID: f.UpToID, DryRun: f.DryRun})
+	res := actionResult(f, row.Rows, row.LastID, row.Missing)
 	if err != nil {
 		return res, fmt.Errorf("outbox: redrive: %w", err)
 	}
@@ -214,25 +200,29 @@ func (o *Operator) Purge(ctx context.Context, db core.DBTX, f RedriveFilter) (Ac
 	if err := f.validate(); err != nil {
 		return ActionResult{}, err
 	}
-	res, err := o.deadLetterAction(ctx, db, o.q.Purge, f, f.Waiting)
+	row, err := o.q.Purge(ctx, db, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+		ErrorContains: f.ErrorContains, UpToID: f.UpToID, DryRun: f.DryRun, Waiting: f.Waiting})
+	res := actionResult(f, row.Rows, row.LastID, row.Missing)
 	if err != nil {
 		return res, fmt.Errorf("outbox: purge: %w", err)
 	}
 	return res, nil
 }
 
-// deadLetterAction runs redrive.sql or purge.sql: the selection is their
-// first six parameters, extra (purge's waiting flag) follows.
-func (o *Operator) deadLetterAction(ctx context.Context, db core.DBTX, query string, f RedriveFilter, extra ...any) (ActionResult, error) {
-	ids := f.IDs
-	if ids == nil {
-		ids = []int64{} // = ANY(NULL) and EXCEPT NULL would not do
+// selectedIDs are the ids redrive.sql and purge.sql are given: never NULL,
+// which = ANY(NULL) and EXCEPT NULL would not do with.
+func selectedIDs(f RedriveFilter) []int64 {
+	if f.IDs == nil {
+		return []int64{}
 	}
-	res := ActionResult{DryRun: f.DryRun}
-	args := append([]any{oneShot, ids, f.All, f.Sink, f.ErrorContains, f.UpToID, f.DryRun}, extra...)
-	err := db.QueryRow(ctx, query, args...).Scan(&res.Rows, &res.LastID, &res.Missing)
-	slices.Sort(res.Missing)
-	return res, err
+	return f.IDs
+}
+
+// actionResult is the result of redrive.sql's or purge.sql's row, the
+// missing ids in order.
+func actionResult(f RedriveFilter, rows, lastID int64, missing []int64) ActionResult {
+	slices.Sort(missing)
+	return ActionResult{Rows: rows, LastID: lastID, Missing: missing, DryRun: f.DryRun}
 }
 
 // WaitingSink is a sink with rows waiting for delivery.
@@ -254,11 +244,7 @@ func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configur
 	if configured == nil {
 		configured = []string{} // NOT (sink = ANY(NULL)) would match nothing
 	}
-	rows, err := db.Query(ctx, o.q.UnconfiguredSinks, configured)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := o.q.UnconfiguredSinks(ctx, db, configured)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: look for unconfigured sinks: %w", err)
 	}
@@ -267,14 +253,13 @@ func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configur
 	// through the index, where a join would plan for every row of the table.
 	var found []WaitingSink
 	for _, name := range names {
-		s := WaitingSink{Sink: name}
-		var ageSeconds float64
-		if err := db.QueryRow(ctx, o.q.WaitingRows, name).Scan(&s.Waiting, &ageSeconds); err != nil {
+		w, err := o.q.WaitingRows(ctx, db, name)
+		if err != nil {
 			return nil, fmt.Errorf("outbox: count the rows waiting for sink %q: %w", name, err)
 		}
-		if s.Waiting > 0 {
-			s.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
-			found = append(found, s)
+		if w.Waiting > 0 {
+			found = append(found, WaitingSink{Sink: name, Waiting: w.Waiting,
+				OldestPendingAge: time.Duration(w.OldestWaitingSeconds * float64(time.Second))})
 		}
 	}
 	return found, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -35,25 +34,15 @@ func (o *Operator) DeliveryRates(ctx context.Context, db core.DBTX, window time.
 	if window <= 0 {
 		window = DefaultRateWindow
 	}
-	rows, err := db.Query(ctx, o.q.DeliveryRates, window.Truncate(time.Minute))
+	rows, err := o.q.DeliveryRates(ctx, db, window.Truncate(time.Minute))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read delivery rates: %w", err)
 	}
-	rates := map[string]DeliveryRate{}
-	var (
-		sink    string
-		r       DeliveryRate
-		buckets []int64
-		covered float64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&sink, &r.Sent, &r.Retried, &r.Dead, &buckets, &covered}, func() error {
-		r.PerSecond = float64(r.Sent) / max(covered, 1)
-		r.P50, r.P99 = latencyQuantile(buckets, 0.5), latencyQuantile(buckets, 0.99)
-		rates[sink] = r
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: read delivery rates: %w", err)
+	rates := make(map[string]DeliveryRate, len(rows))
+	for _, row := range rows {
+		rates[row.Sink] = DeliveryRate{Sent: row.Sent, Retried: row.Retried, Dead: row.Dead,
+			PerSecond: float64(row.Sent) / max(row.CoveredSeconds, 1),
+			P50:       latencyQuantile(row.Buckets, 0.5), P99: latencyQuantile(row.Buckets, 0.99)}
 	}
 	return rates, nil
 }

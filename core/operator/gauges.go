@@ -6,11 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 )
 
 // DefaultGaugeRefresh is how long one read of the stats snapshot serves
@@ -208,7 +208,7 @@ func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 	if reading.pauses, err = c.ob.sinkPauses(ctx, c.db); err != nil {
 		return nil, fmt.Errorf("outbox: gauges: %w", err)
 	}
-	if err := c.db.QueryRow(ctx, c.ob.q.DroppedEvents).Scan(&reading.dropped); err != nil {
+	if reading.dropped, err = c.ob.q.DroppedEvents(ctx, c.db); err != nil {
 		return nil, fmt.Errorf("outbox: gauges: dropped events: %w", err)
 	}
 	c.last, c.fetched = reading, time.Now()
@@ -217,21 +217,13 @@ func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 
 // sinkPauses returns how much longer each paused sink stays paused.
 func (o *Operator) sinkPauses(ctx context.Context, db core.DBTX) (map[string]time.Duration, error) {
-	rows, err := db.Query(ctx, o.q.ActivePauses)
+	rows, err := o.q.ActivePauses(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("sink pauses: %w", err)
 	}
-	pauses := map[string]time.Duration{}
-	var (
-		sink      string
-		remaining time.Duration
-	)
-	_, err = pgx.ForEachRow(rows, []any{&sink, &remaining}, func() error {
-		pauses[sink] = remaining
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sink pauses: %w", err)
+	pauses := make(map[string]time.Duration, len(rows))
+	for _, r := range rows {
+		pauses[r.Sink] = r.Remaining
 	}
 	return pauses, nil
 }

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/outboxd/outboxd/core"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // ErrMessageNotFound is returned by the lookups of a single message when no
@@ -70,17 +72,19 @@ func (o *Operator) MessageByKey(ctx context.Context, db core.DBTX, sink, dedupKe
 }
 
 func (o *Operator) lookupMessage(ctx context.Context, db core.DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
-	var m StoredMessage
-	var status string
-	err := db.QueryRow(ctx, o.q.Message, id, sink, dedupKey).Scan(&m.ID, &m.Sink, &m.DedupKey, &m.Payload,
-		&m.Headers, &m.OrderingKey, &status, &m.Attempts, &m.MaxAttempts, &m.AvailableAt, &m.CreatedAt,
-		&m.UpdatedAt, &m.SentAt, &m.LeaseExpiresAt, &m.LastError, &m.Receipt, &m.FailedAttempts)
-	m.Status = Status(status)
+	r, err := o.q.Message(ctx, db, id, sink, dedupKey)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return m, ErrMessageNotFound
+		return StoredMessage{}, ErrMessageNotFound
 	case err != nil:
-		return m, fmt.Errorf("outbox: look up message: %w", err)
+		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
+	}
+	m := StoredMessage{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Payload: r.Payload, Headers: r.Headers,
+		OrderingKey: r.OrderingKey, Status: Status(r.Status), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		AvailableAt: r.AvailableAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SentAt: r.SentAt,
+		LeaseExpiresAt: r.LeaseExpiresAt, LastError: r.LastError, Receipt: r.Receipt}
+	if err := json.Unmarshal(r.FailedAttempts, &m.FailedAttempts); err != nil {
+		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
 	}
 	return m, nil
 }
@@ -143,20 +147,16 @@ func (o *Operator) Messages(ctx context.Context, db core.DBTX, f MessageFilter) 
 		before = &f.Before
 	}
 	// One row more than asked says whether there is a next page.
-	rows, err := db.Query(ctx, o.q.MessagesSearch, oneShot, f.Sink, string(f.Status), f.DedupKey,
-		optionalTime(f.CreatedFrom), optionalTime(f.CreatedBefore), before, f.Limit+1)
+	rows, err := o.q.MessagesSearch(ctx, db, store.MessagesSearchParams{Sink: f.Sink, Status: string(f.Status),
+		DedupKey: f.DedupKey, CreatedFrom: optionalTime(f.CreatedFrom), CreatedBefore: optionalTime(f.CreatedBefore),
+		Before: before, Limit: f.Limit + 1})
 	if err != nil {
 		return MessagePage{}, fmt.Errorf("outbox: search messages: %w", err)
 	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (MessageSummary, error) {
-		var m MessageSummary
-		var status string
-		err := row.Scan(&m.ID, &m.Sink, &m.DedupKey, &status, &m.Attempts, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.LastError)
-		m.Status = Status(status)
-		return m, err
-	})
-	if err != nil {
-		return MessagePage{}, fmt.Errorf("outbox: search messages: %w", err)
+	found := make([]MessageSummary, len(rows))
+	for i, r := range rows {
+		found[i] = MessageSummary{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Status: Status(r.Status),
+			Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError}
 	}
 	page := MessagePage{Messages: found}
 	if len(found) > f.Limit {

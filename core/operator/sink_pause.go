@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/internal/listener"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // pauseUntilResumed is how far ahead paused_until is set for a pause by
@@ -61,9 +60,8 @@ func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p P
 	if p.For > 0 {
 		d = &p.For
 	}
-	var until time.Time
-	err := db.QueryRow(ctx, o.q.PauseSinkByHand, sink, d, pauseUntilResumed, p.By, p.Reason,
-		o.q.Channel, listener.PausePrefix+sink).Scan(&until)
+	until, err := o.q.PauseSinkByHand(ctx, db, store.PauseSinkByHandParams{Sink: sink, PauseFor: d,
+		UntilResumed: pauseUntilResumed, By: p.By, Reason: p.Reason, Channel: o.q.Channel, Payload: listener.PausePrefix + sink})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("outbox: pause sink %q: %w", sink, err)
 	}
@@ -74,8 +72,7 @@ func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p P
 // every running relay, and records by and reason. It reports whether the
 // sink was paused.
 func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reason string) (bool, error) {
-	var was bool
-	err := db.QueryRow(ctx, o.q.ResumeSink, sink, by, reason, o.q.Channel, listener.PausePrefix+sink).Scan(&was)
+	was, err := o.q.ResumeSink(ctx, db, sink, by, reason, o.q.Channel, listener.PausePrefix+sink)
 	if err != nil {
 		return false, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
 	}
@@ -85,21 +82,14 @@ func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reaso
 // SinkStates lists, by sink name, the sinks paused now and those paused or
 // resumed by hand at some time.
 func (o *Operator) SinkStates(ctx context.Context, db core.DBTX) (map[string]SinkState, error) {
-	rows, err := db.Query(ctx, o.q.SinkPauses)
+	rows, err := o.q.SinkPauses(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SinkState, error) {
-		var s SinkState
-		err := row.Scan(&s.Sink, &s.PausedUntil, &s.ByHand, &s.UntilResumed, &s.ChangedBy, &s.ChangeReason, &s.ChangedAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
-	}
-	states := make(map[string]SinkState, len(list))
-	for _, s := range list {
-		states[s.Sink] = s
+	states := make(map[string]SinkState, len(rows))
+	for _, r := range rows {
+		states[r.Sink] = SinkState{Sink: r.Sink, PausedUntil: r.PausedUntil, ByHand: r.ByHand, UntilResumed: r.UntilResumed,
+			ChangedBy: r.ChangedBy, ChangeReason: r.ChangeReason, ChangedAt: r.ChangedAt}
 	}
 	return states, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/outboxd/outboxd/core"
 )
 
@@ -46,26 +45,18 @@ type StatsSnapshot struct {
 // the size of the outbox. Relays recompute them every
 // Config.StatsInterval; see TakenAt for their age.
 func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapshot, error) {
-	rows, err := db.Query(ctx, o.q.StatsSnap)
+	rows, err := o.q.StatsSnapshot(ctx, db)
 	if err != nil {
 		return StatsSnapshot{}, fmt.Errorf("outbox: read the stats snapshot: %w", err)
 	}
 	snap := StatsSnapshot{Sinks: map[string]SinkCounts{}}
-	var (
-		sink       *string
-		c          SinkCounts
-		ageSeconds float64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&snap.TakenAt, &snap.TakenBy, &sink, &c.Pending, &c.InProgress, &c.Failed,
-		&c.Dead, &c.SentLastHour, &ageSeconds}, func() error {
-		if sink != nil {
-			c.OldestPendingAge = time.Duration(ageSeconds * float64(time.Second))
-			snap.Sinks[*sink] = c
+	for _, r := range rows {
+		snap.TakenAt, snap.TakenBy = r.ComputedAt, r.TakenBy
+		if r.Sink != nil {
+			snap.Sinks[*r.Sink] = SinkCounts{Pending: r.Pending, InProgress: r.InProgress, Failed: r.Failed,
+				Dead: r.Dead, SentLastHour: r.SentLastHour,
+				OldestPendingAge: time.Duration(r.OldestWaitingSeconds * float64(time.Second))}
 		}
-		return nil
-	})
-	if err != nil {
-		return StatsSnapshot{}, fmt.Errorf("outbox: read the stats snapshot: %w", err)
 	}
 	return snap, nil
 }
@@ -76,7 +67,7 @@ func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapsh
 // from tools and tests that run no relay. It reads the partial indexes
 // and the last hour of the sent index, never older delivered history.
 func (o *Operator) RefreshStatsSnapshot(ctx context.Context, db core.DBTX, by string) error {
-	if _, err := db.Exec(ctx, o.q.TakeStatsSnapshot, statsSentWindow, by); err != nil {
+	if err := o.q.TakeStatsSnapshot(ctx, db, statsSentWindow, by); err != nil {
 		return fmt.Errorf("outbox: recompute the stats snapshot: %w", err)
 	}
 	return nil

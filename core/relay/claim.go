@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -54,27 +53,28 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 }
 
 func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
-	rows, err := r.db.Query(ctx, r.q.Claim, limit, r.cfg.Lease, sinks, token, w.id, r.aliveFor())
+	rows, err := r.q.Claim(ctx, r.db, store.ClaimParams{Limit: limit, Lease: r.cfg.Lease, Sinks: sinks,
+		Token: token, Waiter: w.id, AliveFor: r.aliveFor()})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	// Sized for a full claim: growing a slice of rows this large copies them.
-	claimed, err := pgx.AppendRows(make([]claimedRow, 0, limit), rows, func(row pgx.CollectableRow) (claimedRow, error) {
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease)}
-		var headers []byte
-		var ordering, route, thread *string
-		err := row.Scan(&c.ID, &c.Sink, &c.DedupKey, &c.Payload, &headers, &ordering,
-			&c.Attempt, &c.rowMax, &c.CreatedAt, &c.Uncertain, &route, &thread, &c.ThreadRoot)
-		if err == nil {
-			c.OrderingKey, c.Route, c.ThreadKey = deref(ordering), deref(route), deref(thread)
+	// Both slices are sized once, the store's for a full claim (claim.sql's
+	// capacity): growing a slice of rows this large copies them.
+	claimed := make([]claimedRow, len(rows))
+	for i, row := range rows {
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease), rowMax: row.MaxAttempts}
+		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
+		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
+		c.Attempt, c.CreatedAt, c.Uncertain = row.Attempts, row.CreatedAt, row.Reclaimed
+		if row.ThreadRoot != nil {
+			c.ThreadRoot = *row.ThreadRoot
 		}
-		if err == nil && string(headers) != store.EmptyHeaders {
-			err = json.Unmarshal(headers, &c.Headers)
+		if string(row.Headers) != store.EmptyHeaders {
+			if err := json.Unmarshal(row.Headers, &c.Headers); err != nil {
+				return nil, fmt.Errorf("outbox: claim: %w", err)
+			}
 		}
-		return c, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: claim: %w", err)
+		claimed[i] = c
 	}
 	return claimed, nil
 }

@@ -54,8 +54,7 @@ func (r *Relay) lead(ctx context.Context, firstRound chan<- struct{}) {
 func (r *Relay) leadRound(ctx context.Context) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
-	var lead bool
-	err := r.db.QueryRow(ctx, r.q.TakeStatsLead, r.id, statsLeadTimeout*r.cfg.StatsInterval).Scan(&lead)
+	_, err := r.q.TakeStatsLead(ctx, r.db, r.id, statsLeadTimeout*r.cfg.StatsInterval)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		r.leading.Store(false) // another relay leads

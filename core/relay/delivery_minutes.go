@@ -85,7 +85,9 @@ func (r *Relay) flushTallies(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
-	if _, err := r.db.Exec(ctx, r.q.AddDeliveryMinutes, sinks, sent, retried, dead, latency, store.LatencyBuckets); err != nil {
+	err := r.q.AddDeliveryMinutes(ctx, r.db, store.AddDeliveryMinutesParams{Sinks: sinks, Sent: sent, Retried: retried,
+		Dead: dead, Latency: latency, Buckets: int64(store.LatencyBuckets)})
+	if err != nil {
 		// The counts of this flush are lost: they only feed the console's
 		// rates, and holding them back could grow without bound while the
 		// database is away.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // maintenanceDeleteBatch bounds one retention DELETE, so pruning a large
@@ -43,8 +45,7 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 		return fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
-	q := r.q
-	pruned, err := pruneInBatches(ctx, conn, q.PruneSent, r.cfg.SentRetention)
+	pruned, err := pruneInBatches(ctx, conn, r.q.PruneSent, r.cfg.SentRetention)
 	if err != nil {
 		return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
 	}
@@ -66,29 +67,33 @@ func (r *Relay) maintainEvents(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := pruneInBatches(ctx, conn, q.PruneThreads, r.cfg.ThreadRetention); err != nil {
 		return fmt.Errorf("delete threads idle for %s: %w", r.cfg.ThreadRetention, err)
 	}
-	if _, err := conn.Exec(ctx, q.PruneKeyLimits); err != nil {
+	if err := q.PruneKeyLimits(ctx, conn); err != nil {
 		return fmt.Errorf("delete idle per-key rate limits: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.FoldDroppedEvents); err != nil {
+	if err := q.FoldDroppedEvents(ctx, conn); err != nil {
 		return fmt.Errorf("fold dropped events: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.PruneWaiters, waiterPruneAfter); err != nil {
+	if err := q.PruneWaiters(ctx, conn, waiterPruneAfter); err != nil {
 		return fmt.Errorf("delete the wake-up registrations of dead relays: %w", err)
 	}
-	if _, err := conn.Exec(ctx, q.PruneDeliveryMinutes, deliveryMinutesRetention); err != nil {
+	if err := q.PruneDeliveryMinutes(ctx, conn, deliveryMinutesRetention); err != nil {
 		return fmt.Errorf("delete delivery counts older than %s: %w", deliveryMinutesRetention, err)
 	}
 	return nil
 }
 
-// pruneInBatches runs a retention DELETE (parameters: the age, the batch
-// size) until a batch deletes fewer than maintenanceDeleteBatch rows, and
-// returns how many it deleted.
-func pruneInBatches(ctx context.Context, conn *pgxpool.Conn, sql string, olderThan time.Duration) (int64, error) {
+// pruneStatement runs a retention DELETE of at most limit rows older than
+// olderThan and returns how many it deleted (store's PruneSent and
+// PruneThreads).
+type pruneStatement func(ctx context.Context, db store.DBTX, olderThan time.Duration, limit int64) (int64, error)
+
+// pruneInBatches runs prune until a batch deletes fewer than
+// maintenanceDeleteBatch rows, and returns how many it deleted.
+func pruneInBatches(ctx context.Context, conn *pgxpool.Conn, prune pruneStatement, olderThan time.Duration) (int64, error) {
 	var total int64
 	for {
-		var deleted int64
-		if err := conn.QueryRow(ctx, sql, olderThan, maintenanceDeleteBatch).Scan(&deleted); err != nil {
+		deleted, err := prune(ctx, conn, olderThan, maintenanceDeleteBatch)
+		if err != nil {
 			return total, err
 		}
 		total += deleted

@@ -136,10 +136,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer db.Close()
 	r.db = db
 	r.signals = testsignal.FromContext(ctx)
-	r.limiter = ratelimit.New(db, ratelimit.Statements{
-		ReservePermits: r.q.ReservePermits, ReserveKeyPermits: r.q.ReserveKeyPermits,
-		PauseSink: r.q.PauseSink, ActivePauses: r.q.ActivePauses})
-	r.completer = completer.New(db, r.q.Finish, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
+	r.limiter = ratelimit.New(db, r.q)
+	r.completer = completer.New(db, r.q, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
 	r.listener = listener.New(db, r.q.Channel, r.logger, func(string) { r.refreshPauses(context.Background()) })
 	r.refreshPauses(ctx)
 

@@ -93,8 +93,9 @@ func (r *Relay) register(ctx context.Context, w *waiter) bool {
 	case <-time.After(r.cfg.PollInterval):
 	}
 	for ctx.Err() == nil {
-		err := r.db.QueryRow(ctx, r.q.RegisterWaiter, w.channel, w.sinks, r.aliveFor()).Scan(&w.id)
+		id, err := r.q.RegisterWaiter(ctx, r.db, w.channel, w.sinks, r.aliveFor())
 		if err == nil {
+			w.id = id
 			// Producers whose statements ran before this did not wake it.
 			w.recheck = time.Now().Add(wakeRaceWindow)
 			return true
@@ -118,7 +119,7 @@ func (r *Relay) unregister(waiters []*waiter) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), claimRetryDelay)
 	defer cancel()
-	if _, err := r.db.Exec(ctx, r.q.UnregisterWaiters, ids); err != nil {
+	if err := r.q.UnregisterWaiters(ctx, r.db, ids); err != nil {
 		r.logger.Warn("outbox: could not unregister the relay's claim loops; they lapse on their own", "error", err)
 	}
 }

@@ -1,21 +1,11 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// DBTX is anything that can run a query: a *pgxpool.Pool, a *pgx.Conn or the
-// caller's pgx.Tx. Package core re-exports it for producers.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // schemaNamePattern keeps schema names to plain lower-case identifiers, so a
 // name can never smuggle SQL even before it is quoted.

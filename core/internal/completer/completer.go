@@ -13,6 +13,7 @@ import (
 	"github.com/sethvargo/go-retry"
 
 	"github.com/outboxd/outboxd/core/internal/pgerr"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Terminal writes are retried while the database is briefly away. Past
@@ -59,11 +60,17 @@ type Outcome struct {
 	Done func(written bool)
 }
 
-// Completer batches terminal writes. Its statement takes the outcomes as
-// arrays (see core's sql/finish.sql) and returns the ids it wrote.
+// Finisher runs the finish statement (internal/store's finish.sql), which
+// takes the outcomes as arrays and returns the ids it wrote;
+// *store.Queries is one.
+type Finisher interface {
+	Finish(ctx context.Context, db store.DBTX, arg store.FinishParams) ([]int64, error)
+}
+
+// Completer batches terminal writes in one finish statement each.
 type Completer struct {
 	pool         *pgxpool.Pool
-	finish       string
+	finisher     Finisher
 	deleteOnSent bool
 	logger       *slog.Logger
 	maxBatch     int
@@ -75,9 +82,9 @@ type Completer struct {
 }
 
 // New returns a completer writing batches of up to maxBatch outcomes with
-// the finish statement through pool.
-func New(pool *pgxpool.Pool, finish string, deleteOnSent bool, logger *slog.Logger, maxBatch int) *Completer {
-	return &Completer{pool: pool, finish: finish, deleteOnSent: deleteOnSent, logger: logger, maxBatch: maxBatch,
+// finisher through pool.
+func New(pool *pgxpool.Pool, finisher Finisher, deleteOnSent bool, logger *slog.Logger, maxBatch int) *Completer {
+	return &Completer{pool: pool, finisher: finisher, deleteOnSent: deleteOnSent, logger: logger, maxBatch: maxBatch,
 		Linger: DefaultLinger, in: make(chan Outcome, maxBatch), quit: make(chan struct{})}
 }
 
@@ -260,21 +267,14 @@ func (c *Completer) writeOnce(ctx context.Context, batch []Outcome) (map[int64]b
 		ids[i], tokens[i], statuses[i] = o.ID, o.Token, o.Status
 		delays[i], errs[i], receipts[i], refunds[i] = o.Delay.Seconds(), o.Err, o.Receipt, int32(o.Refund)
 	}
-	rows, err := c.pool.Query(ctx, c.finish, ids, tokens, statuses, delays, errs, receipts, refunds, c.deleteOnSent)
+	done, err := c.finisher.Finish(ctx, c.pool, store.FinishParams{IDs: ids, Tokens: tokens, Statuses: statuses,
+		Delays: delays, Errors: errs, Receipts: receipts, Refunds: refunds, DeleteSent: c.deleteOnSent})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	written := make(map[int64]bool, n)
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
+	for _, id := range done {
 		written[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	return written, nil
 }

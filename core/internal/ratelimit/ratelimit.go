@@ -9,17 +9,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/internal/listener"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
-// Statements are the SQL the limiter runs (core's sql/reserve_permits.sql,
-// sql/reserve_key_permits.sql, sql/pause_sink.sql and
-// sql/active_pauses.sql, schema filled in).
-type Statements struct {
-	ReservePermits, ReserveKeyPermits, PauseSink, ActivePauses string
+// Queries are the statements the limiter runs (internal/store's
+// reserve_permits.sql, reserve_key_permits.sql, pause_sink.sql and
+// active_pauses.sql); *store.Queries has them.
+type Queries interface {
+	ReservePermits(ctx context.Context, db store.DBTX, sink string, count int, permit time.Duration) (store.ReservePermitsRow, error)
+	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]store.ReserveKeyPermitsRow, error)
+	PauseSink(ctx context.Context, db store.DBTX, sink string, pause time.Duration, channel string, payload string) error
+	ActivePauses(ctx context.Context, db store.DBTX) ([]store.ActivePausesRow, error)
 }
 
 // Limiter implements GCRA ("generic cell rate algorithm") on one row per
@@ -33,35 +36,33 @@ type Statements struct {
 // permits after it stay evenly spread).
 type Limiter struct {
 	pool *pgxpool.Pool
-	sql  Statements
+	q    Queries
 
 	mu     sync.Mutex
 	paused map[string]time.Time // local monotonic deadline per paused sink
 }
 
 // New returns a limiter that runs its statements on pool.
-func New(pool *pgxpool.Pool, sql Statements) *Limiter {
-	return &Limiter{pool: pool, sql: sql, paused: map[string]time.Time{}}
+func New(pool *pgxpool.Pool, q Queries) *Limiter {
+	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}}
 }
 
 // Reserve takes n permits of sink's limit (one per interval, burst back to
 // back after an idle spell) and returns, for each, how long to wait before
 // starting the delivery.
 func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Duration, burst, n int) ([]time.Duration, error) {
-	var base, now time.Time
-	var pausedUntil *time.Time
-	err := l.pool.QueryRow(ctx, l.sql.ReservePermits, sink, n, interval).Scan(&base, &now, &pausedUntil)
+	r, err := l.q.ReservePermits(ctx, l.pool, sink, n, interval)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: reserve %d permits of sink %q: %w", n, sink, err)
 	}
 	tolerance := time.Duration(burst-1) * interval
 	waits := make([]time.Duration, n)
 	for i := range waits {
-		start := base.Add(time.Duration(i)*interval - tolerance)
-		if pausedUntil != nil && start.Before(*pausedUntil) {
-			start = *pausedUntil
+		start := r.Base.Add(time.Duration(i)*interval - tolerance)
+		if r.PausedUntil != nil && start.Before(*r.PausedUntil) {
+			start = *r.PausedUntil
 		}
-		waits[i] = max(0, start.Sub(now))
+		waits[i] = max(0, start.Sub(r.Now))
 	}
 	return waits, nil
 }
@@ -72,7 +73,7 @@ func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Durati
 // returns, per key, how long to wait before starting each delivery; a
 // pause of the whole sink delays them all.
 func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, interval time.Duration, burst int) (map[string][]time.Duration, error) {
-	rows, err := l.pool.Query(ctx, l.sql.ReserveKeyPermits, sink, keys, counts, interval)
+	rows, err := l.q.ReserveKeyPermits(ctx, l.pool, sink, keys, counts, interval)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
 	}
@@ -83,21 +84,13 @@ func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, c
 	paused := l.PausedFor(sink)
 	tolerance := time.Duration(burst-1) * interval
 	waits := make(map[string][]time.Duration, len(keys))
-	var (
-		key      string
-		tat, now time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&key, &tat, &now}, func() error {
-		base := tat.Add(-time.Duration(n[key]) * interval)
-		w := make([]time.Duration, n[key])
+	for _, r := range rows {
+		base := r.Tat.Add(-time.Duration(n[r.Key]) * interval)
+		w := make([]time.Duration, n[r.Key])
 		for i := range w {
-			w[i] = max(paused, base.Add(time.Duration(i)*interval-tolerance).Sub(now))
+			w[i] = max(paused, base.Add(time.Duration(i)*interval-tolerance).Sub(r.Now))
 		}
-		waits[key] = w
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
+		waits[r.Key] = w
 	}
 	return waits, nil
 }
@@ -107,7 +100,7 @@ func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, c
 // relays on channel.
 func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, channel string) error {
 	l.pauseLocally(sink, d)
-	if _, err := l.pool.Exec(ctx, l.sql.PauseSink, sink, d, channel, listener.PausePrefix+sink); err != nil {
+	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, listener.PausePrefix+sink); err != nil {
 		return fmt.Errorf("outbox: pause sink %q for %s: %w", sink, d, err)
 	}
 	return nil
@@ -127,23 +120,14 @@ func (l *Limiter) pauseLocally(sink string, d time.Duration) {
 // database has the last word: a pause that was resumed by hand (or
 // shortened) there ends here too.
 func (l *Limiter) RefreshPauses(ctx context.Context) error {
-	rows, err := l.pool.Query(ctx, l.sql.ActivePauses)
+	rows, err := l.q.ActivePauses(ctx, l.pool)
 	if err != nil {
 		return fmt.Errorf("outbox: load sink pauses: %w", err)
 	}
-	defer rows.Close()
 	now := time.Now()
-	paused := map[string]time.Time{}
-	for rows.Next() {
-		var sink string
-		var remaining time.Duration
-		if err := rows.Scan(&sink, &remaining); err != nil {
-			return fmt.Errorf("outbox: load sink pauses: %w", err)
-		}
-		paused[sink] = now.Add(remaining)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("outbox: load sink pauses: %w", err)
+	paused := make(map[string]time.Time, len(rows))
+	for _, r := range rows {
+		paused[r.Sink] = now.Add(r.Remaining)
 	}
 	l.mu.Lock()
 	l.paused = paused

@@ -1,3 +1,5 @@
+-- name: active_routes :one
+-- returns: version bigint, digest text
 -- The version and digest of the routes publish() uses; no row when none
 -- were ever applied.
 SELECT rv.version, rv.digest

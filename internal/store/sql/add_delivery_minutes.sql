@@ -1,12 +1,14 @@
+-- name: add_delivery_minutes :exec
+-- params: buckets bigint
 -- Adds one relay's delivery counts of the last few seconds to the current
--- minute's row of each sink: $1 sinks (sorted, so two relays lock the rows
--- in the same order and never deadlock), $2 sent, $3 retried, $4 dead,
--- $5 the latency buckets of every sink one after the other, $6 buckets per
+-- minute's row of each sink: @sinks sinks (sorted, so two relays lock the rows
+-- in the same order and never deadlock), @sent sent, @retried retried, @dead dead,
+-- @latency the latency buckets of every sink one after the other, @buckets buckets per
 -- sink. The buckets add up element by element.
 INSERT INTO {schema}.delivery_minutes AS d (sink, minute, sent, retried, dead, latency_buckets)
 SELECT c.sink, date_trunc('minute', now()), c.sent, c.retried, c.dead,
-       ($5::bigint[])[(c.ord - 1) * $6 + 1 : c.ord * $6]
-FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS c(sink, sent, retried, dead, ord)
+       (@latency::bigint[])[(c.ord - 1) * @buckets + 1 : c.ord * @buckets]
+FROM unnest(@sinks::text[], @sent::bigint[], @retried::bigint[], @dead::bigint[]) WITH ORDINALITY AS c(sink, sent, retried, dead, ord)
 ORDER BY c.sink
 ON CONFLICT (sink, minute) DO UPDATE
 SET sent = d.sent + EXCLUDED.sent, retried = d.retried + EXCLUDED.retried, dead = d.dead + EXCLUDED.dead,

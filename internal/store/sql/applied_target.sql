@@ -1,3 +1,6 @@
+-- name: applied_target :one
+-- params: route text, sink text
+-- returns: template jsonb, update_root boolean
 -- The template and update_root of route $1's target sink $2 as last
 -- applied: from the active routes when they have it, else from the latest
 -- version that had it (the route was removed, and a row it published is

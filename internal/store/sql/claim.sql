@@ -1,7 +1,13 @@
--- Claims up to $1 rows of the sinks $3 in one statement, in available_at
+-- name: claim :many
+-- capacity: limit
+-- params: limit bigint as int, token uuid, waiter bigint
+-- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
+-- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
+-- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage
+-- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
--- $4, a lease of $2 on the database clock, and attempts+1 at claim time, so
+-- @token, a lease of @lease on the database clock, and attempts+1 at claim time, so
 -- a message that crashes its relay still runs out of attempts.
 --
 -- The update changes no indexed column (see migration 005): it is a HOT
@@ -10,7 +16,7 @@
 -- expired.
 --
 -- A row with an ordering key is only ready when no earlier row of its key
--- is open (pending, in flight or failed). Rows of sinks not in $3 are never
+-- is open (pending, in flight or failed). Rows of sinks not in @sinks are never
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
@@ -19,29 +25,29 @@
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows.
 --
--- The same statement updates the claiming loop's wake-up registration $5
+-- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
--- than it asked for, and it stays alive for $6.
+-- than it asked for, and it stays alive for @alive_for.
 WITH picked AS (
     SELECT id, status FROM {schema}.messages m
     WHERE phase = 'open' AND available_at <= now()
       AND (status <> 'in_progress' OR lease_expires_at <= now())
-      AND sink = ANY($3::text[])
+      AND sink = ANY(@sinks::text[])
       AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
       AND (ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
             WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
     ORDER BY available_at, id
-    LIMIT $1
+    LIMIT @limit
     FOR UPDATE SKIP LOCKED
 ), mark AS (
     UPDATE {schema}.waiters
-    SET waiting = (SELECT count(*) FROM picked) < $1, alive_until = now() + $6::interval
-    WHERE id = $5
+    SET waiting = (SELECT count(*) FROM picked) < @limit, alive_until = now() + @alive_for::interval
+    WHERE id = @waiter
 )
 UPDATE {schema}.messages m
-SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $4,
-    lease_expires_at = now() + $2::interval, updated_at = now()
+SET status = 'in_progress', attempts = m.attempts + 1, lease_token = @token,
+    lease_expires_at = now() + @lease::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids

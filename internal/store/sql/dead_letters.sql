@@ -1,3 +1,8 @@
+-- name: dead_letters :many
+-- mode: cache_describe
+-- params: sink text, limit bigint as int, after bigint, error_contains text
+-- returns: id bigint, sink text, dedup_key text, payload jsonb, created_at timestamptz, receipt jsonb null
+-- returns: attempts integer as int, last_error text, updated_at timestamptz, errors json
 -- Up to $2 dead rows, oldest first, with ids above $3 (the cursor; 0
 -- starts at the oldest): of sink $1 unless it is '', whose last error
 -- contains $4 (ignoring case) unless it is ''. Each comes with its payload,

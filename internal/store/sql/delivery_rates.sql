@@ -1,3 +1,6 @@
+-- name: delivery_rates :many
+-- params: window interval
+-- returns: sink text, sent bigint, retried bigint, dead bigint, buckets bigint[] null, covered_seconds double precision
 -- Per sink, the deliveries of the last $1 in whole minutes (the current,
 -- unfinished minute included) with their latency buckets summed element by
 -- element, and the seconds the window really covers. Reads a few rows per

@@ -1,7 +1,10 @@
+-- name: finish :many
+-- params: tokens as [][16]byte, errors as []*string, delete_sent boolean
+-- returns: id bigint
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
--- outcome: $1 id, $2 lease token, $3 new status, $4 delay in seconds before
--- the next attempt, $5 error, $6 receipt, $7 refund (1 gives the attempt
--- back). With $8 (Config.DeleteOnSent) delivered rows are deleted instead
+-- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
+-- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
+-- back). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
 -- of updated.
 --
 -- The lease token guard makes a late completion from a relay whose lease
@@ -16,11 +19,11 @@
 -- only marks the thread as in use.
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
-    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
+    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund)
 ), deleted AS (
     DELETE FROM {schema}.messages m USING f
-    WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    WHERE @delete_sent AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
     RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
@@ -35,7 +38,7 @@ WITH f AS (
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
+    WHERE m.id = f.id AND m.lease_token = f.token AND NOT (@delete_sent AND f.status = 'sent')
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,

@@ -1,3 +1,4 @@
+-- name: fold_dropped_events :exec
 -- Folds the events dropped since the last fold (routes_unmatched: drop;
 -- one row each, so publishers never wait on a counter row) into the
 -- per-type totals. Returns how many it folded.

@@ -1,3 +1,9 @@
+-- name: message :one
+-- params: id null, sink text, dedup_key text
+-- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb as map[string]string, ordering_key text, status text
+-- returns: attempts integer as int, max_attempts integer null as int, available_at timestamptz, created_at timestamptz
+-- returns: updated_at timestamptz, sent_at timestamptz null, lease_expires_at timestamptz null, last_error text
+-- returns: receipt jsonb null, failed_attempts json
 -- One message as an operator sees it, with every recorded failed attempt
 -- (oldest first): the row with id $1, or, when $1 is NULL, the row stored
 -- under (sink $2, dedup key $3). Either way one probe of a unique index.

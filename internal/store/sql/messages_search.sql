@@ -1,17 +1,22 @@
--- A page of messages, newest first: at most $7 rows with ids below $6 (the
--- cursor; NULL starts at the newest), of sink $1, status $2 and dedup key
--- $3 unless those are '', created in [$4, $5) unless those are NULL.
+-- name: messages_search :many
+-- mode: cache_describe
+-- params: sink text, status text, dedup_key text, created_from null, created_before null, before null, limit bigint as int
+-- returns: id bigint, sink text, dedup_key text, status text, attempts integer as int, created_at timestamptz
+-- returns: updated_at timestamptz, sent_at timestamptz null, last_error text
+-- A page of messages, newest first: at most @limit rows with ids below @before (the
+-- cursor; NULL starts at the newest), of sink @sink, status @status and dedup key
+-- @dedup_key unless those are '', created in [@created_from, @created_before) unless those are NULL.
 -- Run as a statement planned with its values (core's oneShot), so the
 -- tests on '' and NULL fold away: a (sink, dedup key) probes the unique
 -- index; a status also names its phase, so dead and sent walk their
 -- partial index and the others the open one; the rest walk the primary
--- key backwards from the cursor, stopping after $7 matches. A time range
+-- key backwards from the cursor, stopping after @limit matches. A time range
 -- is a filter on that walk (ids follow created_at closely).
 SELECT id, sink, dedup_key, status, attempts, created_at, updated_at, sent_at, COALESCE(last_error, '')
 FROM {schema}.messages
-WHERE ($1 = '' OR sink = $1) AND ($3 = '' OR dedup_key = $3)
-  AND ($2 = '' OR (status = $2 AND phase = CASE WHEN $2 IN ('sent', 'dead') THEN $2 ELSE 'open' END))
-  AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
-  AND ($6::bigint IS NULL OR id < $6)
+WHERE (@sink = '' OR sink = @sink) AND (@dedup_key = '' OR dedup_key = @dedup_key)
+  AND (@status = '' OR (status = @status AND phase = CASE WHEN @status IN ('sent', 'dead') THEN @status ELSE 'open' END))
+  AND (@created_from::timestamptz IS NULL OR created_at >= @created_from) AND (@created_before::timestamptz IS NULL OR created_at < @created_before)
+  AND (@before::bigint IS NULL OR id < @before)
 ORDER BY id DESC
-LIMIT $7
+LIMIT @limit

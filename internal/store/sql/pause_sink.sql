@@ -1,3 +1,5 @@
+-- name: pause_sink :exec
+-- params: sink text, pause, channel text, payload text
 -- Records a cluster-wide pause of sink $1 for $2 and tells every relay with
 -- notification $4 on channel $3. The GCRA clock moves past the pause too,
 -- so the permits after it stay evenly spread.

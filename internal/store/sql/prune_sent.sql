@@ -1,3 +1,6 @@
+-- name: prune_sent :one
+-- params: older_than, limit bigint
+-- returns: deleted bigint
 -- Deletes up to $2 sent rows older than $1, oldest first (the sent_at index
 -- serves the scan), with their recorded failed attempts. Returns how many.
 WITH gone AS (

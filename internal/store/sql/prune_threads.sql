@@ -1,3 +1,6 @@
+-- name: prune_threads :one
+-- params: older_than, limit bigint
+-- returns: deleted bigint
 -- Deletes up to $2 threads (migration 003) whose last row was delivered
 -- more than $1 ago, oldest first; a later event of such a key starts a new
 -- conversation. Returns how many.

@@ -1,3 +1,6 @@
+-- name: publish_batch :many
+-- params: event_types, keys, data, ordering_keys, thread_keys, headers
+-- returns: event integer as int, sink text, id bigint, created boolean
 -- Publishes a batch of events in one call of the publish_batch() function of
 -- migration 003: $1 types, $2 keys, $3 data, $4 ordering keys, $5 thread
 -- keys ('' for none), $6 the headers of them all (trace context, NULL for

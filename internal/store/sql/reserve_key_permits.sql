@@ -1,3 +1,6 @@
+-- name: reserve_key_permits :many
+-- params: sink text, keys, counts as []int, permit
+-- returns: key text, tat timestamptz, now timestamptz
 -- Moves the GCRA state of each destination key $2[i] of sink $1 forward by
 -- $3[i] permits of interval $4 (migration 003's sink_key_limits), in one
 -- statement. Keys come sorted, so relays lock shared keys in one order.

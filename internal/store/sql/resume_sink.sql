@@ -1,3 +1,6 @@
+-- name: resume_sink :one
+-- params: sink text, by text, reason text, channel text, payload text
+-- returns: was_paused boolean
 -- Ends sink $1's pause, by hand or by a Retry-After, for every relay, and
 -- records who ($2) and why ($3). The GCRA clock, which a Retry-After
 -- pushed past its pause, comes back to now, and so do the rows a

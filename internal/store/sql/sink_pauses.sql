@@ -1,3 +1,6 @@
+-- name: sink_pauses :many
+-- returns: sink text, paused_until timestamptz null, by_hand boolean, until_resumed boolean
+-- returns: changed_by text, change_reason text, changed_at timestamptz null
 -- Every sink whose state an operator may want to see: paused now (by a
 -- Retry-After or by hand) or changed by hand at some time. by_hand says
 -- the pause in force is the operator's (no longer Retry-After outlasts it);

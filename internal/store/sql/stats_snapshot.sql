@@ -1,3 +1,6 @@
+-- name: stats_snapshot :many
+-- returns: computed_at timestamptz, taken_by text, sink text null, pending bigint, in_progress bigint
+-- returns: failed bigint, dead bigint, sent_last_hour bigint, oldest_waiting_seconds double precision
 -- The last sink_stats snapshot: when it was computed and by which relay
 -- (no row before any was), and per sink its counts and the age in seconds
 -- of its oldest waiting row (one row with a NULL sink and zeros when no

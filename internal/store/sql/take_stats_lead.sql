@@ -1,3 +1,6 @@
+-- name: take_stats_lead :one
+-- params: relay text, lead_timeout
+-- returns: leads boolean
 -- Makes relay $1 the one that computes sink_stats if it already is, or if
 -- the lead has not been renewed for $2 (its relay is gone), and renews it.
 -- Returns a row only when $1 leads. The row lock makes the takeover of a

@@ -1,3 +1,5 @@
+-- name: take_stats_snapshot :exec
+-- params: sent_window, by text
 -- Recomputes sink_stats from what is cheap to count: the open rows
 -- (pending, in progress, failed) through the open index, dead rows through
 -- the dead index and the rows sent in the last $1 through the sent index.

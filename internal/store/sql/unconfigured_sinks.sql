@@ -1,3 +1,6 @@
+-- name: unconfigured_sinks :many
+-- params: configured
+-- returns: sink text
 -- The distinct sinks of the messages table other than $1. A skip scan of
 -- the (sink, dedup_key) index: one probe per distinct sink, so the cost
 -- follows the number of sinks, not of rows.

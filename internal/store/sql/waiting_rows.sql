@@ -1,3 +1,6 @@
+-- name: waiting_rows :one
+-- params: sink text
+-- returns: waiting bigint, oldest_waiting_seconds numeric as float64
 -- How many rows of sink $1 wait for delivery (pending or failed), and the
 -- age in seconds of the oldest. Through the (sink, dedup_key) index: run
 -- for the few sinks no relay is configured with, whose rows are few.

@@ -55,22 +55,6 @@ func TestCheckDatabaseReportsWrongDeclarations(t *testing.T) {
 	}
 }
 
-// TestRealStatementsAgainstDatabase checks the headers of testdata/real
-// against outboxd's migrated schema: the declared types are the server's.
-func TestRealStatementsAgainstDatabase(t *testing.T) {
-	pool, ob := testdb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if err := CheckDatabase(ctx, conn.Conn(), "testdata/real", ob.Schema()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // itemsDatabase connects to the test server and creates a schema of its
 // own with itemsSchema's tables, dropped when the test ends.
 func itemsDatabase(t *testing.T) (context.Context, *pgx.Conn, string) {

@@ -17,6 +17,7 @@
 //
 //	-- name: <name> :one|:many|:exec|:execrows
 //	-- mode: cache_describe
+//	-- capacity: <param>
 //	-- params: <decl>, <decl>, ...
 //	-- returns: <decl>, <decl>, ...
 //
@@ -33,6 +34,10 @@
 //     first argument: cache_statement, cache_describe, describe_exec, exec
 //     or simple_protocol. cache_describe plans a statement with its values,
 //     for statements whose filters are optional.
+//   - capacity (optional, :many) names an integer parameter, the most
+//     rows the statement returns (its LIMIT): the method allocates its
+//     slice of rows for that many at once, where growing a slice of many
+//     large rows would copy them over and over.
 //   - returns declares the result columns in order, for :one and :many,
 //     each with its SQL type; a list may go on over several returns lines.
 //     One column is returned as its value, more as a <Name>Row struct.

@@ -149,6 +149,12 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 
 	m := method{Name: name, File: s.File, Kind: s.Kind, Args: strings.Join(args, ", "),
 		Call: strings.Join(values, ", "), Row: row, Dests: strings.Join(dests, ", ")}
+	if s.Capacity != "" {
+		m.Capacity = goName(s.Capacity, false)
+		if s.Named {
+			m.Capacity = "arg." + goName(s.Capacity, true)
+		}
+	}
 	return methodTemplate.Execute(b, m)
 }
 
@@ -157,6 +163,7 @@ type method struct {
 	Name, File, Kind string
 	Args, Call       string // the parameter list; the arguments of Exec, Query or QueryRow
 	Row, Dests       string // the row's type; the destinations of Scan
+	Capacity         string // the expression a :many method sizes its slice with
 }
 
 var methodTemplate = template.Must(template.New("method").Parse(`
@@ -187,7 +194,12 @@ func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 	if err != nil {
 		return nil, err
 	}
+{{- if .Capacity}}
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]{{.Row}}, 0, {{.Capacity}}), rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
+{{- else}}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
+{{- end}}
 		var r {{.Row}}
 		err := row.Scan({{.Dests}})
 		return r, err

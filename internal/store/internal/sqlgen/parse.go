@@ -12,12 +12,15 @@ import (
 
 // Statement is one statement file, parsed.
 type Statement struct {
-	Name   string // the header's snake_case name, which is the file's base name
-	File   string // the file's base name, "claim.sql"
-	Kind   string // ":one", ":many", ":exec" or ":execrows"
-	Mode   string // the pgx.QueryExecMode constant it runs with, "" for the connection's
-	Named  bool   // parameters are @name: the method takes a params struct
-	Params []Field
+	Name string // the header's snake_case name, which is the file's base name
+	File string // the file's base name, "claim.sql"
+	Kind string // ":one", ":many", ":exec" or ":execrows"
+	Mode string // the pgx.QueryExecMode constant it runs with, "" for the connection's
+	// Capacity is the parameter a :many method sizes its slice of rows
+	// with, "" for none.
+	Capacity string
+	Named    bool // parameters are @name: the method takes a params struct
+	Params   []Field
 	// Columns are the declared result columns, in order (:one and :many).
 	Columns []Field
 	// Text is what the server receives, {schema} still in place: the
@@ -102,6 +105,7 @@ type parser struct {
 	paramDecls         []decl
 	returnDecls        []decl
 	paramLine, retLine int
+	capacityLine       int
 }
 
 // header reads the header lines of the leading comment block.
@@ -147,7 +151,7 @@ func headerLine(line string) (key, value string, ok bool) {
 	}
 	key, value, ok = strings.Cut(rest, ":")
 	switch key {
-	case "name", "params", "returns", "mode":
+	case "name", "params", "returns", "mode", "capacity":
 		return key, strings.TrimSpace(value), ok
 	}
 	return "", "", false
@@ -176,6 +180,8 @@ func (p *parser) headerValue(key, value string, line int) error {
 			return p.errorf(line, "unknown mode %q (known: %s)", value, strings.Join(slices.Sorted(maps.Keys(modes)), ", "))
 		}
 		p.st.Mode = mode
+	case "capacity":
+		p.st.Capacity, p.capacityLine = value, line
 	case "params":
 		if p.paramLine == 0 {
 			p.paramLine = line
@@ -286,6 +292,9 @@ func (p *parser) params(src string) error {
 	if err := p.applyParamDecls(params); err != nil {
 		return err
 	}
+	if err := p.checkCapacity(params); err != nil {
+		return err
+	}
 	p.st.Params = params
 	p.st.Text = p.text(src, refs, index)
 	return nil
@@ -335,6 +344,26 @@ func (p *parser) applyParamDecls(params []Field) error {
 		}
 	}
 	return p.unique(params, "parameter")
+}
+
+// checkCapacity checks that "-- capacity:" names an integer parameter of
+// a :many statement.
+func (p *parser) checkCapacity(params []Field) error {
+	if p.st.Capacity == "" {
+		return nil
+	}
+	if p.st.Kind != ":many" {
+		return p.errorf(p.capacityLine, "only a :many statement returns a slice to size")
+	}
+	i := slices.IndexFunc(params, func(f Field) bool { return f.Name == p.st.Capacity })
+	if i < 0 {
+		return p.errorf(p.capacityLine, "capacity %s is not a parameter", p.st.Capacity)
+	}
+	switch params[i].GoType {
+	case "int", "int64", "int32", "int16":
+		return nil
+	}
+	return p.errorf(p.capacityLine, "capacity %s is a %s, not an integer", p.st.Capacity, params[i].GoType)
 }
 
 // columns resolves the declared result columns.

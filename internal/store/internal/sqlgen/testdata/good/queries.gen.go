@@ -104,7 +104,8 @@ func (q *Queries) SearchItems(ctx context.Context, db DBTX, arg SearchItemsParam
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SearchItemsRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]SearchItemsRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (SearchItemsRow, error) {
 		var r SearchItemsRow
 		err := row.Scan(&r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta)
 		return r, err

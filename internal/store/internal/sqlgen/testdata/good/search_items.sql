@@ -1,5 +1,6 @@
 -- name: search_items :many
 -- mode: cache_describe
+-- capacity: limit
 -- params: before null, tags as []string
 -- returns: id bigint, name text, tags text[], seen_at timestamptz null
 -- returns: meta jsonb as map[string]string

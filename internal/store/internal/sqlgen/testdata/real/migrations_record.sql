@@ -1,4 +1,0 @@
--- name: migrations_record :exec
--- params: version integer, name text
--- Records migration $1 named $2 as applied.
-INSERT INTO {schema}.schema_migrations (version, name) VALUES ($1, $2)
