@@ -95,8 +95,8 @@ func listenAsWaitingLoop(t *testing.T, b bundle, sinks ...string) *waitingLoop {
 		t.Fatal(err)
 	}
 	channel := "outboxd_test_wake_" + b.ob.Schema()
-	var id int64
-	if err := b.pool.QueryRow(b.ctx, q.RegisterWaiter, channel, sinks, time.Minute).Scan(&id); err != nil {
+	id, err := q.RegisterWaiter(b.ctx, b.pool, channel, sinks, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(b.ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {

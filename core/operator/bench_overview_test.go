@@ -93,11 +93,11 @@ func BenchmarkOverviewCost(b *testing.B) {
 		}
 		b.Logf("%s:\n%s", name, strings.Join(plan, "\n"))
 	}
-	explain("snapshot", q.Statement("take_stats_snapshot"), time.Hour, "bench")
-	explain("overview: stats_snapshot", q.Statement("stats_snapshot"))
-	explain("overview: delivery_rates", q.Statement("delivery_rates"), operator.DefaultRateWindow)
-	explain("overview: sink_pauses", q.Statement("sink_pauses"))
-	explain("stats-group-by", q.Statement("stats"))
+	explain("snapshot", q.Texts().TakeStatsSnapshot, time.Hour, "bench")
+	explain("overview: stats_snapshot", q.Texts().StatsSnapshot)
+	explain("overview: delivery_rates", q.Texts().DeliveryRates, operator.DefaultRateWindow)
+	explain("overview: sink_pauses", q.Texts().SinkPauses)
+	explain("stats-group-by", q.Texts().Stats)
 
 	b.Run("snapshot", func(b *testing.B) {
 		for b.Loop() {

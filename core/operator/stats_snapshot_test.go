@@ -69,7 +69,7 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := explain(t, b, q.Statement("take_stats_snapshot"), time.Hour, "test")
+	plan, raw := explain(t, b, q.Texts().TakeStatsSnapshot, time.Hour, "test")
 	indexes := map[string]bool{}
 	plan.walk(func(n planNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {

@@ -66,7 +66,9 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := explain(t, b, q.Claim, 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
+	// The named parameters of claim.sql, in their $n order: sinks, limit,
+	// alive_for, waiter, token, lease.
+	plan, raw := explain(t, b, q.Texts().Claim, []string{"work"}, 1000, time.Minute, 0, uuid.New(), 30*time.Second)
 	indexes := map[string]bool{}
 	plan.walk(func(n planNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {

@@ -31,20 +31,15 @@ func Claim(ctx context.Context, db store.DBTX, schema string, sinks []string, li
 	if err != nil {
 		return nil, token, err
 	}
-	rows, err := db.Query(ctx, q.Claim, limit, lease, sinks, token, 0, time.Minute)
+	rows, err := q.Claim(ctx, db, store.ClaimParams{Sinks: sinks, Limit: limit, AliveFor: time.Minute, Token: token, Lease: lease})
 	if err != nil {
 		return nil, token, err
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
-			return nil, token, err
-		}
-		ids = append(ids, id)
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
 	}
-	return ids, token, rows.Err()
+	return ids, token, nil
 }
 
 // TestOutcome is one outcome for WriteOutcomes.
@@ -68,7 +63,7 @@ func WriteOutcomes(pool *pgxpool.Pool, schema string, logger *slog.Logger, linge
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := completer.New(pool, q.Finish, false, logger, 64)
+	c := completer.New(pool, q, false, logger, 64)
 	c.Linger = linger
 	go c.Run()
 	defer c.Stop()
