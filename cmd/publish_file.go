@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -113,11 +111,8 @@ func (b *eventBatch) add(lineNo int, line []byte) error {
 	return b.flush()
 }
 
-// eventIndex finds the index publish_batch() gives the event it refused.
-var eventIndex = regexp.MustCompile(`event (\d+): `)
-
 // flush publishes the collected events; an error names the line of the
-// event at fault when the database names the event.
+// event at fault when the batch names the event.
 func (b *eventBatch) flush() error {
 	if len(b.events) == 0 {
 		return nil
@@ -125,10 +120,8 @@ func (b *eventBatch) flush() error {
 	_, err := b.publish(b.events)
 	if err != nil {
 		where := fmt.Sprintf("lines %d-%d", b.lines[0], b.lines[len(b.lines)-1])
-		if m := eventIndex.FindStringSubmatch(err.Error()); m != nil {
-			if i, convErr := strconv.Atoi(m[1]); convErr == nil && i >= 1 && i <= len(b.lines) {
-				where = fmt.Sprintf("line %d", b.lines[i-1])
-			}
+		if be := (*core.BatchError)(nil); errors.As(err, &be) && be.Index < len(b.lines) {
+			where = fmt.Sprintf("line %d", b.lines[be.Index])
 		}
 		return publishError(fmt.Errorf("%s %s: %w", b.file, where, err))
 	}
