@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/outboxd/outboxd/internal/secret"
 )
 
 // FuzzParseConfig feeds arbitrary documents to the loader: it must never
@@ -47,7 +49,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err := yaml.Unmarshal([]byte(out.String()), &shown); err != nil {
 			t.Fatalf("config show printed YAML that does not parse: %v\n%s", err, out.String())
 		}
-		if cfg.HTTP.Token != "" && shown.HTTP.Token != Redacted {
+		if cfg.HTTP.Token != "" && shown.HTTP.Token != secret.Redacted {
 			t.Fatalf("config show prints the HTTP token %q as %q:\n%s", cfg.HTTP.Token, shown.HTTP.Token, out.String())
 		}
 	})

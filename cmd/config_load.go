@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks"
@@ -154,7 +155,7 @@ func (l *loader) load(data []byte) *Config {
 	settings = exp.expandMap("", settings)
 	l.add(exp.missing...)
 	l.unexpanded = exp.missing
-	l.secrets = secretValues(settings)
+	l.secrets = secret.Values(settings)
 	l.add(confschema.Unknown(settings, Config{})...)
 	cfg := defaultConfig()
 	l.add(confschema.Decode(settings, cfg, true)...)

@@ -10,6 +10,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -168,7 +169,7 @@ func TestNamesKeepTheirCase(t *testing.T) {
 	if err := cfg.WriteRedacted(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, kept := range []string{"X-Api-Key: " + `"` + Redacted, "Authorization: " + `"` + Redacted, "CamelCase:", "Inner-Key: v"} {
+	for _, kept := range []string{"X-Api-Key: " + `"` + secret.Redacted, "Authorization: " + `"` + secret.Redacted, "CamelCase:", "Inner-Key: v"} {
 		if !strings.Contains(out.String(), kept) {
 			t.Errorf("config show lacks %q:\n%s", kept, out.String())
 		}
@@ -206,17 +207,17 @@ func TestSecretsInHeadersAndURLsAreRedacted(t *testing.T) {
 	if err := cfg.WriteRedacted(&out); err != nil {
 		t.Fatal(err)
 	}
-	scrub := NewScrubber(cfg.secrets...)
+	scrub := secret.NewScrubber(cfg.secrets...)
 	for _, s := range secrets {
 		if strings.Contains(out.String(), s) {
 			t.Errorf("config show prints %q:\n%s", s, out.String())
 		}
-		if got := scrub.String("failed with " + s + "!"); got != "failed with "+Redacted+"!" {
+		if got := scrub.String("failed with " + s + "!"); got != "failed with "+secret.Redacted+"!" {
 			t.Errorf("scrubber left %q as %q", s, got)
 		}
 	}
-	for _, kept := range []string{"https://ops:" + Redacted + "@example.com/hook?", "/services/T0123/B0123/" + Redacted,
-		"/api/webhooks/123/" + Redacted, "https://" + Redacted + "@example.com/hook"} {
+	for _, kept := range []string{"https://ops:" + secret.Redacted + "@example.com/hook?", "/services/T0123/B0123/" + secret.Redacted,
+		"/api/webhooks/123/" + secret.Redacted, "https://" + secret.Redacted + "@example.com/hook"} {
 		if !strings.Contains(out.String(), kept) {
 			t.Errorf("config show lacks %q:\n%s", kept, out.String())
 		}

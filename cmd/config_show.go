@@ -8,6 +8,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -15,7 +16,7 @@ import (
 // WriteRedacted prints the effective configuration as YAML: every key
 // declared in Config, in declaration order, with the value the process
 // uses (defaults applied), every sink's options with their defaults when
-// its type declares them, and every secret replaced by Redacted.
+// its type declares them, and every secret replaced by secret.Redacted.
 //
 // It is written with a YAML encoder rather than viper's writer, which would
 // lower-case the names of sinks' options (header names among them).
@@ -35,7 +36,7 @@ func (c *Config) WriteRedacted(w io.Writer) error {
 			}
 		}
 	}
-	out, err := yaml.MarshalWithOptions(redactValue("", values, false), yaml.Indent(2), yaml.IndentSequence(true))
+	out, err := yaml.MarshalWithOptions(secret.Redact("", values, false), yaml.Indent(2), yaml.IndentSequence(true))
 	if err != nil {
 		return fmt.Errorf("render configuration: %w", err)
 	}

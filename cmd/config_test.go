@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -285,12 +286,12 @@ sinks:
 			t.Errorf("config show leaks %q:\n%s", secret, out.String())
 		}
 	}
-	for _, kept := range []string{"postgres://app:", "@db:5432/app", Redacted} {
+	for _, kept := range []string{"postgres://app:", "@db:5432/app", secret.Redacted} {
 		if !strings.Contains(out.String(), kept) {
 			t.Errorf("config show lost %q:\n%s", kept, out.String())
 		}
 	}
-	scrub := NewScrubber(cfg.secrets...)
+	scrub := secret.NewScrubber(cfg.secrets...)
 	if got := scrub.String("dial db-pass-123 with http-token-000"); got != "dial [REDACTED] with [REDACTED]" {
 		t.Errorf("scrubbed to %q", got)
 	}
@@ -298,8 +299,8 @@ sinks:
 
 func TestRedactKeywordConnectionString(t *testing.T) {
 	t.Parallel()
-	got := redactURL("host=db user=app password=s3cr3t-pw dbname=app")
-	if strings.Contains(got, "s3cr3t-pw") || !strings.Contains(got, "password="+Redacted) {
+	got := secret.RedactURL("host=db user=app password=s3cr3t-pw dbname=app")
+	if strings.Contains(got, "s3cr3t-pw") || !strings.Contains(got, "password="+secret.Redacted) {
 		t.Errorf("redactURL = %q", got)
 	}
 }

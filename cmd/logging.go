@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+
+	"github.com/outboxd/outboxd/internal/secret"
 )
 
 // Values of --log-format.
@@ -15,7 +17,7 @@ const (
 
 // newLogger returns the process's logger: text or JSON as format asks,
 // with every known secret scrubbed from messages and attributes.
-func newLogger(format string, w io.Writer, scrub *Scrubber) (*slog.Logger, error) {
+func newLogger(format string, w io.Writer, scrub secret.Scrubber) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{ReplaceAttr: scrub.ReplaceAttr}
 	switch format {
 	case logFormatAuto:

@@ -20,6 +20,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/outboxd/outboxd/internal/secret"
 )
 
 // Exit codes of the binary.
@@ -94,7 +96,7 @@ func Main() {
 // Execute runs the command line given by args and returns its exit code.
 // Errors are printed to io.Err with known secrets scrubbed.
 func Execute(ctx context.Context, args []string, io IO) int {
-	a := &app{io: io, scrub: NewScrubber()}
+	a := &app{io: io, scrub: secret.NewScrubber()}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(io.In)
@@ -119,7 +121,7 @@ type app struct {
 	databaseURL string
 	logFormat   string
 	ran         bool
-	scrub       *Scrubber
+	scrub       secret.Scrubber
 	cfg         *Config
 }
 
@@ -176,8 +178,8 @@ func (a *app) config() (*Config, error) {
 	if cfg != nil {
 		configured = cfg.Database.URL
 	}
-	secrets = append(secrets, secretValues(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
-	a.scrub = NewScrubber(secrets...)
+	secrets = append(secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	a.scrub = secret.NewScrubber(secrets...)
 	if err != nil {
 		return nil, err
 	}

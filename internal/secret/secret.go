@@ -1,4 +1,10 @@
-package cmd
+// Package secret is the one place that knows what a secret looks like and
+// keeps it out of what leaves the process: the values of credential keys,
+// header values and the secret parts of URLs and connection strings are
+// found in the configuration (Values), hidden where the configuration is
+// shown (Redact), and scrubbed from every log record and error message
+// (Scrubber), the binary's and the sinks'.
+package secret
 
 import (
 	"fmt"
@@ -13,7 +19,7 @@ import (
 	"github.com/outboxd/outboxd/confschema"
 )
 
-// Redacted replaces a secret wherever the binary would otherwise show it.
+// Redacted replaces a secret wherever the program would otherwise show it.
 const Redacted = "[REDACTED]"
 
 // minScrubbedSecretLen keeps very short "secrets" (a test value such as
@@ -72,10 +78,10 @@ var harmlessQueryKeys = map[string]bool{
 	"sslmode": true, "application_name": true, "connect_timeout": true, "target_session_attrs": true,
 }
 
-// secretValues collects every secret in the settings, for the Scrubber:
-// values of secret keys and of headers, and the secret parts of URLs and
+// Values collects every secret in the settings, for the Scrubber: values
+// of secret keys and of headers, and the secret parts of URLs and
 // connection strings (see urlSecrets).
-func secretValues(settings map[string]any) []string {
+func Values(settings map[string]any) []string {
 	var out []string
 	walkStrings("", settings, false, func(key, val string, secret bool) {
 		if val == "" {
@@ -164,9 +170,10 @@ func walkStrings(key string, v any, inHeaders bool, visit func(key, val string, 
 	}
 }
 
-// redactValue returns what `config show` prints for a value at key: secret
+// Redact returns what `config show` prints for a value at key: secret
 // keys, header values and the secret parts of URLs replaced by Redacted.
-func redactValue(key string, v any, inHeaders bool) any {
+// inHeaders says v sits in a mapping of headers.
+func Redact(key string, v any, inHeaders bool) any {
 	switch v := v.(type) {
 	case string:
 		if v == "" {
@@ -175,12 +182,12 @@ func redactValue(key string, v any, inHeaders bool) any {
 		if inHeaders || isSecretKey(key) {
 			return Redacted
 		}
-		return redactURL(v)
+		return RedactURL(v)
 	case yaml.MapSlice:
 		out := make(yaml.MapSlice, len(v))
 		for i, item := range v {
 			k := fmt.Sprint(item.Key)
-			out[i] = yaml.MapItem{Key: item.Key, Value: redactValue(confschema.Join(key, k), item.Value, isHeaders(key))}
+			out[i] = yaml.MapItem{Key: item.Key, Value: Redact(confschema.Join(key, k), item.Value, isHeaders(key))}
 		}
 		return out
 	case map[string]string:
@@ -188,17 +195,17 @@ func redactValue(key string, v any, inHeaders bool) any {
 		for k, item := range v {
 			m[k] = item
 		}
-		return redactValue(key, m, inHeaders)
+		return Redact(key, m, inHeaders)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, item := range v {
-			out[k] = redactValue(confschema.Join(key, k), item, isHeaders(key))
+			out[k] = Redact(confschema.Join(key, k), item, isHeaders(key))
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, item := range v {
-			out[i] = redactValue(key, item, inHeaders)
+			out[i] = Redact(key, item, inHeaders)
 		}
 		return out
 	default:
@@ -206,12 +213,12 @@ func redactValue(key string, v any, inHeaders bool) any {
 	}
 }
 
-// redactURL hides the secret parts of a URL: the password of its user
+// RedactURL hides the secret parts of a URL: the password of its user
 // info, a user name that stands alone in an http(s) URL, the query values
 // (a webhook URL often carries its token as ?token=...) except connection
 // settings known to be harmless, and the secret path of a known webhook
 // URL. A keyword/value connection string loses its password.
-func redactURL(s string) string {
+func RedactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		return dsnPassword.ReplaceAllString(s, "${1}"+Redacted)
@@ -240,34 +247,60 @@ func redactURL(s string) string {
 }
 
 // Scrubber removes known secret values from text that leaves the process:
-// log records and error messages. It is the safety net behind redaction at
-// the source, for errors from libraries that might quote a value.
+// log records, error messages, and the errors of a sink's client library,
+// which might quote a connection URL or a credential. It is the safety net
+// behind redaction at the source. The zero Scrubber knows no secrets.
 type Scrubber struct{ secrets []string }
 
-// NewScrubber returns a scrubber for the given secret values.
-func NewScrubber(secrets ...string) *Scrubber {
-	s := &Scrubber{}
+// NewScrubber returns a scrubber for the given secret values, each also in
+// its URL-escaped forms. Values shorter than minScrubbedSecretLen are
+// ignored.
+func NewScrubber(secrets ...string) Scrubber {
+	var s Scrubber
 	for _, v := range secrets {
 		if len(v) >= minScrubbedSecretLen {
-			s.secrets = append(s.secrets, v)
+			s.secrets = append(s.secrets, v, url.QueryEscape(v), url.PathEscape(v))
 		}
 	}
 	// Longest first, so a secret containing another is replaced whole.
 	slices.SortFunc(s.secrets, func(a, b string) int { return len(b) - len(a) })
+	s.secrets = slices.Compact(s.secrets)
 	return s
 }
 
 // String returns text with every secret replaced by Redacted.
-func (s *Scrubber) String(text string) string {
+func (s Scrubber) String(text string) string {
 	for _, v := range s.secrets {
 		text = strings.ReplaceAll(text, v, Redacted)
 	}
 	return text
 }
 
+// Error returns err unchanged when its text holds no secret, and otherwise
+// an error with the same chain (errors.Is and As still see the original)
+// whose text has every secret replaced by Redacted.
+func (s Scrubber) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := s.String(err.Error())
+	if text == err.Error() {
+		return err
+	}
+	return &scrubbedError{text: text, err: err}
+}
+
+type scrubbedError struct {
+	text string
+	err  error
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
 // ReplaceAttr is a slog.HandlerOptions.ReplaceAttr that scrubs the message,
 // string attributes and errors.
-func (s *Scrubber) ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
+func (s Scrubber) ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:

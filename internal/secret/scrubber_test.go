@@ -1,4 +1,4 @@
-package sinks_test
+package secret_test
 
 import (
 	"errors"
@@ -6,12 +6,12 @@ import (
 	"io"
 	"testing"
 
-	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/internal/secret"
 )
 
 func TestRedactorHidesSecretsAndKeepsTheChain(t *testing.T) {
 	t.Parallel()
-	r := sinks.NewRedactor("p@ss/word", "", "token123")
+	r := secret.NewScrubber("p@ss/word", "", "token123")
 	err := r.Error(fmt.Errorf("dial amqp://u:p%%40ss%%2Fword@h and token123: %w", io.EOF))
 	if got, want := err.Error(), "dial amqp://u:[REDACTED]@h and [REDACTED]: EOF"; got != want {
 		t.Errorf("got %q, want %q", got, want)
