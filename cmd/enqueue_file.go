@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/jsonl"
 )
 
 // Bulk enqueue limits.
@@ -28,14 +28,6 @@ const (
 	// progressRefresh throttles the progress bar's redraws.
 	progressRefresh = 100 * time.Millisecond
 )
-
-// fileLine is one line of an enqueue file.
-type fileLine struct {
-	Sink        string          `json:"sink"`
-	DedupKey    string          `json:"dedup_key"`
-	Payload     json.RawMessage `json:"payload"`
-	OrderingKey string          `json:"ordering_key"`
-}
 
 // enqueueFile enqueues the JSON lines of f.file in two passes, so that a
 // bad line never leaves the file half stored. The first pass checks every
@@ -226,8 +218,8 @@ func (r *rewinder) Close() error {
 }
 
 func parseFileLine(line []byte, defaultSink string, cfg *Config) (core.Message, error) {
-	var l fileLine
-	if err := decodeOne(bytes.NewReader(line), &l); err != nil {
+	var l jsonl.Message
+	if err := jsonl.Decode(bytes.NewReader(line), &l); err != nil {
 		return core.Message{}, fmt.Errorf("not a JSON object with sink, dedup_key, payload and ordering_key: %w", err)
 	}
 	if l.Sink == "" {
@@ -239,7 +231,7 @@ func parseFileLine(line []byte, defaultSink string, cfg *Config) (core.Message, 
 	if len(l.Payload) == 0 {
 		return core.Message{}, fmt.Errorf("payload is missing")
 	}
-	return core.Message{Sink: l.Sink, DedupKey: l.DedupKey, Payload: l.Payload, OrderingKey: l.OrderingKey}, nil
+	return l.Message(), nil
 }
 
 // openInput opens name, or stdin for "-", and returns its size in bytes

@@ -100,7 +100,7 @@ func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	res, err := s.ob.Enqueue(r.Context(), s.db, req.message())
+	res, err := s.ob.Enqueue(r.Context(), s.db, req.Message())
 	switch {
 	case errors.Is(err, core.ErrInvalidMessage):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
@@ -132,7 +132,7 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	published, err := s.ob.Publish(r.Context(), s.db, req.event())
+	published, err := s.ob.Publish(r.Context(), s.db, req.Event())
 	switch {
 	case errors.Is(err, core.ErrInvalidEvent), errors.Is(err, core.ErrNoRoute):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())

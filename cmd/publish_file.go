@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/jsonl"
 )
 
 // PublishFileBatchSize is how many events of `outboxd publish --file` go
@@ -91,20 +91,15 @@ type eventBatch struct {
 
 // add reads one line into the batch, publishing the batch when it is full.
 func (b *eventBatch) add(lineNo int, line []byte) error {
-	var e eventRequest
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&e)
-	if err == nil && dec.More() {
-		err = errTrailingData
-	}
+	var e jsonl.Event
+	err := jsonl.Decode(bytes.NewReader(line), &e)
 	if err == nil {
-		err = e.check()
+		err = e.Check()
 	}
 	if err != nil {
 		return badInputf("%s line %d: not an event {\"type\", \"key\", \"data\", \"ordering_key\", \"thread_key\"}: %w (nothing was published)", b.file, lineNo, err)
 	}
-	b.events, b.lines = append(b.events, e.event()), append(b.lines, lineNo)
+	b.events, b.lines = append(b.events, e.Event()), append(b.lines, lineNo)
 	if len(b.events) < PublishFileBatchSize {
 		return nil
 	}
