@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) dlqCommand() *cobra.Command {
@@ -80,14 +80,14 @@ func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
 	return tw.Flush()
 }
 
-// dlqAction is Outbox.Redrive or Outbox.Purge.
-type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error)
+// cliSelection are the flags of a dead-letter selection.
+var cliSelection = httpapi.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting"}
 
 // dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
 // it counts the selection with a dry run first and asks before acting on
 // exactly the rows counted. Ids that name no dead letter make it exit 1
 // after acting on the others.
-func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobra.Command {
+func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLetterAction) *cobra.Command {
 	var (
 		filter core.RedriveFilter
 		yes    bool
@@ -97,7 +97,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 		Short: short,
 		Args:  cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			if err := checkSelection(filter, cliSelection); err != nil {
+			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
 			}
 			return nil
@@ -116,7 +116,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 					return missingDeadLetters(res.Missing)
 				}
 				if !a.confirm(fmt.Sprintf("%s %d %s? [y/N] ", name, res.Rows, describeSelection(filter))) {
-					return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
+					return &exitError{code: exitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
 				}
 				if filter.All {
 					filter.UpToID = res.LastID // exactly the rows counted
@@ -171,7 +171,7 @@ func missingDeadLetters(ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return &exitError{code: ExitFailure, err: fmt.Errorf("no dead letter with id %s (no such row, or not dead)", joinIDs(ids))}
+	return &exitError{code: exitFailure, err: fmt.Errorf("no dead letter with id %s (no such row, or not dead)", joinIDs(ids))}
 }
 
 func joinIDs(ids []int64) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) getCommand() *cobra.Command {
@@ -52,13 +53,13 @@ func (a *app) getCommand() *cobra.Command {
 				m, err = s.ob.MessageByKey(cmd.Context(), s.pool, sink, key)
 			}
 			if errors.Is(err, core.ErrMessageNotFound) {
-				return &exitError{code: ExitFailure, err: errors.New("no such message")}
+				return &exitError{code: exitFailure, err: errors.New("no such message")}
 			}
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), newMessageReport(m))
+				return writeJSON(cmd.OutOrStdout(), httpapi.NewMessageReport(m))
 			}
 			return writeMessage(cmd.OutOrStdout(), m)
 		}),
@@ -163,7 +164,7 @@ func (a *app) messagesListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			f.Status = core.Status(status)
-			if err := checkStatus(f.Status); err != nil {
+			if err := httpapi.CheckStatus(f.Status); err != nil {
 				return badInput(err)
 			}
 			now := time.Now()

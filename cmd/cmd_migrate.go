@@ -22,7 +22,7 @@ func (a *app) migrateCommand() *cobra.Command {
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", ob.Schema(), applied)
 			}
-			if !s.cfg.hasRoutes() {
+			if !s.cfg.HasRoutes() {
 				return nil
 			}
 			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) sinksCommand() *cobra.Command {
@@ -61,7 +62,7 @@ already under way finish. Without --for the sink stays paused until resumed.`,
 			if duration < 0 {
 				return badInputf("--for must not be negative")
 			}
-			return badInputIf(checkSinkName(args[0]))
+			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
@@ -89,7 +90,7 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 		Short: "End a sink's pause (by hand or by a Retry-After) on every relay at once",
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			return badInputIf(checkSinkName(args[0]))
+			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)

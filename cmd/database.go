@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 )
 
@@ -31,14 +32,14 @@ func (a *app) resolveDatabaseURL(configured string) string {
 
 // connect loads the configuration and opens a pool on its database. The
 // pool connects lazily: an unreachable server shows up on first use.
-func (a *app) connect(ctx context.Context) (*Config, *pgxpool.Pool, *core.Outbox, error) {
+func (a *app) connect(ctx context.Context) (*config.Config, *pgxpool.Pool, *core.Outbox, error) {
 	cfg, err := a.config()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	ob, err := core.New(cfg.Database.Schema)
 	if err != nil {
-		return nil, nil, nil, &ConfigError{File: cfg.File, Problems: []string{"database.schema: " + err.Error()}}
+		return nil, nil, nil, &config.Error{File: cfg.File, Problems: []string{"database.schema: " + err.Error()}}
 	}
 	pcfg, err := pgxpool.ParseConfig(a.resolveDatabaseURL(cfg.Database.URL))
 	if err != nil {
@@ -55,7 +56,7 @@ func (a *app) connect(ctx context.Context) (*Config, *pgxpool.Pool, *core.Outbox
 
 // session is what a database command works with.
 type session struct {
-	cfg  *Config
+	cfg  *config.Config
 	pool *pgxpool.Pool
 	ob   *core.Outbox
 }

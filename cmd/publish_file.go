@@ -13,9 +13,9 @@ import (
 	"github.com/outboxd/outboxd/internal/jsonl"
 )
 
-// PublishFileBatchSize is how many events of `outboxd publish --file` go
+// publishFileBatchSize is how many events of `outboxd publish --file` go
 // into one publish_batch() call (one transaction).
-const PublishFileBatchSize = 500
+const publishFileBatchSize = 500
 
 // publishFile publishes the JSON lines of file in two passes, as `enqueue
 // --file` enqueues, so that a bad line never leaves the file half
@@ -100,7 +100,7 @@ func (b *eventBatch) add(lineNo int, line []byte) error {
 		return badInputf("%s line %d: not an event {\"type\", \"key\", \"data\", \"ordering_key\", \"thread_key\"}: %w (nothing was published)", b.file, lineNo, err)
 	}
 	b.events, b.lines = append(b.events, e.Event()), append(b.lines, lineNo)
-	if len(b.events) < PublishFileBatchSize {
+	if len(b.events) < publishFileBatchSize {
 		return nil
 	}
 	return b.flush()

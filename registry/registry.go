@@ -2,7 +2,8 @@
 // maps driver names to drivers: a program registers the sink types it
 // offers, and the configuration then builds named sink instances from
 // options. The outboxd binary registers its built-in types in one place,
-// in package cmd; a custom build registers its own before calling cmd.Main.
+// package sinks/builtin; a custom build registers its own (and the built-in
+// ones it wants) before calling cmd.Main.
 //
 // The core never imports a concrete sink; the registry is where the two meet.
 package registry

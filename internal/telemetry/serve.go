@@ -1,0 +1,65 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core"
+)
+
+// ShutdownTimeout bounds the final flush of spans and metrics.
+const ShutdownTimeout = 10 * time.Second
+
+// Serve builds the providers of `outboxd serve`, installs them as
+// the globals and counts ob's enqueues (the HTTP API's) with them. Once the
+// relay exists, registerGauges registers the table gauges (outbox.rows,
+// ...) of the configured sinks, reported while that relay computes the
+// cluster's counts. The returned stop flushes the last export and only
+// then unregisters the gauges, so the final OTLP push still carries them;
+// call it before closing pool.
+func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, pool *pgxpool.Pool, ob *core.Outbox, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*core.Relay) error, err error) {
+	tel, err = New(ctx, cfg.Telemetry, env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// outboxd is the application here, so it installs the globals the sink
+	// libraries' HTTP clients pick up.
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetMeterProvider(tel.MeterProvider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	ob.MeterProvider = tel.MeterProvider
+
+	var gauges metric.Registration
+	registerGauges = func(relay *core.Relay) error {
+		gauges, err = ob.RegisterGauges(tel.MeterProvider, pool, core.GaugeConfig{Sinks: slices.Sorted(maps.Keys(cfg.Sinks)), Relay: relay})
+		return err
+	}
+	return tel, func() {
+		tel.Flush(ctx, log)
+		if gauges == nil {
+			return
+		}
+		if err := gauges.Unregister(); err != nil {
+			log.Warn("telemetry: unregister gauges", ErrAttr(err))
+		}
+	}, registerGauges, nil
+}
+
+// Flush flushes spans and metrics, waiting at most ShutdownTimeout for the
+// collector, even once ctx is cancelled, and logs a failure.
+func (t *Telemetry) Flush(ctx context.Context, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("telemetry shutdown", ErrAttr(err))
+	}
+}
