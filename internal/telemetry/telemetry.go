@@ -38,7 +38,7 @@ type Telemetry struct {
 	ExportingMetrics bool
 }
 
-// NewTelemetry builds the providers from the telemetry block and the
+// New builds the providers from the telemetry block and the
 // standard OTEL_* variables, which win over the block as they do for every
 // OpenTelemetry program. Without an endpoint in either, no exporter is
 // created and nothing goes over the network; spans still get ids, so trace

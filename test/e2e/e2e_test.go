@@ -206,10 +206,10 @@ func TestConfigCommands(t *testing.T) {
 // loadable: every key in it is a real key and every sink type in it is
 // registered in the binary. It never skips: a built-in type missing from the
 // registration is exactly the regression it catches. (Mutation: leaving the
-// email sink out of cmd's registrations fails this test.)
+// email sink out of sinks/builtin's registrations fails this test.)
 func TestRepositoryExampleConfigIsValid(t *testing.T) {
 	t.Parallel()
-	e := &env{t: t, config: filepath.Join("..", "plugins.yaml")}
+	e := &env{t: t, config: filepath.Join("..", "..", "plugins.yaml")}
 	e.extra = []string{"DATABASE_URL=postgres://app@db/app", "OUTBOX_HTTP_TOKEN=t0ken-value",
 		"SLACK_BOT_TOKEN=xoxb-example-token", "WEBHOOK_SECRET=" + webhookSecret}
 	// config show loads the file: every key valid, every type registered,

@@ -26,7 +26,7 @@ func TestVersion(t *testing.T) {
 		!strings.HasPrefix(lines[1], "revision: ") || lines[2] != "go: "+runtime.Version() {
 		t.Fatalf("version output:\n%s\nwant: outboxd version <module version>, revision: <git revision>, go: %s", out, runtime.Version())
 	}
-	if fi, err := os.Stat(filepath.Join("..", ".git")); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(filepath.Join("..", "..", ".git")); err == nil && fi.IsDir() {
 		head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 		if err != nil {
 			t.Fatal(err)
