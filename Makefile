@@ -12,8 +12,8 @@ FUZZTIME   ?= 30s
 # Every fuzz target, as package:function. `go test -fuzz` takes one target
 # of one package at a time.
 FUZZ_TARGETS = \
-	cmd:FuzzParseConfig \
-	cmd:FuzzDecodeMessageRequest \
+	config:FuzzParseConfig \
+	internal/httpapi:FuzzDecodeMessageRequest \
 	sinks/webhook:FuzzWebhookDeliver \
 	sinks/email:FuzzPayload \
 	sinks/slack:FuzzParsePayload \

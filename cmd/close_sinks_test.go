@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 type closingSink struct {
-	core.SinkFunc
+	sink.Func
 	closed int
 	err    error
 }
@@ -21,8 +22,8 @@ func (s *closingSink) Close() error { s.closed++; return s.err }
 // it is done, and a failing Close does not keep the others open.
 func TestCloseSinksClosesEveryCloser(t *testing.T) {
 	a, b := &closingSink{err: errors.New("already gone")}, &closingSink{}
-	plain := core.SinkFunc(func(context.Context, *core.Delivery) error { return nil })
-	closeSinks([]core.SinkConfig{{Name: "a", Sink: a}, {Name: "plain", Sink: plain}, {Name: "b", Sink: b}},
+	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
+	closeSinks([]relay.SinkConfig{{Name: "a", Sink: a}, {Name: "plain", Sink: plain}, {Name: "b", Sink: b}},
 		slog.New(slog.DiscardHandler))
 	if a.closed != 1 || b.closed != 1 {
 		t.Fatalf("closed a %d, b %d times; want once each", a.closed, b.closed)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/config"
 )
 
 func (a *app) configCommand() *cobra.Command {
@@ -33,7 +35,7 @@ func (a *app) configCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", describeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))
+			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", config.DescribeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))
 			return nil
 		},
 	})

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) dlqCommand() *cobra.Command {
@@ -30,8 +30,8 @@ typo in a producer's sink name, a removed sink), configure it or delete its
 rows: outboxd dlq purge --all --waiting --sink NAME.`,
 	}
 	c.AddCommand(a.dlqListCommand(),
-		a.dlqActionCommand("redrive", "Move dead letters back to pending with their attempts reset", "redriven", (*core.Outbox).Redrive),
-		a.dlqActionCommand("purge", "Delete dead letters and their recorded errors", "purged", (*core.Outbox).Purge),
+		a.dlqActionCommand("redrive", "Move dead letters back to pending with their attempts reset", "redriven", (*operator.Operator).Redrive),
+		a.dlqActionCommand("purge", "Delete dead letters and their recorded errors", "purged", (*operator.Operator).Purge),
 	)
 	return c
 }
@@ -39,20 +39,20 @@ rows: outboxd dlq purge --all --waiting --sink NAME.`,
 func (a *app) dlqListCommand() *cobra.Command {
 	var (
 		asJSON bool
-		filter core.DeadLetterFilter
+		filter operator.DeadLetterFilter
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters, oldest first, with the error of every failed attempt",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			letters, err := s.ob.DeadLetters(cmd.Context(), s.pool, filter)
+			letters, err := s.ops.DeadLetters(cmd.Context(), s.pool, filter)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if letters == nil {
-					letters = []core.DeadLetter{}
+					letters = []operator.DeadLetter{}
 				}
 				return writeJSON(cmd.OutOrStdout(), letters)
 			}
@@ -62,12 +62,12 @@ func (a *app) dlqListCommand() *cobra.Command {
 	c.Flags().StringVar(&filter.Sink, "sink", "", "only this sink's dead letters")
 	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this text (ignoring case)")
 	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger id (the last id of the previous page)")
-	c.Flags().IntVar(&filter.Limit, "limit", core.DefaultDeadLetterLimit, "at most this many")
+	c.Flags().IntVar(&filter.Limit, "limit", operator.DefaultDeadLetterLimit, "at most this many")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (with payloads, creation times and receipts)")
 	return c
 }
 
-func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
+func writeDeadLetters(w io.Writer, letters []operator.DeadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tATTEMPTS\tUPDATED_AT\tLAST_ERROR")
 	for _, d := range letters {
@@ -80,16 +80,16 @@ func writeDeadLetters(w io.Writer, letters []core.DeadLetter) error {
 	return tw.Flush()
 }
 
-// dlqAction is Outbox.Redrive or Outbox.Purge.
-type dlqAction func(*core.Outbox, context.Context, core.DBTX, core.RedriveFilter) (core.ActionResult, error)
+// cliSelection are the flags of a dead-letter selection.
+var cliSelection = httpapi.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting"}
 
 // dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
 // it counts the selection with a dry run first and asks before acting on
 // exactly the rows counted. Ids that name no dead letter make it exit 1
 // after acting on the others.
-func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobra.Command {
+func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLetterAction) *cobra.Command {
 	var (
-		filter core.RedriveFilter
+		filter operator.RedriveFilter
 		yes    bool
 	)
 	c := &cobra.Command{
@@ -97,7 +97,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 		Short: short,
 		Args:  cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			if err := checkSelection(filter, cliSelection); err != nil {
+			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
 			}
 			return nil
@@ -107,7 +107,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 			if a.io.Terminal && !yes && !filter.DryRun {
 				plan := filter
 				plan.DryRun = true
-				res, err := action(s.ob, ctx, s.pool, plan)
+				res, err := action(s.ops, ctx, s.pool, plan)
 				if err != nil {
 					return err
 				}
@@ -116,13 +116,13 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 					return missingDeadLetters(res.Missing)
 				}
 				if !a.confirm(fmt.Sprintf("%s %d %s? [y/N] ", name, res.Rows, describeSelection(filter))) {
-					return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
+					return &exitError{code: exitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
 				}
 				if filter.All {
 					filter.UpToID = res.LastID // exactly the rows counted
 				}
 			}
-			res, err := action(s.ob, ctx, s.pool, filter)
+			res, err := action(s.ops, ctx, s.pool, filter)
 			if err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func (a *app) dlqActionCommand(name, short, done string, action dlqAction) *cobr
 }
 
 // describeSelection says in words which dead letters f selects.
-func describeSelection(f core.RedriveFilter) string {
+func describeSelection(f operator.RedriveFilter) string {
 	if len(f.IDs) > 0 {
 		return "dead letter(s) with the given ids"
 	}
@@ -171,7 +171,7 @@ func missingDeadLetters(ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return &exitError{code: ExitFailure, err: fmt.Errorf("no dead letter with id %s (no such row, or not dead)", joinIDs(ids))}
+	return &exitError{code: exitFailure, err: fmt.Errorf("no dead letter with id %s (no such row, or not dead)", joinIDs(ids))}
 }
 
 func joinIDs(ids []int64) string {

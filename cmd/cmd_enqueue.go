@@ -9,14 +9,16 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/telemetry"
 )
 
 // Environment variables through which a non-Go producer hands its W3C trace
 // context to `outboxd enqueue`.
 const (
-	TraceParentEnv = "TRACEPARENT"
-	TraceStateEnv  = "TRACESTATE"
+	traceParentEnv = "TRACEPARENT"
+	traceStateEnv  = "TRACESTATE"
 )
 
 type enqueueFlags struct {
@@ -59,7 +61,7 @@ trace: the delivery spans become part of it.`,
 			return nil
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			stop, err := a.countEnqueues(cmd.Context(), s)
+			stop, err := a.countEnqueues(cmd.Context(), &s)
 			if err != nil {
 				return err
 			}
@@ -82,9 +84,9 @@ trace: the delivery spans become part of it.`,
 
 // traceContextFromEnv continues the trace named by TRACEPARENT, so that
 // Enqueue stores it in the row's headers.
-func traceContextFromEnv(ctx context.Context, env LookupEnv) context.Context {
+func traceContextFromEnv(ctx context.Context, env config.LookupEnv) context.Context {
 	carrier := propagation.MapCarrier{}
-	for header, name := range map[string]string{"traceparent": TraceParentEnv, "tracestate": TraceStateEnv} {
+	for header, name := range map[string]string{"traceparent": traceParentEnv, "tracestate": traceStateEnv} {
 		if v, ok := env(name); ok && v != "" {
 			carrier[header] = v
 		}
@@ -125,3 +127,27 @@ func enqueueError(err error) error {
 	}
 	return err
 }
+
+// countEnqueues gives the CLI's outbox a meter provider, so that the
+// outbox.enqueues of `outboxd enqueue` (a backfill, say) reach the OTLP
+// collector when one is configured; they are pushed when the returned stop
+// runs, as the command ends. Without an endpoint nothing leaves the
+// process.
+func (a *app) countEnqueues(ctx context.Context, s *session) (func(), error) {
+	log, err := a.logger()
+	if err != nil {
+		return nil, err
+	}
+	tel, err := telemetry.New(ctx, s.cfg.Telemetry, a.io.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.countWith(tel.MeterProvider); err != nil {
+		return nil, err
+	}
+	return func() { tel.Flush(ctx, log) }, nil
+}
+
+// checkSink reports a sink name the configuration does not know, as the
+// user's to fix.
+func checkSink(cfg *config.Config, name string) error { return badInputIf(cfg.CheckSink(name)) }

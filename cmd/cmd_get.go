@@ -15,7 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) getCommand() *cobra.Command {
@@ -39,7 +40,7 @@ func (a *app) getCommand() *cobra.Command {
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			var (
-				m   core.StoredMessage
+				m   operator.StoredMessage
 				err error
 			)
 			if args := cmd.Flags().Args(); len(args) == 1 {
@@ -47,18 +48,18 @@ func (a *app) getCommand() *cobra.Command {
 				if perr != nil || id <= 0 {
 					return badInputf("get: %q is not a message id", args[0])
 				}
-				m, err = s.ob.Message(cmd.Context(), s.pool, id)
+				m, err = s.ops.Message(cmd.Context(), s.pool, id)
 			} else {
-				m, err = s.ob.MessageByKey(cmd.Context(), s.pool, sink, key)
+				m, err = s.ops.MessageByKey(cmd.Context(), s.pool, sink, key)
 			}
-			if errors.Is(err, core.ErrMessageNotFound) {
-				return &exitError{code: ExitFailure, err: errors.New("no such message")}
+			if errors.Is(err, operator.ErrMessageNotFound) {
+				return &exitError{code: exitFailure, err: errors.New("no such message")}
 			}
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), newMessageReport(m))
+				return writeJSON(cmd.OutOrStdout(), httpapi.NewMessageReport(m))
 			}
 			return writeMessage(cmd.OutOrStdout(), m)
 		}),
@@ -72,7 +73,7 @@ func (a *app) getCommand() *cobra.Command {
 // writeMessage prints a message for a person: one field a line, then the
 // payload indented and every failed attempt. Stored text is shown with
 // what a terminal would obey escaped.
-func writeMessage(w io.Writer, m core.StoredMessage) error {
+func writeMessage(w io.Writer, m operator.StoredMessage) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, terminalCell(value)) }
 	line("id", strconv.FormatInt(m.ID, 10))
@@ -152,7 +153,7 @@ func (a *app) messagesCommand() *cobra.Command {
 
 func (a *app) messagesListCommand() *cobra.Command {
 	var (
-		f            core.MessageFilter
+		f            operator.MessageFilter
 		status       string
 		since, until string
 		asJSON       bool
@@ -162,8 +163,8 @@ func (a *app) messagesListCommand() *cobra.Command {
 		Short: "List messages newest first, a page at a time (--before continues below an id)",
 		Args:  cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
-			f.Status = core.Status(status)
-			if err := checkStatus(f.Status); err != nil {
+			f.Status = operator.Status(status)
+			if err := httpapi.CheckStatus(f.Status); err != nil {
 				return badInput(err)
 			}
 			now := time.Now()
@@ -183,7 +184,7 @@ func (a *app) messagesListCommand() *cobra.Command {
 			return nil
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			page, err := s.ob.Messages(cmd.Context(), s.pool, f)
+			page, err := s.ops.Messages(cmd.Context(), s.pool, f)
 			if err != nil {
 				return err
 			}
@@ -205,7 +206,7 @@ func (a *app) messagesListCommand() *cobra.Command {
 	c.Flags().StringVar(&since, "since", "", "only messages created at or after this time (RFC 3339, or a duration ago such as 2h)")
 	c.Flags().StringVar(&until, "until", "", "only messages created before this time (RFC 3339, or a duration ago)")
 	c.Flags().Int64Var(&f.Before, "before", 0, "only messages with a smaller id (the cursor printed after a full page)")
-	c.Flags().IntVar(&f.Limit, "limit", core.DefaultMessageLimit, fmt.Sprintf("at most this many (up to %d)", core.MaxMessageLimit))
+	c.Flags().IntVar(&f.Limit, "limit", operator.DefaultMessageLimit, fmt.Sprintf("at most this many (up to %d)", operator.MaxMessageLimit))
 	c.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"messages": [...], "next_before": N}`)
 	return c
 }
@@ -226,7 +227,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-func writeMessageTable(w io.Writer, messages []core.MessageSummary) error {
+func writeMessageTable(w io.Writer, messages []operator.MessageSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tSTATUS\tATTEMPTS\tCREATED_AT\tLAST_ERROR")
 	for _, m := range messages {

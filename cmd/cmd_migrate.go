@@ -12,17 +12,16 @@ func (a *app) migrateCommand() *cobra.Command {
 		Short: "Create or upgrade the outbox schema and apply the configuration's routes; safe to run from several pods at once",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			ob := s.ob
-			applied, err := ob.Migrate(cmd.Context(), s.pool)
+			applied, err := s.mig.Migrate(cmd.Context(), s.pool)
 			if err != nil {
 				return err
 			}
 			if len(applied) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "schema %s is up to date\n", ob.Schema())
+				fmt.Fprintf(cmd.OutOrStdout(), "schema %s is up to date\n", s.mig.Schema())
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", ob.Schema(), applied)
+				fmt.Fprintf(cmd.OutOrStdout(), "schema %s: applied migrations %v\n", s.mig.Schema(), applied)
 			}
-			if !s.cfg.hasRoutes() {
+			if !s.cfg.HasRoutes() {
 				return nil
 			}
 			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)

@@ -10,8 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/httpapi"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -19,16 +25,38 @@ import (
 // way a person at a terminal (or a script) would.
 type cli struct {
 	t      *testing.T
-	api    *operatorAPI // the schema and pool; its server is not used
+	api    *cliDB
 	config string
 }
+
+// cliDB is the schema the commands of a cli work on.
+type cliDB struct {
+	pool *pgxpool.Pool
+	ob   *testdb.Outbox
+	ctx  context.Context
+}
+
+func (d *cliDB) deadRows(t *testing.T, sink string, errs ...string) []int64 {
+	t.Helper()
+	return testdb.DeadRows(t, d.pool, d.ob, sink, errs...)
+}
+
+// cliConfig has one sink, partner, with a secret in its options.
+const cliConfig = `sinks:
+  partner:
+    type: webhook
+    options: {url: "https://partner.example/hook", secret: "whsec_dGhlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQtMzJieXRlcw=="}
+`
 
 func newCLI(t *testing.T) *cli {
 	t.Helper()
 	t.Parallel()
-	a := newOperatorAPI(t, operatorConfig)
+	pool, ob := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	a := &cliDB{pool: pool, ob: ob, ctx: ctx}
 	config := filepath.Join(t.TempDir(), "plugins.yaml")
-	yaml := fmt.Sprintf("database:\n  url: %s\n  schema: %s\n%s", testdb.URL(), a.ob.Schema(), operatorConfig)
+	yaml := fmt.Sprintf("database:\n  url: %s\n  schema: %s\n%s", testdb.URL(), a.ob.Schema(), cliConfig)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +74,9 @@ func (c *cli) run(terminal bool, stdin string, args ...string) (string, string, 
 func (c *cli) runReading(terminal bool, in io.Reader, args ...string) (string, string, int) {
 	c.t.Helper()
 	var out, errOut bytes.Buffer
-	env := envMap(map[string]string{"USER": "carol"})
-	code := Execute(context.Background(), append([]string{"--config", c.config}, args...),
-		IO{In: in, Out: &out, Err: &errOut, Env: env, Terminal: terminal})
+	env := config.EnvMap(map[string]string{"USER": "carol"})
+	code := execute(context.Background(), append([]string{"--config", c.config}, args...),
+		streams{In: in, Out: &out, Err: &errOut, Env: env, Terminal: terminal})
 	return out.String(), errOut.String(), code
 }
 
@@ -82,7 +110,7 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 	ids := c.api.deadRows(t, "partner", "timeout", "timeout", "400 bad request")
 
 	out, errOut, code := c.run(true, "n\n", "dlq", "purge", "--all", "--sink", "partner", "--error", "TIMEOUT")
-	if code != ExitFailure || !strings.Contains(errOut, "purge 2 dead letter(s) of sink partner whose last error contains \"TIMEOUT\"? [y/N]") ||
+	if code != exitFailure || !strings.Contains(errOut, "purge 2 dead letter(s) of sink partner whose last error contains \"TIMEOUT\"? [y/N]") ||
 		!strings.Contains(errOut, "not confirmed; nothing changed") || c.deadCount() != 3 {
 		t.Fatalf("answered no: code %d, out %q, err %q, dead %d", code, out, errOut, c.deadCount())
 	}
@@ -97,23 +125,23 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 	}
 	out, errOut, code = c.runReading(true, &answerAfter{meanwhile: dies, answer: strings.NewReader("y\n")},
 		"dlq", "purge", "--all", "--sink", "partner", "--error", "timeout")
-	if code != ExitOK || out != "purged 2\n" || c.deadCount() != 2 || late == 0 {
+	if code != exitOK || out != "purged 2\n" || c.deadCount() != 2 || late == 0 {
 		t.Fatalf("answered yes: code %d, out %q, err %q, dead %d (want the one that died after the count left)", code, out, errOut, c.deadCount())
 	}
-	if _, errOut, code := c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(late)); code != ExitOK || c.deadCount() != 1 {
+	if _, errOut, code := c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(late)); code != exitOK || c.deadCount() != 1 {
 		t.Fatalf("purge the late dead letter: code %d, err %q", code, errOut)
 	}
 	out, _, code = c.run(true, "", "dlq", "purge", "--all", "--dry-run")
-	if code != ExitOK || out != "would be purged: 1\n" || c.deadCount() != 1 {
+	if code != exitOK || out != "would be purged: 1\n" || c.deadCount() != 1 {
 		t.Fatalf("dry run: code %d, out %q", code, out)
 	}
 	out, errOut, code = c.run(true, "", "dlq", "redrive", "--id", fmt.Sprint(ids[2]), "--yes")
-	if code != ExitOK || out != "redriven 1\n" || errOut != "" || c.deadCount() != 0 {
+	if code != exitOK || out != "redriven 1\n" || errOut != "" || c.deadCount() != 0 {
 		t.Fatalf("--yes: code %d, out %q, err %q", code, out, errOut)
 	}
 	c.api.deadRows(t, "other", "x")
 	out, errOut, code = c.run(false, "", "dlq", "purge", "--all")
-	if code != ExitOK || out != "purged 1\n" || errOut != "" {
+	if code != exitOK || out != "purged 1\n" || errOut != "" {
 		t.Fatalf("no terminal: code %d, out %q, err %q", code, out, errOut)
 	}
 }
@@ -125,20 +153,20 @@ func TestDeadLetterCommandsRefuseUnknownIDs(t *testing.T) {
 	c := newCLI(t)
 	ids := c.api.deadRows(t, "partner", "boom")
 	out, errOut, code := c.run(false, "", "dlq", "redrive", "--id", "999999")
-	if code != ExitFailure || out != "redriven 0\n" || !strings.Contains(errOut, "no dead letter with id 999999") {
+	if code != exitFailure || out != "redriven 0\n" || !strings.Contains(errOut, "no dead letter with id 999999") {
 		t.Fatalf("unknown id: code %d, out %q, err %q", code, out, errOut)
 	}
 	out, errOut, code = c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(ids[0]), "--id", "999998")
-	if code != ExitFailure || out != "purged 1\n" || !strings.Contains(errOut, "no dead letter with id 999998") {
+	if code != exitFailure || out != "purged 1\n" || !strings.Contains(errOut, "no dead letter with id 999998") {
 		t.Fatalf("one known, one unknown: code %d, out %q, err %q", code, out, errOut)
 	}
 	_, errOut, code = c.run(true, "", "dlq", "purge", "--id", "999997")
-	if code != ExitFailure || !strings.Contains(errOut, "no dead letter with id 999997") || strings.Contains(errOut, "[y/N]") {
+	if code != exitFailure || !strings.Contains(errOut, "no dead letter with id 999997") || strings.Contains(errOut, "[y/N]") {
 		t.Fatalf("unknown id on a terminal: code %d, err %q (nothing to confirm)", code, errOut)
 	}
 	for _, args := range [][]string{{"dlq", "purge"}, {"dlq", "purge", "--id", "1", "--all"}, {"dlq", "redrive", "--all", "--waiting"}, {"dlq", "purge", "--all", "--waiting"}} {
-		if _, _, code := c.run(false, "", args...); code != ExitConfig {
-			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		if _, _, code := c.run(false, "", args...); code != exitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, exitConfig)
 		}
 	}
 }
@@ -157,36 +185,36 @@ func TestGetAndMessagesList(t *testing.T) {
 		ids = append(ids, res.ID)
 	}
 	out, _, code := c.run(false, "", "get", fmt.Sprint(ids[1]))
-	if code != ExitOK || !strings.Contains(out, "order-1") || !strings.Contains(out, `"note": "line\u001b[31m"`) || strings.Contains(out, "\x1b") {
+	if code != exitOK || !strings.Contains(out, "order-1") || !strings.Contains(out, `"note": "line\u001b[31m"`) || strings.Contains(out, "\x1b") {
 		t.Fatalf("get by id: code %d\n%s", code, out)
 	}
 	out, _, code = c.run(false, "", "get", "--sink", "partner", "--key", "order-2", "--json")
-	var m messageReport
-	if code != ExitOK || json.Unmarshal([]byte(out), &m) != nil || m.ID != ids[2] {
+	var m httpapi.MessageReport
+	if code != exitOK || json.Unmarshal([]byte(out), &m) != nil || m.ID != ids[2] {
 		t.Fatalf("get by key: code %d\n%s", code, out)
 	}
-	if _, errOut, code := c.run(false, "", "get", "999999"); code != ExitFailure || !strings.Contains(errOut, "no such message") {
+	if _, errOut, code := c.run(false, "", "get", "999999"); code != exitFailure || !strings.Contains(errOut, "no such message") {
 		t.Errorf("get of an unknown id: %d %q", code, errOut)
 	}
 	for _, args := range [][]string{{"get"}, {"get", "1", "--sink", "partner", "--key", "x"}, {"get", "--sink", "partner"}, {"get", "x"}} {
-		if _, _, code := c.run(false, "", args...); code != ExitConfig {
-			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		if _, _, code := c.run(false, "", args...); code != exitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, exitConfig)
 		}
 	}
 
 	out, errOut, code := c.run(false, "", "messages", "list", "--sink", "partner", "--limit", "2")
-	if code != ExitOK || !strings.Contains(out, "order-2") || !strings.Contains(out, "order-1") || strings.Contains(out, "order-0") ||
+	if code != exitOK || !strings.Contains(out, "order-2") || !strings.Contains(out, "order-1") || strings.Contains(out, "order-0") ||
 		!strings.Contains(errOut, fmt.Sprintf("--before %d", ids[1])) {
 		t.Fatalf("first page: code %d\n%s%s", code, out, errOut)
 	}
 	out, _, code = c.run(false, "", "messages", "list", "--before", fmt.Sprint(ids[1]), "--status", "pending", "--since", "1h", "--json")
-	var page core.MessagePage
-	if code != ExitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Messages) != 1 || page.Messages[0].ID != ids[0] {
+	var page operator.MessagePage
+	if code != exitOK || json.Unmarshal([]byte(out), &page) != nil || len(page.Messages) != 1 || page.Messages[0].ID != ids[0] {
 		t.Fatalf("second page: code %d\n%s", code, out)
 	}
 	for _, args := range [][]string{{"messages", "list", "--status", "lost"}, {"messages", "list", "--since", "yesterday"}} {
-		if _, _, code := c.run(false, "", args...); code != ExitConfig {
-			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		if _, _, code := c.run(false, "", args...); code != exitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, exitConfig)
 		}
 	}
 }
@@ -196,7 +224,7 @@ func TestGetAndMessagesList(t *testing.T) {
 func TestSinksPauseAndResume(t *testing.T) {
 	c := newCLI(t)
 	out, _, code := c.run(false, "", "sinks", "pause", "partner", "--for", "15m", "--reason", "partner maintenance")
-	if code != ExitOK || !strings.HasPrefix(out, "paused partner until ") {
+	if code != exitOK || !strings.HasPrefix(out, "paused partner until ") {
 		t.Fatalf("pause: %d %q", code, out)
 	}
 	states, err := c.api.ob.SinkStates(c.api.ctx, c.api.pool)
@@ -207,7 +235,7 @@ func TestSinksPauseAndResume(t *testing.T) {
 		t.Fatalf("after pause: %+v", s)
 	}
 	out, _, code = c.run(false, "", "sinks", "resume", "partner", "--by", "dave")
-	if code != ExitOK || out != "resumed partner\n" {
+	if code != exitOK || out != "resumed partner\n" {
 		t.Fatalf("resume: %d %q", code, out)
 	}
 	out, _, _ = c.run(false, "", "sinks", "resume", "partner")
@@ -219,8 +247,8 @@ func TestSinksPauseAndResume(t *testing.T) {
 		t.Errorf("pause without --for: %q", out)
 	}
 	for _, args := range [][]string{{"sinks", "pause"}, {"sinks", "pause", "Bad Name"}, {"sinks", "pause", "partner", "--for", "-1m"}} {
-		if _, _, code := c.run(false, "", args...); code != ExitConfig {
-			t.Errorf("%v: exit %d, want %d", args, code, ExitConfig)
+		if _, _, code := c.run(false, "", args...); code != exitConfig {
+			t.Errorf("%v: exit %d, want %d", args, code, exitConfig)
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) sinksCommand() *cobra.Command {
@@ -61,11 +62,11 @@ already under way finish. Without --for the sink stays paused until resumed.`,
 			if duration < 0 {
 				return badInputf("--for must not be negative")
 			}
-			return badInputIf(checkSinkName(args[0]))
+			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
-			until, err := s.ob.PauseSink(cmd.Context(), s.pool, sink, core.Pause{For: duration, By: a.operator(ch.by), Reason: ch.reason})
+			until, err := s.ops.PauseSink(cmd.Context(), s.pool, sink, operator.Pause{For: duration, By: a.operator(ch.by), Reason: ch.reason})
 			if err != nil {
 				return err
 			}
@@ -89,11 +90,11 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 		Short: "End a sink's pause (by hand or by a Retry-After) on every relay at once",
 		Args:  cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			return badInputIf(checkSinkName(args[0]))
+			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
-			was, err := s.ob.ResumeSink(cmd.Context(), s.pool, sink, a.operator(ch.by), ch.reason)
+			was, err := s.ops.ResumeSink(cmd.Context(), s.pool, sink, a.operator(ch.by), ch.reason)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,42 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
-
-// StatsReport is the JSON shape of `outboxd stats --json` and GET /v1/stats.
-type StatsReport struct {
-	Sinks map[string]SinkStatsReport `json:"sinks"`
-}
-
-// SinkStatsReport is one sink's row counts and the age of its oldest
-// waiting row in seconds.
-type SinkStatsReport struct {
-	core.SinkStats
-	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
-	// Configured is false for a sink that has rows but is not in this
-	// configuration: relays configured like this one leave its rows alone.
-	Configured bool `json:"configured"`
-}
-
-// statsReport reads the stats and lists every configured sink, with zeros
-// for a sink that has no rows yet, and every sink that has rows, marking
-// those this configuration does not have.
-func statsReport(ctx context.Context, cfg *Config, ob *core.Outbox, db core.DBTX) (StatsReport, error) {
-	stats, err := ob.Stats(ctx, db)
-	if err != nil {
-		return StatsReport{}, err
-	}
-	report := StatsReport{Sinks: map[string]SinkStatsReport{}}
-	for name := range cfg.Sinks {
-		report.Sinks[name] = SinkStatsReport{Configured: true}
-	}
-	for name, s := range stats {
-		_, configured := cfg.Sinks[name]
-		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
-	}
-	return report, nil
-}
 
 func (a *app) statsCommand() *cobra.Command {
 	var asJSON bool
@@ -56,7 +21,7 @@ func (a *app) statsCommand() *cobra.Command {
 		Short: "Per sink: pending, in progress, failed, sent and dead rows, and the oldest pending age",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			report, err := statsReport(cmd.Context(), s.cfg, s.ob, s.pool)
+			report, err := httpapi.Stats(cmd.Context(), s.cfg, s.ops, s.pool)
 			if err != nil {
 				return err
 			}
@@ -74,7 +39,7 @@ func (a *app) statsCommand() *cobra.Command {
 // not in this configuration.
 const notConfiguredNote = "not configured on this relay"
 
-func writeStatsTable(w io.Writer, r StatsReport) error {
+func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT\tDEAD\tOLDEST_PENDING\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {

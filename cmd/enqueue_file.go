@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,35 +13,29 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/jsonl"
 )
 
 // Bulk enqueue limits.
 const (
-	// EnqueueFileBatchSize is how many lines go into one EnqueueBatch
+	// enqueueFileBatchSize is how many lines go into one EnqueueBatch
 	// statement (one transaction).
-	EnqueueFileBatchSize = 500
-	// MaxEnqueueLineBytes bounds one JSON line: a payload at the core's
+	enqueueFileBatchSize = 500
+	// maxEnqueueLineBytes bounds one JSON line: a payload at the core's
 	// limit plus room for the other fields.
-	MaxEnqueueLineBytes = core.DefaultMaxPayloadBytes + 64<<10
+	maxEnqueueLineBytes = core.DefaultMaxPayloadBytes + 64<<10
 	// progressRefresh throttles the progress bar's redraws.
 	progressRefresh = 100 * time.Millisecond
 )
-
-// fileLine is one line of an enqueue file.
-type fileLine struct {
-	Sink        string          `json:"sink"`
-	DedupKey    string          `json:"dedup_key"`
-	Payload     json.RawMessage `json:"payload"`
-	OrderingKey string          `json:"ordering_key"`
-}
 
 // enqueueFile enqueues the JSON lines of f.file in two passes, so that a
 // bad line never leaves the file half stored. The first pass checks every
 // line as Enqueue would (its JSON, its sink, the core's validation) and
 // writes nothing: one bad line stops the run with exit code 2, naming the
 // line, and nothing is enqueued. The second pass stores the lines in
-// batches of EnqueueFileBatchSize, each committing on its own (one
+// batches of enqueueFileBatchSize, each committing on its own (one
 // transaction for a large file would hold back vacuum of the outbox for as
 // long as it runs): only a database failure can stop it part way, and then
 // the counts stored so far are printed. Rerunning the whole file is safe
@@ -108,7 +101,7 @@ func (b *fileBatch) add(ctx context.Context, lineNo int, msg core.Message) error
 	}
 	b.lastLine = lineNo
 	b.msgs = append(b.msgs, msg)
-	if len(b.msgs) < EnqueueFileBatchSize {
+	if len(b.msgs) < enqueueFileBatchSize {
 		return nil
 	}
 	return b.flush(ctx)
@@ -138,7 +131,7 @@ func (b *fileBatch) flush(ctx context.Context) error {
 // r that is not blank, advancing bar (when not nil) as it reads.
 func eachLine(r io.Reader, name string, bar *progressbar.ProgressBar, fn func(lineNo int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), MaxEnqueueLineBytes)
+	sc.Buffer(make([]byte, 64<<10), maxEnqueueLineBytes)
 	lineNo := 0
 	for sc.Scan() {
 		lineNo++
@@ -155,7 +148,7 @@ func eachLine(r io.Reader, name string, bar *progressbar.ProgressBar, fn func(li
 	}
 	switch err := sc.Err(); {
 	case errors.Is(err, bufio.ErrTooLong):
-		return badInputf("%s line %d: longer than %d bytes (nothing was enqueued)", name, lineNo+1, MaxEnqueueLineBytes)
+		return badInputf("%s line %d: longer than %d bytes (nothing was enqueued)", name, lineNo+1, maxEnqueueLineBytes)
 	case err != nil:
 		return fmt.Errorf("read %s after line %d: %w", name, lineNo, err)
 	}
@@ -225,9 +218,9 @@ func (r *rewinder) Close() error {
 	return errors.Join(r.remove.Close(), os.Remove(r.remove.Name()))
 }
 
-func parseFileLine(line []byte, defaultSink string, cfg *Config) (core.Message, error) {
-	var l fileLine
-	if err := decodeOne(bytes.NewReader(line), &l); err != nil {
+func parseFileLine(line []byte, defaultSink string, cfg *config.Config) (core.Message, error) {
+	var l jsonl.Message
+	if err := jsonl.Decode(bytes.NewReader(line), &l); err != nil {
 		return core.Message{}, fmt.Errorf("not a JSON object with sink, dedup_key, payload and ordering_key: %w", err)
 	}
 	if l.Sink == "" {
@@ -239,7 +232,7 @@ func parseFileLine(line []byte, defaultSink string, cfg *Config) (core.Message, 
 	if len(l.Payload) == 0 {
 		return core.Message{}, fmt.Errorf("payload is missing")
 	}
-	return core.Message{Sink: l.Sink, DedupKey: l.DedupKey, Payload: l.Payload, OrderingKey: l.OrderingKey}, nil
+	return l.Message(), nil
 }
 
 // openInput opens name, or stdin for "-", and returns its size in bytes

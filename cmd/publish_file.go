@@ -3,21 +3,19 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/jsonl"
 )
 
-// PublishFileBatchSize is how many events of `outboxd publish --file` go
+// publishFileBatchSize is how many events of `outboxd publish --file` go
 // into one publish_batch() call (one transaction).
-const PublishFileBatchSize = 500
+const publishFileBatchSize = 500
 
 // publishFile publishes the JSON lines of file in two passes, as `enqueue
 // --file` enqueues, so that a bad line never leaves the file half
@@ -93,31 +91,23 @@ type eventBatch struct {
 
 // add reads one line into the batch, publishing the batch when it is full.
 func (b *eventBatch) add(lineNo int, line []byte) error {
-	var e eventRequest
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&e)
-	if err == nil && dec.More() {
-		err = errTrailingData
-	}
+	var e jsonl.Event
+	err := jsonl.Decode(bytes.NewReader(line), &e)
 	if err == nil {
-		err = e.check()
+		err = e.Check()
 	}
 	if err != nil {
 		return badInputf("%s line %d: not an event {\"type\", \"key\", \"data\", \"ordering_key\", \"thread_key\"}: %w (nothing was published)", b.file, lineNo, err)
 	}
-	b.events, b.lines = append(b.events, e.event()), append(b.lines, lineNo)
-	if len(b.events) < PublishFileBatchSize {
+	b.events, b.lines = append(b.events, e.Event()), append(b.lines, lineNo)
+	if len(b.events) < publishFileBatchSize {
 		return nil
 	}
 	return b.flush()
 }
 
-// eventIndex finds the index publish_batch() gives the event it refused.
-var eventIndex = regexp.MustCompile(`event (\d+): `)
-
 // flush publishes the collected events; an error names the line of the
-// event at fault when the database names the event.
+// event at fault when the batch names the event.
 func (b *eventBatch) flush() error {
 	if len(b.events) == 0 {
 		return nil
@@ -125,10 +115,8 @@ func (b *eventBatch) flush() error {
 	_, err := b.publish(b.events)
 	if err != nil {
 		where := fmt.Sprintf("lines %d-%d", b.lines[0], b.lines[len(b.lines)-1])
-		if m := eventIndex.FindStringSubmatch(err.Error()); m != nil {
-			if i, convErr := strconv.Atoi(m[1]); convErr == nil && i >= 1 && i <= len(b.lines) {
-				where = fmt.Sprintf("line %d", b.lines[i-1])
-			}
+		if be := (*core.BatchError)(nil); errors.As(err, &be) && be.Index < len(b.lines) {
+			where = fmt.Sprintf("line %d", b.lines[be.Index])
 		}
 		return publishError(fmt.Errorf("%s %s: %w", b.file, where, err))
 	}

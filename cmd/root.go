@@ -1,9 +1,11 @@
-// Package cmd is the outboxd command line: plugins.yaml loading and
-// validation, the cobra commands, the HTTP API and telemetry setup. It is
-// importable so that a custom build of outboxd (one that registers its own
-// sink types) gets the same binary by calling [Main]:
+// Package cmd is the outboxd command line: the cobra commands, built on
+// package config (plugins.yaml), internal/httpapi (the HTTP API of serve)
+// and internal/telemetry. It is importable so that a custom build of
+// outboxd gets the same binary by calling [Main] once it has registered
+// its sink types (the stock binary registers package sinks/builtin's):
 //
 //	func main() {
+//		nobrokers.Register()
 //		registry.Register("file", newFileSink)
 //		cmd.Main()
 //	}
@@ -14,19 +16,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/internal/telemetry"
 )
 
 // Exit codes of the binary.
 const (
-	ExitOK      = 0
-	ExitFailure = 1 // the command ran and failed (database down, ...)
-	ExitConfig  = 2 // bad configuration, flags or input: fix it and rerun
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed (database down, ...)
+	exitConfig  = 2 // bad configuration, flags or input: fix it and rerun
 )
 
 // exitError carries an exit code with an error.
@@ -38,8 +45,8 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// badInput marks err as the user's to fix (exit code ExitConfig).
-func badInput(err error) error { return &exitError{code: ExitConfig, err: err} }
+// badInput marks err as the user's to fix (exit code exitConfig).
+func badInput(err error) error { return &exitError{code: exitConfig, err: err} }
 
 // badInputIf is badInput(err), or nil when err is nil.
 func badInputIf(err error) error {
@@ -55,25 +62,28 @@ func badInputf(format string, args ...any) error { return badInput(fmt.Errorf(fo
 // exitCode maps an error to the binary's exit code.
 func exitCode(err error) int {
 	var ee *exitError
-	var ce *ConfigError
+	var (
+		ce *config.Error
+		te *telemetry.InputError
+	)
 	switch {
 	case err == nil:
-		return ExitOK
+		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ce):
-		return ExitConfig
+	case errors.As(err, &ce), errors.As(err, &te):
+		return exitConfig
 	}
-	return ExitFailure
+	return exitFailure
 }
 
-// IO is where a command reads and writes; the process's standard streams
+// streams are where a command reads and writes: the process's standard streams
 // in the binary, buffers in tests.
-type IO struct {
+type streams struct {
 	In       io.Reader
 	Out, Err io.Writer
 	// Env looks up environment variables.
-	Env LookupEnv
+	Env config.LookupEnv
 	// Terminal says a person is at In and Err: commands that delete or
 	// move rows in bulk ask them first (unless --yes).
 	Terminal bool
@@ -85,16 +95,16 @@ type IO struct {
 // builds.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Execute(ctx, os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv,
+	code := execute(ctx, os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv,
 		Terminal: term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))})
 	stop()
 	os.Exit(code)
 }
 
-// Execute runs the command line given by args and returns its exit code.
+// execute runs the command line given by args and returns its exit code.
 // Errors are printed to io.Err with known secrets scrubbed.
-func Execute(ctx context.Context, args []string, io IO) int {
-	a := &app{io: io, scrub: NewScrubber()}
+func execute(ctx context.Context, args []string, io streams) int {
+	a := &app{io: io, scrub: secret.NewScrubber()}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetIn(io.In)
@@ -114,13 +124,13 @@ func Execute(ctx context.Context, args []string, io IO) int {
 // app holds what the commands share: global flags, the streams, and the
 // configuration once loaded.
 type app struct {
-	io          IO
+	io          streams
 	configPath  string
 	databaseURL string
 	logFormat   string
 	ran         bool
-	scrub       *Scrubber
-	cfg         *Config
+	scrub       secret.Scrubber
+	cfg         *config.Config
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -141,11 +151,11 @@ one database.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
-		fmt.Sprintf("configuration file (default $%s or ./%s)", ConfigFileEnv, DefaultConfigFile))
+		fmt.Sprintf("configuration file (default $%s or ./%s)", config.FileEnv, config.DefaultFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
 		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
 			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
-	root.PersistentFlags().StringVar(&a.logFormat, "log-format", logFormatAuto,
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", telemetry.LogFormatAuto,
 		"log format: auto (text on a terminal, JSON otherwise), text or json")
 	root.AddCommand(
 		a.migrateCommand(),
@@ -164,20 +174,27 @@ one database.`,
 	return root
 }
 
+// logger returns the process's logger as --log-format asks, scrubbed of
+// the known secrets.
+func (a *app) logger() (*slog.Logger, error) {
+	log, err := telemetry.NewLogger(a.logFormat, a.io.Err, isTerminal(a.io.Err), a.scrub)
+	return log, badInputIf(err)
+}
+
 // config loads the configuration once and teaches the scrubber its
 // secrets, also when the configuration has problems: their messages are
 // scrubbed too.
-func (a *app) config() (*Config, error) {
+func (a *app) config() (*config.Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	cfg, secrets, err := loadConfig(a.configPath, a.io.Env)
+	cfg, secrets, err := config.Load(a.configPath, a.io.Env)
 	configured := ""
 	if cfg != nil {
 		configured = cfg.Database.URL
 	}
-	secrets = append(secrets, secretValues(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
-	a.scrub = NewScrubber(secrets...)
+	secrets = append(secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	a.scrub = secret.NewScrubber(secrets...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,24 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
 )
-
-// routesKey is the configuration's block of routes.
-const routesKey = "routes"
-
-// compileRoutes checks the routes against the built sinks and compiles
-// them: every template parsed and rendered with a sample event. Each
-// problem names its key, the route, the sink and the template's line.
-func (c *Config) compileRoutes() []confschema.Problem {
-	table, problems := routing.Compile(routing.Config{Routes: c.Routes, Unmatched: c.RoutesUnmatched}, c.sinks)
-	c.routes = table
-	return problems
-}
-
-// hasRoutes reports whether the configuration has routes.
-func (c *Config) hasRoutes() bool { return len(c.Routes) > 0 }
 
 func (a *app) routesCommand() *cobra.Command {
 	c := &cobra.Command{
@@ -42,7 +27,7 @@ this too when the configuration has routes. Safe to run from several pods
 at once.`,
 		Args: cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			if !s.cfg.hasRoutes() {
+			if !s.cfg.HasRoutes() {
 				return badInputf("routes apply: the configuration has no routes (add a routes: block)")
 			}
 			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)
@@ -53,12 +38,12 @@ at once.`,
 
 // applyRoutes applies the configuration's routes, printing what it did.
 func applyRoutes(ctx context.Context, out io.Writer, s session) error {
-	applied, err := routing.Apply(ctx, s.pool, s.ob, s.cfg.routes)
+	applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable())
 	if err != nil {
 		return err
 	}
 	if applied.Changed {
-		fmt.Fprintf(out, "routes applied: version %d (%d routes)\n", applied.Version, len(s.cfg.routes.Routes()))
+		fmt.Fprintf(out, "routes applied: version %d (%d routes)\n", applied.Version, len(s.cfg.RouteTable().Routes()))
 	} else {
 		fmt.Fprintf(out, "routes unchanged: version %d is active\n", applied.Version)
 	}
@@ -72,18 +57,18 @@ func applyRoutes(ctx context.Context, out io.Writer, s session) error {
 // others are applied it warns, since the two should match once a deploy
 // is done.
 func checkAppliedRoutes(ctx context.Context, s session, log *slog.Logger) {
-	version, digest, err := routing.Active(ctx, s.pool, s.ob)
+	version, digest, err := routing.Active(ctx, s.pool, s.ob.Schema())
 	switch {
 	case err != nil:
-		log.Warn("could not read the routes applied to the database", errAttr(err))
-	case version == 0 && s.cfg.hasRoutes():
-		applied, err := routing.Apply(ctx, s.pool, s.ob, s.cfg.routes)
+		log.Warn("could not read the routes applied to the database", telemetry.ErrAttr(err))
+	case version == 0 && s.cfg.HasRoutes():
+		applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable())
 		if err != nil {
-			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", errAttr(err))
+			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", telemetry.ErrAttr(err))
 			return
 		}
 		log.Info("applied this configuration's routes: none were applied yet", "version", applied.Version)
-	case version != 0 && digest != s.cfg.routes.Digest():
+	case version != 0 && digest != s.cfg.RouteTable().Digest():
 		log.Warn("the routes of this configuration are not the ones applied to the database: events are routed by the database's (run outboxd routes apply), rendered with this relay's templates",
 			"applied_version", version)
 	}

@@ -1,4 +1,4 @@
-package cmd_test
+package cmd
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/cmd"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -36,7 +35,7 @@ func TestServeFailingEarlyLeaksNoPool(t *testing.T) {
 	before := poolGoroutines()
 	var stderr bytes.Buffer
 	env := map[string]string{"DATABASE_URL": testdb.URL()}
-	code := cmd.Execute(context.Background(), []string{"--config", config, "serve"}, cmd.IO{
+	code := execute(context.Background(), []string{"--config", config, "serve"}, streams{
 		In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr,
 		Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok },
 	})

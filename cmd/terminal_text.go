@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/outboxd/outboxd/internal/safetext"
 )
 
 // Stored text (sink names, dedup keys, receivers' errors) came from
@@ -18,16 +20,12 @@ import (
 // their JSON through terminalJSON: such characters are shown as escapes.
 
 // needsEscape reports whether a terminal could act on r instead of
-// showing it: C0 controls other than tab and newline, DEL, C1 controls,
-// bidirectional controls and the Unicode line and paragraph separators.
+// showing it: the control characters safetext escapes in stored text, and
+// also bidirectional controls and the Unicode line and paragraph
+// separators.
 func needsEscape(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case r < 0x20 || (r >= 0x7f && r <= 0x9f):
-		return true
-	}
-	return r >= utf8.RuneSelf && (unicode.Is(unicode.Bidi_Control, r) || unicode.In(r, unicode.Zl, unicode.Zp))
+	return safetext.Control(r) ||
+		(r >= utf8.RuneSelf && (unicode.Is(unicode.Bidi_Control, r) || unicode.In(r, unicode.Zl, unicode.Zp)))
 }
 
 // terminalText returns s with every character needsEscape names, and every

@@ -64,7 +64,8 @@ func (o *Outbox) Enqueue(ctx context.Context, db DBTX, msg Message) (EnqueueResu
 
 // EnqueueBatch validates and inserts many messages in one statement and
 // reports, per message and in the same order, the row id and whether it was
-// created. Nothing is written when any message is invalid. A (sink, dedup
+// created. Nothing is written when any message is invalid: the error is
+// then a *BatchError naming it. A (sink, dedup
 // key) repeated within the batch is created once; its later occurrences
 // report duplicates.
 //
@@ -94,7 +95,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, db DBTX, msgs []Message) ([]E
 	for i, m := range msgs {
 		v, err := o.validate(ctx, m)
 		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
+			return nil, &BatchError{Index: i, Err: fmt.Errorf("message %d: %w", i, err)}
 		}
 		cols.Sinks[i], cols.DedupKeys[i] = v.sink, v.dedupKey
 		cols.Payloads[i], cols.Headers[i] = v.payload, v.headers

@@ -172,6 +172,8 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 	}
 	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, core.ErrInvalidMessage) {
 		t.Fatalf("an invalid message must fail the whole batch, got %v", err)
+	} else if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
+		t.Errorf("the invalid second message: %#v, want a *core.BatchError with Index 1", err)
 	}
 	if n := statusCounts(t, b)["pending"]; n != 4 {
 		t.Fatalf("pending = %d, want 4", n)

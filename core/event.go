@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -92,7 +94,7 @@ func (o *Outbox) Publish(ctx context.Context, db DBTX, ev Event) ([]Published, e
 
 // PublishBatch publishes events in one statement, in their order, and
 // returns each event's rows at its index. Nothing is written when one of
-// them fails (the error names it).
+// them fails: the error is then a *BatchError naming it.
 func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][]Published, error) {
 	if len(events) == 0 {
 		return nil, nil
@@ -105,7 +107,7 @@ func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][
 	for i, ev := range events {
 		var err error
 		if data[i], headers, err = o.encodeEvent(ctx, ev); err != nil {
-			return nil, fmt.Errorf("event %d: %w", i, err)
+			return nil, &BatchError{Index: i, Err: fmt.Errorf("event %d: %w", i, err)}
 		}
 		types[i], keys[i], orderings[i], threads[i] = ev.Type, ev.Key, ev.OrderingKey, ev.ThreadKey
 	}
@@ -198,9 +200,48 @@ func publishError(ev Event, err error) error {
 
 func batchPublishError(n int, err error) error {
 	if refused := classifyPublishError(err); refused != nil {
+		if i, ok := refusedEvent(err, n); ok {
+			return &BatchError{Index: i, Err: refused}
+		}
 		return refused
 	}
 	return fmt.Errorf("outbox: publish batch of %d events: %w", n, err)
+}
+
+// BatchError reports which element of a batch PublishBatch or EnqueueBatch
+// refused. Index is its position in the slice passed in, counted from 0.
+// Err is the refusal as its reporter worded it (publish_batch() counts
+// events from 1 in its text), and errors.Is and errors.As see through to
+// it: ErrInvalidEvent, ErrNoRoute, ErrInvalidMessage.
+type BatchError struct {
+	Index int
+	Err   error
+}
+
+func (e *BatchError) Error() string { return e.Err.Error() }
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// batchOrdinal finds the event number (from 1) in a refusal of
+// publish_batch(), which names the event only in its message, and only in
+// a batch of more than one.
+var batchOrdinal = regexp.MustCompile(`^outbox: (?:invalid event: )?event (\d+): `)
+
+// refusedEvent returns the index of the event of a batch of n that
+// publish_batch() refused with err, when the refusal names one.
+func refusedEvent(err error, n int) (int, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return 0, false
+	}
+	m := batchOrdinal.FindStringSubmatch(pgErr.Message)
+	if m == nil {
+		return 0, false
+	}
+	ord, convErr := strconv.Atoi(m[1])
+	if convErr != nil || ord < 1 || ord > n {
+		return 0, false
+	}
+	return ord - 1, true
 }
 
 // countPublished adds a publish's rows to the enqueue counter.

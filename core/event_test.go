@@ -242,6 +242,9 @@ func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
 	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
 		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent naming event 2", err)
 	}
+	if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
+		t.Errorf("a batch with a bad second event: %#v, want a *core.BatchError with Index 1", err)
+	}
 	if n := statusCounts(t, b)["pending"]; n != 4 {
 		t.Errorf("%d rows after the failed batch, want the 4 of the first batch", n)
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // The two tiny sink types every build has, for demos and tests. They take
-// no options. cmd registers them with the other built-in types.
+// no options. Package sinks/builtin registers them with the other
+// built-in types.
 var (
 	// Log logs each message at INFO with slog.Default and accepts it.
 	Log = Type{Name: TypeLog, New: newLog, Doc: "Logs each message at INFO and accepts it (demos, tests)"}

@@ -3,7 +3,7 @@
 // offers, and the configuration then builds named sink instances from
 // options. The outboxd binary registers its built-in types in one place,
 // package sinks/builtin; a custom build registers its own (see [Define])
-// before calling cmd.Main.
+// and the built-in ones it wants before calling cmd.Main.
 //
 // The core never imports a concrete sink; the registry is where the two meet.
 package registry

@@ -2,6 +2,12 @@
 // configured in plugins.yaml. See `outboxd --help`.
 package main
 
-import "github.com/outboxd/outboxd/cmd"
+import (
+	"github.com/outboxd/outboxd/cmd"
+	"github.com/outboxd/outboxd/sinks/builtin"
+)
 
-func main() { cmd.Main() }
+func main() {
+	builtin.Register()
+	cmd.Main()
+}

@@ -73,6 +73,9 @@ func New(schema string) (*Migrator, error) {
 	return &Migrator{q: q}, nil
 }
 
+// Schema returns the PostgreSQL schema the migrations apply to.
+func (m *Migrator) Schema() string { return m.q.Schema }
+
 // Migrate creates the outbox schema if needed and applies the migrations it
 // has not recorded yet, in one transaction. Concurrent calls from several
 // pods are safe: they queue on an advisory lock and the later ones find

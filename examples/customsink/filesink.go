@@ -9,15 +9,17 @@ import (
 	"sync"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/registry"
 )
 
-// FileSinkType is the type name plugins.yaml uses for this sink.
-const FileSinkType = "file"
+// FileSinkType is the sink type, "file" in plugins.yaml: registry.Define
+// decodes its options into fileOptions, refusing unknown options with a
+// suggestion and values of the wrong type, naming the option, and
+// documents them for `outboxd config show`.
+var FileSinkType = registry.Define("file", "Appends each message to a JSON lines file", fileOptions{}, newFileSink)
 
 // fileOptions are the sink's options in plugins.yaml, declared as package
-// confschema describes: sinks.DecodeOptions then refuses unknown options
-// with a suggestion and values of the wrong type, naming the option.
+// confschema describes.
 type fileOptions struct {
 	// Path is the JSON lines file messages are appended to.
 	Path string `mapstructure:"path" defaultdoc:"required" doc:"the JSON lines file messages are appended to"`
@@ -38,13 +40,9 @@ type FileSink struct {
 	mu   sync.Mutex // one line at a time: deliveries run concurrently
 }
 
-// NewFileSink is the registry factory: it checks the options and returns
-// the sink. Unknown or missing options are errors naming the option.
-func NewFileSink(name string, options map[string]any) (sink.Sink, error) {
-	var o fileOptions
-	if err := sinks.DecodeOptions(options, &o); err != nil {
-		return nil, err
-	}
+// newFileSink builds the sink from its decoded options, checking what
+// decoding cannot: a missing option is an error naming it.
+func newFileSink(_ string, o fileOptions) (sink.Sink, error) {
 	if o.Path == "" {
 		return nil, errors.New("option path: is required")
 	}

@@ -69,6 +69,13 @@ func escape(s string, limit int) string {
 	return b.String()
 }
 
+// Control reports whether r is a control character Text escapes: a C0
+// control other than newline and tab, DEL, or a C1 control. Whatever shows
+// text from outside escapes at least these.
+func Control(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f)
+}
+
 // clean reports whether s needs no change apart from its length.
 func clean(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -76,7 +83,7 @@ func clean(s string) bool {
 		if c >= 0x80 {
 			return cleanUTF8(s[i:])
 		}
-		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+		if Control(rune(c)) {
 			return false
 		}
 	}
@@ -85,7 +92,7 @@ func clean(s string) bool {
 
 func cleanUTF8(s string) bool {
 	for _, r := range s {
-		if r == utf8.RuneError || (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+		if r == utf8.RuneError || Control(r) {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -138,4 +139,21 @@ func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string) map
 		t.Fatal(err)
 	}
 	return out
+}
+
+// DeadRows inserts dead rows of sink with the given last errors and
+// returns their ids.
+func DeadRows(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string, errs ...string) []int64 {
+	t.Helper()
+	var ids []int64
+	for i, e := range errs {
+		var id int64
+		err := pool.QueryRow(context.Background(), "INSERT INTO "+ob.Schema()+`.messages (sink, dedup_key, payload, status, attempts, last_error)
+			VALUES ($1, $2, '{"n": 1}', 'dead', 2, $3) RETURNING id`, sink, fmt.Sprintf("dead-%s-%d", sink, i), e).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

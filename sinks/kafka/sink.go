@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -28,7 +29,7 @@ type Sink struct {
 	name   string
 	cfg    config
 	client *kgo.Client
-	redact sinks.Redactor
+	redact secret.Scrubber
 }
 
 // Receipt is what a sent row's receipt column records: where the record
@@ -66,7 +67,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{name: name, cfg: c, client: client, redact: sinks.NewRedactor(c.Password)}, nil
+	return &Sink{name: name, cfg: c, client: client, redact: secret.NewScrubber(c.Password)}, nil
 }
 
 func saslMechanism(c config) sasl.Mechanism {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -19,7 +20,7 @@ type Sink struct {
 	name   string
 	cfg    config
 	link   *sinks.Link[*conn]
-	redact sinks.Redactor
+	redact secret.Scrubber
 }
 
 // Receipt is what a sent row's receipt column records: where the stream
@@ -39,7 +40,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: c, redact: sinks.NewRedactor(append(urlPasswords(c.URL), c.Password, c.Token)...)}
+	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(append(urlPasswords(c.URL), c.Password, c.Token)...)}
 	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -23,7 +24,7 @@ type Sink struct {
 	name   string
 	cfg    config
 	link   *sinks.Link[*publisher]
-	redact sinks.Redactor
+	redact secret.Scrubber
 }
 
 // Receipt is what a sent row's receipt column records: where the message
@@ -41,7 +42,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: c, redact: sinks.NewRedactor(urlPassword(c.URL), c.Password)}
+	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(urlPassword(c.URL), c.Password)}
 	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }

@@ -1,0 +1,210 @@
+// Package config is outboxd's configuration: plugins.yaml loaded with
+// viper, every key's place in the file (line and column) for messages,
+// ${VAR} expansion, OUTBOX_* overrides, validation of every key, sink and
+// route at once, and the effective configuration with its secrets redacted
+// (`outboxd config show`). The keys are declared once, as the fields of
+// [Config], the way package confschema describes.
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/routing"
+)
+
+//go:generate go run ./internal/configdocs -o ../docs/configuration.md
+
+// Defaults of the binary that the core does not already define.
+const (
+	// DefaultFile is read when neither --config nor OUTBOX_CONFIG names a
+	// file. When it does not exist, the built-in defaults apply.
+	DefaultFile = "plugins.yaml"
+	// FileEnv names the environment variable that replaces DefaultFile.
+	FileEnv = "OUTBOX_CONFIG"
+	// EnvOverridePrefix starts the environment variables that override
+	// configuration keys: OUTBOX_RELAY_BATCH_SIZE sets relay.batch_size.
+	EnvOverridePrefix = "OUTBOX_"
+	// DefaultListen is where the HTTP API listens unless http.listen says
+	// otherwise: loopback, so an unconfigured server is never exposed.
+	DefaultListen = "127.0.0.1:8080"
+	// DefaultServiceName names the process in traces and metrics.
+	DefaultServiceName = "outboxd"
+	// DefaultProtocol is the OTLP protocol unless telemetry.protocol or
+	// OTEL_EXPORTER_OTLP_PROTOCOL says otherwise.
+	DefaultProtocol = ProtocolHTTP
+)
+
+// OTLP protocols, as spelled by OTEL_EXPORTER_OTLP_PROTOCOL and
+// telemetry.protocol.
+const (
+	ProtocolHTTP = "http/protobuf" // the default, port 4318
+	ProtocolGRPC = "grpc"          // port 4317
+)
+
+// Config is the parsed, expanded, validated and effective plugins.yaml.
+//
+// Every key of the file is declared here once, as a field with a
+// mapstructure tag (its name) and a doc tag (its line in
+// docs/configuration.md), as package confschema describes: decoding, the
+// refusal of unknown keys, environment overrides, `outboxd config show` and
+// the documentation all derive from these declarations. A key whose value
+// goes to core is copied to its relay.Config (or relay.SinkConfig) field in
+// core.go: core fills its default and checks its range, so neither is
+// repeated here. The other defaults are in defaultConfig. To add a key,
+// add a field (with its default here or its copy in core.go) and run `go
+// generate ./config`.
+type Config struct {
+	Database  DatabaseConfig      `mapstructure:"database"`
+	Relay     RelayConfig         `mapstructure:"relay"`
+	Retention RetentionConfig     `mapstructure:"retention"`
+	HTTP      HTTPConfig          `mapstructure:"http"`
+	Telemetry TelemetryConfig     `mapstructure:"telemetry"`
+	Sinks     map[string]SinkSpec `mapstructure:"sinks"`
+	// Routes are declared by package routing; every command compiles them
+	// against the built sinks when it loads the configuration.
+	Routes          map[string]routing.Route `mapstructure:"routes" doc:"published events' routes, by name: which events go to which sinks and how each looks there (docs/events.md); names keep their case"`
+	RoutesUnmatched string                   `mapstructure:"routes_unmatched" doc:"publishing an event that no route matches: error refuses it, drop makes it a no-op counted in outbox_events_dropped_total"`
+
+	// File is where the configuration came from ("" for built-in defaults).
+	File string `mapstructure:"-"`
+	// secrets are the secret values found while loading; every output of
+	// the binary is scrubbed of them.
+	secrets []string
+	// sinks are the configured sinks, built, with their effective policies.
+	sinks []relay.SinkConfig
+	// routes are Routes and RoutesUnmatched, compiled against sinks.
+	routes *routing.Table
+}
+
+// DatabaseConfig is the database block.
+type DatabaseConfig struct {
+	// URL is a PostgreSQL connection string; see databaseURL for the
+	// precedence of the flag and environment variables over it.
+	URL string `mapstructure:"url" defaultdoc:"libpq PG* variables" doc:"PostgreSQL URL; --database-url, OUTBOX_DATABASE_URL and DATABASE_URL take precedence"`
+	// Schema holds the outbox tables.
+	Schema string `mapstructure:"schema" doc:"PostgreSQL schema holding the outbox tables, a lower-case identifier"`
+}
+
+// RelayConfig is the relay block; core fills the defaults and checks the
+// ranges.
+type RelayConfig struct {
+	BatchSize    int           `mapstructure:"batch_size" doc:"rows claimed per statement"`
+	Lease        time.Duration `mapstructure:"lease" doc:"how long a claimed row belongs to its relay: a relay that dies delays its rows at most this long"`
+	PollInterval time.Duration `mapstructure:"poll_interval" doc:"how often an idle relay looks for missed notifications and for delayed or retried rows"`
+	Concurrency  int           `mapstructure:"concurrency" doc:"deliveries in flight per process"`
+	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
+	// after SIGTERM (relay.Config.ShutdownTimeout).
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
+	// DeleteOnSent deletes delivered rows instead of marking them sent
+	// (relay.Config.DeleteOnSent): cheaper, but a dedup key is then only
+	// guarded while its row is undelivered.
+	DeleteOnSent bool `mapstructure:"delete_on_sent" doc:"delete a row once delivered instead of keeping it as sent: cheaper for PostgreSQL, but its dedup key then only stops duplicates while the row is undelivered"`
+	// DurableWrites makes the relay's claims and outcome writes wait for
+	// the WAL flush (relay.Config.DurableRelayWrites). Off, a PostgreSQL
+	// crash can only cause redeliveries, never losses.
+	DurableWrites bool `mapstructure:"durable_writes" doc:"make the relay's claims and outcome writes wait for the WAL flush; off, a PostgreSQL crash can cause redeliveries, never losses"`
+}
+
+// RetentionConfig is the retention block.
+type RetentionConfig struct {
+	// Sent is how long delivered rows are kept.
+	Sent time.Duration `mapstructure:"sent" doc:"how long delivered rows, and so their dedup keys, are kept"`
+	// Threads is how long a thread of published events is kept after its
+	// last delivered row.
+	Threads time.Duration `mapstructure:"threads" doc:"how long a thread (events sharing a thread_key) is remembered after its last delivered row; a later event of its key then starts a new one"`
+}
+
+// HTTPConfig is the http block.
+type HTTPConfig struct {
+	Listen string `mapstructure:"listen" doc:"address of the HTTP API; one that is not loopback needs http.token"`
+	// Token, when set, is required as a bearer token on /v1/*.
+	Token string `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
+	// AllowedHosts are the host names (besides loopback names and
+	// addresses) the API answers to in the Host header; see hostGuard.
+	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
+	// UI serves the operator console (package console) at /.
+	UI bool `mapstructure:"ui" doc:"serve the operator console (docs/console.md) at / on the API's port; false turns it off, the API stays"`
+}
+
+// TelemetryConfig is the telemetry block. The standard OTEL_* environment
+// variables take precedence over it.
+type TelemetryConfig struct {
+	ServiceName  string `mapstructure:"service_name" doc:"service.name of spans and metrics (OTEL_SERVICE_NAME wins)"`
+	OTLPEndpoint string `mapstructure:"otlp_endpoint" doc:"OTLP collector, host:port or URL; none means no export (OTEL_EXPORTER_OTLP_ENDPOINT wins)"`
+	// Protocol is "http/protobuf" (the default) or "grpc".
+	Protocol string `mapstructure:"protocol" doc:"OTLP protocol, http/protobuf or grpc (OTEL_EXPORTER_OTLP_PROTOCOL wins)"`
+	// LinkProducerSpan makes each delivery span the root of its own trace,
+	// linked to the producer's span, instead of its child
+	// (relay.Config.LinkProducerSpan).
+	LinkProducerSpan bool `mapstructure:"link_producer_span" doc:"make each delivery its own trace, linked to the producer's span, instead of the producer span's child"`
+	// TraceURL links the console's message pages to their trace.
+	TraceURL string `mapstructure:"trace_url" defaultdoc:"none: no link" doc:"link each message in the console to its trace: {trace_id} is replaced by the message's trace id, e.g. http://jaeger:16686/trace/{trace_id}"`
+}
+
+// TraceIDPlaceholder is what telemetry.trace_url's {trace_id} stands for.
+const TraceIDPlaceholder = "{trace_id}"
+
+// SinkSpec is one entry of the sinks block; core fills the policy's
+// defaults and checks its ranges.
+type SinkSpec struct {
+	Type        string         `mapstructure:"type" defaultdoc:"required" doc:"a registered sink type (the sink types below, or a custom build's own)"`
+	MaxAttempts int            `mapstructure:"max_attempts" doc:"attempts before a message is dead-lettered"`
+	Backoff     BackoffSpec    `mapstructure:"backoff"`
+	RateLimit   *RateLimitSpec `mapstructure:"rate_limit"`
+	MaxInFlight int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
+	// Options are decoded by the sink type's factory.
+	Options map[string]any `mapstructure:"options" doc:"the sink type's own options (see the sink types below); names keep their case"`
+}
+
+// BackoffSpec is a sink's backoff block (relay.Backoff).
+type BackoffSpec struct {
+	Initial time.Duration `mapstructure:"initial" doc:"first retry delay; later ones double, with jitter"`
+	Max     time.Duration `mapstructure:"max" doc:"longest retry delay"`
+}
+
+// RateLimitSpec is a sink's rate_limit block (sink.RateLimit). Without
+// one, a sink type that has its own limit (Slack's one message per second)
+// gets it, and other sinks are unlimited.
+type RateLimitSpec struct {
+	Rate   int           `mapstructure:"rate" defaultdoc:"the sink type's own, else no limit" doc:"deliveries per per, across the whole cluster"`
+	Per    time.Duration `mapstructure:"per" defaultdoc:"the sink type's own" doc:"the period of rate"`
+	Burst  int           `mapstructure:"burst" doc:"deliveries that may start back to back after an idle spell"`
+	PerKey bool          `mapstructure:"per_key" doc:"apply the limit to each destination on its own (Slack: each channel) instead of to the sink as a whole"`
+}
+
+// check reports what the declarations cannot say about the keys the binary
+// owns (core checks its own).
+func (c *Config) check() []confschema.Problem {
+	var problems []confschema.Problem
+	switch c.Telemetry.Protocol {
+	case ProtocolHTTP, ProtocolGRPC:
+	default:
+		problems = append(problems, confschema.Problem{Key: "telemetry.protocol",
+			Message: fmt.Sprintf("want %q or %q, got %q", ProtocolHTTP, ProtocolGRPC, c.Telemetry.Protocol)})
+	}
+	if u := c.Telemetry.TraceURL; u != "" {
+		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {
+			problems = append(problems, confschema.Problem{Key: "telemetry.trace_url",
+				Message: fmt.Sprintf("want an http(s) URL containing %s, like http://jaeger:16686/trace/%s, got %q", TraceIDPlaceholder, TraceIDPlaceholder, u)})
+		}
+	}
+	return problems
+}
+
+// defaultConfig holds the defaults of the keys core does not own; decoding
+// starts from it.
+func defaultConfig() *Config {
+	return &Config{
+		Database:        DatabaseConfig{Schema: core.DefaultSchema},
+		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true},
+		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
+		RoutesUnmatched: routing.UnmatchedError,
+	}
+}

@@ -1,0 +1,30 @@
+package config
+
+import (
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/routing"
+)
+
+// routesKey is the configuration's block of routes.
+const routesKey = "routes"
+
+// compileRoutes checks the routes against the built sinks and compiles
+// them: every template parsed and rendered with a sample event. Each
+// problem names its key, the route, the sink and the template's line.
+func (c *Config) compileRoutes() []confschema.Problem {
+	sinks := make(map[string]sink.Sink, len(c.sinks))
+	for _, sc := range c.sinks {
+		sinks[sc.Name] = sc.Sink
+	}
+	table, problems := routing.Compile(routing.Config{Routes: c.Routes, Unmatched: c.RoutesUnmatched}, sinks)
+	c.routes = table
+	return problems
+}
+
+// HasRoutes reports whether the configuration has routes.
+func (c *Config) HasRoutes() bool { return len(c.Routes) > 0 }
+
+// RouteTable is Routes and RoutesUnmatched, compiled against the built
+// sinks.
+func (c *Config) RouteTable() *routing.Table { return c.routes }

@@ -1,0 +1,64 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks"
+)
+
+// WriteRedacted prints the effective configuration as YAML: every key
+// declared in Config, in declaration order, with the value the process
+// uses (defaults applied), every sink's options with their defaults when
+// its type declares them, and every secret replaced by secret.Redacted.
+//
+// It is written with a YAML encoder rather than viper's writer, which would
+// lower-case the names of sinks' options (header names among them).
+func (c *Config) WriteRedacted(w io.Writer) error {
+	values := confschema.Values(c)
+	for _, item := range values {
+		if item.Key != "sinks" {
+			continue
+		}
+		for _, sink := range item.Value.(yaml.MapSlice) {
+			spec := c.Sinks[sink.Key.(string)]
+			fields := sink.Value.(yaml.MapSlice)
+			for i := range fields {
+				if fields[i].Key == sinkOptionsKey {
+					fields[i].Value = effectiveOptions(spec)
+				}
+			}
+		}
+	}
+	out, err := yaml.MarshalWithOptions(secret.Redact("", values, false), yaml.Indent(2), yaml.IndentSequence(true))
+	if err != nil {
+		return fmt.Errorf("render configuration: %w", err)
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// effectiveOptions returns a sink's options as its sink type runs them:
+// every option its type declares, with its default unless set; or the
+// options as given for a type that declares none.
+func effectiveOptions(spec SinkSpec) any {
+	t, ok := registry.Lookup(spec.Type)
+	if !ok || t.Options == nil {
+		if spec.Options == nil {
+			return map[string]any{}
+		}
+		return spec.Options
+	}
+	o := reflect.New(reflect.TypeOf(t.Options))
+	o.Elem().Set(reflect.ValueOf(t.Options))
+	if err := sinks.DecodeOptions(spec.Options, o.Interface()); err != nil {
+		return spec.Options // not reached: loading built the sink from the same options
+	}
+	return confschema.Values(o.Interface())
+}

@@ -1,0 +1,269 @@
+// Package httpapi is the HTTP API of `outboxd serve`: enqueue and publish
+// (/v1/messages, /v1/events), the operator endpoints (stats, dead letters,
+// message lookup, sink pauses), the probes and /metrics, the operator
+// console mounted beside them, and the middleware that guards them all.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/telemetry"
+)
+
+// HTTP API limits.
+const (
+	// MaxRequestBodyBytes bounds a request body: one message at the core's
+	// payload limit plus room for the other fields.
+	MaxRequestBodyBytes = core.DefaultMaxPayloadBytes + 64<<10
+	// ReadinessTimeout bounds the database checks behind /readyz.
+	ReadinessTimeout = 2 * time.Second
+	// ReadHeaderTimeout bounds how long a client may take to send headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds how long a client may take to send a whole
+	// request, so that one trickling its body (a slowloris) cannot hold a
+	// connection: time for MaxRequestBodyBytes at 1 Mbit/s, and then some.
+	ReadTimeout = 20 * time.Second
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of the answer: its body, the handler's database work, the response.
+	WriteTimeout = 60 * time.Second
+	// IdleTimeout closes a kept-alive connection that carries no request
+	// for this long; longer than the idle timeouts of common load
+	// balancers, so that they, not we, close it.
+	IdleTimeout = 120 * time.Second
+	// MaxDeadLetterLimit caps GET /v1/dlq's limit parameter: each dead
+	// letter carries the error of every attempt, so one page of them can be
+	// large.
+	MaxDeadLetterLimit = 500
+)
+
+// API serves the HTTP endpoints of `outboxd serve`.
+type API struct {
+	Config   *config.Config
+	Outbox   *core.Outbox       // enqueues and publishes
+	Operator *operator.Operator // the operator endpoints
+	Migrator *migrate.Migrator  // readiness: the schema is current
+	DB       *pgxpool.Pool
+	Log      *slog.Logger
+	Tracing  trace.TracerProvider
+	Meters   metric.MeterProvider
+	// Metrics serves GET /metrics.
+	Metrics http.Handler
+	// Console, when set, serves the operator console below /.
+	Console http.Handler
+}
+
+// Handler routes every endpoint: /v1/* behind the token (when one is
+// configured), JSON bodies only, body limits and tracing; /healthz, /readyz
+// and /metrics open, as probes and scrapers expect; the operator console
+// (with its own sign-in) at everything else. Every request must name
+// this server in its Host header, and no browser on another site may
+// change state (see hostGuard, refuseCrossOrigin and requireJSON).
+func (s *API) Handler() http.Handler {
+	v1 := http.NewServeMux()
+	v1.HandleFunc("POST /v1/messages", s.postMessage)
+	v1.HandleFunc("POST /v1/events", s.postEvent)
+	v1.HandleFunc("GET /v1/stats", s.getStats)
+	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
+	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
+	v1.HandleFunc("POST /v1/dlq/purge", s.postPurge)
+	v1.HandleFunc("GET /v1/messages", s.getMessages)
+	v1.HandleFunc("GET /v1/messages/{id}", s.getMessage)
+	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
+	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.Config.HTTP.Token, requireJSON(limitBody(v1))), "outboxd.api",
+		otelhttp.WithTracerProvider(s.Tracing),
+		otelhttp.WithMeterProvider(s.Meters),
+		otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
+	))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.getReady)
+	mux.Handle("GET /metrics", s.Metrics)
+	if s.Console != nil {
+		mux.Handle("/", s.Console)
+	}
+	return recoverPanics(s.Log, hostGuard(s.Config.HTTP.Listen, s.Config.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
+}
+
+func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeMessageRequest(r.Body, s.Config)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	res, err := s.Outbox.Enqueue(r.Context(), s.DB, req.Message())
+	switch {
+	case errors.Is(err, core.ErrInvalidMessage):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	case err != nil:
+		s.internalError(w, r, "enqueue", err)
+		return
+	}
+	status = http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeBody(w, status, map[string]any{"id": res.ID, "created": res.Created})
+}
+
+// publishedMessage is one row of a POST /v1/events answer.
+type publishedMessage struct {
+	Sink    string `json:"sink"`
+	ID      int64  `json:"id"`
+	Created bool   `json:"created"`
+}
+
+// postEvent publishes an event through the routes applied to the
+// database: 201 when it created a row, 200 when every row existed (or the
+// routes dropped it), 422 for an event publish() refuses.
+func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
+	req, status, err := decodeEventRequest(r.Body)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	published, err := s.Outbox.Publish(r.Context(), s.DB, req.Event())
+	switch {
+	case errors.Is(err, core.ErrInvalidEvent), errors.Is(err, core.ErrNoRoute):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	case err != nil:
+		s.internalError(w, r, "publish", err)
+		return
+	}
+	status = http.StatusOK
+	messages := make([]publishedMessage, len(published))
+	for i, p := range published {
+		messages[i] = publishedMessage{Sink: p.Sink, ID: p.ID, Created: p.Created}
+		if p.Created {
+			status = http.StatusCreated
+		}
+	}
+	writeBody(w, status, map[string]any{"messages": messages})
+}
+
+func (s *API) getStats(w http.ResponseWriter, r *http.Request) {
+	report, err := Stats(r.Context(), s.Config, s.Operator, s.DB)
+	if err != nil {
+		s.internalError(w, r, "stats", err)
+		return
+	}
+	writeBody(w, http.StatusOK, report)
+}
+
+// getDeadLetters lists dead letters oldest first; after (the last id of
+// the previous page) is the cursor, error filters on the last error's
+// text.
+func (s *API) getDeadLetters(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := operator.DeadLetterFilter{Sink: q.Get("sink"), ErrorContains: q.Get("error")}
+	limit, err := positiveParam(q, "limit")
+	if err == nil {
+		f.After, err = positiveParam(q, "after")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f.Limit = int(min(limit, MaxDeadLetterLimit))
+	letters, err := s.Operator.DeadLetters(r.Context(), s.DB, f)
+	if err != nil {
+		s.internalError(w, r, "list dead letters", err)
+		return
+	}
+	if letters == nil {
+		letters = []operator.DeadLetter{}
+	}
+	writeBody(w, http.StatusOK, letters)
+}
+
+// getReady answers 200 when the database is reachable and its outbox
+// schema is current, 503 otherwise, so a pod takes traffic only when it
+// can enqueue.
+func (s *API) getReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), ReadinessTimeout)
+	defer cancel()
+	if err := ready(ctx, s.DB, s.Migrator); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.public)
+		return
+	}
+	writeBody(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// notReady says why the process cannot serve yet: public is safe to show
+// a client, cause holds the details for the log.
+type notReady struct {
+	public string
+	cause  error
+}
+
+func (e *notReady) Error() string {
+	if e.cause == nil {
+		return e.public
+	}
+	return e.public + ": " + e.cause.Error()
+}
+
+func (e *notReady) Unwrap() error { return e.cause }
+
+// Ready reports whether the database answers and needs no migration.
+func Ready(ctx context.Context, db *pgxpool.Pool, m *migrate.Migrator) error {
+	if nr := ready(ctx, db, m); nr != nil {
+		return nr
+	}
+	return nil
+}
+
+// ready checks that the database answers and needs no migration.
+func ready(ctx context.Context, db *pgxpool.Pool, m *migrate.Migrator) *notReady {
+	if err := db.Ping(ctx); err != nil {
+		return &notReady{public: "database unreachable", cause: err}
+	}
+	pending, err := m.Pending(ctx, db)
+	if err != nil {
+		return &notReady{public: "cannot read the outbox schema's migrations", cause: err}
+	}
+	if len(pending) > 0 {
+		return &notReady{public: fmt.Sprintf("schema %s needs migrations %v: run outboxd migrate", m.Schema(), pending)}
+	}
+	return nil
+}
+
+// internalError logs err and tells the client only that it failed: no
+// internals, no stack traces.
+func (s *API) internalError(w http.ResponseWriter, r *http.Request, op string, err error) {
+	s.Log.ErrorContext(r.Context(), "http api: "+op+" failed", "method", r.Method, "path", r.URL.Path, telemetry.ErrAttr(err))
+	writeError(w, http.StatusInternalServerError, op+" failed; see the server log")
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeBody(w, status, map[string]string{"error": msg})
+}
+
+func writeBody(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

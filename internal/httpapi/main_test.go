@@ -1,0 +1,6 @@
+package httpapi
+
+import "github.com/outboxd/outboxd/sinks/builtin"
+
+// The API is tested with the stock binary's sink types.
+func init() { builtin.Register() }

@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+)
+
+// The operator endpoints of the API: message lookup and search, dead-letter
+// actions with dry runs, and sink pauses by hand.
+
+// MessageReport is a message as GET /v1/messages/{id} and `outboxd get
+// --json` show it: the stored row and its trace id.
+type MessageReport struct {
+	operator.StoredMessage
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// NewMessageReport is m with its trace id.
+func NewMessageReport(m operator.StoredMessage) MessageReport {
+	return MessageReport{StoredMessage: m, TraceID: m.TraceID()}
+}
+
+func (s *API) getMessage(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "id: want a positive whole number")
+		return
+	}
+	m, err := s.Operator.Message(r.Context(), s.DB, id)
+	switch {
+	case errors.Is(err, operator.ErrMessageNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no message with id %d", id))
+		return
+	case err != nil:
+		s.internalError(w, r, "look up message", err)
+		return
+	}
+	writeBody(w, http.StatusOK, NewMessageReport(m))
+}
+
+func (s *API) getMessages(w http.ResponseWriter, r *http.Request) {
+	f, err := messageFilterOf(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	page, err := s.Operator.Messages(r.Context(), s.DB, f)
+	if err != nil {
+		s.internalError(w, r, "search messages", err)
+		return
+	}
+	writeBody(w, http.StatusOK, page)
+}
+
+// messageFilterOf reads the query parameters of GET /v1/messages: sink,
+// status, dedup_key, since and until (RFC 3339), before (the cursor) and
+// limit.
+func messageFilterOf(q url.Values) (operator.MessageFilter, error) {
+	f := operator.MessageFilter{Sink: q.Get("sink"), Status: operator.Status(q.Get("status")), DedupKey: q.Get("dedup_key")}
+	if err := CheckStatus(f.Status); err != nil {
+		return f, err
+	}
+	var err error
+	if f.Before, err = positiveParam(q, "before"); err != nil {
+		return f, err
+	}
+	limit, err := positiveParam(q, "limit")
+	if err != nil {
+		return f, err
+	}
+	f.Limit = int(min(limit, operator.MaxMessageLimit))
+	for name, dst := range map[string]*time.Time{"since": &f.CreatedFrom, "until": &f.CreatedBefore} {
+		if v := q.Get(name); v != "" {
+			if *dst, err = time.Parse(time.RFC3339, v); err != nil {
+				return f, fmt.Errorf("%s: want an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", name, v)
+			}
+		}
+	}
+	return f, nil
+}
+
+// messageStatuses are the statuses a search may ask for.
+var messageStatuses = []operator.Status{operator.StatusPending, operator.StatusInProgress, operator.StatusFailed, operator.StatusSent, operator.StatusDead}
+
+// CheckStatus accepts "" (any status) and the statuses rows have.
+func CheckStatus(s operator.Status) error {
+	if s == "" || slices.Contains(messageStatuses, s) {
+		return nil
+	}
+	return fmt.Errorf("status: want one of %v, got %q", messageStatuses, s)
+}
+
+// positiveParam reads an optional positive whole number; 0 when absent.
+func positiveParam(q url.Values, name string) (int64, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: want a positive whole number, got %q", name, v)
+	}
+	return n, nil
+}
+
+// deadLetterActionRequest is the body of POST /v1/dlq/redrive and
+// /v1/dlq/purge: ids, or all dead letters (of a sink, with an error
+// containing a text, up to an id), optionally as a dry run.
+type deadLetterActionRequest struct {
+	IDs     []int64 `json:"ids"`
+	All     bool    `json:"all"`
+	Sink    string  `json:"sink"`
+	Error   string  `json:"error"`
+	UpToID  int64   `json:"up_to_id"`
+	Waiting bool    `json:"waiting"`
+	DryRun  bool    `json:"dry_run"`
+}
+
+func (req deadLetterActionRequest) filter() operator.RedriveFilter {
+	return operator.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink, ErrorContains: req.Error,
+		UpToID: req.UpToID, Waiting: req.Waiting, DryRun: req.DryRun}
+}
+
+// SelectionWords spell the fields of a dead-letter selection the way its
+// callers know them: JSON fields of the API, flags of the CLI.
+type SelectionWords struct{ IDs, All, Sink, Error, Waiting string }
+
+// apiSelection are the JSON fields of a selection.
+var apiSelection = SelectionWords{`"ids"`, `"all": true`, `"sink"`, `"error"`, `"waiting"`}
+
+// CheckSelection refuses a selection of nothing and ids mixed with the
+// filters of "all", naming the fields in words.
+func CheckSelection(f operator.RedriveFilter, w SelectionWords) error {
+	switch {
+	case len(f.IDs) == 0 && !f.All:
+		return fmt.Errorf("give %s or %s", w.IDs, w.All)
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.UpToID != 0 || f.Waiting):
+		return fmt.Errorf("%s cannot be combined with %s, %s, %s or %s", w.IDs, w.All, w.Sink, w.Error, w.Waiting)
+	case f.Waiting && (!f.All || f.Sink == ""):
+		return fmt.Errorf("%s needs %s and %s", w.Waiting, w.All, w.Sink)
+	}
+	return nil
+}
+
+// DeadLetterAction is Operator.Redrive or Operator.Purge.
+type DeadLetterAction func(*operator.Operator, context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error)
+
+func (s *API) postRedrive(w http.ResponseWriter, r *http.Request) {
+	s.deadLetterAction(w, r, "redrive", "redriven", (*operator.Operator).Redrive)
+}
+
+func (s *API) postPurge(w http.ResponseWriter, r *http.Request) {
+	s.deadLetterAction(w, r, "purge", "purged", (*operator.Operator).Purge)
+}
+
+// deadLetterAction answers {"<done>": N, "dry_run", "last_id", "missing"}:
+// missing lists the requested ids that named no dead letter.
+func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, done string, action DeadLetterAction) {
+	var req deadLetterActionRequest
+	if status, err := decodeStrict(r.Body, &req); err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	f := req.filter()
+	if err := CheckSelection(f, apiSelection); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	if f.Waiting && name == "redrive" {
+		writeError(w, http.StatusUnprocessableEntity, "waiting: redrive moves dead letters only")
+		return
+	}
+	res, err := action(s.Operator, r.Context(), s.DB, f)
+	if err != nil {
+		s.internalError(w, r, name, err)
+		return
+	}
+	writeBody(w, http.StatusOK, map[string]any{done: res.Rows, "dry_run": res.DryRun, "last_id": res.LastID, "missing": res.Missing})
+}
+
+// pauseRequest is the body of POST /v1/sinks/{name}/pause and /resume:
+// for (a Go duration; absent pauses until resumed), who and why.
+type pauseRequest struct {
+	For    string `json:"for"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+func (s *API) postPause(w http.ResponseWriter, r *http.Request) {
+	sink, req, ok := s.decodePause(w, r)
+	if !ok {
+		return
+	}
+	var d time.Duration
+	if req.For != "" {
+		var err error
+		if d, err = time.ParseDuration(req.For); err != nil || d <= 0 {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("for: want a positive duration such as 15m, got %q", req.For))
+			return
+		}
+	}
+	if _, err := s.Operator.PauseSink(r.Context(), s.DB, sink, operator.Pause{For: d, By: req.By, Reason: req.Reason}); err != nil {
+		s.internalError(w, r, "pause sink", err)
+		return
+	}
+	s.Log.InfoContext(r.Context(), "sink paused by hand", "sink", sink, "for", d, "by", req.By, "reason", req.Reason)
+	s.writeSinkState(w, r, sink)
+}
+
+func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
+	sink, req, ok := s.decodePause(w, r)
+	if !ok {
+		return
+	}
+	if req.For != "" {
+		writeError(w, http.StatusUnprocessableEntity, "for: a resume takes no duration")
+		return
+	}
+	if _, err := s.Operator.ResumeSink(r.Context(), s.DB, sink, req.By, req.Reason); err != nil {
+		s.internalError(w, r, "resume sink", err)
+		return
+	}
+	s.Log.InfoContext(r.Context(), "sink resumed by hand", "sink", sink, "by", req.By, "reason", req.Reason)
+	s.writeSinkState(w, r, sink)
+}
+
+// decodePause reads the sink name and body of a pause or resume; who
+// defaults to the client's address.
+func (s *API) decodePause(w http.ResponseWriter, r *http.Request) (string, pauseRequest, bool) {
+	var req pauseRequest
+	if status, err := decodeStrict(r.Body, &req); err != nil {
+		writeError(w, status, err.Error())
+		return "", req, false
+	}
+	sink := r.PathValue("name")
+	if err := CheckSinkName(sink); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return "", req, false
+	}
+	if req.By == "" {
+		req.By = "api from " + clientHost(r)
+	}
+	return sink, req, true
+}
+
+// CheckSinkName accepts the names a sink can have (see config.ValidSinkName).
+func CheckSinkName(sink string) error {
+	if !config.ValidSinkName(sink) {
+		return fmt.Errorf("sink: %q is not a sink name (lower-case letters, digits, '-' and '_')", sink)
+	}
+	return nil
+}
+
+// clientHost is the address a request came from, without its port.
+func clientHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// writeSinkState answers with the sink's pause state after a change.
+func (s *API) writeSinkState(w http.ResponseWriter, r *http.Request, sink string) {
+	states, err := s.Operator.SinkStates(r.Context(), s.DB)
+	if err != nil {
+		s.internalError(w, r, "read sink state", err)
+		return
+	}
+	state := states[sink]
+	state.Sink = sink
+	writeBody(w, http.StatusOK, state)
+}

@@ -1,0 +1,294 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/consoletest"
+	"github.com/outboxd/outboxd/internal/testdb"
+)
+
+// operatorToken is the bearer token of the in-process API in these tests.
+const operatorToken = "operator-test-token"
+
+// operatorAPI is an API (with the console) on a fresh schema, served by
+// httptest, and a pool on that schema.
+type operatorAPI struct {
+	srv  *httptest.Server
+	pool *pgxpool.Pool
+	ob   *testdb.Outbox
+	ctx  context.Context
+}
+
+func newOperatorAPI(t *testing.T, cfgYAML string) *operatorAPI {
+	t.Helper()
+	pool, ob := testdb.New(t)
+	cfg, err := config.Parse([]byte(cfgYAML), "test.yaml", config.EnvMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	api := &API{Config: cfg, Outbox: ob.Outbox, Operator: ob.Operator, Migrator: ob.Migrator, DB: pool, Log: log, Tracing: tracenoop.NewTracerProvider(),
+		Meters: metricnoop.NewMeterProvider(), Metrics: http.NotFoundHandler()}
+	if cfg.HTTP.UI {
+		ui, err := NewConsole(cfg, ob.Operator, pool, cfg.SinkConfigs(), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.Console = ui
+		t.Cleanup(ui.Close)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return &operatorAPI{srv: srv, pool: pool, ob: ob, ctx: ctx}
+}
+
+// do sends a request with the token (unless token is "") and decodes the
+// JSON answer into out (when not nil); it returns the status.
+func (a *operatorAPI) do(t *testing.T, method, path, token, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+// deadRows inserts dead rows of sink with the given last errors and
+// returns their ids.
+func (a *operatorAPI) deadRows(t *testing.T, sink string, errs ...string) []int64 {
+	t.Helper()
+	return testdb.DeadRows(t, a.pool, a.ob, sink, errs...)
+}
+
+const operatorConfig = `http:
+  token: ` + operatorToken + `
+sinks:
+  partner:
+    type: webhook
+    options: {url: "https://partner.example/hook", secret: "whsec_dGhlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQtMzJieXRlcw=="}
+`
+
+// Every operator endpoint wants the bearer token.
+// (Mutation: requireToken passing every request fails this test.)
+func TestOperatorEndpointsNeedTheToken(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/v1/messages", ""},
+		{"GET", "/v1/messages/1", ""},
+		{"GET", "/v1/dlq?after=1", ""},
+		{"POST", "/v1/dlq/purge", `{"all": true, "dry_run": true}`},
+		{"POST", "/v1/dlq/redrive", `{"all": true, "dry_run": true}`},
+		{"POST", "/v1/sinks/partner/pause", `{}`},
+		{"POST", "/v1/sinks/partner/resume", `{}`},
+	} {
+		if got := a.do(t, c.method, c.path, "", c.body, nil); got != http.StatusUnauthorized {
+			t.Errorf("%s %s without the token: %d, want 401", c.method, c.path, got)
+		}
+		if got := a.do(t, c.method, c.path, "wrong", c.body, nil); got != http.StatusUnauthorized {
+			t.Errorf("%s %s with a wrong token: %d, want 401", c.method, c.path, got)
+		}
+	}
+}
+
+// GET /v1/messages/{id} shows one message; GET /v1/messages pages newest
+// first with the before cursor.
+func TestMessageEndpoints(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	var ids []int64
+	for i := range 7 {
+		res, err := a.ob.Enqueue(a.ctx, a.pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("k-", i), Payload: map[string]int{"n": i}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	var m MessageReport
+	if got := a.do(t, "GET", fmt.Sprintf("/v1/messages/%d", ids[2]), operatorToken, "", &m); got != http.StatusOK || m.DedupKey != "k-2" || string(m.Payload) != `{"n":2}` {
+		t.Fatalf("GET one: %d %+v", got, m)
+	}
+	if got := a.do(t, "GET", "/v1/messages/999999", operatorToken, "", nil); got != http.StatusNotFound {
+		t.Errorf("unknown id: %d, want 404", got)
+	}
+	if got := a.do(t, "GET", "/v1/messages/x", operatorToken, "", nil); got != http.StatusBadRequest {
+		t.Errorf("bad id: %d, want 400", got)
+	}
+
+	var seen []int64
+	path := "/v1/messages?sink=partner&limit=3"
+	for pages := 0; ; pages++ {
+		var page operator.MessagePage
+		if got := a.do(t, "GET", path, operatorToken, "", &page); got != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, got)
+		}
+		for _, m := range page.Messages {
+			seen = append(seen, m.ID)
+		}
+		if page.Next == 0 {
+			if pages != 2 {
+				t.Errorf("%d pages, want 3", pages+1)
+			}
+			break
+		}
+		path = fmt.Sprintf("/v1/messages?sink=partner&limit=3&before=%d", page.Next)
+	}
+	if len(seen) != 7 || seen[0] != ids[6] || seen[6] != ids[0] {
+		t.Errorf("paged ids %v, want %v newest first", seen, ids)
+	}
+	var byKey operator.MessagePage
+	a.do(t, "GET", "/v1/messages?sink=partner&dedup_key=k-4&status=pending", operatorToken, "", &byKey)
+	if len(byKey.Messages) != 1 || byKey.Messages[0].ID != ids[4] {
+		t.Errorf("by key: %+v", byKey)
+	}
+	for _, q := range []string{"status=lost", "before=-1", "limit=x", "since=yesterday"} {
+		if got := a.do(t, "GET", "/v1/messages?"+q, operatorToken, "", nil); got != http.StatusBadRequest {
+			t.Errorf("?%s: %d, want 400", q, got)
+		}
+	}
+}
+
+// Redrive and purge count with dry_run, act on up_to_id, report missing
+// ids; GET /v1/dlq filters by error and pages with after.
+func TestDeadLetterEndpoints(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	ids := a.deadRows(t, "partner", "503 unavailable", "400 bad request", "503 unavailable", "503 unavailable")
+
+	var page []operator.DeadLetter
+	a.do(t, "GET", "/v1/dlq?sink=partner&error=UNAVAILABLE&limit=2", operatorToken, "", &page)
+	if len(page) != 2 || page[0].ID != ids[0] || page[1].ID != ids[2] || string(page[0].Payload) != `{"n":1}` {
+		t.Fatalf("first page: %+v", page)
+	}
+	a.do(t, "GET", fmt.Sprintf("/v1/dlq?sink=partner&error=unavailable&after=%d", page[1].ID), operatorToken, "", &page)
+	if len(page) != 1 || page[0].ID != ids[3] {
+		t.Fatalf("second page: %+v", page)
+	}
+
+	var res map[string]any
+	a.do(t, "POST", "/v1/dlq/purge", operatorToken, `{"all": true, "sink": "partner", "error": "unavailable", "dry_run": true}`, &res)
+	if res["purged"] != 3.0 || res["dry_run"] != true || res["last_id"] != float64(ids[3]) {
+		t.Fatalf("dry run: %v", res)
+	}
+	if c := testdb.StatusCounts(t, a.pool, a.ob, ""); c["dead"] != 4 {
+		t.Fatalf("the dry run changed rows: %v", c)
+	}
+	a.do(t, "POST", "/v1/dlq/redrive", operatorToken, fmt.Sprintf(`{"all": true, "error": "unavailable", "up_to_id": %d}`, ids[2]), &res)
+	if res["redriven"] != 2.0 || res["dry_run"] != false {
+		t.Fatalf("redrive up to %d: %v", ids[2], res)
+	}
+	a.do(t, "POST", "/v1/dlq/purge", operatorToken, fmt.Sprintf(`{"ids": [%d, 999999]}`, ids[1]), &res)
+	if res["purged"] != 1.0 || fmt.Sprint(res["missing"]) != "[999999]" {
+		t.Fatalf("purge with an unknown id: %v", res)
+	}
+	for _, body := range []string{`{}`, `{"ids": [1], "all": true}`, `{"ids": [1], "error": "x"}`, `{"all": true, "waiting": true}`} {
+		if got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, body, nil); got != http.StatusUnprocessableEntity {
+			t.Errorf("purge %s: %d, want 422", body, got)
+		}
+	}
+	if got := a.do(t, "POST", "/v1/dlq/redrive", operatorToken, `{"all": true, "sink": "partner", "waiting": true}`, nil); got != http.StatusUnprocessableEntity {
+		t.Errorf("redrive of waiting rows: %d, want 422", got)
+	}
+	if got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, `{"all": true, "dry_run": "yes"}`, nil); got != http.StatusBadRequest {
+		t.Errorf("dry_run of the wrong type: %d, want 400", got)
+	}
+}
+
+// Pause and resume a sink by hand, with who and why.
+// (Mutation: the pause endpoint not calling PauseSink fails this test.)
+func TestSinkPauseEndpoints(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	var st operator.SinkState
+	if got := a.do(t, "POST", "/v1/sinks/partner/pause", operatorToken, `{"for": "10m", "by": "alice", "reason": "partner maintenance"}`, &st); got != http.StatusOK {
+		t.Fatalf("pause: %d", got)
+	}
+	if !st.Paused() || !st.ByHand || st.ChangedBy != "alice" || st.ChangeReason != "partner maintenance" || time.Until(*st.PausedUntil) > 10*time.Minute {
+		t.Fatalf("after pause: %+v", st)
+	}
+	a.do(t, "POST", "/v1/sinks/partner/pause", operatorToken, `{}`, &st)
+	if !st.UntilResumed || !strings.HasPrefix(st.ChangedBy, "api from ") {
+		t.Fatalf("pause without a duration or a name: %+v", st)
+	}
+	a.do(t, "POST", "/v1/sinks/partner/resume", operatorToken, `{"by": "bob"}`, &st)
+	if st.Paused() || st.ChangedBy != "bob" {
+		t.Fatalf("after resume: %+v", st)
+	}
+	for path, body := range map[string]string{
+		"/v1/sinks/partner/pause":    `{"for": "soon"}`,
+		"/v1/sinks/partner/resume":   `{"for": "1m"}`,
+		"/v1/sinks/Bad%20Name/pause": `{}`,
+	} {
+		if got := a.do(t, "POST", path, operatorToken, body, nil); got != http.StatusUnprocessableEntity {
+			t.Errorf("POST %s %s: %d, want 422", path, body, got)
+		}
+	}
+	if got := a.do(t, "POST", "/v1/sinks/partner/pause", operatorToken, ``, nil); got != http.StatusBadRequest {
+		t.Errorf("pause without a body: %d, want 400", got)
+	}
+}
+
+// The console is served at / beside the API, and never shows a secret of
+// the configuration; with http.ui false, / is not found.
+// (Mutation: consoleSinks describing a sink's type with its %+v, options
+// included, fails this test.)
+func TestConsoleMountedAndFreeOfSecrets(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	browser := consoletest.New(t, a.srv.URL)
+	browser.SignIn(operatorToken)
+	a.deadRows(t, "partner", "boom")
+	for _, path := range []string{"/", "/messages", "/dead-letters", "/messages/1"} {
+		resp, body := browser.Get(path)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		for _, secret := range []string{operatorToken, "whsec_", "partner.example"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("GET %s shows %q from the configuration", path, secret)
+			}
+		}
+	}
+	off := newOperatorAPI(t, "http:\n  ui: false\n")
+	resp, err := http.Get(off.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET / with http.ui false: %d, want 404", resp.StatusCode)
+	}
+}

@@ -1,0 +1,65 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+)
+
+// ShutdownTimeout bounds the final flush of spans and metrics.
+const ShutdownTimeout = 10 * time.Second
+
+// Serve builds the providers of `outboxd serve` and installs them as the
+// globals (the HTTP API's outbox counts its enqueues with
+// tel.MeterProvider). Once the relay exists, registerGauges registers the
+// table gauges (outbox.rows, ...) of the configured sinks in ops's schema,
+// reported while that relay leads the cluster. The returned stop flushes the last export and only
+// then unregisters the gauges, so the final OTLP push still carries them;
+// call it before closing pool.
+func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*relay.Relay) error, err error) {
+	tel, err = New(ctx, cfg.Telemetry, env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// outboxd is the application here, so it installs the globals the sink
+	// libraries' HTTP clients pick up.
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetMeterProvider(tel.MeterProvider)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	var gauges metric.Registration
+	registerGauges = func(r *relay.Relay) error {
+		gauges, err = ops.RegisterGauges(tel.MeterProvider, pool, operator.GaugeConfig{Sinks: slices.Sorted(maps.Keys(cfg.Sinks)), Relay: r})
+		return err
+	}
+	return tel, func() {
+		tel.Flush(ctx, log)
+		if gauges == nil {
+			return
+		}
+		if err := gauges.Unregister(); err != nil {
+			log.Warn("telemetry: unregister gauges", ErrAttr(err))
+		}
+	}, registerGauges, nil
+}
+
+// Flush flushes spans and metrics, waiting at most ShutdownTimeout for the
+// collector, even once ctx is cancelled, and logs a failure.
+func (t *Telemetry) Flush(ctx context.Context, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("telemetry shutdown", ErrAttr(err))
+	}
+}

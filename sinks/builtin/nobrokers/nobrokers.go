@@ -1,0 +1,35 @@
+// Package nobrokers registers the built-in sink types that need no broker
+// client: log, discard, Slack, webhooks and email. A custom build that
+// imports it instead of package builtin leaves the NATS, RabbitMQ and
+// Kafka clients out of its binary.
+package nobrokers
+
+import (
+	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks/email"
+	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// Types are the built-in sink types without a broker client. A new one is
+// one line here: its package's Type, New and DefaultOptions (see package
+// sinks for the shape).
+func Types() []registry.Type {
+	return []registry.Type{
+		registry.Log,
+		registry.Discard,
+		{Name: slack.Type, New: slack.New, Options: slack.DefaultOptions(),
+			Doc: "Posts each message to Slack, with a bot token (exactly once) or an incoming webhook"},
+		{Name: webhook.Type, New: webhook.New, Options: webhook.DefaultOptions(),
+			Doc: "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"},
+		{Name: email.Type, New: email.New, Options: email.DefaultOptions(),
+			Doc: "Sends each message as one mail over SMTP"},
+	}
+}
+
+// Register registers Types; call it once, before cmd.Main.
+func Register() {
+	for _, t := range Types() {
+		registry.Register(t)
+	}
+}
