@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
 // telemetry is an SDK meter provider recording in memory.
@@ -69,19 +70,19 @@ func labels(kv ...attribute.KeyValue) attribute.Distinct {
 }
 
 func TestEnqueueCountsCreatedAndDuplicates(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
 	// The Outbox is immutable: one recording into tm, on b's schema.
-	ob, err := core.New(core.Options{Schema: b.ob.Schema(), MeterProvider: tm.mp})
+	ob, err := core.New(core.Options{Schema: b.Outbox.Schema(), MeterProvider: tm.mp})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "one", Payload: "x"}); err != nil {
+		if _, err := ob.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "one", Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ob.EnqueueBatch(b.ctx, b.pool, []core.Message{
+	if _, err := ob.EnqueueBatch(b.Ctx, b.Pool, []core.Message{
 		{Sink: "s", DedupKey: "one", Payload: "x"}, {Sink: "s", DedupKey: "two", Payload: "x"},
 	}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
 // telemetry is an SDK tracer and meter provider recording in memory.
@@ -63,18 +64,18 @@ func labels(kv ...attribute.KeyValue) attribute.Distinct {
 }
 
 func TestGaugesReportRowsAndOldestPendingAgePerSink(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	enqueueN(t, b, "mail", 2, nil)
-	enqueueN(t, b, "stray-1", 1, nil)
-	enqueueN(t, b, "stray-2", 1, nil)
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET created_at = now() - interval '1 hour' WHERE dedup_key = 'k-0' AND sink = 'mail'"); err != nil {
+	b.EnqueueN(t, "mail", 2, nil)
+	b.EnqueueN(t, "stray-1", 1, nil)
+	b.EnqueueN(t, "stray-2", 1, nil)
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET created_at = now() - interval '1 hour' WHERE dedup_key = 'k-0' AND sink = 'mail'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}, Refresh: time.Hour})
+	reg, err := b.Outbox.RegisterGauges(tm.mp, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +99,8 @@ func TestGaugesReportRowsAndOldestPendingAgePerSink(t *testing.T) {
 
 	// Within Refresh a scrape reuses the cached snapshot: a new row is not
 	// seen yet, even once counted, and the database is not asked again.
-	enqueueN(t, b, "idle", 1, nil)
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	b.EnqueueN(t, "idle", 1, nil)
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ = gauges(t, tm.collect(t))
@@ -175,15 +176,15 @@ func ExampleOperator_RegisterGauges() {
 // the other table gauges it is reported with the cluster's row counts
 // (here computed by hand; a relay does it every few seconds).
 func TestGaugeReportsSinkPauses(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}})
+	reg, err := b.Outbox.RegisterGauges(tm.mp, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}})
 	if err != nil {
 		t.Fatal(err)
 	}

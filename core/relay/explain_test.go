@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -20,10 +21,10 @@ type planNode struct {
 
 // explain returns the plan PostgreSQL chooses for query with args, and
 // the plan as EXPLAIN printed it (for failure messages).
-func explain(t *testing.T, b bundle, query string, args ...any) (planNode, []byte) {
+func explain(t *testing.T, b coretest.Bundle, query string, args ...any) (planNode, []byte) {
 	t.Helper()
 	var raw []byte
-	if err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	var plans []struct{ Plan planNode }
@@ -44,7 +45,7 @@ func (n planNode) walk(visit func(planNode)) {
 // through the partial index in order: no sequential scan of messages (it
 // would read every sent row) and no sort of the backlog.
 func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const sent, backlog = 200_000, 50_000
 	for _, stmt := range []struct {
 		sql  string
@@ -58,11 +59,11 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 		  FROM generate_series(1, $1::int) g`, []any{backlog}},
 		{`ANALYZE {s}.messages`, nil},
 	} {
-		if _, err := b.pool.Exec(b.ctx, strings.ReplaceAll(stmt.sql, "{s}", b.ob.Schema()), stmt.args...); err != nil {
+		if _, err := b.Pool.Exec(b.Ctx, strings.ReplaceAll(stmt.sql, "{s}", b.Outbox.Schema()), stmt.args...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	q, err := store.New(b.ob.Schema())
+	q, err := store.New(b.Outbox.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}

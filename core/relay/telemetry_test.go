@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -91,7 +92,7 @@ func (tm telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
 }
 
 // relayConfig is a fast-polling relay with one sink, recording into tm.
-func (tm telemetry) relayConfig(b bundle, sink relay.SinkConfig) relay.Config {
+func (tm telemetry) relayConfig(b coretest.Bundle, sink relay.SinkConfig) relay.Config {
 	if sink.Type == "" {
 		sink.Type = "test"
 	}
@@ -99,7 +100,7 @@ func (tm telemetry) relayConfig(b bundle, sink relay.SinkConfig) relay.Config {
 		sink.Backoff = relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 	}
 	return relay.Config{
-		Schema:         b.ob.Schema(),
+		Schema:         b.Outbox.Schema(),
 		Sinks:          []relay.SinkConfig{sink},
 		PollInterval:   20 * time.Millisecond,
 		TracerProvider: tm.tp,
@@ -109,11 +110,11 @@ func (tm telemetry) relayConfig(b bundle, sink relay.SinkConfig) relay.Config {
 
 // produce enqueues one message for sink inside a producer span and returns
 // the row id and the producer's span context.
-func (tm telemetry) produce(t *testing.T, b bundle, sink, key string) (int64, trace.SpanContext) {
+func (tm telemetry) produce(t *testing.T, b coretest.Bundle, sink, key string) (int64, trace.SpanContext) {
 	t.Helper()
-	ctx, span := tm.tp.Tracer("producer").Start(b.ctx, "POST /orders")
+	ctx, span := tm.tp.Tracer("producer").Start(b.Ctx, "POST /orders")
 	defer span.End()
-	res, err := b.ob.Enqueue(ctx, b.pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
+	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,18 +142,18 @@ func attrsOf(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
 }
 
 func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
-	rec.fail = failOnce(errors.New("receiver said 500"))
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
+	rec := coretest.NewRecordingSink()
+	rec.Fail = failOnce(errors.New("receiver said 500"))
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
 
 	id, producer := tm.produce(t, b, "hooks", "order-42")
 	spans := tm.waitSpans(t, signals, "hooks", 2)
 	if len(spans) != 2 {
 		t.Fatalf("got %d delivery spans, want 2", len(spans))
 	}
-	if got := rec.snapshot()[0].Headers["traceparent"]; !strings.Contains(got, producer.TraceID().String()) {
+	if got := rec.Snapshot()[0].Headers["traceparent"]; !strings.Contains(got, producer.TraceID().String()) {
 		t.Errorf("delivery headers carry traceparent %q, want the producer's trace %s", got, producer.TraceID())
 	}
 	for i, s := range spans {
@@ -194,11 +195,11 @@ func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
 }
 
 func TestLinkProducerSpanStartsANewTraceLinkedToTheProducer(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: newRecordingSink()})
+	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: coretest.NewRecordingSink()})
 	cfg.LinkProducerSpan = true
-	signals := testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.Pool, cfg)
 
 	_, producer := tm.produce(t, b, "hooks", "k")
 	s := tm.waitSpans(t, signals, "hooks", 1)[0]
@@ -225,11 +226,11 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := setup(t)
+			b := coretest.Setup(t)
 			tm := newTelemetry(t)
-			rec := newRecordingSink()
-			rec.fail = failOnce(c.fail)
-			signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
+			rec := coretest.NewRecordingSink()
+			rec.Fail = failOnce(c.fail)
+			signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
 			tm.produce(t, b, "s", "k")
 			spans := tm.waitSpans(t, signals, "s", len(c.want))
 			for i, want := range c.want {
@@ -245,13 +246,13 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 // again; the late result of the first attempt changes nothing and its span
 // says so.
 func TestDeliverySpanOutcomeZombie(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
 	release := make(chan struct{})
 	var unblock sync.Once
 	var firstStarted atomic.Bool
-	rec := newRecordingSink()
-	rec.fail = func(d *sink.Delivery) error {
+	rec := coretest.NewRecordingSink()
+	rec.Fail = func(d *sink.Delivery) error {
 		if d.Attempt == 1 {
 			firstStarted.Store(true)
 			<-release // a sink that ignores its deadline
@@ -260,7 +261,7 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 	}
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec})
 	cfg.Lease = 300 * time.Millisecond
-	signals := testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.Pool, cfg)
 	// Runs before the relay's cleanup, so a failing test does not leave
 	// the stuck delivery holding up the relay's shutdown.
 	t.Cleanup(func() { unblock.Do(func() { close(release) }) })
@@ -281,14 +282,14 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 }
 
 func TestClaimAndRateLimitWaitSpans(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	// 20 per second, burst 1: of three rows claimed together, the later two
 	// wait for their permits.
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
 		RateLimit: &sink.RateLimit{Rate: 20, Per: time.Second, Burst: 1}}))
-	enqueueN(t, b, "slow", 3, nil)
+	b.EnqueueN(t, "slow", 3, nil)
 
 	deliveries := tm.waitSpans(t, signals, "slow", 3)
 	// A rate-limit wait span ends before its delivery starts.
@@ -352,11 +353,11 @@ func labels(kv ...attribute.KeyValue) attribute.Distinct {
 }
 
 func TestRelayMetrics(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	flaky, limited := failOnce(errors.New("flaky")), failOnce(sink.RetryAfter(20*time.Millisecond, nil))
-	rec.fail = func(d *sink.Delivery) error {
+	rec.Fail = func(d *sink.Delivery) error {
 		switch d.DedupKey {
 		case "k-0":
 			return flaky(d)
@@ -365,8 +366,8 @@ func TestRelayMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
-	enqueueN(t, b, "m", 3, nil)
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
+	b.EnqueueN(t, "m", 3, nil)
 	// Every row sent: the retry and the rate-limited attempt came before
 	// their rows' sends. (Counting written outcomes alone could stop early:
 	// a row handed back while the Retry-After pause held is one too.)
@@ -420,27 +421,27 @@ var boundedLabels = map[attribute.Key]bool{"sink": true, "outbox.sink.type": tru
 // each distinct value is a new time series, and span names are indexed by
 // tracing backends the same way.
 func TestTelemetryCardinalityIsBounded(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	flaky := failOnce(errors.New("flaky"))
-	rec.fail = func(d *sink.Delivery) error {
+	rec.Fail = func(d *sink.Delivery) error {
 		if d.DedupKey == "k-1" {
 			return sink.Permanent(errors.New("bad payload"))
 		}
 		return flaky(d)
 	}
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"c"}})
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
+	reg, err := b.Outbox.RegisterGauges(tm.mp, b.Pool, operator.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	ids := enqueueN(t, b, "c", 5, nil)
-	enqueueN(t, b, "nowhere", 2, nil) // unconfigured: left pending
+	ids := b.EnqueueN(t, "c", 5, nil)
+	b.EnqueueN(t, "nowhere", 2, nil) // unconfigured: left pending
 	signals.WaitWritten(t, 30*time.Second, "c", "sent", 4)
 	signals.WaitWritten(t, 30*time.Second, "c", "dead", 1)
-	if c := statusCounts(t, b); c["sent"] != 4 || c["dead"] != 1 || c["pending"] != 2 {
+	if c := b.StatusCounts(t); c["sent"] != 4 || c["dead"] != 1 || c["pending"] != 2 {
 		t.Fatalf("rows %v, want 4 sent, 1 dead and the unconfigured sink's 2 pending", c)
 	}
 
