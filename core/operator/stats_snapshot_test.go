@@ -70,9 +70,9 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := explain(t, b, q.Statement("take_stats_snapshot"), time.Hour, "test")
+	plan, raw := b.Explain(t, q.Statement("take_stats_snapshot"), time.Hour, "test")
 	indexes := map[string]bool{}
-	plan.walk(func(n planNode) {
+	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the snapshot scans the whole messages table:\n%s", raw)
 		}

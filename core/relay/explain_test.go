@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,36 +9,6 @@ import (
 	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )
-
-// planNode is the part of EXPLAIN (FORMAT JSON) this test reads.
-type planNode struct {
-	NodeType  string     `json:"Node Type"`
-	Relation  string     `json:"Relation Name"`
-	IndexName string     `json:"Index Name"`
-	Plans     []planNode `json:"Plans"`
-}
-
-// explain returns the plan PostgreSQL chooses for query with args, and
-// the plan as EXPLAIN printed it (for failure messages).
-func explain(t *testing.T, b coretest.Bundle, query string, args ...any) (planNode, []byte) {
-	t.Helper()
-	var raw []byte
-	if err := b.Pool.QueryRow(b.Ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
-	return plans[0].Plan, raw
-}
-
-func (n planNode) walk(visit func(planNode)) {
-	visit(n)
-	for _, c := range n.Plans {
-		c.walk(visit)
-	}
-}
 
 // With a long delivered history and a backlog, the claim must read ready rows
 // through the partial index in order: no sequential scan of messages (it
@@ -67,9 +36,9 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := explain(t, b, q.Claim, 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
+	plan, raw := b.Explain(t, q.Claim, 1000, 30*time.Second, []string{"work"}, uuid.New(), 0, time.Minute)
 	indexes := map[string]bool{}
-	plan.walk(func(n planNode) {
+	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the claim scans the whole messages table (sent history included):\n%s", raw)
 		}
