@@ -87,7 +87,7 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 		}
 		seen[sc.SpanID()] = true
 	}
-	if got := len(tm.ended("send brk")); got < n {
+	if got := len(tm.Ended("send brk")); got < n {
 		t.Fatalf("%d delivery spans ended, want one per row at least (%d)", got, n)
 	}
 }

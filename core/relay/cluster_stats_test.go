@@ -101,7 +101,7 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 			if err := p.reader.Collect(b.Ctx, &rm); err != nil {
 				t.Fatal(err)
 			}
-			if rows, _ := findMetric(rm, "outbox.rows"); rows.Data != nil && len(rows.Data.(metricdata.Gauge[int64]).DataPoints) > 0 {
+			if rows, _ := coretest.FindMetric(rm, "outbox.rows"); rows.Data != nil && len(rows.Data.(metricdata.Gauge[int64]).DataPoints) > 0 {
 				out = append(out, i)
 			}
 		}

@@ -261,7 +261,7 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	b.EnqueueN(t, "added", 5, nil)
 	tm := newTelemetry(t)
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Logger: logger, PollInterval: 20 * time.Millisecond,
-		MeterProvider: tm.mp, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
+		MeterProvider: tm.MeterProvider, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
 	b.EnqueueN(t, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
@@ -288,13 +288,13 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 		t.Fatalf("UnconfiguredSinks = %+v, %v", waiting, err)
 	}
 	// The gauges (outbox_unconfigured_sinks_* in Prometheus) report them.
-	rm := tm.collect(t)
-	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
+	rm := tm.Collect(t)
+	if m, ok := coretest.FindMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
 		t.Error("no outbox.unconfigured_sinks.rows gauge")
 	} else if p := m.Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 5 {
 		t.Errorf("outbox.unconfigured_sinks.rows = %+v, want 5", p)
 	}
-	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
+	if m, ok := coretest.FindMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
 		t.Error("no outbox.unconfigured_sinks.oldest_pending.age gauge")
 	} else if p := m.Data.(metricdata.Gauge[float64]).DataPoints; len(p) != 1 || p[0].Value <= 0 {
 		t.Errorf("outbox.unconfigured_sinks.oldest_pending.age = %+v, want the waiting rows' age", p)

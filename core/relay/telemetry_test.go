@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strconv"
@@ -13,9 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,36 +25,14 @@ import (
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
-// telemetry is an SDK tracer and meter provider recording in memory.
-type telemetry struct {
-	tp     *sdktrace.TracerProvider
-	spans  *tracetest.InMemoryExporter
-	mp     *sdkmetric.MeterProvider
-	reader *sdkmetric.ManualReader
-}
+// telemetry is coretest's in-memory providers with what the relay's tests
+// add: waiting for delivery spans, a relay recording into them, and a
+// producer span.
+type telemetry struct{ coretest.Telemetry }
 
 func newTelemetry(t *testing.T) telemetry {
 	t.Helper()
-	tm := telemetry{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
-	// A syncer exports each span as it ends, so tests can poll for it.
-	tm.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tm.spans))
-	tm.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(tm.reader))
-	t.Cleanup(func() {
-		_ = tm.tp.Shutdown(context.Background())
-		_ = tm.mp.Shutdown(context.Background())
-	})
-	return tm
-}
-
-// ended returns the ended spans called name, in the order they ended.
-func (tm telemetry) ended(name string) tracetest.SpanStubs {
-	var out tracetest.SpanStubs
-	for _, s := range tm.spans.GetSpans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
+	return telemetry{coretest.NewTelemetry(t)}
 }
 
 // waitSpans waits until n delivery attempts of sink have ended (written or
@@ -75,20 +50,11 @@ func (tm telemetry) waitSpans(t *testing.T, signals *testsignal.Relay, sink stri
 		}
 		return attempts >= n
 	})
-	spans := tm.ended("send " + sink)
+	spans := tm.Ended("send " + sink)
 	if len(spans) < n {
 		t.Fatalf("%d delivery spans of sink %s ended, want %d: one per attempt", len(spans), sink, n)
 	}
 	return spans
-}
-
-func (tm telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := tm.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	return rm
 }
 
 // relayConfig is a fast-polling relay with one sink, recording into tm.
@@ -103,8 +69,8 @@ func (tm telemetry) relayConfig(b coretest.Bundle, sink relay.SinkConfig) relay.
 		Schema:         b.Outbox.Schema(),
 		Sinks:          []relay.SinkConfig{sink},
 		PollInterval:   20 * time.Millisecond,
-		TracerProvider: tm.tp,
-		MeterProvider:  tm.mp,
+		TracerProvider: tm.TracerProvider,
+		MeterProvider:  tm.MeterProvider,
 	}
 }
 
@@ -112,7 +78,7 @@ func (tm telemetry) relayConfig(b coretest.Bundle, sink relay.SinkConfig) relay.
 // the row id and the producer's span context.
 func (tm telemetry) produce(t *testing.T, b coretest.Bundle, sink, key string) (int64, trace.SpanContext) {
 	t.Helper()
-	ctx, span := tm.tp.Tracer("producer").Start(b.Ctx, "POST /orders")
+	ctx, span := tm.TracerProvider.Tracer("producer").Start(b.Ctx, "POST /orders")
 	defer span.End()
 	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
 	if err != nil {
@@ -293,7 +259,7 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 
 	deliveries := tm.waitSpans(t, signals, "slow", 3)
 	// A rate-limit wait span ends before its delivery starts.
-	waits := tm.ended("outbox rate_limit wait")
+	waits := tm.Ended("outbox rate_limit wait")
 	if len(waits) == 0 {
 		t.Fatal("no rate-limit wait span, although two of three rows claimed together waited for permits")
 	}
@@ -310,46 +276,12 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 		}
 	}
 	claimed := int64(0)
-	for _, c := range tm.ended("outbox claim") {
+	for _, c := range tm.Ended("outbox claim") {
 		claimed += attrsOf(c)["outbox.rows_claimed"].AsInt64()
 	}
 	if claimed != 3 {
 		t.Errorf("claim spans report %d rows claimed, want 3", claimed)
 	}
-}
-
-// sumByAttrs returns an Int64 sum's points keyed by their attribute set.
-func sumByAttrs(t *testing.T, rm metricdata.ResourceMetrics, name string) map[attribute.Distinct]int64 {
-	t.Helper()
-	out := map[attribute.Distinct]int64{}
-	m, ok := findMetric(rm, name)
-	if !ok {
-		return out
-	}
-	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is a %T, want an int64 sum", name, m.Data)
-	}
-	for _, p := range sum.DataPoints {
-		out[p.Attributes.Equivalent()] = p.Value
-	}
-	return out
-}
-
-func findMetric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m, true
-			}
-		}
-	}
-	return metricdata.Metrics{}, false
-}
-
-func labels(kv ...attribute.KeyValue) attribute.Distinct {
-	set := attribute.NewSet(kv...)
-	return set.Equivalent()
 }
 
 func TestRelayMetrics(t *testing.T) {
@@ -376,29 +308,29 @@ func TestRelayMetrics(t *testing.T) {
 	})
 	tm.waitSpans(t, signals, "m", 5) // 3 sent, a retry and a rate-limited attempt
 
-	rm := tm.collect(t)
+	rm := tm.Collect(t)
 	sink0 := attribute.String("sink", "m")
 	wantDeliveries := map[attribute.Distinct]int64{
-		labels(sink0, attribute.String("outbox.outcome", "sent")):         3,
-		labels(sink0, attribute.String("outbox.outcome", "retry")):        1,
-		labels(sink0, attribute.String("outbox.outcome", "rate-limited")): 1,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "sent")):         3,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "retry")):        1,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "rate-limited")): 1,
 	}
-	got := sumByAttrs(t, rm, "outbox.deliveries")
+	got := coretest.SumByAttrs(t, rm, "outbox.deliveries")
 	for k, want := range wantDeliveries {
 		if got[k] != want {
 			t.Errorf("outbox.deliveries%v = %d, want %d (all: %v)", k, got[k], want, got)
 		}
 	}
-	if got := sumByAttrs(t, rm, "outbox.rate_limit.pauses")[labels(sink0)]; got != 1 {
+	if got := coretest.SumByAttrs(t, rm, "outbox.rate_limit.pauses")[coretest.Labels(sink0)]; got != 1 {
 		t.Errorf("outbox.rate_limit.pauses = %d, want 1", got)
 	}
-	for k, v := range sumByAttrs(t, rm, "outbox.deliveries.in_flight") {
+	for k, v := range coretest.SumByAttrs(t, rm, "outbox.deliveries.in_flight") {
 		if v != 0 {
 			t.Errorf("outbox.deliveries.in_flight%v = %d after all deliveries ended, want 0", k, v)
 		}
 	}
 	for name, want := range map[string]uint64{"outbox.delivery.duration": 5, "outbox.delivery.lag": 3} {
-		m, ok := findMetric(rm, name)
+		m, ok := coretest.FindMetric(rm, name)
 		if !ok {
 			t.Errorf("no %s recorded", name)
 			continue
@@ -432,7 +364,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		return flaky(d)
 	}
 	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
-	reg, err := b.Outbox.RegisterGauges(tm.mp, b.Pool, operator.GaugeConfig{Sinks: []string{"c"}})
+	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +382,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		rowValues[strconv.FormatInt(id, 10)] = true
 		rowValues["k-"+strconv.Itoa(i)] = true
 	}
-	rm := tm.collect(t)
+	rm := tm.Collect(t)
 	series := 0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -470,7 +402,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 	if series == 0 {
 		t.Fatal("no metric points collected")
 	}
-	for _, s := range tm.spans.GetSpans() {
+	for _, s := range tm.Spans.GetSpans() {
 		for v := range rowValues {
 			if strings.Contains(s.Name, v) {
 				t.Errorf("span name %q holds the row's value %q", s.Name, v)
