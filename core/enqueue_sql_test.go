@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -49,13 +50,13 @@ func sqlEnqueue(ctx context.Context, db core.DBTX, ob *testdb.Outbox, m core.Mes
 }
 
 // inRolledBackTx runs f in a transaction that is rolled back afterwards.
-func inRolledBackTx(t *testing.T, b bundle, f func(tx pgx.Tx) error) error {
+func inRolledBackTx(t *testing.T, b coretest.Bundle, f func(tx pgx.Tx) error) error {
 	t.Helper()
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(b.ctx) }()
+	defer func() { _ = tx.Rollback(b.Ctx) }()
 	return f(tx)
 }
 
@@ -64,7 +65,7 @@ func inRolledBackTx(t *testing.T, b bundle, f func(tx pgx.Tx) error) error {
 // Go accepts, it accepts.
 // (Mutation: max_key_bytes = 2550 in the SQL function fails this test.)
 func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	payloadOf := func(size int) string { // {"p": "xx...x"} of size bytes, as jsonb prints it
 		return `{"p": "` + strings.Repeat("x", size-len(`{"p": ""}`)) + `"}`
 	}
@@ -101,9 +102,9 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 			if c.payload != nil {
 				goMsg.Payload = json.RawMessage(c.payload.(string))
 			}
-			goErr := inRolledBackTx(t, b, func(tx pgx.Tx) error { _, err := b.ob.Enqueue(b.ctx, tx, goMsg); return err })
+			goErr := inRolledBackTx(t, b, func(tx pgx.Tx) error { _, err := b.Outbox.Enqueue(b.Ctx, tx, goMsg); return err })
 			sqlErr := inRolledBackTx(t, b, func(tx pgx.Tx) error {
-				_, err := sqlEnqueue(b.ctx, tx, b.ob, c.msg, c.payload, nil)
+				_, err := sqlEnqueue(b.Ctx, tx, b.Outbox, c.msg, c.payload, nil)
 				return err
 			})
 			switch {
@@ -135,15 +136,15 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 // TestSQLEnqueueHeadersMustBeStrings: headers are a JSON object of strings,
 // as Go's map[string]string is.
 func TestSQLEnqueueHeadersMustBeStrings(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	for _, headers := range []string{`[]`, `"traceparent"`, `{"n": 1}`, `{"a": null}`} {
-		_, err := sqlEnqueue(b.ctx, b.pool, b.ob, core.Message{Sink: "s", DedupKey: "k"}, `{}`, headers)
+		_, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, core.Message{Sink: "s", DedupKey: "k"}, `{}`, headers)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != sqlInvalidMessage || !strings.Contains(pgErr.Message, "headers") {
 			t.Errorf("headers %s: got %v, want SQLSTATE %s naming headers", headers, err, sqlInvalidMessage)
 		}
 	}
-	if n := statusCounts(t, b)["pending"]; n != 0 {
+	if n := b.StatusCounts(t)["pending"]; n != 0 {
 		t.Fatalf("%d rows stored from invalid messages", n)
 	}
 }
@@ -154,9 +155,9 @@ func TestSQLEnqueueHeadersMustBeStrings(t *testing.T) {
 // not assigned (which Go's tables reject and the pattern lets through).
 // (Mutation: the pattern letting U+00A0 through fails this test.)
 func TestSQLEnqueueNonPrintableMatchesGo(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	pattern := nonPrintablePattern(t)
-	rows, err := b.pool.Query(b.ctx, `SELECT cp FROM generate_series(1, 1114111) cp
+	rows, err := b.Pool.Query(b.Ctx, `SELECT cp FROM generate_series(1, 1114111) cp
 		WHERE cp NOT BETWEEN 55296 AND 57343 AND chr(cp) ~ $1`, pattern)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func nonPrintablePattern(t *testing.T) string {
 // enqueued through SQL, is the same row as through Go; enqueued again it
 // is a duplicate with the first id.
 func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	m := core.Message{Sink: "s", OrderingKey: "customer-7", AvailableAt: at, MaxAttempts: 3,
 		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
@@ -216,23 +217,23 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 
 	goMsg := m
 	goMsg.DedupKey, goMsg.Payload = "via-go", json.RawMessage(`{"order": 42}`)
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, goMsg); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, goMsg); err != nil {
 		t.Fatal(err)
 	}
 	m.DedupKey = "via-sql"
-	first, err := sqlEnqueue(b.ctx, b.pool, b.ob, m, `{"order": 42}`, string(headers))
+	first, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, m, `{"order": 42}`, string(headers))
 	if err != nil || !first.Created {
 		t.Fatalf("SQL enqueue: %+v, %v", first, err)
 	}
-	again, err := sqlEnqueue(b.ctx, b.pool, b.ob, m, `{"order": 43}`, nil)
+	again, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, m, `{"order": 43}`, nil)
 	if err != nil || again != (core.EnqueueResult{ID: first.ID, Created: false}) {
 		t.Fatalf("duplicate: %+v, %v; want id %d, created false", again, err, first.ID)
 	}
 
 	row := func(key string) string {
 		var s string
-		if err := b.pool.QueryRow(b.ctx, `SELECT row(sink, payload, headers, ordering_key, status, attempts, max_attempts, available_at)::text
-			FROM `+b.ob.Schema()+`.messages WHERE dedup_key = $1`, key).Scan(&s); err != nil {
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT row(sink, payload, headers, ordering_key, status, attempts, max_attempts, available_at)::text
+			FROM `+b.Outbox.Schema()+`.messages WHERE dedup_key = $1`, key).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -241,15 +242,15 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 		t.Fatalf("rows differ:\nGo:  %s\nSQL: %s", g, s)
 	}
 	// Without the optional fields the defaults are Go's too.
-	if _, err := sqlEnqueue(b.ctx, b.pool, b.ob, core.Message{Sink: "s", DedupKey: "plain-sql"}, `{}`, nil); err != nil {
+	if _, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, core.Message{Sink: "s", DedupKey: "plain-sql"}, `{}`, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "plain-go", Payload: json.RawMessage(`{}`)}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "plain-go", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var differing int
-	if err := b.pool.QueryRow(b.ctx, `SELECT count(DISTINCT (headers, ordering_key, max_attempts, available_at <= now()))
-		FROM `+b.ob.Schema()+`.messages WHERE dedup_key IN ('plain-sql', 'plain-go')`).Scan(&differing); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, `SELECT count(DISTINCT (headers, ordering_key, max_attempts, available_at <= now()))
+		FROM `+b.Outbox.Schema()+`.messages WHERE dedup_key IN ('plain-sql', 'plain-go')`).Scan(&differing); err != nil {
 		t.Fatal(err)
 	}
 	if differing != 1 {
@@ -262,14 +263,14 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 // once it commits, answers the first row's id with created = false.
 // (Mutation: the function reporting a duplicate as created fails this test.)
 func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	m := core.Message{Sink: "s", DedupKey: "race"}
-	first, err := b.pool.Begin(b.ctx)
+	first, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = first.Rollback(b.ctx) }()
-	created, err := sqlEnqueue(b.ctx, first, b.ob, m, `{"from": 1}`, nil)
+	defer func() { _ = first.Rollback(b.Ctx) }()
+	created, err := sqlEnqueue(b.Ctx, first, b.Outbox, m, `{"from": 1}`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,12 +280,12 @@ func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 	}
 	second := make(chan answer, 1)
 	go func() {
-		res, err := sqlEnqueue(b.ctx, b.pool, b.ob, m, `{"from": 2}`, nil)
+		res, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, m, `{"from": 2}`, nil)
 		second <- answer{res, err}
 	}()
 	// The second enqueue must be waiting on the first's row lock.
 	waitForLockWait(t, b)
-	if err := first.Commit(b.ctx); err != nil {
+	if err := first.Commit(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	a := <-second
@@ -295,12 +296,12 @@ func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 
 // waitForLockWait waits until some backend of the test database waits for a
 // transaction lock (an INSERT held up by an uncommitted conflicting key).
-func waitForLockWait(t *testing.T, b bundle) {
+func waitForLockWait(t *testing.T, b coretest.Bundle) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting bool
-		if err := b.pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+		if err := b.Pool.QueryRow(b.Ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%.enqueue(%')`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
@@ -322,20 +323,20 @@ func waitForLockWait(t *testing.T, b bundle) {
 // so does enqueue() without SET search_path FROM CURRENT, which until this
 // test rolled back its transaction on failure hung its cleanup instead.)
 func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	notified := listenAsWaitingLoop(t, b, "s").heard
 	enqueueIn := func(key string, commit bool) {
-		tx, err := b.pool.Begin(b.ctx)
+		tx, err := b.Pool.Begin(b.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A failure below must not leave the connection in a transaction:
 		// the pool's Close, at cleanup, would wait for it for ever.
-		defer func() { _ = tx.Rollback(b.ctx) }()
-		if _, err := tx.Exec(b.ctx, "SET LOCAL search_path TO public"); err != nil {
+		defer func() { _ = tx.Rollback(b.Ctx) }()
+		if _, err := tx.Exec(b.Ctx, "SET LOCAL search_path TO public"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sqlEnqueue(b.ctx, tx, b.ob, core.Message{Sink: "s", DedupKey: key}, `{}`, nil); err != nil {
+		if _, err := sqlEnqueue(b.Ctx, tx, b.Outbox, core.Message{Sink: "s", DedupKey: key}, `{}`, nil); err != nil {
 			t.Fatal(err)
 		}
 		// Uncommitted: nothing may be heard yet.
@@ -343,9 +344,9 @@ func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 			t.Fatal("notification before commit")
 		}
 		if commit {
-			err = tx.Commit(b.ctx)
+			err = tx.Commit(b.Ctx)
 		} else {
-			err = tx.Rollback(b.ctx)
+			err = tx.Rollback(b.Ctx)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -13,18 +13,19 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
 func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const producers = 50
 	var wg sync.WaitGroup
 	results := make([]core.EnqueueResult, producers)
 	errs := make([]error, producers)
 	for i := range producers {
 		wg.Go(func() {
-			results[i], errs[i] = b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "same", Payload: "hello"})
+			results[i], errs[i] = b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "same", Payload: "hello"})
 		})
 	}
 	wg.Wait()
@@ -43,7 +44,7 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 	if created != 1 {
 		t.Fatalf("created = %d, want exactly 1", created)
 	}
-	if n := statusCounts(t, b)["pending"]; n != 1 {
+	if n := b.StatusCounts(t)["pending"]; n != 1 {
 		t.Fatalf("pending rows = %d, want 1", n)
 	}
 }
@@ -53,36 +54,36 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 // (Mutation: Enqueue committing the caller's transaction early fails this
 // test.)
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
-	b := setup(t)
-	sink := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	b := coretest.Setup(t)
+	sink := coretest.NewRecordingSink()
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
-	tx, err := b.pool.Begin(b.ctx)
+	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "rec", DedupKey: "rolled-back", Payload: "no"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "rec", DedupKey: "rolled-back", Payload: "no"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Rollback(b.ctx); err != nil {
+	if err := tx.Rollback(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A committed message enqueued afterwards is the witness that the relay
 	// ran through the table after the rollback.
-	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "rec", DedupKey: "committed", Payload: "yes"})
+	err = pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+		_, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "rec", DedupKey: "committed", Payload: "yes"})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)
-	for _, d := range sink.snapshot() {
+	for _, d := range sink.Snapshot() {
 		if d.DedupKey != "committed" {
 			t.Fatalf("delivered %q, which was rolled back", d.DedupKey)
 		}
 	}
-	if got := statusCounts(t, b); got["sent"] != 1 || len(got) != 1 {
+	if got := b.StatusCounts(t); got["sent"] != 1 || len(got) != 1 {
 		t.Fatalf("rows by status = %v, want only the committed one, sent", got)
 	}
 }
@@ -91,7 +92,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 // before any statement runs. (Mutation: checkJSONBEscapes accepting
 // everything fails this test.)
 func TestEnqueueValidation(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tests := []struct {
 		name string
 		msg  core.Message
@@ -112,25 +113,25 @@ func TestEnqueueValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := b.ob.Enqueue(b.ctx, b.pool, tt.msg)
+			_, err := b.Outbox.Enqueue(b.Ctx, b.Pool, tt.msg)
 			if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrInvalidMessage mentioning %q", err, tt.want)
 			}
 		})
 	}
-	if n := len(statusCounts(t, b)); n != 0 {
+	if n := len(b.StatusCounts(t)); n != 0 {
 		t.Fatalf("invalid messages reached the table")
 	}
 }
 
 func TestEnqueueStoresPlainStringAsText(t *testing.T) {
-	b := setup(t)
-	res, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "k", Payload: "hello"})
+	b := coretest.Setup(t)
+	res, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "k", Payload: "hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var payload string
-	if err := b.pool.QueryRow(b.ctx, "SELECT payload::text FROM "+b.ob.Schema()+".messages WHERE id = $1", res.ID).Scan(&payload); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT payload::text FROM "+b.Outbox.Schema()+".messages WHERE id = $1", res.ID).Scan(&payload); err != nil {
 		t.Fatal(err)
 	}
 	if payload != `{"text": "hello"}` {
@@ -139,8 +140,8 @@ func TestEnqueueStoresPlainStringAsText(t *testing.T) {
 }
 
 func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
-	b := setup(t)
-	first, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "old", Payload: "x"})
+	b := coretest.Setup(t)
+	first, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "old", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 		{Sink: "s", DedupKey: "new-1", Payload: "d"},
 		{Sink: "t", DedupKey: "old", Payload: "e"},
 	}
-	res, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs)
+	res, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +171,12 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 	if res[2].ID <= res[0].ID {
 		t.Errorf("ids must follow the batch order: %+v", res)
 	}
-	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, core.ErrInvalidMessage) {
+	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, core.ErrInvalidMessage) {
 		t.Fatalf("an invalid message must fail the whole batch, got %v", err)
 	} else if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
 		t.Errorf("the invalid second message: %#v, want a *core.BatchError with Index 1", err)
 	}
-	if n := statusCounts(t, b)["pending"]; n != 4 {
+	if n := b.StatusCounts(t)["pending"]; n != 4 {
 		t.Fatalf("pending = %d, want 4", n)
 	}
 }
@@ -186,7 +187,7 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 // EnqueueBatch sends only the columns a batch uses, and a column set for
 // one message must not leak into its neighbours.
 func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	for combo := range 16 {
 		set := func(bit int) bool { return combo&(1<<bit) != 0 }
@@ -204,7 +205,7 @@ func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
 			first.AvailableAt = later
 		}
 		plain := core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-b", combo), Payload: "b"}
-		res, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{first, plain})
+		res, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{first, plain})
 		if err != nil {
 			t.Fatalf("combination %04b: %v", combo, err)
 		}
@@ -216,8 +217,8 @@ func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
 		}
 		read := func(id int64) stored {
 			var s stored
-			err := b.pool.QueryRow(b.ctx, `SELECT headers::text, ordering_key, max_attempts, available_at > now() + interval '1 minute'
-				FROM `+b.ob.Schema()+`.messages WHERE id = $1`, id).Scan(&s.headers, &s.ordering, &s.maxAttempts, &s.future)
+			err := b.Pool.QueryRow(b.Ctx, `SELECT headers::text, ordering_key, max_attempts, available_at > now() + interval '1 minute'
+				FROM `+b.Outbox.Schema()+`.messages WHERE id = $1`, id).Scan(&s.headers, &s.ordering, &s.maxAttempts, &s.future)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,17 +241,17 @@ func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
 // CONFLICT). The caller's own writes before and after must survive, and the
 // ids must follow the batch's order.
 func TestEnqueueBatchInTransaction(t *testing.T) {
-	b := setup(t)
-	tx, err := b.pool.Begin(b.ctx)
+	b := coretest.Setup(t)
+	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(b.ctx)
-	before, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "s", DedupKey: "before", Payload: "x"})
+	defer tx.Rollback(b.Ctx)
+	before, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "s", DedupKey: "before", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{
+	fresh, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{
 		{Sink: "s", DedupKey: "f1", Payload: "x"}, {Sink: "s", DedupKey: "f2", Payload: "x"}, {Sink: "t", DedupKey: "f1", Payload: "x"},
 	})
 	if err != nil {
@@ -262,7 +263,7 @@ func TestEnqueueBatchInTransaction(t *testing.T) {
 			break
 		}
 	}
-	mixed, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{
+	mixed, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{
 		{Sink: "s", DedupKey: "m1", Payload: "x"}, {Sink: "s", DedupKey: "before", Payload: "x"}, {Sink: "s", DedupKey: "m2", Payload: "x"},
 	})
 	if err != nil {
@@ -271,13 +272,13 @@ func TestEnqueueBatchInTransaction(t *testing.T) {
 	if !mixed[0].Created || mixed[1].Created || mixed[1].ID != before.ID || !mixed[2].Created || mixed[2].ID <= mixed[0].ID {
 		t.Errorf("mixed batch: %+v, want created, duplicate of %d, created", mixed, before.ID)
 	}
-	if _, err := b.ob.Enqueue(b.ctx, tx, core.Message{Sink: "s", DedupKey: "after", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "s", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatalf("the transaction must stay usable after a batch with a duplicate: %v", err)
 	}
-	if err := tx.Commit(b.ctx); err != nil {
+	if err := tx.Commit(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := statusCounts(t, b)["pending"]; n != 7 {
+	if n := b.StatusCounts(t)["pending"]; n != 7 {
 		t.Fatalf("pending = %d, want 7 (before, 3 fresh, 2 mixed, after)", n)
 	}
 }

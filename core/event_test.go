@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -39,21 +40,21 @@ const (
 )
 
 // applyRoutes applies targets as the active routes of b's outbox.
-func applyRoutes(t *testing.T, b bundle, unmatched string, targets ...testTarget) {
+func applyRoutes(t *testing.T, b coretest.Bundle, unmatched string, targets ...testTarget) {
 	t.Helper()
 	raw, err := json.Marshal(targets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	digest := fmt.Sprintf("%x-%s", len(raw), raw) // unique per content, which is all a digest must be here
-	if _, err := b.pool.Exec(b.ctx, "SELECT * FROM "+b.ob.Schema()+".apply_routes($1, $2, $3)", digest, unmatched, raw); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "SELECT * FROM "+b.Outbox.Schema()+".apply_routes($1, $2, $3)", digest, unmatched, raw); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // orderRoutes: order.* to "slack" and "hook" (route orders), and every
 // event to "hook" again (route audit): two rows of one sink per order event.
-func orderRoutes(t *testing.T, b bundle) {
+func orderRoutes(t *testing.T, b coretest.Bundle) {
 	applyRoutes(t, b, "error",
 		testTarget{Route: "orders", Sink: "slack", Position: 0, Patterns: []string{reOrderAny}},
 		testTarget{Route: "orders", Sink: "hook", Position: 1, Patterns: []string{reOrderAny}},
@@ -63,10 +64,10 @@ func orderRoutes(t *testing.T, b bundle) {
 // (Mutation: publish_batch giving a repeated (type, key) a fresh dedup key
 // fails this test: the second publish creates three more rows.)
 func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	orderRoutes(t, b)
 	ev := core.Event{Type: "order.created", Key: "order-42", Data: map[string]any{"id": 42}}
-	first, err := b.ob.Publish(b.ctx, b.pool, ev)
+	first, err := b.Outbox.Publish(b.Ctx, b.Pool, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
 			t.Errorf("first publish: row %+v not created", p)
 		}
 	}
-	again, err := b.ob.Publish(b.ctx, b.pool, ev)
+	again, err := b.Outbox.Publish(b.Ctx, b.Pool, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
 			t.Errorf("second publish: %+v, want row %d found, not created", p, first[i].ID)
 		}
 	}
-	rows, err := b.pool.Query(b.ctx, "SELECT sink, dedup_key, route, payload::text, ordering_key IS NULL FROM "+b.ob.Schema()+".messages ORDER BY id")
+	rows, err := b.Pool.Query(b.Ctx, "SELECT sink, dedup_key, route, payload::text, ordering_key IS NULL FROM "+b.Outbox.Schema()+".messages ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,33 +125,33 @@ func sinksOf(published []core.Published) []string {
 // (Mutation: Publish committing the caller's transaction fails this test:
 // the rolled-back event is delivered.)
 func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
-	rec := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: 10 * time.Millisecond})
-	tx, err := b.pool.Begin(b.ctx)
+	rec := coretest.NewRecordingSink()
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: 10 * time.Millisecond})
+	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.Publish(b.ctx, tx, core.Event{Type: "order.created", Key: "rolled-back"}); err != nil {
+	if _, err := b.Outbox.Publish(b.Ctx, tx, core.Event{Type: "order.created", Key: "rolled-back"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Rollback(b.ctx); err != nil {
+	if err := tx.Rollback(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := b.ob.Publish(b.ctx, tx, core.Event{Type: "order.created", Key: "committed"})
+	err = pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+		_, err := b.Outbox.Publish(b.Ctx, tx, core.Event{Type: "order.created", Key: "committed"})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "", "sent", 1)
-	delivered := rec.snapshot()
+	delivered := rec.Snapshot()
 	if len(delivered) != 1 || delivered[0].Route != "all" || !strings.Contains(string(delivered[0].Payload), `"committed"`) {
 		t.Fatalf("delivered %+v, want only the committed event, with its route", delivered)
 	}
-	if got := statusCounts(t, b); len(got) != 1 {
+	if got := b.StatusCounts(t); len(got) != 1 {
 		t.Fatalf("rows by status = %v, want only the committed one", got)
 	}
 }
@@ -158,9 +159,9 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 // (Mutation: publish_batch not raising for routes_unmatched: error fails
 // this test: the unrouted type publishes with no error.)
 func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	ev := core.Event{Type: "order.created", Key: "k"}
-	if _, err := b.ob.Publish(b.ctx, b.pool, ev); !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "outboxd routes apply") {
+	if _, err := b.Outbox.Publish(b.Ctx, b.Pool, ev); !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "outboxd routes apply") {
 		t.Errorf("publish without routes: %v, want ErrNoRoute telling how to apply routes", err)
 	}
 	orderRoutes(t, b)
@@ -176,18 +177,18 @@ func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
 		{core.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{`)}, "not valid JSON"},
 		{core.Event{Type: "order.created", Key: "k", ThreadKey: strings.Repeat("t", 256)}, "thread_key is 256 bytes"},
 	} {
-		_, err := b.ob.Publish(b.ctx, b.pool, c.ev)
+		_, err := b.Outbox.Publish(b.Ctx, b.Pool, c.ev)
 		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("publish %+v: %v, want ErrInvalidEvent saying %q", c.ev, err, c.want)
 		}
 	}
 	// Only "audit" (**) would match; without it, nothing does.
 	applyRoutes(t, b, "error", testTarget{Route: "orders", Sink: "slack", Patterns: []string{reOrderAny}})
-	_, err := b.ob.Publish(b.ctx, b.pool, core.Event{Type: "invoice.paid", Key: "k"})
+	_, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "invoice.paid", Key: "k"})
 	if !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "invoice.paid") {
 		t.Errorf("publish of an unrouted type: %v, want ErrNoRoute naming the type", err)
 	}
-	if got := statusCounts(t, b); len(got) != 0 {
+	if got := b.StatusCounts(t); len(got) != 0 {
 		t.Errorf("refused publishes wrote rows: %v", got)
 	}
 }
@@ -197,33 +198,33 @@ func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
 // (Mutation: publish_batch not inserting into events_dropped fails this
 // test: 0 drops folded.)
 func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	applyRoutes(t, b, "drop", testTarget{Route: "orders", Sink: "rec", Patterns: []string{reOrderAny}})
 	for i := range 3 {
-		published, err := b.ob.Publish(b.ctx, b.pool, core.Event{Type: "invoice.paid", Key: fmt.Sprint(i)})
+		published, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "invoice.paid", Key: fmt.Sprint(i)})
 		if err != nil || len(published) != 0 {
 			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
 		}
 	}
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: newRecordingSink()}}})
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: coretest.NewRecordingSink()}}})
 	// The relay's first maintenance round runs at its start, after the
 	// drops were counted.
 	signals.Maintained.WaitCount(t, 10*time.Second, "a maintenance round", 1)
 	var folded int64
-	if err := b.pool.QueryRow(b.ctx, "SELECT coalesce(sum(dropped), 0) FROM "+b.ob.Schema()+".events_dropped_totals WHERE event_type = 'invoice.paid'").Scan(&folded); err != nil || folded != 3 {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT coalesce(sum(dropped), 0) FROM "+b.Outbox.Schema()+".events_dropped_totals WHERE event_type = 'invoice.paid'").Scan(&folded); err != nil || folded != 3 {
 		t.Fatalf("%d drops folded into the totals (%v), want 3", folded, err)
 	}
 }
 
 func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	orderRoutes(t, b)
 	events := []core.Event{
 		{Type: "order.created", Key: "1"},
 		{Type: "user.created", Key: "2"},
 		{Type: "order.created", Key: "1"}, // a duplicate of the first, within the batch
 	}
-	got, err := b.ob.PublishBatch(b.ctx, b.pool, events)
+	got, err := b.Outbox.PublishBatch(b.Ctx, b.Pool, events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,14 +239,14 @@ func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
 	if !(got[0][0].ID < got[1][0].ID) {
 		t.Errorf("ids do not follow the batch's order: %v", got)
 	}
-	_, err = b.ob.PublishBatch(b.ctx, b.pool, []core.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
+	_, err = b.Outbox.PublishBatch(b.Ctx, b.Pool, []core.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
 	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
 		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent naming event 2", err)
 	}
 	if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
 		t.Errorf("a batch with a bad second event: %#v, want a *core.BatchError with Index 1", err)
 	}
-	if n := statusCounts(t, b)["pending"]; n != 4 {
+	if n := b.StatusCounts(t)["pending"]; n != 4 {
 		t.Errorf("%d rows after the failed batch, want the 4 of the first batch", n)
 	}
 }
@@ -285,14 +286,14 @@ func (s *threadSink) snapshot() []threadDelivery {
 // threads fails this test: the deleted root leaves the replies no root;
 // publish_batch not ordering by thread_key fails it: replies overtake it.)
 func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	applyRoutes(t, b, "error",
 		testTarget{Route: "incidents", Sink: "chat", Patterns: []string{reAll}},
 		testTarget{Route: "incidents", Sink: "pager", Position: 1, Patterns: []string{reAll},
 			// A template's thread_key: "page-" + .data.team.
 			ThreadKey: json.RawMessage(`[{"text": "page-"}, {"data": ["team"]}]`)})
 	fake := &threadSink{delay: 20 * time.Millisecond}
-	cfg := relay.Config{Schema: b.ob.Schema(), DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
+	cfg := relay.Config{Schema: b.Outbox.Schema(), DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "chat", Sink: fake}, {Name: "pager", Sink: fake}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
@@ -300,7 +301,7 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 	}
 	for i := range 3 {
 		ev := core.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}
-		if _, err := b.ob.Publish(b.ctx, b.pool, ev); err != nil {
+		if _, err := b.Outbox.Publish(b.Ctx, b.Pool, ev); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
 // jsonbCases are JSON texts at the edge of what PostgreSQL's jsonb stores
@@ -41,16 +42,16 @@ var jsonbCases = []struct {
 // INSERT: a database error, a 500 from the HTTP API.
 // (Mutation: checkJSONBEscapes accepting everything fails this test.)
 func TestEnqueueRefusesPayloadsJSONBCannotStore(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	for i, tt := range jsonbCases {
 		t.Run(fmt.Sprintf("%d %q", i, tt.json), func(t *testing.T) {
 			var ignored string
-			pgErr := b.pool.QueryRow(b.ctx, "SELECT $1::text::jsonb::text", tt.json).Scan(&ignored)
+			pgErr := b.Pool.QueryRow(b.Ctx, "SELECT $1::text::jsonb::text", tt.json).Scan(&ignored)
 			if (pgErr == nil) != tt.storable {
 				t.Fatalf("PostgreSQL's verdict (%v) is not the table's (storable: %v)", pgErr, tt.storable)
 			}
 			msg := core.Message{Sink: "s", DedupKey: fmt.Sprint("case-", i), Payload: json.RawMessage(tt.json)}
-			_, err := b.ob.Enqueue(b.ctx, b.pool, msg)
+			_, err := b.Outbox.Enqueue(b.Ctx, b.Pool, msg)
 			switch {
 			case tt.storable && err != nil:
 				t.Fatalf("PostgreSQL stores it, Enqueue refused it: %v", err)

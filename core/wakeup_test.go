@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
 // wake() notifies a registered loop only while it waits for work and only
@@ -15,12 +16,12 @@ import (
 // its commit does not queue for PostgreSQL's notification lock).
 // (Mutation: wake() ignoring waiters.waiting fails this test.)
 func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	loop := listenAsWaitingLoop(t, b, "mine")
 	heard := func() bool { return loop.heard(200 * time.Millisecond) }
 	enqueue := func(sink, key string) {
 		t.Helper()
-		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,7 +33,7 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 	if heard() {
 		t.Fatal("a loop was woken for a sink it does not claim for")
 	}
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".waiters SET waiting = false WHERE id = $1", loop.id); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".waiters SET waiting = false WHERE id = $1", loop.id); err != nil {
 		t.Fatal(err)
 	}
 	enqueue("mine", "3")
@@ -48,33 +49,33 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 // removes unevaluated, so EnqueueBatch woke nobody and its rows waited for
 // the poll interval. Mutation: that LEFT JOIN fails this test.)
 func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	loop := listenAsWaitingLoop(t, b, "s")
 	msg := func(key string) core.Message { return core.Message{Sink: "s", DedupKey: key, Payload: "x"} }
 	enqueues := []struct {
 		name    string
 		enqueue func() error
 	}{
-		{"Enqueue", func() error { _, err := b.ob.Enqueue(b.ctx, b.pool, msg("single")); return err }},
+		{"Enqueue", func() error { _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, msg("single")); return err }},
 		{"EnqueueBatch", func() error {
-			_, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{msg("b1"), msg("b2")})
+			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{msg("b1"), msg("b2")})
 			return err
 		}},
 		{"EnqueueBatch in a transaction", func() error {
-			return pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-				_, err := b.ob.EnqueueBatch(b.ctx, tx, []core.Message{msg("t1"), msg("t2")})
+			return pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
+				_, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{msg("t1"), msg("t2")})
 				return err
 			})
 		}},
 		{"EnqueueBatch with a duplicate", func() error {
-			_, err := b.ob.EnqueueBatch(b.ctx, b.pool, []core.Message{msg("b1"), msg("d1")})
+			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{msg("b1"), msg("d1")})
 			return err
 		}},
 		{"Redrive", func() error {
-			if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET status = 'dead' WHERE dedup_key = 'single'"); err != nil {
+			if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET status = 'dead' WHERE dedup_key = 'single'"); err != nil {
 				return err
 			}
-			_, err := b.ob.Redrive(b.ctx, b.pool, operator.RedriveFilter{All: true, Sink: "s"})
+			_, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Sink: "s"})
 			return err
 		}},
 	}

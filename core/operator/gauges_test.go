@@ -9,101 +9,54 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
-// telemetry is an SDK tracer and meter provider recording in memory.
-type telemetry struct {
-	tp     *sdktrace.TracerProvider
-	spans  *tracetest.InMemoryExporter
-	mp     *sdkmetric.MeterProvider
-	reader *sdkmetric.ManualReader
-}
-
-func newTelemetry(t *testing.T) telemetry {
-	t.Helper()
-	tm := telemetry{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
-	// A syncer exports each span as it ends, so tests can poll for it.
-	tm.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tm.spans))
-	tm.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(tm.reader))
-	t.Cleanup(func() {
-		_ = tm.tp.Shutdown(context.Background())
-		_ = tm.mp.Shutdown(context.Background())
-	})
-	return tm
-}
-
-func (tm telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := tm.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	return rm
-}
-
-func findMetric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m, true
-			}
-		}
-	}
-	return metricdata.Metrics{}, false
-}
-
-func labels(kv ...attribute.KeyValue) attribute.Distinct {
-	set := attribute.NewSet(kv...)
-	return set.Equivalent()
-}
-
 func TestGaugesReportRowsAndOldestPendingAgePerSink(t *testing.T) {
-	b := setup(t)
-	tm := newTelemetry(t)
-	enqueueN(t, b, "mail", 2, nil)
-	enqueueN(t, b, "stray-1", 1, nil)
-	enqueueN(t, b, "stray-2", 1, nil)
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET created_at = now() - interval '1 hour' WHERE dedup_key = 'k-0' AND sink = 'mail'"); err != nil {
+	b := coretest.Setup(t)
+	tm := coretest.NewTelemetry(t)
+	b.EnqueueN(t, "mail", 2, nil)
+	b.EnqueueN(t, "stray-1", 1, nil)
+	b.EnqueueN(t, "stray-2", 1, nil)
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET created_at = now() - interval '1 hour' WHERE dedup_key = 'k-0' AND sink = 'mail'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}, Refresh: time.Hour})
+	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}, Refresh: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = reg.Unregister() }()
 
-	rows, ages := gauges(t, tm.collect(t))
+	rows, ages := gauges(t, tm.Collect(t))
 	for sink, want := range map[string]int64{"mail": 2, "idle": 0, operator.UnknownSink: 2} {
-		if got := rows[labels(attribute.String("sink", sink), attribute.String("status", "pending"))]; got != want {
+		if got := rows[coretest.Labels(attribute.String("sink", sink), attribute.String("status", "pending"))]; got != want {
 			t.Errorf("outbox.rows{sink=%s,status=pending} = %d, want %d", sink, got, want)
 		}
 	}
-	if got := rows[labels(attribute.String("sink", "idle"), attribute.String("status", "dead"))]; got != 0 {
+	if got := rows[coretest.Labels(attribute.String("sink", "idle"), attribute.String("status", "dead"))]; got != 0 {
 		t.Errorf("idle sink reports %d dead rows", got)
 	}
 	if len(rows) != 3*4 {
 		t.Errorf("outbox.rows has %d series, want 3 sinks x 4 statuses (pending, in_progress, failed, dead)", len(rows))
 	}
-	if age := ages[labels(attribute.String("sink", "mail"))]; age < 3590 || age > 3700 {
+	if age := ages[coretest.Labels(attribute.String("sink", "mail"))]; age < 3590 || age > 3700 {
 		t.Errorf("oldest pending age of mail = %vs, want about an hour", age)
 	}
 
 	// Within Refresh a scrape reuses the cached snapshot: a new row is not
 	// seen yet, even once counted, and the database is not asked again.
-	enqueueN(t, b, "idle", 1, nil)
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	b.EnqueueN(t, "idle", 1, nil)
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ = gauges(t, tm.collect(t))
-	if got := rows[labels(attribute.String("sink", "idle"), attribute.String("status", "pending"))]; got != 0 {
+	rows, _ = gauges(t, tm.Collect(t))
+	if got := rows[coretest.Labels(attribute.String("sink", "idle"), attribute.String("status", "pending"))]; got != 0 {
 		t.Errorf("second scrape within the refresh window saw %d idle rows, want the cached 0", got)
 	}
 }
@@ -112,14 +65,14 @@ func TestGaugesReportRowsAndOldestPendingAgePerSink(t *testing.T) {
 func gauges(t *testing.T, rm metricdata.ResourceMetrics) (rows map[attribute.Distinct]int64, ages map[attribute.Distinct]float64) {
 	t.Helper()
 	rows, ages = map[attribute.Distinct]int64{}, map[attribute.Distinct]float64{}
-	if m, ok := findMetric(rm, "outbox.rows"); ok {
+	if m, ok := coretest.FindMetric(rm, "outbox.rows"); ok {
 		for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
 			rows[p.Attributes.Equivalent()] = p.Value
 		}
 	} else {
 		t.Error("no outbox.rows gauge")
 	}
-	if m, ok := findMetric(rm, "outbox.oldest_pending.age"); ok {
+	if m, ok := coretest.FindMetric(rm, "outbox.oldest_pending.age"); ok {
 		for _, p := range m.Data.(metricdata.Gauge[float64]).DataPoints {
 			ages[p.Attributes.Equivalent()] = p.Value
 		}
@@ -158,7 +111,7 @@ func ExampleOperator_RegisterGauges() {
 	if err := reader.Collect(ctx, &rm); err != nil {
 		panic(err)
 	}
-	m, _ := findMetric(rm, "outbox.rows")
+	m, _ := coretest.FindMetric(rm, "outbox.rows")
 	for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
 		if status, _ := p.Attributes.Value("status"); status.AsString() == "pending" {
 			sink, _ := p.Attributes.Value("sink")
@@ -175,20 +128,20 @@ func ExampleOperator_RegisterGauges() {
 // the other table gauges it is reported with the cluster's row counts
 // (here computed by hand; a relay does it every few seconds).
 func TestGaugeReportsSinkPauses(t *testing.T) {
-	b := setup(t)
-	tm := newTelemetry(t)
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
+	b := coretest.Setup(t)
+	tm := coretest.NewTelemetry(t)
+	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}})
+	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	m, ok := findMetric(tm.collect(t), "outbox.sink.pause.remaining")
+	m, ok := coretest.FindMetric(tm.Collect(t), "outbox.sink.pause.remaining")
 	if !ok {
 		t.Fatal("no outbox.sink.pause.remaining gauge")
 	}
@@ -199,10 +152,10 @@ func TestGaugeReportsSinkPauses(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("%d series, want one per configured sink", len(got))
 	}
-	if r := got[labels(attribute.String("sink", "mail"))]; r < (time.Hour-time.Minute).Seconds() || r > time.Hour.Seconds() {
+	if r := got[coretest.Labels(attribute.String("sink", "mail"))]; r < (time.Hour-time.Minute).Seconds() || r > time.Hour.Seconds() {
 		t.Errorf("mail paused for %vs more, want about an hour", r)
 	}
-	if r, ok := got[labels(attribute.String("sink", "idle"))]; !ok || r != 0 {
+	if r, ok := got[coretest.Labels(attribute.String("sink", "idle"))]; !ok || r != 0 {
 		t.Errorf("idle (its pause is over) reports %v, %v; want 0", r, ok)
 	}
 }

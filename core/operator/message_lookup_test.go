@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -23,10 +24,10 @@ import (
 // happened to it: each failed attempt with its error, the receipt of the
 // delivery that worked, and the trace it belongs to.
 func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tp := sdktrace.NewTracerProvider()
-	ctx, span := tp.Tracer("test").Start(b.ctx, "checkout")
-	res, err := b.ob.Enqueue(ctx, b.pool, core.Message{Sink: "partner", DedupKey: "order-7", Payload: map[string]int{"order": 7},
+	ctx, span := tp.Tracer("test").Start(b.Ctx, "checkout")
+	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: "partner", DedupKey: "order-7", Payload: map[string]int{"order": 7},
 		OrderingKey: "customer-1", Headers: map[string]string{"x-tenant": "acme"}})
 	span.End()
 	if err != nil {
@@ -39,15 +40,15 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		}
 		return d.SetReceipt(map[string]string{"status": "accepted"})
 	})
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "partner", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	signals.WaitWritten(t, 10*time.Second, "partner", "sent", 1)
 
-	byID, err := b.ob.Message(b.ctx, b.pool, res.ID)
+	byID, err := b.Outbox.Message(b.Ctx, b.Pool, res.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byKey, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-7")
+	byKey, err := b.Outbox.MessageByKey(b.Ctx, b.Pool, "partner", "order-7")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +72,10 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		t.Errorf("payload = %s", m.Payload)
 	}
 
-	if _, err := b.ob.Message(b.ctx, b.pool, res.ID+1000); !errors.Is(err, operator.ErrMessageNotFound) {
+	if _, err := b.Outbox.Message(b.Ctx, b.Pool, res.ID+1000); !errors.Is(err, operator.ErrMessageNotFound) {
 		t.Errorf("unknown id: %v, want ErrMessageNotFound", err)
 	}
-	if _, err := b.ob.MessageByKey(b.ctx, b.pool, "partner", "order-8"); !errors.Is(err, operator.ErrMessageNotFound) {
+	if _, err := b.Outbox.MessageByKey(b.Ctx, b.Pool, "partner", "order-8"); !errors.Is(err, operator.ErrMessageNotFound) {
 		t.Errorf("unknown key: %v, want ErrMessageNotFound", err)
 	}
 	if (operator.StoredMessage{}).TraceID() != "" {
@@ -85,13 +86,13 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 // Searches page newest first with a cursor: every row is seen once, in
 // id order from the newest, whatever the page size; filters combine.
 func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
-	b := setup(t)
-	ids := enqueueN(t, b, "a", 23, nil)
-	enqueueN(t, b, "b", 5, nil)
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET status = 'dead' WHERE sink = 'a' AND id % 4 = 0"); err != nil {
+	b := coretest.Setup(t)
+	ids := b.EnqueueN(t, "a", 23, nil)
+	b.EnqueueN(t, "b", 5, nil)
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET status = 'dead' WHERE sink = 'a' AND id % 4 = 0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.pool.Exec(b.ctx, "UPDATE "+b.ob.Schema()+".messages SET created_at = now() - interval '2 days' WHERE sink = 'a' AND id < $1", ids[10]); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET created_at = now() - interval '2 days' WHERE sink = 'a' AND id < $1", ids[10]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -99,7 +100,7 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 	pages := 0
 	f := operator.MessageFilter{Sink: "a", Limit: 10}
 	for {
-		page, err := b.ob.Messages(b.ctx, b.pool, f)
+		page, err := b.Outbox.Messages(b.Ctx, b.Pool, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 
 	count := func(f operator.MessageFilter) int {
 		t.Helper()
-		page, err := b.ob.Messages(b.ctx, b.pool, f)
+		page, err := b.Outbox.Messages(b.Ctx, b.Pool, f)
 		if err != nil {
 			t.Fatal(err)
 		}

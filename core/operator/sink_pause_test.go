@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/coretest"
 )
 
 // A second pause by hand replaces the first, shortening it if asked.
 func TestPauseByHandReplacesThePauseInForce(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	ctx := context.Background()
-	if _, err := b.ob.PauseSink(ctx, b.pool, "s", operator.Pause{By: "a"}); err != nil {
+	if _, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{By: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	until, err := b.ob.PauseSink(ctx, b.pool, "s", operator.Pause{For: time.Minute, By: "b"})
+	until, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{For: time.Minute, By: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	states, err := b.ob.SinkStates(ctx, b.pool)
+	states, err := b.Outbox.SinkStates(ctx, b.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,23 +6,24 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
 // The overview flags a sink whose rows wait while nobody delivers them.
 func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
-	b := setup(t)
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+`.messages (sink, dedup_key, payload, created_at)
+	b := coretest.Setup(t)
+	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+`.messages (sink, dedup_key, payload, created_at)
 		VALUES ('forgotten', 'a', '{}', now() - interval '10 minutes'), ('fresh', 'a', '{}', now())`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "quiet", operator.Pause{By: "ops"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "quiet", operator.Pause{By: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	ov, err := b.ob.Overview(b.ctx, b.pool, 0)
+	ov, err := b.Outbox.Overview(b.Ctx, b.Pool, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
 // every sent row, not the last hour's; counting dead rows by status
 // instead of the dead index's phase.)
 func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	for _, stmt := range []string{
 		`INSERT INTO {s}.messages (sink, dedup_key, payload, status, attempts, sent_at, created_at)
 		 SELECT 'hist', 'h' || g, '{}', 'sent', 1, now() - interval '3 hours', now() - interval '4 hours'
@@ -61,17 +62,17 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 		`INSERT INTO {s}.messages (sink, dedup_key, payload, status) SELECT 'work', 'd' || g, '{}', 'dead' FROM generate_series(1, 100) g`,
 		`ANALYZE {s}.messages`,
 	} {
-		if _, err := b.pool.Exec(b.ctx, strings.ReplaceAll(stmt, "{s}", b.ob.Schema())); err != nil {
+		if _, err := b.Pool.Exec(b.Ctx, strings.ReplaceAll(stmt, "{s}", b.Outbox.Schema())); err != nil {
 			t.Fatal(err)
 		}
 	}
-	q, err := store.New(b.ob.Schema())
+	q, err := store.New(b.Outbox.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := explain(t, b, q.Texts().TakeStatsSnapshot, time.Hour, "test")
+	plan, raw := b.Explain(t, q.Texts().TakeStatsSnapshot, time.Hour, "test")
 	indexes := map[string]bool{}
-	plan.walk(func(n planNode) {
+	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the snapshot scans the whole messages table:\n%s", raw)
 		}
@@ -82,10 +83,10 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 			t.Errorf("the snapshot does not use %s (uses %v):\n%s", want, indexes, raw)
 		}
 	}
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+	snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +98,11 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 // A snapshot of an outbox without rows is a snapshot too: taken, with no
 // sinks.
 func TestStatsSnapshotOfAnEmptyOutbox(t *testing.T) {
-	b := setup(t)
-	if err := b.ob.RefreshStatsSnapshot(b.ctx, b.pool, "test"); err != nil {
+	b := coretest.Setup(t)
+	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+	snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool)
 	if err != nil || snap.TakenAt.IsZero() || snap.TakenBy != "test" || len(snap.Sinks) != 0 {
 		t.Fatalf("snapshot = %+v, %v", snap, err)
 	}

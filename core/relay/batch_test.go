@@ -12,6 +12,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -50,7 +51,7 @@ func (s *batchSink) DeliverBatch(_ context.Context, ds []*sink.Delivery) []error
 // and each row takes its own outcome: one permanent failure, one retry, the
 // rest sent.
 func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
 	var once sync.Once
 	fake := &batchSink{fail: func(key string) error {
@@ -65,13 +66,13 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 		return nil
 	}}
 	const n = 50
-	enqueueN(t, b, "brk", n, nil) // all waiting before the relay's first claim
+	b.EnqueueN(t, "brk", n, nil) // all waiting before the relay's first claim
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "brk", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
-	signals := testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.Pool, cfg)
 	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
 	})
-	if c := statusCounts(t, b); c["sent"] != n-1 || c["dead"] != 1 {
+	if c := b.StatusCounts(t); c["sent"] != n-1 || c["dead"] != 1 {
 		t.Fatalf("statuses %v, want %d sent and 1 dead", c, n-1)
 	}
 	fake.mu.Lock()
@@ -86,7 +87,7 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 		}
 		seen[sc.SpanID()] = true
 	}
-	if got := len(tm.ended("send brk")); got < n {
+	if got := len(tm.Ended("send brk")); got < n {
 		t.Fatalf("%d delivery spans ended, want one per row at least (%d)", got, n)
 	}
 }
@@ -101,15 +102,15 @@ func (panickingBatchSink) DeliverBatch(context.Context, []*sink.Delivery) []erro
 // A panic in DeliverBatch fails every delivery of the batch, retryably; the
 // relay keeps running.
 func TestBatchSinkPanicFailsTheBatch(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	fake := panickingBatchSink{}
-	enqueueN(t, b, "brk", 3, nil)
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(),
+	b.EnqueueN(t, "brk", 3, nil)
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(),
 		Sinks: []relay.SinkConfig{{Name: "brk", Sink: fake, MaxAttempts: 1}}})
 	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "dead") == 3
 	})
-	dead, err := b.ob.DeadLetters(b.ctx, b.pool, operator.DeadLetterFilter{})
+	dead, err := b.Outbox.DeadLetters(b.Ctx, b.Pool, operator.DeadLetterFilter{})
 	if err != nil || len(dead) != 3 || dead[0].LastError != "sink panicked: batch boom" {
 		t.Fatalf("dead letters %+v, %v", dead, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -51,10 +52,10 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) (*relay.Rela
 // took the snapshot; take_stats_lead.sql giving the lead to every relay
 // that asks.)
 func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
-	b := setup(t)
-	enqueueN(t, b, "elsewhere", 4, nil) // no relay has this sink: stays pending
-	cfg := relay.Config{Schema: b.ob.Schema(), StatsInterval: 50 * time.Millisecond,
-		Sinks: []relay.SinkConfig{{Name: "s", Sink: newRecordingSink()}}}
+	b := coretest.Setup(t)
+	b.EnqueueN(t, "elsewhere", 4, nil) // no relay has this sink: stays pending
+	cfg := relay.Config{Schema: b.Outbox.Schema(), StatsInterval: 50 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}}
 	type pod struct {
 		relay  *relay.Relay
 		stop   func()
@@ -62,9 +63,9 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	}
 	var pods []pod
 	for range 3 {
-		r, stop := startRelay(t, b.pool, cfg)
+		r, stop := startRelay(t, b.Pool, cfg)
 		reader := sdkmetric.NewManualReader()
-		reg, err := b.ob.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), b.pool,
+		reg, err := b.Outbox.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), b.Pool,
 			operator.GaugeConfig{Sinks: []string{"s"}, Refresh: time.Millisecond, Relay: r})
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +79,7 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 		// Polls the snapshot: which relay takes it is decided in the
 		// database, among the relays, at each stats interval.
 		testrelay.WaitFor(t, 10*time.Second, "a relay other than "+not+" leading", func() bool {
-			snap, err := b.ob.StatsSnapshot(b.ctx, b.pool)
+			snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool)
 			if err != nil || snap.TakenBy == not || time.Since(snap.TakenAt) > time.Second {
 				return false
 			}
@@ -97,10 +98,10 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 		var out []int
 		for i, p := range pods {
 			var rm metricdata.ResourceMetrics
-			if err := p.reader.Collect(b.ctx, &rm); err != nil {
+			if err := p.reader.Collect(b.Ctx, &rm); err != nil {
 				t.Fatal(err)
 			}
-			if rows, _ := findMetric(rm, "outbox.rows"); rows.Data != nil && len(rows.Data.(metricdata.Gauge[int64]).DataPoints) > 0 {
+			if rows, _ := coretest.FindMetric(rm, "outbox.rows"); rows.Data != nil && len(rows.Data.(metricdata.Gauge[int64]).DataPoints) > 0 {
 				out = append(out, i)
 			}
 		}
@@ -118,7 +119,7 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	// almost every snapshot.
 	takenBy := map[time.Time]string{}
 	testrelay.WaitFor(t, 10*time.Second, "eleven more snapshots", func() bool {
-		if snap, err := b.ob.StatsSnapshot(b.ctx, b.pool); err == nil {
+		if snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool); err == nil {
 			takenBy[snap.TakenAt] = snap.TakenBy
 		}
 		return len(takenBy) >= 12
@@ -148,34 +149,34 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 // (Mutations, each failing this test: delivery_rates.sql counting sent
 // rows of messages; the tally not counting retries.)
 func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	slow := sink.Func(func(ctx context.Context, _ *sink.Delivery) error {
 		time.Sleep(30 * time.Millisecond)
 		return nil
 	})
 	failing := sink.Func(func(context.Context, *sink.Delivery) error { return errors.New("nope") })
-	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []relay.SinkConfig{
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "slow", Sink: slow},
 		{Name: "failing", Sink: failing, MaxAttempts: 2, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 	}}
-	testrelay.Run(t, b.pool, cfg)
-	testrelay.Run(t, b.pool, cfg)
-	enqueueN(t, b, "slow", 10, nil)
-	enqueueN(t, b, "failing", 3, nil)
+	testrelay.Run(t, b.Pool, cfg)
+	testrelay.Run(t, b.Pool, cfg)
+	b.EnqueueN(t, "slow", 10, nil)
+	b.EnqueueN(t, "failing", 3, nil)
 	var rates map[string]operator.DeliveryRate
 	// Polls the counts: the relays add theirs at each stats interval, not
 	// per delivery.
 	testrelay.WaitFor(t, 20*time.Second, "every delivery counted", func() bool {
 		var err error
-		rates, err = b.ob.DeliveryRates(b.ctx, b.pool, 0)
+		rates, err = b.Outbox.DeliveryRates(b.Ctx, b.Pool, 0)
 		return err == nil && rates["slow"].Sent == 10 && rates["failing"].Dead == 3
 	})
 	// The rows themselves are not read: the counts outlive them (as they
 	// outlive pruning).
-	if _, err := b.pool.Exec(b.ctx, "DELETE FROM "+b.ob.Schema()+".messages"); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "DELETE FROM "+b.Outbox.Schema()+".messages"); err != nil {
 		t.Fatal(err)
 	}
-	again, err := b.ob.DeliveryRates(b.ctx, b.pool, 0)
+	again, err := b.Outbox.DeliveryRates(b.Ctx, b.Pool, 0)
 	if err != nil || again["slow"].Sent != 10 || again["failing"].Dead != 3 || again["failing"].Retried != 3 {
 		t.Fatalf("rates after the rows were deleted: %+v, %v; want them unchanged", again, err)
 	}

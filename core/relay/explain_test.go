@@ -1,50 +1,20 @@
 package relay_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )
-
-// planNode is the part of EXPLAIN (FORMAT JSON) this test reads.
-type planNode struct {
-	NodeType  string     `json:"Node Type"`
-	Relation  string     `json:"Relation Name"`
-	IndexName string     `json:"Index Name"`
-	Plans     []planNode `json:"Plans"`
-}
-
-// explain returns the plan PostgreSQL chooses for query with args, and
-// the plan as EXPLAIN printed it (for failure messages).
-func explain(t *testing.T, b bundle, query string, args ...any) (planNode, []byte) {
-	t.Helper()
-	var raw []byte
-	if err := b.pool.QueryRow(b.ctx, "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var plans []struct{ Plan planNode }
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
-	return plans[0].Plan, raw
-}
-
-func (n planNode) walk(visit func(planNode)) {
-	visit(n)
-	for _, c := range n.Plans {
-		c.walk(visit)
-	}
-}
 
 // With a long delivered history and a backlog, the claim must read ready rows
 // through the partial index in order: no sequential scan of messages (it
 // would read every sent row) and no sort of the backlog.
 func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const sent, backlog = 200_000, 50_000
 	for _, stmt := range []struct {
 		sql  string
@@ -58,19 +28,19 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 		  FROM generate_series(1, $1::int) g`, []any{backlog}},
 		{`ANALYZE {s}.messages`, nil},
 	} {
-		if _, err := b.pool.Exec(b.ctx, strings.ReplaceAll(stmt.sql, "{s}", b.ob.Schema()), stmt.args...); err != nil {
+		if _, err := b.Pool.Exec(b.Ctx, strings.ReplaceAll(stmt.sql, "{s}", b.Outbox.Schema()), stmt.args...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	q, err := store.New(b.ob.Schema())
+	q, err := store.New(b.Outbox.Schema())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The named parameters of claim.sql, in their $n order: sinks, limit,
 	// alive_for, waiter, token, lease.
-	plan, raw := explain(t, b, q.Texts().Claim, []string{"work"}, 1000, time.Minute, 0, uuid.New(), 30*time.Second)
+	plan, raw := b.Explain(t, q.Texts().Claim, []string{"work"}, 1000, time.Minute, 0, uuid.New(), 30*time.Second)
 	indexes := map[string]bool{}
-	plan.walk(func(n planNode) {
+	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the claim scans the whole messages table (sent history included):\n%s", raw)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -28,7 +29,7 @@ import (
 // fails this test; so do safetext.MaxErrorBytes or MaxReceiptBytes raised
 // to megabytes, which store a 10 KiB error or receipt whole.)
 func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	var mu sync.Mutex
 	deliveries := map[string]int{}
 	fake := sink.Func(func(_ context.Context, d *sink.Delivery) error {
@@ -51,20 +52,20 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	})
 	// Every row is claimed by one claim and finished in one lingering
 	// batch: one statement would carry the hostile text with the rest.
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: fake, MaxAttempts: 1}}})
 	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3", "long-error", "long-receipt"}
 	msgs := make([]core.Message, len(keys))
 	for i, k := range keys {
 		msgs[i] = core.Message{Sink: "hook", DedupKey: k, Payload: "x"}
 	}
-	if _, err := b.ob.EnqueueBatch(b.ctx, b.pool, msgs); err != nil {
+	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, msgs); err != nil {
 		t.Fatal(err)
 	}
 	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "") == len(keys)
 	})
-	counts := statusCounts(t, b)
+	counts := b.StatusCounts(t)
 	if counts["sent"] != 5 || counts["dead"] != 3 {
 		t.Fatalf("statuses %v, want 5 sent (3 good rows and the hostile and long receipts) and 3 dead", counts)
 	}
@@ -75,7 +76,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	dead, err := b.ob.DeadLetters(b.ctx, b.pool, operator.DeadLetterFilter{})
+	dead, err := b.Outbox.DeadLetters(b.Ctx, b.Pool, operator.DeadLetterFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 		}
 	}
 	var receipt string
-	if err := b.pool.QueryRow(b.ctx, "SELECT receipt->>'ts' FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'hostile-receipt'").Scan(&receipt); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt->>'ts' FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'hostile-receipt'").Scan(&receipt); err != nil {
 		t.Fatal(err)
 	}
 	if receipt != `1\x00`+"\uFFFD" { // json.Marshal already made \xff U+FFFD
@@ -97,8 +98,8 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	}
 	// Stored text is bounded: 2 KiB per error, 8 KiB per receipt.
 	var errBytes, receiptBytes int
-	if err := b.pool.QueryRow(b.ctx, "SELECT (SELECT octet_length(last_error) FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'long-error'), "+
-		"(SELECT octet_length(receipt::text) FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'long-receipt')").Scan(&errBytes, &receiptBytes); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT (SELECT octet_length(last_error) FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'long-error'), "+
+		"(SELECT octet_length(receipt::text) FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'long-receipt')").Scan(&errBytes, &receiptBytes); err != nil {
 		t.Fatal(err)
 	}
 	if errBytes > 2<<10 || receiptBytes > 8<<10 {
@@ -113,15 +114,15 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 // is logged. (On fb9f77d: no row of the batch was written. Mutation: write
 // never falling back to writeEach fails this test.)
 func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
-	b := setup(t)
-	enqueueN(t, b, "s", 3, nil)
-	ids, token, err := relay.Claim(b.ctx, b.pool, b.ob.Schema(), []string{"s"}, 10, time.Minute)
+	b := coretest.Setup(t)
+	b.EnqueueN(t, "s", 3, nil)
+	ids, token, err := relay.Claim(b.Ctx, b.Pool, b.Outbox.Schema(), []string{"s"}, 10, time.Minute)
 	if err != nil || len(ids) != 3 {
 		t.Fatalf("claimed %v, %v", ids, err)
 	}
 	slices.Sort(ids)
 	logger, logs := captureLogs()
-	written := relay.WriteOutcomes(testdb.Pool(t, 2), b.ob.Schema(), logger, time.Hour, []relay.TestOutcome{
+	written := relay.WriteOutcomes(testdb.Pool(t, 2), b.Outbox.Schema(), logger, time.Hour, []relay.TestOutcome{
 		{ID: ids[0], Token: token, Status: operator.StatusSent},
 		{ID: ids[1], Token: token, Status: operator.StatusFailed, Err: "refused \xff\x00"},
 		{ID: ids[2], Token: token, Status: operator.StatusSent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
@@ -129,7 +130,7 @@ func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
 	if !slices.Equal(written, []bool{true, true, true}) {
 		t.Fatalf("written = %v, want every row written", written)
 	}
-	rows, err := b.pool.Query(b.ctx, "SELECT status, COALESCE(last_error, ''), receipt IS NULL FROM "+b.ob.Schema()+".messages ORDER BY id")
+	rows, err := b.Pool.Query(b.Ctx, "SELECT status, COALESCE(last_error, ''), receipt IS NULL FROM "+b.Outbox.Schema()+".messages ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -45,18 +46,18 @@ func (s *startTimes) sorted() []time.Time {
 // in any one-second window. (Mutation: a limiter row per relay instead of
 // per sink starts 16 in a window.)
 func TestRateLimitHoldsAcrossRelays(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const n = 60
 	limit := sink.RateLimit{Rate: 5, Per: time.Second, Burst: 1}
 	var starts startTimes
 	fake := sink.Func(func(context.Context, *sink.Delivery) error { starts.add(); return nil })
-	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 50 * time.Millisecond,
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "limited", Sink: fake, RateLimit: &limit}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	enqueueN(t, b, "limited", n, nil)
+	b.EnqueueN(t, "limited", n, nil)
 	signals.WaitWritten(t, time.Minute, "limited", "sent", n)
 	times := starts.sorted()
 	if len(times) != n {
@@ -77,7 +78,7 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 // nothing starts until its pause has passed. (Mutation: a pause kept only
 // by the relay that got the 429 starts deliveries inside it.)
 func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const (
 		pause       = time.Second
 		messages    = 30
@@ -100,14 +101,14 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		}
 		return nil
 	})
-	other := newRecordingSink()
-	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	other := coretest.NewRecordingSink()
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "busy", Sink: fake, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	enqueueN(t, b, "busy", messages, nil)
+	b.EnqueueN(t, "busy", messages, nil)
 	signals.WaitWritten(t, 30*time.Second, "busy", "sent", messages)
 	mu.Lock()
 	defer mu.Unlock()
@@ -130,11 +131,11 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		t.Fatalf("only %d of %d deliveries started after the pause; the 429 came too late to test it", resumed, messages)
 	}
 	// Other sinks keep flowing while one is paused.
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 5*time.Second, "other", "sent", 1)
-	if n := len(other.snapshot()); n != 1 {
+	if n := len(other.Snapshot()); n != 1 {
 		t.Fatalf("the other sink got %d deliveries, want 1", n)
 	}
 }
@@ -196,17 +197,17 @@ func (s *keyedSink) Deliver(_ context.Context, d *sink.Delivery) error {
 // test: a destination gets 4-6 deliveries within a second; groupByKey
 // giving every row one key fails it: at most 3 over both destinations.)
 func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const perKey = 6
 	limit := sink.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
 	signals := &testsignal.Relay{}
 	for i := range 3 {
-		cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+		cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{keyed, i}, MaxInFlight: 2, RateLimit: &limit}}}
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	enqueueN(t, b, "keyed", 2*perKey+1, func(i int, m *core.Message) {
+	b.EnqueueN(t, "keyed", 2*perKey+1, func(i int, m *core.Message) {
 		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
 	})
 	signals.WaitWritten(t, time.Minute, "keyed", "sent", 2*perKey)
@@ -242,7 +243,7 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	// This polls: what it waits for is the clock passing those permits.
 	testrelay.WaitFor(t, 10*time.Second, "idle per-key limits pruned", func() bool {
 		var n int
-		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".sink_key_limits").Scan(&n)
+		err := b.Pool.QueryRow(b.Ctx, "SELECT count(*) FROM "+b.Outbox.Schema()+".sink_key_limits").Scan(&n)
 		return err == nil && n == 0
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -52,35 +53,35 @@ func captureLogs() (*slog.Logger, *syncBuffer) {
 }
 
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
-	b := setup(t)
-	rec := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}})
-	enqueueN(t, b, "rec", 100, nil)
+	b := coretest.Setup(t)
+	rec := coretest.NewRecordingSink()
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}})
+	b.EnqueueN(t, "rec", 100, nil)
 	signals.WaitWritten(t, 30*time.Second, "rec", "sent", 100)
-	if n := len(rec.snapshot()); n != 100 {
+	if n := len(rec.Snapshot()); n != 100 {
 		t.Fatalf("%d deliveries, want 100", n)
 	}
-	if c := statusCounts(t, b); c["sent"] != 100 {
+	if c := b.StatusCounts(t); c["sent"] != 100 {
 		t.Fatalf("rows %v, want 100 sent", c)
 	}
 }
 
 func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const n = 10_000
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	signals := &testsignal.Relay{}
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
-		testrelay.RunWith(t, pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
+		testrelay.RunWith(t, pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
 	}
-	ids := enqueueN(t, b, "rec", n, nil)
+	ids := b.EnqueueN(t, "rec", n, nil)
 	signals.WaitWritten(t, time.Minute, "rec", "sent", n)
-	if c := statusCounts(t, b); c["sent"] != n {
+	if c := b.StatusCounts(t); c["sent"] != n {
 		t.Fatalf("rows %v, want %d sent", c, n)
 	}
 	seen := map[int64]int{}
-	for _, d := range rec.snapshot() {
+	for _, d := range rec.Snapshot() {
 		seen[d.ID]++
 	}
 	for _, id := range ids {
@@ -94,7 +95,7 @@ func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 }
 
 func TestZombieCompletionChangesNothing(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	logger, logs := captureLogs()
 	release := make(chan struct{})
 	firstStarted := make(chan struct{})
@@ -109,12 +110,12 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 		}
 		return d.SetReceipt("second")
 	})
-	cfg := relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
+	cfg := relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, cfg, signals)
 	testrelay.RunWith(t, testdb.Pool(t, 2), cfg, signals)
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	<-firstStarted
@@ -126,7 +127,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	}
 	var receipt string
 	var attempts int
-	if err := b.pool.QueryRow(b.ctx, "SELECT receipt #>> '{}', attempts FROM "+b.ob.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt #>> '{}', attempts FROM "+b.Outbox.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if receipt != "second" || attempts != 2 {
@@ -135,8 +136,8 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 }
 
 func TestCrashLoopingMessageEndsDead(t *testing.T) {
-	b := setup(t)
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
+	b := coretest.Setup(t)
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// Three relays claim the message and die before writing anything. This
@@ -144,7 +145,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	// lease, which no relay signals.
 	for attempt := 1; attempt <= 3; attempt++ {
 		testrelay.WaitFor(t, 10*time.Second, fmt.Sprintf("claim %d", attempt), func() bool {
-			n, err := relay.ClaimAndAbandon(b.ctx, b.pool, b.ob.Schema(), []string{"s"}, 10, 10*time.Millisecond)
+			n, err := relay.ClaimAndAbandon(b.Ctx, b.Pool, b.Outbox.Schema(), []string{"s"}, 10, 10*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +155,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	logger, logs := captureLogs()
 	delivered := atomic.Int32{}
 	fake := sink.Func(func(context.Context, *sink.Delivery) error { delivered.Add(1); return nil })
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}, PollInterval: 20 * time.Millisecond, Logger: logger})
 	signals.WaitWritten(t, 10*time.Second, "s", "dead", 1)
 	if delivered.Load() != 0 {
 		t.Fatalf("a message that exhausted its attempts was delivered again")
@@ -168,7 +169,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 }
 
 func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const initial = 2 * time.Second
 	var mu sync.Mutex
 	starts := map[string][]time.Time{}
@@ -185,10 +186,10 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
-		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +200,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		t.Fatalf("retry came %v after the failure, want at least the %s backoff (less jitter)", got[1].Sub(got[0]), initial)
 	}
 	var attempts, failedAttempts int
-	err := b.pool.QueryRow(b.ctx, "SELECT attempts, (SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts a WHERE a.message_id = m.id) FROM "+b.ob.Schema()+".messages m WHERE dedup_key = 'rate-limited'").Scan(&attempts, &failedAttempts)
+	err := b.Pool.QueryRow(b.Ctx, "SELECT attempts, (SELECT count(*) FROM "+b.Outbox.Schema()+".failed_attempts a WHERE a.message_id = m.id) FROM "+b.Outbox.Schema()+".messages m WHERE dedup_key = 'rate-limited'").Scan(&attempts, &failedAttempts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 }
 
 func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	const keys, perKey = 20, 200
 	var mu sync.Mutex
 	byKey := map[string][]int64{}
@@ -222,13 +223,13 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond,
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, MaxAttempts: 100, Backoff: relay.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
 	signals := &testsignal.Relay{}
 	for range 4 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	enqueueN(t, b, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
+	b.EnqueueN(t, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
 	signals.WaitWritten(t, 2*time.Minute, "s", "sent", keys*perKey)
 	mu.Lock()
 	defer mu.Unlock()
@@ -252,28 +253,28 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 // them. Mutation: the claim taking every sink's ready rows, which the relay
 // then hands back, fails this test; so does the rows gauge observing 0.)
 func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	logger, logs := captureLogs()
-	oldSink, newSink := newRecordingSink(), newRecordingSink()
+	oldSink, newSink := coretest.NewRecordingSink(), coretest.NewRecordingSink()
 	// The new version's producers were quicker than the old relay's start:
 	// it looks for unconfigured sinks when it starts, then once a minute.
-	enqueueN(t, b, "added", 5, nil)
+	b.EnqueueN(t, "added", 5, nil)
 	tm := newTelemetry(t)
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Logger: logger, PollInterval: 20 * time.Millisecond,
-		MeterProvider: tm.mp, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
-	enqueueN(t, b, "known", 10, nil)
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Logger: logger, PollInterval: 20 * time.Millisecond,
+		MeterProvider: tm.MeterProvider, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
+	b.EnqueueN(t, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == 10
 	})
 	signals.UnconfiguredSinks.Wait(t, 10*time.Second, "the unconfigured sink reported", func(all [][]string) bool {
 		return len(all) > 0 && slices.Contains(all[len(all)-1], "added")
 	})
-	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["pending"] != 5 || len(c) != 1 {
+	if c := testdb.StatusCounts(t, b.Pool, b.Outbox, "added"); c["pending"] != 5 || len(c) != 1 {
 		t.Fatalf("rows of the unconfigured sink: %v, want 5 pending", c)
 	}
 	var attempts, touched int
-	if err := b.pool.QueryRow(b.ctx, "SELECT COALESCE(sum(attempts), 0), count(*) FILTER (WHERE last_error IS NOT NULL OR updated_at <> created_at) FROM "+
-		b.ob.Schema()+".messages WHERE sink = 'added'").Scan(&attempts, &touched); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT COALESCE(sum(attempts), 0), count(*) FILTER (WHERE last_error IS NOT NULL OR updated_at <> created_at) FROM "+
+		b.Outbox.Schema()+".messages WHERE sink = 'added'").Scan(&attempts, &touched); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != 0 || touched != 0 {
@@ -282,32 +283,32 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	if !strings.Contains(logs.String(), "sink=added") || !strings.Contains(logs.String(), "does not have") {
 		t.Fatalf("no warning about the unconfigured sink:\n%s", logs.String())
 	}
-	waiting, err := b.ob.UnconfiguredSinks(b.ctx, b.pool, []string{"known"})
+	waiting, err := b.Outbox.UnconfiguredSinks(b.Ctx, b.Pool, []string{"known"})
 	if err != nil || len(waiting) != 1 || waiting[0].Sink != "added" || waiting[0].Waiting != 5 {
 		t.Fatalf("UnconfiguredSinks = %+v, %v", waiting, err)
 	}
 	// The gauges (outbox_unconfigured_sinks_* in Prometheus) report them.
-	rm := tm.collect(t)
-	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
+	rm := tm.Collect(t)
+	if m, ok := coretest.FindMetric(rm, "outbox.unconfigured_sinks.rows"); !ok {
 		t.Error("no outbox.unconfigured_sinks.rows gauge")
 	} else if p := m.Data.(metricdata.Gauge[int64]).DataPoints; len(p) != 1 || p[0].Value != 5 {
 		t.Errorf("outbox.unconfigured_sinks.rows = %+v, want 5", p)
 	}
-	if m, ok := findMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
+	if m, ok := coretest.FindMetric(rm, "outbox.unconfigured_sinks.oldest_pending.age"); !ok {
 		t.Error("no outbox.unconfigured_sinks.oldest_pending.age gauge")
 	} else if p := m.Data.(metricdata.Gauge[float64]).DataPoints; len(p) != 1 || p[0].Value <= 0 {
 		t.Errorf("outbox.unconfigured_sinks.oldest_pending.age = %+v, want the waiting rows' age", p)
 	}
 
 	// The next version's relay has the sink.
-	next := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	next := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
 	next.WaitWritten(t, 10*time.Second, "added", "sent", 5)
-	if c := testdb.StatusCounts(t, b.pool, b.ob, "added"); c["sent"] != 5 {
+	if c := testdb.StatusCounts(t, b.Pool, b.Outbox, "added"); c["sent"] != 5 {
 		t.Fatalf("rows of the added sink: %v, want 5 sent", c)
 	}
 	seen := map[int64]int{}
-	for _, d := range newSink.snapshot() {
+	for _, d := range newSink.Snapshot() {
 		seen[d.ID]++
 		if d.Attempt != 1 {
 			t.Errorf("row %d delivered at attempt %d, want 1", d.ID, d.Attempt)
@@ -319,15 +320,15 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 }
 
 func TestListenerSurvivesTerminatedConnection(t *testing.T) {
-	b := setup(t)
-	rec := newRecordingSink()
+	b := coretest.Setup(t)
+	rec := coretest.NewRecordingSink()
 	// An hour-long poll interval: only notifications can wake the relay.
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: time.Hour})
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: time.Hour})
 	listenerPID := func() int {
 		t.Helper()
 		var pid int
-		err := b.pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
-			relay.ListenerApplicationName, b.ob.Schema()).Scan(&pid)
+		err := b.Pool.QueryRow(b.Ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%' || $2 || '%'`,
+			relay.ListenerApplicationName, b.Outbox.Schema()).Scan(&pid)
 		if err != nil {
 			t.Fatalf("no listener connection after the listener signalled: %v", err)
 		}
@@ -338,27 +339,27 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	// may have missed it); in the second, only a notification wakes it.
 	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to wait for work", 2)
 	first := listenerPID()
-	enqueueN(t, b, "rec", 1, nil)
+	b.EnqueueN(t, "rec", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 1)
 
-	if _, err := b.pool.Exec(b.ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
+	if _, err := b.Pool.Exec(b.Ctx, "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
 	signals.Listening.WaitCount(t, 20*time.Second, "a new listener connection", 2)
 	if pid := listenerPID(); pid == first {
 		t.Fatalf("the listener signalled a reconnection but still runs on backend %d", pid)
 	}
-	if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 2)
-	if n := len(rec.snapshot()); n != 2 {
+	if n := len(rec.Snapshot()); n != 2 {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
 }
 
 func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	var calls atomic.Int32
 	fake := sink.Func(func(context.Context, *sink.Delivery) error {
 		if calls.Add(1) == 1 {
@@ -366,12 +367,12 @@ func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
-	enqueueN(t, b, "s", 1, nil)
+	b.EnqueueN(t, "s", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)
 	var recorded string
-	if err := b.pool.QueryRow(b.ctx, "SELECT error FROM "+b.ob.Schema()+".failed_attempts").Scan(&recorded); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT error FROM "+b.Outbox.Schema()+".failed_attempts").Scan(&recorded); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(recorded, "sink panicked: boom") {
@@ -380,7 +381,7 @@ func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 }
 
 func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	started := make(chan struct{})
 	var once sync.Once
 	fake := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
@@ -388,26 +389,26 @@ func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // a delivery in progress when shutdown begins
 		return nil
 	})
-	r, err := relay.New(b.pool, relay.Config{Schema: b.ob.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
+	r, err := relay.New(b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(b.Ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
-	enqueueN(t, b, "s", 5, nil)
+	b.EnqueueN(t, "s", 5, nil)
 	<-started
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if c := statusCounts(t, b); c["sent"] != 5 {
+	if c := b.StatusCounts(t); c["sent"] != 5 {
 		t.Fatalf("after shutdown: %v, want all 5 in-flight deliveries finished and written", c)
 	}
 }
 
 func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	var calls sync.Map
 	fake := sink.Func(func(_ context.Context, d *sink.Delivery) error {
 		if _, again := calls.LoadOrStore(d.ID, true); !again && d.DedupKey == "k-0" {
@@ -415,15 +416,15 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
-	enqueueN(t, b, "s", 50, nil)
+	b.EnqueueN(t, "s", 50, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 50)
-	if c := statusCounts(t, b); len(c) != 0 {
+	if c := b.StatusCounts(t); len(c) != 0 {
 		t.Fatalf("rows left after every one was delivered: %v", c)
 	}
 	var orphans int
-	if err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".failed_attempts").Scan(&orphans); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT count(*) FROM "+b.Outbox.Schema()+".failed_attempts").Scan(&orphans); err != nil {
 		t.Fatal(err)
 	}
 	if orphans != 0 {
@@ -435,7 +436,7 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 // ignores its cancelled context; the sink's row stays leased. (Mutation:
 // drain waiting an hour instead of shutdownAbandonAfter fails this test.)
 func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
 	started := make(chan struct{}, 1)
@@ -444,15 +445,15 @@ func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 		<-stuck // ignores its context
 		return nil
 	})
-	r, err := relay.New(b.pool, relay.Config{Schema: b.ob.Schema(), ShutdownTimeout: 100 * time.Millisecond,
+	r, err := relay.New(b.Pool, relay.Config{Schema: b.Outbox.Schema(), ShutdownTimeout: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(b.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	enqueueN(t, b, "s", 1, nil)
+	b.EnqueueN(t, "s", 1, nil)
 	<-started
 	cancel()
 	select {
@@ -463,7 +464,7 @@ func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return although its shutdown timeout passed")
 	}
-	if c := statusCounts(t, b); c["in_progress"] != 1 {
+	if c := b.StatusCounts(t); c["in_progress"] != 1 {
 		t.Fatalf("the abandoned row must stay leased until its lease expires: %v", c)
 	}
 }
@@ -489,21 +490,21 @@ func (*statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQuer
 // so the key's next row waits for it) ends the linger at once. The linger
 // here is an hour: without the urgent outcome the test would time out.
 func TestCompleterLingersUnlessUrgent(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	cfg, err := pgxpool.ParseConfig(testdb.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := &statementCounter{marker: "WITH f AS"}
 	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
 	written := make(chan struct{})
 	go func() {
-		relay.WriteOutcomes(pool, b.ob.Schema(), nil, time.Hour, []relay.TestOutcome{
+		relay.WriteOutcomes(pool, b.Outbox.Schema(), nil, time.Hour, []relay.TestOutcome{
 			{ID: -1, Token: uuid.New(), Status: operator.StatusSent},
 			{ID: -2, Token: uuid.New(), Status: operator.StatusSent},
 			{ID: -3, Token: uuid.New(), Status: operator.StatusSent},
@@ -611,7 +612,7 @@ func rolePool(t *testing.T, admin *pgxpool.Pool, ob *testdb.Outbox) (*pgxpool.Po
 func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox) (*relay.Relay, <-chan error, *testsignal.Relay) {
 	t.Helper()
 	r, err := relay.New(pool, relay.Config{Schema: ob.Schema(), PollInterval: 10 * time.Millisecond,
-		Sinks: []relay.SinkConfig{{Name: "s", Sink: newRecordingSink()}}})
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

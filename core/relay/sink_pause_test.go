@@ -9,6 +9,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -25,41 +26,41 @@ import (
 // to stop deliveries, and this test passes; the claim's check alone is
 // TestPauseTheRelayHasNotHeardOfStopsClaims's.)
 func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
-	b := setup(t)
-	shared, throttled, limited := newRecordingSink(), newRecordingSink(), newRecordingSink()
+	b := coretest.Setup(t)
+	shared, throttled, limited := coretest.NewRecordingSink(), coretest.NewRecordingSink(), coretest.NewRecordingSink()
 	var retryAfterOnce atomic.Bool
-	limited.fail = func(*sink.Delivery) error {
+	limited.Fail = func(*sink.Delivery) error {
 		if retryAfterOnce.CompareAndSwap(false, true) {
 			return sink.RetryAfter(time.Hour, errors.New("429 Too Many Requests"))
 		}
 		return nil
 	}
-	cfg := relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond, Sinks: []relay.SinkConfig{
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "shared", Sink: shared},
 		{Name: "throttled", Sink: throttled, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second}},
 		{Name: "limited", Sink: limited},
 	}}
 	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.RunWith(t, b.pool, cfg, signals)
+		testrelay.RunWith(t, b.Pool, cfg, signals)
 	}
 
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "throttled", operator.Pause{For: time.Hour, By: "alice"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "throttled", operator.Pause{For: time.Hour, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	enqueueN(t, b, "shared", 3, nil)
-	enqueueN(t, b, "throttled", 3, nil)
+	b.EnqueueN(t, "shared", 3, nil)
+	b.EnqueueN(t, "throttled", 3, nil)
 	// One message meets the Retry-After first; the others come once the
 	// pause is stored (before the rate-limited outcome is written): rows
 	// already in flight beside it could still go out, since a Retry-After
 	// pause is not instantaneous (docs/guarantees.md).
-	enqueueN(t, b, "limited", 1, nil)
+	b.EnqueueN(t, "limited", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "limited", "pending", 1)
-	enqueueN(t, b, "limited", 3, nil) // the first again (a duplicate) and two more
-	states, err := b.ob.SinkStates(b.ctx, b.pool)
+	b.EnqueueN(t, "limited", 3, nil) // the first again (a duplicate) and two more
+	states, err := b.Outbox.SinkStates(b.Ctx, b.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +79,12 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	// needs a span of time; they claim every 20ms and on every enqueue).
 	const pausedRounds = 25
 	signals.Idle.WaitCount(t, 10*time.Second, "the claim loops to look for work", len(signals.Idle.All())+pausedRounds)
-	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 0 {
+	if n := len(shared.Snapshot()) + len(throttled.Snapshot()) + len(limited.Snapshot()); n != 0 {
 		t.Fatalf("%d deliveries to paused sinks", n)
 	}
 
 	for _, name := range []string{"shared", "throttled", "limited"} {
-		was, err := b.ob.ResumeSink(b.ctx, b.pool, name, "bob", "partner is back")
+		was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, name, "bob", "partner is back")
 		if err != nil || !was {
 			t.Fatalf("resume %s: %v, %v", name, was, err)
 		}
@@ -92,17 +93,17 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	for _, name := range []string{"shared", "throttled", "limited"} {
 		signals.WaitWritten(t, 10*time.Second, name, "sent", 3)
 	}
-	if n := len(shared.snapshot()) + len(throttled.snapshot()) + len(limited.snapshot()); n != 9 {
+	if n := len(shared.Snapshot()) + len(throttled.Snapshot()) + len(limited.Snapshot()); n != 9 {
 		t.Fatalf("%d deliveries after the resume, want 3 per sink", n)
 	}
-	states, _ = b.ob.SinkStates(b.ctx, b.pool)
+	states, _ = b.Outbox.SinkStates(b.Ctx, b.Pool)
 	if s := states["shared"]; s.Paused() || s.ChangedBy != "bob" || s.ChangeReason != "partner is back" || s.ChangedAt == nil {
 		t.Errorf("after resume: %+v", s)
 	}
-	if was, err := b.ob.ResumeSink(b.ctx, b.pool, "shared", "bob", ""); err != nil || was {
+	if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "shared", "bob", ""); err != nil || was {
 		t.Errorf("resuming a running sink: %v, %v, want not paused", was, err)
 	}
-	if _, err := b.ob.PauseSink(b.ctx, b.pool, "shared", operator.Pause{For: -time.Second}); err == nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "shared", operator.Pause{For: -time.Second}); err == nil {
 		t.Error("a negative pause was accepted")
 	}
 }
@@ -112,26 +113,26 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 // the database.
 // (Mutation: claim.sql without its pause check fails this test.)
 func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
-	b := setup(t)
-	rec := newRecordingSink()
+	b := coretest.Setup(t)
+	rec := coretest.NewRecordingSink()
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.pool, relay.Config{Schema: b.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	testrelay.RunWith(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}, signals)
 	// The relay has loaded the pauses (none) and listens; the pause is
 	// stored as PauseSink stores it, but without the notification.
 	signals.Listening.WaitCount(t, 10*time.Second, "the relay listening", 1)
-	if _, err := b.pool.Exec(b.ctx, "INSERT INTO "+b.ob.Schema()+".sink_limits (sink, paused_until, manual_until, until_resumed, changed_by) "+
+	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+".sink_limits (sink, paused_until, manual_until, until_resumed, changed_by) "+
 		"VALUES ('s', now() + interval '1 hour', now() + interval '1 hour', false, 'alice')"); err != nil {
 		t.Fatal(err)
 	}
-	enqueueN(t, b, "s", 3, nil)
+	b.EnqueueN(t, "s", 3, nil)
 	const pausedRounds = 25
 	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to look for work", len(signals.Idle.All())+pausedRounds)
-	if n := len(rec.snapshot()); n != 0 {
+	if n := len(rec.Snapshot()); n != 0 {
 		t.Fatalf("%d deliveries to a sink paused in the database", n)
 	}
 	// The relay does deliver them once the pause ends (and it is told).
-	if was, err := b.ob.ResumeSink(b.ctx, b.pool, "s", "bob", ""); err != nil || !was {
+	if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !was {
 		t.Fatalf("resume: %v, %v", was, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)

@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -74,11 +75,11 @@ func (k *keyedRecorder) Deliver(_ context.Context, d *sink.Delivery) error {
 // sees the lower-case key; calling it without the budget's timeout fails
 // the deadline check; calling it twice per row fails the count.)
 func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	stage := &upperStage{sinksPrepped: map[string]int{}}
 	keyed := &keyedRecorder{}
-	plain := newRecordingSink()
-	signals := testrelay.Run(t, b.pool, relay.Config{Schema: b.ob.Schema(), Stage: stage, Sinks: []relay.SinkConfig{
+	plain := coretest.NewRecordingSink()
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Stage: stage, Sinks: []relay.SinkConfig{
 		{Name: "keyed", Sink: keyed, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second, PerKey: true}},
 		{Name: "plain", Sink: plain},
 	}})
@@ -88,7 +89,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 		{Sink: "plain", DedupKey: "p1", Payload: map[string]string{"to": "gamma"}},
 		{Sink: "plain", DedupKey: "p2", Payload: map[string]string{"nothing": "here"}},
 	} {
-		if _, err := b.ob.Enqueue(b.ctx, b.pool, m); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, m); err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
@@ -105,7 +106,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 	if !strings.Contains(got, `{"to":"ALPHA","prepared":true}`) || !strings.Contains(got, `{"to":"BETA","prepared":true}`) {
 		t.Errorf("the keyed sink delivered %s, want the prepared payloads", got)
 	}
-	if d := plain.snapshot(); len(d) != 1 || string(d[0].Payload) != `{"to":"GAMMA","prepared":true}` {
+	if d := plain.Snapshot(); len(d) != 1 || string(d[0].Payload) != `{"to":"GAMMA","prepared":true}` {
 		t.Errorf("the plain sink delivered %v, want the one prepared payload", d)
 	}
 	stage.mu.Lock()
@@ -117,7 +118,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 		t.Errorf("Prepare calls per sink %v, want one per row", stage.sinksPrepped)
 	}
 	var lastError string
-	if err := b.pool.QueryRow(b.ctx, "SELECT last_error FROM "+b.ob.Schema()+".messages WHERE dedup_key = 'p2'").Scan(&lastError); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT last_error FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'p2'").Scan(&lastError); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(lastError, "no destination in the payload") {

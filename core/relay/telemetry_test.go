@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"context"
 	"errors"
 	"reflect"
 	"strconv"
@@ -13,9 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,40 +20,19 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
-// telemetry is an SDK tracer and meter provider recording in memory.
-type telemetry struct {
-	tp     *sdktrace.TracerProvider
-	spans  *tracetest.InMemoryExporter
-	mp     *sdkmetric.MeterProvider
-	reader *sdkmetric.ManualReader
-}
+// telemetry is coretest's in-memory providers with what the relay's tests
+// add: waiting for delivery spans, a relay recording into them, and a
+// producer span.
+type telemetry struct{ coretest.Telemetry }
 
 func newTelemetry(t *testing.T) telemetry {
 	t.Helper()
-	tm := telemetry{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
-	// A syncer exports each span as it ends, so tests can poll for it.
-	tm.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tm.spans))
-	tm.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(tm.reader))
-	t.Cleanup(func() {
-		_ = tm.tp.Shutdown(context.Background())
-		_ = tm.mp.Shutdown(context.Background())
-	})
-	return tm
-}
-
-// ended returns the ended spans called name, in the order they ended.
-func (tm telemetry) ended(name string) tracetest.SpanStubs {
-	var out tracetest.SpanStubs
-	for _, s := range tm.spans.GetSpans() {
-		if s.Name == name {
-			out = append(out, s)
-		}
-	}
-	return out
+	return telemetry{coretest.NewTelemetry(t)}
 }
 
 // waitSpans waits until n delivery attempts of sink have ended (written or
@@ -74,24 +50,15 @@ func (tm telemetry) waitSpans(t *testing.T, signals *testsignal.Relay, sink stri
 		}
 		return attempts >= n
 	})
-	spans := tm.ended("send " + sink)
+	spans := tm.Ended("send " + sink)
 	if len(spans) < n {
 		t.Fatalf("%d delivery spans of sink %s ended, want %d: one per attempt", len(spans), sink, n)
 	}
 	return spans
 }
 
-func (tm telemetry) collect(t *testing.T) metricdata.ResourceMetrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := tm.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	return rm
-}
-
 // relayConfig is a fast-polling relay with one sink, recording into tm.
-func (tm telemetry) relayConfig(b bundle, sink relay.SinkConfig) relay.Config {
+func (tm telemetry) relayConfig(b coretest.Bundle, sink relay.SinkConfig) relay.Config {
 	if sink.Type == "" {
 		sink.Type = "test"
 	}
@@ -99,21 +66,21 @@ func (tm telemetry) relayConfig(b bundle, sink relay.SinkConfig) relay.Config {
 		sink.Backoff = relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 	}
 	return relay.Config{
-		Schema:         b.ob.Schema(),
+		Schema:         b.Outbox.Schema(),
 		Sinks:          []relay.SinkConfig{sink},
 		PollInterval:   20 * time.Millisecond,
-		TracerProvider: tm.tp,
-		MeterProvider:  tm.mp,
+		TracerProvider: tm.TracerProvider,
+		MeterProvider:  tm.MeterProvider,
 	}
 }
 
 // produce enqueues one message for sink inside a producer span and returns
 // the row id and the producer's span context.
-func (tm telemetry) produce(t *testing.T, b bundle, sink, key string) (int64, trace.SpanContext) {
+func (tm telemetry) produce(t *testing.T, b coretest.Bundle, sink, key string) (int64, trace.SpanContext) {
 	t.Helper()
-	ctx, span := tm.tp.Tracer("producer").Start(b.ctx, "POST /orders")
+	ctx, span := tm.TracerProvider.Tracer("producer").Start(b.Ctx, "POST /orders")
 	defer span.End()
-	res, err := b.ob.Enqueue(ctx, b.pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
+	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,18 +108,18 @@ func attrsOf(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
 }
 
 func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
-	rec.fail = failOnce(errors.New("receiver said 500"))
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
+	rec := coretest.NewRecordingSink()
+	rec.Fail = failOnce(errors.New("receiver said 500"))
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
 
 	id, producer := tm.produce(t, b, "hooks", "order-42")
 	spans := tm.waitSpans(t, signals, "hooks", 2)
 	if len(spans) != 2 {
 		t.Fatalf("got %d delivery spans, want 2", len(spans))
 	}
-	if got := rec.snapshot()[0].Headers["traceparent"]; !strings.Contains(got, producer.TraceID().String()) {
+	if got := rec.Snapshot()[0].Headers["traceparent"]; !strings.Contains(got, producer.TraceID().String()) {
 		t.Errorf("delivery headers carry traceparent %q, want the producer's trace %s", got, producer.TraceID())
 	}
 	for i, s := range spans {
@@ -194,11 +161,11 @@ func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
 }
 
 func TestLinkProducerSpanStartsANewTraceLinkedToTheProducer(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: newRecordingSink()})
+	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: coretest.NewRecordingSink()})
 	cfg.LinkProducerSpan = true
-	signals := testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.Pool, cfg)
 
 	_, producer := tm.produce(t, b, "hooks", "k")
 	s := tm.waitSpans(t, signals, "hooks", 1)[0]
@@ -225,11 +192,11 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := setup(t)
+			b := coretest.Setup(t)
 			tm := newTelemetry(t)
-			rec := newRecordingSink()
-			rec.fail = failOnce(c.fail)
-			signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
+			rec := coretest.NewRecordingSink()
+			rec.Fail = failOnce(c.fail)
+			signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
 			tm.produce(t, b, "s", "k")
 			spans := tm.waitSpans(t, signals, "s", len(c.want))
 			for i, want := range c.want {
@@ -245,13 +212,13 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 // again; the late result of the first attempt changes nothing and its span
 // says so.
 func TestDeliverySpanOutcomeZombie(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
 	release := make(chan struct{})
 	var unblock sync.Once
 	var firstStarted atomic.Bool
-	rec := newRecordingSink()
-	rec.fail = func(d *sink.Delivery) error {
+	rec := coretest.NewRecordingSink()
+	rec.Fail = func(d *sink.Delivery) error {
 		if d.Attempt == 1 {
 			firstStarted.Store(true)
 			<-release // a sink that ignores its deadline
@@ -260,7 +227,7 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 	}
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec})
 	cfg.Lease = 300 * time.Millisecond
-	signals := testrelay.Run(t, b.pool, cfg)
+	signals := testrelay.Run(t, b.Pool, cfg)
 	// Runs before the relay's cleanup, so a failing test does not leave
 	// the stuck delivery holding up the relay's shutdown.
 	t.Cleanup(func() { unblock.Do(func() { close(release) }) })
@@ -281,18 +248,18 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 }
 
 func TestClaimAndRateLimitWaitSpans(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	// 20 per second, burst 1: of three rows claimed together, the later two
 	// wait for their permits.
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
 		RateLimit: &sink.RateLimit{Rate: 20, Per: time.Second, Burst: 1}}))
-	enqueueN(t, b, "slow", 3, nil)
+	b.EnqueueN(t, "slow", 3, nil)
 
 	deliveries := tm.waitSpans(t, signals, "slow", 3)
 	// A rate-limit wait span ends before its delivery starts.
-	waits := tm.ended("outbox rate_limit wait")
+	waits := tm.Ended("outbox rate_limit wait")
 	if len(waits) == 0 {
 		t.Fatal("no rate-limit wait span, although two of three rows claimed together waited for permits")
 	}
@@ -309,7 +276,7 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 		}
 	}
 	claimed := int64(0)
-	for _, c := range tm.ended("outbox claim") {
+	for _, c := range tm.Ended("outbox claim") {
 		claimed += attrsOf(c)["outbox.rows_claimed"].AsInt64()
 	}
 	if claimed != 3 {
@@ -317,46 +284,12 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 	}
 }
 
-// sumByAttrs returns an Int64 sum's points keyed by their attribute set.
-func sumByAttrs(t *testing.T, rm metricdata.ResourceMetrics, name string) map[attribute.Distinct]int64 {
-	t.Helper()
-	out := map[attribute.Distinct]int64{}
-	m, ok := findMetric(rm, name)
-	if !ok {
-		return out
-	}
-	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s is a %T, want an int64 sum", name, m.Data)
-	}
-	for _, p := range sum.DataPoints {
-		out[p.Attributes.Equivalent()] = p.Value
-	}
-	return out
-}
-
-func findMetric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m, true
-			}
-		}
-	}
-	return metricdata.Metrics{}, false
-}
-
-func labels(kv ...attribute.KeyValue) attribute.Distinct {
-	set := attribute.NewSet(kv...)
-	return set.Equivalent()
-}
-
 func TestRelayMetrics(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	flaky, limited := failOnce(errors.New("flaky")), failOnce(sink.RetryAfter(20*time.Millisecond, nil))
-	rec.fail = func(d *sink.Delivery) error {
+	rec.Fail = func(d *sink.Delivery) error {
 		switch d.DedupKey {
 		case "k-0":
 			return flaky(d)
@@ -365,8 +298,8 @@ func TestRelayMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
-	enqueueN(t, b, "m", 3, nil)
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
+	b.EnqueueN(t, "m", 3, nil)
 	// Every row sent: the retry and the rate-limited attempt came before
 	// their rows' sends. (Counting written outcomes alone could stop early:
 	// a row handed back while the Retry-After pause held is one too.)
@@ -375,29 +308,29 @@ func TestRelayMetrics(t *testing.T) {
 	})
 	tm.waitSpans(t, signals, "m", 5) // 3 sent, a retry and a rate-limited attempt
 
-	rm := tm.collect(t)
+	rm := tm.Collect(t)
 	sink0 := attribute.String("sink", "m")
 	wantDeliveries := map[attribute.Distinct]int64{
-		labels(sink0, attribute.String("outbox.outcome", "sent")):         3,
-		labels(sink0, attribute.String("outbox.outcome", "retry")):        1,
-		labels(sink0, attribute.String("outbox.outcome", "rate-limited")): 1,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "sent")):         3,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "retry")):        1,
+		coretest.Labels(sink0, attribute.String("outbox.outcome", "rate-limited")): 1,
 	}
-	got := sumByAttrs(t, rm, "outbox.deliveries")
+	got := coretest.SumByAttrs(t, rm, "outbox.deliveries")
 	for k, want := range wantDeliveries {
 		if got[k] != want {
 			t.Errorf("outbox.deliveries%v = %d, want %d (all: %v)", k, got[k], want, got)
 		}
 	}
-	if got := sumByAttrs(t, rm, "outbox.rate_limit.pauses")[labels(sink0)]; got != 1 {
+	if got := coretest.SumByAttrs(t, rm, "outbox.rate_limit.pauses")[coretest.Labels(sink0)]; got != 1 {
 		t.Errorf("outbox.rate_limit.pauses = %d, want 1", got)
 	}
-	for k, v := range sumByAttrs(t, rm, "outbox.deliveries.in_flight") {
+	for k, v := range coretest.SumByAttrs(t, rm, "outbox.deliveries.in_flight") {
 		if v != 0 {
 			t.Errorf("outbox.deliveries.in_flight%v = %d after all deliveries ended, want 0", k, v)
 		}
 	}
 	for name, want := range map[string]uint64{"outbox.delivery.duration": 5, "outbox.delivery.lag": 3} {
-		m, ok := findMetric(rm, name)
+		m, ok := coretest.FindMetric(rm, name)
 		if !ok {
 			t.Errorf("no %s recorded", name)
 			continue
@@ -420,27 +353,27 @@ var boundedLabels = map[attribute.Key]bool{"sink": true, "outbox.sink.type": tru
 // each distinct value is a new time series, and span names are indexed by
 // tracing backends the same way.
 func TestTelemetryCardinalityIsBounded(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	tm := newTelemetry(t)
-	rec := newRecordingSink()
+	rec := coretest.NewRecordingSink()
 	flaky := failOnce(errors.New("flaky"))
-	rec.fail = func(d *sink.Delivery) error {
+	rec.Fail = func(d *sink.Delivery) error {
 		if d.DedupKey == "k-1" {
 			return sink.Permanent(errors.New("bad payload"))
 		}
 		return flaky(d)
 	}
-	signals := testrelay.Run(t, b.pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
-	reg, err := b.ob.RegisterGauges(tm.mp, b.pool, operator.GaugeConfig{Sinks: []string{"c"}})
+	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
+	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	ids := enqueueN(t, b, "c", 5, nil)
-	enqueueN(t, b, "nowhere", 2, nil) // unconfigured: left pending
+	ids := b.EnqueueN(t, "c", 5, nil)
+	b.EnqueueN(t, "nowhere", 2, nil) // unconfigured: left pending
 	signals.WaitWritten(t, 30*time.Second, "c", "sent", 4)
 	signals.WaitWritten(t, 30*time.Second, "c", "dead", 1)
-	if c := statusCounts(t, b); c["sent"] != 4 || c["dead"] != 1 || c["pending"] != 2 {
+	if c := b.StatusCounts(t); c["sent"] != 4 || c["dead"] != 1 || c["pending"] != 2 {
 		t.Fatalf("rows %v, want 4 sent, 1 dead and the unconfigured sink's 2 pending", c)
 	}
 
@@ -449,7 +382,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		rowValues[strconv.FormatInt(id, 10)] = true
 		rowValues["k-"+strconv.Itoa(i)] = true
 	}
-	rm := tm.collect(t)
+	rm := tm.Collect(t)
 	series := 0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -469,7 +402,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 	if series == 0 {
 		t.Fatal("no metric points collected")
 	}
-	for _, s := range tm.spans.GetSpans() {
+	for _, s := range tm.Spans.GetSpans() {
 		for v := range rowValues {
 			if strings.Contains(s.Name, v) {
 				t.Errorf("span name %q holds the row's value %q", s.Name, v)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -20,7 +21,7 @@ import (
 // every notification woke every relay: two claims per message, one of them
 // empty. Mutation: wake() notifying every waiting loop fails this test.)
 func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
-	b := setup(t)
+	b := coretest.Setup(t)
 	counter := &statementCounter{marker: "-- name: claim"}
 	cfg, err := pgxpool.ParseConfig(testdb.URL())
 	if err != nil {
@@ -28,11 +29,11 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	}
 	cfg.ConnConfig.Tracer = counter
 	cfg.MaxConns = 4
-	sink := newRecordingSink()
-	relayCfg := relay.Config{Schema: b.ob.Schema(), PollInterval: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: sink}}}
+	sink := coretest.NewRecordingSink()
+	relayCfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: sink}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
-		pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+		pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,18 +44,18 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	// database, not an event of one relay.
 	testrelay.WaitFor(t, 10*time.Second, "both relays registered and waiting", func() bool {
 		var waiting int
-		err := b.pool.QueryRow(b.ctx, "SELECT count(*) FROM "+b.ob.Schema()+".waiters WHERE waiting").Scan(&waiting)
+		err := b.Pool.QueryRow(b.Ctx, "SELECT count(*) FROM "+b.Outbox.Schema()+".waiters WHERE waiting").Scan(&waiting)
 		return err == nil && waiting == 2
 	})
 	before := counter.n.Load()
 	const n = 20
 	for i := range n {
-		if _, err := b.ob.Enqueue(b.ctx, b.pool, core.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		signals.WaitWritten(t, 10*time.Second, "s", "sent", i+1)
 	}
-	if got := len(sink.snapshot()); got != n {
+	if got := len(sink.Snapshot()); got != n {
 		t.Fatalf("%d deliveries of %d messages", got, n)
 	}
 	claims := counter.n.Load() - before
