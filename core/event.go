@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -211,7 +210,7 @@ func batchPublishError(n int, err error) error {
 // BatchError reports which element of a batch PublishBatch or EnqueueBatch
 // refused. Index is its position in the slice passed in, counted from 0.
 // Err is the refusal as its reporter worded it (publish_batch() counts
-// events from 1 in its text), and errors.Is and errors.As see through to
+// events from 1), and errors.Is and errors.As see through to
 // it: ErrInvalidEvent, ErrNoRoute, ErrInvalidMessage.
 type BatchError struct {
 	Index int
@@ -221,23 +220,15 @@ type BatchError struct {
 func (e *BatchError) Error() string { return e.Err.Error() }
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// batchOrdinal finds the event number (from 1) in a refusal of
-// publish_batch(), which names the event only in its message, and only in
-// a batch of more than one.
-var batchOrdinal = regexp.MustCompile(`^outbox: (?:invalid event: )?event (\d+): `)
-
 // refusedEvent returns the index of the event of a batch of n that
-// publish_batch() refused with err, when the refusal names one.
+// publish_batch() refused with err: the error's column field holds its
+// ordinal, counted from 1 (migration 007).
 func refusedEvent(err error, n int) (int, bool) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return 0, false
 	}
-	m := batchOrdinal.FindStringSubmatch(pgErr.Message)
-	if m == nil {
-		return 0, false
-	}
-	ord, convErr := strconv.Atoi(m[1])
+	ord, convErr := strconv.Atoi(pgErr.ColumnName)
 	if convErr != nil || ord < 1 || ord > n {
 		return 0, false
 	}

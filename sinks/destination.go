@@ -3,6 +3,7 @@ package sinks
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/template"
 
@@ -47,13 +48,17 @@ func ParseDestination(text string) (Destination, error) {
 	if err != nil {
 		return Destination{}, fmt.Errorf("not a valid template: %w", err)
 	}
-	d := Destination{text: text, tmpl: tmpl}
 	// A dry run catches misspelt fields ({{.Ordering}}) at start-up rather
-	// than on the first message. Missing header keys are expected here.
-	if _, err := d.render(DestinationData{Headers: map[string]string{}}); err != nil && !isMissingKey(err) {
+	// than on the first message. Missing header keys are expected here, so
+	// the dry run's copy renders them empty instead of failing.
+	dry, err := tmpl.Clone()
+	if err != nil {
 		return Destination{}, fmt.Errorf("not a valid template: %w", err)
 	}
-	return d, nil
+	if err := dry.Option("missingkey=zero").Execute(io.Discard, DestinationData{Headers: map[string]string{}}); err != nil {
+		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+	}
+	return Destination{text: text, tmpl: tmpl}, nil
 }
 
 // Render returns the destination of d for the sink instance named sink.
@@ -81,9 +86,3 @@ func (t Destination) render(data DestinationData) (string, error) {
 
 // String returns the template's text.
 func (t Destination) String() string { return t.text }
-
-// isMissingKey reports the error of a map key the dry run's empty headers
-// lack.
-func isMissingKey(err error) bool {
-	return strings.Contains(err.Error(), "map has no entry for key")
-}
