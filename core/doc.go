@@ -7,7 +7,7 @@
 //     that reports the existing row ([EnqueueResult]).
 //   - [Publish] an [Event] that the routes applied to the database fan out
 //     into one message per target ([Published]); [Outbox.PublishBatch] many.
-//   - Refusals wrap [ErrInvalidMessage] or [ErrInvalidEvent]; a batch's
+//   - Refusals wrap [ErrInvalidMessage] or [ErrInvalidEvent]; batches
 //     name the failing element with a [BatchError].
 //
 // Each call takes the database handle to write through ([DBTX]): pass the
