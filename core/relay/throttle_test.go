@@ -161,13 +161,10 @@ func TestRetryAfterZeroIsBoundedByBackoffAndDeferralBudget(t *testing.T) {
 // A rate limit slower than the lease (one permit per 2s, a lease of 1.5s)
 // delivers every message once, at the limit, with its first attempt, on
 // one relay and on three: no claimed row waits for its permit past its
-// lease. (Mutations, each failing this test: sinkLoop claiming without
-// its hold-window check and reserve_permits.sql granting every permit
-// asked for, the waits past the lease (the code before this change: rows
-// re-claimed, attempts spent, deliveries late); releasing the rows beyond
-// the granted permits with no delay sends them at the limit still, but
-// the single relay's test then sees attempts refunded only: it passes,
-// which is why the hold-window mutation is the one named.)
+// lease. (Mutation: sinkLoop claiming without its hold-window check and
+// Reserve granting every permit asked for, whatever its wait, as before
+// this change, fails both subtests: rows wait past their lease, are
+// handed back or re-claimed, and are not all sent in time.)
 func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 	for _, relays := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
