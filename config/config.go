@@ -153,11 +153,13 @@ const TraceIDPlaceholder = "{trace_id}"
 // SinkSpec is one entry of the sinks block; core fills the policy's
 // defaults and checks its ranges.
 type SinkSpec struct {
-	Type        string         `mapstructure:"type" defaultdoc:"required" doc:"a registered sink type (the sink types below, or a custom build's own)"`
-	MaxAttempts int            `mapstructure:"max_attempts" doc:"attempts before a message is dead-lettered"`
-	Backoff     BackoffSpec    `mapstructure:"backoff"`
-	RateLimit   *RateLimitSpec `mapstructure:"rate_limit"`
-	MaxInFlight int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
+	Type        string `mapstructure:"type" defaultdoc:"required" doc:"a registered sink type (the sink types below, or a custom build's own)"`
+	MaxAttempts int    `mapstructure:"max_attempts" doc:"attempts before a message is dead-lettered"`
+	// MaxDeferrals is relay.SinkConfig.MaxDeferrals.
+	MaxDeferrals int            `mapstructure:"max_deferrals" doc:"Retry-After answers that may put one message off (spending no attempt, each waiting at least the backoff) before it is dead-lettered: a receiver that answers 429 forever cannot hold rows forever"`
+	Backoff      BackoffSpec    `mapstructure:"backoff"`
+	RateLimit    *RateLimitSpec `mapstructure:"rate_limit"`
+	MaxInFlight  int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
 	// Options are decoded by the sink type's factory.
 	Options map[string]any `mapstructure:"options" doc:"the sink type's own options (see the sink types below); names keep their case"`
 }

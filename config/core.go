@@ -58,12 +58,13 @@ func (c *Config) takeCore(eff relay.Config) {
 // coreSink is the relay.SinkConfig of the sink name, built as built.
 func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 	sc := relay.SinkConfig{
-		Name:        name,
-		Type:        s.Type,
-		Sink:        built,
-		MaxAttempts: s.MaxAttempts,
-		Backoff:     relay.Backoff{Initial: s.Backoff.Initial, Max: s.Backoff.Max},
-		MaxInFlight: s.MaxInFlight,
+		Name:         name,
+		Type:         s.Type,
+		Sink:         built,
+		MaxAttempts:  s.MaxAttempts,
+		MaxDeferrals: s.MaxDeferrals,
+		Backoff:      relay.Backoff{Initial: s.Backoff.Initial, Max: s.Backoff.Max},
+		MaxInFlight:  s.MaxInFlight,
 	}
 	if rl := s.RateLimit; rl != nil {
 		sc.RateLimit = &sink.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
@@ -75,6 +76,7 @@ func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 // policy.
 func (s *SinkSpec) takeCore(eff relay.SinkConfig) {
 	s.MaxAttempts = eff.MaxAttempts
+	s.MaxDeferrals = eff.MaxDeferrals
 	s.Backoff = BackoffSpec{Initial: eff.Backoff.Initial, Max: eff.Backoff.Max}
 	s.MaxInFlight = eff.MaxInFlight
 	s.RateLimit = nil
@@ -97,6 +99,7 @@ var (
 	}
 	sinkKeys = map[string]string{
 		"MaxAttempts":      "max_attempts",
+		"MaxDeferrals":     "max_deferrals",
 		"Backoff":          "backoff",
 		"Backoff.Initial":  "backoff.initial",
 		"Backoff.Max":      "backoff.max",

@@ -18,17 +18,12 @@ const (
 	// [ClassifyResponse] keeps in its error: enough for a receiver's error
 	// message, too little to flood logs and the last_error column.
 	MaxBodyExcerpt = 512
-	// MaxRetryAfter caps the pause a receiver's Retry-After may impose. The
-	// pause holds the whole sink across the cluster, so a receiver answering
-	// "Retry-After: 99999999" must not stop it for years; after the cap the
-	// sink simply asks again.
-	MaxRetryAfter = time.Hour
 )
 
 // ClassifyResponse maps an HTTP response to a delivery outcome:
 //
 //	2xx                                   nil (delivered)
-//	429, 503 with a valid Retry-After     sink.RetryAfter (pause the sink, no attempt spent)
+//	429, 503 with a valid Retry-After     sink.RetryAfter (pause the sink, no attempt spent; capped at sink.MaxRetryAfter)
 //	429, 503 without one                  retryable
 //	408 Request Timeout                   retryable (the same request can succeed)
 //	other 4xx (410 Gone among them)       sink.Permanent
@@ -47,7 +42,7 @@ func ClassifyResponse(resp *http.Response) error {
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			return sink.RetryAfter(min(d, MaxRetryAfter), err)
+			return sink.RetryAfter(d, err)
 		}
 		return err
 	case code == http.StatusRequestTimeout:

@@ -25,7 +25,9 @@ type claimedRow struct {
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
-	prepared   bool // the Stage has run for this attempt
+	prepared   bool   // the Stage has run for this attempt
+	deferrals  int    // how often a Retry-After put the row off (see finish)
+	destKey    string // the destination key of a per_key sink's row, once named
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
@@ -65,7 +67,7 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease), rowMax: row.MaxAttempts}
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
-		c.Attempt, c.CreatedAt, c.Uncertain = row.Attempts, row.CreatedAt, row.Reclaimed
+		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = row.Attempts, row.CreatedAt, row.Reclaimed, row.Deferrals
 		if row.ThreadRoot != nil {
 			c.ThreadRoot = *row.ThreadRoot
 		}

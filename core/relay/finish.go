@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -16,8 +17,10 @@ import (
 // finish turns a delivery's error into the row's next state and queues the
 // terminal write:
 //   - nil: sent;
-//   - RetryAfter(d): back to pending after d without spending the attempt,
-//     and the sink pauses cluster-wide until then;
+//   - RetryAfter(d): back to pending without spending the attempt, after d
+//     but no sooner than the sink's backoff (see deferral), and the sink
+//     (a per_key sink: the row's destination) pauses cluster-wide for d;
+//     once the row has been put off MaxDeferrals times, dead instead;
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
 func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
@@ -27,9 +30,14 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 	if err != nil {
 		o.Err = storedError(err)
 		if d, ok := sink.RetryAfterDelay(err); ok {
-			o.Status, o.Delay, o.Refund, label = string(operator.StatusPending), d, 1, outcomeRateLimited
-			if perr := r.limiter.Pause(ctx, row.Sink, d, r.q.Channel); perr != nil {
-				r.logger.Warn("outbox: could not pause sink cluster-wide", "sink", row.Sink, "error", perr)
+			r.pauseFor(ctx, row, sc, d)
+			if row.deferrals >= sc.MaxDeferrals {
+				o.Status, label = string(operator.StatusDead), outcomeDead
+				o.Err = storedError(sink.Permanent(fmt.Errorf(
+					"deferral budget spent: put off %d times by Retry-After answers (max_deferrals %d); last answer: %w",
+					row.deferrals, sc.MaxDeferrals, err)))
+			} else {
+				o.Status, o.Delay, o.Refund, o.Deferred, label = string(operator.StatusPending), sc.deferral(row, d), 1, 1, outcomeRateLimited
 			}
 		} else if sink.IsPermanent(err) || row.Attempt >= row.MaxAttempts {
 			o.Status, label = string(operator.StatusDead), outcomeDead
@@ -44,6 +52,30 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
 	o.Done = rep.written
 	r.completer.Submit(o)
+}
+
+// deferral is how long a Retry-After of d puts row off: d, but no less
+// than the sink's backoff for the attempt, grown by the row's earlier
+// deferrals, so that a receiver answering "Retry-After: 0" (or a date in
+// the past) is asked less and less often instead of as fast as the relay
+// can go.
+func (sc SinkConfig) deferral(row claimedRow, d time.Duration) time.Duration {
+	return max(d, sc.Backoff.delay(row.Attempt+row.deferrals))
+}
+
+// pauseFor pauses row's destination for d after its Retry-After: the
+// row's key for a per_key sink (its other keys keep flowing), else the
+// whole sink; cluster-wide, written once per change (see ratelimit).
+func (r *Relay) pauseFor(ctx context.Context, row claimedRow, sc SinkConfig, d time.Duration) {
+	if sc.RateLimit != nil && sc.RateLimit.PerKey && row.destKey != "" {
+		if err := r.limiter.PauseKey(ctx, row.Sink, row.destKey, d); err != nil {
+			r.logger.Warn("outbox: could not pause destination cluster-wide", "sink", row.Sink, "key", row.destKey, "error", err)
+		}
+		return
+	}
+	if err := r.limiter.Pause(ctx, row.Sink, d, r.q.Channel); err != nil {
+		r.logger.Warn("outbox: could not pause sink cluster-wide", "sink", row.Sink, "error", err)
+	}
 }
 
 // release hands a claimed row back without spending its attempt, to be

@@ -53,10 +53,9 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 		sleep(ctx, claimRetryDelay)
 		return 0
 	}
-	// A row may wait in the relay for its permit as long as the shared
-	// loop lets claimed rows wait for a slot; beyond that its lease would
-	// be at risk, and it goes back to the table.
-	maxHold := time.Duration(float64(r.cfg.Lease) * claimAheadShareOfLease)
+	// Beyond the hold window the row's lease would be at risk, and it goes
+	// back to the table.
+	maxHold := r.holdWindow()
 	nextDue := time.Duration(0)
 	for _, g := range groups {
 		w := waits[g.key]
@@ -105,6 +104,7 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow)
 			index[key] = i
 			groups = append(groups, keyedRows{key: key})
 		}
+		row.destKey = key
 		groups[i].rows = append(groups[i].rows, row)
 	}
 	slices.SortFunc(groups, func(a, b keyedRows) int { return cmp.Compare(a.key, b.key) })

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,28 +18,42 @@ const rateReserveHorizon = time.Second
 
 // sinkLoop claims for one throttled sink: only as many rows as it has free
 // in-flight slots and, with a rate limit, as many as it can start within
-// rateReserveHorizon; it reserves exactly that many cluster-wide permits.
-// A limit per destination key is reserved once the rows are claimed (see
-// dispatchByKey).
+// rateReserveHorizon; it reserves cluster-wide permits for them, only
+// those that start within the hold window (see holdWindow). A row without
+// one goes back pending at once, its attempt refunded, due when the next
+// permit comes within reach; and the loop claims again only then. So a
+// claimed row never waits for its permit past its lease, whatever the
+// rate and however many relays share it. A limit per destination key is
+// reserved once the rows are claimed (see dispatchByKey).
 func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
 	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
 	if !r.register(ctx, w) {
 		return
 	}
+	rl := s.RateLimit
+	perKey := rl != nil && rl.PerKey
+	hold := r.holdWindow()
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
 			// A resume by hand wakes the loop before the pause ends.
 			r.idle(ctx, w, d, nil)
 			continue
 		}
+		if rl != nil && !perKey {
+			// Rows claimed now would wait past the hold window, or hoard
+			// permits beyond the reservation horizon.
+			if d := r.limiter.NextPermitIn(s.Name) - min(hold, rateReserveHorizon); d > 0 {
+				r.idle(ctx, w, min(d, r.cfg.PollInterval), nil)
+				continue
+			}
+		}
 		available := free.WaitFree(ctx)
 		if available == 0 {
 			return
 		}
 		limit := min(available, r.cfg.BatchSize)
-		perKey := s.RateLimit != nil && s.RateLimit.PerKey
-		if s.RateLimit != nil && !perKey {
-			limit = min(limit, max(1, int(rateReserveHorizon/s.RateLimit.Interval())))
+		if rl != nil && !perKey {
+			limit = min(limit, max(1, int(rateReserveHorizon/rl.Interval())))
 		}
 		rows, err := r.claim(ctx, w, limit, w.sinks)
 		if err != nil {
@@ -58,18 +73,12 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			continue
 		}
 		waits := make([]time.Duration, len(rows))
-		if rl := s.RateLimit; rl != nil {
-			if waits, err = r.limiter.Reserve(ctx, s.Name, rl.Interval(), rl.Burst, len(rows)); err != nil {
-				// Without permits we must not deliver: hand the rows back.
-				r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
-				for _, row := range rows {
-					r.release(row, 0, err)
-				}
-				sleep(ctx, claimRetryDelay)
+		if rl != nil {
+			if rows, waits = r.reserve(ctx, s, rows, hold); len(rows) == 0 {
 				continue
 			}
 		}
-		if _, batches := s.Sink.(sink.BatchSink); batches && s.RateLimit == nil {
+		if _, batches := s.Sink.(sink.BatchSink); batches && rl == nil {
 			r.startBatch(deliverCtx, rows, free)
 			continue
 		}
@@ -77,11 +86,53 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			free.Take()
 			r.start(deliverCtx, row, waits[i], free.Give)
 		}
-		if s.RateLimit != nil {
-			// Claim again only when this batch's permits have come due.
-			sleep(ctx, waits[len(waits)-1])
+	}
+}
+
+// holdWindow is the longest a claimed row may wait in the relay for its
+// permit: as long as the shared loop lets claimed rows wait for a slot,
+// which leaves the delivery the rest of its share of the lease.
+func (r *Relay) holdWindow() time.Duration {
+	return time.Duration(float64(r.cfg.Lease) * claimAheadShareOfLease)
+}
+
+// reserve takes the permits of s for rows that start within hold and
+// returns those rows with their waits; it hands the others back at once,
+// their attempts refunded: all of them when the reservation failed or
+// found the sink paused (the loop then idles until a resume or the pause's
+// end), the rows beyond the granted permits due when the next permit comes
+// within hold.
+func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []claimedRow, hold time.Duration) ([]claimedRow, []time.Duration) {
+	rl := s.RateLimit
+	r.signals.EmitBeforeReserve(s.Name)
+	g, err := r.limiter.Reserve(ctx, s.Name, rl.Interval(), rl.Burst, len(rows), hold)
+	if err != nil {
+		// Without permits we must not deliver: hand the rows back.
+		r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
+		for _, row := range rows {
+			r.release(row, 0, err)
+		}
+		sleep(ctx, claimRetryDelay)
+		return nil, nil
+	}
+	if g.Paused > 0 {
+		// Paused between the claim and the reservation: no relay claims
+		// the rows while the database says so, and a resume makes them
+		// claimable at once.
+		cause := fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", s.Name)
+		for _, row := range rows {
+			r.release(row, 0, cause)
+		}
+		return nil, nil
+	}
+	later := rows[len(g.Waits):]
+	if len(later) > 0 {
+		cause := fmt.Errorf("waiting for a permit of sink %q (rate_limit)", s.Name)
+		for _, row := range later {
+			r.release(row, max(0, g.Next-hold), cause)
 		}
 	}
+	return rows[:len(g.Waits)], g.Waits
 }
 
 // startBatch delivers rows to their BatchSink in one call, in a goroutine

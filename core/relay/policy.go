@@ -13,6 +13,13 @@ const (
 	// DefaultMaxAttempts is how many attempts a message gets before it is
 	// dead-lettered, unless the message or its sink says otherwise.
 	DefaultMaxAttempts = 10
+	// DefaultMaxDeferrals is how many times a Retry-After answer may put a
+	// message off before it is dead-lettered. Deferrals spend no attempt
+	// and each waits at least the growing backoff, so 50 lets a receiver
+	// rate-limit a message for about seven hours at the default backoff,
+	// longer than any real rate limit, while one that answers 429 forever
+	// cannot hold rows forever.
+	DefaultMaxDeferrals = 50
 	// DefaultBackoffInitial is the first retry delay; later ones double.
 	DefaultBackoffInitial = time.Second
 	// DefaultBackoffMax caps the retry delay.
@@ -61,7 +68,10 @@ type SinkConfig struct {
 	Sink sink.Sink
 
 	MaxAttempts int
-	Backoff     Backoff
+	// MaxDeferrals bounds how many times a Retry-After may put one message
+	// off (without spending an attempt) before it is dead-lettered.
+	MaxDeferrals int
+	Backoff      Backoff
 	// RateLimit, when set, holds for the whole cluster. When nil, a sink that
 	// implements RateLimitDefaulter gets its default; others are unlimited.
 	RateLimit *sink.RateLimit
@@ -86,6 +96,10 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	if c.MaxAttempts < 0 {
 		invalid("MaxAttempts", "must not be negative, got %d", c.MaxAttempts)
+	}
+	setDefault(&c.MaxDeferrals, DefaultMaxDeferrals)
+	if c.MaxDeferrals < 0 {
+		invalid("MaxDeferrals", "must not be negative, got %d", c.MaxDeferrals)
 	}
 	setDefault(&c.Backoff.Initial, DefaultBackoffInitial)
 	setDefault(&c.Backoff.Max, DefaultBackoffMax)

@@ -138,7 +138,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.signals = testsignal.FromContext(ctx)
 	r.limiter = ratelimit.New(db, r.q)
 	r.completer = completer.New(db, r.q, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
-	r.listener = listener.New(db, r.q.Channel, r.logger, func(string) { r.refreshPauses(context.Background()) })
+	r.listener = listener.New(db, r.q.Channel, r.logger, func() { r.refreshPauses(context.Background()) })
 	r.refreshPauses(ctx)
 
 	// The loops stop with ctx, or when one of them fails (see fail).
@@ -159,6 +159,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	background.Go(func() { r.maintain(loopCtx, firstLead) })
 	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
 	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
+	background.Go(func() { r.rereadPauses(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
 
@@ -249,11 +250,40 @@ func (r *Relay) drain(abortDeliveries context.CancelFunc) {
 	}
 }
 
-// refreshPauses loads the cluster's sink pauses, after a pause
-// notification and at start.
+// refreshPauses loads the cluster's sink pauses: at start, after a pause
+// notification, after the listener (re)connected, and once per poll
+// interval (see rereadPauses).
 func (r *Relay) refreshPauses(ctx context.Context) {
 	if err := r.limiter.RefreshPauses(ctx); err != nil {
 		r.logger.Warn("outbox: could not load sink pauses", "error", err)
+		return
+	}
+	r.signals.EmitPausesLoaded()
+}
+
+// rereadPauses reloads the pauses once per poll interval until ctx ends,
+// and wakes the loops of sinks whose pause ended meanwhile: a resume whose
+// notification was lost (its relay's listener was away, or the
+// notification queue overflowed) is then missed for at most one poll
+// interval. It costs one small statement per poll interval, none per
+// delivery.
+func (r *Relay) rereadPauses(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		before := r.limiter.PausedSinks()
+		r.refreshPauses(ctx)
+		for _, s := range before {
+			if r.limiter.PausedFor(s) == 0 {
+				r.listener.WakeAll()
+				break
+			}
+		}
 	}
 }
 

@@ -205,14 +205,21 @@ func (e *retryAfterError) Error() string {
 }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
+// MaxRetryAfter caps the wait a destination's Retry-After may impose. The
+// pause holds the whole sink (or destination) across the cluster, so a
+// receiver answering "Retry-After: 99999999" must not stop it for years;
+// after the cap the relay simply asks again.
+const MaxRetryAfter = time.Hour
+
 // RetryAfter wraps err to say the destination asked us to wait d (HTTP 429 or
-// 503 with Retry-After). The row is rescheduled without spending an attempt,
-// because rate limiting is not failure, and the whole sink pauses
-// cluster-wide until then.
+// 503 with Retry-After), at most MaxRetryAfter. The row is rescheduled
+// without spending an attempt, because rate limiting is not failure, no
+// sooner than the sink's backoff would retry it (a Retry-After of 0 is no
+// licence to hammer), and the whole sink (a per_key sink: the destination)
+// pauses cluster-wide for d. Its deferrals are bounded by the sink's
+// max_deferrals, after which it is dead-lettered.
 func RetryAfter(d time.Duration, err error) error {
-	if d < 0 {
-		d = 0
-	}
+	d = min(max(d, 0), MaxRetryAfter)
 	if err == nil {
 		err = errors.New("rate limited")
 	}

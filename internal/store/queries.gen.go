@@ -65,6 +65,8 @@ type Texts struct {
 	MigrationsPrepare string
 	// MigrationsRecord is migrations_record.sql.
 	MigrationsRecord string
+	// PauseKey is pause_key.sql.
+	PauseKey string
 	// PauseSink is pause_sink.sql.
 	PauseSink string
 	// PauseSinkByHand is pause_sink_by_hand.sql.
@@ -140,6 +142,7 @@ func newTexts(ident string) Texts {
 		MigrationsLedgerExists: strings.ReplaceAll(migrationsLedgerExistsSQL, "{schema}", ident),
 		MigrationsPrepare:      strings.ReplaceAll(migrationsPrepareSQL, "{schema}", ident),
 		MigrationsRecord:       strings.ReplaceAll(migrationsRecordSQL, "{schema}", ident),
+		PauseKey:               strings.ReplaceAll(pauseKeySQL, "{schema}", ident),
 		PauseSink:              strings.ReplaceAll(pauseSinkSQL, "{schema}", ident),
 		PauseSinkByHand:        strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
 		PruneDeliveryMinutes:   strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
@@ -317,7 +320,8 @@ const claimSQL = `-- name: claim
 -- pause yet cannot claim their rows. Returns each row, whether it was
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
--- looked up only for such rows.
+-- looked up only for such rows, and how often a Retry-After put it off
+-- (migration 012).
 --
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
@@ -352,7 +356,8 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.route, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
-          END
+          END,
+          m.deferrals
 `
 
 // ClaimParams are the parameters of claim.sql.
@@ -380,6 +385,7 @@ type ClaimRow struct {
 	Route       *string          // text, null
 	ThreadKey   *string          // text, null
 	ThreadRoot  *json.RawMessage // jsonb, null
+	Deferrals   int              // integer
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -391,7 +397,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
 		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals)
 		return r, err
 	})
 }
@@ -544,7 +550,8 @@ const finishSQL = `-- name: finish
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
--- back). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
+-- back), @deferred deferral (1: a Retry-After put the row off, counted in
+-- deferrals, migration 012). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
 -- of updated.
 --
 -- The lease token guard makes a late completion from a relay whose lease
@@ -559,11 +566,11 @@ const finishSQL = `-- name: finish
 -- only marks the thread as in use.
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
-    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[])
-        AS t(id, token, status, delay_seconds, error, receipt, refund)
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
+        AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
 ), deleted AS (
     DELETE FROM {schema}.messages m USING f
-    WHERE $8 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    WHERE $9 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
     RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
@@ -572,13 +579,14 @@ WITH f AS (
     UPDATE {schema}.messages m
     SET status = f.status,
         attempts = m.attempts - f.refund,
+        deferrals = m.deferrals + f.deferred,
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
         sent_at = CASE WHEN f.status = 'sent' THEN now() END,
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($8 AND f.status = 'sent')
+    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($9 AND f.status = 'sent')
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
@@ -611,12 +619,13 @@ type FinishParams struct {
 	Errors     []*string  // text[]
 	Receipts   [][]byte   // jsonb[]
 	Refunds    []int32    // int[]
+	Deferred   []int32    // int[]
 	DeleteSent bool       // boolean
 }
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
-	rows, err := db.Query(ctx, q.text.Finish, arg.IDs, arg.Tokens, arg.Statuses, arg.Delays, arg.Errors, arg.Receipts, arg.Refunds, arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, arg.IDs, arg.Tokens, arg.Statuses, arg.Delays, arg.Errors, arg.Receipts, arg.Refunds, arg.Deferred, arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
@@ -856,15 +865,34 @@ func (q *Queries) MigrationsRecord(ctx context.Context, db DBTX, version int, na
 	return err
 }
 
+const pauseKeySQL = `-- name: pause_key
+-- Holds destination key $2 of sink $1 (a per_key sink, migration 003's
+-- sink_key_limits) for $3 after its Retry-After: the key's GCRA clock moves
+-- past the pause, so every relay's next reservation for that key waits for
+-- it, while the sink's other keys keep their permits. Relays learn of it at
+-- their next reservation; nothing is notified.
+INSERT INTO {schema}.sink_key_limits AS l (sink, key, tat) VALUES ($1, $2, now() + $3::interval)
+ON CONFLICT (sink, key) DO UPDATE SET tat = GREATEST(l.tat, EXCLUDED.tat)
+`
+
+// PauseKey runs pause_key.sql.
+func (q *Queries) PauseKey(ctx context.Context, db DBTX, sink string, key string, pause time.Duration) error {
+	_, err := db.Exec(ctx, q.text.PauseKey, sink, key, pause)
+	return err
+}
+
 const pauseSinkSQL = `-- name: pause_sink
 -- Records a cluster-wide pause of sink $1 for $2 and tells every relay with
--- notification $4 on channel $3. The GCRA clock moves past the pause too,
--- so the permits after it stay evenly spread.
+-- notification $4 on channel $3, only when it ends the pause later than
+-- the one recorded: a storm of 429s writes and notifies once per change,
+-- not once per answer. The GCRA clock moves past the pause too, so the
+-- permits after it stay evenly spread.
 WITH p AS (
     INSERT INTO {schema}.sink_limits AS l (sink, tat, paused_until) VALUES ($1, now() + $2::interval, now() + $2::interval)
     ON CONFLICT (sink) DO UPDATE
-    SET paused_until = GREATEST(l.paused_until, now() + $2::interval),
+    SET paused_until = now() + $2::interval,
         tat = GREATEST(l.tat, now() + $2::interval)
+    WHERE l.paused_until IS NULL OR l.paused_until < now() + $2::interval
     RETURNING 1
 )
 SELECT pg_notify($3, $4) FROM p
@@ -1121,7 +1149,7 @@ func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow
 }
 
 const redriveSQL = `-- name: redrive
--- Moves dead rows back to pending with their attempts reset and wakes a
+-- Moves dead rows back to pending with their attempts and deferrals reset and wakes a
 -- relay loop for each of their sinks: the rows with ids @ids, or with @all
 -- every dead row of sink @sink (unless '') whose last error contains @error_contains
 -- (ignoring case; unless '') and whose id is at most @up_to_id (unless 0: the
@@ -1139,7 +1167,7 @@ WITH target AS (
            AND ($4 = '' OR strpos(lower(last_error), lower($4)) > 0) AND ($5::bigint = 0 OR id <= $5)))
 ), moved AS (
     UPDATE {schema}.messages m
-    SET status = 'pending', attempts = 0, available_at = now(), updated_at = now(),
+    SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
         lease_token = NULL, lease_expires_at = NULL
     WHERE NOT $6 AND m.phase = 'dead'
       -- Probes the primary key for each target instead of joining a scan.
@@ -1230,26 +1258,55 @@ func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, k
 }
 
 const reservePermitsSQL = `-- name: reserve_permits
--- Moves sink $1's GCRA state $2 permits of interval $3 forward and returns
--- the base time of the first permit, the database's now and any pause. A
--- sink idle for a while starts from now, not from its stale tat.
-INSERT INTO {schema}.sink_limits AS l (sink, tat) VALUES ($1, now() + $2 * $3::interval)
-ON CONFLICT (sink) DO UPDATE SET tat = GREATEST(l.tat, now()) + $2 * $3::interval
-RETURNING tat - $2 * $3::interval, now(), paused_until
+-- Takes up to @count permits of interval @permit from sink @sink's GCRA
+-- state, but only those whose base time (the tat before the permit) is at
+-- most @ahead from now: a relay asks for the permits it can use within its
+-- hold window, and leaves the later ones to whichever relay claims when
+-- they come due. None while the sink is paused. Returns how many it
+-- granted, the new tat (the first granted permit's base is tat - granted *
+-- permit, the next permit's is tat), the database's now and any pause. A
+-- sink idle for a while starts from now, not from its stale tat. The state
+-- is read FOR UPDATE, so concurrent reservations queue on the row and each
+-- counts from the tat the one before left; the ON CONFLICT arm adds to
+-- the tat as well, for two relays creating the sink's row at once.
+WITH cur AS (
+    SELECT GREATEST(tat, now()) AS base, paused_until FROM {schema}.sink_limits WHERE sink = $1 FOR UPDATE
+), g AS (
+    SELECT CASE WHEN c.paused_until > now() THEN 0
+           ELSE LEAST($2::int, GREATEST(0, floor(
+                extract(epoch FROM now() + $3::interval - c.base) / extract(epoch FROM $4::interval))::int + 1))
+           END AS n
+    FROM (SELECT base, paused_until FROM cur
+          UNION ALL SELECT now(), NULL WHERE NOT EXISTS (SELECT 1 FROM cur)) c
+), up AS (
+    INSERT INTO {schema}.sink_limits AS l (sink, tat) SELECT $1, now() + g.n * $4::interval FROM g
+    ON CONFLICT (sink) DO UPDATE SET tat = GREATEST(l.tat, now()) + (EXCLUDED.tat - now())
+    RETURNING l.tat, l.paused_until
+)
+SELECT g.n, up.tat, now(), up.paused_until FROM up, g
 `
+
+// ReservePermitsParams are the parameters of reserve_permits.sql.
+type ReservePermitsParams struct {
+	Sink   string        // text
+	Count  int           // int
+	Ahead  time.Duration // interval
+	Permit time.Duration // interval
+}
 
 // ReservePermitsRow is a row of reserve_permits.sql.
 type ReservePermitsRow struct {
-	Base        time.Time  // timestamptz
+	Granted     int        // integer
+	Tat         time.Time  // timestamptz
 	Now         time.Time  // timestamptz
 	PausedUntil *time.Time // timestamptz, null
 }
 
 // ReservePermits runs reserve_permits.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) ReservePermits(ctx context.Context, db DBTX, sink string, count int, permit time.Duration) (ReservePermitsRow, error) {
+func (q *Queries) ReservePermits(ctx context.Context, db DBTX, arg ReservePermitsParams) (ReservePermitsRow, error) {
 	var r ReservePermitsRow
-	err := db.QueryRow(ctx, q.text.ReservePermits, sink, count, permit).Scan(&r.Base, &r.Now, &r.PausedUntil)
+	err := db.QueryRow(ctx, q.text.ReservePermits, arg.Sink, arg.Count, arg.Ahead, arg.Permit).Scan(&r.Granted, &r.Tat, &r.Now, &r.PausedUntil)
 	return r, err
 }
 

@@ -42,6 +42,15 @@ type Relay struct {
 	// Maintained gets, once each maintenance round the relay led is over,
 	// the number of sent rows the round deleted (0 when there were none).
 	Maintained Signal[int64]
+	// PausesLoaded gets a value each time the relay loaded the cluster's
+	// sink pauses from the database.
+	PausesLoaded Signal[struct{}]
+
+	// BeforeReserve, when set, is called with the sink's name between a
+	// throttled loop's claim and its permit reservation, in the loop's
+	// goroutine: a test commits a pause there to hit that window every
+	// time. Set it before Run.
+	BeforeReserve func(sink string)
 }
 
 // Outcome is one delivery's terminal write.
@@ -152,6 +161,20 @@ func (r *Relay) EmitListening() {
 func (r *Relay) EmitIdle() {
 	if r != nil {
 		r.Idle.Send(struct{}{})
+	}
+}
+
+// EmitPausesLoaded sends on r.PausesLoaded.
+func (r *Relay) EmitPausesLoaded() {
+	if r != nil {
+		r.PausesLoaded.Send(struct{}{})
+	}
+}
+
+// EmitBeforeReserve calls r.BeforeReserve, if any, with sink.
+func (r *Relay) EmitBeforeReserve(sink string) {
+	if r != nil && r.BeforeReserve != nil {
+		r.BeforeReserve(sink)
 	}
 }
 

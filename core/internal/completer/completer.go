@@ -49,6 +49,9 @@ type Outcome struct {
 	Err     *string       // recorded as last_error (and a failed attempt)
 	Receipt []byte        // JSON, or nil
 	Refund  int           // 1 gives the attempt back (RetryAfter, released rows)
+	// Deferred 1 counts a Retry-After's deferral in the row's deferrals,
+	// which the relay bounds by the sink's max_deferrals.
+	Deferred int
 
 	LeaseEnd time.Time // local time after which another relay may own the row
 	// Urgent outcomes are written without lingering: a successor waits
@@ -262,13 +265,15 @@ func (c *Completer) writeOnce(ctx context.Context, batch []Outcome) (map[int64]b
 		errs     = make([]*string, n)
 		receipts = make([][]byte, n)
 		refunds  = make([]int32, n)
+		deferred = make([]int32, n)
 	)
 	for i, o := range batch {
 		ids[i], tokens[i], statuses[i] = o.ID, o.Token, o.Status
 		delays[i], errs[i], receipts[i], refunds[i] = o.Delay.Seconds(), o.Err, o.Receipt, int32(o.Refund)
+		deferred[i] = int32(o.Deferred)
 	}
 	done, err := c.finisher.Finish(ctx, c.pool, store.FinishParams{IDs: ids, Tokens: tokens, Statuses: statuses,
-		Delays: delays, Errors: errs, Receipts: receipts, Refunds: refunds, DeleteSent: c.deleteOnSent})
+		Delays: delays, Errors: errs, Receipts: receipts, Refunds: refunds, Deferred: deferred, DeleteSent: c.deleteOnSent})
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,14 @@ const PausePrefix = "pause "
 // channel, which every relay hears (pauses, and wake-ups for all), and on
 // each subscribed loop's own channel, which only that loop hears (wake-ups
 // a producer addressed to it). It reconnects after the connection dies
-// (pg_terminate_backend, a PostgreSQL restart) and then wakes everyone,
-// since notifications sent while it was away are lost.
+// (pg_terminate_backend, a PostgreSQL restart), then reloads the pauses and
+// wakes everyone, since notifications sent while it was away (a resume
+// among them) are lost.
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
 	logger  *slog.Logger
-	onPause func(sink string)
+	reload  func()
 
 	mu    sync.Mutex
 	subs  []subscription
@@ -54,10 +55,12 @@ type subscription struct {
 	wake chan struct{}
 }
 
-// New listens on channel with a connection configured like pool's; onPause
-// is called with the sink of each pause notification.
-func New(pool *pgxpool.Pool, channel string, logger *slog.Logger, onPause func(sink string)) *Listener {
-	return &Listener{pool: pool, channel: channel, logger: logger, onPause: onPause, ready: make(chan struct{})}
+// New listens on channel with a connection configured like pool's; reload
+// is called on each pause notification, and after every successful
+// (re)connect before the loops are woken: it loads the pauses the database
+// has, which a lost notification may have changed.
+func New(pool *pgxpool.Pool, channel string, logger *slog.Logger, reload func()) *Listener {
+	return &Listener{pool: pool, channel: channel, logger: logger, reload: reload, ready: make(chan struct{})}
 }
 
 // Subscribe returns a channel that receives a value whenever there may be
@@ -91,6 +94,9 @@ func (l *Listener) wake(channel string) {
 		}
 	}
 }
+
+// WakeAll wakes every subscription, as a notification for all would.
+func (l *Listener) WakeAll() { l.wake("") }
 
 // Run listens until ctx is done, reconnecting with backoff.
 func (l *Listener) Run(ctx context.Context) {
@@ -138,6 +144,9 @@ func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 		return err
 	}
 	onConnected()
+	// A pause or a resume while we were not listening was not announced
+	// either: reload them before the loops look at them.
+	l.reload()
 	l.once.Do(func() { close(l.ready) })
 	testsignal.FromContext(ctx).EmitListening()
 	// Anything enqueued while we were not listening was not announced.
@@ -147,11 +156,11 @@ func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 		if err != nil {
 			return err
 		}
-		switch sink, pause := strings.CutPrefix(n.Payload, PausePrefix); {
+		switch {
 		case n.Channel != l.channel:
 			l.wake(n.Channel)
-		case pause:
-			l.onPause(sink)
+		case strings.HasPrefix(n.Payload, PausePrefix):
+			l.reload()
 		default:
 			l.wake("")
 		}

@@ -16,12 +16,13 @@ import (
 )
 
 // Queries are the statements the limiter runs (internal/store's
-// reserve_permits.sql, reserve_key_permits.sql, pause_sink.sql and
-// active_pauses.sql); *store.Queries has them.
+// reserve_permits.sql, reserve_key_permits.sql, pause_sink.sql,
+// pause_key.sql and active_pauses.sql); *store.Queries has them.
 type Queries interface {
-	ReservePermits(ctx context.Context, db store.DBTX, sink string, count int, permit time.Duration) (store.ReservePermitsRow, error)
+	ReservePermits(ctx context.Context, db store.DBTX, arg store.ReservePermitsParams) (store.ReservePermitsRow, error)
 	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]store.ReserveKeyPermitsRow, error)
 	PauseSink(ctx context.Context, db store.DBTX, sink string, pause time.Duration, channel string, payload string) error
+	PauseKey(ctx context.Context, db store.DBTX, sink string, key string, pause time.Duration) error
 	ActivePauses(ctx context.Context, db store.DBTX) ([]store.ActivePausesRow, error)
 }
 
@@ -39,32 +40,67 @@ type Limiter struct {
 	q    Queries
 
 	mu     sync.Mutex
-	paused map[string]time.Time // local monotonic deadline per paused sink
+	paused map[string]time.Time      // local monotonic deadline per paused sink
+	keys   map[destination]time.Time // the same per paused destination key
+	next   map[string]time.Time      // local time of each sink's next permit, as last reserved
 }
+
+// destination is one key of a per_key sink.
+type destination struct{ sink, key string }
+
+// pauseGrain is how much later a pause must end than the one known for it
+// to be written again: Retry-After comes in whole seconds, and the 429s of
+// one storm, answered a few milliseconds apart, are one pause, not one write
+// (and one notification to every relay) each.
+const pauseGrain = time.Second
 
 // New returns a limiter that runs its statements on pool.
 func New(pool *pgxpool.Pool, q Queries) *Limiter {
-	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}}
+	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}, keys: map[destination]time.Time{}, next: map[string]time.Time{}}
 }
 
-// Reserve takes n permits of sink's limit (one per interval, burst back to
-// back after an idle spell) and returns, for each, how long to wait before
-// starting the delivery.
-func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Duration, burst, n int) ([]time.Duration, error) {
-	r, err := l.q.ReservePermits(ctx, l.pool, sink, n, interval)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: reserve %d permits of sink %q: %w", n, sink, err)
-	}
+// Grant is what a reservation of a sink's permits gave: a wait per permit
+// granted (fewer than asked when the later ones would start beyond the
+// hold window, none while the sink is paused), how soon the first permit
+// after them starts, and the pause in force.
+type Grant struct {
+	Waits  []time.Duration
+	Next   time.Duration
+	Paused time.Duration
+}
+
+// Reserve takes up to n permits of sink's limit (one per interval, burst
+// back to back after an idle spell), only those that start within hold,
+// and returns how long to wait before starting each delivery. The permits
+// it does not grant stay for whichever relay claims when they come due.
+func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Duration, burst, n int, hold time.Duration) (Grant, error) {
 	tolerance := time.Duration(burst-1) * interval
-	waits := make([]time.Duration, n)
-	for i := range waits {
-		start := r.Base.Add(time.Duration(i)*interval - tolerance)
-		if r.PausedUntil != nil && start.Before(*r.PausedUntil) {
-			start = *r.PausedUntil
-		}
-		waits[i] = max(0, start.Sub(r.Now))
+	r, err := l.q.ReservePermits(ctx, l.pool, store.ReservePermitsParams{Sink: sink, Count: n, Permit: interval, Ahead: hold + tolerance})
+	if err != nil {
+		return Grant{}, fmt.Errorf("outbox: reserve %d permits of sink %q: %w", n, sink, err)
 	}
-	return waits, nil
+	g := Grant{Waits: make([]time.Duration, r.Granted), Next: max(0, r.Tat.Add(-tolerance).Sub(r.Now))}
+	first := r.Tat.Add(-time.Duration(r.Granted) * interval)
+	for i := range g.Waits {
+		g.Waits[i] = max(0, first.Add(time.Duration(i)*interval-tolerance).Sub(r.Now))
+	}
+	if r.PausedUntil != nil {
+		g.Paused = max(0, r.PausedUntil.Sub(r.Now))
+		l.pauseLocally(sink, g.Paused)
+	}
+	l.mu.Lock()
+	l.next[sink] = time.Now().Add(g.Next)
+	l.mu.Unlock()
+	return g, nil
+}
+
+// NextPermitIn is how soon the next permit of sink starts, as far as this
+// relay's last reservation tells (0 when it made none, or that time has
+// come): a loop claims no rows it could not start within its hold window.
+func (l *Limiter) NextPermitIn(sink string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(0, time.Until(l.next[sink]))
 }
 
 // ReserveKeys takes counts[i] permits of destination keys[i] of sink, each
@@ -97,13 +133,43 @@ func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, c
 
 // Pause stops sink cluster-wide for d: it records the pause in the
 // database (where relays that start later find it) and notifies the running
-// relays on channel.
+// relays on channel. A zero pause, or one that ends no later than the pause
+// this relay knows of (within pauseGrain), is not written: a storm of 429s
+// writes once per change.
 func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, channel string) error {
-	l.pauseLocally(sink, d)
+	if d <= 0 || !extend(&l.mu, l.paused, sink, d) {
+		return nil
+	}
 	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, listener.PausePrefix+sink); err != nil {
 		return fmt.Errorf("outbox: pause sink %q for %s: %w", sink, d, err)
 	}
 	return nil
+}
+
+// PauseKey holds destination key of sink for d, cluster-wide, leaving the
+// sink's other keys alone: the key's next permits start after it. Like
+// Pause it writes nothing for a zero pause or one already known.
+func (l *Limiter) PauseKey(ctx context.Context, sink, key string, d time.Duration) error {
+	if d <= 0 || !extend(&l.mu, l.keys, destination{sink, key}, d) {
+		return nil
+	}
+	if err := l.q.PauseKey(ctx, l.pool, sink, key, d); err != nil {
+		return fmt.Errorf("outbox: pause key %q of sink %q for %s: %w", key, sink, d, err)
+	}
+	return nil
+}
+
+// extend records a pause of what for d in pauses and reports whether it
+// ends later, by more than pauseGrain, than the one recorded.
+func extend[K comparable](mu *sync.Mutex, pauses map[K]time.Time, what K, d time.Duration) bool {
+	until := time.Now().Add(d)
+	mu.Lock()
+	defer mu.Unlock()
+	if !until.After(pauses[what].Add(pauseGrain)) {
+		return false
+	}
+	pauses[what] = until
+	return true
 }
 
 func (l *Limiter) pauseLocally(sink string, d time.Duration) {

@@ -3,7 +3,7 @@
 -- params: limit bigint as int, token uuid, waiter bigint
 -- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
--- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage
+-- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage, deferrals integer as int
 -- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
@@ -23,7 +23,8 @@
 -- pause yet cannot claim their rows. Returns each row, whether it was
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
--- looked up only for such rows.
+-- looked up only for such rows, and how often a Retry-After put it off
+-- (migration 012).
 --
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
@@ -58,4 +59,5 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.route, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
-          END
+          END,
+          m.deferrals

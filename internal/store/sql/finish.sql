@@ -4,7 +4,8 @@
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
--- back). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
+-- back), @deferred deferral (1: a Retry-After put the row off, counted in
+-- deferrals, migration 012). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
 -- of updated.
 --
 -- The lease token guard makes a late completion from a relay whose lease
@@ -19,8 +20,8 @@
 -- only marks the thread as in use.
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
-    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[])
-        AS t(id, token, status, delay_seconds, error, receipt, refund)
+    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[], @deferred::int[])
+        AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
 ), deleted AS (
     DELETE FROM {schema}.messages m USING f
     WHERE @delete_sent AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
@@ -32,6 +33,7 @@ WITH f AS (
     UPDATE {schema}.messages m
     SET status = f.status,
         attempts = m.attempts - f.refund,
+        deferrals = m.deferrals + f.deferred,
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
         sent_at = CASE WHEN f.status = 'sent' THEN now() END,
         last_error = COALESCE(f.error, m.last_error),

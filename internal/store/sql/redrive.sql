@@ -2,7 +2,7 @@
 -- mode: cache_describe
 -- params: all boolean, sink text, error_contains text, dry_run boolean
 -- returns: rows bigint, last_id bigint, missing bigint[]
--- Moves dead rows back to pending with their attempts reset and wakes a
+-- Moves dead rows back to pending with their attempts and deferrals reset and wakes a
 -- relay loop for each of their sinks: the rows with ids @ids, or with @all
 -- every dead row of sink @sink (unless '') whose last error contains @error_contains
 -- (ignoring case; unless '') and whose id is at most @up_to_id (unless 0: the
@@ -20,7 +20,7 @@ WITH target AS (
            AND (@error_contains = '' OR strpos(lower(last_error), lower(@error_contains)) > 0) AND (@up_to_id::bigint = 0 OR id <= @up_to_id)))
 ), moved AS (
     UPDATE {schema}.messages m
-    SET status = 'pending', attempts = 0, available_at = now(), updated_at = now(),
+    SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
         lease_token = NULL, lease_expires_at = NULL
     WHERE NOT @dry_run AND m.phase = 'dead'
       -- Probes the primary key for each target instead of joining a scan.
