@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -118,11 +119,14 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 				if !a.confirm(fmt.Sprintf("%s %d %s? [y/N] ", name, res.Rows, describeSelection(filter))) {
 					return &exitError{code: exitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
 				}
-				if filter.All {
-					filter.UpToID = res.LastID // exactly the rows counted
-				}
+				filter.Token = res.Token // exactly the rows counted
 			}
 			res, err := action(s.ops, ctx, s.pool, filter)
+			if errors.Is(err, operator.ErrSelectionChanged) {
+				return &exitError{code: exitFailure, err: fmt.Errorf(
+					"%s: the selection changed since it was counted (dead letters died, or were redriven or purged meanwhile); nothing changed; it now holds %d: run the command again",
+					name, res.Rows)}
+			}
 			if err != nil {
 				return err
 			}

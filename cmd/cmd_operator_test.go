@@ -146,6 +146,36 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 	}
 }
 
+// A confirmed --all acts on the rows counted: an older row that dies while
+// the question is on the screen (failed when counted) is left; a counted
+// row redriven meanwhile makes the confirmation refuse with the new count
+// (exit 1), deleting nothing.
+// (Mutations, each failing this test: the command confirming without the
+// dry run's token (the older row purged, as the up_to_id of before did);
+// purge.sql ignoring @digest.)
+func TestDeadLetterCommandsConfirmExactlyTheRowsCounted(t *testing.T) {
+	c := newCLI(t)
+	ids := c.api.deadRows(t, "partner", "timeout", "timeout", "timeout")
+	exec := func(statement string, id int64) {
+		if _, err := c.api.pool.Exec(c.api.ctx, strings.ReplaceAll(statement, "{schema}", c.api.ob.Schema()), id); err != nil {
+			t.Error(err)
+		}
+	}
+	exec("UPDATE {schema}.messages SET status = 'failed' WHERE id = $1", ids[0])
+	dies := func() { exec("UPDATE {schema}.messages SET status = 'dead', updated_at = now() WHERE id = $1", ids[0]) }
+	out, errOut, code := c.runReading(true, &answerAfter{meanwhile: dies, answer: strings.NewReader("y\n")}, "dlq", "purge", "--all")
+	if code != exitOK || out != "purged 2\n" || c.deadCount() != 1 {
+		t.Fatalf("answered yes: code %d, out %q, err %q, dead %d (want the older row that died after the count left)", code, out, errOut, c.deadCount())
+	}
+	c.api.deadRows(t, "other", "x")
+	redriven := func() { exec("UPDATE {schema}.messages SET status = 'pending' WHERE id = $1", ids[0]) }
+	_, errOut, code = c.runReading(true, &answerAfter{meanwhile: redriven, answer: strings.NewReader("y\n")}, "dlq", "purge", "--all")
+	if code != exitFailure || !strings.Contains(errOut, "the selection changed since it was counted") || !strings.Contains(errOut, "it now holds 1") ||
+		c.deadCount() != 1 {
+		t.Fatalf("a counted row redriven meanwhile: code %d, err %q, dead %d", code, errOut, c.deadCount())
+	}
+}
+
 // --id that names no dead letter exits 1 with a message, after acting on
 // the ids that do.
 // (Mutation: missingDeadLetters returning nil fails this test.)

@@ -18,10 +18,12 @@ func (a *app) statsCommand() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "stats",
-		Short: "Per sink: pending, in progress, failed, sent and dead rows, and the oldest pending age",
+		Short: "Per sink: pending, in progress, failed, dead and last hour's sent rows, and the oldest pending age",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			report, err := httpapi.Stats(cmd.Context(), s.cfg, s.ops, s.pool)
+			// A command run by hand shows the counts of now: it recomputes
+			// the snapshot (partial indexes and the last hour of sent rows).
+			report, err := httpapi.Stats(cmd.Context(), s.cfg, s.ops, s.pool, "outboxd stats", 0)
 			if err != nil {
 				return err
 			}
@@ -41,7 +43,7 @@ const notConfiguredNote = "not configured on this relay"
 
 func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT\tDEAD\tOLDEST_PENDING\tNOTE")
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
@@ -49,7 +51,7 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 		if !s.Configured {
 			note = notConfiguredNote
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age, note)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, note)
 	}
 	return tw.Flush()
 }

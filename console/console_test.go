@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -192,12 +193,21 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 
 // Redrive and purge go through a dry-run count and a confirmation page;
 // the confirmation acts on the rows counted, not on rows that died since.
+// An older row that dies after the count (failed when counted) is left
+// too, and a confirmation whose counted rows changed shows the new count
+// and changes nothing. Numeric form values and the list's cursor are
+// parsed strictly.
 // (Mutations, each failing this test: postConfirm not keeping the count's
-// last id, postConfirm acting instead of counting, postApply not asking
-// for the confirmation.)
+// token, postConfirm acting instead of counting, postApply not asking
+// for the confirmation, purge.sql without the @dead_until bound,
+// getDeadLetters reading a malformed after as 0.)
 func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	s := newSite(t, console.Options{})
 	ids := s.dead(t, "503", "503", "400")
+	older := s.dead(t, "503")[0]
+	if _, err := s.pool.Exec(s.ctx, "UPDATE "+s.ob.Schema()+".messages SET status = 'failed' WHERE id = $1", older); err != nil {
+		t.Fatal(err)
+	}
 	b := s.browser(t)
 	_, page := b.Get("/dead-letters?sink=partner&error=503")
 	if strings.Count(page, `name="ids"`) != 2 {
@@ -211,16 +221,38 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 		t.Fatalf("the dry run changed rows: %d dead", n)
 	}
 	late := s.dead(t, "503")[0] // dies between the count and the confirmation
-	form := url.Values{}
-	for _, m := range regexp.MustCompile(`name="(do|sink|error|up_to_id|confirm)" value="([^"]*)"`).FindAllStringSubmatch(confirm, -1) {
-		form.Set(m[1], m[2])
+	if _, err := s.pool.Exec(s.ctx, "UPDATE "+s.ob.Schema()+".messages SET status = 'dead', updated_at = now() WHERE id = $1", older); err != nil {
+		t.Fatal(err) // and so does the older one
 	}
+	form := confirmForm(confirm)
 	_, done := b.Post("/dead-letters/apply", form)
 	if !strings.Contains(done, `<span id="done-count">2</span>`) {
 		t.Fatalf("apply:\n%s", done)
 	}
-	if _, err := s.ob.Message(s.ctx, s.pool, late); err != nil {
-		t.Errorf("the dead letter that died after the count was purged too: %v", err)
+	for _, id := range []int64{late, older} {
+		if _, err := s.ob.Message(s.ctx, s.pool, id); err != nil {
+			t.Errorf("dead letter %d, which died after the count, was purged too: %v", id, err)
+		}
+	}
+	// The same confirmation again: its rows are gone, the selection changed.
+	resp, again := b.Post("/dead-letters/apply", form)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(again, `id="changed"`) || !strings.Contains(again, `<strong id="count">2</strong>`) {
+		t.Fatalf("a stale confirmation: %d\n%s", resp.StatusCode, again)
+	}
+	if n := s.count(t, "dead"); n != 3 {
+		t.Fatalf("a stale confirmation changed rows: %d dead", n)
+	}
+	for _, bad := range []url.Values{{"up_to_id": {"x"}}, {"up_to_id": {"3"}}, {"token": {"x"}}} {
+		f := confirmForm(confirm)
+		for k, v := range bad {
+			f[k] = v
+		}
+		if resp, _ := b.Post("/dead-letters/apply", f); resp.StatusCode != http.StatusBadRequest || s.count(t, "dead") != 3 {
+			t.Errorf("apply with %v: %d, want 400 and nothing changed", bad, resp.StatusCode)
+		}
+	}
+	if resp, _ := b.Get("/dead-letters?after=x"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a malformed cursor: %d, want 400", resp.StatusCode)
 	}
 
 	_, confirm = b.Post("/dead-letters/confirm", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2]), "999999"}})
@@ -230,7 +262,7 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 	if resp, _ := b.Post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}}); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("apply without the confirmation: %d, want 400", resp.StatusCode)
 	}
-	_, done = b.Post("/dead-letters/apply", url.Values{"do": {"redrive-selected"}, "ids": {fmt.Sprint(ids[2])}, "confirm": {"yes"}})
+	_, done = b.Post("/dead-letters/apply", confirmForm(confirm))
 	if !strings.Contains(done, `<span id="done-count">1</span>`) || s.count(t, "pending") != 1 {
 		t.Fatalf("redrive of one:\n%s", done)
 	}
@@ -239,6 +271,15 @@ func TestDeadLetterActionsCountFirstAndActOnWhatWasCounted(t *testing.T) {
 			t.Errorf("confirm %v: %d, want 400", form, resp.StatusCode)
 		}
 	}
+}
+
+// confirmForm is the form of a confirmation page.
+func confirmForm(page string) url.Values {
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`name="(do|sink|error|ids|token|confirm)" value="([^"]*)"`).FindAllStringSubmatch(page, -1) {
+		form.Add(m[1], html.UnescapeString(m[2]))
+	}
+	return form
 }
 
 // Text from producers and receivers is shown as text: markup in a payload,

@@ -157,7 +157,12 @@ func (c *Console) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := operator.DeadLetterFilter{Sink: strings.TrimSpace(q.Get("sink")), ErrorContains: q.Get("error"), Limit: deadLettersPerPage}
 	if a := q.Get("after"); a != "" {
-		f.After, _ = strconv.ParseInt(a, 10, 64)
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || n <= 0 {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("after: %q is not a cursor (a dead letter's id).", a))
+			return
+		}
+		f.After = n
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
@@ -185,7 +190,9 @@ type selection struct {
 	All    bool
 	Sink   string
 	Error  string
-	UpToID int64
+	// Token is the dry run's, on a confirmation: it acts on exactly the
+	// rows counted.
+	Token string
 }
 
 // selectionOf reads a dead-letter form: do is "<action>-selected" or
@@ -211,17 +218,25 @@ func selectionOf(r *http.Request) (selection, error) {
 		}
 	case "matching":
 		s.All, s.Sink, s.Error = true, r.PostFormValue("sink"), r.PostFormValue("error")
-		if u := r.PostFormValue("up_to_id"); u != "" {
-			s.UpToID, _ = strconv.ParseInt(u, 10, 64)
-		}
 	default:
 		return s, errors.New("act on the selected dead letters or on all that match")
 	}
+	if _, ok := r.PostForm["up_to_id"]; ok {
+		// A form of an older console: its id bound let the confirmation
+		// act on older rows that died after the count.
+		return s, errors.New("up_to_id: this form is out of date; count the dead letters again")
+	}
+	s.Token = r.PostFormValue("token")
 	return s, nil
 }
 
+// filter is the selection for a dry run, or else for its confirmation.
 func (s selection) filter(dryRun bool) operator.RedriveFilter {
-	return operator.RedriveFilter{IDs: s.IDs, All: s.All, Sink: s.Sink, ErrorContains: s.Error, UpToID: s.UpToID, DryRun: dryRun}
+	f := operator.RedriveFilter{IDs: s.IDs, All: s.All, Sink: s.Sink, ErrorContains: s.Error, DryRun: dryRun}
+	if !dryRun {
+		f.Token = s.Token
+	}
+	return f
 }
 
 // run redrives or purges the selection (dryRun: counts it).
@@ -247,9 +262,7 @@ func (c *Console) postConfirm(w http.ResponseWriter, r *http.Request) {
 		c.internalError(w, r, s.Action+" (dry run)", err)
 		return
 	}
-	if s.All {
-		s.UpToID = plan.LastID // the confirmation acts on exactly these rows
-	}
+	s.Token = plan.Token // the confirmation acts on exactly these rows
 	c.render(w, r, http.StatusOK, "confirm", map[string]any{"S": s, "Plan": plan})
 }
 
@@ -260,17 +273,26 @@ func (c *Console) postApply(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	if r.PostFormValue("confirm") != "yes" {
+	if r.PostFormValue("confirm") != "yes" || s.Token == "" {
 		c.fail(w, r, http.StatusBadRequest, "The action was not confirmed; nothing changed.")
 		return
 	}
 	res, err := c.run(r, s, false)
-	if err != nil {
+	switch {
+	case errors.Is(err, operator.ErrInvalidToken):
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("token: %q is not the token of a dry run; nothing changed.", s.Token))
+		return
+	case errors.Is(err, operator.ErrSelectionChanged):
+		// Ask again, with the new count and its token.
+		s.Token = res.Token
+		c.render(w, r, http.StatusConflict, "confirm", map[string]any{"S": s, "Plan": res, "Changed": true})
+		return
+	case err != nil:
 		c.internalError(w, r, s.Action, err)
 		return
 	}
 	c.opt.Logger.Info("console: dead letters "+pastTense[s.Action], "rows", res.Rows, "ids", s.IDs, "all", s.All,
-		"sink", s.Sink, "error", s.Error, "up_to_id", s.UpToID)
+		"sink", s.Sink, "error", s.Error)
 	back := url.Values{}
 	if s.Sink != "" {
 		back.Set("sink", s.Sink)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -145,6 +146,15 @@ func (o *Outbox) encodeEvent(ctx context.Context, ev Event) (data, headers []byt
 	}
 	if !json.Valid(data) {
 		return nil, nil, fmt.Errorf("outbox: %w: data is not valid JSON", ErrInvalidEvent)
+	}
+	// What jsonb cannot store fails here, as the producer's mistake, not in
+	// the database as an error of the statement (SQLSTATE 22P05, 22P02,
+	// 22021).
+	if !utf8.Valid(data) {
+		return nil, nil, fmt.Errorf("outbox: %w: data: not valid UTF-8", ErrInvalidEvent)
+	}
+	if problem := jsonbEscapeProblem(data); problem != "" {
+		return nil, nil, fmt.Errorf("outbox: %w: data: %s", ErrInvalidEvent, problem)
 	}
 	if h := withTraceContext(ctx, nil); len(h) > 0 {
 		if headers, err = json.Marshal(h); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
@@ -330,3 +331,80 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 		}
 	}
 }
+
+// The keys publish() derives are held to the explicit keys' rules: a
+// thread key a route's template makes from the event's data is refused
+// over 255 bytes or with a control character (at 3 KB it used to fail the
+// insert with SQLSTATE 54000, an index row too large), as an invalid event
+// naming the event and the route, through Go, a batch and SQL. Data jsonb
+// cannot store is refused in Go before any statement, and so is a sink
+// name over the key limit in Enqueue.
+// (Mutations, each failing this test: migration 010 without the derived
+// keys' check (the 1,000 and 3,000-byte thread keys stored); encodeEvent without
+// jsonbEscapeProblem (the database's 22P05 reaches the caller);
+// validate checking the sink only for being empty.)
+func TestPublishRefusesDerivedKeysLikeExplicitOnes(t *testing.T) {
+	b := coretest.Setup(t)
+	applyRoutes(t, b, "error", testTarget{Route: "customers", Sink: "hook", Patterns: []string{reOrderAny},
+		ThreadKey: json.RawMessage(`[{"text": "c-"}, {"data": ["customer"]}]`)})
+	for _, c := range []struct{ customer, want string }{
+		{strings.Repeat("x", 1000), "event order.created/k, route customers: its thread_key template makes a thread key of 1002 bytes, over the limit of 255"},
+		{strings.Repeat("x", 3000), "thread key of 3002 bytes"},
+		{"a\x01b", "holds a control character"},
+	} {
+		_, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "order.created", Key: "k", Data: map[string]string{"customer": c.customer}})
+		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("publish with a %d-byte customer: %v, want ErrInvalidEvent saying %q", len(c.customer), err, c.want)
+		}
+	}
+	_, err := b.Outbox.PublishBatch(b.Ctx, b.Pool, []core.Event{
+		{Type: "order.created", Key: "ok", Data: map[string]string{"customer": "ann"}},
+		{Type: "order.created", Key: "long", Data: map[string]string{"customer": strings.Repeat("x", 300)}}})
+	var batchErr *core.BatchError
+	if !errors.As(err, &batchErr) || batchErr.Index != 1 || !strings.Contains(err.Error(), "event 2: event order.created/long, route customers") {
+		t.Errorf("batch with a long derived key second: %v, want a BatchError for index 1 naming it", err)
+	}
+	var state string
+	_, err = b.Pool.Exec(b.Ctx, "SELECT * FROM "+b.Outbox.Schema()+".publish('order.created', 'k', jsonb_build_object('customer', repeat('x', 3000)))")
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		state = pgErr.Code
+	}
+	if state != "22023" || !strings.Contains(err.Error(), "route customers") {
+		t.Errorf("publish() in SQL with a 3 KB derived thread key: %v (SQLSTATE %s), want 22023 naming the route", err, state)
+	}
+
+	for _, data := range []string{`{"customer": "a\u0000b"}`, `{"customer": "\ud800"}`, "{\"customer\": \"\xff\"}"} {
+		_, err := b.Outbox.Publish(b.Ctx, refusingDB{}, core.Event{Type: "order.created", Key: "k", Data: json.RawMessage(data)})
+		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), "data: ") {
+			t.Errorf("publish of data %q: %v, want ErrInvalidEvent naming data before any statement", data, err)
+		}
+	}
+	_, err = b.Outbox.Enqueue(b.Ctx, refusingDB{}, core.Message{Sink: strings.Repeat("s", 256), DedupKey: "k", Payload: map[string]int{"n": 1}})
+	if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), "sink is 256 bytes") {
+		t.Errorf("enqueue to a 256-byte sink name: %v, want ErrInvalidMessage", err)
+	}
+	if got := b.StatusCounts(t); len(got) != 0 {
+		t.Errorf("refused publishes wrote rows: %v", got)
+	}
+}
+
+// refusingDB is a database handle that fails every statement: what is
+// refused before the database is never sent.
+type refusingDB struct{}
+
+func (refusingDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errors.New("a statement reached the database")
+}
+
+func (refusingDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("a statement reached the database")
+}
+
+func (refusingDB) QueryRow(context.Context, string, ...any) pgx.Row {
+	return errRow{}
+}
+
+type errRow struct{}
+
+func (errRow) Scan(...any) error { return errors.New("a statement reached the database") }

@@ -90,8 +90,11 @@ func (o *Outbox) Validate(ctx context.Context, msg Message) error {
 // validate checks m before anything touches the database and encodes it.
 func (o *Outbox) validate(ctx context.Context, m Message) (validMessage, error) {
 	var v validMessage
-	if m.Sink == "" {
-		return v, invalid("sink is empty")
+	// The sink is a key of the row's unique index like the dedup key, and
+	// held to the same rules: an over-long one would fail the insert with
+	// an index error, not as the caller's mistake.
+	if err := checkKey("sink", m.Sink); err != nil {
+		return v, err
 	}
 	if err := checkKey("dedup key", m.DedupKey); err != nil {
 		return v, err
@@ -202,8 +205,17 @@ func encodePayload(p any) ([]byte, error) {
 // rather than the producer's mistake. Most payloads hold no \u at all and
 // cost one bytes.Contains.
 func checkJSONBEscapes(field string, b []byte) error {
+	if problem := jsonbEscapeProblem(b); problem != "" {
+		return invalid("%s: %s", field, problem)
+	}
+	return nil
+}
+
+// jsonbEscapeProblem says what in the valid JSON text b jsonb cannot store
+// (see checkJSONBEscapes), or "".
+func jsonbEscapeProblem(b []byte) string {
 	if !bytes.Contains(b, []byte(`\u`)) {
-		return nil
+		return ""
 	}
 	// In valid JSON a backslash only occurs inside a string and always
 	// starts an escape: a \u escape is followed by four hex digits.
@@ -220,15 +232,15 @@ func checkJSONBEscapes(field string, b []byte) error {
 		i += 4
 		switch {
 		case r == 0:
-			return invalid("%s: \\u0000 at byte %d: PostgreSQL cannot store a NUL character in jsonb", field, at)
+			return fmt.Sprintf("\\u0000 at byte %d: PostgreSQL cannot store a NUL character in jsonb", at)
 		case !utf16.IsSurrogate(r):
 		case r < 0xdc00 && i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' && isLowSurrogate(hexRune(b[i+3:i+7])):
 			i += 6 // a high surrogate and its low half: one character
 		default:
-			return invalid("%s: \\u%04x at byte %d is half of a UTF-16 surrogate pair, not a character; PostgreSQL cannot store it in jsonb", field, r, at)
+			return fmt.Sprintf("\\u%04x at byte %d is half of a UTF-16 surrogate pair, not a character; PostgreSQL cannot store it in jsonb", r, at)
 		}
 	}
-	return nil
+	return ""
 }
 
 // hexRune decodes the four hex digits of a \u escape (json.Valid has

@@ -2,9 +2,13 @@ package operator
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/outboxd/outboxd/core"
@@ -138,10 +142,14 @@ type RedriveFilter struct {
 	// ErrorContains, with All, keeps the dead letters whose last error
 	// contains it, ignoring case (as DeadLetterFilter.ErrorContains).
 	ErrorContains string
-	// UpToID, with All, leaves out rows with a larger id: pass the LastID
-	// of a dry run to act on exactly the rows it counted, not on rows
-	// that died since.
-	UpToID int64
+	// Token, when set, is the ActionResult.Token of a dry run of the same
+	// selection: the action is a confirmation and acts on exactly the rows
+	// that dry run counted. Rows that died after the count (whatever their
+	// id: rows die in attempt order, not id order) are left out; if a
+	// counted row is no longer there or the selection otherwise changed,
+	// nothing is done and the error wraps ErrSelectionChanged, with the
+	// selection's new count and token in the result.
+	Token string
 	// Waiting makes Purge delete Sink's rows still waiting for delivery
 	// (pending or failed) as well: the way to drop the rows of a sink that
 	// no relay is configured with (a typo in a producer's sink name, a
@@ -151,62 +159,132 @@ type RedriveFilter struct {
 	DryRun bool
 }
 
+// ErrSelectionChanged is wrapped by the error of a confirmation
+// (RedriveFilter.Token) whose selection is no longer the rows its dry run
+// counted; nothing was done.
+var ErrSelectionChanged = errors.New("the selection changed since it was counted")
+
+// ErrInvalidToken is wrapped by the error of a RedriveFilter.Token that no
+// dry run returned.
+var ErrInvalidToken = errors.New("not the token of a dry run")
+
 func (f RedriveFilter) validate() error {
 	switch {
 	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("outbox: select dead letters by id or ask for all of them")
-	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.UpToID != 0):
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != ""):
 		return fmt.Errorf("outbox: select dead letters by id or all (of a sink, with an error), not both")
 	case f.Waiting && (!f.All || f.Sink == ""):
 		return fmt.Errorf("outbox: deleting waiting rows needs all rows of one sink")
+	case f.Token != "" && f.DryRun:
+		return fmt.Errorf("outbox: a dry run takes no confirmation token")
 	}
 	return nil
 }
 
 // ActionResult is what Redrive or Purge did or, in a dry run, would do.
 type ActionResult struct {
-	// Rows counts the rows moved or deleted (in a dry run: that would be).
+	// Rows counts the rows moved or deleted (in a dry run: that would be;
+	// when the selection changed: that it now holds).
 	Rows int64 `json:"rows"`
-	// LastID is the largest id among them (0 for none); see
-	// RedriveFilter.UpToID.
+	// LastID is the largest id among them (0 for none).
 	LastID int64 `json:"last_id"`
+	// Token names the rows counted: pass it as RedriveFilter.Token to act
+	// on exactly them.
+	Token string `json:"token"`
 	// Missing lists the ids of RedriveFilter.IDs that named no dead
 	// letter: no such row, or a row that is not dead.
 	Missing []int64 `json:"missing"`
 	DryRun  bool    `json:"dry_run"`
 }
 
+// confirmation is what a token names: the counted rows' largest id, their
+// latest death time (nil for none) and the digest of their ids and death
+// times.
+type confirmation struct {
+	upToID    int64
+	deadUntil *time.Time
+	digest    string
+}
+
+// token spells c as "<up to id>.<dead until, Unix microseconds>.<digest>".
+func (c confirmation) token() string {
+	var micros int64
+	if c.deadUntil != nil {
+		micros = c.deadUntil.UnixMicro()
+	}
+	return fmt.Sprintf("%d.%d.%s", c.upToID, micros, c.digest)
+}
+
+// parseToken reads a token; "" is no confirmation.
+func parseToken(token string) (confirmation, error) {
+	var c confirmation
+	if token == "" {
+		return c, nil
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || len(parts[2]) != md5.Size*2 || strings.Trim(parts[2], "0123456789abcdef") != "" {
+		return c, fmt.Errorf("outbox: token %q: %w", token, ErrInvalidToken)
+	}
+	id, idErr := strconv.ParseInt(parts[0], 10, 64)
+	micros, timeErr := strconv.ParseInt(parts[1], 10, 64)
+	if idErr != nil || timeErr != nil || id < 0 || micros < 0 {
+		return c, fmt.Errorf("outbox: token %q: %w", token, ErrInvalidToken)
+	}
+	c.upToID, c.digest = id, parts[2]
+	if micros > 0 {
+		t := time.UnixMicro(micros)
+		c.deadUntil = &t
+	}
+	return c, nil
+}
+
 // Redrive moves the selected dead rows back to pending with their attempts
 // reset, and wakes the relays; a dry run only counts them.
 func (o *Operator) Redrive(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
-	if err := f.validate(); err != nil {
-		return ActionResult{}, err
-	}
 	if f.Waiting {
 		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
-	row, err := o.q.Redrive(ctx, db, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
-		ErrorContains: f.ErrorContains, UpToID: f.UpToID, DryRun: f.DryRun})
-	res := actionResult(f, row.Rows, row.LastID, row.Missing)
-	if err != nil {
-		return res, fmt.Errorf("outbox: redrive: %w", err)
-	}
-	return res, nil
+	return act("redrive", f, func(f RedriveFilter, c confirmation) (store.PurgeRow, error) {
+		row, err := o.q.Redrive(ctx, db, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun})
+		return store.PurgeRow(row), err
+	})
 }
 
 // Purge deletes the selected dead rows (and, with Waiting, the sink's
 // waiting rows) and their recorded errors; a dry run only counts them.
 func (o *Operator) Purge(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
+	return act("purge", f, func(f RedriveFilter, c confirmation) (store.PurgeRow, error) {
+		return o.q.Purge(ctx, db, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun, Waiting: f.Waiting})
+	})
+}
+
+// act validates f and runs its statement. A confirmation whose selection
+// changed is ErrSelectionChanged with the result of a new dry run: the
+// selection's count now, and the token to confirm it with.
+func act(name string, f RedriveFilter, run func(RedriveFilter, confirmation) (store.PurgeRow, error)) (ActionResult, error) {
 	if err := f.validate(); err != nil {
 		return ActionResult{}, err
 	}
-	row, err := o.q.Purge(ctx, db, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
-		ErrorContains: f.ErrorContains, UpToID: f.UpToID, DryRun: f.DryRun, Waiting: f.Waiting})
-	res := actionResult(f, row.Rows, row.LastID, row.Missing)
+	c, err := parseToken(f.Token)
 	if err != nil {
-		return res, fmt.Errorf("outbox: purge: %w", err)
+		return ActionResult{}, err
 	}
-	return res, nil
+	row, err := run(f, c)
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("outbox: %s: %w", name, err)
+	}
+	if !row.Changed {
+		return actionResult(f, row), nil
+	}
+	plan := f
+	plan.DryRun, plan.Token = true, ""
+	if row, err = run(plan, confirmation{}); err != nil {
+		return ActionResult{}, fmt.Errorf("outbox: %s: count the changed selection: %w", name, err)
+	}
+	return actionResult(f, row), fmt.Errorf("outbox: %s: %w: it now holds %d row(s); nothing changed", name, ErrSelectionChanged, row.Rows)
 }
 
 // selectedIDs are the ids redrive.sql and purge.sql are given: never NULL,
@@ -220,9 +298,10 @@ func selectedIDs(f RedriveFilter) []int64 {
 
 // actionResult is the result of redrive.sql's or purge.sql's row, the
 // missing ids in order.
-func actionResult(f RedriveFilter, rows, lastID int64, missing []int64) ActionResult {
-	slices.Sort(missing)
-	return ActionResult{Rows: rows, LastID: lastID, Missing: missing, DryRun: f.DryRun}
+func actionResult(f RedriveFilter, row store.PurgeRow) ActionResult {
+	slices.Sort(row.Missing)
+	return ActionResult{Rows: row.Rows, LastID: row.LastID, Missing: row.Missing, DryRun: f.DryRun,
+		Token: confirmation{upToID: row.LastID, deadUntil: row.DeadUntil, digest: row.Digest}.token()}
 }
 
 // WaitingSink is a sink with rows waiting for delivery.

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,11 +93,12 @@ func TestStatsReportOldestPendingAge(t *testing.T) {
 }
 
 // Dead letters filter by sink and error text and page with a cursor; a
-// dry run counts without changing anything, UpToID keeps a confirmed
+// dry run counts without changing anything, its token keeps a confirmed
 // "all" to the rows counted, and ids that name no dead letter are
 // reported.
 // (Mutations, each failing this test: redrive.sql or purge.sql acting on a
-// dry run, redrive.sql ignoring UpToID, purge.sql reporting no missing ids.)
+// dry run, redrive.sql ignoring the token's id bound, purge.sql reporting
+// no missing ids.)
 func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	b := coretest.Setup(t)
 	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+`.messages (sink, dedup_key, payload, status, attempts, last_error)
@@ -141,16 +143,113 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 			t.Fatalf("a %s dry run changed rows: %v", name, c)
 		}
 	}
-	sel.DryRun, sel.UpToID = false, unavailable[1]
-	done, err := b.Outbox.Redrive(b.Ctx, b.Pool, sel)
-	if err != nil || done.Rows != 2 {
-		t.Fatalf("redrive up to %d: %+v, %v", unavailable[1], done, err)
+	plan, err := b.Outbox.Redrive(b.Ctx, b.Pool, sel)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{unavailable[2], alive, 999999}})
-	if err != nil || res.Rows != 1 || len(res.Missing) != 2 || res.Missing[0] != alive || res.Missing[1] != 999999 {
+	// A row of the selection dies after the count, with a larger id.
+	setDead(t, b, alive)
+	sel.DryRun, sel.Token = false, plan.Token
+	done, err := b.Outbox.Redrive(b.Ctx, b.Pool, sel)
+	if err != nil || done.Rows != 3 {
+		t.Fatalf("confirmed redrive: %+v, %v; want the 3 counted", done, err)
+	}
+	if m, err := b.Outbox.Message(b.Ctx, b.Pool, alive); err != nil || m.Status != operator.StatusDead {
+		t.Fatalf("the row that died after the count: %+v, %v; want it still dead", m, err)
+	}
+	setDead(t, b, unavailable[2])
+	live := b.EnqueueN(t, "partner", 1, keyed("live"))[0]
+	res, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{unavailable[2], live, 999999}})
+	if err != nil || res.Rows != 1 || len(res.Missing) != 2 || res.Missing[0] != live || res.Missing[1] != 999999 {
 		t.Fatalf("purge by ids: %+v, %v; want 1 purged and the live row and the unknown id missing", res, err)
 	}
 	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
 		t.Error("ids with an error filter were accepted")
+	}
+}
+
+// keyed gives EnqueueN's messages dedup keys of their own.
+func keyed(prefix string) func(int, *core.Message) {
+	return func(i int, m *core.Message) { m.DedupKey = fmt.Sprintf("%s-%d", prefix, i) }
+}
+
+// setDead makes row id die now with a 503, as a relay's finish would.
+func setDead(t *testing.T, b coretest.Bundle, id int64) {
+	t.Helper()
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+`.messages
+		SET status = 'dead', last_error = '503 unavailable', lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+		WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A confirmation acts on exactly the rows its dry run counted: a row that
+// dies after the count is left out whatever its id (an older row, failed
+// when counted), and a counted row that is gone (redriven meanwhile) makes
+// the confirmation refuse with the new count, doing nothing.
+// (Mutations, each failing this test: purge.sql without the @dead_until
+// bound, which refuses the confirmation, the older row's death changing
+// the set; purge.sql ignoring @digest, which purges the rest of a changed
+// selection.)
+func TestConfirmationActsOnExactlyTheRowsCounted(t *testing.T) {
+	b := coretest.Setup(t)
+	ids := b.EnqueueN(t, "partner", 4, nil)
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET status = 'failed', attempts = 1 WHERE id = $1", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[1:] {
+		setDead(t, b, id)
+	}
+	for name, action := range map[string]func(context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.Outbox.Purge, "redrive": b.Outbox.Redrive} {
+		plan, err := action(b.Ctx, b.Pool, operator.RedriveFilter{All: true, DryRun: true})
+		if err != nil || plan.Rows != 3 || plan.LastID != ids[3] || plan.Token == "" {
+			t.Fatalf("%s dry run: %+v, %v", name, plan, err)
+		}
+		setDead(t, b, ids[0]) // the older row dies after the count
+		done, err := action(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: plan.Token})
+		if err != nil || done.Rows != 3 {
+			t.Fatalf("%s confirmed: %+v, %v; want the 3 counted", name, done, err)
+		}
+		if m, err := b.Outbox.Message(b.Ctx, b.Pool, ids[0]); err != nil || m.Status != operator.StatusDead {
+			t.Fatalf("%s: the older row that died after the count: %+v, %v; want it left dead", name, m, err)
+		}
+		if name == "redrive" {
+			break
+		}
+		// Purged: make the three dead again for the redrive, under new ids.
+		ids = append(ids[:1], b.EnqueueN(t, "partner", 3, keyed("again"))...)
+		if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET status = 'failed' WHERE id = $1", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids[1:] {
+			setDead(t, b, id)
+		}
+	}
+
+	// A counted row redriven by someone else: the selection changed.
+	for _, id := range ids {
+		setDead(t, b, id)
+	}
+	plan, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, DryRun: true})
+	if err != nil || plan.Rows != 4 {
+		t.Fatalf("dry run: %+v, %v", plan, err)
+	}
+	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{IDs: ids[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: plan.Token})
+	if !errors.Is(err, operator.ErrSelectionChanged) || res.Rows != 3 || res.Token == plan.Token {
+		t.Fatalf("confirmation of a changed selection: %+v, %v; want ErrSelectionChanged with the new count 3", res, err)
+	}
+	if c := b.StatusCounts(t); c["dead"] != 3 {
+		t.Fatalf("a refused confirmation changed rows: %v", c)
+	}
+	if res, err = b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: res.Token}); err != nil || res.Rows != 3 {
+		t.Fatalf("confirmation with the new token: %+v, %v", res, err)
+	}
+	for _, bad := range []string{"x", "1.2", "1.2.zz", "-1.0.d41d8cd98f00b204e9800998ecf8427e"} {
+		if _, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: bad}); !errors.Is(err, operator.ErrInvalidToken) {
+			t.Errorf("token %q: %v, want ErrInvalidToken", bad, err)
+		}
 	}
 }

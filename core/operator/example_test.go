@@ -60,7 +60,7 @@ func ExampleOperator_Redrive() {
 		panic(err)
 	}
 	fmt.Println("would redrive", plan.Rows)
-	sel.DryRun, sel.UpToID = false, plan.LastID
+	sel.DryRun, sel.Token = false, plan.Token // exactly the rows counted
 	done, err := ops.Redrive(ctx, pool, sel)
 	if err != nil {
 		panic(err)

@@ -163,8 +163,13 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, status, map[string]any{"messages": messages})
 }
 
+// StatsMaxAge is how old a stats snapshot GET /v1/stats serves may be:
+// relays recompute it every operator.DefaultStatsInterval; an older one
+// (no relay runs) is recomputed first.
+const StatsMaxAge = 2 * operator.DefaultStatsInterval
+
 func (s *API) getStats(w http.ResponseWriter, r *http.Request) {
-	report, err := Stats(r.Context(), s.Config, s.Operator, s.DB)
+	report, err := Stats(r.Context(), s.Config, s.Operator, s.DB, "api", StatsMaxAge)
 	if err != nil {
 		s.internalError(w, r, "stats", err)
 		return

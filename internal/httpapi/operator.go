@@ -116,21 +116,29 @@ func positiveParam(q url.Values, name string) (int64, error) {
 
 // deadLetterActionRequest is the body of POST /v1/dlq/redrive and
 // /v1/dlq/purge: ids, or all dead letters (of a sink, with an error
-// containing a text, up to an id), optionally as a dry run.
+// containing a text), optionally as a dry run; a confirmation carries the
+// dry run's token.
 type deadLetterActionRequest struct {
 	IDs     []int64 `json:"ids"`
 	All     bool    `json:"all"`
 	Sink    string  `json:"sink"`
 	Error   string  `json:"error"`
-	UpToID  int64   `json:"up_to_id"`
+	Token   string  `json:"token"`
 	Waiting bool    `json:"waiting"`
 	DryRun  bool    `json:"dry_run"`
+	// UpToID is refused: an id bound let a confirmation act on older rows
+	// that died after the count.
+	UpToID *int64 `json:"up_to_id"`
 }
 
 func (req deadLetterActionRequest) filter() operator.RedriveFilter {
 	return operator.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink, ErrorContains: req.Error,
-		UpToID: req.UpToID, Waiting: req.Waiting, DryRun: req.DryRun}
+		Token: req.Token, Waiting: req.Waiting, DryRun: req.DryRun}
 }
+
+// errUpToID answers a request that bounds its selection by id.
+const errUpToID = `up_to_id: an id bound does not name what a dry run counted (rows die in attempt order, not id order); ` +
+	`confirm with the dry run's "token"`
 
 // SelectionWords spell the fields of a dead-letter selection the way its
 // callers know them: JSON fields of the API, flags of the CLI.
@@ -145,7 +153,7 @@ func CheckSelection(f operator.RedriveFilter, w SelectionWords) error {
 	switch {
 	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("give %s or %s", w.IDs, w.All)
-	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.UpToID != 0 || f.Waiting):
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.Waiting):
 		return fmt.Errorf("%s cannot be combined with %s, %s, %s or %s", w.IDs, w.All, w.Sink, w.Error, w.Waiting)
 	case f.Waiting && (!f.All || f.Sink == ""):
 		return fmt.Errorf("%s needs %s and %s", w.Waiting, w.All, w.Sink)
@@ -164,12 +172,19 @@ func (s *API) postPurge(w http.ResponseWriter, r *http.Request) {
 	s.deadLetterAction(w, r, "purge", "purged", (*operator.Operator).Purge)
 }
 
-// deadLetterAction answers {"<done>": N, "dry_run", "last_id", "missing"}:
-// missing lists the requested ids that named no dead letter.
+// deadLetterAction answers {"<done>": N, "dry_run", "last_id", "token",
+// "missing"}: missing lists the requested ids that named no dead letter,
+// token names the rows counted. A confirmation (token) whose selection
+// changed answers 409 with the error, nothing done, and the new count as
+// "rows" with its token.
 func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, done string, action DeadLetterAction) {
 	var req deadLetterActionRequest
 	if status, err := decodeStrict(r.Body, &req); err != nil {
 		writeError(w, status, err.Error())
+		return
+	}
+	if req.UpToID != nil {
+		writeError(w, http.StatusUnprocessableEntity, errUpToID)
 		return
 	}
 	f := req.filter()
@@ -182,11 +197,19 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 		return
 	}
 	res, err := action(s.Operator, r.Context(), s.DB, f)
-	if err != nil {
+	switch {
+	case errors.Is(err, operator.ErrInvalidToken):
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("token: %q is not the token of a dry run", f.Token))
+		return
+	case errors.Is(err, operator.ErrSelectionChanged):
+		writeBody(w, http.StatusConflict, map[string]any{"error": err.Error(), "rows": res.Rows, "last_id": res.LastID,
+			"token": res.Token, "missing": res.Missing})
+		return
+	case err != nil:
 		s.internalError(w, r, name, err)
 		return
 	}
-	writeBody(w, http.StatusOK, map[string]any{done: res.Rows, "dry_run": res.DryRun, "last_id": res.LastID, "missing": res.Missing})
+	writeBody(w, http.StatusOK, map[string]any{done: res.Rows, "dry_run": res.DryRun, "last_id": res.LastID, "token": res.Token, "missing": res.Missing})
 }
 
 // pauseRequest is the body of POST /v1/sinks/{name}/pause and /resume:

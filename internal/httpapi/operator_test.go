@@ -78,7 +78,7 @@ func (a *operatorAPI) do(t *testing.T, method, path, token, body string, out any
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 {
+	if out != nil && (resp.StatusCode < 300 || resp.StatusCode == http.StatusConflict) {
 		if err := json.Unmarshal(raw, out); err != nil {
 			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
 		}
@@ -91,6 +91,14 @@ func (a *operatorAPI) do(t *testing.T, method, path, token, body string, out any
 func (a *operatorAPI) deadRows(t *testing.T, sink string, errs ...string) []int64 {
 	t.Helper()
 	return testdb.DeadRows(t, a.pool, a.ob, sink, errs...)
+}
+
+// exec runs statement with {schema} naming the test's schema.
+func (a *operatorAPI) exec(t *testing.T, statement string, args ...any) {
+	t.Helper()
+	if _, err := a.pool.Exec(context.Background(), strings.ReplaceAll(statement, "{schema}", a.ob.Schema()), args...); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const operatorConfig = `http:
@@ -181,8 +189,8 @@ func TestMessageEndpoints(t *testing.T) {
 	}
 }
 
-// Redrive and purge count with dry_run, act on up_to_id, report missing
-// ids; GET /v1/dlq filters by error and pages with after.
+// Redrive and purge count with dry_run, act on a dry run's token, report
+// missing ids; GET /v1/dlq filters by error and pages with after.
 func TestDeadLetterEndpoints(t *testing.T) {
 	t.Parallel()
 	a := newOperatorAPI(t, operatorConfig)
@@ -206,15 +214,17 @@ func TestDeadLetterEndpoints(t *testing.T) {
 	if c := testdb.StatusCounts(t, a.pool, a.ob, ""); c["dead"] != 4 {
 		t.Fatalf("the dry run changed rows: %v", c)
 	}
-	a.do(t, "POST", "/v1/dlq/redrive", operatorToken, fmt.Sprintf(`{"all": true, "error": "unavailable", "up_to_id": %d}`, ids[2]), &res)
-	if res["redriven"] != 2.0 || res["dry_run"] != false {
-		t.Fatalf("redrive up to %d: %v", ids[2], res)
+	a.do(t, "POST", "/v1/dlq/redrive", operatorToken, `{"all": true, "error": "unavailable", "dry_run": true}`, &res)
+	a.do(t, "POST", "/v1/dlq/redrive", operatorToken, fmt.Sprintf(`{"all": true, "error": "unavailable", "token": %q}`, res["token"]), &res)
+	if res["redriven"] != 3.0 || res["dry_run"] != false {
+		t.Fatalf("confirmed redrive: %v", res)
 	}
 	a.do(t, "POST", "/v1/dlq/purge", operatorToken, fmt.Sprintf(`{"ids": [%d, 999999]}`, ids[1]), &res)
 	if res["purged"] != 1.0 || fmt.Sprint(res["missing"]) != "[999999]" {
 		t.Fatalf("purge with an unknown id: %v", res)
 	}
-	for _, body := range []string{`{}`, `{"ids": [1], "all": true}`, `{"ids": [1], "error": "x"}`, `{"all": true, "waiting": true}`} {
+	for _, body := range []string{`{}`, `{"ids": [1], "all": true}`, `{"ids": [1], "error": "x"}`, `{"all": true, "waiting": true}`,
+		`{"all": true, "up_to_id": 3}`, `{"all": true, "token": "3"}`} {
 		if got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, body, nil); got != http.StatusUnprocessableEntity {
 			t.Errorf("purge %s: %d, want 422", body, got)
 		}
@@ -224,6 +234,46 @@ func TestDeadLetterEndpoints(t *testing.T) {
 	}
 	if got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, `{"all": true, "dry_run": "yes"}`, nil); got != http.StatusBadRequest {
 		t.Errorf("dry_run of the wrong type: %d, want 400", got)
+	}
+}
+
+// The issue's reproduction over HTTP: id 1 failed, 2 and 3 dead; a dry
+// run of an "all" purge counts 2; id 1 dies; the confirmation purges the 2
+// counted and leaves id 1. A confirmation whose counted rows changed
+// answers 409 with the new count and its token, and deletes nothing.
+// (Mutations, each failing this test: purge.sql without the @dead_until
+// bound (the confirmation refused, id 1's death changing the set);
+// deadLetterAction answering a changed selection 500 or without the new
+// token.)
+func TestConfirmedPurgeLeavesAnOlderRowThatDiedAfterTheCount(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	ids := a.deadRows(t, "partner", "503", "503", "503")
+	older, counted := ids[0], ids[1:]
+	a.exec(t, "UPDATE {schema}.messages SET status = 'failed', attempts = 1 WHERE id = $1", older)
+
+	var plan, res map[string]any
+	a.do(t, "POST", "/v1/dlq/purge", operatorToken, `{"all": true, "dry_run": true}`, &plan)
+	if plan["purged"] != 2.0 || plan["last_id"] != float64(counted[1]) || plan["token"] == "" {
+		t.Fatalf("dry run: %v", plan)
+	}
+	a.exec(t, "UPDATE {schema}.messages SET status = 'dead', updated_at = now() WHERE id = $1", older)
+	if got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, fmt.Sprintf(`{"all": true, "token": %q}`, plan["token"]), &res); got != http.StatusOK || res["purged"] != 2.0 {
+		t.Fatalf("confirmed purge: %d %v", got, res)
+	}
+	if c := testdb.StatusCounts(t, a.pool, a.ob, ""); c["dead"] != 1 {
+		t.Fatalf("after the confirmed purge: %v; want the older row that died after the count left", c)
+	}
+
+	a.deadRows(t, "other", "503")
+	a.do(t, "POST", "/v1/dlq/purge", operatorToken, `{"all": true, "dry_run": true}`, &plan)
+	a.do(t, "POST", "/v1/dlq/redrive", operatorToken, fmt.Sprintf(`{"ids": [%d]}`, older), nil)
+	got := a.do(t, "POST", "/v1/dlq/purge", operatorToken, fmt.Sprintf(`{"all": true, "token": %q}`, plan["token"]), &res)
+	if got != http.StatusConflict || res["rows"] != 1.0 || res["token"] == plan["token"] || !strings.Contains(fmt.Sprint(res["error"]), "changed since it was counted") {
+		t.Fatalf("confirmation of a changed selection: %d %v; want 409 with the new count 1", got, res)
+	}
+	if c := testdb.StatusCounts(t, a.pool, a.ob, ""); c["dead"] != 1 {
+		t.Fatalf("a refused confirmation changed rows: %v", c)
 	}
 }
 
@@ -290,5 +340,31 @@ func TestConsoleMountedAndFreeOfSecrets(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET / with http.ui false: %d, want 404", resp.StatusCode)
+	}
+}
+
+// GET /v1/stats is served from the cluster's stats snapshot, not counted
+// over the whole table: delivered history (a row sent two hours ago) is
+// not read, and the report says when and by whom the counts were taken.
+// (Mutation: Stats counting with Operator.Stats, the GROUP BY over every
+// row, fails this test: the old sent row is counted and there is no
+// taken_at.)
+func TestStatsAreServedFromTheSnapshot(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	a.exec(t, `INSERT INTO {schema}.messages (sink, dedup_key, payload, status, sent_at, updated_at)
+		VALUES ('partner', 'old', '{}', 'sent', now() - interval '2 hours', now() - interval '2 hours'),
+		       ('partner', 'new', '{}', 'pending', NULL, now())`)
+	var report struct {
+		Sinks   map[string]map[string]any `json:"sinks"`
+		TakenAt time.Time                 `json:"taken_at"`
+		TakenBy string                    `json:"taken_by"`
+	}
+	if code := a.do(t, "GET", "/v1/stats", operatorToken, "", &report); code != http.StatusOK {
+		t.Fatalf("GET /v1/stats: %d", code)
+	}
+	p := report.Sinks["partner"]
+	if p["pending"] != 1.0 || p["sent_last_hour"] != 0.0 || p["sent"] != nil || report.TakenAt.IsZero() || report.TakenBy != "api" {
+		t.Fatalf("stats: %+v; want 1 pending, no sent row of the last hour, no all-time sent count, a snapshot taken by the api", report)
 	}
 }

@@ -2,42 +2,60 @@ package httpapi
 
 import (
 	"context"
+	"time"
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 )
 
-// StatsReport is the JSON shape of `outboxd stats --json` and GET /v1/stats.
+// StatsReport is the JSON shape of `outboxd stats --json` and GET /v1/stats:
+// the cluster's stats snapshot (operator.StatsSnapshot), never a count over
+// the whole table and its delivered history.
 type StatsReport struct {
 	Sinks map[string]SinkStatsReport `json:"sinks"`
+	// TakenAt is when the counts were computed, TakenBy by which relay
+	// (or tool).
+	TakenAt time.Time `json:"taken_at"`
+	TakenBy string    `json:"taken_by"`
 }
 
 // SinkStatsReport is one sink's row counts and the age of its oldest
 // waiting row in seconds.
 type SinkStatsReport struct {
-	operator.SinkStats
+	operator.SinkCounts
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 	// Configured is false for a sink that has rows but is not in this
 	// configuration: relays configured like this one leave its rows alone.
 	Configured bool `json:"configured"`
 }
 
-// Stats reads the stats and lists every configured sink, with zeros
-// for a sink that has no rows yet, and every sink that has rows, marking
-// those this configuration does not have.
-func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db core.DBTX) (StatsReport, error) {
-	stats, err := ops.Stats(ctx, db)
+// Stats reads the stats snapshot, recomputing it first (as by) when it is
+// older than maxAge (0: always) or was never taken, and lists every
+// configured sink, with zeros for a sink that has no rows yet, and every
+// sink that has rows, marking those this configuration does not have.
+// Recomputing reads the partial indexes and the last hour of sent rows
+// only.
+func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db core.DBTX, by string, maxAge time.Duration) (StatsReport, error) {
+	snap, err := ops.StatsSnapshot(ctx, db)
 	if err != nil {
 		return StatsReport{}, err
 	}
-	report := StatsReport{Sinks: map[string]SinkStatsReport{}}
+	if snap.TakenAt.IsZero() || time.Since(snap.TakenAt) > maxAge {
+		if err := ops.RefreshStatsSnapshot(ctx, db, by); err != nil {
+			return StatsReport{}, err
+		}
+		if snap, err = ops.StatsSnapshot(ctx, db); err != nil {
+			return StatsReport{}, err
+		}
+	}
+	report := StatsReport{Sinks: map[string]SinkStatsReport{}, TakenAt: snap.TakenAt, TakenBy: snap.TakenBy}
 	for name := range cfg.Sinks {
 		report.Sinks[name] = SinkStatsReport{Configured: true}
 	}
-	for name, s := range stats {
+	for name, s := range snap.Sinks {
 		_, configured := cfg.Sinks[name]
-		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
+		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
 	}
 	return report, nil
 }

@@ -1095,115 +1095,158 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 const purgeSQL = `-- name: purge
 -- Deletes dead rows and their recorded failed attempts: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
--- contains @error_contains (ignoring case; unless '') and whose id is at most @up_to_id
--- (unless 0: the largest id a dry run counted, so a confirmed "all"
--- deletes no row that died after the count). With @waiting the rows of sink @sink
+-- contains @error_contains (ignoring case; unless ''). With @waiting the rows of sink @sink
 -- still waiting for delivery (pending or failed) go too: the way to drop
 -- the rows of a sink no relay will ever have. With @dry_run (a dry run) nothing
--- is deleted. Returns how many rows were deleted (or would be), the
--- largest of their ids, and the ids of @ids that name no dead row. Planned
--- with its values (core's oneShot). @up_to_id is cast: compared with 0
--- alone the server typed it integer, and an id above 2^31 failed.
+-- is deleted.
+-- A confirmation passes what its dry run returned (operator's token): the
+-- selection is bounded to ids up to @up_to_id and rows that last changed
+-- (died) by @dead_until, so rows that died after the count are left out
+-- whatever their id (rows die in attempt order, not id order); and unless
+-- the bounded selection's @digest (its ids and death times) is still the
+-- counted one, nothing is deleted and changed is true: the selection
+-- changed since it was counted, and the result is its new count.
+-- Returns how many rows were deleted (or would be, or now match), the
+-- largest of their ids, the latest of their death times, their digest,
+-- whether the selection changed, and the ids of @ids that name no dead
+-- row. Planned with its values (core's oneShot). @up_to_id is cast:
+-- compared with 0 alone the server typed it integer, and an id above 2^31
+-- failed.
 WITH target AS (
-    SELECT id FROM {schema}.messages
+    SELECT id, updated_at FROM {schema}.messages
     WHERE (phase = 'dead' OR ($1 AND status IN ('pending', 'failed')))
       AND (id = ANY($2) OR ($3 AND ($4 = '' OR sink = $4)
-           AND ($5 = '' OR strpos(lower(last_error), lower($5)) > 0) AND ($6::bigint = 0 OR id <= $6)))
+           AND ($5 = '' OR strpos(lower(last_error), lower($5)) > 0)))
+      AND ($6::bigint = 0 OR id <= $6)
+      AND ($7::timestamptz IS NULL OR updated_at <= $7)
+), counted AS (
+    -- The digest names the set: each id with its death time in
+    -- microseconds (text of a timestamptz would follow the session's
+    -- TimeZone and DateStyle).
+    SELECT count(*) AS rows, COALESCE(max(id), 0) AS last_id, max(updated_at) AS dead_until,
+           md5(COALESCE(string_agg(id::text || '@' || (extract(epoch FROM updated_at) * 1000000)::bigint::text, ',' ORDER BY id), '')) AS digest
+    FROM target
+), confirmed AS (
+    SELECT c.*, $8 = '' OR c.digest = $8 AS ok FROM counted c
 ), gone AS (
     DELETE FROM {schema}.messages m
-    WHERE NOT $7 AND (m.phase = 'dead' OR ($1 AND m.status IN ('pending', 'failed')))
+    WHERE NOT $9 AND (SELECT ok FROM confirmed)
+      AND (m.phase = 'dead' OR ($1 AND m.status IN ('pending', 'failed')))
       AND m.id = ANY(ARRAY(SELECT id FROM target))
     RETURNING m.id
 ), errs AS (
     DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
 )
-SELECT CASE WHEN $7 THEN (SELECT count(*) FROM target) ELSE (SELECT count(*) FROM gone) END,
-       COALESCE((SELECT max(id) FROM target), 0),
+SELECT CASE WHEN $9 OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM gone) END,
+       c.last_id, c.dead_until, c.digest, NOT c.ok,
        ARRAY(SELECT unnest($2::bigint[]) EXCEPT SELECT id FROM target)
+FROM confirmed c
 `
 
 // PurgeParams are the parameters of purge.sql.
 type PurgeParams struct {
-	Waiting       bool    // boolean
-	IDs           []int64 // bigint[]
-	All           bool    // boolean
-	Sink          string  // text
-	ErrorContains string  // text
-	UpToID        int64   // bigint
-	DryRun        bool    // boolean
+	Waiting       bool       // boolean
+	IDs           []int64    // bigint[]
+	All           bool       // boolean
+	Sink          string     // text
+	ErrorContains string     // text
+	UpToID        int64      // bigint
+	DeadUntil     *time.Time // timestamptz, null
+	Digest        string     // text
+	DryRun        bool       // boolean
 }
 
 // PurgeRow is a row of purge.sql.
 type PurgeRow struct {
-	Rows    int64   // bigint
-	LastID  int64   // bigint
-	Missing []int64 // bigint[]
+	Rows      int64      // bigint
+	LastID    int64      // bigint
+	DeadUntil *time.Time // timestamptz, null
+	Digest    string     // text
+	Changed   bool       // boolean
+	Missing   []int64    // bigint[]
 }
 
 // Purge runs purge.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow, error) {
 	var r PurgeRow
-	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 
 const redriveSQL = `-- name: redrive
--- Moves dead rows back to pending with their attempts and deferrals reset and wakes a
--- relay loop for each of their sinks: the rows with ids @ids, or with @all
+-- Moves dead rows back to pending with their attempts and deferrals reset
+-- and wakes a relay loop for each of their sinks: the rows with ids @ids,
+-- or with @all
 -- every dead row of sink @sink (unless '') whose last error contains @error_contains
--- (ignoring case; unless '') and whose id is at most @up_to_id (unless 0: the
--- largest id a dry run counted, so a confirmed "all" moves no row that
--- died after the count). With @dry_run (a dry run) nothing moves. Returns how
--- many rows moved (or would), the largest of their ids, and the ids of @ids
--- that name no dead row. Planned with its values (core's oneShot), so the
--- dead index (phase = 'dead') serves the selection. @up_to_id is cast:
--- compared with 0 alone the server typed it integer, and an id above 2^31
--- failed.
+-- (ignoring case; unless ''). With @dry_run (a dry run) nothing moves.
+-- A confirmation passes what its dry run returned, as purge.sql: the
+-- selection is bounded by @up_to_id and @dead_until, and unless its
+-- @digest is still the counted one nothing moves and changed is true.
+-- Returns how many rows moved (or would, or now match), the largest of
+-- their ids, the latest of their death times, their digest, whether the
+-- selection changed, and the ids of @ids that name no dead row. Planned
+-- with its values (core's oneShot), so the dead index (phase = 'dead')
+-- serves the selection. @up_to_id is cast: compared with 0 alone the
+-- server typed it integer, and an id above 2^31 failed.
 WITH target AS (
-    SELECT id FROM {schema}.messages
+    SELECT id, updated_at FROM {schema}.messages
     WHERE phase = 'dead'
       AND (id = ANY($1) OR ($2 AND ($3 = '' OR sink = $3)
-           AND ($4 = '' OR strpos(lower(last_error), lower($4)) > 0) AND ($5::bigint = 0 OR id <= $5)))
+           AND ($4 = '' OR strpos(lower(last_error), lower($4)) > 0)))
+      AND ($5::bigint = 0 OR id <= $5)
+      AND ($6::timestamptz IS NULL OR updated_at <= $6)
+), counted AS (
+    -- The digest as purge.sql's.
+    SELECT count(*) AS rows, COALESCE(max(id), 0) AS last_id, max(updated_at) AS dead_until,
+           md5(COALESCE(string_agg(id::text || '@' || (extract(epoch FROM updated_at) * 1000000)::bigint::text, ',' ORDER BY id), '')) AS digest
+    FROM target
+), confirmed AS (
+    SELECT c.*, $7 = '' OR c.digest = $7 AS ok FROM counted c
 ), moved AS (
     UPDATE {schema}.messages m
     SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
         lease_token = NULL, lease_expires_at = NULL
-    WHERE NOT $6 AND m.phase = 'dead'
+    WHERE NOT $8 AND (SELECT ok FROM confirmed) AND m.phase = 'dead'
       -- Probes the primary key for each target instead of joining a scan.
       AND m.id = ANY(ARRAY(SELECT id FROM target))
     RETURNING m.id, m.sink
 ), wake AS (SELECT {schema}.wake(s.sink) FROM (SELECT DISTINCT sink FROM moved) s)
-SELECT CASE WHEN $6 THEN (SELECT count(*) FROM target) ELSE (SELECT count(*) FROM moved) END,
-       COALESCE((SELECT max(id) FROM target), 0),
+SELECT CASE WHEN $8 OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM moved) END,
+       c.last_id, c.dead_until, c.digest, NOT c.ok,
        ARRAY(SELECT unnest($1::bigint[]) EXCEPT SELECT id FROM target)
 -- CROSS JOIN: a LEFT JOIN to a one-row subquery whose columns nothing
 -- reads is removed by the planner, and the wake-ups would never run.
-FROM (SELECT 1) AS one CROSS JOIN (SELECT count(*) FROM wake) w
+FROM confirmed c CROSS JOIN (SELECT count(*) FROM wake) w
 `
 
 // RedriveParams are the parameters of redrive.sql.
 type RedriveParams struct {
-	IDs           []int64 // bigint[]
-	All           bool    // boolean
-	Sink          string  // text
-	ErrorContains string  // text
-	UpToID        int64   // bigint
-	DryRun        bool    // boolean
+	IDs           []int64    // bigint[]
+	All           bool       // boolean
+	Sink          string     // text
+	ErrorContains string     // text
+	UpToID        int64      // bigint
+	DeadUntil     *time.Time // timestamptz, null
+	Digest        string     // text
+	DryRun        bool       // boolean
 }
 
 // RedriveRow is a row of redrive.sql.
 type RedriveRow struct {
-	Rows    int64   // bigint
-	LastID  int64   // bigint
-	Missing []int64 // bigint[]
+	Rows      int64      // bigint
+	LastID    int64      // bigint
+	DeadUntil *time.Time // timestamptz, null
+	Digest    string     // text
+	Changed   bool       // boolean
+	Missing   []int64    // bigint[]
 }
 
 // Redrive runs redrive.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Redrive(ctx context.Context, db DBTX, arg RedriveParams) (RedriveRow, error) {
 	var r RedriveRow
-	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 

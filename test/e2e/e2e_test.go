@@ -57,7 +57,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the refused messages to be dead and the others sent", func() bool {
 		s := e.stats()
-		return s["partner"]["sent"] == 1 && s["partner"]["dead"] == 2 && s["audit"]["sent"] == 1
+		return s["partner"]["sent_last_hour"] == 1 && s["partner"]["dead"] == 2 && s["audit"]["sent_last_hour"] == 1
 	})
 	if strings.Contains(srv.Logs(), strings.TrimPrefix(webhookSecret, "whsec_")) {
 		t.Errorf("serve logged the webhook secret")
@@ -93,7 +93,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the redriven message to be delivered", func() bool {
 		s := e.stats()["partner"]
-		return s["sent"] == 2 && s["dead"] == 1
+		return s["sent_last_hour"] == 2 && s["dead"] == 1
 	})
 	var status string
 	var attempts int

@@ -84,9 +84,9 @@ func TestServeDeleteOnSent(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "the delivered row to be deleted rather than kept as sent", func() bool {
 		s := e.stats()["partner"]
-		return s["sent"] == 0 && s["pending"] == 0 && s["in_progress"] == 0
+		return s["sent_last_hour"] == 0 && s["pending"] == 0 && s["in_progress"] == 0
 	})
-	if s := e.stats()["partner"]; s["sent"] != 0 {
+	if s := e.stats()["partner"]; s["sent_last_hour"] != 0 {
 		t.Fatalf("delete_on_sent: stats %v", s)
 	}
 }

@@ -67,7 +67,7 @@ func TestRollingDeployAddingASink(t *testing.T) {
 		distinct, _ := newRcv.received()
 		return distinct == n
 	})
-	eventually(t, 30*time.Second, "every added row sent", func() bool { return old.stats()["added"]["sent"] == n })
+	eventually(t, 30*time.Second, "every added row sent", func() bool { return old.stats()["added"]["sent_last_hour"] == n })
 	if distinct, total := newRcv.received(); distinct != n || total != n {
 		t.Fatalf("the added sink's receiver got %d deliveries of %d messages, want exactly %d", total, distinct, n)
 	}

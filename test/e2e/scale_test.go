@@ -38,7 +38,7 @@ func TestTwoServesDeliverOnce(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 	eventually(t, 30*time.Second, "every row to be recorded as sent", func() bool {
-		return e.stats()["partner"]["sent"] == n
+		return e.stats()["partner"]["sent_last_hour"] == n
 	})
 	distinct, total := rcv.received()
 	if distinct != n || total != n {
