@@ -30,7 +30,7 @@ type keyedRows struct {
 // others back; it returns how soon the first row handed back comes due
 // (0 when none was).
 func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []claimedRow, free *slots.Slots) time.Duration {
-	groups := r.groupByKey(deliverCtx, s, rows)
+	groups := r.holdOpenKeys(ctx, s, r.groupByKey(deliverCtx, s, rows))
 	if len(groups) == 0 {
 		return 0
 	}
@@ -105,6 +105,7 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow)
 			index[key] = i
 			groups = append(groups, keyedRows{key: key})
 		}
+		row.destKey = key
 		groups[i].rows = append(groups[i].rows, row)
 	}
 	slices.SortFunc(groups, func(a, b keyedRows) int { return cmp.Compare(a.key, b.key) })

@@ -42,6 +42,14 @@ type Relay struct {
 	// Maintained gets, once each maintenance round the relay led is over,
 	// the number of sent rows the round deleted (0 when there were none).
 	Maintained Signal[int64]
+	// Breaker gets each circuit breaker this relay opened or closed.
+	Breaker Signal[BreakerChange]
+}
+
+// BreakerChange is a circuit breaker a relay opened (Open) or closed.
+type BreakerChange struct {
+	Sink, Key string
+	Open      bool
 }
 
 // Outcome is one delivery's terminal write.
@@ -166,6 +174,13 @@ func (r *Relay) EmitMaintained(pruned int64) {
 func (r *Relay) EmitUnconfiguredSinks(sinks []string) {
 	if r != nil {
 		r.UnconfiguredSinks.Send(sinks)
+	}
+}
+
+// EmitBreaker sends a change of the breaker of (sink, key) on r.Breaker.
+func (r *Relay) EmitBreaker(sink, key string, open bool) {
+	if r != nil {
+		r.Breaker.Send(BreakerChange{Sink: sink, Key: key, Open: open})
 	}
 }
 
