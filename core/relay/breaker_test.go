@@ -197,9 +197,9 @@ func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
 // always answers 500 among healthy traffic still dead-letters at exactly
 // max_attempts, and the breaker stays closed.
 //
-// Checked with the mutation "breaker.Classify returns Down for
-// ServerError": the breaker opened, and the poison message's failed probes
-// were refunded instead of dead-lettering it at max_attempts.
+// Checked with the mutation "Window.Record ignores MinDeliveries": the
+// poison message's first failure was a share of 100% and opened the
+// breaker (the test failed on the breaker changes).
 func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
 	b := coretest.Setup(t)
 	rc := newFlakyReceiver(t, http.StatusOK)
@@ -208,10 +208,15 @@ func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
 			Backoff: relay.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}}})
+	// The poison message first, then healthy traffic trickling in: its
+	// first failures come when the window holds little else.
 	poison := b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = "poison" })[0]
-	const healthy = 100
-	for i := 0; i < healthy; i += 10 {
-		b.EnqueueN(t, "hook", 10, func(j int, m *core.Message) { m.DedupKey = fmt.Sprintf("ok-%d", i+j) })
+	const healthy = 40
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	for i := range healthy {
+		<-ticker.C
+		b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = fmt.Sprintf("ok-%d", i) })
 	}
 	signals.WaitWritten(t, time.Minute, "hook", "dead", 1)
 	signals.WaitWritten(t, time.Minute, "hook", "sent", healthy)
