@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -58,10 +57,6 @@ const (
 	circuitOpen    = 1
 	circuitProbing = 2
 )
-
-// attrDestinationKey labels an open breaker of one destination key: only
-// open ones carry a key, so the label stays bounded by the outage.
-const attrDestinationKey = attribute.Key("outbox.destination.key")
 
 // errProbeHeld is the stored error of a row a breaker hands back.
 var errProbeHeld = errors.New("circuit breaker open: waiting for the destination's next probe")
@@ -457,32 +452,31 @@ func (r *Relay) holdOpenKeys(ctx context.Context, s SinkConfig, groups []keyedRo
 	return kept
 }
 
-// registerCircuitGauge reports each breaker's state as the gauge
+// registerCircuitGauge reports each sink's breaker state as the gauge
 // outbox.sink.circuit_state (Prometheus: outbox_sink_circuit_state):
-// 0 closed, 1 open, 2 probing, for every sink with breakers (closed
-// unless open) and, labelled with its key, each open destination key.
+// 0 closed, 1 open, 2 probing; for a sink with a breaker per destination
+// key, the most open of its keys (labels stay bounded: sink names only;
+// `outboxd stats` names the keys).
 func (r *Relay) registerCircuitGauge() (metric.Registration, error) {
 	meter := meterProvider(r.cfg.MeterProvider).Meter(otelscope.Name)
 	gauge, err := meter.Int64ObservableGauge("outbox.sink.circuit_state",
-		metric.WithDescription("Circuit breaker state by sink and destination key: 0 closed, 1 open, 2 probing."))
+		metric.WithDescription("Circuit breaker state by sink: 0 closed, 1 open, 2 probing (per-key sinks: their most open key)."))
 	if err != nil {
 		return nil, err
 	}
 	return meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		for name, sb := range r.breakers {
-			sink := otelscope.AttrSink.String(name)
+			state := int64(circuitClosed)
 			sb.mu.Lock()
-			if _, open := sb.open[""]; !open {
-				obs.ObserveInt64(gauge, circuitClosed, metric.WithAttributes(sink, attrDestinationKey.String("")))
-			}
-			for key, ob := range sb.open {
-				state := int64(circuitOpen)
+			for _, ob := range sb.open {
 				if ob.probing {
 					state = circuitProbing
+				} else {
+					state = max(state, circuitOpen)
 				}
-				obs.ObserveInt64(gauge, state, metric.WithAttributes(sink, attrDestinationKey.String(key)))
 			}
 			sb.mu.Unlock()
+			obs.ObserveInt64(gauge, state, r.labels[name].sink)
 		}
 		return nil
 	}, gauge)
