@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
@@ -18,7 +19,7 @@ func (a *app) statsCommand() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "stats",
-		Short: "Per sink: pending, in progress, failed, dead and last hour's sent rows, and the oldest pending age",
+		Short: "Per sink: pending, in progress, failed, dead and last hour's sent rows, the oldest pending age, and open circuit breakers",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			// A command run by hand shows the counts of now: it recomputes
@@ -43,7 +44,7 @@ const notConfiguredNote = "not configured on this relay"
 
 func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tNOTE")
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
@@ -51,7 +52,32 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 		if !s.Configured {
 			note = notConfiguredNote
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, note)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, s.Circuit, note)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeBreakersTable(w, r)
+}
+
+// writeBreakersTable lists the open circuit breakers under the stats, if
+// any: each destination's state, since when, its last failure and its
+// next probe.
+func writeBreakersTable(w io.Writer, r httpapi.StatsReport) error {
+	var open []operator.BreakerState
+	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
+		open = append(open, r.Sinks[name].Breakers...)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nCIRCUIT BREAKER\tKEY\tSTATE\tSINCE\tNEXT_PROBE\tLAST_FAILURE")
+	now := time.Now()
+	for _, b := range open {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (%s ago)\tin %s\t%s\n", terminalCell(b.Sink), terminalCell(b.Key), b.State,
+			b.Since.Format(time.RFC3339), now.Sub(b.Since).Round(time.Second), max(0, b.NextProbe.Sub(now)).Round(time.Second),
+			terminalCell(b.LastFailure))
 	}
 	return tw.Flush()
 }

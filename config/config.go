@@ -160,6 +160,8 @@ type SinkSpec struct {
 	Backoff      BackoffSpec    `mapstructure:"backoff"`
 	RateLimit    *RateLimitSpec `mapstructure:"rate_limit"`
 	MaxInFlight  int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
+	// CircuitBreaker is relay.SinkConfig.CircuitBreaker.
+	CircuitBreaker CircuitBreakerSpec `mapstructure:"circuit_breaker"`
 	// Options are decoded by the sink type's factory.
 	Options map[string]any `mapstructure:"options" doc:"the sink type's own options (see the sink types below); names keep their case"`
 }
@@ -168,6 +170,20 @@ type SinkSpec struct {
 type BackoffSpec struct {
 	Initial time.Duration `mapstructure:"initial" doc:"first retry delay; later ones double, with jitter"`
 	Max     time.Duration `mapstructure:"max" doc:"longest retry delay"`
+}
+
+// CircuitBreakerSpec is a sink's circuit_breaker block
+// (relay.CircuitBreaker): when the cluster stops delivering to a
+// destination that is down, and how often it probes it.
+type CircuitBreakerSpec struct {
+	// Enabled is a pointer so that an absent key takes core's default (on).
+	Enabled             *bool         `mapstructure:"enabled" doc:"stop delivering to a destination that is down (rows wait pending, attempts untouched) and probe it with one message per probe interval; false spends attempts through any outage"`
+	ConsecutiveFailures int           `mapstructure:"consecutive_failures" doc:"open after this many deliveries in a row found the destination down (refused, reset, DNS, TLS, timeout, 502/503/504) or answered Retry-After"`
+	FailureRatio        float64       `mapstructure:"failure_ratio" doc:"open when this share of the deliveries within window failed (any 5xx counts; a message's own 4xx never does)"`
+	MinDeliveries       int           `mapstructure:"min_deliveries" doc:"deliveries within window before failure_ratio applies, so a few poison messages cannot open it"`
+	Window              time.Duration `mapstructure:"window" doc:"the span failure_ratio is counted over"`
+	ProbeInterval       time.Duration `mapstructure:"probe_interval" doc:"wait before an open breaker's first probe; each failed probe doubles it"`
+	MaxProbeInterval    time.Duration `mapstructure:"max_probe_interval" doc:"longest wait between two probes"`
 }
 
 // RateLimitSpec is a sink's rate_limit block (sink.RateLimit). Without

@@ -65,6 +65,15 @@ func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 		MaxDeferrals: s.MaxDeferrals,
 		Backoff:      relay.Backoff{Initial: s.Backoff.Initial, Max: s.Backoff.Max},
 		MaxInFlight:  s.MaxInFlight,
+		CircuitBreaker: relay.CircuitBreaker{
+			Disabled:            s.CircuitBreaker.Enabled != nil && !*s.CircuitBreaker.Enabled,
+			ConsecutiveFailures: s.CircuitBreaker.ConsecutiveFailures,
+			FailureRatio:        s.CircuitBreaker.FailureRatio,
+			MinDeliveries:       s.CircuitBreaker.MinDeliveries,
+			Window:              s.CircuitBreaker.Window,
+			ProbeInterval:       s.CircuitBreaker.ProbeInterval,
+			MaxProbeInterval:    s.CircuitBreaker.MaxProbeInterval,
+		},
 	}
 	if rl := s.RateLimit; rl != nil {
 		sc.RateLimit = &sink.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
@@ -79,6 +88,10 @@ func (s *SinkSpec) takeCore(eff relay.SinkConfig) {
 	s.MaxDeferrals = eff.MaxDeferrals
 	s.Backoff = BackoffSpec{Initial: eff.Backoff.Initial, Max: eff.Backoff.Max}
 	s.MaxInFlight = eff.MaxInFlight
+	enabled, cb := !eff.CircuitBreaker.Disabled, eff.CircuitBreaker
+	s.CircuitBreaker = CircuitBreakerSpec{Enabled: &enabled, ConsecutiveFailures: cb.ConsecutiveFailures,
+		FailureRatio: cb.FailureRatio, MinDeliveries: cb.MinDeliveries, Window: cb.Window,
+		ProbeInterval: cb.ProbeInterval, MaxProbeInterval: cb.MaxProbeInterval}
 	s.RateLimit = nil
 	if rl := eff.RateLimit; rl != nil {
 		s.RateLimit = &RateLimitSpec{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
@@ -109,6 +122,12 @@ var (
 		"RateLimit.Burst":  "rate_limit.burst",
 		"RateLimit.PerKey": "rate_limit.per_key",
 		"MaxInFlight":      "max_in_flight",
+
+		"CircuitBreaker.ConsecutiveFailures": "circuit_breaker.consecutive_failures",
+		"CircuitBreaker.FailureRatio":        "circuit_breaker.failure_ratio",
+		"CircuitBreaker.MinDeliveries":       "circuit_breaker.min_deliveries",
+		"CircuitBreaker.Window":              "circuit_breaker.window",
+		"CircuitBreaker.ProbeInterval":       "circuit_breaker.probe_interval",
 	}
 )
 

@@ -65,7 +65,7 @@ func (c *Console) readOverview(ctx context.Context) (overviewView, error) {
 func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) overviewRow {
 	sink, configured := c.sinks[s.Sink]
 	n, r := s.Counts, s.Rate
-	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused(),
+	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused() || len(s.Breakers) > 0,
 		Failures: n.Failed > 0 || n.Dead > 0 || r.Retried > 0 || r.Dead > 0}
 	row.Cells = map[string]string{
 		"pending":     count(n.Pending),
@@ -107,6 +107,8 @@ func stateText(s operator.SinkOverview, configured bool, window time.Duration) (
 		return "paused", "paused until " + clock(*st.PausedUntil) + by
 	case st.Paused():
 		return "paused", "paused by a Retry-After until " + clock(*st.PausedUntil)
+	case len(s.Breakers) > 0:
+		return "circuit-open", breakersText(s.Breakers)
 	case !configured:
 		return "unconfigured", "not configured on this relay"
 	case s.Stalled(window):
@@ -115,6 +117,21 @@ func stateText(s operator.SinkOverview, configured bool, window time.Duration) (
 		return "running", "running (resumed" + by + ")"
 	}
 	return "running", "running"
+}
+
+// breakersText describes a sink's open circuit breakers: the first in
+// full (state, since, last failure, next probe), the others counted.
+func breakersText(open []operator.BreakerState) string {
+	b := open[0]
+	what := "circuit breaker " + b.State
+	if b.Key != "" {
+		what += " for " + b.Key
+	}
+	text := fmt.Sprintf("%s since %s (%s); last failure: %s; next probe %s", what, clock(b.Since), b.Reason, b.LastFailure, clock(b.NextProbe))
+	if len(open) > 1 {
+		text += fmt.Sprintf("; %d more destinations open", len(open)-1)
+	}
+	return text
 }
 
 func count(n int64) string { return strconv.FormatInt(n, 10) }

@@ -38,7 +38,9 @@ func ClassifyResponse(resp *http.Response) error {
 	if code >= 200 && code <= 299 {
 		return nil
 	}
-	err := statusError(resp)
+	// The status goes with the error, whatever its class, for the relay's
+	// circuit breaker (see sink.HTTPStatus).
+	err := sink.HTTPStatus(code, statusError(resp))
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {

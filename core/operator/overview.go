@@ -19,6 +19,8 @@ type SinkOverview struct {
 	Rate DeliveryRate
 	// State is its pause, if any, and the last pause or resume by hand.
 	State SinkState
+	// Breakers are its open circuit breakers (the sink's or its keys').
+	Breakers []BreakerState
 }
 
 // Stalled reports whether rows of the sink have waited longer than window
@@ -26,7 +28,7 @@ type SinkOverview struct {
 // no running relay has the sink, or its deliveries hang.
 func (s SinkOverview) Stalled(window time.Duration) bool {
 	attempts := s.Rate.Sent + s.Rate.Retried + s.Rate.Dead
-	return s.Counts.Pending > 0 && s.Counts.OldestPendingAge > window && attempts == 0 && !s.State.Paused()
+	return s.Counts.Pending > 0 && s.Counts.OldestPendingAge > window && attempts == 0 && !s.State.Paused() && len(s.Breakers) == 0
 }
 
 // Overview is the state of every sink that has rows, deliveries or a
@@ -42,7 +44,7 @@ type Overview struct {
 
 // Overview reads the cluster's last row counts, the delivery rates of the
 // last window (0 means DefaultRateWindow) and the sinks' pauses. It reads
-// three small tables, never the messages: its cost does not grow with the
+// four small tables, never the messages: its cost does not grow with the
 // outbox, so it can be polled.
 func (o *Operator) Overview(ctx context.Context, db core.DBTX, window time.Duration) (Overview, error) {
 	if window <= 0 {
@@ -60,15 +62,20 @@ func (o *Operator) Overview(ctx context.Context, db core.DBTX, window time.Durat
 	if err != nil {
 		return Overview{}, err
 	}
+	breakers, err := o.Breakers(ctx, db)
+	if err != nil {
+		return Overview{}, err
+	}
 	names := map[string]bool{}
-	for _, m := range []map[string]bool{keys(snap.Sinks), keys(rates), keys(states)} {
+	for _, m := range []map[string]bool{keys(snap.Sinks), keys(rates), keys(states), keys(breakers)} {
 		maps.Copy(names, m)
 	}
 	ov := Overview{TakenAt: snap.TakenAt, Window: window}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		state := states[name]
 		state.Sink = name
-		ov.Sinks = append(ov.Sinks, SinkOverview{Sink: name, Counts: snap.Sinks[name], Rate: rates[name], State: state})
+		ov.Sinks = append(ov.Sinks, SinkOverview{Sink: name, Counts: snap.Sinks[name], Rate: rates[name], State: state,
+			Breakers: breakers[name]})
 	}
 	return ov, nil
 }

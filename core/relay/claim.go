@@ -25,17 +25,20 @@ type claimedRow struct {
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
-	prepared   bool   // the Stage has run for this attempt
-	deferrals  int    // how often a Retry-After put the row off (see finish)
-	destKey    string // the destination key of a per_key sink's row, once named
+	prepared   bool // the Stage has run for this attempt
+	deferrals  int  // how often a Retry-After put the row off (see finish)
+	// destKey is the row's destination key, for a sink limited per key
+	// ("" otherwise), once named; probe marks the row its circuit
+	// breaker's probe.
+	destKey string
+	probe   bool
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
 // registered as w, and traces the claim when it did something.
 func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]claimedRow, error) {
-	token := uuid.New()
 	claimedAt := time.Now()
-	claimed, err := r.claimRows(ctx, w, limit, sinks, token, claimedAt)
+	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, Waiter: w.id})
 	// The span is made after the fact, and only for claims that did
 	// something: an idle relay polls every second and must not fill the
 	// tracing backend with a trace per poll.
@@ -54,9 +57,12 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 	return claimed, err
 }
 
-func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []string, token uuid.UUID, claimedAt time.Time) ([]claimedRow, error) {
-	rows, err := r.q.Claim(ctx, r.db, store.ClaimParams{Limit: limit, Lease: r.cfg.Lease, Sinks: sinks,
-		Token: token, Waiter: w.id, AliveFor: r.aliveFor()})
+// claimRows runs the claim p describes (its limit, sinks, waiter and probe
+// sink) under a new lease token.
+func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRow, error) {
+	token, claimedAt := uuid.New(), time.Now()
+	p.Token, p.Lease, p.AliveFor = token, r.cfg.Lease, r.aliveFor()
+	rows, err := r.q.Claim(ctx, r.db, p)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}

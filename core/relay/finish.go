@@ -24,6 +24,9 @@ import (
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
 func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
+	if r.settleBreaker(ctx, row, span, err) {
+		return
+	}
 	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(operator.StatusSent),
 		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent

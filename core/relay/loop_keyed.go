@@ -30,7 +30,7 @@ type keyedRows struct {
 // others back; it returns how soon the first row handed back comes due
 // (0 when none was).
 func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []claimedRow, free *slots.Slots) time.Duration {
-	groups := r.groupByKey(deliverCtx, s, rows)
+	groups := r.holdOpenKeys(ctx, s, r.groupByKey(deliverCtx, s, rows))
 	if len(groups) == 0 {
 		return 0
 	}

@@ -80,6 +80,10 @@ type SinkConfig struct {
 	// and 0 means the relay's BatchSize for it, so a claim's rows go out in
 	// one batch.
 	MaxInFlight int
+	// CircuitBreaker stops the cluster from claiming the rows of a
+	// destination that is down, and probes it (see CircuitBreaker); on by
+	// default.
+	CircuitBreaker CircuitBreaker
 }
 
 // effective completes c's policy with the defaults and returns an error per
@@ -121,6 +125,9 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		}
 		c.RateLimit = &rl
 	}
+	var cbErrs []error
+	c.CircuitBreaker, cbErrs = c.CircuitBreaker.effective(c.Name)
+	errs = append(errs, cbErrs...)
 	if c.MaxInFlight < 0 {
 		invalid("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	}

@@ -53,6 +53,10 @@ type Relay struct {
 	labels map[string]*sinkLabels
 	// tallies count each sink's outcomes for delivery_minutes.
 	tallies map[string]*sinkTally
+	// breakers are the circuit breakers of the sinks that have them on
+	// (see breaker.go); breakerKick makes watchBreakers re-read them.
+	breakers    map[string]*sinkBreakers
+	breakerKick chan struct{}
 
 	ran     atomic.Bool // Run may be called once
 	leading atomic.Bool // this relay holds the lead (see lead)
@@ -102,6 +106,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 		tracer:  tp.Tracer(otelscope.Name),
 		labels:  make(map[string]*sinkLabels, len(sinks)),
 		tallies: make(map[string]*sinkTally, len(sinks)),
+
+		breakers:    newBreakers(sinks),
+		breakerKick: make(chan struct{}, 1),
 	}
 	if r.metrics, err = newRelayMetrics(cfg.MeterProvider); err != nil {
 		return nil, err
@@ -160,6 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
 	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
 	background.Go(func() { r.rereadPauses(loopCtx) })
+	background.Go(func() { r.watchBreakers(loopCtx, deliverCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
 
@@ -252,13 +260,15 @@ func (r *Relay) drain(abortDeliveries context.CancelFunc) {
 
 // refreshPauses loads the cluster's sink pauses: at start, after a pause
 // notification, after the listener (re)connected, and once per poll
-// interval (see rereadPauses).
+// interval (see rereadPauses); and has the circuit breakers re-read (a
+// breaker's change sends a pause notification too).
 func (r *Relay) refreshPauses(ctx context.Context) {
 	if err := r.limiter.RefreshPauses(ctx); err != nil {
 		r.logger.Warn("outbox: could not load sink pauses", "error", err)
-		return
+	} else {
+		r.signals.EmitPausesLoaded()
 	}
-	r.signals.EmitPausesLoaded()
+	r.kickBreakers()
 }
 
 // rereadPauses reloads the pauses once per poll interval until ctx ends,

@@ -105,6 +105,10 @@ type relayMetrics struct {
 	lag        metric.Float64Histogram
 	inFlight   metric.Int64UpDownCounter
 	pauses     metric.Int64Counter
+	// circuitOpens and circuitProbes count the circuit breakers this
+	// relay opened and the probes it took (breaker.go).
+	circuitOpens  metric.Int64Counter
+	circuitProbes metric.Int64Counter
 }
 
 // meterProvider is mp, or the global one when mp is nil.
@@ -118,7 +122,7 @@ func meterProvider(mp metric.MeterProvider) metric.MeterProvider {
 func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 	meter := meterProvider(mp).Meter(otelscope.Name)
 	var m relayMetrics
-	var errs [5]error
+	var errs [7]error
 	m.deliveries, errs[0] = meter.Int64Counter("outbox.deliveries",
 		metric.WithDescription("Delivery attempts by sink and outcome."))
 	m.duration, errs[1] = meter.Float64Histogram("outbox.delivery.duration", metric.WithUnit("s"),
@@ -131,6 +135,10 @@ func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 		metric.WithDescription("Deliveries running now."))
 	m.pauses, errs[4] = meter.Int64Counter("outbox.rate_limit.pauses",
 		metric.WithDescription("Cluster-wide sink pauses requested by a Retry-After."))
+	m.circuitOpens, errs[5] = meter.Int64Counter("outbox.sink.circuit_opens",
+		metric.WithDescription("Circuit breakers this relay opened: a destination looked down."))
+	m.circuitProbes, errs[6] = meter.Int64Counter("outbox.sink.circuit_probes",
+		metric.WithDescription("Probes of open circuit breakers this relay delivered."))
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("outbox: create metrics: %w", err)

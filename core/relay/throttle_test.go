@@ -105,7 +105,10 @@ func rowCounters(t *testing.T, b coretest.Bundle) map[int64][2]int {
 // Retry-After alone, without the backoff's floor, sends a row's requests
 // less than the backoff apart; finish without the max_deferrals check
 // never dead-letters; limiter.Pause without its zero check records a
-// pause.)
+// pause.) The sink's circuit breaker is off: this tests the deferral
+// mechanism beneath it. With the breaker on, the same storm opens it and
+// the cluster sends one probe per probe interval instead
+// (TestBreakerRetryAfterForever).
 func TestRetryAfterZeroIsBoundedByBackoffAndDeferralBudget(t *testing.T) {
 	b := coretest.Setup(t)
 	const (
@@ -119,7 +122,7 @@ func TestRetryAfterZeroIsBoundedByBackoffAndDeferralBudget(t *testing.T) {
 	})
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "storm", Sink: rc.sink(), MaxAttempts: 3, MaxDeferrals: maxDeferrals,
-			Backoff: relay.Backoff{Initial: initial, Max: time.Second}}}})
+			Backoff: relay.Backoff{Initial: initial, Max: time.Second}, CircuitBreaker: relay.CircuitBreaker{Disabled: true}}}})
 	ids := b.EnqueueN(t, "storm", messages, nil)
 	signals.WaitWritten(t, 30*time.Second, "storm", "dead", messages)
 

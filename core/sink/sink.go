@@ -242,3 +242,34 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// statusError carries the status code a destination answered with.
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e *statusError) Error() string { return errString(e.err) }
+func (e *statusError) Unwrap() error { return e.err }
+
+// HTTPStatus wraps err, a destination's unsuccessful answer, with its HTTP
+// status code. It changes neither the error's text nor its class
+// ([Permanent], [RetryAfter]); it lets the relay's circuit breaker tell a
+// destination that is unwell (502, 503, 504, a run of 5xx) from a message
+// it refuses (4xx).
+func HTTPStatus(code int, err error) error {
+	if err == nil {
+		err = fmt.Errorf("HTTP %d", code)
+	}
+	return &statusError{code: code, err: err}
+}
+
+// StatusCode returns the HTTP status code of an [HTTPStatus] error in
+// err's chain, and whether there was one.
+func StatusCode(err error) (int, bool) {
+	var s *statusError
+	if errors.As(err, &s) {
+		return s.code, true
+	}
+	return 0, false
+}

@@ -28,6 +28,23 @@ type SinkStatsReport struct {
 	// Configured is false for a sink that has rows but is not in this
 	// configuration: relays configured like this one leave its rows alone.
 	Configured bool `json:"configured"`
+	// Breakers are the sink's open circuit breakers (the sink's, or its
+	// destination keys'); none while it is healthy.
+	Breakers []operator.BreakerState `json:"breakers"`
+	// Circuit is the state of the sink's own breaker: closed, open or
+	// probing (a sink limited per key has a breaker per key instead, in
+	// Breakers).
+	Circuit string `json:"circuit"`
+}
+
+// circuitOf is the state of the sink's own breaker among breakers.
+func circuitOf(breakers []operator.BreakerState) string {
+	for _, b := range breakers {
+		if b.Key == "" {
+			return b.State
+		}
+	}
+	return operator.BreakerClosed
 }
 
 // Stats reads the stats snapshot, recomputing it first (as by) when it is
@@ -49,13 +66,18 @@ func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db c
 			return StatsReport{}, err
 		}
 	}
+	breakers, err := ops.Breakers(ctx, db)
+	if err != nil {
+		return StatsReport{}, err
+	}
 	report := StatsReport{Sinks: map[string]SinkStatsReport{}, TakenAt: snap.TakenAt, TakenBy: snap.TakenBy}
 	for name := range cfg.Sinks {
-		report.Sinks[name] = SinkStatsReport{Configured: true}
+		report.Sinks[name] = SinkStatsReport{Configured: true, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
 	}
 	for name, s := range snap.Sinks {
 		_, configured := cfg.Sinks[name]
-		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
+		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
+			Configured: configured, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
 	}
 	return report, nil
 }

@@ -33,6 +33,18 @@ type Texts struct {
 	AppliedTarget string
 	// ApplyRoutes is apply_routes.sql.
 	ApplyRoutes string
+	// BreakerClose is breaker_close.sql.
+	BreakerClose string
+	// BreakerDropEvents is breaker_drop_events.sql.
+	BreakerDropEvents string
+	// BreakerOpen is breaker_open.sql.
+	BreakerOpen string
+	// BreakerProbeFailed is breaker_probe_failed.sql.
+	BreakerProbeFailed string
+	// BreakerTakeProbe is breaker_take_probe.sql.
+	BreakerTakeProbe string
+	// Breakers is breakers.sql.
+	Breakers string
 	// Claim is claim.sql.
 	Claim string
 	// DeadLetters is dead_letters.sql.
@@ -126,6 +138,12 @@ func newTexts(ident string) Texts {
 		AddDeliveryMinutes:     strings.ReplaceAll(addDeliveryMinutesSQL, "{schema}", ident),
 		AppliedTarget:          strings.ReplaceAll(appliedTargetSQL, "{schema}", ident),
 		ApplyRoutes:            strings.ReplaceAll(applyRoutesSQL, "{schema}", ident),
+		BreakerClose:           strings.ReplaceAll(breakerCloseSQL, "{schema}", ident),
+		BreakerDropEvents:      strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
+		BreakerOpen:            strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
+		BreakerProbeFailed:     strings.ReplaceAll(breakerProbeFailedSQL, "{schema}", ident),
+		BreakerTakeProbe:       strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
+		Breakers:               strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                  strings.ReplaceAll(claimSQL, "{schema}", ident),
 		DeadLetters:            strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
@@ -300,6 +318,189 @@ func (q *Queries) ApplyRoutes(ctx context.Context, db DBTX, digest string, unmat
 	return r, err
 }
 
+const breakerCloseSQL = `-- name: breaker_close
+-- Closes the breaker of destination (@sink, @dest_key) after a probe
+-- succeeded. The sink's rows the outage put off (pending or failed with
+-- an error, due later) come due now, so delivery resumes at full speed at
+-- once rather than after each row's backoff; a producer's delayed message
+-- has no error and keeps its time. Notification @payload on @channel makes
+-- every running relay reload the breakers, and the empty one after it
+-- wakes their claim loops. Returns whether this call closed it, and when
+-- and why it had opened.
+WITH closed AS (
+    DELETE FROM {schema}.destination_breakers
+    WHERE sink = $1 AND dest_key = $2
+    RETURNING opened_at, reason
+), put_off AS (
+    UPDATE {schema}.messages SET available_at = now()
+    WHERE $2 = '' AND EXISTS (SELECT FROM closed)
+      AND phase = 'open' AND available_at > now() AND status IN ('pending', 'failed')
+      AND sink = $1 AND last_error IS NOT NULL
+), told AS (
+    SELECT pg_notify($3, $4), pg_notify($3, '') FROM closed
+)
+SELECT EXISTS (SELECT FROM closed), (SELECT opened_at FROM closed), (SELECT reason FROM closed)
+FROM (SELECT 1) one LEFT JOIN told ON true
+`
+
+// BreakerCloseParams are the parameters of breaker_close.sql.
+type BreakerCloseParams struct {
+	Sink    string // text
+	DestKey string // text
+	Channel string // text
+	Payload string // text
+}
+
+// BreakerCloseRow is a row of breaker_close.sql.
+type BreakerCloseRow struct {
+	Closed   bool       // boolean
+	OpenedAt *time.Time // timestamptz, null
+	Reason   *string    // text, null
+}
+
+// BreakerClose runs breaker_close.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) BreakerClose(ctx context.Context, db DBTX, arg BreakerCloseParams) (BreakerCloseRow, error) {
+	var r BreakerCloseRow
+	err := db.QueryRow(ctx, q.text.BreakerClose, arg.Sink, arg.DestKey, arg.Channel, arg.Payload).Scan(&r.Closed, &r.OpenedAt, &r.Reason)
+	return r, err
+}
+
+const breakerDropEventsSQL = `-- name: breaker_drop_events
+-- Deletes the rows publishing a breaker's event created for the unhealthy
+-- sink $2 itself (ids $1): the news that a destination is down cannot go
+-- to that destination, and must not wait there for its recovery.
+DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
+`
+
+// BreakerDropEvents runs breaker_drop_events.sql.
+func (q *Queries) BreakerDropEvents(ctx context.Context, db DBTX, ids []int64, sink string) error {
+	_, err := db.Exec(ctx, q.text.BreakerDropEvents, ids, sink)
+	return err
+}
+
+const breakerOpenSQL = `-- name: breaker_open
+-- Opens the breaker of destination (@sink, @dest_key) for every relay
+-- unless it is open already: its first probe comes after @probe_interval.
+-- Notification @payload on @channel makes every running relay reload the
+-- breakers. Returns whether this call opened it, and since when it is open.
+WITH opened AS (
+    INSERT INTO {schema}.destination_breakers AS b
+        (sink, dest_key, reason, last_failure, probe_interval, next_probe_at)
+    VALUES ($1, $2, $3, $4, $5::interval, now() + $5::interval)
+    ON CONFLICT (sink, dest_key) DO NOTHING
+    RETURNING b.opened_at
+), told AS (
+    SELECT pg_notify($6, $7) FROM opened
+)
+SELECT true, opened.opened_at FROM opened LEFT JOIN told ON true
+UNION ALL
+SELECT false, b.opened_at FROM {schema}.destination_breakers b
+WHERE b.sink = $1 AND b.dest_key = $2 AND NOT EXISTS (SELECT FROM opened)
+`
+
+// BreakerOpenParams are the parameters of breaker_open.sql.
+type BreakerOpenParams struct {
+	Sink          string        // text
+	DestKey       string        // text
+	Reason        string        // text
+	LastFailure   string        // text
+	ProbeInterval time.Duration // interval
+	Channel       string        // text
+	Payload       string        // text
+}
+
+// BreakerOpenRow is a row of breaker_open.sql.
+type BreakerOpenRow struct {
+	Opened   bool      // boolean
+	OpenedAt time.Time // timestamptz
+}
+
+// BreakerOpen runs breaker_open.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) BreakerOpen(ctx context.Context, db DBTX, arg BreakerOpenParams) (BreakerOpenRow, error) {
+	var r BreakerOpenRow
+	err := db.QueryRow(ctx, q.text.BreakerOpen, arg.Sink, arg.DestKey, arg.Reason, arg.LastFailure, arg.ProbeInterval, arg.Channel, arg.Payload).Scan(&r.Opened, &r.OpenedAt)
+	return r, err
+}
+
+const breakerProbeFailedSQL = `-- name: breaker_probe_failed
+-- Records that the probe of breaker ($1, $2) failed with $3: it stays
+-- open until its next probe.
+UPDATE {schema}.destination_breakers
+SET probing_until = NULL, last_failure = $3, last_failure_at = now()
+WHERE sink = $1 AND dest_key = $2
+`
+
+// BreakerProbeFailed runs breaker_probe_failed.sql.
+func (q *Queries) BreakerProbeFailed(ctx context.Context, db DBTX, sink string, destKey string, lastFailure string) error {
+	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, sink, destKey, lastFailure)
+	return err
+}
+
+const breakerTakeProbeSQL = `-- name: breaker_take_probe
+-- Takes the probe of the open breaker (@sink, @dest_key) when it is due
+-- and no other relay holds it: exactly one relay of the cluster wins each
+-- probe. The probe is held for @lease; the next one comes a doubled probe
+-- interval (capped at @max_interval) from now. Returns 1 for the winner.
+UPDATE {schema}.destination_breakers
+SET probing_until = now() + $1::interval, probes = probes + 1,
+    probe_interval = LEAST(probe_interval * 2, $2::interval),
+    next_probe_at = now() + LEAST(probe_interval * 2, $2::interval)
+WHERE sink = $3 AND dest_key = $4 AND next_probe_at <= now()
+  AND (probing_until IS NULL OR probing_until <= now())
+`
+
+// BreakerTakeProbeParams are the parameters of breaker_take_probe.sql.
+type BreakerTakeProbeParams struct {
+	Lease       time.Duration // interval
+	MaxInterval time.Duration // interval
+	Sink        string        // text
+	DestKey     string        // text
+}
+
+// BreakerTakeProbe runs breaker_take_probe.sql and returns how many rows it affected.
+func (q *Queries) BreakerTakeProbe(ctx context.Context, db DBTX, arg BreakerTakeProbeParams) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.BreakerTakeProbe, arg.Lease, arg.MaxInterval, arg.Sink, arg.DestKey)
+	return tag.RowsAffected(), err
+}
+
+const breakersSQL = `-- name: breakers
+-- Every open breaker: since when, why, the last failure, when the next
+-- probe comes and whether a relay is delivering one now. A healthy
+-- cluster has none, so relays read it every poll interval.
+SELECT sink, dest_key, opened_at, reason, last_failure, last_failure_at, next_probe_at,
+       COALESCE(probing_until > now(), false), probes
+FROM {schema}.destination_breakers
+ORDER BY sink, dest_key
+`
+
+// BreakersRow is a row of breakers.sql.
+type BreakersRow struct {
+	Sink          string    // text
+	DestKey       string    // text
+	OpenedAt      time.Time // timestamptz
+	Reason        string    // text
+	LastFailure   string    // text
+	LastFailureAt time.Time // timestamptz
+	NextProbeAt   time.Time // timestamptz
+	Probing       bool      // boolean
+	Probes        int64     // bigint
+}
+
+// Breakers runs breakers.sql and returns its rows.
+func (q *Queries) Breakers(ctx context.Context, db DBTX) ([]BreakersRow, error) {
+	rows, err := db.Query(ctx, q.text.Breakers)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (BreakersRow, error) {
+		var r BreakersRow
+		err := row.Scan(&r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes)
+		return r, err
+	})
+}
+
 const claimSQL = `-- name: claim
 -- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
@@ -317,7 +518,9 @@ const claimSQL = `-- name: claim
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
--- pause yet cannot claim their rows. Returns each row, whether it was
+-- pause yet cannot claim their rows. So are sinks whose circuit breaker is
+-- open (migration 008), but for @probe_sink: the one sink whose probe this
+-- relay took, claimed alone with a @limit of 1. Returns each row, whether it was
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows, and how often a Retry-After put it off
@@ -332,20 +535,22 @@ WITH picked AS (
       AND (status <> 'in_progress' OR lease_expires_at <= now())
       AND sink = ANY($1::text[])
       AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
+      AND NOT EXISTS (SELECT 1 FROM {schema}.destination_breakers b
+                      WHERE b.sink = m.sink AND b.dest_key = '' AND b.sink <> $2)
       AND (ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
             WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
     ORDER BY available_at, id
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), mark AS (
     UPDATE {schema}.waiters
-    SET waiting = (SELECT count(*) FROM picked) < $2, alive_until = now() + $3::interval
-    WHERE id = $4
+    SET waiting = (SELECT count(*) FROM picked) < $3, alive_until = now() + $4::interval
+    WHERE id = $5
 )
 UPDATE {schema}.messages m
-SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $5,
-    lease_expires_at = now() + $6::interval, updated_at = now()
+SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $6,
+    lease_expires_at = now() + $7::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
@@ -362,12 +567,13 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
 
 // ClaimParams are the parameters of claim.sql.
 type ClaimParams struct {
-	Sinks    []string      // text[]
-	Limit    int           // bigint
-	AliveFor time.Duration // interval
-	Waiter   int64         // bigint
-	Token    uuid.UUID     // uuid
-	Lease    time.Duration // interval
+	Sinks     []string      // text[]
+	ProbeSink string        // text
+	Limit     int           // bigint
+	AliveFor  time.Duration // interval
+	Waiter    int64         // bigint
+	Token     uuid.UUID     // uuid
+	Lease     time.Duration // interval
 }
 
 // ClaimRow is a row of claim.sql.
@@ -390,7 +596,7 @@ type ClaimRow struct {
 
 // Claim runs claim.sql and returns its rows.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, q.text.Claim, arg.Sinks, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
+	rows, err := db.Query(ctx, q.text.Claim, arg.Sinks, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
 	if err != nil {
 		return nil, err
 	}
@@ -1354,16 +1560,20 @@ func (q *Queries) ReservePermits(ctx context.Context, db DBTX, arg ReservePermit
 }
 
 const resumeSinkSQL = `-- name: resume_sink
--- Ends sink $1's pause, by hand or by a Retry-After, for every relay, and
+-- Ends sink $1's pause, by hand or by a Retry-After, and closes its circuit
+-- breakers (migration 008: the sink's and its keys'), for every relay, and
 -- records who ($2) and why ($3). The GCRA clock, which a Retry-After
 -- pushed past its pause, comes back to now, and so do the rows a
 -- Retry-After put off (pending, with an error, due later; a producer's
 -- delayed message has no error and keeps its time). Notification $5 on
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
--- wakes their claim loops. Returns whether the sink was paused.
+-- wakes their claim loops. Returns whether the sink was paused or had a
+-- breaker open.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1
+), closed AS (
+    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING 1
 ), resumed AS (
     INSERT INTO {schema}.sink_limits AS l (sink, changed_by, change_reason, changed_at)
     VALUES ($1, $2, $3, now())
@@ -1377,7 +1587,7 @@ WITH before AS (
 ), told AS (
     SELECT pg_notify($4, $5), pg_notify($4, '') FROM resumed
 )
-SELECT COALESCE((SELECT paused FROM before), false) FROM told
+SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed) FROM told
 `
 
 // ResumeSink runs resume_sink.sql and returns its row, or an error wrapping

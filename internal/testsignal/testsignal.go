@@ -51,6 +51,15 @@ type Relay struct {
 	// goroutine: a test commits a pause there to hit that window every
 	// time. Set it before Run.
 	BeforeReserve func(sink string)
+
+	// Breaker gets each circuit breaker this relay opened or closed.
+	Breaker Signal[BreakerChange]
+}
+
+// BreakerChange is a circuit breaker a relay opened (Open) or closed.
+type BreakerChange struct {
+	Sink, Key string
+	Open      bool
 }
 
 // Outcome is one delivery's terminal write.
@@ -189,6 +198,13 @@ func (r *Relay) EmitMaintained(pruned int64) {
 func (r *Relay) EmitUnconfiguredSinks(sinks []string) {
 	if r != nil {
 		r.UnconfiguredSinks.Send(sinks)
+	}
+}
+
+// EmitBreaker sends a change of the breaker of (sink, key) on r.Breaker.
+func (r *Relay) EmitBreaker(sink, key string, open bool) {
+	if r != nil {
+		r.Breaker.Send(BreakerChange{Sink: sink, Key: key, Open: open})
 	}
 }
 

@@ -1,6 +1,6 @@
 -- name: claim :many
 -- capacity: limit
--- params: limit bigint as int, token uuid, waiter bigint
+-- params: limit bigint as int, token uuid, waiter bigint, probe_sink text
 -- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
 -- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage, deferrals integer as int
@@ -20,7 +20,9 @@
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
--- pause yet cannot claim their rows. Returns each row, whether it was
+-- pause yet cannot claim their rows. So are sinks whose circuit breaker is
+-- open (migration 008), but for @probe_sink: the one sink whose probe this
+-- relay took, claimed alone with a @limit of 1. Returns each row, whether it was
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows, and how often a Retry-After put it off
@@ -35,6 +37,8 @@ WITH picked AS (
       AND (status <> 'in_progress' OR lease_expires_at <= now())
       AND sink = ANY(@sinks::text[])
       AND NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = m.sink AND l.paused_until > now())
+      AND NOT EXISTS (SELECT 1 FROM {schema}.destination_breakers b
+                      WHERE b.sink = m.sink AND b.dest_key = '' AND b.sink <> @probe_sink)
       AND (ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
             WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))

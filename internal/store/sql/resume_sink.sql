@@ -1,16 +1,20 @@
 -- name: resume_sink :one
 -- params: sink text, by text, reason text, channel text, payload text
 -- returns: was_paused boolean
--- Ends sink $1's pause, by hand or by a Retry-After, for every relay, and
+-- Ends sink $1's pause, by hand or by a Retry-After, and closes its circuit
+-- breakers (migration 008: the sink's and its keys'), for every relay, and
 -- records who ($2) and why ($3). The GCRA clock, which a Retry-After
 -- pushed past its pause, comes back to now, and so do the rows a
 -- Retry-After put off (pending, with an error, due later; a producer's
 -- delayed message has no error and keeps its time). Notification $5 on
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
--- wakes their claim loops. Returns whether the sink was paused.
+-- wakes their claim loops. Returns whether the sink was paused or had a
+-- breaker open.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1
+), closed AS (
+    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING 1
 ), resumed AS (
     INSERT INTO {schema}.sink_limits AS l (sink, changed_by, change_reason, changed_at)
     VALUES ($1, $2, $3, now())
@@ -24,4 +28,4 @@ WITH before AS (
 ), told AS (
     SELECT pg_notify($4, $5), pg_notify($4, '') FROM resumed
 )
-SELECT COALESCE((SELECT paused FROM before), false) FROM told
+SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed) FROM told

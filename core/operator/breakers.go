@@ -1,0 +1,57 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+)
+
+// Breaker states as BreakerState.State names them.
+const (
+	BreakerClosed  = "closed"
+	BreakerOpen    = "open"
+	BreakerProbing = "probing"
+)
+
+// BreakerState is one open circuit breaker (relay.CircuitBreaker): the
+// cluster does not deliver to its destination but for one probe per probe
+// interval. A destination without one is closed. A sink paused by hand
+// (PauseSink) is a breaker opened by hand: its SinkState says so, and
+// ResumeSink closes both.
+type BreakerState struct {
+	Sink string `json:"sink"`
+	// Key is the destination key of a sink limited per key; "" for the
+	// sink as a whole.
+	Key string `json:"key"`
+	// State is BreakerOpen, or BreakerProbing while a relay delivers a
+	// probe.
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
+	// LastFailure is the error that opened it or that the last probe got.
+	LastFailure   string    `json:"last_failure"`
+	LastFailureAt time.Time `json:"last_failure_at"`
+	NextProbe     time.Time `json:"next_probe"`
+	Probes        int64     `json:"probes"`
+}
+
+// Breakers lists the open circuit breakers by sink, each sink's sorted by
+// key. It reads a table that is empty while every destination is healthy.
+func (o *Operator) Breakers(ctx context.Context, db core.DBTX) (map[string][]BreakerState, error) {
+	rows, err := o.q.Breakers(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read circuit breakers: %w", err)
+	}
+	out := map[string][]BreakerState{}
+	for _, r := range rows {
+		state := BreakerOpen
+		if r.Probing {
+			state = BreakerProbing
+		}
+		out[r.Sink] = append(out[r.Sink], BreakerState{Sink: r.Sink, Key: r.DestKey, State: state, Since: r.OpenedAt,
+			Reason: r.Reason, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt, NextProbe: r.NextProbeAt, Probes: r.Probes})
+	}
+	return out, nil
+}

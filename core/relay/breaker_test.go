@@ -1,0 +1,270 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// flakyReceiver is a real HTTP receiver on 127.0.0.1 whose behaviour a
+// test switches: answer with a status (and Retry-After), or refuse
+// connections (its listener and every connection closed, then a new
+// listener on the same port when it comes back).
+type flakyReceiver struct {
+	t    *testing.T
+	addr string
+
+	mu       sync.Mutex
+	srv      *http.Server
+	status   int    // 0: refusing connections
+	retry    string // Retry-After of the answers, if any
+	poison   string // webhook-id answered 500 whatever status says
+	requests atomic.Int64
+}
+
+func newFlakyReceiver(t *testing.T, status int) *flakyReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &flakyReceiver{t: t, addr: ln.Addr().String(), status: status}
+	rc.serve(ln)
+	t.Cleanup(func() { rc.refuse() })
+	return rc
+}
+
+func (rc *flakyReceiver) url() string { return "http://" + rc.addr + "/hook" }
+
+func (rc *flakyReceiver) serve(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(rc.handle), ReadHeaderTimeout: 5 * time.Second}
+	rc.srv = srv
+	go func() { _ = srv.Serve(ln) }()
+}
+
+func (rc *flakyReceiver) handle(w http.ResponseWriter, r *http.Request) {
+	rc.requests.Add(1)
+	rc.mu.Lock()
+	status, retry, poison := rc.status, rc.retry, rc.poison
+	rc.mu.Unlock()
+	if poison != "" && r.Header.Get("webhook-id") == poison {
+		status = http.StatusInternalServerError
+	}
+	if retry != "" {
+		w.Header().Set("Retry-After", retry)
+	}
+	w.WriteHeader(status)
+}
+
+// answer makes the receiver answer status (listening again if it was
+// refusing connections).
+func (rc *flakyReceiver) answer(status int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.status == 0 {
+		ln, err := net.Listen("tcp", rc.addr)
+		if err != nil {
+			rc.t.Errorf("listen again on %s: %v", rc.addr, err)
+			return
+		}
+		rc.serve(ln)
+	}
+	rc.status = status
+}
+
+// refuse closes the listener and every connection: connections are refused
+// until answer.
+func (rc *flakyReceiver) refuse() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.status != 0 {
+		_ = rc.srv.Close()
+	}
+	rc.status = 0
+}
+
+// countingSink counts the deliveries it passes on.
+type countingSink struct {
+	next  sink.Sink
+	calls atomic.Int64
+}
+
+func (s *countingSink) Deliver(ctx context.Context, d *sink.Delivery) error {
+	s.calls.Add(1)
+	return s.next.Deliver(ctx, d)
+}
+
+func webhookSink(t *testing.T, url string) *countingSink {
+	t.Helper()
+	s, err := webhook.New("hook", map[string]any{"url": url, "allow_private": true, "timeout": "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &countingSink{next: s}
+}
+
+// TestBreakerOutageLongerThanTheRetryBudget is issue 21's outage, on two
+// relays: max_attempts 4, backoff 200ms..1s, a receiver answering 503 and
+// then refusing connections for 20 s while messages trickle in. Without a
+// breaker every message died (751 requests to the down receiver); with it
+// none does, the down receiver gets a bounded number of requests, and the
+// backlog drains within one probe interval of the recovery.
+//
+// Checked with the mutation Disabled: true in the sink's CircuitBreaker:
+// messages died and the request bound failed.
+func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
+	b := coretest.Setup(t)
+	rc := newFlakyReceiver(t, http.StatusServiceUnavailable)
+	hook := webhookSink(t, rc.url())
+	const maxProbe = 2 * time.Second
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
+			Backoff:        relay.Backoff{Initial: 200 * time.Millisecond, Max: time.Second},
+			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: 500 * time.Millisecond, MaxProbeInterval: maxProbe}}}}
+	signals := &testsignal.Relay{}
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+
+	// The outage: 503 for 3 s, then connections refused for 20 s, while
+	// ten messages come in every half second.
+	const total = 300
+	outage := time.Now()
+	refuseAt, recoverAt := outage.Add(3*time.Second), outage.Add(23*time.Second)
+	ticker := time.NewTicker(time.Duration(float64(recoverAt.Sub(outage)) / total * 10))
+	defer ticker.Stop()
+	refused := false
+	for i := 0; i < total; {
+		<-ticker.C
+		if !refused && time.Now().After(refuseAt) {
+			rc.refuse()
+			refused = true
+		}
+		b.EnqueueN(t, "hook", 10, func(j int, m *core.Message) { m.DedupKey = fmt.Sprintf("m-%d", i+j) })
+		i += 10
+	}
+	if d := time.Until(recoverAt); d > 0 {
+		<-time.After(d) // the rest of the outage: the scenario, not a synchronisation
+	}
+	if !refused {
+		rc.refuse()
+	}
+	downRequests := hook.calls.Load()
+	recovered := time.Now()
+	rc.answer(http.StatusOK)
+
+	signals.WaitWritten(t, time.Minute, "hook", "sent", total)
+	drained := time.Since(recovered)
+	counts := b.StatusCounts(t)
+	if counts["dead"] != 0 || counts["sent"] != total {
+		t.Errorf("after the outage: %v, want all %d sent and none dead", counts, total)
+	}
+	// Per relay: the failures that open its breaker and what it had in
+	// flight; then about one probe per probe interval for the cluster.
+	if limit := int64(2*(relay.DefaultBreakerConsecutiveFailures+cfg.Concurrency)+int(recoverAt.Sub(outage)/(500*time.Millisecond))) + 10; downRequests > limit {
+		t.Errorf("%d deliveries to the down receiver, want at most %d", downRequests, limit)
+	}
+	// One probe interval (the cap, reached by then), plus a margin for a
+	// loaded machine.
+	if drained > maxProbe+3*time.Second {
+		t.Errorf("drained %s after the recovery, want within one probe interval (%s) and a margin", drained, maxProbe)
+	}
+	opened := 0
+	for _, c := range signals.Breaker.All() {
+		if c.Open {
+			opened++
+		}
+	}
+	if opened == 0 {
+		t.Error("no breaker opened")
+	}
+	t.Logf("%d deliveries to the down receiver, drained %s after recovery, breaker opened %d times", downRequests, drained.Round(time.Millisecond), opened)
+}
+
+// TestBreakerPoisonMessageBesideHealthyTraffic: a message the receiver
+// always answers 500 among healthy traffic still dead-letters at exactly
+// max_attempts, and the breaker stays closed.
+//
+// Checked with the mutation "Window.Record ignores MinDeliveries": the
+// poison message's first failure was a share of 100% and opened the
+// breaker (the test failed on the breaker changes).
+func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
+	b := coretest.Setup(t)
+	rc := newFlakyReceiver(t, http.StatusOK)
+	rc.poison = "poison"
+	hook := webhookSink(t, rc.url())
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
+			Backoff: relay.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}}})
+	// The poison message first, then healthy traffic trickling in: its
+	// first failures come when the window holds little else.
+	poison := b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = "poison" })[0]
+	const healthy = 40
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	for i := range healthy {
+		<-ticker.C
+		b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = fmt.Sprintf("ok-%d", i) })
+	}
+	signals.WaitWritten(t, time.Minute, "hook", "dead", 1)
+	signals.WaitWritten(t, time.Minute, "hook", "sent", healthy)
+	msg, err := b.Outbox.Message(b.Ctx, b.Pool, poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Status != "dead" || msg.Attempts != 4 {
+		t.Errorf("poison message %s after %d attempts, want dead after exactly 4", msg.Status, msg.Attempts)
+	}
+	if changes := signals.Breaker.All(); len(changes) != 0 {
+		t.Errorf("breaker changes %v, want none: one poison message is not an outage", changes)
+	}
+}
+
+// TestBreakerRetryAfterForever: a receiver that answers 429 with
+// Retry-After: 0 forever, before two relays. Without the breaker this was
+// thousands of requests a second; with it, once the breaker is open, the
+// cluster sends about one probe per probe interval, and no row dies.
+//
+// Checked with the mutation "breaker.Classify returns Answered for a
+// Retry-After": the breaker never opened (timeout waiting for it).
+func TestBreakerRetryAfterForever(t *testing.T) {
+	b := coretest.Setup(t)
+	rc := newFlakyReceiver(t, http.StatusTooManyRequests)
+	rc.retry = "0"
+	hook := webhookSink(t, rc.url())
+	const probe, maxProbe = 500 * time.Millisecond, time.Second
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
+			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: probe, MaxProbeInterval: maxProbe}}}}
+	signals := &testsignal.Relay{}
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	b.EnqueueN(t, "hook", 20, nil)
+
+	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	start, before := time.Now(), rc.requests.Load()
+	const probes = 4
+	testrelay.WaitFor(t, 30*time.Second, "four probes", func() bool { return rc.requests.Load() >= before+probes })
+	elapsed := time.Since(start)
+	// Probes 0.5 s, then 1 s apart: four take about 3 s; a storm takes
+	// milliseconds.
+	if least := probe + (probes-2)*maxProbe; elapsed < least {
+		t.Errorf("%d requests in %s after the breaker opened, want about one per probe interval (at least %s)", probes, elapsed, least)
+	}
+	if counts := b.StatusCounts(t); counts["dead"] != 0 {
+		t.Errorf("rows %v, want none dead", counts)
+	}
+	t.Logf("%d requests in all, %d probes in %s", rc.requests.Load(), probes, elapsed.Round(time.Millisecond))
+}

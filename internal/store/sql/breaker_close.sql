@@ -1,0 +1,25 @@
+-- name: breaker_close :one
+-- params: sink text, dest_key text, channel text, payload text
+-- returns: closed boolean, opened_at timestamptz null, reason text null
+-- Closes the breaker of destination (@sink, @dest_key) after a probe
+-- succeeded. The sink's rows the outage put off (pending or failed with
+-- an error, due later) come due now, so delivery resumes at full speed at
+-- once rather than after each row's backoff; a producer's delayed message
+-- has no error and keeps its time. Notification @payload on @channel makes
+-- every running relay reload the breakers, and the empty one after it
+-- wakes their claim loops. Returns whether this call closed it, and when
+-- and why it had opened.
+WITH closed AS (
+    DELETE FROM {schema}.destination_breakers
+    WHERE sink = @sink AND dest_key = @dest_key
+    RETURNING opened_at, reason
+), put_off AS (
+    UPDATE {schema}.messages SET available_at = now()
+    WHERE @dest_key = '' AND EXISTS (SELECT FROM closed)
+      AND phase = 'open' AND available_at > now() AND status IN ('pending', 'failed')
+      AND sink = @sink AND last_error IS NOT NULL
+), told AS (
+    SELECT pg_notify(@channel, @payload), pg_notify(@channel, '') FROM closed
+)
+SELECT EXISTS (SELECT FROM closed), (SELECT opened_at FROM closed), (SELECT reason FROM closed)
+FROM (SELECT 1) one LEFT JOIN told ON true
