@@ -105,6 +105,8 @@ type RelayConfig struct {
 	Lease        time.Duration `mapstructure:"lease" doc:"how long a claimed row belongs to its relay: a relay that dies delays its rows at most this long"`
 	PollInterval time.Duration `mapstructure:"poll_interval" doc:"how often an idle relay looks for missed notifications and for delayed or retried rows"`
 	Concurrency  int           `mapstructure:"concurrency" doc:"deliveries in flight per process"`
+	// MaxClaimBytes is relay.Config.MaxClaimBytes.
+	MaxClaimBytes int `mapstructure:"max_claim_bytes" doc:"payload bytes one claim brings into the relay, estimated from the last claim's payloads: large payloads make claims smaller than batch_size, so a relay holds about its deliveries in flight plus two claims of this size, not batch_size x payload size"`
 	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
 	// after SIGTERM (relay.Config.ShutdownTimeout).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
