@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/apidb"
 	"github.com/outboxd/outboxd/internal/httpapi"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
@@ -81,10 +82,18 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 
-	api := &httpapi.API{Config: cfg, Outbox: s.ob, Operator: s.ops, Migrator: s.mig, DB: pool, Log: log, Tracing: tel.TracerProvider, Meters: tel.MeterProvider, Metrics: tel.Metrics}
+	// The API and the console query through a pool of their own whose
+	// statements time out (http.query_timeout); the relay's pool, a copy
+	// of pool made by Run, has no such limit.
+	apiPool, err := apidb.Open(ctx, pool, cfg.HTTP.QueryTimeout)
+	if err != nil {
+		return err
+	}
+	defer apiPool.Close()
+	api := &httpapi.API{Config: cfg, Outbox: s.ob, Operator: s.ops, Migrator: s.mig, DB: apiPool, Log: log, Tracing: tel.TracerProvider, Meters: tel.MeterProvider, Metrics: tel.Metrics}
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := httpapi.NewConsole(cfg, s.ops, pool, cfg.SinkConfigs(), log)
+		ui, err := httpapi.NewConsole(cfg, s.ops, apiPool, cfg.SinkConfigs(), log)
 		if err != nil {
 			return err
 		}

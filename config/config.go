@@ -33,6 +33,13 @@ const (
 	// DefaultListen is where the HTTP API listens unless http.listen says
 	// otherwise: loopback, so an unconfigured server is never exposed.
 	DefaultListen = "127.0.0.1:8080"
+	// DefaultQueryTimeout bounds each database statement of the HTTP API
+	// and the console (http.query_timeout): their pool is small, and one
+	// slow query (a lock, a search over a large table) must not hold a
+	// connection the next request needs. Ten seconds is far above what
+	// their queries take on a healthy database and well inside the
+	// server's write timeout, so the client gets the answer.
+	DefaultQueryTimeout = 10 * time.Second
 	// DefaultServiceName names the process in traces and metrics.
 	DefaultServiceName = "outboxd"
 	// DefaultProtocol is the OTLP protocol unless telemetry.protocol or
@@ -98,6 +105,8 @@ type RelayConfig struct {
 	Lease        time.Duration `mapstructure:"lease" doc:"how long a claimed row belongs to its relay: a relay that dies delays its rows at most this long"`
 	PollInterval time.Duration `mapstructure:"poll_interval" doc:"how often an idle relay looks for missed notifications and for delayed or retried rows"`
 	Concurrency  int           `mapstructure:"concurrency" doc:"deliveries in flight per process"`
+	// MaxClaimBytes is relay.Config.MaxClaimBytes.
+	MaxClaimBytes int `mapstructure:"max_claim_bytes" doc:"payload bytes one claim brings into the relay, estimated from the last claim's payloads: large payloads make claims smaller than batch_size, so a relay holds about its deliveries in flight plus two claims of this size, not batch_size x payload size"`
 	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
 	// after SIGTERM (relay.Config.ShutdownTimeout).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
@@ -130,6 +139,9 @@ type HTTPConfig struct {
 	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
 	// UI serves the operator console (package console) at /.
 	UI bool `mapstructure:"ui" doc:"serve the operator console (docs/console.md) at / on the API's port; false turns it off, the API stays"`
+	// QueryTimeout is the statement_timeout of the API's and the console's
+	// own connections (package apidb).
+	QueryTimeout time.Duration `mapstructure:"query_timeout" doc:"longest a database statement of the HTTP API or the console may run (statement_timeout on their own connections, never the relay's nor a producer's): a slower one is cancelled and answered 503, so it cannot hold their small pool"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment
@@ -206,6 +218,10 @@ func (c *Config) check() []confschema.Problem {
 		problems = append(problems, confschema.Problem{Key: "telemetry.protocol",
 			Message: fmt.Sprintf("want %q or %q, got %q", ProtocolHTTP, ProtocolGRPC, c.Telemetry.Protocol)})
 	}
+	if c.HTTP.QueryTimeout <= 0 {
+		problems = append(problems, confschema.Problem{Key: "http.query_timeout",
+			Message: fmt.Sprintf("must be positive, got %s", c.HTTP.QueryTimeout)})
+	}
 	if u := c.Telemetry.TraceURL; u != "" {
 		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {
@@ -221,7 +237,7 @@ func (c *Config) check() []confschema.Problem {
 func defaultConfig() *Config {
 	return &Config{
 		Database:        DatabaseConfig{Schema: core.DefaultSchema},
-		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true},
+		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true, QueryTimeout: DefaultQueryTimeout},
 		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
 		RoutesUnmatched: routing.UnmatchedError,
 	}

@@ -32,6 +32,7 @@ func (c *Config) coreConfig() relay.Config {
 		Lease:              c.Relay.Lease,
 		PollInterval:       c.Relay.PollInterval,
 		Concurrency:        c.Relay.Concurrency,
+		MaxClaimBytes:      c.Relay.MaxClaimBytes,
 		ShutdownTimeout:    c.Relay.ShutdownTimeout,
 		DeleteOnSent:       c.Relay.DeleteOnSent,
 		DurableRelayWrites: c.Relay.DurableWrites,
@@ -47,6 +48,7 @@ func (c *Config) takeCore(eff relay.Config) {
 	c.Relay.Lease = eff.Lease
 	c.Relay.PollInterval = eff.PollInterval
 	c.Relay.Concurrency = eff.Concurrency
+	c.Relay.MaxClaimBytes = eff.MaxClaimBytes
 	c.Relay.ShutdownTimeout = eff.ShutdownTimeout
 	c.Relay.DeleteOnSent = eff.DeleteOnSent
 	c.Relay.DurableWrites = eff.DurableRelayWrites
@@ -106,6 +108,7 @@ var (
 		"Lease":           "relay.lease",
 		"PollInterval":    "relay.poll_interval",
 		"Concurrency":     "relay.concurrency",
+		"MaxClaimBytes":   "relay.max_claim_bytes",
 		"ShutdownTimeout": "relay.shutdown_timeout",
 		"SentRetention":   "retention.sent",
 		"ThreadRetention": "retention.threads",

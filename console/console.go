@@ -19,16 +19,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/apidb"
 )
 
 // DefaultRefresh is how often the overview is read from the database while
 // someone watches it: once per interval for all viewers together.
 const DefaultRefresh = 2 * time.Second
-
-// queryTimeout bounds the database work of one page.
-const queryTimeout = 10 * time.Second
 
 // Sink is what the console may show of a configured sink: never its
 // options, which hold the secrets.
@@ -42,7 +41,13 @@ type Sink struct {
 // Options configure a Console.
 type Options struct {
 	Operator *operator.Operator
-	DB       core.DBTX
+	// DB is the console's pool: the API's (package apidb), whose
+	// statements time out after QueryTimeout.
+	DB core.DBTX
+	// QueryTimeout is DB's statement timeout; 0 means
+	// config.DefaultQueryTimeout. A page whose query ran out of it answers
+	// 503 saying so.
+	QueryTimeout time.Duration
 	// Sinks are the sinks this relay is configured with; sinks that have
 	// rows but are not among them are shown as not configured here.
 	Sinks []Sink
@@ -75,6 +80,9 @@ func New(opt Options) (*Console, error) {
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
+	}
+	if opt.QueryTimeout <= 0 {
+		opt.QueryTimeout = config.DefaultQueryTimeout
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -124,7 +132,7 @@ func (c *Console) routes() http.Handler {
 
 // context bounds a page's database work.
 func (c *Console) context(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), queryTimeout)
+	return apidb.Context(r.Context(), c.opt.QueryTimeout)
 }
 
 // sinkNames are the configured sinks' names, sorted.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/apidb"
 )
 
 // overviewRow is one sink's line of the overview, formatted for people:
@@ -38,7 +39,7 @@ type overviewView struct {
 
 // readOverview reads the cluster's overview and formats it.
 func (c *Console) readOverview(ctx context.Context) (overviewView, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	ctx, cancel := apidb.Context(ctx, c.opt.QueryTimeout)
 	defer cancel()
 	ov, err := c.opt.Operator.Overview(ctx, c.opt.DB, 0)
 	if err != nil {
@@ -193,7 +194,7 @@ func (c *Console) getOverviewEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			// The server's write timeout is for ordinary requests; a
 			// stream lives as long as its viewer, one write at a time.
-			_ = rc.SetWriteDeadline(time.Now().Add(c.opt.Refresh + queryTimeout))
+			_ = rc.SetWriteDeadline(time.Now().Add(c.opt.Refresh + c.opt.QueryTimeout))
 			if _, err := fmt.Fprintf(w, "event: overview\ndata: %s\n\n", msg); err != nil {
 				return
 			}

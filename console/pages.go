@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/apidb"
 )
 
 // Page sizes of the lists.
@@ -356,8 +357,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 	c.render(w, r, status, "error", map[string]any{"Message": msg})
 }
 
-// internalError logs err and tells the browser only that it failed.
+// internalError logs err and tells the browser only that it failed; a
+// query that ran out of time says so, with 503: trying later may work.
 func (c *Console) internalError(w http.ResponseWriter, r *http.Request, op string, err error) {
 	c.opt.Logger.ErrorContext(r.Context(), "console: "+op+" failed", "path", r.URL.Path, "error", err)
+	if apidb.TimedOut(err) {
+		c.fail(w, r, http.StatusServiceUnavailable, "Could not "+op+": "+apidb.Message(c.opt.QueryTimeout)+".")
+		return
+	}
 	c.fail(w, r, http.StatusInternalServerError, "Could not "+op+"; see the server log.")
 }

@@ -50,6 +50,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 	free := slots.New(n, int(float64(n)*claimWhenFree))
 	pace := slots.NewPace(free, time.Duration(float64(r.cfg.Lease)*claimAheadShareOfLease))
 	shares := fairshare.New[claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
+	size := newClaimSize(r.cfg.MaxClaimBytes)
 	if !r.register(ctx, w) {
 		return
 	}
@@ -65,8 +66,11 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 			continue
 		}
 		queued := shares.Queued(stalled)
-		limit := min(available+min(pace.Ahead(n), claimAheadBatches*r.cfg.BatchSize)-queued, r.cfg.BatchSize)
-		if limit < 1 || queued > (claimAheadBatches-1)*r.cfg.BatchSize {
+		// A batch is as many rows as MaxClaimBytes holds: large payloads
+		// make every claim, and the rows waiting, fewer.
+		batch := size.rows(r.cfg.BatchSize)
+		limit := min(available+min(pace.Ahead(n), claimAheadBatches*batch)-queued, batch)
+		if limit < 1 || queued > (claimAheadBatches-1)*batch {
 			// Enough rows wait in the relay: claim again as they start.
 			select {
 			case <-ctx.Done():
@@ -80,6 +84,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 			r.claimFailed(ctx, err)
 			continue
 		}
+		size.observe(rows)
 		for _, row := range rows {
 			// A row whose sink already fills its share of the slots (it
 			// may be hanging) waits in its sink's queue, off the loop, so

@@ -33,6 +33,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 	rl := s.RateLimit
 	perKey := rl != nil && rl.PerKey
 	hold := r.holdWindow()
+	size := newClaimSize(r.cfg.MaxClaimBytes)
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
 			// A resume by hand wakes the loop before the pause ends.
@@ -51,7 +52,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		if available == 0 {
 			return
 		}
-		limit := min(available, r.cfg.BatchSize)
+		limit := min(available, size.rows(r.cfg.BatchSize))
 		if rl != nil && !perKey {
 			limit = min(limit, max(1, int(rateReserveHorizon/rl.Interval())))
 		}
@@ -60,6 +61,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			r.claimFailed(ctx, err)
 			continue
 		}
+		size.observe(rows)
 		w.claimed(len(rows) == limit)
 		if len(rows) == 0 {
 			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)

@@ -25,6 +25,12 @@ const (
 	DefaultPollInterval = time.Second
 	// DefaultConcurrency bounds a relay's concurrent deliveries.
 	DefaultConcurrency = 64
+	// DefaultMaxClaimBytes bounds the payload bytes one claim brings into
+	// the relay: BatchSize rows of the largest payload (256 KiB) would be
+	// 250 MiB a claim, and a claim loop holds up to two claims waiting
+	// besides its deliveries. 16 MiB leaves full batches to payloads of
+	// up to 16 KiB, and 64 rows a claim at the payload limit.
+	DefaultMaxClaimBytes = 16 << 20
 	// DefaultSentRetention is how long delivered rows are kept (dedup keys
 	// stay taken while their row exists).
 	DefaultSentRetention = 24 * time.Hour
@@ -54,6 +60,11 @@ type Config struct {
 	PollInterval time.Duration
 	// Concurrency bounds deliveries in flight on this relay.
 	Concurrency int
+	// MaxClaimBytes bounds the payload bytes of one claim: a claim loop
+	// takes fewer than BatchSize rows when its last claim's payloads say
+	// BatchSize of them would hold more (see claimSize). It holds at most
+	// its deliveries in flight plus about two claims' worth waiting.
+	MaxClaimBytes int
 
 	// SentRetention is how long sent rows are kept before maintenance
 	// deletes them.
@@ -128,6 +139,7 @@ func (c Config) Effective() (Config, error) {
 	setDefault(&c.Lease, DefaultLease)
 	setDefault(&c.PollInterval, DefaultPollInterval)
 	setDefault(&c.Concurrency, DefaultConcurrency)
+	setDefault(&c.MaxClaimBytes, DefaultMaxClaimBytes)
 	setDefault(&c.SentRetention, DefaultSentRetention)
 	setDefault(&c.ThreadRetention, DefaultThreadRetention)
 	setDefault(&c.MaintenanceInterval, DefaultMaintenanceInterval)
@@ -143,6 +155,7 @@ func (c Config) Effective() (Config, error) {
 		{"Lease", c.Lease < 0, c.Lease},
 		{"PollInterval", c.PollInterval < 0, c.PollInterval},
 		{"Concurrency", c.Concurrency < 0, c.Concurrency},
+		{"MaxClaimBytes", c.MaxClaimBytes < 0, c.MaxClaimBytes},
 		{"SentRetention", c.SentRetention < 0, c.SentRetention},
 		{"ThreadRetention", c.ThreadRetention < 0, c.ThreadRetention},
 		{"MaintenanceInterval", c.MaintenanceInterval < 0, c.MaintenanceInterval},

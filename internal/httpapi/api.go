@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/apidb"
 	"github.com/outboxd/outboxd/internal/telemetry"
 )
 
@@ -58,10 +59,12 @@ type API struct {
 	Outbox   *core.Outbox       // enqueues and publishes
 	Operator *operator.Operator // the operator endpoints
 	Migrator *migrate.Migrator  // readiness: the schema is current
-	DB       *pgxpool.Pool
-	Log      *slog.Logger
-	Tracing  trace.TracerProvider
-	Meters   metric.MeterProvider
+	// DB is the API's own pool (apidb.Open), whose statements time out
+	// after Config.HTTP.QueryTimeout.
+	DB      *pgxpool.Pool
+	Log     *slog.Logger
+	Tracing trace.TracerProvider
+	Meters  metric.MeterProvider
 	// Metrics serves GET /metrics.
 	Metrics http.Handler
 	// Console, when set, serves the operator console below /.
@@ -88,7 +91,7 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.Config.HTTP.Token, requireJSON(limitBody(v1))), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.Config.HTTP.Token, requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
@@ -256,9 +259,14 @@ func ready(ctx context.Context, db *pgxpool.Pool, m *migrate.Migrator) *notReady
 }
 
 // internalError logs err and tells the client only that it failed: no
-// internals, no stack traces.
+// internals, no stack traces. A query that ran out of time is 503 saying
+// so: the request may succeed later, and nothing is wrong with it.
 func (s *API) internalError(w http.ResponseWriter, r *http.Request, op string, err error) {
 	s.Log.ErrorContext(r.Context(), "http api: "+op+" failed", "method", r.Method, "path", r.URL.Path, telemetry.ErrAttr(err))
+	if apidb.TimedOut(err) {
+		writeError(w, http.StatusServiceUnavailable, op+" failed: "+apidb.Message(s.Config.HTTP.QueryTimeout))
+		return
+	}
 	writeError(w, http.StatusInternalServerError, op+" failed; see the server log")
 }
 

@@ -11,6 +11,9 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/internal/apidb"
 )
 
 // A browser on another site can make requests to the API on the victim's
@@ -143,5 +146,16 @@ func recoverPanics(log *slog.Logger, next http.Handler) http.Handler {
 			writeError(w, http.StatusInternalServerError, "internal error")
 		}()
 		next.ServeHTTP(w, r)
+	})
+}
+
+// boundQueries gives each request's database work the deadline of
+// apidb.Context: with the statement timeout of the API's pool, no request
+// holds a connection longer than timeout, and none waits for one forever.
+func boundQueries(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := apidb.Context(r.Context(), timeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/apidb"
 	"github.com/outboxd/outboxd/internal/consoletest"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
@@ -43,10 +44,17 @@ func newOperatorAPI(t *testing.T, cfgYAML string) *operatorAPI {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	api := &API{Config: cfg, Outbox: ob.Outbox, Operator: ob.Operator, Migrator: ob.Migrator, DB: pool, Log: log, Tracing: tracenoop.NewTracerProvider(),
+	// The API and the console query through a pool of their own, as in
+	// serve.
+	apiPool, err := apidb.Open(t.Context(), pool, cfg.HTTP.QueryTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(apiPool.Close)
+	api := &API{Config: cfg, Outbox: ob.Outbox, Operator: ob.Operator, Migrator: ob.Migrator, DB: apiPool, Log: log, Tracing: tracenoop.NewTracerProvider(),
 		Meters: metricnoop.NewMeterProvider(), Metrics: http.NotFoundHandler()}
 	if cfg.HTTP.UI {
-		ui, err := NewConsole(cfg, ob.Operator, pool, cfg.SinkConfigs(), log)
+		ui, err := NewConsole(cfg, ob.Operator, apiPool, cfg.SinkConfigs(), log)
 		if err != nil {
 			t.Fatal(err)
 		}

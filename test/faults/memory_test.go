@@ -67,7 +67,7 @@ func TestMillionPendingRowsBoundedMemory(t *testing.T) {
 	relayPool := pg.Pool(4)
 	runtime.GC()
 	base := readHeap()
-	peak := measurePeakHeap(t, func(ctx context.Context) {
+	peak := measurePeakHeap(t, claimFor, func(ctx context.Context) {
 		runRelayFor(ctx, t, relayPool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
 	})
 	delivered := deliveries.Load()
@@ -95,11 +95,11 @@ func readHeap() heap {
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// measurePeakHeap runs work for claimFor, sampling the heap every
+// measurePeakHeap runs work for at most d, sampling the heap every
 // sampleEvery, and returns the highest samples.
-func measurePeakHeap(t *testing.T, work func(ctx context.Context)) heap {
+func measurePeakHeap(t *testing.T, d time.Duration, work func(ctx context.Context)) heap {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), claimFor)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { work(ctx); close(done) }()
