@@ -114,11 +114,14 @@ func TestNodeReceiverVerifiesTheSinksSignatures(t *testing.T) {
 			t.Fatalf("stats: %v %+v", err, r)
 		}
 		var stats struct {
-			Sinks map[string]struct{ Sent, Dead int }
+			Sinks map[string]struct {
+				SentLastHour int `json:"sent_last_hour"`
+				Dead         int
+			}
 		}
 		if err := json.Unmarshal([]byte(r.Stdout), &stats); err != nil {
 			t.Fatal(err)
 		}
-		return stats.Sinks["forged"].Dead == 1 && stats.Sinks["signed"].Sent == 1
+		return stats.Sinks["forged"].Dead == 1 && stats.Sinks["signed"].SentLastHour == 1
 	})
 }
