@@ -126,6 +126,10 @@ type Delivery struct {
 	// {"type", "key", "data"}, which package routing renders into the
 	// sink's own payload before the sink sees it.
 	Route string
+	// RouteVersion is the version of the routes the row was published
+	// under, whose target renders it; 0 when Route is empty or the row was
+	// published before routes versions were recorded on rows.
+	RouteVersion int64
 	// ThreadKey is set when the row belongs to a thread: the rows of one
 	// sink sharing it form one conversation, delivered in order.
 	ThreadKey string

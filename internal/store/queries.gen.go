@@ -111,6 +111,8 @@ type Texts struct {
 	UnconfiguredSinks string
 	// UnregisterWaiters is unregister_waiters.sql.
 	UnregisterWaiters string
+	// VersionTarget is version_target.sql.
+	VersionTarget string
 	// WaitingRows is waiting_rows.sql.
 	WaitingRows string
 }
@@ -163,6 +165,7 @@ func newTexts(ident string) Texts {
 		TakeStatsSnapshot:      strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
 		UnconfiguredSinks:      strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
 		UnregisterWaiters:      strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
+		VersionTarget:          strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
 		WaitingRows:            strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
 }
@@ -349,7 +352,7 @@ WHERE m.id = picked.id
   AND m.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
-          m.route, m.thread_key,
+          m.route, m.route_version, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END
@@ -367,19 +370,20 @@ type ClaimParams struct {
 
 // ClaimRow is a row of claim.sql.
 type ClaimRow struct {
-	ID          int64            // bigint
-	Sink        string           // text
-	DedupKey    string           // text
-	Payload     []byte           // jsonb
-	Headers     []byte           // jsonb
-	OrderingKey *string          // text, null
-	Attempts    int              // integer
-	MaxAttempts *int32           // integer, null
-	CreatedAt   time.Time        // timestamptz
-	Reclaimed   bool             // boolean
-	Route       *string          // text, null
-	ThreadKey   *string          // text, null
-	ThreadRoot  *json.RawMessage // jsonb, null
+	ID           int64            // bigint
+	Sink         string           // text
+	DedupKey     string           // text
+	Payload      []byte           // jsonb
+	Headers      []byte           // jsonb
+	OrderingKey  *string          // text, null
+	Attempts     int              // integer
+	MaxAttempts  *int32           // integer, null
+	CreatedAt    time.Time        // timestamptz
+	Reclaimed    bool             // boolean
+	Route        *string          // text, null
+	RouteVersion *int64           // bigint, null
+	ThreadKey    *string          // text, null
+	ThreadRoot   *json.RawMessage // jsonb, null
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -391,7 +395,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
 		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot)
 		return r, err
 	})
 }
@@ -1513,6 +1517,32 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
 	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
 	return err
+}
+
+const versionTargetSQL = `-- name: version_target
+-- The digest of routes version $1 and the template and update_root of its
+-- route $2's target sink $3: what rendered a row published under that
+-- version (versions are never changed once applied). No row when the
+-- version has no such target.
+SELECT rv.digest, t.template, t.update_root
+FROM {schema}.route_versions rv
+JOIN {schema}.route_targets t ON t.version = rv.version
+WHERE rv.version = $1 AND t.route = $2 AND t.sink = $3
+`
+
+// VersionTargetRow is a row of version_target.sql.
+type VersionTargetRow struct {
+	Digest     string // text
+	Template   []byte // jsonb
+	UpdateRoot bool   // boolean
+}
+
+// VersionTarget runs version_target.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) VersionTarget(ctx context.Context, db DBTX, version int64, route string, sink string) (VersionTargetRow, error) {
+	var r VersionTargetRow
+	err := db.QueryRow(ctx, q.text.VersionTarget, version, route, sink).Scan(&r.Digest, &r.Template, &r.UpdateRoot)
+	return r, err
 }
 
 const waitingRowsSQL = `-- name: waiting_rows

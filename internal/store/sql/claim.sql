@@ -3,7 +3,7 @@
 -- params: limit bigint as int, token uuid, waiter bigint
 -- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
--- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage
+-- returns: route text null, route_version bigint null, thread_key text null, thread_root jsonb null as json.RawMessage
 -- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
@@ -55,7 +55,7 @@ WHERE m.id = picked.id
   AND m.id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
-          m.route, m.thread_key,
+          m.route, m.route_version, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END
