@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -141,6 +142,17 @@ type Delivery struct {
 
 	receipt json.RawMessage
 	ctx     context.Context // the attempt's own context: its span and deadline
+}
+
+// DeliveryID is the id a receiver de-duplicates d's message on (webhook-id,
+// Nats-Msg-Id, the AMQP message-id, Kafka's outbox-delivery-id header):
+// "<sink>/<dedup key>", the sink's name path-escaped (a "/" in it becomes
+// %2F; names plugins.yaml allows are unchanged). Dedup keys are unique per
+// sink only, and every target of a route is a row of its own sink, so the
+// sink's name makes the id unique across the sinks and route targets of an
+// outbox; it is the same on every attempt, redrives included.
+func (d *Delivery) DeliveryID() string {
+	return url.PathEscape(d.Sink) + "/" + d.DedupKey
 }
 
 // WithContext returns a shallow copy of d whose [Delivery.Context] is ctx.

@@ -137,7 +137,7 @@ func (s *Sink) message(ctx context.Context, d *sink.Delivery) (*natsio.Msg, erro
 // publishOptions carry the dedup key as Nats-Msg-Id, so the stream drops a
 // second copy within its duplicate window, and the expected stream.
 func (s *Sink) publishOptions(d *sink.Delivery) []jetstream.PublishOpt {
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(d.DedupKey)}
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(d.DeliveryID())}
 	if s.cfg.Stream != "" {
 		opts = append(opts, jetstream.WithExpectStream(s.cfg.Stream))
 	}

@@ -102,7 +102,7 @@ func (s *Sink) message(ctx context.Context, d *sink.Delivery) amqp.Publishing {
 		Headers:      headers,
 		ContentType:  DefaultContentType,
 		DeliveryMode: amqp.Persistent,
-		MessageId:    d.DedupKey,
+		MessageId:    d.DeliveryID(),
 		Timestamp:    d.CreatedAt,
 		Body:         d.Payload,
 	}
