@@ -170,7 +170,7 @@ func TestNamesKeepTheirCase(t *testing.T) {
 	if err := cfg.WriteRedacted(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, kept := range []string{"X-Api-Key: " + `"` + secret.Redacted, "Authorization: " + `"` + secret.Redacted, "CamelCase:", "Inner-Key: v"} {
+	for _, kept := range []string{"X-Api-Key: " + `"` + secret.Redacted, "Authorization: " + `"` + secret.Redacted, "CamelCase:", "Inner-Key: " + `"` + secret.Redacted} {
 		if !strings.Contains(out.String(), kept) {
 			t.Errorf("config show lacks %q:\n%s", kept, out.String())
 		}

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -39,8 +41,26 @@ type Type struct {
 	// describes. `outboxd config show` then prints every option with its
 	// effective value, and docs/configuration.md lists them. New must
 	// decode into the same struct with the same defaults, which [Define]
-	// guarantees.
+	// guarantees. Its keys of type confschema.Secret are the type's
+	// secrets (see Secrets).
 	Options any
+	// secrets returns the declared secrets of an options block, and false
+	// when it does not decode; nil for a type made without Define.
+	secrets func(options map[string]any) ([]string, bool)
+}
+
+// Secrets returns the secret values of options, an options block of this
+// type, for the binary's scrubber and `config show`: the values of its
+// keys declared as confschema.Secret. A type that declares no options (made
+// without Define), or options that do not decode, cannot say which values
+// are secret, so every string in them counts as one.
+func (t Type) Secrets(options map[string]any) []string {
+	if t.secrets != nil {
+		if s, ok := t.secrets(options); ok {
+			return s
+		}
+	}
+	return secret.Strings(options)
 }
 
 var (
@@ -65,6 +85,12 @@ func Define[O any](name, doc string, defaults O, build func(name string, options
 			return nil, err
 		}
 		return build(instance, o)
+	}, secrets: func(options map[string]any) ([]string, bool) {
+		o := defaults
+		if err := sinks.DecodeOptions(options, &o); err != nil {
+			return nil, false
+		}
+		return confschema.Secrets(o), true
 	}}
 }
 

@@ -90,6 +90,12 @@ type Config struct {
 	// linked to the producer's span, instead of the producer span's child.
 	LinkProducerSpan bool
 
+	// Redact, when set, rewrites the text of every delivery error before
+	// the relay stores it in the row, logs it or records it in the
+	// delivery's span: the binary passes its secret scrubber, so a sink
+	// whose error quotes one of its secrets leaks it nowhere.
+	Redact func(text string) string
+
 	// Stage, when set, prepares every delivery before the relay names its
 	// destination or hands it to its sink: package routing renders a
 	// published row's event into its sink's payload this way.

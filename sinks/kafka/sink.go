@@ -73,17 +73,17 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{name: name, cfg: c, client: client, redact: secret.NewScrubber(c.Password)}, nil
+	return &Sink{name: name, cfg: c, client: client, redact: secret.NewScrubber(string(c.Password))}, nil
 }
 
 func saslMechanism(c config) sasl.Mechanism {
 	switch c.SASLMechanism {
 	case SASLPlain:
-		return plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()
+		return plain.Auth{User: c.Username, Pass: string(c.Password)}.AsMechanism()
 	case SASLScramSHA256:
-		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()
+		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha256Mechanism()
 	case SASLScramSHA512:
-		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()
+		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha512Mechanism()
 	}
 	return nil
 }
