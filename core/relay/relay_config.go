@@ -74,12 +74,14 @@ type Config struct {
 	// global ones (no-ops unless the application installed its own).
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// DurableRelayWrites makes the relay's own writes (claims, terminal
-	// writes) wait for the WAL flush like ordinary commits. By default they
-	// do not (synchronous_commit = off on the relay's connections): a
-	// PostgreSQL crash can then forget the last fraction of a second of
-	// relay writes, which only means those rows are delivered again, while
-	// the relay no longer waits for a disk flush per batch.
+	// DurableRelayWrites makes the relay's terminal writes wait for the
+	// WAL flush like ordinary commits. By default they do not
+	// (synchronous_commit = off on the relay's connections): a PostgreSQL
+	// crash can then forget the last fraction of a second of them, which
+	// only means those rows are delivered again as uncertain retries, while
+	// the relay waits for no disk flush per finished batch. Claims always
+	// commit durably (see claim.sql): a forgotten claim would hide a
+	// delivery that may have started.
 	DurableRelayWrites bool
 	// DeleteOnSent deletes a row as soon as it is delivered instead of
 	// marking it sent (cheaper for PostgreSQL: no new row version). The
