@@ -125,4 +125,3 @@ func TestCustomSinkSecretOptionsAreRedactedEverywhere(t *testing.T) {
 		leaks("the delivery span", fmt.Sprint(span.Status, span.Events))
 	}
 }
-

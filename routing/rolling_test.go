@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -49,11 +50,7 @@ func (s *rollingSink) Deliver(_ context.Context, d *sink.Delivery) error {
 func (s *rollingSink) delivered() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]string, len(s.got))
-	for k, v := range s.got {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.got)
 }
 
 // A v1 relay and a v2 relay run side by side over rows published under v1
