@@ -3,14 +3,12 @@ package config
 import (
 	"fmt"
 	"io"
-	"reflect"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
-	"github.com/outboxd/outboxd/sinks"
 )
 
 // WriteRedacted prints the effective configuration as YAML: every key
@@ -51,17 +49,15 @@ func (c *Config) WriteRedacted(w io.Writer) error {
 // none, the options as given with every value redacted, since nothing says
 // which are secrets.
 func effectiveOptions(spec SinkSpec) any {
-	t, ok := registry.Lookup(spec.Type)
-	if !ok || t.Options == nil {
-		if spec.Options == nil {
-			return map[string]any{}
-		}
-		return secret.RedactAll(spec.Options)
+	t, _ := registry.Lookup(spec.Type)
+	o, err := t.EffectiveOptions(spec.Options)
+	switch {
+	case err == nil:
+		return confschema.Values(o)
+	case spec.Options == nil:
+		return map[string]any{}
 	}
-	o := reflect.New(reflect.TypeOf(t.Options))
-	o.Elem().Set(reflect.ValueOf(t.Options))
-	if err := sinks.DecodeOptions(spec.Options, o.Interface()); err != nil {
-		return spec.Options // not reached: loading built the sink from the same options
-	}
-	return confschema.Values(o.Interface())
+	// No declared options (or, not reached, options that do not decode:
+	// loading built the sink from the same ones).
+	return secret.RedactAll(spec.Options)
 }

@@ -9,8 +9,10 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -44,23 +46,39 @@ type Type struct {
 	// guarantees. Its keys of type confschema.Secret are the type's
 	// secrets (see Secrets).
 	Options any
-	// secrets returns the declared secrets of an options block, and false
-	// when it does not decode; nil for a type made without Define.
-	secrets func(options map[string]any) ([]string, bool)
+}
+
+// errNoOptions is EffectiveOptions' error for a type that declares none.
+var errNoOptions = errors.New("registry: the sink type declares no options")
+
+// EffectiveOptions returns options, an options block of this type,
+// decoded into a copy of Options: every declared option with its default
+// unless set, as the type runs it (a pointer to the options struct). It
+// fails for a type that declares no options and for options that do not
+// decode.
+func (t Type) EffectiveOptions(options map[string]any) (any, error) {
+	if t.Options == nil {
+		return nil, errNoOptions
+	}
+	o := reflect.New(reflect.TypeOf(t.Options))
+	o.Elem().Set(reflect.ValueOf(t.Options))
+	if err := sinks.DecodeOptions(options, o.Interface()); err != nil {
+		return nil, err
+	}
+	return o.Interface(), nil
 }
 
 // Secrets returns the secret values of options, an options block of this
-// type, for the binary's scrubber and `config show`: the values of its
-// keys declared as confschema.Secret. A type that declares no options (made
-// without Define), or options that do not decode, cannot say which values
-// are secret, so every string in them counts as one.
+// type, for the binary's scrubber: the values of its keys declared as
+// confschema.Secret. A type that declares no options, or options that do
+// not decode, cannot say which values are secret, so every string in them
+// counts as one.
 func (t Type) Secrets(options map[string]any) []string {
-	if t.secrets != nil {
-		if s, ok := t.secrets(options); ok {
-			return s
-		}
+	o, err := t.EffectiveOptions(options)
+	if err != nil {
+		return secret.Strings(options)
 	}
-	return secret.Strings(options)
+	return confschema.Secrets(o)
 }
 
 var (
@@ -85,12 +103,6 @@ func Define[O any](name, doc string, defaults O, build func(name string, options
 			return nil, err
 		}
 		return build(instance, o)
-	}, secrets: func(options map[string]any) ([]string, bool) {
-		o := defaults
-		if err := sinks.DecodeOptions(options, &o); err != nil {
-			return nil, false
-		}
-		return confschema.Secrets(o), true
 	}}
 }
 
