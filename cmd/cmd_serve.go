@@ -67,6 +67,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	rc := cfg.RelayConfig()
 	rc.Schema, rc.Logger, rc.TracerProvider, rc.MeterProvider = s.ob.Schema(), log, tel.TracerProvider, tel.MeterProvider
+	rc.Redact = a.scrub.String // delivery errors, in rows and spans, lose the configuration's secrets
 	// Published rows reach each sink rendered with their route's template;
 	// a route this configuration lacks is rendered as the database has it.
 	fallback, err := routing.DBFallback(pool, s.ob.Schema())

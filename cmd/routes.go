@@ -69,7 +69,7 @@ func checkAppliedRoutes(ctx context.Context, s session, log *slog.Logger) {
 		}
 		log.Info("applied this configuration's routes: none were applied yet", "version", applied.Version)
 	case version != 0 && digest != s.cfg.RouteTable().Digest():
-		log.Warn("the routes of this configuration are not the ones applied to the database: events are routed by the database's (run outboxd routes apply), rendered with this relay's templates",
+		log.Warn("the routes of this configuration are not the ones applied to the database: events are routed by the database's (run outboxd routes apply) and rendered with the templates of the version they were published under",
 			"applied_version", version)
 	}
 }

@@ -133,7 +133,7 @@ type RetentionConfig struct {
 type HTTPConfig struct {
 	Listen string `mapstructure:"listen" doc:"address of the HTTP API; one that is not loopback needs http.token"`
 	// Token, when set, is required as a bearer token on /v1/*.
-	Token string `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
+	Token confschema.Secret `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
 	// AllowedHosts are the host names (besides loopback names and
 	// addresses) the API answers to in the Host header; see hostGuard.
 	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`

@@ -175,7 +175,7 @@ sinks:
 		{"relay.lease overridden", cfg.Relay.Lease, time.Minute},
 		{"relay.concurrency overridden", cfg.Relay.Concurrency, 8},
 		{"relay.poll_interval core default", cfg.Relay.PollInterval, time.Second},
-		{"http.token", cfg.HTTP.Token, "literal ${NOT_EXPANDED} and abc"},
+		{"http.token", string(cfg.HTTP.Token), "literal ${NOT_EXPANDED} and abc"},
 		{"http.listen default", cfg.HTTP.Listen, DefaultListen},
 		{"sink max_attempts overridden", cfg.Sinks["ops-mail"].MaxAttempts, 7},
 		{"sink backoff", cfg.Sinks["ops-mail"].Backoff, BackoffSpec{Initial: 2 * time.Second, Max: time.Minute}},

@@ -160,10 +160,11 @@ func (l *loader) load(data []byte) *Config {
 	settings = exp.expandMap("", settings)
 	l.add(exp.missing...)
 	l.unexpanded = exp.missing
-	l.secrets = secret.Values(settings)
+	l.secrets = secret.Values(settings) // URLs and connection strings: declared ones follow decoding
 	l.add(confschema.Unknown(settings, Config{})...)
 	cfg := defaultConfig()
 	l.add(confschema.Decode(settings, cfg, true)...)
+	l.secrets = append(l.secrets, secret.Declared(cfg.declaredSecrets())...)
 	l.add(cfg.check()...)
 	built := l.buildSinks(cfg)
 	l.add(cfg.applyCore(built)...)

@@ -170,7 +170,7 @@ func TestNamesKeepTheirCase(t *testing.T) {
 	if err := cfg.WriteRedacted(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, kept := range []string{"X-Api-Key: " + `"` + secret.Redacted, "Authorization: " + `"` + secret.Redacted, "CamelCase:", "Inner-Key: v"} {
+	for _, kept := range []string{"X-Api-Key: " + `"` + secret.Redacted, "Authorization: " + `"` + secret.Redacted, "CamelCase:", "Inner-Key: " + `"` + secret.Redacted} {
 		if !strings.Contains(out.String(), kept) {
 			t.Errorf("config show lacks %q:\n%s", kept, out.String())
 		}
@@ -180,7 +180,8 @@ func TestNamesKeepTheirCase(t *testing.T) {
 // TestSecretsInHeadersAndURLsAreRedacted: header values, a URL's user
 // info, query tokens and the secret path of an incoming-webhook URL are
 // neither shown by config show nor left in messages by the scrubber.
-// (Mutation: isHeaders always false fails this test.)
+// (Mutation: the webhook sink's headers declared map[string]string, not
+// map[string]confschema.Secret, fails this test.)
 func TestSecretsInHeadersAndURLsAreRedacted(t *testing.T) {
 	t.Parallel()
 	secrets := []string{"hdr-auth-5ecret", "hdr-key-5ecret", "url-pass-5ecret", "urlTokenAsUser5ecret",

@@ -3,20 +3,19 @@ package config
 import (
 	"fmt"
 	"io"
-	"reflect"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
-	"github.com/outboxd/outboxd/sinks"
 )
 
 // WriteRedacted prints the effective configuration as YAML: every key
 // declared in Config, in declaration order, with the value the process
 // uses (defaults applied), every sink's options with their defaults when
-// its type declares them, and every secret replaced by secret.Redacted.
+// its type declares them, and every secret (declared as confschema.Secret,
+// or the secret part of a URL) replaced by secret.Redacted.
 //
 // It is written with a YAML encoder rather than viper's writer, which would
 // lower-case the names of sinks' options (header names among them).
@@ -36,7 +35,7 @@ func (c *Config) WriteRedacted(w io.Writer) error {
 			}
 		}
 	}
-	out, err := yaml.MarshalWithOptions(secret.Redact("", values, false), yaml.Indent(2), yaml.IndentSequence(true))
+	out, err := yaml.MarshalWithOptions(secret.Redact(values), yaml.Indent(2), yaml.IndentSequence(true))
 	if err != nil {
 		return fmt.Errorf("render configuration: %w", err)
 	}
@@ -45,20 +44,20 @@ func (c *Config) WriteRedacted(w io.Writer) error {
 }
 
 // effectiveOptions returns a sink's options as its sink type runs them:
-// every option its type declares, with its default unless set; or the
-// options as given for a type that declares none.
+// every option its type declares, with its default unless set (its
+// secrets redacted by confschema.Values); or, for a type that declares
+// none, the options as given with every value redacted, since nothing says
+// which are secrets.
 func effectiveOptions(spec SinkSpec) any {
-	t, ok := registry.Lookup(spec.Type)
-	if !ok || t.Options == nil {
-		if spec.Options == nil {
-			return map[string]any{}
-		}
-		return spec.Options
+	t, _ := registry.Lookup(spec.Type)
+	o, err := t.EffectiveOptions(spec.Options)
+	switch {
+	case err == nil:
+		return confschema.Values(o)
+	case spec.Options == nil:
+		return map[string]any{}
 	}
-	o := reflect.New(reflect.TypeOf(t.Options))
-	o.Elem().Set(reflect.ValueOf(t.Options))
-	if err := sinks.DecodeOptions(spec.Options, o.Interface()); err != nil {
-		return spec.Options // not reached: loading built the sink from the same options
-	}
-	return confschema.Values(o.Interface())
+	// No declared options (or, not reached, options that do not decode:
+	// loading built the sink from the same ones).
+	return secret.RedactAll(spec.Options)
 }

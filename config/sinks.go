@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/registry"
 )
 
 // SinkConfigs are the configured sinks, built, with their effective
@@ -32,4 +34,16 @@ func (c *Config) sinkList() string {
 		return "none; add one under sinks: in the configuration"
 	}
 	return strings.Join(names, ", ")
+}
+
+// declaredSecrets returns the values of the configuration's keys declared
+// as confschema.Secret, each sink's by its type (registry.Type.Secrets);
+// the options of a sink of an unknown type all count as secrets.
+func (c *Config) declaredSecrets() []string {
+	out := confschema.Secrets(c)
+	for _, spec := range c.Sinks {
+		t, _ := registry.Lookup(spec.Type) // unknown: the zero Type, every option a secret
+		out = append(out, t.Secrets(spec.Options)...)
+	}
+	return out
 }

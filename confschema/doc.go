@@ -36,6 +36,10 @@
 //	map[string]T, T no struct a mapping whose keys the user chooses (headers, options): never "unknown"
 //	anything else             a value: string, bool, integer, number, duration, list of values
 //
+// A key whose value is a credential is declared with the type [Secret] (or
+// a list or mapping of them): that, not its name, makes it a secret that
+// `config show` redacts and the binary's scrubber removes from its output.
+//
 // # Values
 //
 // A key that is absent, or whose value is the empty string (what an unset

@@ -32,8 +32,11 @@ func valuesOf(rv reflect.Value) yaml.MapSlice {
 }
 
 func render(v reflect.Value) any {
-	if v.Type() == durationType {
+	switch v.Type() {
+	case durationType:
 		return FormatDuration(time.Duration(v.Int()))
+	case secretType:
+		return Secret(v.String()).String()
 	}
 	sh, _ := shapeOf(v.Type())
 	switch {
@@ -60,6 +63,12 @@ func render(v reflect.Value) any {
 		return out
 	case sh == shapeFreeMapping && v.IsNil():
 		return map[string]any{}
+	case sh == shapeFreeMapping && v.Type().Elem() == secretType:
+		out := make(map[string]any, v.Len())
+		for _, k := range v.MapKeys() {
+			out[k.String()] = render(v.MapIndex(k))
+		}
+		return out
 	}
 	return v.Interface()
 }

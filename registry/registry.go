@@ -9,13 +9,17 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -39,8 +43,42 @@ type Type struct {
 	// describes. `outboxd config show` then prints every option with its
 	// effective value, and docs/configuration.md lists them. New must
 	// decode into the same struct with the same defaults, which [Define]
-	// guarantees.
+	// guarantees. Its keys of type confschema.Secret are the type's
+	// secrets (see Secrets).
 	Options any
+}
+
+// errNoOptions is EffectiveOptions' error for a type that declares none.
+var errNoOptions = errors.New("registry: the sink type declares no options")
+
+// EffectiveOptions returns options, an options block of this type,
+// decoded into a copy of Options: every declared option with its default
+// unless set, as the type runs it (a pointer to the options struct). It
+// fails for a type that declares no options and for options that do not
+// decode.
+func (t Type) EffectiveOptions(options map[string]any) (any, error) {
+	if t.Options == nil {
+		return nil, errNoOptions
+	}
+	o := reflect.New(reflect.TypeOf(t.Options))
+	o.Elem().Set(reflect.ValueOf(t.Options))
+	if err := sinks.DecodeOptions(options, o.Interface()); err != nil {
+		return nil, err
+	}
+	return o.Interface(), nil
+}
+
+// Secrets returns the secret values of options, an options block of this
+// type, for the binary's scrubber: the values of its keys declared as
+// confschema.Secret. A type that declares no options, or options that do
+// not decode, cannot say which values are secret, so every string in them
+// counts as one.
+func (t Type) Secrets(options map[string]any) []string {
+	o, err := t.EffectiveOptions(options)
+	if err != nil {
+		return secret.Strings(options)
+	}
+	return confschema.Secrets(o)
 }
 
 var (

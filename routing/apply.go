@@ -76,17 +76,32 @@ func Active(ctx context.Context, db core.DBTX, schema string) (version int64, di
 // had the target.
 var ErrNoTarget = errors.New("no such route target was ever applied")
 
-// Fallback finds a route target that the relay's configuration lacks, as
-// the database has it: during a rolling deploy, rows of a route added by
-// the new configuration reach relays still running the old one, and rows
-// of a route it removed reach relays running the new one.
+// StoredTarget is a route target as the database has it.
+type StoredTarget struct {
+	// Digest is the digest of the routes version the target belongs to;
+	// set by VersionTarget only.
+	Digest     string
+	Template   map[string]string
+	UpdateRoot bool
+}
+
+// Fallback finds a route target as the database has it, for the rows the
+// relay's own templates must not render: during a rolling deploy, rows
+// published under another routes version than the relay's configuration
+// (a template the deploy changed), rows of a route added by the new
+// configuration reaching relays still running the old one, and rows of a
+// route it removed reaching relays running the new one.
 type Fallback interface {
-	Target(ctx context.Context, route, sink string) (template map[string]string, updateRoot bool, err error)
+	// VersionTarget returns route's target sink under routes version
+	// version, with the version's digest.
+	VersionTarget(ctx context.Context, version int64, route, sink string) (StoredTarget, error)
+	// Target returns route's target sink as last applied, for a row that
+	// does not name its version (published before versions were recorded).
+	Target(ctx context.Context, route, sink string) (StoredTarget, error)
 }
 
 // DBFallback is the Fallback that reads the routes applied to schema
-// through db: the active version's target, else the latest version's that
-// had it.
+// through db.
 func DBFallback(db core.DBTX, schema string) (Fallback, error) {
 	q, err := queries(schema)
 	if err != nil {
@@ -100,19 +115,46 @@ type dbFallback struct {
 	q  *store.Queries
 }
 
-func (f dbFallback) Target(ctx context.Context, route, sink string) (map[string]string, bool, error) {
-	r, err := f.q.AppliedTarget(ctx, f.db, route, sink)
+func (f dbFallback) VersionTarget(ctx context.Context, version int64, route, sink string) (StoredTarget, error) {
+	r, err := f.q.VersionTarget(ctx, f.db, version, route, sink)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("route %s, sink %s: %w", route, sink, ErrNoTarget)
+		return StoredTarget{}, fmt.Errorf("routes version %d, route %s, sink %s: %w", version, route, sink, ErrNoTarget)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("route %s, sink %s: read the applied routes: %w", route, sink, err)
+		return StoredTarget{}, fmt.Errorf("routes version %d, route %s, sink %s: read the applied routes: %w", version, route, sink, err)
 	}
-	var tmpl map[string]string
-	if len(r.Template) > 0 {
-		if err := json.Unmarshal(r.Template, &tmpl); err != nil {
-			return nil, false, fmt.Errorf("route %s, sink %s: the applied template: %w", route, sink, err)
+	st, err := storedTarget(r.Template, r.UpdateRoot)
+	st.Digest = r.Digest
+	if err != nil {
+		return StoredTarget{}, fmt.Errorf("routes version %d, route %s, sink %s: %w", version, route, sink, err)
+	}
+	return st, nil
+}
+
+// Target reads the active version's target, else the latest version's
+// that had it.
+func (f dbFallback) Target(ctx context.Context, route, sink string) (StoredTarget, error) {
+	r, err := f.q.AppliedTarget(ctx, f.db, route, sink)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StoredTarget{}, fmt.Errorf("route %s, sink %s: %w", route, sink, ErrNoTarget)
+	}
+	if err != nil {
+		return StoredTarget{}, fmt.Errorf("route %s, sink %s: read the applied routes: %w", route, sink, err)
+	}
+	st, err := storedTarget(r.Template, r.UpdateRoot)
+	if err != nil {
+		return StoredTarget{}, fmt.Errorf("route %s, sink %s: %w", route, sink, err)
+	}
+	return st, nil
+}
+
+// storedTarget decodes a route_targets row's template.
+func storedTarget(template []byte, updateRoot bool) (StoredTarget, error) {
+	st := StoredTarget{UpdateRoot: updateRoot}
+	if len(template) > 0 {
+		if err := json.Unmarshal(template, &st.Template); err != nil {
+			return StoredTarget{}, fmt.Errorf("the applied template: %w", err)
 		}
 	}
-	return tmpl, r.UpdateRoot, nil
+	return st, nil
 }

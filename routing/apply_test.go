@@ -113,10 +113,10 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tmpl, _, err := fb.Target(ctx, "orders", "custom"); err != nil || tmpl["line"] != "old {{.key}}" {
-		t.Errorf("the removed route's target: %v %v", tmpl, err)
+	if st, err := fb.Target(ctx, "orders", "custom"); err != nil || st.Template["line"] != "old {{.key}}" {
+		t.Errorf("the removed route's target: %v %v", st, err)
 	}
-	if _, _, err := fb.Target(ctx, "nothing", "custom"); !errors.Is(err, routing.ErrNoTarget) {
+	if _, err := fb.Target(ctx, "nothing", "custom"); !errors.Is(err, routing.ErrNoTarget) {
 		t.Errorf("a target never applied: %v, want ErrNoTarget", err)
 	}
 	if back := apply(t, pool, ob, old); back != (routing.Applied{Version: v1.Version, Changed: true}) {

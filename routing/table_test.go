@@ -290,9 +290,14 @@ func TestUnknownRouteUsesTheFallback(t *testing.T) {
 
 type fallbackFunc func(route, sink string) (map[string]string, error)
 
-func (f fallbackFunc) Target(_ context.Context, route, sink string) (map[string]string, bool, error) {
+func (f fallbackFunc) Target(_ context.Context, route, sink string) (routing.StoredTarget, error) {
 	tmpl, err := f(route, sink)
-	return tmpl, false, err
+	return routing.StoredTarget{Template: tmpl}, err
+}
+
+// VersionTarget answers as Target: these rows name no version.
+func (f fallbackFunc) VersionTarget(ctx context.Context, _ int64, route, sink string) (routing.StoredTarget, error) {
+	return f.Target(ctx, route, sink)
 }
 
 // Rows enqueued directly pass through the stage; the relay still sees the

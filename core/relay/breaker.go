@@ -160,7 +160,7 @@ func (r *Relay) settleBreaker(ctx context.Context, row claimedRow, span trace.Sp
 // again before the probe).
 func (r *Relay) holdForProbe(row claimedRow, span trace.Span, delay time.Duration, cause error) {
 	r.release(row, max(delay, r.cfg.PollInterval), fmt.Errorf("%w (%w)", errProbeHeld, cause))
-	endSpan(span, outcomeRateLimited, storedError(cause))
+	endSpan(span, outcomeRateLimited, r.storedError(cause))
 }
 
 // openBreaker opens the breaker of (sb, key) for the cluster and, if this

@@ -74,6 +74,9 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
 		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = row.Attempts, row.CreatedAt, row.Reclaimed, row.Deferrals
+		if row.RouteVersion != nil {
+			c.RouteVersion = *row.RouteVersion
+		}
 		if row.ThreadRoot != nil {
 			c.ThreadRoot = *row.ThreadRoot
 		}

@@ -31,12 +31,12 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
 	if err != nil {
-		o.Err = storedError(err)
+		o.Err = r.storedError(err)
 		if d, ok := sink.RetryAfterDelay(err); ok {
 			r.pauseFor(ctx, row, sc, d)
 			if row.deferrals >= sc.MaxDeferrals {
 				o.Status, label = string(operator.StatusDead), outcomeDead
-				o.Err = storedError(sink.Permanent(fmt.Errorf(
+				o.Err = r.storedError(sink.Permanent(fmt.Errorf(
 					"deferral budget spent: put off %d times by Retry-After answers (max_deferrals %d); last answer: %w",
 					row.deferrals, sc.MaxDeferrals, err)))
 			} else {
@@ -85,17 +85,22 @@ func (r *Relay) pauseFor(ctx context.Context, row claimedRow, sc SinkConfig, d t
 // claimed again after delay.
 func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
 	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
-		Err: storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
+		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: func(ok bool) {
 			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
 		}})
 }
 
-// storedError is err's text as the row stores it: whatever a sink or a
-// receiver put into it, made safe for PostgreSQL and for terminals, once,
-// here (see safetext).
-func storedError(err error) *string {
-	msg := safetext.Text(err.Error(), safetext.MaxErrorBytes)
+// storedError is err's text as the row stores it, as the dead-letter log
+// prints it and as the delivery's span records it: whatever a sink or a
+// receiver put into it, with Config.Redact's secrets removed, made safe
+// for PostgreSQL and for terminals, once, here (see safetext).
+func (r *Relay) storedError(err error) *string {
+	text := err.Error()
+	if r.cfg.Redact != nil {
+		text = r.cfg.Redact(text)
+	}
+	msg := safetext.Text(text, safetext.MaxErrorBytes)
 	return &msg
 }
 

@@ -85,12 +85,14 @@ type Config struct {
 	// global ones (no-ops unless the application installed its own).
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// DurableRelayWrites makes the relay's own writes (claims, terminal
-	// writes) wait for the WAL flush like ordinary commits. By default they
-	// do not (synchronous_commit = off on the relay's connections): a
-	// PostgreSQL crash can then forget the last fraction of a second of
-	// relay writes, which only means those rows are delivered again, while
-	// the relay no longer waits for a disk flush per batch.
+	// DurableRelayWrites makes the relay's terminal writes wait for the
+	// WAL flush like ordinary commits. By default they do not
+	// (synchronous_commit = off on the relay's connections): a PostgreSQL
+	// crash can then forget the last fraction of a second of them, which
+	// only means those rows are delivered again as uncertain retries, while
+	// the relay waits for no disk flush per finished batch. Claims always
+	// commit durably (see claim.sql): a forgotten claim would hide a
+	// delivery that may have started.
 	DurableRelayWrites bool
 	// DeleteOnSent deletes a row as soon as it is delivered instead of
 	// marking it sent (cheaper for PostgreSQL: no new row version). The
@@ -100,6 +102,12 @@ type Config struct {
 	// LinkProducerSpan makes each delivery span the root of its own trace,
 	// linked to the producer's span, instead of the producer span's child.
 	LinkProducerSpan bool
+
+	// Redact, when set, rewrites the text of every delivery error before
+	// the relay stores it in the row, logs it or records it in the
+	// delivery's span: the binary passes its secret scrubber, so a sink
+	// whose error quotes one of its secrets leaks it nowhere.
+	Redact func(text string) string
 
 	// Stage, when set, prepares every delivery before the relay names its
 	// destination or hands it to its sink: package routing renders a

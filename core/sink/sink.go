@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -126,6 +127,10 @@ type Delivery struct {
 	// {"type", "key", "data"}, which package routing renders into the
 	// sink's own payload before the sink sees it.
 	Route string
+	// RouteVersion is the version of the routes the row was published
+	// under, whose target renders it; 0 when Route is empty or the row was
+	// published before routes versions were recorded on rows.
+	RouteVersion int64
 	// ThreadKey is set when the row belongs to a thread: the rows of one
 	// sink sharing it form one conversation, delivered in order.
 	ThreadKey string
@@ -137,6 +142,17 @@ type Delivery struct {
 
 	receipt json.RawMessage
 	ctx     context.Context // the attempt's own context: its span and deadline
+}
+
+// DeliveryID is the id a receiver de-duplicates d's message on (webhook-id,
+// Nats-Msg-Id, the AMQP message-id, Kafka's outbox-delivery-id header):
+// "<sink>/<dedup key>", the sink's name path-escaped (a "/" in it becomes
+// %2F; names plugins.yaml allows are unchanged). Dedup keys are unique per
+// sink only, and every target of a route is a row of its own sink, so the
+// sink's name makes the id unique across the sinks and route targets of an
+// outbox; it is the same on every attempt, redrives included.
+func (d *Delivery) DeliveryID() string {
+	return url.PathEscape(d.Sink) + "/" + d.DedupKey
 }
 
 // WithContext returns a shallow copy of d whose [Delivery.Context] is ctx.

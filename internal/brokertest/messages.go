@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
@@ -121,7 +122,7 @@ func WaitFailedAttempt(t testing.TB, signals *testsignal.Relay, timeout time.Dur
 
 // Received is one message as a consumer read it from a broker.
 type Received struct {
-	ID      string            // the broker's message id: Nats-Msg-Id, message-id, the dedup header
+	ID      string            // the broker's message id: Nats-Msg-Id, message-id, the delivery id header
 	Dest    string            // where it was read: subject, queue, topic/partition
 	Payload []byte            // the body
 	Headers map[string]string // the broker message's headers
@@ -129,7 +130,8 @@ type Received struct {
 }
 
 // CheckDelivered checks that every message of want was received, each copy
-// under its dedup key with the enqueued payload and the row's metadata
+// under its delivery id ("<sink>/<dedup key>", sink.Delivery.DeliveryID)
+// with the enqueued payload and the row's metadata
 // header, and nothing else; with exactlyOnce, once. It returns the number
 // of extra copies.
 func CheckDelivered(t testing.TB, want []core.Message, got []Received, exactlyOnce bool) (duplicates int) {
@@ -139,8 +141,9 @@ func CheckDelivered(t testing.TB, want []core.Message, got []Received, exactlyOn
 		byID[r.ID] = append(byID[r.ID], r)
 	}
 	for _, m := range want {
-		copies := byID[m.DedupKey]
-		delete(byID, m.DedupKey)
+		id := (&sink.Delivery{Sink: m.Sink, DedupKey: m.DedupKey}).DeliveryID()
+		copies := byID[id]
+		delete(byID, id)
 		switch {
 		case len(copies) == 0:
 			t.Errorf("%s: never received", m.DedupKey)

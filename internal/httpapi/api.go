@@ -91,7 +91,7 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(s.Config.HTTP.Token, requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),

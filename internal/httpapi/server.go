@@ -68,7 +68,7 @@ func Start(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 // NewConsole builds the operator console of cfg; db is the API's pool
 // (apidb.Open with cfg.HTTP.QueryTimeout).
 func NewConsole(cfg *config.Config, ops *operator.Operator, db core.DBTX, sinks []relay.SinkConfig, log *slog.Logger) (*console.Console, error) {
-	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Token: cfg.HTTP.Token,
+	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Token: string(cfg.HTTP.Token),
 		TraceURL: cfg.Telemetry.TraceURL, Logger: log})
 }
 

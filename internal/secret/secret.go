@@ -1,9 +1,12 @@
-// Package secret is the one place that knows what a secret looks like and
-// keeps it out of what leaves the process: the values of credential keys,
-// header values and the secret parts of URLs and connection strings are
-// found in the configuration (Values), hidden where the configuration is
-// shown (Redact), and scrubbed from every log record and error message
-// (Scrubber), the binary's and the sinks'.
+// Package secret is the one place that keeps secrets out of what leaves
+// the process. A secret is declared, not guessed from a key's name: keys of
+// type confschema.Secret (a sink's token, password, signing key, header
+// values; http.token) are collected from the decoded configuration, and the
+// secret parts of URLs and connection strings (passwords, credential query
+// parameters, the path of a known incoming webhook) are found by their
+// structure (Values). They are hidden where the configuration is shown
+// (Redact, RedactAll) and scrubbed from every log record, error message,
+// stored error and span (Scrubber), the binary's and the sinks'.
 package secret
 
 import (
@@ -20,37 +23,11 @@ import (
 )
 
 // Redacted replaces a secret wherever the program would otherwise show it.
-const Redacted = "[REDACTED]"
+const Redacted = confschema.SecretRedacted
 
 // minScrubbedSecretLen keeps very short "secrets" (a test value such as
 // "x") from turning every output into confetti. Real credentials are long.
 const minScrubbedSecretLen = 4
-
-// secretKeyWords mark a key whose value is a credential, in the binary's
-// configuration and in any sink's options, declared or not.
-var secretKeyWords = []string{"token", "password", "secret", "api_key", "apikey", "webhook_url", "authorization", "credential", "private_key"}
-
-// headersKey is the key of a mapping of HTTP headers: all its values are
-// treated as secrets (Authorization, X-Api-Key, ... are where credentials
-// go), whatever the header's name.
-const headersKey = "headers"
-
-// isSecretKey reports whether a key's value is a credential, to be kept out
-// of every output.
-func isSecretKey(key string) bool {
-	last := strings.ToLower(key[strings.LastIndex(key, ".")+1:])
-	for _, word := range secretKeyWords {
-		if strings.Contains(last, word) {
-			return true
-		}
-	}
-	return false
-}
-
-// isHeaders reports whether key holds a mapping of headers.
-func isHeaders(key string) bool {
-	return strings.EqualFold(key[strings.LastIndex(key, ".")+1:], headersKey)
-}
 
 // dsnPassword matches the password of a keyword/value connection string
 // (host=... password=...).
@@ -78,21 +55,13 @@ var harmlessQueryKeys = map[string]bool{
 	"sslmode": true, "application_name": true, "connect_timeout": true, "target_session_attrs": true,
 }
 
-// Values collects every secret in the settings, for the Scrubber: values
-// of secret keys and of headers, and the secret parts of URLs and
-// connection strings (see urlSecrets).
+// Values collects the secrets found by their structure anywhere in the
+// settings, for the Scrubber: the secret parts of URLs and connection
+// strings (see urlSecrets). Declared secrets (confschema.Secrets) are
+// collected from the decoded configuration.
 func Values(settings map[string]any) []string {
 	var out []string
-	walkStrings("", settings, false, func(key, val string, secret bool) {
-		if val == "" {
-			return
-		}
-		if secret || isSecretKey(key) {
-			out = append(out, val)
-			if scheme, credential, ok := strings.Cut(val, " "); ok && scheme != "" && !strings.Contains(credential, " ") {
-				out = append(out, credential) // "Bearer <token>": the token alone is the secret too
-			}
-		}
+	walkStrings(settings, func(val string) {
 		out = append(out, urlSecrets(val)...)
 		for _, m := range dsnPassword.FindAllStringSubmatch(val, -1) {
 			out = append(out, strings.Trim(m[2], "'"))
@@ -100,6 +69,20 @@ func Values(settings map[string]any) []string {
 	})
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Declared returns the values of declared secrets with, for a credential
+// written "<scheme> <token>" (an Authorization header's "Bearer <token>"),
+// the token alone too: it may be quoted on its own.
+func Declared(values []string) []string {
+	var out []string
+	for _, val := range values {
+		out = append(out, val)
+		if scheme, credential, ok := strings.Cut(val, " "); ok && scheme != "" && !strings.Contains(credential, " ") {
+			out = append(out, credential)
+		}
+	}
+	return out
 }
 
 // urlSecrets returns the secret parts of s when it is a URL: the password
@@ -153,59 +136,64 @@ func splitSecretPath(path string) (prefix, secret string, ok bool) {
 	return "", "", false
 }
 
-// walkStrings calls visit for every string below v with its key, and
-// whether it sits in a mapping of headers (secret whatever its key).
-func walkStrings(key string, v any, inHeaders bool, visit func(key, val string, secret bool)) {
+// walkStrings calls visit for every string below v.
+func walkStrings(v any, visit func(val string)) {
 	switch v := v.(type) {
 	case string:
-		visit(key, v, inHeaders)
+		if v != "" {
+			visit(v)
+		}
 	case map[string]any:
-		for k, item := range v {
-			walkStrings(confschema.Join(key, k), item, isHeaders(key), visit)
+		for _, item := range v {
+			walkStrings(item, visit)
 		}
 	case []any:
 		for _, item := range v {
-			walkStrings(key, item, inHeaders, visit)
+			walkStrings(item, visit)
 		}
 	}
 }
 
-// Redact returns what `config show` prints for a value at key: secret
-// keys, header values and the secret parts of URLs replaced by Redacted.
-// inHeaders says v sits in a mapping of headers.
-func Redact(key string, v any, inHeaders bool) any {
+// Strings returns every non-empty string below v: the options of a sink
+// type that declares none, all of which are then treated as secrets.
+func Strings(v any) []string {
+	var out []string
+	walkStrings(v, func(val string) { out = append(out, val) })
+	return out
+}
+
+// Redact returns what `config show` prints for v: the secret parts of URLs
+// and connection strings replaced by Redacted. Declared secrets are
+// already Redacted in confschema.Values.
+func Redact(v any) any { return redact(v, RedactURL) }
+
+// RedactAll replaces every non-empty string below v: the options of a sink
+// type that declares none, whose secrets cannot be told apart.
+func RedactAll(v any) any { return redact(v, func(string) string { return Redacted }) }
+
+func redact(v any, replace func(string) string) any {
 	switch v := v.(type) {
 	case string:
 		if v == "" {
 			return v
 		}
-		if inHeaders || isSecretKey(key) {
-			return Redacted
-		}
-		return RedactURL(v)
+		return replace(v)
 	case yaml.MapSlice:
 		out := make(yaml.MapSlice, len(v))
 		for i, item := range v {
-			k := fmt.Sprint(item.Key)
-			out[i] = yaml.MapItem{Key: item.Key, Value: Redact(confschema.Join(key, k), item.Value, isHeaders(key))}
+			out[i] = yaml.MapItem{Key: item.Key, Value: redact(item.Value, replace)}
 		}
 		return out
-	case map[string]string:
-		m := make(map[string]any, len(v))
-		for k, item := range v {
-			m[k] = item
-		}
-		return Redact(key, m, inHeaders)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, item := range v {
-			out[k] = Redact(confschema.Join(key, k), item, isHeaders(key))
+			out[k] = redact(item, replace)
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, item := range v {
-			out[i] = Redact(key, item, inHeaders)
+			out[i] = redact(item, replace)
 		}
 		return out
 	default:

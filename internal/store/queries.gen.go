@@ -125,6 +125,8 @@ type Texts struct {
 	UnconfiguredSinks string
 	// UnregisterWaiters is unregister_waiters.sql.
 	UnregisterWaiters string
+	// VersionTarget is version_target.sql.
+	VersionTarget string
 	// WaitingRows is waiting_rows.sql.
 	WaitingRows string
 }
@@ -184,6 +186,7 @@ func newTexts(ident string) Texts {
 		TakeStatsSnapshot:      strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
 		UnconfiguredSinks:      strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
 		UnregisterWaiters:      strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
+		VersionTarget:          strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
 		WaitingRows:            strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
 }
@@ -526,6 +529,18 @@ const claimSQL = `-- name: claim
 -- looked up only for such rows, and how often a Retry-After put it off
 -- (migration 012).
 --
+-- A claim commits durably even on the relay's asynchronous connections
+-- (synchronous_commit off, see relay.Config.DurableRelayWrites): its
+-- commit waits for the WAL flush, so a delivery that may have started is
+-- never forgotten by a PostgreSQL crash. A forgotten claim would bring the
+-- row back as a fresh first attempt, and a sink without an idempotency key
+-- (Slack) would post again without looking for its earlier post; a
+-- remembered one comes back as an expired lease, Uncertain. The setting is
+-- raised for this transaction only, by the one-time filter on the update,
+-- and never lowered (a server default above on stays). Terminal writes
+-- stay asynchronous: losing one only repeats a delivery the row already
+-- knows may have happened.
+--
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
 -- than it asked for, and it stays alive for @alive_for.
@@ -556,9 +571,10 @@ WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
   -- instead of hash-joining them against a scan of the whole table.
   AND m.id = ANY(ARRAY(SELECT id FROM picked))
+  AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
-          m.route, m.thread_key,
+          m.route, m.route_version, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,
@@ -578,20 +594,21 @@ type ClaimParams struct {
 
 // ClaimRow is a row of claim.sql.
 type ClaimRow struct {
-	ID          int64            // bigint
-	Sink        string           // text
-	DedupKey    string           // text
-	Payload     []byte           // jsonb
-	Headers     []byte           // jsonb
-	OrderingKey *string          // text, null
-	Attempts    int              // integer
-	MaxAttempts *int32           // integer, null
-	CreatedAt   time.Time        // timestamptz
-	Reclaimed   bool             // boolean
-	Route       *string          // text, null
-	ThreadKey   *string          // text, null
-	ThreadRoot  *json.RawMessage // jsonb, null
-	Deferrals   int              // integer
+	ID           int64            // bigint
+	Sink         string           // text
+	DedupKey     string           // text
+	Payload      []byte           // jsonb
+	Headers      []byte           // jsonb
+	OrderingKey  *string          // text, null
+	Attempts     int              // integer
+	MaxAttempts  *int32           // integer, null
+	CreatedAt    time.Time        // timestamptz
+	Reclaimed    bool             // boolean
+	Route        *string          // text, null
+	RouteVersion *int64           // bigint, null
+	ThreadKey    *string          // text, null
+	ThreadRoot   *json.RawMessage // jsonb, null
+	Deferrals    int              // integer
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -603,7 +620,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
 		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals)
 		return r, err
 	})
 }
@@ -1823,6 +1840,32 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
 	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
 	return err
+}
+
+const versionTargetSQL = `-- name: version_target
+-- The digest of routes version $1 and the template and update_root of its
+-- route $2's target sink $3: what rendered a row published under that
+-- version (versions are never changed once applied). No row when the
+-- version has no such target.
+SELECT rv.digest, t.template, t.update_root
+FROM {schema}.route_versions rv
+JOIN {schema}.route_targets t ON t.version = rv.version
+WHERE rv.version = $1 AND t.route = $2 AND t.sink = $3
+`
+
+// VersionTargetRow is a row of version_target.sql.
+type VersionTargetRow struct {
+	Digest     string // text
+	Template   []byte // jsonb
+	UpdateRoot bool   // boolean
+}
+
+// VersionTarget runs version_target.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) VersionTarget(ctx context.Context, db DBTX, version int64, route string, sink string) (VersionTargetRow, error) {
+	var r VersionTargetRow
+	err := db.QueryRow(ctx, q.text.VersionTarget, version, route, sink).Scan(&r.Digest, &r.Template, &r.UpdateRoot)
+	return r, err
 }
 
 const waitingRowsSQL = `-- name: waiting_rows

@@ -18,7 +18,7 @@ import (
 func brokerTypes() []registry.Type {
 	return []registry.Type{
 		{Name: nats.Type, New: nats.New, Options: nats.DefaultOptions(),
-			Doc: "Publishes each message to a NATS JetStream stream, the dedup key as its message id"},
+			Doc: "Publishes each message to a NATS JetStream stream, the delivery id <sink>/<dedup key> as its message id"},
 		{Name: rabbitmq.Type, New: rabbitmq.New, Options: rabbitmq.DefaultOptions(),
 			Doc: "Publishes each message to a RabbitMQ exchange with publisher confirms"},
 		{Name: kafka.Type, New: kafka.New, Options: kafka.DefaultOptions(),

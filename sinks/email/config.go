@@ -3,6 +3,7 @@ package email
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 	"net"
 	"net/mail"
 	"slices"
@@ -34,7 +35,7 @@ type Options struct {
 	// Username enables SMTP AUTH when set.
 	Username string `mapstructure:"username" doc:"SMTP AUTH user; no authentication when empty"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password" doc:"SMTP AUTH password, never logged nor shown"`
+	Password confschema.Secret `mapstructure:"password" doc:"SMTP AUTH password, never logged nor shown"`
 	// TLS is one of TLSStartTLS (default), TLSImplicit, TLSNone.
 	TLS string `mapstructure:"tls" doc:"starttls (upgrade, port 587), tls (implicit, port 465) or none (local relays only)"`
 	// From is the sender address, optionally with a display name.
@@ -59,7 +60,7 @@ func DefaultOptions() Options { return Options{TLS: DefaultTLS} }
 // logged or printed safely.
 func (c Options) String() string {
 	return fmt.Sprintf("email{smtp=%s tls=%s from=%s to=%v user=%q password=%s}",
-		c.SMTP, c.TLS, c.From, c.To, c.Username, redacted(c.Password))
+		c.SMTP, c.TLS, c.From, c.To, c.Username, redacted(string(c.Password)))
 }
 
 func redacted(secret string) string {

@@ -124,7 +124,7 @@ func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
 		opts = append(opts,
 			mail.WithSMTPAuth(mail.SMTPAuthAutoDiscover),
 			mail.WithUsername(s.cfg.Username),
-			mail.WithPassword(s.cfg.Password))
+			mail.WithPassword(string(s.cfg.Password)))
 	}
 	c, err := mail.NewClient(s.server.host, opts...)
 	if err != nil {

@@ -32,20 +32,23 @@
 // ordering key when it has one, so all of one key's records land in one
 // partition, and the relay delivers them one at a time, so they are in
 // order there; without an ordering key the key is the dedup key. The
-// headers are outbox-dedup-key ([DedupKeyHeader]) with the dedup key, the
-// row's own headers (what the producer attached), and the W3C traceparent
+// headers are outbox-delivery-id ([DeliveryIDHeader]) with the message's
+// delivery id, "<sink>/<dedup key>" (sink.Delivery.DeliveryID: unique
+// across the sinks and route targets of an outbox, the same on every
+// copy), outbox-dedup-key ([DedupKeyHeader]) with the dedup key alone
+// (unique per sink only), the row's own headers (what the producer attached), and the W3C traceparent
 // and tracestate of the relay's delivery span, so a consumer that extracts
 // them continues the producer's trace.
 //
-// # At least once, one dedup key
+// # At least once, one delivery id
 //
 // The producer is idempotent and waits for all in-sync replicas, so the
 // client's own retries never duplicate or reorder a record. A relay that
 // dies after a record was acknowledged but before the row was marked sent
 // leaves the row to a new producer, which Kafka cannot recognise as the
-// same: the topic then holds two copies, both with the same dedup key
-// header and record key, so a consumer that remembers the keys it processed
-// drops the second.
+// same: the topic then holds two copies, both with the same delivery id
+// header and record key, so a consumer that remembers the delivery ids it
+// processed drops the second.
 //
 // # Outcomes
 //

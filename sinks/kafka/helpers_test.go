@@ -72,7 +72,7 @@ func records(t testing.TB, brokers []string) []brokertest.Received {
 				headers[h.Key] = string(h.Value)
 			}
 			out = append(out, brokertest.Received{
-				ID: headers[kafka.DedupKeyHeader], Dest: fmt.Sprintf("%s/%d", r.Topic, r.Partition),
+				ID: headers[kafka.DeliveryIDHeader], Dest: fmt.Sprintf("%s/%d", r.Topic, r.Partition),
 				Payload: r.Value, Headers: headers, Key: string(r.Key),
 			})
 		})

@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 	"net"
 	"strings"
 
@@ -40,7 +41,7 @@ type Options struct {
 	// Username authenticates with Password over SASL.
 	Username string `mapstructure:"username" doc:"SASL user name, with password"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password" doc:"SASL password, never logged nor shown"`
+	Password confschema.Secret `mapstructure:"password" doc:"SASL password, never logged nor shown"`
 }
 
 // DefaultOptions returns the options a kafka sink has before its options

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/brokertest"
@@ -35,7 +36,8 @@ func TestOrderingKeyKeepsItsPartitionInOrder(t *testing.T) {
 // keyedByDedupKey checks that a record without an ordering key is keyed by
 // its dedup key.
 func keyedByDedupKey(t testing.TB, r brokertest.Received) {
-	if r.Key != r.ID {
+	// The id is "<sink>/<dedup key>".
+	if _, key, _ := strings.Cut(r.ID, "/"); r.Key != key {
 		t.Errorf("%s: record key %q, want the dedup key", r.ID, r.Key)
 	}
 }

@@ -15,8 +15,14 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// DedupKeyHeader is the record header that carries the row's dedup key, the
-// same on every copy of a message, for consumers that drop duplicates.
+// DeliveryIDHeader is the record header that carries the message's
+// delivery id (sink.Delivery.DeliveryID), the same on every copy of a
+// message and unique across sinks and route targets: the id consumers
+// drop duplicates on.
+const DeliveryIDHeader = "outbox-delivery-id"
+
+// DedupKeyHeader is the record header that carries the row's dedup key
+// alone, unique per sink only.
 const DedupKeyHeader = "outbox-dedup-key"
 
 // maxTopicLength is Kafka's limit on a topic name.
@@ -67,17 +73,17 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Sink{name: name, cfg: c, client: client, redact: secret.NewScrubber(c.Password)}, nil
+	return &Sink{name: name, cfg: c, client: client, redact: secret.NewScrubber(string(c.Password))}, nil
 }
 
 func saslMechanism(c config) sasl.Mechanism {
 	switch c.SASLMechanism {
 	case SASLPlain:
-		return plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()
+		return plain.Auth{User: c.Username, Pass: string(c.Password)}.AsMechanism()
 	case SASLScramSHA256:
-		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()
+		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha256Mechanism()
 	case SASLScramSHA512:
-		return scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()
+		return scram.Auth{User: c.Username, Pass: string(c.Password)}.AsSha512Mechanism()
 	}
 	return nil
 }
@@ -132,9 +138,10 @@ func (s *Sink) record(ctx context.Context, d *sink.Delivery) (*kgo.Record, error
 		Topic:   topic,
 		Key:     []byte(key),
 		Value:   d.Payload,
-		Headers: make([]kgo.RecordHeader, 0, len(headers)+1),
+		Headers: make([]kgo.RecordHeader, 0, len(headers)+2),
 	}
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: DedupKeyHeader, Value: []byte(d.DedupKey)})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: DeliveryIDHeader, Value: []byte(d.DeliveryID())},
+		kgo.RecordHeader{Key: DedupKeyHeader, Value: []byte(d.DedupKey)})
 	for k, v := range headers {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}

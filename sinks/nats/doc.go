@@ -36,8 +36,10 @@
 // The data is exactly the JSON that was enqueued. The headers are the
 // row's own (what the producer attached), the W3C traceparent and
 // tracestate of the relay's delivery span (so a consumer that extracts
-// them continues the producer's trace), and Nats-Msg-Id set to the row's
-// dedup key.
+// them continues the producer's trace), and Nats-Msg-Id set to the
+// message's delivery id, "<sink>/<dedup key>" (sink.Delivery.DeliveryID:
+// unique across the sinks and route targets of an outbox, so two sinks
+// publishing into one stream never drop each other's messages).
 //
 // # Exactly once into the stream
 //

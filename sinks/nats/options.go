@@ -3,6 +3,7 @@ package nats
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 	"net/url"
 	"strings"
 
@@ -32,10 +33,10 @@ type Options struct {
 	// URL).
 	Username string `mapstructure:"username" doc:"user name, with password (instead of credentials in the URL)"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password" doc:"password of username, never logged nor shown"`
+	Password confschema.Secret `mapstructure:"password" doc:"password of username, never logged nor shown"`
 	// Token authenticates with a server token. It never appears in errors
 	// or logs.
-	Token string `mapstructure:"token" doc:"server token, never logged nor shown"`
+	Token confschema.Secret `mapstructure:"token" doc:"server token, never logged nor shown"`
 	// CredentialsFile is the path of a .creds file (user JWT and NKey
 	// seed) for servers in operator mode.
 	CredentialsFile string `mapstructure:"credentials_file" doc:"path of a .creds file (user JWT and NKey seed), for servers in operator mode"`

@@ -40,7 +40,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(append(urlPasswords(c.URL), c.Password, c.Token)...)}
+	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(append(urlPasswords(c.URL), string(c.Password), string(c.Token))...)}
 	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }
@@ -70,9 +70,9 @@ func (s *Sink) dial(context.Context) (*conn, error) {
 	}
 	switch {
 	case s.cfg.Username != "":
-		opts = append(opts, natsio.UserInfo(s.cfg.Username, s.cfg.Password))
+		opts = append(opts, natsio.UserInfo(s.cfg.Username, string(s.cfg.Password)))
 	case s.cfg.Token != "":
-		opts = append(opts, natsio.Token(s.cfg.Token))
+		opts = append(opts, natsio.Token(string(s.cfg.Token)))
 	case s.cfg.CredentialsFile != "":
 		opts = append(opts, natsio.UserCredentials(s.cfg.CredentialsFile))
 	case s.cfg.NKeySeedFile != "":
@@ -137,7 +137,7 @@ func (s *Sink) message(ctx context.Context, d *sink.Delivery) (*natsio.Msg, erro
 // publishOptions carry the dedup key as Nats-Msg-Id, so the stream drops a
 // second copy within its duplicate window, and the expected stream.
 func (s *Sink) publishOptions(d *sink.Delivery) []jetstream.PublishOpt {
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(d.DedupKey)}
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(d.DeliveryID())}
 	if s.cfg.Stream != "" {
 		opts = append(opts, jetstream.WithExpectStream(s.cfg.Stream))
 	}

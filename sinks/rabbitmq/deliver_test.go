@@ -78,7 +78,7 @@ func TestPublishFailuresMapToOutcomes(t *testing.T) {
 	if err := snk.Deliver(t.Context(), routed("ok", "events.ok")); err != nil {
 		t.Fatalf("a routable message after the failures: %v", err)
 	}
-	if got := q.messages(t); len(got) != 1 || got[0].ID != "ok" {
+	if got := q.messages(t); len(got) != 1 || got[0].ID != "orders/ok" { // message-id: the delivery id
 		t.Errorf("queue holds %v, want the one routable message", got)
 	}
 }

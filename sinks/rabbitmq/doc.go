@@ -32,8 +32,9 @@
 // # The message
 //
 // The body is exactly the JSON that was enqueued, with content-type
-// application/json, delivery mode persistent, message-id set to the row's
-// dedup key and timestamp to the time it was enqueued. The headers are the
+// application/json, delivery mode persistent, message-id set to the
+// message's delivery id, "<sink>/<dedup key>" (sink.Delivery.DeliveryID:
+// unique across the sinks and route targets of an outbox), and timestamp to the time it was enqueued. The headers are the
 // row's own (what the producer attached) and the W3C traceparent and
 // tracestate of the relay's delivery span, so a consumer that extracts them
 // continues the producer's trace.

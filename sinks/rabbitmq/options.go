@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -35,7 +36,7 @@ type Options struct {
 	// Username authenticates with Password instead of the URL's user.
 	Username string `mapstructure:"username" doc:"user name, with password, instead of the URL's user"`
 	// Password goes with Username. It never appears in errors or logs.
-	Password string `mapstructure:"password" doc:"password of username, never logged nor shown"`
+	Password confschema.Secret `mapstructure:"password" doc:"password of username, never logged nor shown"`
 }
 
 // DefaultOptions returns the options a rabbitmq sink has before its options

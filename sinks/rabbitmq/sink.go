@@ -42,7 +42,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(urlPassword(c.URL), c.Password)}
+	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(urlPassword(c.URL), string(c.Password))}
 	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }
@@ -55,7 +55,7 @@ func (s *Sink) dial(context.Context) (*publisher, error) {
 		Properties: amqp.Table{"connection_name": "outboxd sink " + s.name},
 	}
 	if s.cfg.Username != "" {
-		cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: s.cfg.Username, Password: s.cfg.Password}}
+		cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: s.cfg.Username, Password: string(s.cfg.Password)}}
 	}
 	conn, err := amqp.DialConfig(s.cfg.URL, cfg)
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Sink) message(ctx context.Context, d *sink.Delivery) amqp.Publishing {
 		Headers:      headers,
 		ContentType:  DefaultContentType,
 		DeliveryMode: amqp.Persistent,
-		MessageId:    d.DedupKey,
+		MessageId:    d.DeliveryID(),
 		Timestamp:    d.CreatedAt,
 		Body:         d.Payload,
 	}

@@ -3,6 +3,7 @@ package slack
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 	"net/url"
 	"strings"
 
@@ -19,10 +20,10 @@ const DefaultAPIURL = slackapi.APIURL
 // Exactly one of Token and WebhookURL is set.
 type Options struct {
 	// Token is a bot token (xoxb-...): messages go through chat.postMessage.
-	Token string `mapstructure:"token" doc:"bot token (xoxb-...): posts with chat.postMessage, exactly once thanks to dedupe"`
+	Token confschema.Secret `mapstructure:"token" doc:"bot token (xoxb-...): posts with chat.postMessage, exactly once thanks to dedupe"`
 	// WebhookURL is an incoming-webhook URL: messages are posted to it.
 	// Incoming webhooks cannot read history, so delivery is at-least-once.
-	WebhookURL string `mapstructure:"webhook_url" doc:"incoming-webhook URL, instead of a token: at-least-once, no history to check"`
+	WebhookURL confschema.Secret `mapstructure:"webhook_url" doc:"incoming-webhook URL, instead of a token: at-least-once, no history to check"`
 	// Channel is the default channel, an ID (C0123ABCD) or a name
 	// ("#alerts"); a payload's channel overrides it. With dedupe on, a name
 	// is resolved to its ID for the history check (needs channels:read and
@@ -106,7 +107,7 @@ func (o Options) validate() error {
 		return errors.New("options token and webhook_url exclude each other: set only one")
 	}
 	if o.WebhookURL != "" {
-		if err := checkHTTPURL(o.WebhookURL); err != nil {
+		if err := checkHTTPURL(string(o.WebhookURL)); err != nil {
 			return fmt.Errorf("option webhook_url: %w", err) // the URL itself is secret
 		}
 		if o.Dedupe != nil && *o.Dedupe {

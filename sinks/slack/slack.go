@@ -62,7 +62,7 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true, TraceURLPath: o.Token != ""}),
 	}
 	if o.Token != "" {
-		s.api = slackapi.New(o.Token, slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
+		s.api = slackapi.New(string(o.Token), slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
 	}
 	return s, nil
 }
@@ -188,7 +188,7 @@ func (s *Sink) receipt(d *sink.Delivery, at postedAt) error {
 // postWebhook posts to the incoming webhook. It cannot check for an earlier
 // post, so a retry after an uncertain attempt may post twice.
 func (s *Sink) postWebhook(ctx context.Context, m message) error {
-	err := slackapi.PostWebhookCustomHTTPContext(ctx, s.opts.WebhookURL, s.http, m.webhookMessage(s.opts))
+	err := slackapi.PostWebhookCustomHTTPContext(ctx, string(s.opts.WebhookURL), s.http, m.webhookMessage(s.opts))
 	return classify("incoming webhook", err)
 }
 

@@ -19,8 +19,10 @@
 // The body is exactly the JSON that was enqueued, with no envelope, sent as
 // Content-Type: application/json. Three headers identify and sign it:
 //
-//	webhook-id:        the row's dedup key, the same on every retry, so the
-//	                   receiver can de-duplicate
+//	webhook-id:        the message's delivery id, "<sink>/<dedup key>"
+//	                   (sink.Delivery.DeliveryID), the same on every retry
+//	                   and unique across the sinks and route targets of an
+//	                   outbox, so the receiver can de-duplicate on it
 //	webhook-timestamp: the attempt's time in Unix seconds
 //	webhook-signature: "v1,<base64 HMAC-SHA256>" of id + "." + timestamp + "."
 //	                   + body, one per configured secret, space-separated
@@ -31,7 +33,7 @@
 // is sent at all: do that only when the receiver authenticates requests some
 // other way (a token in headers, mutual TLS on a proxy).
 //
-// A dedup key that cannot travel in an HTTP header unchanged (control
+// A delivery id that cannot travel in an HTTP header unchanged (control
 // characters, leading or trailing spaces) cannot be signed verifiably; such
 // a row fails permanently rather than being sent under a different id.
 //

@@ -12,7 +12,8 @@ import (
 
 // FuzzWebhookDeliver sends arbitrary payload bytes under arbitrary dedup keys
 // to a verifying receiver. Every delivery must either arrive byte for byte,
-// under webhook-id equal to the key and with a signature the independent
+// under webhook-id "hook/<key>" (the delivery id; it was the bare key
+// before ids were made unique across sinks) and with a signature the independent
 // verifier accepts for each rotated secret, or fail permanently without
 // sending anything. The seed corpus is in testdata/fuzz/FuzzWebhookDeliver.
 // (Mutation: signing half the body fails this target on its seeds.)
@@ -27,7 +28,7 @@ func FuzzWebhookDeliver(f *testing.F) {
 			if !sink.IsPermanent(err) || len(reqs) != 0 {
 				t.Fatalf("key %q: %v after %d requests, want delivery or a permanent refusal before sending", key, err, len(reqs))
 			}
-			if strings.TrimSpace(key) == key && key != "" && !strings.ContainsFunc(key, isControl) {
+			if id := "hook/" + key; strings.TrimSpace(id) == id && !strings.ContainsFunc(id, isControl) {
 				t.Fatalf("key %q could have been sent: %v", key, err)
 			}
 			return
@@ -39,8 +40,8 @@ func FuzzWebhookDeliver(f *testing.F) {
 		if !bytes.Equal(r.body, payload) {
 			t.Fatalf("body %q, want %q", r.body, payload)
 		}
-		if got := r.header.Get("webhook-id"); got != key {
-			t.Fatalf("webhook-id %q, want %q", got, key)
+		if got, want := r.header.Get("webhook-id"), "hook/"+key; got != want {
+			t.Fatalf("webhook-id %q, want %q", got, want)
 		}
 		for _, secret := range []string{secretA, secretB} {
 			if err := verify(secret, r.header, r.body, time.Now()); err != nil {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/confschema"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,12 +28,12 @@ var reservedHeaders = []string{
 // Options are the webhook sink's options, as written in plugins.yaml; each
 // is declared here once (see package confschema).
 type Options struct {
-	URL          string            `mapstructure:"url" defaultdoc:"required" doc:"the endpoint, http or https; keep credentials in headers rather than in the URL"`
-	Secret       string            `mapstructure:"secret" doc:"signing secret, whsec_ and the base64 of the key (Standard Webhooks); or several under secrets"`
-	Secrets      []string          `mapstructure:"secrets" doc:"signing secrets during a rotation (new and old): the request carries a signature for each"`
-	Timeout      time.Duration     `mapstructure:"timeout" doc:"bounds one request; the relay's delivery deadline bounds it too"`
-	Headers      map[string]string `mapstructure:"headers" doc:"extra static headers, names kept as written; their values are secrets, never shown"`
-	AllowPrivate bool              `mapstructure:"allow_private" doc:"let the sink reach loopback, private and link-local addresses, refused by default"`
+	URL          string                       `mapstructure:"url" defaultdoc:"required" doc:"the endpoint, http or https; keep credentials in headers rather than in the URL"`
+	Secret       confschema.Secret            `mapstructure:"secret" doc:"signing secret, whsec_ and the base64 of the key (Standard Webhooks); or several under secrets"`
+	Secrets      []confschema.Secret          `mapstructure:"secrets" doc:"signing secrets during a rotation (new and old): the request carries a signature for each"`
+	Timeout      time.Duration                `mapstructure:"timeout" doc:"bounds one request; the relay's delivery deadline bounds it too"`
+	Headers      map[string]confschema.Secret `mapstructure:"headers" doc:"extra static headers, names kept as written; their values are secrets, never shown"`
+	AllowPrivate bool                         `mapstructure:"allow_private" doc:"let the sink reach loopback, private and link-local addresses, refused by default"`
 }
 
 // DefaultOptions returns the options a webhook sink has before its options
@@ -94,18 +95,18 @@ func checkURL(raw string) error {
 	return nil
 }
 
-func parseSecrets(secret string, secrets []string) ([]Secret, error) {
+func parseSecrets(secret confschema.Secret, secrets []confschema.Secret) ([]Secret, error) {
 	if secret != "" && len(secrets) > 0 {
 		return nil, errors.New("options secret and secrets: set one of them (list every secret under secrets)")
 	}
 	name := "secrets"
 	if secret != "" {
-		name, secrets = "secret", []string{secret}
+		name, secrets = "secret", []confschema.Secret{secret}
 	}
 	parsed := make([]Secret, len(secrets))
 	for i, s := range secrets {
 		var err error
-		if parsed[i], err = ParseSecret(s); err != nil {
+		if parsed[i], err = ParseSecret(string(s)); err != nil {
 			if name == "secret" {
 				return nil, fmt.Errorf("option secret: %w", err)
 			}
@@ -115,7 +116,7 @@ func parseSecrets(secret string, secrets []string) ([]Secret, error) {
 	return parsed, nil
 }
 
-func parseHeaders(headers map[string]string) (http.Header, error) {
+func parseHeaders(headers map[string]confschema.Secret) (http.Header, error) {
 	h := make(http.Header, len(headers))
 	for name, value := range headers {
 		if !httpguts.ValidHeaderFieldName(name) {
@@ -126,10 +127,10 @@ func parseHeaders(headers map[string]string) (http.Header, error) {
 				return nil, fmt.Errorf("option headers: %s is set by the webhook sink itself", r)
 			}
 		}
-		if !httpguts.ValidHeaderFieldValue(value) {
+		if !httpguts.ValidHeaderFieldValue(string(value)) {
 			return nil, fmt.Errorf("option headers: the value of %s holds characters a header cannot carry", name)
 		}
-		h.Set(name, value)
+		h.Set(name, string(value))
 	}
 	return h, nil
 }

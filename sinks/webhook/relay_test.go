@@ -3,13 +3,18 @@ package webhook_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/routing"
 )
 
 // relayDeadline bounds how long the integration test waits for deliveries.
@@ -17,7 +22,8 @@ const relayDeadline = 30 * time.Second
 
 // TestRelayDeliversThroughWebhook runs the real relay on a fresh outbox with
 // the webhook sink in front of a verifying receiver: every committed message
-// arrives once, byte for byte, under webhook-id = its dedup key, with a
+// arrives once, byte for byte, under webhook-id = its delivery id
+// ("hook/<dedup key>"; it was the bare dedup key before), with a
 // valid signature; the rolled-back one never arrives.
 func TestRelayDeliversThroughWebhook(t *testing.T) {
 	t.Parallel()
@@ -75,7 +81,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 		t.Errorf("received %d distinct ids, want %d", len(got), len(want))
 	}
 	for key, payload := range want {
-		reqs := got[key]
+		reqs := got["hook/"+key]
 		if len(reqs) != 1 {
 			t.Errorf("%s: received %d times, want once", key, len(reqs))
 			continue
@@ -89,5 +95,59 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	}
 	if _, ok := got["rolled-back"]; ok {
 		t.Error("a rolled-back message was delivered")
+	}
+}
+
+// One event routed to two webhook sinks that post to the same receiver,
+// which de-duplicates on webhook-id as Standard Webhooks tells it to: both
+// rows share their dedup key (type/key/route), yet each arrives under an
+// id of its own, and a retry carries the same id as its first attempt.
+// (On main webhook-id was the dedup key, and the receiver dropped one of
+// the two. Mutation: Deliver sending d.DedupKey as webhook-id fails this
+// test.)
+func TestWebhookIDsAreUniqueAcrossRouteTargetsAndStableAcrossRetries(t *testing.T) {
+	t.Parallel()
+	pool, ob := testdb.New(t)
+	var mu sync.Mutex
+	attempts := map[string]int{} // webhook-id -> requests
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("webhook-id")
+		if attempts[id]++; attempts[id] == 1 {
+			w.WriteHeader(http.StatusInternalServerError) // retried
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	opts := map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true}
+	a, b := build(t, opts), build(t, opts)
+	cfg, ps := routing.Parse(map[string]any{"orders": map[string]any{"events": []any{"order.*"}, "to": []any{"hook-a", "hook-b"}}}, "")
+	table, more := routing.Compile(cfg, map[string]sink.Sink{"hook-a": a, "hook-b": b})
+	if ps = append(ps, more...); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Publish(t.Context(), pool, core.Event{Type: "order.created", Key: "42"}); err != nil {
+		t.Fatal(err)
+	}
+	backoff := relay.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
+		Sinks: []relay.SinkConfig{{Name: "hook-a", Sink: a, Backoff: backoff}, {Name: "hook-b", Sink: b, Backoff: backoff}}})
+	signals.WaitWritten(t, relayDeadline, "hook-a", "sent", 1)
+	signals.WaitWritten(t, relayDeadline, "hook-b", "sent", 1)
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{"hook-a/order.created/42/orders": 2, "hook-b/order.created/42/orders": 2}
+	if !maps.Equal(attempts, want) {
+		t.Errorf("requests per webhook-id %v, want %v (two ids, each a failed attempt and its retry)", attempts, want)
+	}
+	for _, r := range rc.take() {
+		if err := verify(secretA, r.header, r.body, time.Now()); err != nil {
+			t.Errorf("webhook-id %s: %v", r.header.Get("webhook-id"), err)
+		}
 	}
 }

@@ -58,7 +58,8 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 
 // Deliver POSTs the payload, signed, and maps the response to an outcome.
 func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
-	if err := checkID(d.DedupKey); err != nil {
+	id := d.DeliveryID()
+	if err := checkID(id); err != nil {
 		return sink.Permanent(s.wrap(err))
 	}
 	now := time.Now()
@@ -68,10 +69,10 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	}
 	req.Header = s.headers.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerID, d.DedupKey)
+	req.Header.Set(headerID, id)
 	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
 	if len(s.secrets) > 0 {
-		req.Header.Set(headerSignature, signatureHeader(s.secrets, d.DedupKey, now, d.Payload))
+		req.Header.Set(headerSignature, signatureHeader(s.secrets, id, now, d.Payload))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -89,12 +90,12 @@ func (s *Sink) wrap(err error) error {
 	return fmt.Errorf("webhook %q: %w", s.name, err)
 }
 
-// checkID refuses a dedup key the receiver would not see byte for byte in
+// checkID refuses a delivery id the receiver would not see byte for byte in
 // webhook-id: header values cannot hold control characters, and HTTP
 // strips spaces around them, which would break the signature.
 func checkID(id string) error {
 	if id == "" || !httpguts.ValidHeaderFieldValue(id) || strings.Trim(id, " \t") != id {
-		return errors.New("the dedup key cannot be sent unchanged as webhook-id (empty, control characters, or spaces at either end)")
+		return errors.New("the delivery id (sink/dedup key) cannot be sent unchanged as webhook-id (control characters, or spaces at either end)")
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func TestDeliverSendsSignedPayload(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"Content-Type": "application/json",
-		"webhook-id":   "order-42",
+		"webhook-id":   "hook/order-42", // the delivery id, no longer the bare dedup key
 		"X-Tenant":     "acme",
 	} {
 		if got := r.header.Get(name); got != want {
@@ -159,7 +159,7 @@ func TestNoSecretNoSignature(t *testing.T) {
 	if _, ok := h["Webhook-Signature"]; ok {
 		t.Errorf("webhook-signature sent without a secret: %q", h.Get("webhook-signature"))
 	}
-	if h.Get("webhook-id") != "k1" || h.Get("webhook-timestamp") == "" {
+	if h.Get("webhook-id") != "hook/k1" || h.Get("webhook-timestamp") == "" {
 		t.Errorf("webhook-id %q, webhook-timestamp %q: want both set", h.Get("webhook-id"), h.Get("webhook-timestamp"))
 	}
 }
@@ -268,7 +268,8 @@ func TestUnsendableDedupKeyIsPermanent(t *testing.T) {
 	t.Parallel()
 	rc := newReceiver(t, accept)
 	s := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
-	for _, key := range []string{" leading", "trailing ", "new\nline", ""} {
+	// A leading space or an empty key travels inside "hook/<key>" unchanged.
+	for _, key := range []string{"trailing ", "new\nline", "tab\t"} {
 		if err := s.Deliver(t.Context(), delivery(key, `{}`)); kind(err) != "permanent" {
 			t.Errorf("key %q: %v, want permanent", key, err)
 		}

@@ -73,7 +73,7 @@ const chaosSchema = "chaos"
 // their attempts), or a 408 alone (rows dead after fewer than max_attempts);
 // max_attempts ignored (doomed rows never die); the webhook sink sending
 // (and signing) a webhook-id that changes with the attempt (requests whose
-// webhook-id is not the dedup key), or signing without the webhook-id
+// webhook-id is not "<sink>/<dedup key>"), or signing without the webhook-id
 // (invalid signatures); the claim ignoring earlier open rows of an ordering
 // key, or only its failed ones (keys arrive out of order).
 func TestChaos(t *testing.T) {
@@ -196,7 +196,7 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d requests had an invalid signature", n)
 	}
 	if n := rc.wrongID.Load(); n > 0 {
-		t.Errorf("%d validly signed requests had a webhook-id other than their message's dedup key", n)
+		t.Errorf("%d validly signed requests had a webhook-id other than their message's <sink>/<dedup key>", n)
 	}
 	checkRows(t, ctx, pool, committed)
 	if rc.count408.Load() == 0 {

@@ -90,7 +90,7 @@ type receiver struct {
 
 	seq          atomic.Int64
 	badSignature atomic.Int64
-	wrongID      atomic.Int64 // validly signed, but webhook-id is not the body's dedup key
+	wrongID      atomic.Int64 // validly signed, but webhook-id is not the sink's and the body's dedup key
 	slow         atomic.Int64 // processed messages answered after the lease
 	// late counts processed messages whose relay gave up before the
 	// answer was written (a starved machine): delivered again, like slow.
@@ -147,9 +147,11 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	id := r.Header.Get("webhook-id")
+	// webhook-id is the delivery id, "<sink>/<dedup key>"; the receiver
+	// keeps the dedup key.
+	id, ok := strings.CutPrefix(r.Header.Get("webhook-id"), sinkName+"/")
 	var p chaosPayload
-	if err := json.Unmarshal(body, &p); err != nil || p.Key != id {
+	if err := json.Unmarshal(body, &p); err != nil || !ok || p.Key != id {
 		rc.wrongID.Add(1) // signed, yet not what was enqueued
 		http.Error(w, "payload does not match webhook-id", http.StatusUnauthorized)
 		return

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,7 +166,8 @@ func newReceiver(t *testing.T) *receiver {
 	r := &receiver{count: map[string]int{}, refused: map[string]bool{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		id := req.Header.Get("webhook-id")
+		// webhook-id is the delivery id, "<sink>/<dedup key>": keep the key.
+		_, id, _ := strings.Cut(req.Header.Get("webhook-id"), "/")
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if bytes.Contains(body, []byte("poison")) || r.refused[id] {

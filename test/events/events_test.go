@@ -195,7 +195,8 @@ func newVerifyingReceiver(t *testing.T) *verifyingReceiver {
 			http.Error(w, "invalid signature", http.StatusUnauthorized)
 			return
 		}
-		id := req.Header.Get("webhook-id")
+		// webhook-id is the delivery id, "<sink>/<dedup key>": keep the key.
+		_, id, _ := strings.Cut(req.Header.Get("webhook-id"), "/")
 		r.got[id] = append(r.got[id], string(body))
 	}))
 	t.Cleanup(r.Close)

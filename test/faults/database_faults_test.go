@@ -71,7 +71,9 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-h.gate
 	}
 	h.mu.Lock()
-	h.seen[r.Header.Get("webhook-id")]++
+	// webhook-id is the delivery id, "<sink>/<dedup key>": count by key.
+	_, key, _ := strings.Cut(r.Header.Get("webhook-id"), "/")
+	h.seen[key]++
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 	h.answered <- struct{}{}

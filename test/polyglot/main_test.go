@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,7 +137,9 @@ func newReceiver(t *testing.T) *receiver {
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.got[req.Header.Get("webhook-id")] = append(r.got[req.Header.Get("webhook-id")], arrival{time.Now(), req.Header, string(body)})
+		// webhook-id is the delivery id, "<sink>/<dedup key>": keep the key.
+		_, id, _ := strings.Cut(req.Header.Get("webhook-id"), "/")
+		r.got[id] = append(r.got[id], arrival{time.Now(), req.Header, string(body)})
 		r.mu.Unlock()
 	}))
 	t.Cleanup(r.Close)

@@ -96,7 +96,8 @@ func TestNodeReceiverVerifiesTheSinksSignatures(t *testing.T) {
 		case true:
 			verified++
 			payload, _ := json.Marshal(line["payload"])
-			if line["id"] != "order-1" || string(payload) != `{"note":"héllo ✓","order":"order-1"}` {
+			// id is the delivery id "<sink>/<dedup key>" (it was the bare key).
+			if line["id"] != "signed/order-1" || string(payload) != `{"note":"héllo ✓","order":"order-1"}` {
 				t.Errorf("verified %v, want order-1 with its payload", line)
 			}
 		case false:

@@ -3,7 +3,8 @@
 -- params: limit bigint as int, token uuid, waiter bigint, probe_sink text
 -- returns: id bigint, sink text, dedup_key text, payload jsonb, headers jsonb, ordering_key text null
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
--- returns: route text null, thread_key text null, thread_root jsonb null as json.RawMessage, deferrals integer as int
+-- returns: route text null, route_version bigint null, thread_key text null
+-- returns: thread_root jsonb null as json.RawMessage, deferrals integer as int
 -- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
@@ -27,6 +28,18 @@
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows, and how often a Retry-After put it off
 -- (migration 012).
+--
+-- A claim commits durably even on the relay's asynchronous connections
+-- (synchronous_commit off, see relay.Config.DurableRelayWrites): its
+-- commit waits for the WAL flush, so a delivery that may have started is
+-- never forgotten by a PostgreSQL crash. A forgotten claim would bring the
+-- row back as a fresh first attempt, and a sink without an idempotency key
+-- (Slack) would post again without looking for its earlier post; a
+-- remembered one comes back as an expired lease, Uncertain. The setting is
+-- raised for this transaction only, by the one-time filter on the update,
+-- and never lowered (a server default above on stays). Terminal writes
+-- stay asynchronous: losing one only repeats a delivery the row already
+-- knows may have happened.
 --
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
@@ -58,9 +71,10 @@ WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
   -- instead of hash-joining them against a scan of the whole table.
   AND m.id = ANY(ARRAY(SELECT id FROM picked))
+  AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, picked.status = 'in_progress',
-          m.route, m.thread_key,
+          m.route, m.route_version, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,

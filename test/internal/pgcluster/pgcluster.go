@@ -136,6 +136,31 @@ func (c *Cluster) Restart() {
 	c.running = true
 }
 
+// Crash is pg_ctl stop -m immediate: the server processes exit at once,
+// as in a crash, and whatever WAL they had not written is lost; Start
+// recovers from what was.
+func (c *Cluster) Crash() {
+	c.t.Helper()
+	c.pgCtl("stop", "-m", "immediate")
+	c.running = false
+}
+
+// Configure appends settings (postgresql.conf lines) to the cluster's
+// configuration; they apply from the next Start.
+func (c *Cluster) Configure(settings ...string) {
+	c.t.Helper()
+	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	for _, line := range settings {
+		if _, err := f.WriteString(line + "\n"); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
 // Pool opens a pool of at most size connections on the cluster, closed
 // when the test ends.
 func (c *Cluster) Pool(size int32) *pgxpool.Pool {
