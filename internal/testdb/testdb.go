@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,3 +159,67 @@ func DeadRows(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string, errs ..
 	}
 	return ids
 }
+
+// DatabaseWithIsolation creates a database of the test's own on the test
+// server whose default_transaction_isolation is isolation ("repeatable
+// read", "serializable"), dropped when the test ends, and returns its URL.
+// Tests of behaviour under a database's defaults use it: the shared test
+// database's settings are never changed.
+func DatabaseWithIsolation(t testing.TB, isolation string) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	name := "test_iso_" + hex.EncodeToString(suffix)
+	admin := Pool(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testdb: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+	})
+	set := "ALTER DATABASE " + name + " SET default_transaction_isolation = '" + strings.ReplaceAll(isolation, "'", "''") + "'"
+	if _, err := admin.Exec(ctx, set); err != nil {
+		t.Fatalf("testdb: set %s's default isolation: %v", name, err)
+	}
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatalf("testdb: parse %s: %v", URL(), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// WaitForLockWaiters waits, until ctx ends, for n sessions of pool's
+// database to wait for a lock (any heavyweight lock: advisory, row,
+// relation), so a test knows its transactions queue behind a lock it holds
+// before it lets them go.
+func WaitForLockWaiters(ctx context.Context, t testing.TB, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("testdb: count the sessions waiting for a lock: %v", err)
+		}
+		if waiting >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testdb: %d of %d sessions wait for a lock when the test's time is up", waiting, n)
+		case <-time.After(lockPollInterval):
+		}
+	}
+}
+
+// lockPollInterval is how often WaitForLockWaiters looks.
+const lockPollInterval = 10 * time.Millisecond
