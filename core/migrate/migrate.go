@@ -120,6 +120,12 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate schema %s: %w", m.q.Schema, err)
 	}
+	// Constraints are added NOT VALID, which holds the table's exclusive
+	// lock for an instant, and validated here, after the commit: a
+	// validation scans the table without blocking its reads and writes.
+	if err := store.ReadCommitted(ctx, db, func(tx pgx.Tx) error { return m.q.ValidateConstraints(ctx, tx) }); err != nil {
+		return applied, fmt.Errorf("outbox: migrate schema %s: validate constraints: %w", m.q.Schema, err)
+	}
 	return applied, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -26,6 +27,11 @@ type claimedRow struct {
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
 	prepared   bool // the Stage has run for this attempt
+	// undecodable says why the row's columns could not be read into a
+	// Delivery (headers that are not a JSON object of strings, written
+	// around enqueue()'s checks): the row is dead-lettered instead of
+	// delivered, and the rest of its claim goes on.
+	undecodable error
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
@@ -69,15 +75,30 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 		if row.ThreadRoot != nil {
 			c.ThreadRoot = *row.ThreadRoot
 		}
-		if string(row.Headers) != store.EmptyHeaders {
-			if err := json.Unmarshal(row.Headers, &c.Headers); err != nil {
-				return nil, fmt.Errorf("outbox: claim: %w", err)
-			}
-		}
+		c.Headers, c.undecodable = decodeHeaders(row.Headers)
 		claimed[i] = c
 	}
 	return claimed, nil
 }
+
+// decodeHeaders reads a row's headers column. The claim returns it as raw
+// jsonb so that one row whose headers do not decode fails only itself: the
+// claim has committed, and failing it would hand every row of the batch
+// back to be claimed again, and failed again, at each lease.
+func decodeHeaders(raw []byte) (map[string]string, error) {
+	if string(raw) == store.EmptyHeaders {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("undecodable row: headers %s are not a JSON object of strings: %w", safetext.Text(string(raw), maxQuotedHeaders), err)
+	}
+	return h, nil
+}
+
+// maxQuotedHeaders is how much of undecodable headers their row's error
+// quotes.
+const maxQuotedHeaders = 256
 
 // deref returns *s, or "" for nil (a NULL column).
 func deref(s *string) string {

@@ -111,6 +111,8 @@ type Texts struct {
 	UnconfiguredSinks string
 	// UnregisterWaiters is unregister_waiters.sql.
 	UnregisterWaiters string
+	// ValidateConstraints is validate_constraints.sql.
+	ValidateConstraints string
 	// WaitingRows is waiting_rows.sql.
 	WaitingRows string
 }
@@ -163,6 +165,7 @@ func newTexts(ident string) Texts {
 		TakeStatsSnapshot:      strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
 		UnconfiguredSinks:      strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
 		UnregisterWaiters:      strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
+		ValidateConstraints:    strings.ReplaceAll(validateConstraintsSQL, "{schema}", ident),
 		WaitingRows:            strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
 }
@@ -1512,6 +1515,19 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 // UnregisterWaiters runs unregister_waiters.sql.
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
 	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
+	return err
+}
+
+const validateConstraintsSQL = `-- name: validate_constraints
+-- Validates the constraints migrations added NOT VALID (migration 009's
+-- validate_constraints()), after the migrations committed: VALIDATE scans
+-- the table under a lock that lets reads and writes go on.
+SELECT {schema}.validate_constraints()
+`
+
+// ValidateConstraints runs validate_constraints.sql.
+func (q *Queries) ValidateConstraints(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, q.text.ValidateConstraints)
 	return err
 }
 

@@ -81,3 +81,48 @@ func (e *env) useDatabase(url string) {
 		e.t.Fatal(err)
 	}
 }
+
+// TestUndecodableRowBesideGoodOnes: `outboxd serve` over one row whose
+// headers are not a JSON object of strings (inserted directly, the
+// table's constraint dropped as on a schema from before migration 009)
+// beside three good rows of another sink and two of its own: the good rows
+// are delivered once each and the bad one is dead at its first attempt.
+// With the constraint, such an insert is refused. (Mutation: claimRows
+// returning the decoding error for the whole claim delivers nothing.)
+func TestUndecodableRowBesideGoodOnes(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	e := newEnv(t, webhookSink("a", rcv)+webhookSink("b", rcv), "")
+	e.mustRun("migrate")
+	ctx := context.Background()
+	insert := "INSERT INTO " + e.schema + `.messages (sink, dedup_key, payload, headers) VALUES ('a', 'bad', '{}', '{"x-retries": 1}')`
+	if _, err := e.pool.Exec(ctx, insert); err == nil || !strings.Contains(err.Error(), "messages_headers_check") {
+		t.Fatalf("a direct insert of undecodable headers: %v, want it refused by messages_headers_check", err)
+	}
+	if _, err := e.pool.Exec(ctx, "ALTER TABLE "+e.schema+".messages DROP CONSTRAINT messages_headers_check"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, insert); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"a a1", "a a2", "b b1", "b b2", "b b3"} {
+		sink, key, _ := strings.Cut(m, " ")
+		e.mustRun("enqueue", "--sink", sink, "--key", key, "--payload", `{"n": 1}`)
+	}
+	e.serve()
+	eventually(t, time.Minute, "the good rows sent and the bad one dead", func() bool {
+		s := e.stats()
+		return s["a"]["sent"] == 2 && s["a"]["dead"] == 1 && s["b"]["sent"] == 3
+	})
+	if distinct, total := rcv.received(); distinct != 5 || total != 5 {
+		t.Errorf("received %d distinct messages in %d deliveries, want 5 once each", distinct, total)
+	}
+	var attempts int
+	var lastError string
+	if err := e.pool.QueryRow(ctx, "SELECT attempts, last_error FROM "+e.schema+".messages WHERE dedup_key = 'bad'").Scan(&attempts, &lastError); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 || !strings.Contains(lastError, "are not a JSON object of strings") {
+		t.Errorf("the bad row: %d attempts, last error %q; want 1 and the headers named", attempts, lastError)
+	}
+}
