@@ -6,11 +6,13 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
@@ -45,13 +47,29 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
-		note := ""
+		var notes []string
 		if !s.Configured {
-			note = notConfiguredNote
+			notes = append(notes, notConfiguredNote)
 		}
+		if p := s.Pause; p != nil && p.Paused() {
+			notes = append(notes, pauseNote(*p))
+		}
+		note := strings.Join(notes, "; ")
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.Sent, s.Dead, age, note)
 	}
 	return tw.Flush()
+}
+
+// pauseNote describes a paused sink's pause in the stats table.
+func pauseNote(p operator.SinkState) string {
+	how := "by a Retry-After"
+	if p.ByHand {
+		how = "by " + terminalCell(p.ChangedBy)
+	}
+	if p.UntilResumed {
+		return "paused until resumed, " + how
+	}
+	return "paused until " + p.PausedUntil.UTC().Format(time.RFC3339) + ", " + how
 }
 
 // writeJSON prints v as indented JSON, its strings safe for a terminal

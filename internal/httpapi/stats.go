@@ -21,13 +21,23 @@ type SinkStatsReport struct {
 	// Configured is false for a sink that has rows but is not in this
 	// configuration: relays configured like this one leave its rows alone.
 	Configured bool `json:"configured"`
+	// Pause is the sink's pause state, for a sink with any: paused now (by
+	// a Retry-After or by hand) or paused or resumed by hand at some time.
+	// A sink with a pause and without rows or configuration is listed for
+	// it, so a pause of a name no relay delivers to shows (`sinks forget`
+	// removes it).
+	Pause *operator.SinkState `json:"pause,omitempty"`
 }
 
 // Stats reads the stats and lists every configured sink, with zeros
-// for a sink that has no rows yet, and every sink that has rows, marking
-// those this configuration does not have.
+// for a sink that has no rows yet, and every sink that has rows or pause
+// state, marking those this configuration does not have.
 func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db core.DBTX) (StatsReport, error) {
 	stats, err := ops.Stats(ctx, db)
+	if err != nil {
+		return StatsReport{}, err
+	}
+	states, err := ops.SinkStates(ctx, db)
 	if err != nil {
 		return StatsReport{}, err
 	}
@@ -38,6 +48,12 @@ func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db c
 	for name, s := range stats {
 		_, configured := cfg.Sinks[name]
 		report.Sinks[name] = SinkStatsReport{SinkStats: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
+	}
+	for name, state := range states {
+		r := report.Sinks[name]
+		_, r.Configured = cfg.Sinks[name]
+		r.Pause = &state
+		report.Sinks[name] = r
 	}
 	return report, nil
 }

@@ -47,6 +47,8 @@ type Texts struct {
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
 	FoldDroppedEvents string
+	// ForgetSink is forget_sink.sql.
+	ForgetSink string
 	// LockTransaction is lock_transaction.sql.
 	LockTransaction string
 	// LookupID is lookup_id.sql.
@@ -99,6 +101,8 @@ type Texts struct {
 	SetSearchPath string
 	// SinkPauses is sink_pauses.sql.
 	SinkPauses string
+	// SinkSeen is sink_seen.sql.
+	SinkSeen string
 	// Stats is stats.sql.
 	Stats string
 	// StatsSnapshot is stats_snapshot.sql.
@@ -133,6 +137,7 @@ func newTexts(ident string) Texts {
 		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
 		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
+		ForgetSink:             strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
 		LockTransaction:        strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
 		LookupID:               strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
 		LookupIDs:              strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
@@ -159,6 +164,7 @@ func newTexts(ident string) Texts {
 		ResumeSink:             strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
 		SetSearchPath:          strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
 		SinkPauses:             strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
+		SinkSeen:               strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
 		Stats:                  strings.ReplaceAll(statsSQL, "{schema}", ident),
 		StatsSnapshot:          strings.ReplaceAll(statsSnapshotSQL, "{schema}", ident),
 		TakeStatsLead:          strings.ReplaceAll(takeStatsLeadSQL, "{schema}", ident),
@@ -648,6 +654,35 @@ SELECT count(*) FROM moved
 func (q *Queries) FoldDroppedEvents(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, q.text.FoldDroppedEvents)
 	return err
+}
+
+const forgetSinkSQL = `-- name: forget_sink
+-- Deletes sink $1's state (its pause, by hand or by a Retry-After, who
+-- changed it last, and its rate limit's clock): a stale row an operator
+-- removes, such as a pause of a name no relay delivers to. Notification $3
+-- on channel $2 makes every running relay reload its pauses (a reload ends
+-- the pauses the database no longer has). Returns one row, whether the
+-- sink was paused, when there was state to delete, none otherwise.
+WITH gone AS (
+    DELETE FROM {schema}.sink_limits WHERE sink = $1
+    RETURNING COALESCE(paused_until > now(), false) AS was_paused
+), told AS (
+    SELECT pg_notify($2, $3) FROM gone LIMIT 1
+)
+SELECT gone.was_paused FROM gone LEFT JOIN told ON true
+`
+
+// ForgetSink runs forget_sink.sql and returns its rows.
+func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel string, payload string) ([]bool, error) {
+	rows, err := db.Query(ctx, q.text.ForgetSink, sink, channel, payload)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bool, error) {
+		var r bool
+		err := row.Scan(&r)
+		return r, err
+	})
 }
 
 const lockTransactionSQL = `-- name: lock_transaction
@@ -1340,6 +1375,21 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 		err := row.Scan(&r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt)
 		return r, err
 	})
+}
+
+const sinkSeenSQL = `-- name: sink_seen
+-- Whether the outbox knows sink $1: it has rows of it (one probe of the
+-- (sink, dedup_key) index) or state of it (a pause, a rate limit's clock).
+SELECT EXISTS (SELECT FROM {schema}.messages WHERE sink = $1)
+    OR EXISTS (SELECT FROM {schema}.sink_limits WHERE sink = $1)
+`
+
+// SinkSeen runs sink_seen.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) SinkSeen(ctx context.Context, db DBTX, sink string) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.SinkSeen, sink).Scan(&r)
+	return r, err
 }
 
 const statsSQL = `-- name: stats

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +125,45 @@ func TestUndecodableRowBesideGoodOnes(t *testing.T) {
 	}
 	if attempts != 1 || !strings.Contains(lastError, "are not a JSON object of strings") {
 		t.Errorf("the bad row: %d attempts, last error %q; want 1 and the headers named", attempts, lastError)
+	}
+}
+
+// TestPhantomPauseIsRefusedAndForgettable: `outboxd sinks pause nosuch`
+// (a name neither configured nor with messages) exits 2 and pauses
+// nothing; with --force it pauses, `stats` shows the pause, and `sinks
+// forget nosuch` removes it (exit 1 the second time, exit 2 for a
+// configured sink). (Mutation: sinks pause without its CheckSinkKnown exits
+// 0 for nosuch.)
+func TestPhantomPauseIsRefusedAndForgettable(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t)
+	e := newEnv(t, webhookSink("partner", rcv), "")
+	e.mustRun("migrate")
+	if out, errOut, code := e.run(nil, "sinks", "pause", "nosuch"); code != 2 || !strings.Contains(errOut, `"nosuch" is not configured and has no messages`) {
+		t.Fatalf("sinks pause nosuch: exit %d\nstdout: %s\nstderr: %s\nwant exit 2 naming the sink", code, out, errOut)
+	}
+	if out := e.mustRun("stats"); strings.Contains(out, "nosuch") {
+		t.Fatalf("the refused pause shows in stats:\n%s", out)
+	}
+	if out := e.mustRun("sinks", "pause", "nosuch", "--force", "--by", "ops"); out != "paused nosuch until resumed\n" {
+		t.Fatalf("forced pause: %q", out)
+	}
+	e.mustRun("sinks", "pause", "partner", "--for", "1h")
+	out := e.mustRun("stats")
+	if !regexp.MustCompile(`(?m)^nosuch .*not configured on this relay; paused until resumed, by ops$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^partner .*paused until \S+, by `).MatchString(out) {
+		t.Fatalf("stats lacks the pauses:\n%s", out)
+	}
+	if out, errOut, code := e.run(nil, "sinks", "forget", "partner"); code != 2 {
+		t.Errorf("sinks forget partner (configured): exit %d, want 2\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if out := e.mustRun("sinks", "forget", "nosuch"); out != "forgot nosuch (its pause ended)\n" {
+		t.Errorf("forget: %q", out)
+	}
+	if _, _, code := e.run(nil, "sinks", "forget", "nosuch"); code != 1 {
+		t.Errorf("second forget: exit %d, want 1", code)
+	}
+	if out := e.mustRun("stats"); strings.Contains(out, "nosuch") {
+		t.Errorf("nosuch still in stats after forget:\n%s", out)
 	}
 }
