@@ -68,7 +68,9 @@ func (r *Relay) claimRows(ctx context.Context, w *waiter, limit int, sinks []str
 	// capacity): growing a slice of rows this large copies them.
 	claimed := make([]claimedRow, len(rows))
 	for i, row := range rows {
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease), rowMax: row.MaxAttempts}
+		// The lease as the database counts it, from the statement's start,
+		// added to a time before the statement was sent (see claim.sql).
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts}
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
 		c.Attempt, c.CreatedAt, c.Uncertain = row.Attempts, row.CreatedAt, row.Reclaimed

@@ -313,6 +313,16 @@ const claimSQL = `-- name: claim
 -- @token, a lease of @lease on the database clock, and attempts+1 at claim time, so
 -- a message that crashes its relay still runs out of attempts.
 --
+-- A lease starts when its row is leased (clock_timestamp()), not when the
+-- statement started (now()): a claim held up before it leases (a lock on
+-- its path, a bad plan's long scan) would otherwise hand out leases already
+-- spent, which another claim may take again at once. Each row returns how
+-- long after the statement's start its lease ends (lease_from_start): the
+-- relay adds that to its own clock's reading from before it sent the
+-- statement, a bound that never ends after the database's lease does,
+-- whatever the clocks of the two hosts say. Expiry is judged against now(),
+-- the earlier time: the claim never takes a lease still running.
+--
 -- The update changes no indexed column (see migration 005): it is a HOT
 -- update, writing no index entry. Rows in flight therefore stay in the open
 -- index, at its head, and the scan passes over them unless their lease has
@@ -350,7 +360,7 @@ WITH picked AS (
 )
 UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $5,
-    lease_expires_at = now() + $6::interval, updated_at = now()
+    lease_expires_at = clock_timestamp() + $6::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
@@ -361,7 +371,8 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.route, m.thread_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
-          END
+          END,
+          m.lease_expires_at - now()
 `
 
 // ClaimParams are the parameters of claim.sql.
@@ -376,19 +387,20 @@ type ClaimParams struct {
 
 // ClaimRow is a row of claim.sql.
 type ClaimRow struct {
-	ID          int64            // bigint
-	Sink        string           // text
-	DedupKey    string           // text
-	Payload     []byte           // jsonb
-	Headers     []byte           // jsonb
-	OrderingKey *string          // text, null
-	Attempts    int              // integer
-	MaxAttempts *int32           // integer, null
-	CreatedAt   time.Time        // timestamptz
-	Reclaimed   bool             // boolean
-	Route       *string          // text, null
-	ThreadKey   *string          // text, null
-	ThreadRoot  *json.RawMessage // jsonb, null
+	ID             int64            // bigint
+	Sink           string           // text
+	DedupKey       string           // text
+	Payload        []byte           // jsonb
+	Headers        []byte           // jsonb
+	OrderingKey    *string          // text, null
+	Attempts       int              // integer
+	MaxAttempts    *int32           // integer, null
+	CreatedAt      time.Time        // timestamptz
+	Reclaimed      bool             // boolean
+	Route          *string          // text, null
+	ThreadKey      *string          // text, null
+	ThreadRoot     *json.RawMessage // jsonb, null
+	LeaseFromStart time.Duration    // interval
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -400,7 +412,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
 		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.ThreadKey, &r.ThreadRoot, &r.LeaseFromStart)
 		return r, err
 	})
 }

@@ -2,6 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -72,13 +75,20 @@ func TestConcurrentMigrateUnderRepeatableRead(t *testing.T) {
 // useDatabase points the env's configuration at the database of url
 // instead of the shared test database. The schema is dropped with the
 // database.
-func (e *env) useDatabase(url string) {
+func (e *env) useDatabase(url string) { e.editConfig("url: "+testdb.URL(), "url: "+url) }
+
+// editConfig replaces the first old in the env's configuration file with
+// new, failing the test when there is none.
+func (e *env) editConfig(old, new string) {
 	e.t.Helper()
 	cfg, err := os.ReadFile(e.config)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := os.WriteFile(e.config, []byte(strings.Replace(string(cfg), "url: "+testdb.URL(), "url: "+url, 1)), 0o600); err != nil {
+	if !strings.Contains(string(cfg), old) {
+		e.t.Fatalf("the configuration has no %q", old)
+	}
+	if err := os.WriteFile(e.config, []byte(strings.Replace(string(cfg), old, new, 1)), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -165,5 +175,81 @@ func TestPhantomPauseIsRefusedAndForgettable(t *testing.T) {
 	}
 	if out := e.mustRun("stats"); strings.Contains(out, "nosuch") {
 		t.Errorf("nosuch still in stats after forget:\n%s", out)
+	}
+}
+
+// slowClaimLease is the relays' lease in TestSlowClaimsDeliverOnce.
+const slowClaimLease = 3 * time.Second
+
+// receiverLatency is how long the receiver of TestSlowClaimsDeliverOnce
+// takes to answer, like a real one: a delivery is still under way when
+// the other relay claims again.
+const receiverLatency = 500 * time.Millisecond
+
+// TestSlowClaimsDeliverOnce runs two `outboxd serve` whose claims the test
+// holds up past the lease twice: once after they leased their rows (it
+// locks the claim loops' wake-up registrations, which a claim updates
+// last), a third starting as the lock goes, and once before (it locks a
+// table the claim reads). Every message reaches the receiver once.
+// (Mutation: the relay counting a lease from when the claim returned,
+// time.Now() plus the configured lease, delivers rows twice.)
+func TestSlowClaimsDeliverOnce(t *testing.T) {
+	t.Parallel()
+	const perPhase = 40
+	rcv := newReceiver(t)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(receiverLatency)
+		rcv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	e := newEnv(t, webhookSink("partner", &receiver{Server: slow}), "")
+	e.editConfig("lease: 10s", "lease: "+slowClaimLease.String())
+	e.mustRun("migrate")
+	e.serve()
+	e.serve()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	eventually(t, time.Minute, "both relays registered", func() bool {
+		var waiters int
+		_ = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.schema+".waiters").Scan(&waiters)
+		return waiters >= 2
+	})
+	for phase, lock := range []string{
+		"SELECT FROM " + e.schema + ".waiters FOR UPDATE",
+		"LOCK TABLE " + e.schema + ".sink_limits IN ACCESS EXCLUSIVE MODE",
+	} {
+		holder, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.Exec(ctx, lock); err != nil {
+			t.Fatal(err)
+		}
+		for i := range perPhase {
+			e.mustRun("enqueue", "--sink", "partner", "--key", fmt.Sprintf("p%d-%d", phase, i), "--payload", `{"n": 1}`)
+		}
+		eventually(t, time.Minute, "a claim held up past the lease", func() bool {
+			var held int
+			_ = e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- name: claim%'
+				  AND clock_timestamp() - xact_start > $1::interval`, 3*slowClaimLease/2).Scan(&held)
+			return held > 0
+		})
+		if err := holder.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if phase == 0 {
+			e.serve() // claims at once whatever the database says is free
+		}
+		eventually(t, time.Minute, "the phase's messages delivered", func() bool {
+			distinct, _ := rcv.received()
+			return distinct == (phase+1)*perPhase
+		})
+	}
+	eventually(t, time.Minute, "every row recorded as sent", func() bool {
+		return e.stats()["partner"]["sent"] == 2*perPhase
+	})
+	if distinct, total := rcv.received(); total != distinct {
+		t.Fatalf("%d messages in %d deliveries: %d delivered twice", distinct, total, total-distinct)
 	}
 }
