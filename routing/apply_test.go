@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -173,48 +172,33 @@ const concurrentApplies = 3
 // serialize access due to concurrent update.)
 func TestConcurrentApplyUnderAnyDefaultIsolation(t *testing.T) {
 	t.Parallel()
-	for _, isolation := range []string{"repeatable read", "serializable"} {
-		t.Run(isolation, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cfg, err := pgxpool.ParseConfig(testdb.DatabaseWithIsolation(t, isolation))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.MaxConns = concurrentApplies + 2
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			ob := testdb.NewSchema(t, pool)
-			table := compile(t, orders(), routing.UnmatchedDrop)
-			holder, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = holder.Rollback(ctx) }()
-			first := apply(t, holder, ob, table)
-			errs := make(chan error, concurrentApplies)
-			for range concurrentApplies {
-				go func() {
-					a, err := routing.Apply(ctx, pool, ob.Schema(), table)
-					if err == nil && a != (routing.Applied{Version: first.Version}) {
-						err = fmt.Errorf("applied %+v, want version %d unchanged", a, first.Version)
-					}
-					errs <- err
-				}()
-			}
-			testdb.WaitForLockWaiters(ctx, t, pool, concurrentApplies)
-			if err := holder.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for range concurrentApplies {
-				if err := <-errs; err != nil {
-					t.Errorf("a concurrent apply under %s: %v", isolation, err)
+	testdb.UnderStricterIsolations(t, concurrentApplies+2, func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, isolation string) {
+		ob := testdb.NewSchema(t, pool)
+		table := compile(t, orders(), routing.UnmatchedDrop)
+		holder, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Rollback(ctx) }()
+		first := apply(t, holder, ob, table)
+		errs := make(chan error, concurrentApplies)
+		for range concurrentApplies {
+			go func() {
+				a, err := routing.Apply(ctx, pool, ob.Schema(), table)
+				if err == nil && a != (routing.Applied{Version: first.Version}) {
+					err = fmt.Errorf("applied %+v, want version %d unchanged", a, first.Version)
 				}
+				errs <- err
+			}()
+		}
+		testdb.WaitForLockWaiters(ctx, t, pool, concurrentApplies)
+		if err := holder.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range concurrentApplies {
+			if err := <-errs; err != nil {
+				t.Errorf("a concurrent apply under %s: %v", isolation, err)
 			}
-		})
-	}
+		}
+	})
 }

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
@@ -28,27 +26,11 @@ func TestConcurrentMigrateUnderRepeatableRead(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := testdb.DatabaseWithIsolation(t, "repeatable read")
 	rcv := newReceiver(t)
 	e := newEnv(t, webhookSink("partner", rcv), "routes:\n  orders:\n    events: [order.*]\n    to: [partner]\n")
-	e.useDatabase(url)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	q, err := store.New(e.schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = holder.Rollback(ctx) }()
-	if err := q.LockTransaction(ctx, holder, store.AdvisoryLockNamespace, q.Schema, store.LockKeyMigrate); err != nil {
-		t.Fatal(err)
-	}
+	pool := testdb.PoolWithIsolation(t, "repeatable read", 2)
+	e.useDatabase(pool.Config().ConnString())
+	holder := testdb.HoldMigrationLock(ctx, t, pool, e.schema)
 	type run struct {
 		out, errOut string
 		code        int
