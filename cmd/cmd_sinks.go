@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -14,9 +15,9 @@ import (
 func (a *app) sinksCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sinks",
-		Short: "Pause or resume a sink for every relay of the cluster",
+		Short: "Pause or resume a sink for every relay of the cluster, or forget a stale pause",
 	}
-	c.AddCommand(a.sinkPauseCommand(), a.sinkResumeCommand())
+	c.AddCommand(a.sinkPauseCommand(), a.sinkResumeCommand(), a.sinkForgetCommand())
 	return c
 }
 
@@ -50,13 +51,16 @@ func (a *app) sinkPauseCommand() *cobra.Command {
 	var (
 		ch       sinkChange
 		duration time.Duration
+		force    bool
 	)
 	c := &cobra.Command{
 		Use:   "pause NAME [--for D] [--reason R]",
 		Short: "Stop every relay from delivering to a sink, until --for has passed or `sinks resume`",
 		Long: `Pauses the sink cluster-wide, the way a receiver's Retry-After does: running
 relays are told at once, relays that start later read the pause. Deliveries
-already under way finish. Without --for the sink stays paused until resumed.`,
+already under way finish. Without --for the sink stays paused until resumed.
+A name that is neither configured nor has messages is refused (exit 2), a
+typo's pause would stop nothing; --force pauses it anyway.`,
 		Args: cobra.ExactArgs(1),
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			if duration < 0 {
@@ -66,6 +70,16 @@ already under way finish. Without --for the sink stays paused until resumed.`,
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
+			if !force {
+				_, configured := s.cfg.Sinks[sink]
+				err := s.ops.CheckSinkKnown(cmd.Context(), s.pool, sink, configured)
+				if errors.Is(err, operator.ErrUnknownSink) {
+					return badInput(err)
+				}
+				if err != nil {
+					return err
+				}
+			}
 			until, err := s.ops.PauseSink(cmd.Context(), s.pool, sink, operator.Pause{For: duration, By: a.operator(ch.by), Reason: ch.reason})
 			if err != nil {
 				return err
@@ -79,6 +93,7 @@ already under way finish. Without --for the sink stays paused until resumed.`,
 		}),
 	}
 	c.Flags().DurationVar(&duration, "for", 0, "how long (default: until resumed)")
+	c.Flags().BoolVar(&force, "force", false, "pause a name that is neither configured nor has messages")
 	a.sinkChangeFlags(c, &ch)
 	return c
 }
@@ -108,4 +123,37 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 	}
 	a.sinkChangeFlags(c, &ch)
 	return c
+}
+
+func (a *app) sinkForgetCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "forget NAME",
+		Short: "Delete the recorded pause and state of a sink that is not configured (a typo's pause, a removed sink's)",
+		Long: `Deletes what the outbox records for a sink that is not in the configuration:
+its pause (ended on every relay at once), who paused or resumed it last, and
+its rate limit's clock. The sink leaves the console and the stats unless it
+has messages. A configured sink is refused (exit 2): resume it instead. A
+name without recorded state is an error (exit 1).`,
+		Args: cobra.ExactArgs(1),
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			return badInputIf(httpapi.CheckSinkName(args[0]))
+		},
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			sink := cmd.Flags().Arg(0)
+			_, configured := s.cfg.Sinks[sink]
+			was, err := s.ops.ForgetSink(cmd.Context(), s.pool, sink, configured)
+			if errors.Is(err, operator.ErrConfiguredSink) {
+				return badInput(err)
+			}
+			if err != nil {
+				return err
+			}
+			if was {
+				fmt.Fprintf(cmd.OutOrStdout(), "forgot %s (its pause ended)\n", terminalText(sink))
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "forgot %s\n", terminalText(sink))
+			}
+			return nil
+		}),
+	}
 }

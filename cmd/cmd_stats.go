@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -48,10 +49,14 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
-		note := ""
+		var notes []string
 		if !s.Configured {
-			note = notConfiguredNote
+			notes = append(notes, notConfiguredNote)
 		}
+		if p := s.Pause; p != nil && p.Paused() {
+			notes = append(notes, pauseNote(*p))
+		}
+		note := strings.Join(notes, "; ")
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, s.Circuit, note)
 	}
 	if err := tw.Flush(); err != nil {
@@ -80,6 +85,18 @@ func writeBreakersTable(w io.Writer, r httpapi.StatsReport) error {
 			terminalCell(b.LastFailure))
 	}
 	return tw.Flush()
+}
+
+// pauseNote describes a paused sink's pause in the stats table.
+func pauseNote(p operator.SinkState) string {
+	how := "by a Retry-After"
+	if p.ByHand {
+		how = "by " + terminalCell(p.ChangedBy)
+	}
+	if p.UntilResumed {
+		return "paused until resumed, " + how
+	}
+	return "paused until " + p.PausedUntil.UTC().Format(time.RFC3339) + ", " + how
 }
 
 // writeJSON prints v as indented JSON, its strings safe for a terminal

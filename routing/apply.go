@@ -35,7 +35,7 @@ type Applied struct {
 // statement: a new version, unless the same routes (by Digest) were
 // applied before, in which case that version becomes active again.
 // Applying the active routes again changes nothing, so every deploy may
-// run it. Publishes in flight keep the version they started with; the next
+// run it, from several pods at once under any default isolation level. Publishes in flight keep the version they started with; the next
 // ones use t.
 func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied, error) {
 	q, err := queries(schema)
@@ -46,7 +46,19 @@ func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied,
 	if err != nil {
 		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
 	}
-	r, err := q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets)
+	var r store.ApplyRoutesRow
+	apply := func(db core.DBTX) (err error) {
+		r, err = q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets)
+		return err
+	}
+	// apply_routes() waits for the active version's row lock and then reads
+	// what the previous holder committed: READ COMMITTED, whatever the
+	// database's default isolation (see store.ReadCommitted).
+	if b, ok := db.(store.Beginner); ok {
+		err = store.ReadCommitted(ctx, b, func(tx pgx.Tx) error { return apply(tx) })
+	} else {
+		err = apply(db)
+	}
 	if err != nil {
 		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", schema, err)
 	}

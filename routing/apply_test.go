@@ -3,10 +3,13 @@ package routing_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -155,4 +158,47 @@ func TestThreadKeyTemplateIsEvaluatedWhenPublished(t *testing.T) {
 	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), "route incidents takes its thread_key from .data.service.name, which the event lacks") {
 		t.Errorf("publish without the thread key's field: %v", err)
 	}
+}
+
+// concurrentApplies is how many applies race in the isolation test.
+const concurrentApplies = 3
+
+// Applies that queued behind another apply's lock on the active version
+// see what it committed, whatever the database's default isolation: every
+// one succeeds and finds the routes already active. The applies are made to
+// queue behind a transaction of the test that applies the same routes.
+// (Mutation: Apply calling ApplyRoutes on db as it is, in the database's
+// default isolation, fails under both with SQLSTATE 40001 could not
+// serialize access due to concurrent update.)
+func TestConcurrentApplyUnderAnyDefaultIsolation(t *testing.T) {
+	t.Parallel()
+	testdb.UnderStricterIsolations(t, concurrentApplies+2, func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, isolation string) {
+		ob := testdb.NewSchema(t, pool)
+		table := compile(t, orders(), routing.UnmatchedDrop)
+		holder, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Rollback(ctx) }()
+		first := apply(t, holder, ob, table)
+		errs := make(chan error, concurrentApplies)
+		for range concurrentApplies {
+			go func() {
+				a, err := routing.Apply(ctx, pool, ob.Schema(), table)
+				if err == nil && a != (routing.Applied{Version: first.Version}) {
+					err = fmt.Errorf("applied %+v, want version %d unchanged", a, first.Version)
+				}
+				errs <- err
+			}()
+		}
+		testdb.WaitForLockWaiters(ctx, t, pool, concurrentApplies)
+		if err := holder.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range concurrentApplies {
+			if err := <-errs; err != nil {
+				t.Errorf("a concurrent apply under %s: %v", isolation, err)
+			}
+		}
+	})
 }

@@ -50,10 +50,10 @@ func migrations() ([]migration, error) {
 	return out, nil
 }
 
-// Beginner is anything that can start a transaction: a pool or a connection.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+// Beginner is anything that can start a transaction: a pool, a connection,
+// or a transaction (the migrations then run in a savepoint of it, under its
+// isolation level).
+type Beginner = store.Beginner
 
 // Migrator applies the migrations of one outbox schema.
 type Migrator struct {
@@ -79,14 +79,16 @@ func (m *Migrator) Schema() string { return m.q.Schema }
 // Migrate creates the outbox schema if needed and applies the migrations it
 // has not recorded yet, in one transaction. Concurrent calls from several
 // pods are safe: they queue on an advisory lock and the later ones find
-// nothing left to do. It returns the versions it applied.
+// nothing left to do, whatever the default transaction isolation (the
+// transaction is READ COMMITTED, so a run that waited for the lock sees what
+// the previous holder committed). It returns the versions it applied.
 func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
 	}
 	var applied []int
-	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err = store.ReadCommitted(ctx, db, func(tx pgx.Tx) error {
 		if err := m.q.LockTransaction(ctx, tx, store.AdvisoryLockNamespace, m.q.Schema, store.LockKeyMigrate); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
@@ -117,6 +119,12 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate schema %s: %w", m.q.Schema, err)
+	}
+	// Constraints are added NOT VALID, which holds the table's exclusive
+	// lock for an instant, and validated here, after the commit: a
+	// validation scans the table without blocking its reads and writes.
+	if err := store.ReadCommitted(ctx, db, func(tx pgx.Tx) error { return m.q.ValidateConstraints(ctx, tx) }); err != nil {
+		return applied, fmt.Errorf("outbox: migrate schema %s: validate constraints: %w", m.q.Schema, err)
 	}
 	return applied, nil
 }

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,15 @@ import (
 // that every reader of the column keeps working with finite times (and a
 // time.Duration, which ends at 292 years, can hold it).
 const pauseUntilResumed = 100 * 365 * 24 * time.Hour
+
+// ErrUnknownSink is wrapped by CheckSinkKnown's error for a sink name that
+// is neither configured nor known to the outbox, and by ForgetSink's for a
+// sink without recorded state.
+var ErrUnknownSink = errors.New("no such sink")
+
+// ErrConfiguredSink is wrapped by ForgetSink's error for a sink of the
+// caller's configuration: its state is live (resume it instead).
+var ErrConfiguredSink = errors.New("the sink is configured")
 
 // Pause is an operator's request to pause a sink.
 type Pause struct {
@@ -92,4 +102,43 @@ func (o *Operator) SinkStates(ctx context.Context, db core.DBTX) (map[string]Sin
 			ChangedBy: r.ChangedBy, ChangeReason: r.ChangeReason, ChangedAt: r.ChangedAt}
 	}
 	return states, nil
+}
+
+// CheckSinkKnown returns an error wrapping ErrUnknownSink unless sink is
+// configured (the caller's configuration has it) or the outbox has rows or
+// state of it. The CLI, the HTTP API and the console check before a pause
+// unless forced: a typo must not pause a sink no relay delivers to, while
+// the sink meant goes on delivering.
+func (o *Operator) CheckSinkKnown(ctx context.Context, db core.DBTX, sink string, configured bool) error {
+	if configured {
+		return nil
+	}
+	seen, err := o.q.SinkSeen(ctx, db, sink)
+	if err != nil {
+		return fmt.Errorf("outbox: look up sink %q: %w", sink, err)
+	}
+	if !seen {
+		return fmt.Errorf("outbox: sink %q is not configured and has no messages: %w (force to pause it anyway)", sink, ErrUnknownSink)
+	}
+	return nil
+}
+
+// ForgetSink deletes the recorded state of a sink that is not configured
+// (configured false): its pause, who changed it last and its rate limit's
+// clock, on every running relay at once, so a stale pause (a typo's, or a
+// removed sink's) leaves the console and the stats. It reports whether the
+// sink was paused; a sink without state is ErrUnknownSink, a configured one
+// ErrConfiguredSink.
+func (o *Operator) ForgetSink(ctx context.Context, db core.DBTX, sink string, configured bool) (bool, error) {
+	if configured {
+		return false, fmt.Errorf("outbox: forget sink %q: %w (resume it instead)", sink, ErrConfiguredSink)
+	}
+	was, err := o.q.ForgetSink(ctx, db, sink, o.q.Channel, listener.PausePrefix+sink)
+	if err != nil {
+		return false, fmt.Errorf("outbox: forget sink %q: %w", sink, err)
+	}
+	if len(was) == 0 {
+		return false, fmt.Errorf("outbox: forget sink %q: it has no recorded state: %w", sink, ErrUnknownSink)
+	}
+	return was[0], nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -32,6 +33,11 @@ type claimedRow struct {
 	// breaker's probe.
 	destKey string
 	probe   bool
+	// undecodable says why the row's columns could not be read into a
+	// Delivery (headers that are not a JSON object of strings, written
+	// around enqueue()'s checks): the row is dead-lettered instead of
+	// delivered, and the rest of its claim goes on.
+	undecodable error
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
@@ -70,7 +76,9 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 	// capacity): growing a slice of rows this large copies them.
 	claimed := make([]claimedRow, len(rows))
 	for i, row := range rows {
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(r.cfg.Lease), rowMax: row.MaxAttempts}
+		// The lease as the database counts it, from the statement's start,
+		// added to a time before the statement was sent (see claim.sql).
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts}
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
 		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = row.Attempts, row.CreatedAt, row.Reclaimed, row.Deferrals
@@ -80,15 +88,30 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 		if row.ThreadRoot != nil {
 			c.ThreadRoot = *row.ThreadRoot
 		}
-		if string(row.Headers) != store.EmptyHeaders {
-			if err := json.Unmarshal(row.Headers, &c.Headers); err != nil {
-				return nil, fmt.Errorf("outbox: claim: %w", err)
-			}
-		}
+		c.Headers, c.undecodable = decodeHeaders(row.Headers)
 		claimed[i] = c
 	}
 	return claimed, nil
 }
+
+// decodeHeaders reads a row's headers column. The claim returns it as raw
+// jsonb so that one row whose headers do not decode fails only itself: the
+// claim has committed, and failing it would hand every row of the batch
+// back to be claimed again, and failed again, at each lease.
+func decodeHeaders(raw []byte) (map[string]string, error) {
+	if string(raw) == store.EmptyHeaders {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("undecodable row: headers %s are not a JSON object of strings: %w", safetext.Text(string(raw), maxQuotedHeaders), err)
+	}
+	return h, nil
+}
+
+// maxQuotedHeaders is how much of undecodable headers their row's error
+// quotes.
+const maxQuotedHeaders = 256
 
 // deref returns *s, or "" for nil (a NULL column).
 func deref(s *string) string {

@@ -87,7 +87,7 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 // begin prepares the delivery of row: its sink and max attempts, the trace
 // span continuing the producer's trace, the rate-limit permit's wait. It
 // reports false when the row was finished or handed back instead: its sink
-// is not configured here, it has used its attempts, its sink is paused, the
+// is not configured here, its columns do not decode, it has used its attempts, its sink is paused, the
 // relay is shutting down or its lease is too close to expiry.
 func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) (SinkConfig, context.Context, trace.Span, bool) {
 	sc, known := r.sinks[row.Sink]
@@ -98,6 +98,10 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		return sc, nil, nil, false
 	}
 	row.setMaxAttempts(sc)
+	if row.undecodable != nil {
+		r.finish(ctx, *row, sc, nil, 0, sink.Permanent(row.undecodable))
+		return sc, nil, nil, false
+	}
 	if row.Attempt > row.MaxAttempts {
 		// Every attempt so far was abandoned by a relay that died mid-delivery
 		// (attempts count at claim time): this message crash-loops its relays.

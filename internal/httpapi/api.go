@@ -89,6 +89,7 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("GET /v1/messages/{id}", s.getMessage)
 	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
 	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
+	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", s.deletePause)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",

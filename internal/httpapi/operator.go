@@ -213,11 +213,14 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 }
 
 // pauseRequest is the body of POST /v1/sinks/{name}/pause and /resume:
-// for (a Go duration; absent pauses until resumed), who and why.
+// for (a Go duration; absent pauses until resumed), who and why, and force
+// (a pause only) to pause a sink that is neither configured nor known to
+// the outbox.
 type pauseRequest struct {
 	For    string `json:"for"`
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	Force  bool   `json:"force"`
 }
 
 func (s *API) postPause(w http.ResponseWriter, r *http.Request) {
@@ -230,6 +233,18 @@ func (s *API) postPause(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if d, err = time.ParseDuration(req.For); err != nil || d <= 0 {
 			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("for: want a positive duration such as 15m, got %q", req.For))
+			return
+		}
+	}
+	if !req.Force {
+		_, configured := s.Config.Sinks[sink]
+		err := s.Operator.CheckSinkKnown(r.Context(), s.DB, sink, configured)
+		if errors.Is(err, operator.ErrUnknownSink) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no sink %q: it is not configured and has no messages; send \"force\": true to pause it anyway", sink))
+			return
+		}
+		if err != nil {
+			s.internalError(w, r, "pause sink", err)
 			return
 		}
 	}
@@ -246,8 +261,8 @@ func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if req.For != "" {
-		writeError(w, http.StatusUnprocessableEntity, "for: a resume takes no duration")
+	if req.For != "" || req.Force {
+		writeError(w, http.StatusUnprocessableEntity, "for, force: a resume takes neither")
 		return
 	}
 	if _, err := s.Operator.ResumeSink(r.Context(), s.DB, sink, req.By, req.Reason); err != nil {
@@ -256,6 +271,32 @@ func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Log.InfoContext(r.Context(), "sink resumed by hand", "sink", sink, "by", req.By, "reason", req.Reason)
 	s.writeSinkState(w, r, sink)
+}
+
+// deletePause forgets a sink's recorded state (DELETE
+// /v1/sinks/{name}/pause): a stale pause of a name that is not configured,
+// such as a typo's. The request's body, if any, is not read.
+func (s *API) deletePause(w http.ResponseWriter, r *http.Request) {
+	sink := r.PathValue("name")
+	if err := CheckSinkName(sink); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	_, configured := s.Config.Sinks[sink]
+	was, err := s.Operator.ForgetSink(r.Context(), s.DB, sink, configured)
+	switch {
+	case errors.Is(err, operator.ErrUnknownSink):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("sink %q has no recorded pause or state", sink))
+		return
+	case errors.Is(err, operator.ErrConfiguredSink):
+		writeError(w, http.StatusConflict, fmt.Sprintf("sink %q is configured: resume it instead (POST /v1/sinks/%s/resume)", sink, sink))
+		return
+	case err != nil:
+		s.internalError(w, r, "forget sink", err)
+		return
+	}
+	s.Log.InfoContext(r.Context(), "sink state forgotten by hand", "sink", sink, "was_paused", was, "by", "api from "+clientHost(r))
+	writeBody(w, http.StatusOK, map[string]any{"sink": sink, "forgotten": true, "was_paused": was})
 }
 
 // decodePause reads the sink name and body of a pause or resume; who

@@ -130,6 +130,7 @@ func TestOperatorEndpointsNeedTheToken(t *testing.T) {
 		{"POST", "/v1/dlq/redrive", `{"all": true, "dry_run": true}`},
 		{"POST", "/v1/sinks/partner/pause", `{}`},
 		{"POST", "/v1/sinks/partner/resume", `{}`},
+		{"DELETE", "/v1/sinks/partner/pause", `{}`},
 	} {
 		if got := a.do(t, c.method, c.path, "", c.body, nil); got != http.StatusUnauthorized {
 			t.Errorf("%s %s without the token: %d, want 401", c.method, c.path, got)
@@ -316,6 +317,58 @@ func TestSinkPauseEndpoints(t *testing.T) {
 	}
 	if got := a.do(t, "POST", "/v1/sinks/partner/pause", operatorToken, ``, nil); got != http.StatusBadRequest {
 		t.Errorf("pause without a body: %d, want 400", got)
+	}
+}
+
+// A pause of a name that is neither configured nor has messages is a 404
+// (a typo's pause would stop nothing while the sink meant delivers) unless
+// forced; the forced pause shows in the stats, and DELETE forgets it, which
+// a configured sink refuses. (Mutations: postPause without its
+// CheckSinkKnown answers 200 for "nosuch"; Stats without the pause states
+// leaves the phantom out; deletePause not calling ForgetSink leaves it in.)
+func TestPausingAnUnknownSinkNeedsForceAndCanBeForgotten(t *testing.T) {
+	t.Parallel()
+	a := newOperatorAPI(t, operatorConfig)
+	if got := a.do(t, "POST", "/v1/sinks/nosuch/pause", operatorToken, `{}`, nil); got != http.StatusNotFound {
+		t.Fatalf("pause of nosuch: %d, want 404", got)
+	}
+	var report StatsReport
+	a.do(t, "GET", "/v1/stats", operatorToken, "", &report)
+	if _, listed := report.Sinks["nosuch"]; listed {
+		t.Fatalf("the refused pause left nosuch in the stats: %+v", report.Sinks)
+	}
+	var st operator.SinkState
+	if got := a.do(t, "POST", "/v1/sinks/nosuch/pause", operatorToken, `{"force": true}`, &st); got != http.StatusOK || !st.Paused() {
+		t.Fatalf("forced pause of nosuch: %d %+v, want 200 and paused", got, st)
+	}
+	// Configured and not yet seen is fine without force.
+	if got := a.do(t, "POST", "/v1/sinks/partner/pause", operatorToken, `{"for": "1m"}`, nil); got != http.StatusOK {
+		t.Fatalf("pause of the configured partner: %d, want 200", got)
+	}
+	a.do(t, "GET", "/v1/stats", operatorToken, "", &report)
+	if s := report.Sinks["nosuch"]; s.Configured || s.Pause == nil || !s.Pause.Paused() || !s.Pause.UntilResumed {
+		t.Fatalf("stats of the phantom: %+v, want it listed, not configured, paused until resumed", s)
+	}
+	if s := report.Sinks["partner"]; s.Pause == nil || !s.Pause.Paused() || s.Pause.UntilResumed {
+		t.Fatalf("stats of partner: %+v, want its pause for a minute", s)
+	}
+	if got := a.do(t, "DELETE", "/v1/sinks/partner/pause", operatorToken, `{}`, nil); got != http.StatusConflict {
+		t.Errorf("forget the configured partner: %d, want 409", got)
+	}
+	var forgot map[string]any
+	if got := a.do(t, "DELETE", "/v1/sinks/nosuch/pause", operatorToken, `{}`, &forgot); got != http.StatusOK || forgot["was_paused"] != true {
+		t.Fatalf("forget nosuch: %d %v, want 200, was paused", got, forgot)
+	}
+	if got := a.do(t, "DELETE", "/v1/sinks/nosuch/pause", operatorToken, `{}`, nil); got != http.StatusNotFound {
+		t.Errorf("forget nosuch again: %d, want 404", got)
+	}
+	report = StatsReport{}
+	a.do(t, "GET", "/v1/stats", operatorToken, "", &report)
+	if _, listed := report.Sinks["nosuch"]; listed {
+		t.Errorf("nosuch still in the stats after forget: %+v", report.Sinks["nosuch"])
+	}
+	if got := a.do(t, "POST", "/v1/sinks/partner/resume", operatorToken, `{"force": true}`, nil); got != http.StatusUnprocessableEntity {
+		t.Errorf("resume with force: %d, want 422", got)
 	}
 }
 

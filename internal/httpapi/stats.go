@@ -35,6 +35,12 @@ type SinkStatsReport struct {
 	// probing (a sink limited per key has a breaker per key instead, in
 	// Breakers).
 	Circuit string `json:"circuit"`
+	// Pause is the sink's pause state, for a sink with any: paused now (by
+	// a Retry-After or by hand) or paused or resumed by hand at some time.
+	// A sink with a pause and without rows or configuration is listed for
+	// it, so a pause of a name no relay delivers to shows (`sinks forget`
+	// removes it).
+	Pause *operator.SinkState `json:"pause,omitempty"`
 }
 
 // circuitOf is the state of the sink's own breaker among breakers.
@@ -52,7 +58,8 @@ func circuitOf(breakers []operator.BreakerState) string {
 // configured sink, with zeros for a sink that has no rows yet, and every
 // sink that has rows, marking those this configuration does not have.
 // Recomputing reads the partial indexes and the last hour of sent rows
-// only.
+// only. A sink with pause state is listed too, so a pause of a name no
+// relay delivers to shows (`sinks forget` removes it).
 func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db core.DBTX, by string, maxAge time.Duration) (StatsReport, error) {
 	snap, err := ops.StatsSnapshot(ctx, db)
 	if err != nil {
@@ -66,18 +73,30 @@ func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db c
 			return StatsReport{}, err
 		}
 	}
+	states, err := ops.SinkStates(ctx, db)
+	if err != nil {
+		return StatsReport{}, err
+	}
 	breakers, err := ops.Breakers(ctx, db)
 	if err != nil {
 		return StatsReport{}, err
 	}
 	report := StatsReport{Sinks: map[string]SinkStatsReport{}, TakenAt: snap.TakenAt, TakenBy: snap.TakenBy}
 	for name := range cfg.Sinks {
-		report.Sinks[name] = SinkStatsReport{Configured: true, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
+		report.Sinks[name] = SinkStatsReport{}
 	}
 	for name, s := range snap.Sinks {
-		_, configured := cfg.Sinks[name]
-		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
-			Configured: configured, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
+		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds()}
+	}
+	for name, state := range states {
+		r := report.Sinks[name]
+		r.Pause = &state
+		report.Sinks[name] = r
+	}
+	for name, r := range report.Sinks {
+		_, r.Configured = cfg.Sinks[name]
+		r.Breakers, r.Circuit = breakers[name], circuitOf(breakers[name])
+		report.Sinks[name] = r
 	}
 	return report, nil
 }

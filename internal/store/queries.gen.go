@@ -59,6 +59,8 @@ type Texts struct {
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
 	FoldDroppedEvents string
+	// ForgetSink is forget_sink.sql.
+	ForgetSink string
 	// LockTransaction is lock_transaction.sql.
 	LockTransaction string
 	// LookupID is lookup_id.sql.
@@ -113,6 +115,8 @@ type Texts struct {
 	SetSearchPath string
 	// SinkPauses is sink_pauses.sql.
 	SinkPauses string
+	// SinkSeen is sink_seen.sql.
+	SinkSeen string
 	// Stats is stats.sql.
 	Stats string
 	// StatsSnapshot is stats_snapshot.sql.
@@ -125,6 +129,8 @@ type Texts struct {
 	UnconfiguredSinks string
 	// UnregisterWaiters is unregister_waiters.sql.
 	UnregisterWaiters string
+	// ValidateConstraints is validate_constraints.sql.
+	ValidateConstraints string
 	// VersionTarget is version_target.sql.
 	VersionTarget string
 	// WaitingRows is waiting_rows.sql.
@@ -153,6 +159,7 @@ func newTexts(ident string) Texts {
 		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
 		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
+		ForgetSink:             strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
 		LockTransaction:        strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
 		LookupID:               strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
 		LookupIDs:              strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
@@ -180,12 +187,14 @@ func newTexts(ident string) Texts {
 		ResumeSink:             strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
 		SetSearchPath:          strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
 		SinkPauses:             strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
+		SinkSeen:               strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
 		Stats:                  strings.ReplaceAll(statsSQL, "{schema}", ident),
 		StatsSnapshot:          strings.ReplaceAll(statsSnapshotSQL, "{schema}", ident),
 		TakeStatsLead:          strings.ReplaceAll(takeStatsLeadSQL, "{schema}", ident),
 		TakeStatsSnapshot:      strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
 		UnconfiguredSinks:      strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
 		UnregisterWaiters:      strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
+		ValidateConstraints:    strings.ReplaceAll(validateConstraintsSQL, "{schema}", ident),
 		VersionTarget:          strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
 		WaitingRows:            strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
@@ -511,6 +520,16 @@ const claimSQL = `-- name: claim
 -- @token, a lease of @lease on the database clock, and attempts+1 at claim time, so
 -- a message that crashes its relay still runs out of attempts.
 --
+-- A lease starts when its row is leased (clock_timestamp()), not when the
+-- statement started (now()): a claim held up before it leases (a lock on
+-- its path, a bad plan's long scan) would otherwise hand out leases already
+-- spent, which another claim may take again at once. Each row returns how
+-- long after the statement's start its lease ends (lease_from_start): the
+-- relay adds that to its own clock's reading from before it sent the
+-- statement, a bound that never ends after the database's lease does,
+-- whatever the clocks of the two hosts say. Expiry is judged against now(),
+-- the earlier time: the claim never takes a lease still running.
+--
 -- The update changes no indexed column (see migration 005): it is a HOT
 -- update, writing no index entry. Rows in flight therefore stay in the open
 -- index, at its head, and the scan passes over them unless their lease has
@@ -565,7 +584,7 @@ WITH picked AS (
 )
 UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $6,
-    lease_expires_at = now() + $7::interval, updated_at = now()
+    lease_expires_at = clock_timestamp() + $7::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
@@ -578,7 +597,8 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,
-          m.deferrals
+          m.deferrals,
+          m.lease_expires_at - now()
 `
 
 // ClaimParams are the parameters of claim.sql.
@@ -594,21 +614,22 @@ type ClaimParams struct {
 
 // ClaimRow is a row of claim.sql.
 type ClaimRow struct {
-	ID           int64            // bigint
-	Sink         string           // text
-	DedupKey     string           // text
-	Payload      []byte           // jsonb
-	Headers      []byte           // jsonb
-	OrderingKey  *string          // text, null
-	Attempts     int              // integer
-	MaxAttempts  *int32           // integer, null
-	CreatedAt    time.Time        // timestamptz
-	Reclaimed    bool             // boolean
-	Route        *string          // text, null
-	RouteVersion *int64           // bigint, null
-	ThreadKey    *string          // text, null
-	ThreadRoot   *json.RawMessage // jsonb, null
-	Deferrals    int              // integer
+	ID             int64            // bigint
+	Sink           string           // text
+	DedupKey       string           // text
+	Payload        []byte           // jsonb
+	Headers        []byte           // jsonb
+	OrderingKey    *string          // text, null
+	Attempts       int              // integer
+	MaxAttempts    *int32           // integer, null
+	CreatedAt      time.Time        // timestamptz
+	Reclaimed      bool             // boolean
+	Route          *string          // text, null
+	RouteVersion   *int64           // bigint, null
+	ThreadKey      *string          // text, null
+	ThreadRoot     *json.RawMessage // jsonb, null
+	Deferrals      int              // integer
+	LeaseFromStart time.Duration    // interval
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -620,7 +641,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
 		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
 		return r, err
 	})
 }
@@ -877,6 +898,35 @@ SELECT count(*) FROM moved
 func (q *Queries) FoldDroppedEvents(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, q.text.FoldDroppedEvents)
 	return err
+}
+
+const forgetSinkSQL = `-- name: forget_sink
+-- Deletes sink $1's state (its pause, by hand or by a Retry-After, who
+-- changed it last, and its rate limit's clock): a stale row an operator
+-- removes, such as a pause of a name no relay delivers to. Notification $3
+-- on channel $2 makes every running relay reload its pauses (a reload ends
+-- the pauses the database no longer has). Returns one row, whether the
+-- sink was paused, when there was state to delete, none otherwise.
+WITH gone AS (
+    DELETE FROM {schema}.sink_limits WHERE sink = $1
+    RETURNING COALESCE(paused_until > now(), false) AS was_paused
+), told AS (
+    SELECT pg_notify($2, $3) FROM gone LIMIT 1
+)
+SELECT gone.was_paused FROM gone LEFT JOIN told ON true
+`
+
+// ForgetSink runs forget_sink.sql and returns its rows.
+func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel string, payload string) ([]bool, error) {
+	rows, err := db.Query(ctx, q.text.ForgetSink, sink, channel, payload)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bool, error) {
+		var r bool
+		err := row.Scan(&r)
+		return r, err
+	})
 }
 
 const lockTransactionSQL = `-- name: lock_transaction
@@ -1666,6 +1716,21 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 	})
 }
 
+const sinkSeenSQL = `-- name: sink_seen
+-- Whether the outbox knows sink $1: it has rows of it (one probe of the
+-- (sink, dedup_key) index) or state of it (a pause, a rate limit's clock).
+SELECT EXISTS (SELECT FROM {schema}.messages WHERE sink = $1)
+    OR EXISTS (SELECT FROM {schema}.sink_limits WHERE sink = $1)
+`
+
+// SinkSeen runs sink_seen.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) SinkSeen(ctx context.Context, db DBTX, sink string) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.SinkSeen, sink).Scan(&r)
+	return r, err
+}
+
 const statsSQL = `-- name: stats
 -- Rows per sink and status, and per sink the age in seconds of the oldest
 -- row waiting for delivery (pending or failed), on the database clock.
@@ -1839,6 +1904,19 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 // UnregisterWaiters runs unregister_waiters.sql.
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
 	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
+	return err
+}
+
+const validateConstraintsSQL = `-- name: validate_constraints
+-- Validates the constraints migrations added NOT VALID (migration 009's
+-- validate_constraints()), after the migrations committed: VALIDATE scans
+-- the table under a lock that lets reads and writes go on.
+SELECT {schema}.validate_constraints()
+`
+
+// ValidateConstraints runs validate_constraints.sql.
+func (q *Queries) ValidateConstraints(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, q.text.ValidateConstraints)
 	return err
 }
 

@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // DefaultURL is the database tests use when neither TEST_DATABASE_URL nor
@@ -41,9 +44,15 @@ func URL() string {
 // closed when the test ends.
 func Pool(t testing.TB, size int) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(URL())
+	return poolOn(t, URL(), size)
+}
+
+// poolOn is Pool on the database of url.
+func poolOn(t testing.TB, url string, size int) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		t.Fatalf("testdb: parse %s: %v", URL(), err)
+		t.Fatalf("testdb: parse %s: %v", url, err)
 	}
 	if size <= 0 {
 		size = defaultPoolSize
@@ -157,3 +166,124 @@ func DeadRows(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string, errs ..
 	}
 	return ids
 }
+
+// DatabaseWithIsolation creates a database of the test's own on the test
+// server whose default_transaction_isolation is isolation ("repeatable
+// read", "serializable"), dropped when the test ends, and returns its URL.
+// Tests of behaviour under a database's defaults use it: the shared test
+// database's settings are never changed.
+func DatabaseWithIsolation(t testing.TB, isolation string) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	name := "test_iso_" + hex.EncodeToString(suffix)
+	admin := Pool(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testdb: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+	})
+	set := "ALTER DATABASE " + name + " SET default_transaction_isolation = '" + strings.ReplaceAll(isolation, "'", "''") + "'"
+	if _, err := admin.Exec(ctx, set); err != nil {
+		t.Fatalf("testdb: set %s's default isolation: %v", name, err)
+	}
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatalf("testdb: parse %s: %v", URL(), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// StricterIsolations are the default_transaction_isolation values above
+// PostgreSQL's default, READ COMMITTED, under which a transaction's snapshot
+// is taken once, by its first statement.
+var StricterIsolations = []string{"repeatable read", "serializable"}
+
+// UnderStricterIsolations runs test as a parallel subtest per isolation of
+// StricterIsolations, each with a pool of at most size connections on a
+// database of its own with that default (PoolWithIsolation) and a context
+// of two minutes.
+func UnderStricterIsolations(t *testing.T, size int, test func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, isolation string)) {
+	t.Helper()
+	for _, isolation := range StricterIsolations {
+		t.Run(isolation, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), isolationTestTimeout)
+			defer cancel()
+			test(t, ctx, PoolWithIsolation(t, isolation, size), isolation)
+		})
+	}
+}
+
+// isolationTestTimeout bounds each of UnderStricterIsolations' subtests.
+const isolationTestTimeout = 2 * time.Minute
+
+// PoolWithIsolation opens a pool of at most size connections on a database
+// of the test's own whose default isolation is isolation (see
+// DatabaseWithIsolation), and checks that its sessions get it.
+func PoolWithIsolation(t testing.TB, isolation string, size int) *pgxpool.Pool {
+	t.Helper()
+	pool := poolOn(t, DatabaseWithIsolation(t, isolation), size)
+	var level string
+	if err := pool.QueryRow(context.Background(), "SHOW transaction_isolation").Scan(&level); err != nil || level != isolation {
+		t.Fatalf("testdb: the database's isolation is %q (%v), want %q", level, err, isolation)
+	}
+	return pool
+}
+
+// HoldMigrationLock begins a transaction on pool that holds the migration
+// lock of schema, so a test can make migrations queue behind it; it is
+// rolled back when the test ends unless the test commits it first.
+func HoldMigrationLock(ctx context.Context, t testing.TB, pool *pgxpool.Pool, schema string) pgx.Tx {
+	t.Helper()
+	q, err := store.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	if err := q.LockTransaction(ctx, holder, store.AdvisoryLockNamespace, q.Schema, store.LockKeyMigrate); err != nil {
+		t.Fatalf("testdb: take the migration lock of %s: %v", schema, err)
+	}
+	return holder
+}
+
+// WaitForLockWaiters waits, until ctx ends, for n sessions of pool's
+// database to wait for a lock (any heavyweight lock: advisory, row,
+// relation), so a test knows its transactions queue behind a lock it holds
+// before it lets them go.
+func WaitForLockWaiters(ctx context.Context, t testing.TB, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("testdb: count the sessions waiting for a lock: %v", err)
+		}
+		if waiting >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testdb: %d of %d sessions wait for a lock when the test's time is up", waiting, n)
+		case <-time.After(lockPollInterval):
+		}
+	}
+}
+
+// lockPollInterval is how often WaitForLockWaiters looks.
+const lockPollInterval = 10 * time.Millisecond

@@ -5,11 +5,22 @@
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
 -- returns: route text null, route_version bigint null, thread_key text null
 -- returns: thread_root jsonb null as json.RawMessage, deferrals integer as int
+-- returns: lease_from_start interval
 -- Claims up to @limit rows of the sinks @sinks in one statement, in available_at
 -- order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
 -- @token, a lease of @lease on the database clock, and attempts+1 at claim time, so
 -- a message that crashes its relay still runs out of attempts.
+--
+-- A lease starts when its row is leased (clock_timestamp()), not when the
+-- statement started (now()): a claim held up before it leases (a lock on
+-- its path, a bad plan's long scan) would otherwise hand out leases already
+-- spent, which another claim may take again at once. Each row returns how
+-- long after the statement's start its lease ends (lease_from_start): the
+-- relay adds that to its own clock's reading from before it sent the
+-- statement, a bound that never ends after the database's lease does,
+-- whatever the clocks of the two hosts say. Expiry is judged against now(),
+-- the earlier time: the claim never takes a lease still running.
 --
 -- The update changes no indexed column (see migration 005): it is a HOT
 -- update, writing no index entry. Rows in flight therefore stay in the open
@@ -65,7 +76,7 @@ WITH picked AS (
 )
 UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = @token,
-    lease_expires_at = now() + @lease::interval, updated_at = now()
+    lease_expires_at = clock_timestamp() + @lease::interval, updated_at = now()
 FROM picked
 WHERE m.id = picked.id
   -- Spelled out so the planner probes the primary key for the picked ids
@@ -78,4 +89,5 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           CASE WHEN m.thread_key IS NOT NULL THEN (
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,
-          m.deferrals
+          m.deferrals,
+          m.lease_expires_at - now()

@@ -1,0 +1,171 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testsignal"
+)
+
+// slowClaimLease is the lease of the slow-claim test: its claims are held
+// up for longer than that.
+const slowClaimLease = 2 * time.Second
+
+// preparedConns is the size of the pool whose connections all have the
+// claim prepared.
+const preparedConns = 6
+
+// sinkLatency is how long the slow-claim test's sink takes per delivery,
+// like a real receiver: a delivery is still under way when the other
+// relay claims again.
+const sinkLatency = 300 * time.Millisecond
+
+// A claim held up for longer than the lease after it leased its rows (the
+// test holds the claiming loops' wake-up registrations, which every claim
+// updates last) never has its rows delivered by two relays: the relay that
+// claimed them finds their lease spent and hands them back, and the others,
+// one of them started as the lock goes, deliver them. This already held on
+// 23581da (the relay counted leases from before the claim); the test keeps
+// it. (Mutations: begin without its check of the lease's budget delivers
+// all 40 rows twice; the relay counting the lease from when the claim
+// returned, time.Now() plus the configured lease, delivers rows twice.)
+func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
+	b := coretest.Setup(t)
+	const n = 40
+	rec := coretest.NewRecordingSink()
+	rec.Fail = func(*sink.Delivery) error {
+		time.Sleep(sinkLatency)
+		return nil
+	}
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Lease: slowClaimLease,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}
+	signals := &testsignal.Relay{}
+	for range 2 {
+		testrelay.RunWith(t, b.Pool, cfg, signals)
+	}
+	testrelay.WaitFor(t, 30*time.Second, "both relays registered", func() bool {
+		var waiters int
+		_ = b.Pool.QueryRow(b.Ctx, "SELECT count(*) FROM "+b.Outbox.Schema()+".waiters").Scan(&waiters)
+		return waiters >= 2
+	})
+	holder, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(b.Ctx) }()
+	if _, err := holder.Exec(b.Ctx, "SELECT FROM "+b.Outbox.Schema()+".waiters FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	b.EnqueueN(t, "s", n, nil)
+	waitForHeldClaim(t, b)
+	if err := holder.Commit(b.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A relay starting now claims at once whatever the database says is
+	// free to claim.
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	signals.Written.Wait(t, time.Minute, "every row sent", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "sent") == n
+	})
+	seen := map[string]int{}
+	for _, d := range rec.Snapshot() {
+		seen[d.DedupKey]++
+	}
+	twice := 0
+	for _, c := range seen {
+		if c > 1 {
+			twice++
+		}
+	}
+	if twice > 0 || len(seen) != n {
+		t.Fatalf("%d of %d rows delivered more than once (%d delivered)", twice, n, len(seen))
+	}
+}
+
+// A claim held up for longer than the lease before it leases its rows (the
+// test holds a table the claim reads, so the statement waits between its
+// start and its first row) gives each row a lease from when it was leased:
+// the relay delivers every row of that claim once, handing none back as
+// spent. (On 23581da the leases were counted from the statement's start,
+// all spent on arrival: the relay handed the 40 rows back and delivered
+// them from a later claim. Mutations: claim.sql's lease from now(), or the
+// relay's lease end from its clock before the claim plus the configured
+// lease, each make it hand the rows back.)
+func TestClaimHeldUpBeforeLeasingHandsOutFullLeases(t *testing.T) {
+	b := coretest.Setup(t)
+	const n = 40
+	rec := coretest.NewRecordingSink()
+	// Every connection of the relay's pool has the claim prepared before
+	// the lock is taken, so the lock holds up the claim's own transaction.
+	// A connection's first claim is otherwise prepared in a transaction of
+	// its own, which the lock may hold up instead: the relay, counting from
+	// before the prepare, then finds the leases too short and hands the
+	// rows back (safe, but not what this test measures).
+	q, err := store.New(b.Outbox.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(testdb.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MinConns, cfg.MaxConns = preparedConns, preparedConns
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Prepare(ctx, q.Texts().Claim, q.Texts().Claim)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	testrelay.WaitFor(t, 30*time.Second, "every connection prepared", func() bool { return pool.Stat().TotalConns() == preparedConns })
+	signals := testrelay.Run(t, pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+		Lease: slowClaimLease, Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}})
+	signals.Idle.WaitCount(t, 30*time.Second, "a first claim", 1)
+	holder, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(b.Ctx) }()
+	if _, err := holder.Exec(b.Ctx, "LOCK TABLE "+b.Outbox.Schema()+".sink_limits IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	b.EnqueueN(t, "s", n, nil)
+	waitForHeldClaim(t, b)
+	if err := holder.Commit(b.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	signals.Written.Wait(t, time.Minute, "every row sent", func(all []testsignal.Outcome) bool {
+		return testsignal.CountWritten(all, "sent") == n
+	})
+	if back := testsignal.CountWritten(signals.Written.All(), "pending"); back > 0 {
+		t.Fatalf("%d rows handed back as spent, want every row delivered from the held-up claim", back)
+	}
+	if got := len(rec.Snapshot()); got != n {
+		t.Fatalf("%d deliveries, want %d", got, n)
+	}
+}
+
+// waitForHeldClaim waits until a claim waiting for a lock has run for the
+// lease and half again: leases counted from its start are over.
+func waitForHeldClaim(t *testing.T, b coretest.Bundle) {
+	t.Helper()
+	testrelay.WaitFor(t, time.Minute, "a claim held up past the lease", func() bool {
+		var held int
+		_ = b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- name: claim%'
+			  AND clock_timestamp() - xact_start > $1::interval`, 3*slowClaimLease/2).Scan(&held)
+		return held > 0
+	})
+}
