@@ -203,7 +203,7 @@ func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
 func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
 	b := coretest.Setup(t)
 	rc := newFlakyReceiver(t, http.StatusOK)
-	rc.poison = "poison"
+	rc.poison = "hook/poison" // the webhook-id: the delivery id, sink/dedup key
 	hook := webhookSink(t, rc.url())
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,

@@ -24,8 +24,9 @@ import (
 // maxBodyBytes bounds what the receiver reads of one request.
 const maxBodyBytes = 1 << 20
 
-// Delivery is a verified webhook: its id (the message's dedup key, the same
-// on every retry, so a receiver can drop redeliveries) and its JSON body.
+// Delivery is a verified webhook: its id (the delivery id, <sink>/<dedup
+// key>, the same on every retry, so a receiver can drop redeliveries) and
+// its JSON body.
 type Delivery struct {
 	ID      string          `json:"id"`
 	Payload json.RawMessage `json:"payload"`

@@ -67,7 +67,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 	signals.WaitWritten(t, deliveryTimeout, "wrong", "dead", 1)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(handled) != 1 || handled[0].ID != "order-1" || string(handled[0].Payload) != `{"order": 1}` {
+	if len(handled) != 1 || handled[0].ID != "rotating/order-1" || string(handled[0].Payload) != `{"order": 1}` {
 		t.Fatalf("handled %+v, want only order-1 with its payload", handled)
 	}
 }

@@ -104,7 +104,7 @@ func TestUndecodableRowBesideGoodOnes(t *testing.T) {
 	e.serve()
 	eventually(t, time.Minute, "the good rows sent and the bad one dead", func() bool {
 		s := e.stats()
-		return s["a"]["sent"] == 2 && s["a"]["dead"] == 1 && s["b"]["sent"] == 3
+		return s["a"]["sent_last_hour"] == 2 && s["a"]["dead"] == 1 && s["b"]["sent_last_hour"] == 3
 	})
 	if distinct, total := rcv.received(); distinct != 5 || total != 5 {
 		t.Errorf("received %d distinct messages in %d deliveries, want 5 once each", distinct, total)
@@ -228,7 +228,7 @@ func TestSlowClaimsDeliverOnce(t *testing.T) {
 		})
 	}
 	eventually(t, time.Minute, "every row recorded as sent", func() bool {
-		return e.stats()["partner"]["sent"] == 2*perPhase
+		return e.stats()["partner"]["sent_last_hour"] == 2*perPhase
 	})
 	if distinct, total := rcv.received(); total != distinct {
 		t.Fatalf("%d messages in %d deliveries: %d delivered twice", distinct, total, total-distinct)
