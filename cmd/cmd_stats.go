@@ -44,7 +44,7 @@ const notConfiguredNote = "not configured on this relay"
 
 func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tNOTE")
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
@@ -52,12 +52,27 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 		if !s.Configured {
 			note = notConfiguredNote
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, s.Circuit, note)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age,
+			s.Circuit, pauseCell(s.Pause), note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return writeBreakersTable(w, r)
+}
+
+// pauseCell describes a sink's pause beside its breaker state: a pause by
+// hand is a breaker opened by hand, so it says so, and by whom.
+func pauseCell(p *operator.SinkState) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.ByHand && p.UntilResumed:
+		return "by hand (" + terminalCell(p.ChangedBy) + ") until resumed"
+	case p.ByHand:
+		return "by hand (" + terminalCell(p.ChangedBy) + ") until " + p.PausedUntil.UTC().Format(time.RFC3339)
+	}
+	return "Retry-After until " + p.PausedUntil.UTC().Format(time.RFC3339)
 }
 
 // writeBreakersTable lists the open circuit breakers under the stats, if

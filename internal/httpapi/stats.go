@@ -35,6 +35,9 @@ type SinkStatsReport struct {
 	// probing (a sink limited per key has a breaker per key instead, in
 	// Breakers).
 	Circuit string `json:"circuit"`
+	// Pause is the sink's pause in force, if any: by hand (a breaker
+	// opened by hand, until a resume or its end) or by a Retry-After.
+	Pause *operator.SinkState `json:"pause,omitempty"`
 }
 
 // circuitOf is the state of the sink's own breaker among breakers.
@@ -70,14 +73,24 @@ func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db c
 	if err != nil {
 		return StatsReport{}, err
 	}
+	states, err := ops.SinkStates(ctx, db)
+	if err != nil {
+		return StatsReport{}, err
+	}
 	report := StatsReport{Sinks: map[string]SinkStatsReport{}, TakenAt: snap.TakenAt, TakenBy: snap.TakenBy}
 	for name := range cfg.Sinks {
-		report.Sinks[name] = SinkStatsReport{Configured: true, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
+		report.Sinks[name] = SinkStatsReport{Configured: true}
 	}
 	for name, s := range snap.Sinks {
 		_, configured := cfg.Sinks[name]
-		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(),
-			Configured: configured, Breakers: breakers[name], Circuit: circuitOf(breakers[name])}
+		report.Sinks[name] = SinkStatsReport{SinkCounts: s, OldestPendingAgeSeconds: s.OldestPendingAge.Seconds(), Configured: configured}
+	}
+	for name, s := range report.Sinks {
+		s.Breakers, s.Circuit = breakers[name], circuitOf(breakers[name])
+		if st, ok := states[name]; ok && st.Paused() {
+			s.Pause = &st
+		}
+		report.Sinks[name] = s
 	}
 	return report, nil
 }

@@ -97,6 +97,8 @@ type Texts struct {
 	Publish string
 	// PublishBatch is publish_batch.sql.
 	PublishBatch string
+	// PublishBreakerEvent is publish_breaker_event.sql.
+	PublishBreakerEvent string
 	// Purge is purge.sql.
 	Purge string
 	// Redrive is redrive.sql.
@@ -170,6 +172,7 @@ func newTexts(ident string) Texts {
 		PruneWaiters:           strings.ReplaceAll(pruneWaitersSQL, "{schema}", ident),
 		Publish:                strings.ReplaceAll(publishSQL, "{schema}", ident),
 		PublishBatch:           strings.ReplaceAll(publishBatchSQL, "{schema}", ident),
+		PublishBreakerEvent:    strings.ReplaceAll(publishBreakerEventSQL, "{schema}", ident),
 		Purge:                  strings.ReplaceAll(purgeSQL, "{schema}", ident),
 		Redrive:                strings.ReplaceAll(redriveSQL, "{schema}", ident),
 		RegisterWaiter:         strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
@@ -1298,6 +1301,47 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 	})
 }
 
+const publishBreakerEventSQL = `-- name: publish_breaker_event
+-- Publishes a circuit breaker's event (@event_type, outboxd.destination.*,
+-- key @key, data @data) through publish() when a route of the applied
+-- version matches its type, and publishes nothing otherwise: a breaker
+-- opens or closes whether or not a route wants the news, where publish()
+-- itself refuses an event no route matches (routes_unmatched: error) or
+-- an outbox with no routes applied. Returns each target's row.
+SELECT p.sink, p.id, p.created
+FROM (SELECT $1::text AS type
+      FROM {schema}.routes_active a
+      WHERE cardinality((SELECT r.routes FROM {schema}.route_match(a.version, $1::text) r)) > 0) routed
+CROSS JOIN LATERAL {schema}.publish(routed.type, $2::text, $3::jsonb) p
+`
+
+// PublishBreakerEventParams are the parameters of publish_breaker_event.sql.
+type PublishBreakerEventParams struct {
+	EventType string // text
+	Key       string // text
+	Data      []byte // jsonb
+}
+
+// PublishBreakerEventRow is a row of publish_breaker_event.sql.
+type PublishBreakerEventRow struct {
+	Sink    string // text
+	ID      int64  // bigint
+	Created bool   // boolean
+}
+
+// PublishBreakerEvent runs publish_breaker_event.sql and returns its rows.
+func (q *Queries) PublishBreakerEvent(ctx context.Context, db DBTX, arg PublishBreakerEventParams) ([]PublishBreakerEventRow, error) {
+	rows, err := db.Query(ctx, q.text.PublishBreakerEvent, arg.EventType, arg.Key, arg.Data)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishBreakerEventRow, error) {
+		var r PublishBreakerEventRow
+		err := row.Scan(&r.Sink, &r.ID, &r.Created)
+		return r, err
+	})
+}
+
 const purgeSQL = `-- name: purge
 -- Deletes dead rows and their recorded failed attempts: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
@@ -1569,11 +1613,12 @@ const resumeSinkSQL = `-- name: resume_sink
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
 -- wakes their claim loops. Returns whether the sink was paused or had a
--- breaker open.
+-- breaker open, and the breakers it closed (destination key, since when
+-- and why each was open, in key order) for their closed events.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1
 ), closed AS (
-    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING 1
+    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING dest_key, opened_at, reason
 ), resumed AS (
     INSERT INTO {schema}.sink_limits AS l (sink, changed_by, change_reason, changed_at)
     VALUES ($1, $2, $3, now())
@@ -1587,14 +1632,26 @@ WITH before AS (
 ), told AS (
     SELECT pg_notify($4, $5), pg_notify($4, '') FROM resumed
 )
-SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed) FROM told
+SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed),
+       COALESCE((SELECT array_agg(dest_key ORDER BY dest_key) FROM closed), '{}'),
+       COALESCE((SELECT array_agg(opened_at ORDER BY dest_key) FROM closed), '{}'),
+       COALESCE((SELECT array_agg(reason ORDER BY dest_key) FROM closed), '{}')
+FROM told
 `
+
+// ResumeSinkRow is a row of resume_sink.sql.
+type ResumeSinkRow struct {
+	WasPaused     bool        // boolean
+	ClosedKeys    []string    // text[]
+	ClosedSince   []time.Time // timestamptz[]
+	ClosedReasons []string    // text[]
+}
 
 // ResumeSink runs resume_sink.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) ResumeSink(ctx context.Context, db DBTX, sink string, by string, reason string, channel string, payload string) (bool, error) {
-	var r bool
-	err := db.QueryRow(ctx, q.text.ResumeSink, sink, by, reason, channel, payload).Scan(&r)
+func (q *Queries) ResumeSink(ctx context.Context, db DBTX, sink string, by string, reason string, channel string, payload string) (ResumeSinkRow, error) {
+	var r ResumeSinkRow
+	err := db.QueryRow(ctx, q.text.ResumeSink, sink, by, reason, channel, payload).Scan(&r.WasPaused, &r.ClosedKeys, &r.ClosedSince, &r.ClosedReasons)
 	return r, err
 }
 
