@@ -55,6 +55,8 @@ type Texts struct {
 	DroppedEvents string
 	// Enqueue is enqueue.sql.
 	Enqueue string
+	// EventRouted is event_routed.sql.
+	EventRouted string
 	// Finish is finish.sql.
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
@@ -97,8 +99,6 @@ type Texts struct {
 	Publish string
 	// PublishBatch is publish_batch.sql.
 	PublishBatch string
-	// PublishBreakerEvent is publish_breaker_event.sql.
-	PublishBreakerEvent string
 	// Purge is purge.sql.
 	Purge string
 	// Redrive is redrive.sql.
@@ -151,6 +151,7 @@ func newTexts(ident string) Texts {
 		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
+		EventRouted:            strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
 		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
 		LockTransaction:        strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
@@ -172,7 +173,6 @@ func newTexts(ident string) Texts {
 		PruneWaiters:           strings.ReplaceAll(pruneWaitersSQL, "{schema}", ident),
 		Publish:                strings.ReplaceAll(publishSQL, "{schema}", ident),
 		PublishBatch:           strings.ReplaceAll(publishBatchSQL, "{schema}", ident),
-		PublishBreakerEvent:    strings.ReplaceAll(publishBreakerEventSQL, "{schema}", ident),
 		Purge:                  strings.ReplaceAll(purgeSQL, "{schema}", ident),
 		Redrive:                strings.ReplaceAll(redriveSQL, "{schema}", ident),
 		RegisterWaiter:         strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
@@ -755,6 +755,25 @@ func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) (int6
 	return r, err
 }
 
+const eventRoutedSQL = `-- name: event_routed
+-- Reports whether a route of the applied version matches event type $1,
+-- so that a circuit breaker's event (outboxd.destination.*) is published
+-- only when some route wants it: publish() refuses an event no route
+-- matches (routes_unmatched: error) or an outbox with no routes applied,
+-- and a breaker opens or closes whether or not anyone listens.
+SELECT EXISTS (
+    SELECT FROM {schema}.routes_active a
+    WHERE cardinality((SELECT r.routes FROM {schema}.route_match(a.version, $1) r)) > 0)
+`
+
+// EventRouted runs event_routed.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) EventRouted(ctx context.Context, db DBTX, eventType string) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.EventRouted, eventType).Scan(&r)
+	return r, err
+}
+
 const finishSQL = `-- name: finish
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
@@ -1297,47 +1316,6 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishBatchRow, error) {
 		var r PublishBatchRow
 		err := row.Scan(&r.Event, &r.Sink, &r.ID, &r.Created)
-		return r, err
-	})
-}
-
-const publishBreakerEventSQL = `-- name: publish_breaker_event
--- Publishes a circuit breaker's event (@event_type, outboxd.destination.*,
--- key @key, data @data) through publish() when a route of the applied
--- version matches its type, and publishes nothing otherwise: a breaker
--- opens or closes whether or not a route wants the news, where publish()
--- itself refuses an event no route matches (routes_unmatched: error) or
--- an outbox with no routes applied. Returns each target's row.
-SELECT p.sink, p.id, p.created
-FROM (SELECT $1::text AS type
-      FROM {schema}.routes_active a
-      WHERE cardinality((SELECT r.routes FROM {schema}.route_match(a.version, $1::text) r)) > 0) routed
-CROSS JOIN LATERAL {schema}.publish(routed.type, $2::text, $3::jsonb) p
-`
-
-// PublishBreakerEventParams are the parameters of publish_breaker_event.sql.
-type PublishBreakerEventParams struct {
-	EventType string // text
-	Key       string // text
-	Data      []byte // jsonb
-}
-
-// PublishBreakerEventRow is a row of publish_breaker_event.sql.
-type PublishBreakerEventRow struct {
-	Sink    string // text
-	ID      int64  // bigint
-	Created bool   // boolean
-}
-
-// PublishBreakerEvent runs publish_breaker_event.sql and returns its rows.
-func (q *Queries) PublishBreakerEvent(ctx context.Context, db DBTX, arg PublishBreakerEventParams) ([]PublishBreakerEventRow, error) {
-	rows, err := db.Query(ctx, q.text.PublishBreakerEvent, arg.EventType, arg.Key, arg.Data)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishBreakerEventRow, error) {
-		var r PublishBreakerEventRow
-		err := row.Scan(&r.Sink, &r.ID, &r.Created)
 		return r, err
 	})
 }

@@ -42,8 +42,15 @@ func Publish(ctx context.Context, q *store.Queries, db store.DBTX, eventType str
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", eventType, err)
 	}
+	routed, err := q.EventRouted(ctx, db, eventType)
+	if err != nil {
+		return fmt.Errorf("look up the routes of %s: %w", eventType, err)
+	}
+	if !routed {
+		return nil
+	}
 	key := d.Sink + "/" + d.Key + "/" + strconv.FormatInt(d.Since.UnixNano(), 10)
-	rows, err := q.PublishBreakerEvent(ctx, db, store.PublishBreakerEventParams{EventType: eventType, Key: key, Data: data})
+	rows, err := q.Publish(ctx, db, eventType, key, data, "", "", nil)
 	if err != nil {
 		return fmt.Errorf("publish %s for sink %q: %w", eventType, d.Sink, err)
 	}
