@@ -229,12 +229,12 @@ func metricValue(t *testing.T, servers []*server, name string, labels ...string)
 // since), the down one neither; stats and /metrics show the breaker open
 // and then closed, with its opening and its probe counted.
 //
-// Checked with the mutations: `circuit_breaker: {enabled: false}` on the
-// down sink (its messages died, 90 requests; the open state never showed);
+// Checked with the mutations, each failing it: `circuit_breaker: {enabled:
+// false}` on the down sink (the breaker never opened: timed out);
 // breakerevent.Publish keeping the rows for the unhealthy sink itself (the
-// down receiver got the events); relay.closeBreaker without its
-// publishBreakerEvent (no closed event); the circuit_opens counter not
-// incremented in openBreaker (the metric check failed).
+// down receiver got its own breaker's events); relay.closeBreaker without
+// its publishBreakerEvent (no closed event: timed out); openBreaker not
+// adding to the circuit_opens counter (outbox_sink_circuit_opens_total 0).
 func TestServeOutageBesideAHealthySink(t *testing.T) {
 	t.Parallel()
 	down := newFlakyReceiver(t, http.StatusServiceUnavailable)
@@ -350,8 +350,7 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 // row spends an attempt, dies or comes near its deferral budget.
 //
 // Checked with the mutation "breaker.Classify returns Answered for a
-// Retry-After" (the breaker never opened; requests went on at the
-// backoff's pace, over the bound).
+// Retry-After": the breaker never opened (timed out waiting for it).
 func TestServeRetryAfterZero(t *testing.T) {
 	t.Parallel()
 	rcv := newFlakyReceiver(t, http.StatusTooManyRequests)
@@ -390,10 +389,9 @@ func TestServeRetryAfterZero(t *testing.T) {
 // first attempt, at the limit, none dead. (On 110b5e5 rows parked for
 // their permit past their lease were re-claimed until they died.)
 //
-// Checked with the mutation "sinkLoop claims without its hold-window
-// check and Reserve grants every permit asked for, whatever its wait"
-// (rows were handed back and re-claimed past their lease, attempts above
-// 1).
+// Checked with the mutation "holdWindow is 100 leases" (claimed rows wait
+// for their permits past their lease): the messages were not all sent in
+// time.
 func TestServeRateSlowerThanTheLease(t *testing.T) {
 	t.Parallel()
 	rcv := newFlakyReceiver(t, http.StatusOK)
@@ -433,9 +431,8 @@ func TestServeRateSlowerThanTheLease(t *testing.T) {
 // notification reaches neither. The reconnecting listeners reload the
 // pauses: the row is delivered within seconds, not after a poll interval.
 //
-// Checked with the mutation "the listener's reconnect does not reload the
-// pauses (its onConnect callback only wakes the loops)": the row waited
-// for the 30 s poll and the test timed out.
+// Checked with the mutation "listenOnce does not reload the pauses once
+// (re)connected": the row waited for the 30 s poll; the test timed out.
 func TestServeResumeDuringListenerReconnect(t *testing.T) {
 	t.Parallel()
 	rcv := newFlakyReceiver(t, http.StatusOK)
@@ -488,9 +485,9 @@ func TestServeResumeDuringListenerReconnect(t *testing.T) {
 // serve that did it logs one INFO line, and the rows are delivered
 // without waiting for the probe.
 //
-// Checked with the mutation "operator.ResumeSink without its
-// breakerevent.Publish" (no closed event) and "Resumed.LogClosed logging
-// nothing" (no INFO line).
+// Checked with the mutations "operator.ResumeSink publishes under a type
+// no route matches" (no closed event: timed out) and "Resumed.LogClosed
+// logs at DEBUG" (0 INFO lines).
 func TestServeResumeClosesTheBreaker(t *testing.T) {
 	t.Parallel()
 	down, ops := newFlakyReceiver(t, http.StatusBadGateway), newFlakyReceiver(t, http.StatusOK)
