@@ -320,6 +320,9 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 	if d := closed.Data; d.Sink != "down" || d.Key != "" || d.Reason != opened.Data.Reason || !d.Since.Equal(opened.Data.Since) {
 		t.Errorf("closed event %+v, want the opened one's sink, key, reason and since (%+v)", d, opened.Data)
 	}
+	if evs := healthy.events(t); len(evs) != 2 {
+		t.Errorf("the healthy sink got %d breaker events, want the opening and the closing once each: %+v", len(evs), evs)
+	}
 	if evs := down.events(t); len(evs) != 0 {
 		t.Errorf("the down receiver got its own breaker's events: %+v", evs)
 	}
