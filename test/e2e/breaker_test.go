@@ -118,6 +118,18 @@ func sinkYAML(name, url string, maxAttempts int, extra string) string {
 		name, maxAttempts, extra, url, webhookSecret)
 }
 
+// oneSinkEnv is a migrated env whose one sink, name (max_attempts 3,
+// sinkExtra), delivers to a new flakyReceiver answering status; environ
+// is added to every run of the binary.
+func oneSinkEnv(t *testing.T, name string, status int, sinkExtra string, environ ...string) (*flakyReceiver, *env) {
+	t.Helper()
+	rcv := newFlakyReceiver(t, status)
+	e := newEnv(t, sinkYAML(name, rcv.URL, 3, sinkExtra), "")
+	e.extra = environ
+	e.mustRun("migrate")
+	return rcv, e
+}
+
 // sinkReport is one sink of `outboxd stats --json`, as far as the
 // breaker tests read it.
 type sinkReport struct {
@@ -356,10 +368,8 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 // Retry-After": the breaker never opened (timed out waiting for it).
 func TestServeRetryAfterZero(t *testing.T) {
 	t.Parallel()
-	rcv := newFlakyReceiver(t, http.StatusTooManyRequests)
+	rcv, e := oneSinkEnv(t, "storm", http.StatusTooManyRequests, "")
 	rcv.retryAfter = "0"
-	e := newEnv(t, sinkYAML("storm", rcv.URL, 3, ""), "")
-	e.mustRun("migrate")
 	e.serve()
 	e.serve()
 	const messages = 20
@@ -397,10 +407,7 @@ func TestServeRetryAfterZero(t *testing.T) {
 // time.
 func TestServeRateSlowerThanTheLease(t *testing.T) {
 	t.Parallel()
-	rcv := newFlakyReceiver(t, http.StatusOK)
-	e := newEnv(t, sinkYAML("slow", rcv.URL, 3, "    rate_limit: {rate: 1, per: 3s}\n"), "")
-	e.extra = []string{"OUTBOX_RELAY_LEASE=2s"}
-	e.mustRun("migrate")
+	rcv, e := oneSinkEnv(t, "slow", http.StatusOK, "    rate_limit: {rate: 1, per: 3s}\n", "OUTBOX_RELAY_LEASE=2s")
 	e.serve()
 	e.serve()
 	const messages = 4
@@ -438,10 +445,7 @@ func TestServeRateSlowerThanTheLease(t *testing.T) {
 // (re)connected": the row waited for the 30 s poll; the test timed out.
 func TestServeResumeDuringListenerReconnect(t *testing.T) {
 	t.Parallel()
-	rcv := newFlakyReceiver(t, http.StatusOK)
-	e := newEnv(t, sinkYAML("held", rcv.URL, 3, ""), "")
-	e.extra = []string{"OUTBOX_RELAY_POLL_INTERVAL=30s"}
-	e.mustRun("migrate")
+	rcv, e := oneSinkEnv(t, "held", http.StatusOK, "", "OUTBOX_RELAY_POLL_INTERVAL=30s")
 	e.mustRun("sinks", "pause", "held", "--by", "alice")
 	if table := e.mustRun("stats"); !strings.Contains(table, "by hand (alice) until resumed") {
 		t.Errorf("stats does not show the pause by hand:\n%s", table)
