@@ -109,11 +109,15 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
-			was, err := s.ops.ResumeSink(cmd.Context(), s.pool, sink, a.operator(ch.by), ch.reason)
+			res, err := s.ops.ResumeSink(cmd.Context(), s.pool, sink, a.operator(ch.by), ch.reason)
 			if err != nil {
 				return err
 			}
-			if was {
+			for _, b := range res.Closed {
+				fmt.Fprintf(cmd.OutOrStdout(), "closed the circuit breaker of %s%s (open since %s: %s)\n", terminalText(sink),
+					keySuffix(b.Key), b.Since.UTC().Format(time.RFC3339), terminalText(b.Reason))
+			}
+			if res.WasPaused {
 				fmt.Fprintf(cmd.OutOrStdout(), "resumed %s\n", terminalText(sink))
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s was not paused\n", terminalText(sink))
@@ -156,4 +160,12 @@ name without recorded state is an error (exit 1).`,
 			return nil
 		}),
 	}
+}
+
+// keySuffix names a destination key after its sink's name, if any.
+func keySuffix(key string) string {
+	if key == "" {
+		return ""
+	}
+	return " for key " + terminalText(key)
 }

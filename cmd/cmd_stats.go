@@ -45,7 +45,7 @@ const notConfiguredNote = "not configured on this relay"
 
 func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tNOTE")
+	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE")
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
@@ -53,16 +53,28 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 		if !s.Configured {
 			notes = append(notes, notConfiguredNote)
 		}
-		if p := s.Pause; p != nil && p.Paused() {
-			notes = append(notes, pauseNote(*p))
-		}
 		note := strings.Join(notes, "; ")
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age, s.Circuit, note)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age,
+			s.Circuit, pauseCell(s.Pause), note)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return writeBreakersTable(w, r)
+}
+
+// pauseCell describes a sink's pause beside its breaker state: a pause by
+// hand is a breaker opened by hand, so it says so, and by whom.
+func pauseCell(p *operator.SinkState) string {
+	switch {
+	case p == nil || !p.Paused():
+		return "-"
+	case p.ByHand && p.UntilResumed:
+		return "by hand (" + terminalCell(p.ChangedBy) + ") until resumed"
+	case p.ByHand:
+		return "by hand (" + terminalCell(p.ChangedBy) + ") until " + p.PausedUntil.UTC().Format(time.RFC3339)
+	}
+	return "Retry-After until " + p.PausedUntil.UTC().Format(time.RFC3339)
 }
 
 // writeBreakersTable lists the open circuit breakers under the stats, if
@@ -85,18 +97,6 @@ func writeBreakersTable(w io.Writer, r httpapi.StatsReport) error {
 			terminalCell(b.LastFailure))
 	}
 	return tw.Flush()
-}
-
-// pauseNote describes a paused sink's pause in the stats table.
-func pauseNote(p operator.SinkState) string {
-	how := "by a Retry-After"
-	if p.ByHand {
-		how = "by " + terminalCell(p.ChangedBy)
-	}
-	if p.UntilResumed {
-		return "paused until resumed, " + how
-	}
-	return "paused until " + p.PausedUntil.UTC().Format(time.RFC3339) + ", " + how
 }
 
 // writeJSON prints v as indented JSON, its strings safe for a terminal

@@ -325,7 +325,8 @@ func (c *Console) postResume(w http.ResponseWriter, r *http.Request) {
 	c.changeSink(w, r, "resumed", func(sink, by, reason string) error {
 		ctx, cancel := c.context(r)
 		defer cancel()
-		_, err := c.opt.Operator.ResumeSink(ctx, c.opt.DB, sink, by, reason)
+		res, err := c.opt.Operator.ResumeSink(ctx, c.opt.DB, sink, by, reason)
+		res.LogClosed(ctx, c.opt.Logger, by)
 		return err
 	})
 }

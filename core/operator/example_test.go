@@ -94,12 +94,12 @@ func ExampleOperator_PauseSink() {
 	}
 	s := states["partner"]
 	fmt.Println(s.Paused(), s.ByHand, s.ChangedBy, s.ChangeReason)
-	was, err := ops.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
+	res, err := ops.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
 	if err != nil {
 		panic(err)
 	}
 	states, _ = ops.SinkStates(ctx, pool)
-	fmt.Println(was, states["partner"].Paused(), states["partner"].ChangedBy)
+	fmt.Println(res.WasPaused, states["partner"].Paused(), states["partner"].ChangedBy)
 	// Output:
 	// paused for about an hour: 1h0m0s
 	// true true alice partner maintenance

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/internal/breakerevent"
 	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -78,15 +80,47 @@ func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p P
 	return until, nil
 }
 
-// ResumeSink ends sink's pause, by hand or by a Retry-After, at once on
-// every running relay, and records by and reason. It reports whether the
-// sink was paused.
-func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reason string) (bool, error) {
-	was, err := o.q.ResumeSink(ctx, db, sink, by, reason, o.q.Channel, listener.PausePrefix+sink)
+// Resumed is what a ResumeSink did.
+type Resumed struct {
+	// WasPaused says the sink was paused (by hand or by a Retry-After) or
+	// had a circuit breaker open.
+	WasPaused bool
+	// Closed are the circuit breakers the resume closed (Sink, Key, Since
+	// and Reason set), each published as outboxd.destination.closed.
+	Closed []BreakerState
+}
+
+// ResumeSink ends sink's pause, by hand or by a Retry-After, and closes
+// its circuit breakers, at once on every running relay, and records by and
+// reason. Each breaker it closes is published as the event
+// outboxd.destination.closed through the routes, as a probe's success
+// would publish it (on db: with no route for the event, nothing is
+// published). It reports whether the sink was paused and which breakers
+// it closed; log them with LogClosed.
+func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reason string) (Resumed, error) {
+	row, err := o.q.ResumeSink(ctx, db, sink, by, reason, o.q.Channel, listener.PausePrefix+sink)
 	if err != nil {
-		return false, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
+		return Resumed{}, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
 	}
-	return was, nil
+	res := Resumed{WasPaused: row.WasPaused}
+	for i, key := range row.ClosedKeys {
+		b := BreakerState{Sink: sink, Key: key, State: BreakerClosed, Since: row.ClosedSince[i], Reason: row.ClosedReasons[i]}
+		res.Closed = append(res.Closed, b)
+		if err := breakerevent.Publish(ctx, o.q, db, breakerevent.Closed,
+			breakerevent.Data{Sink: sink, Key: key, Reason: b.Reason, Since: b.Since}); err != nil {
+			return res, fmt.Errorf("outbox: resume sink %q: resumed, but %w", sink, err)
+		}
+	}
+	return res, nil
+}
+
+// LogClosed logs the one INFO line of each circuit breaker the resume
+// closed, as the relay logs a breaker its probe closes.
+func (r Resumed) LogClosed(ctx context.Context, log *slog.Logger, by string) {
+	for _, b := range r.Closed {
+		log.InfoContext(ctx, "outbox: circuit breaker closed by hand; delivery resumes",
+			"sink", b.Sink, "key", b.Key, "by", by, "open_for", time.Since(b.Since).Round(time.Millisecond))
+	}
 }
 
 // SinkStates lists, by sink name, the sinks paused now and those paused or

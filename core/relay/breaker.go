@@ -2,17 +2,17 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/breaker"
+	"github.com/outboxd/outboxd/core/internal/breakerevent"
 	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/safetext"
@@ -47,8 +47,8 @@ import (
 
 // Event types a breaker publishes when it opens or closes.
 const (
-	EventDestinationOpened = "outboxd.destination.opened"
-	EventDestinationClosed = "outboxd.destination.closed"
+	EventDestinationOpened = breakerevent.Opened
+	EventDestinationClosed = breakerevent.Closed
 )
 
 // Breaker states as the outbox_sink_circuit_state gauge reports them.
@@ -173,7 +173,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 		sb.mu.Unlock()
 	}()
 	var opened store.BreakerOpenRow
-	err := r.inTx(ctx, func(tx store.DBTX) error {
+	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		opened, err = r.q.BreakerOpen(ctx, tx, store.BreakerOpenParams{Sink: sb.name, DestKey: key, Reason: reason,
 			LastFailure: failure, ProbeInterval: sb.cfg.ProbeInterval, Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
@@ -203,7 +203,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 // outboxd.destination.closed.
 func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) {
 	var closed store.BreakerCloseRow
-	err := r.inTx(ctx, func(tx store.DBTX) error {
+	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		closed, err = r.q.BreakerClose(ctx, tx, store.BreakerCloseParams{Sink: sb.name, DestKey: key,
 			Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
@@ -235,49 +235,24 @@ func (r *Relay) probeFailed(ctx context.Context, sb *sinkBreakers, key string, c
 	}
 }
 
-// breakerEvent is the data of the events a breaker publishes.
-type breakerEvent struct {
-	Sink   string    `json:"sink"`
-	Key    string    `json:"key"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"since"`
-}
-
-// publishBreakerEvent publishes eventType through the routes, in a
-// savepoint of tx: with no route for it (or none applied) the breaker
-// changes all the same. Rows it creates for the unhealthy sink itself
-// are dropped: that news cannot go through the destination it is about.
-// (For a destination key, the sink's other keys still get it; a row for
-// the unhealthy key waits for it like the key's other rows.)
-func (r *Relay) publishBreakerEvent(ctx context.Context, tx store.DBTX, eventType, sinkName, key, reason string, since time.Time) error {
-	data, err := json.Marshal(breakerEvent{Sink: sinkName, Key: key, Reason: reason, Since: since})
+// publishBreakerEvent publishes eventType about the breaker of (sinkName,
+// key) through the routes (breakerevent.Publish), in a savepoint of tx: a
+// route that cannot render the event (a thread_key template asking for
+// data it lacks) costs the event, logged, never the breaker's change.
+func (r *Relay) publishBreakerEvent(ctx context.Context, tx pgx.Tx, eventType, sinkName, key, reason string, since time.Time) error {
+	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", eventType, err)
-	}
-	eventKey := sinkName + "/" + key + "/" + strconv.FormatInt(since.UnixNano(), 10)
-	if _, err := tx.Exec(ctx, "SAVEPOINT breaker_event"); err != nil {
 		return err
 	}
-	rows, err := r.q.Publish(ctx, tx, eventType, eventKey, data, "", "", nil)
-	if err != nil {
-		// No route wants the event: nothing to publish.
-		_, err = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT breaker_event")
-		return err
+	if err := breakerevent.Publish(ctx, r.q, sp, eventType, breakerevent.Data{Sink: sinkName, Key: key, Reason: reason, Since: since}); err != nil {
+		r.logger.Warn("outbox: could not publish a circuit breaker's event", "event", eventType, "sink", sinkName, "key", key, "error", err)
+		return sp.Rollback(ctx)
 	}
-	var self []int64
-	for _, row := range rows {
-		if row.Sink == sinkName && key == "" && row.Created {
-			self = append(self, row.ID)
-		}
-	}
-	if len(self) == 0 {
-		return nil
-	}
-	return r.q.BreakerDropEvents(ctx, tx, self, sinkName)
+	return sp.Commit(ctx)
 }
 
 // inTx runs f in a transaction of the relay's pool.
-func (r *Relay) inTx(ctx context.Context, f func(tx store.DBTX) error) error {
+func (r *Relay) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
 	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -267,4 +268,69 @@ func TestBreakerRetryAfterForever(t *testing.T) {
 		t.Errorf("rows %v, want none dead", counts)
 	}
 	t.Logf("%d requests in all, %d probes in %s", rc.requests.Load(), probes, elapsed.Round(time.Millisecond))
+}
+
+// TestBreakerPerKeyOpensOnlyThatKey: with per_key, one destination key's
+// outage (destination a answering 503) opens that key's breaker only:
+// destination b's rows keep flowing meanwhile, a's rows wait pending, none
+// dead, and a's breaker closes at its probe once a is back, its rows then
+// delivered.
+//
+// Checked with the mutation "settleBreaker counts every row toward the
+// sink's breaker (key \"\") instead of its destination key's": the sink's
+// breaker opened and closed, destination a's never did.
+func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
+	b := coretest.Setup(t)
+	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
+	var aDown atomic.Bool
+	aDown.Store(true)
+	var aRequests atomic.Int64
+	s := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
+		if key, _ := keyed.DestinationKey(d); key == "a" {
+			aRequests.Add(1)
+			if aDown.Load() {
+				return sink.HTTPStatus(http.StatusServiceUnavailable, errors.New("destination a: 503"))
+			}
+		}
+		return keyed.Deliver(ctx, d)
+	})
+	const probe = time.Second
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedFunc{s, keyed}, MaxAttempts: 3,
+			Backoff:        relay.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond},
+			RateLimit:      &sink.RateLimit{Rate: 100, Per: time.Second, PerKey: true},
+			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: probe, MaxProbeInterval: probe}}}})
+	const n = 10
+	to := func(key string) func(int, *core.Message) {
+		return func(i int, m *core.Message) {
+			m.DedupKey = fmt.Sprintf("%s-%d", key, i)
+			m.Payload = map[string]string{"to": key}
+		}
+	}
+	b.EnqueueN(t, "keyed", n, to("a"))
+	signals.Breaker.Wait(t, 30*time.Second, "destination a's breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	b.EnqueueN(t, "keyed", n, to("b"))
+	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", n)
+	for _, c := range signals.Breaker.All() {
+		if c.Key != "a" || !c.Open {
+			t.Errorf("breaker change %+v, want only destination a's opening", c)
+		}
+	}
+	if counts := b.StatusCounts(t); counts["dead"] != 0 {
+		t.Errorf("rows %v while a is down, want none dead", counts)
+	}
+
+	aDown.Store(false)
+	signals.WaitWritten(t, probe+10*time.Second, "keyed", "sent", 2*n)
+	if counts := b.StatusCounts(t); counts["dead"] != 0 || counts["sent"] != 2*n {
+		t.Errorf("rows %v after a's recovery, want all %d sent", counts, 2*n)
+	}
+	closed := false
+	for _, c := range signals.Breaker.All() {
+		closed = closed || (c.Key == "a" && !c.Open)
+	}
+	if !closed {
+		t.Error("destination a's breaker did not close")
+	}
+	t.Logf("%d requests to destination a for its %d messages", aRequests.Load(), n)
 }

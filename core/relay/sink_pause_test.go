@@ -84,9 +84,9 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	}
 
 	for _, name := range []string{"shared", "throttled", "limited"} {
-		was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, name, "bob", "partner is back")
-		if err != nil || !was {
-			t.Fatalf("resume %s: %v, %v", name, was, err)
+		res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, name, "bob", "partner is back")
+		if err != nil || !res.WasPaused {
+			t.Fatalf("resume %s: %v, %v", name, res, err)
 		}
 	}
 	// Long before any pause would have ended.
@@ -100,8 +100,8 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	if s := states["shared"]; s.Paused() || s.ChangedBy != "bob" || s.ChangeReason != "partner is back" || s.ChangedAt == nil {
 		t.Errorf("after resume: %+v", s)
 	}
-	if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "shared", "bob", ""); err != nil || was {
-		t.Errorf("resuming a running sink: %v, %v, want not paused", was, err)
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "shared", "bob", ""); err != nil || res.WasPaused {
+		t.Errorf("resuming a running sink: %v, %v, want not paused", res, err)
 	}
 	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "shared", operator.Pause{For: -time.Second}); err == nil {
 		t.Error("a negative pause was accepted")
@@ -132,8 +132,8 @@ func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 		t.Fatalf("%d deliveries to a sink paused in the database", n)
 	}
 	// The relay does deliver them once the pause ends (and it is told).
-	if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !was {
-		t.Fatalf("resume: %v, %v", was, err)
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !res.WasPaused {
+		t.Fatalf("resume: %v, %v", res, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
 }

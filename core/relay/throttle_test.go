@@ -304,8 +304,8 @@ func TestResumeWithoutItsNotificationIsSeenWithinAPollInterval(t *testing.T) {
 		if killed != 1 {
 			t.Fatalf("killed %d LISTEN backends, want the relay's one", killed)
 		}
-		if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !was {
-			t.Fatalf("resume: %v, %v", was, err)
+		if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !res.WasPaused {
+			t.Fatalf("resume: %v, %v", res, err)
 		}
 		signals.Listening.WaitCount(t, 10*time.Second, "the listener to reconnect", listening+1)
 		signals.WaitWritten(t, 5*time.Second, "s", "sent", 1)
@@ -368,8 +368,8 @@ func TestPauseAtReservationReleasesTheClaimedRows(t *testing.T) {
 	if n := len(rec.Snapshot()); n != 0 {
 		t.Fatalf("%d deliveries while paused", n)
 	}
-	if was, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "throttled", "bob", ""); err != nil || !was {
-		t.Fatalf("resume: %v, %v", was, err)
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "throttled", "bob", ""); err != nil || !res.WasPaused {
+		t.Fatalf("resume: %v, %v", res, err)
 	}
 	signals.WaitWritten(t, 5*time.Second, "throttled", "sent", 1)
 	if c := rowCounters(t, b)[ids[0]]; c[0] != 1 {

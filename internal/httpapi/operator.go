@@ -265,11 +265,13 @@ func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "for, force: a resume takes neither")
 		return
 	}
-	if _, err := s.Operator.ResumeSink(r.Context(), s.DB, sink, req.By, req.Reason); err != nil {
+	res, err := s.Operator.ResumeSink(r.Context(), s.DB, sink, req.By, req.Reason)
+	if err != nil {
 		s.internalError(w, r, "resume sink", err)
 		return
 	}
 	s.Log.InfoContext(r.Context(), "sink resumed by hand", "sink", sink, "by", req.By, "reason", req.Reason)
+	res.LogClosed(r.Context(), s.Log, req.By)
 	s.writeSinkState(w, r, sink)
 }
 

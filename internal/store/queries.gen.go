@@ -55,6 +55,8 @@ type Texts struct {
 	DroppedEvents string
 	// Enqueue is enqueue.sql.
 	Enqueue string
+	// EventRouted is event_routed.sql.
+	EventRouted string
 	// Finish is finish.sql.
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
@@ -157,6 +159,7 @@ func newTexts(ident string) Texts {
 		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
+		EventRouted:            strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
 		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
 		ForgetSink:             strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
@@ -787,6 +790,25 @@ type EnqueueParams struct {
 func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) (int64, error) {
 	var r int64
 	err := db.QueryRow(ctx, q.text.Enqueue, arg.Sink, arg.DedupKey, arg.Payload, arg.Headers, arg.OrderingKey, arg.MaxAttempts, arg.AvailableAt).Scan(&r)
+	return r, err
+}
+
+const eventRoutedSQL = `-- name: event_routed
+-- Reports whether a route of the applied version matches event type $1,
+-- so that a circuit breaker's event (outboxd.destination.*) is published
+-- only when some route wants it: publish() refuses an event no route
+-- matches (routes_unmatched: error) or an outbox with no routes applied,
+-- and a breaker opens or closes whether or not anyone listens.
+SELECT EXISTS (
+    SELECT FROM {schema}.routes_active a
+    WHERE cardinality((SELECT r.routes FROM {schema}.route_match(a.version, $1) r)) > 0)
+`
+
+// EventRouted runs event_routed.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) EventRouted(ctx context.Context, db DBTX, eventType string) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.EventRouted, eventType).Scan(&r)
 	return r, err
 }
 
@@ -1636,11 +1658,12 @@ const resumeSinkSQL = `-- name: resume_sink
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
 -- wakes their claim loops. Returns whether the sink was paused or had a
--- breaker open.
+-- breaker open, and the breakers it closed (destination key, since when
+-- and why each was open, in key order) for their closed events.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1
 ), closed AS (
-    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING 1
+    DELETE FROM {schema}.destination_breakers WHERE sink = $1 RETURNING dest_key, opened_at, reason
 ), resumed AS (
     INSERT INTO {schema}.sink_limits AS l (sink, changed_by, change_reason, changed_at)
     VALUES ($1, $2, $3, now())
@@ -1654,14 +1677,26 @@ WITH before AS (
 ), told AS (
     SELECT pg_notify($4, $5), pg_notify($4, '') FROM resumed
 )
-SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed) FROM told
+SELECT COALESCE((SELECT paused FROM before), false) OR EXISTS (SELECT FROM closed),
+       COALESCE((SELECT array_agg(dest_key ORDER BY dest_key) FROM closed), '{}'),
+       COALESCE((SELECT array_agg(opened_at ORDER BY dest_key) FROM closed), '{}'),
+       COALESCE((SELECT array_agg(reason ORDER BY dest_key) FROM closed), '{}')
+FROM told
 `
+
+// ResumeSinkRow is a row of resume_sink.sql.
+type ResumeSinkRow struct {
+	WasPaused     bool        // boolean
+	ClosedKeys    []string    // text[]
+	ClosedSince   []time.Time // timestamptz[]
+	ClosedReasons []string    // text[]
+}
 
 // ResumeSink runs resume_sink.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) ResumeSink(ctx context.Context, db DBTX, sink string, by string, reason string, channel string, payload string) (bool, error) {
-	var r bool
-	err := db.QueryRow(ctx, q.text.ResumeSink, sink, by, reason, channel, payload).Scan(&r)
+func (q *Queries) ResumeSink(ctx context.Context, db DBTX, sink string, by string, reason string, channel string, payload string) (ResumeSinkRow, error) {
+	var r ResumeSinkRow
+	err := db.QueryRow(ctx, q.text.ResumeSink, sink, by, reason, channel, payload).Scan(&r.WasPaused, &r.ClosedKeys, &r.ClosedSince, &r.ClosedReasons)
 	return r, err
 }
 

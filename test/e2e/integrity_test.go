@@ -141,8 +141,8 @@ func TestPhantomPauseIsRefusedAndForgettable(t *testing.T) {
 	}
 	e.mustRun("sinks", "pause", "partner", "--for", "1h")
 	out := e.mustRun("stats")
-	if !regexp.MustCompile(`(?m)^nosuch .*not configured on this relay; paused until resumed, by ops$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^partner .*paused until \S+, by `).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^nosuch .*by hand \(ops\) until resumed\s+not configured on this relay\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^partner .*by hand \(.+\) until \S+`).MatchString(out) {
 		t.Fatalf("stats lacks the pauses:\n%s", out)
 	}
 	if out, errOut, code := e.run(nil, "sinks", "forget", "partner"); code != 2 {
