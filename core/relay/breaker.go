@@ -155,6 +155,25 @@ func (r *Relay) settleBreaker(ctx context.Context, row claimedRow, span trace.Sp
 	return false
 }
 
+// errOpenBeforeStart is why a row claimed before its destination's breaker
+// opened is handed back instead of delivered.
+var errOpenBeforeStart = errors.New("the breaker opened after the row was claimed, before its delivery started")
+
+// heldByBreaker reports whether row, not a probe, must wait for its
+// destination's next probe because the breaker opened after the row was
+// claimed (a claim made while it was open would not have taken it), and
+// when that probe is due.
+func (r *Relay) heldByBreaker(row claimedRow) (time.Time, bool) {
+	sb := r.breakers[row.Sink]
+	if sb == nil || row.probe {
+		return time.Time{}, false
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	ob, open := sb.open[row.destKey]
+	return ob.nextProbe, open
+}
+
 // holdForProbe hands row back, its attempt refunded, due after delay (at
 // least a poll interval, so a row held this way is not claimed again and
 // again before the probe).

@@ -130,6 +130,10 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 	if r.budget(*row) <= 0 {
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
 	}
+	if next, held := r.heldByBreaker(*row); held {
+		r.holdForProbe(*row, span, time.Until(next), errOpenBeforeStart)
+		return sc, nil, nil, false
+	}
 	if err := r.prepare(ctx, row); err != nil {
 		r.finish(ctx, *row, sc, span, 0, err)
 		return sc, nil, nil, false
