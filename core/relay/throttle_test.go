@@ -161,7 +161,7 @@ func TestRetryAfterZeroIsBoundedByBackoffAndDeferralBudget(t *testing.T) {
 	}
 }
 
-// A rate limit slower than the lease (one permit per 4s, a lease of 3s)
+// A rate limit slower than the lease (one permit per 8s, a lease of 6s)
 // delivers every message once, at the limit, with its first attempt, on
 // one relay and on three: no claimed row waits for its permit past its
 // lease. (Mutation: sinkLoop claiming without its hold-window check and
@@ -173,13 +173,13 @@ func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 		t.Run(fmt.Sprintf("%d relays", relays), func(t *testing.T) {
 			b := coretest.Setup(t)
 			const (
-				messages = 4
-				interval = 4 * time.Second
+				messages = 3
+				interval = 8 * time.Second
 				// Slower permits than the lease, and a lease long enough
 				// that a loaded machine's scheduling delays do not make a
 				// hand-back arrive after it (a zombie write: its refund is
 				// lost and the next claim counts a second attempt).
-				lease = 3 * time.Second
+				lease = 6 * time.Second
 			)
 			var starts startTimes
 			var deliveries atomic.Int32
