@@ -1,7 +1,7 @@
 package core_test
 
 // Tests of the SQL enqueue() function (migrations/002_enqueue_function.sql,
-// redefined by 013_enqueue_sink_name.sql)
+// redefined by 011_enqueue_sink_name.sql)
 // against the Go Enqueue it stands in for: same validation, same rows,
 // same duplicate answer, same wake-up.
 
@@ -65,7 +65,7 @@ func inRolledBackTx(t *testing.T, b coretest.Bundle, f func(tx pgx.Tx) error) er
 // function rejects with the same words under SQLSTATE 22023; every message
 // Go accepts, it accepts.
 // (Mutation: max_key_bytes = 2550 in the SQL function fails this test; so
-// does leaving the sink out of migration 013's loop over the keys, as
+// does leaving the sink out of migration 011's loop over the keys, as
 // migration 002 did: the over-long sinks and those with a newline or a
 // no-break space are then stored.)
 func TestSQLEnqueueValidatesLikeGo(t *testing.T) {

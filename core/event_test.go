@@ -339,7 +339,7 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 // naming the event and the route, through Go, a batch and SQL. Data jsonb
 // cannot store is refused in Go before any statement, and so is a sink
 // name over the key limit in Enqueue.
-// (Mutations, each failing this test: migration 010 without the derived
+// (Mutations, each failing this test: migration 007 without the derived
 // keys' check (the 1,000 and 3,000-byte thread keys stored); encodeEvent without
 // jsonbEscapeProblem (the database's 22P05 reaches the caller);
 // validate checking the sink only for being empty.)

@@ -61,7 +61,7 @@ func (s *rollingSink) delivered() map[string]string {
 // (Mutations: compiledFor ignoring RouteVersion (the relay's own template
 // for every row of a route it knows) fails this test: rows die with "map
 // has no entry"; versionTarget using the relay's own template whatever
-// the digest fails it the same way; publish_batch of migration 011 not
+// the digest fails it the same way; publish_batch of migration 007 not
 // writing route_version fails it likewise.)
 func TestRollingDeployRendersEachRowWithItsVersion(t *testing.T) {
 	t.Parallel()

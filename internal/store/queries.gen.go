@@ -549,7 +549,7 @@ const claimSQL = `-- name: claim
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows, and how often a Retry-After put it off
--- (migration 012).
+-- (migration 010).
 --
 -- A claim commits durably even on the relay's asynchronous connections
 -- (synchronous_commit off, see relay.Config.DurableRelayWrites): its
@@ -817,7 +817,7 @@ const finishSQL = `-- name: finish
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
 -- back), @deferred deferral (1: a Retry-After put the row off, counted in
--- deferrals, migration 012). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
+-- deferrals, migration 010). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
 -- of updated.
 --
 -- The lease token guard makes a late completion from a relay whose lease

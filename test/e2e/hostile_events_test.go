@@ -14,7 +14,7 @@ import (
 // lone surrogate) and for thread keys over the limit, explicit or made by a
 // route's template from the data; publish() in SQL refuses the derived one
 // with SQLSTATE 22023 naming the route, not 54000. Nothing is stored.
-// (Mutations, each failing this test: migration 010 without the derived
+// (Mutations, each failing this test: migration 007 without the derived
 // keys' check (the 3 KB derived key is stored: 201, and publish() in SQL
 // succeeds); core's encodeEvent without jsonbEscapeProblem (\u0000
 // answers 500).)

@@ -38,7 +38,7 @@
 -- reclaimed from an expired lease (the previous outcome is unknown), and for
 -- a row of a thread the receipt of the thread's root (migration 003),
 -- looked up only for such rows, and how often a Retry-After put it off
--- (migration 012).
+-- (migration 010).
 --
 -- A claim commits durably even on the relay's asynchronous connections
 -- (synchronous_commit off, see relay.Config.DurableRelayWrites): its

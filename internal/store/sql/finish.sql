@@ -5,7 +5,7 @@
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
 -- back), @deferred deferral (1: a Retry-After put the row off, counted in
--- deferrals, migration 012). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
+-- deferrals, migration 010). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
 -- of updated.
 --
 -- The lease token guard makes a late completion from a relay whose lease

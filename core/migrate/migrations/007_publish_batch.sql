@@ -1,10 +1,28 @@
--- Each published row remembers the routes version it was published under,
--- so that a relay renders it with that version's target: its own compiled
--- template only when its configuration's digest is that version's, else
--- the copy in route_targets. Before, a relay rendered every row of a route
--- it knew with its own template, and a deploy that changed a template
--- dead-lettered the rows published before it (docs/events.md, rolling
--- deploys).
+-- publish_batch(), second definition (the first is migration 003's).
+-- Three changes, nothing else:
+--
+-- 1. It names the event it refuses in a field of the error of its own, not
+--    only in its message: the error's COLUMN field holds the event's
+--    ordinal in the batch (from 1), the one structured field RAISE offers
+--    for a position. Clients (core.PublishBatch's BatchError) read it there
+--    instead of parsing the message, whose wording stays as it was.
+-- 2. It validates the keys it derives as it validates the ones an event
+--    gives: a route's thread_key template may read any part of the event's
+--    data, so the thread key it makes is held to the explicit thread_key's
+--    limits (at most 255 bytes, no control character), and the dedup key
+--    (type/key/route) and ordering key (sink/thread or sink/ordering_key)
+--    it composes are checked too. A refusal is SQLSTATE 22023 naming the
+--    event and the route, where an over-long key used to fail the
+--    producer's transaction with 54000 (an index row too large) or store a
+--    key no explicit one could be.
+-- 3. Each published row remembers the routes version it was published
+--    under (route_version, below), so that a relay renders it with that
+--    version's target: its own compiled template only when its
+--    configuration's digest is that version's, else the copy in
+--    route_targets. Before, a relay rendered every row of a route it knew
+--    with its own template, and a deploy that changed a template
+--    dead-lettered the rows published before it (docs/events.md, rolling
+--    deploys).
 --
 -- route_version is NULL for rows enqueued directly and for rows published
 -- before this migration (those keep the old rule). It has no foreign key:
@@ -13,8 +31,6 @@
 -- nothing and holds the table's lock only for the catalog change.
 ALTER TABLE messages ADD COLUMN route_version bigint;
 
--- publish_batch() as migration 010 left it, writing the version it routed
--- with (v) into each row's route_version; nothing else changes.
 CREATE OR REPLACE FUNCTION publish_batch(
     types         text[],
     keys          text[],
