@@ -128,6 +128,7 @@ type app struct {
 	configPath  string
 	databaseURL string
 	logFormat   string
+	logLevel    string
 	ran         bool
 	scrub       secret.Scrubber
 	cfg         *config.Config
@@ -146,7 +147,10 @@ one database.`,
 		Version:       versionText(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			a.ran = true
-			return nil
+			// Checked here, not when a command first logs: a wrong level
+			// is refused by every command alike.
+			_, err := telemetry.LogLevel(a.logLevel)
+			return badInputIf(err)
 		},
 	}
 	root.SetVersionTemplate("{{.Version}}")
@@ -157,6 +161,8 @@ one database.`,
 			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", telemetry.LogFormatAuto,
 		"log format: auto (text on a terminal, JSON otherwise), text or json")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", telemetry.DefaultLogLevel,
+		"least severe log records written: debug, info, warn or error")
 	root.AddCommand(
 		a.migrateCommand(),
 		a.serveCommand(),
@@ -174,10 +180,10 @@ one database.`,
 	return root
 }
 
-// logger returns the process's logger as --log-format asks, scrubbed of
-// the known secrets.
+// logger returns the process's logger as --log-format and --log-level
+// ask, scrubbed of the known secrets.
 func (a *app) logger() (*slog.Logger, error) {
-	log, err := telemetry.NewLogger(a.logFormat, a.io.Err, isTerminal(a.io.Err), a.scrub)
+	log, err := telemetry.NewLogger(a.logFormat, a.logLevel, a.io.Err, isTerminal(a.io.Err), a.scrub)
 	return log, badInputIf(err)
 }
 

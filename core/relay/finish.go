@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
+	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
@@ -23,7 +24,11 @@ import (
 //     once the row has been put off MaxDeferrals times, dead instead;
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
+//
+// Every outcome also goes to the failure log (see package failurelog),
+// before the breaker's: a failure it holds for a probe was an attempt too.
 func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
+	r.failures.Attempted(failurelog.Destination{Sink: row.Sink, Key: row.destKey}, row.ID, err)
 	if r.settleBreaker(ctx, row, span, err) {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
+	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
@@ -57,6 +58,9 @@ type Relay struct {
 	// (see breaker.go); breakerKick makes watchBreakers re-read them.
 	breakers    map[string]*sinkBreakers
 	breakerKick chan struct{}
+	// failures logs streaks of failed attempts per destination (see
+	// package failurelog).
+	failures *failurelog.Log
 
 	ran     atomic.Bool // Run may be called once
 	leading atomic.Bool // this relay holds the lead (see lead)
@@ -110,6 +114,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
 		breakers:    newBreakers(sinks),
 		breakerKick: make(chan struct{}, 1),
 	}
+	r.failures = failurelog.New(cfg.Logger, func(err error) string { return *r.storedError(err) }, time.Now)
 	if r.metrics, err = newRelayMetrics(cfg.MeterProvider); err != nil {
 		return nil, err
 	}
