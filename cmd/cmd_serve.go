@@ -55,7 +55,8 @@ func (a *app) serve(ctx context.Context) error {
 	// Every command builds the sinks when it loads the configuration, but
 	// only serve uses them: what they hold is released when it returns.
 	defer closeSinks(cfg.SinkConfigs(), log)
-	tel, stopTelemetry, registerGauges, err := telemetry.Serve(ctx, cfg, a.io.Env, pool, s.ops, log)
+	info, _ := build()
+	tel, stopTelemetry, registerGauges, err := telemetry.Serve(ctx, cfg, a.io.Env, info, pool, s.ops, log)
 	if err != nil {
 		return err
 	}

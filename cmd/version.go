@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/internal/telemetry"
 )
 
 // Version is the version `outboxd version` and `outboxd --version` print.
@@ -18,41 +20,47 @@ var Version = ""
 // information cannot tell.
 const unknownBuildInfo = "unknown"
 
-// versionText is what `outboxd version` and `outboxd --version` print: the
-// version (Version, else the module version), the VCS revision (with its
-// time, and "modified" for a build from a dirty tree) and the Go version,
-// from the binary's build information. A revision needs a build from a git
-// checkout with VCS stamping on (go build -buildvcs=auto or true; `make
-// build` asks for it).
-func versionText() string {
-	version, revision, goVersion := Version, unknownBuildInfo, unknownBuildInfo
+// build is this build's version (Version, else the module version), VCS
+// revision and Go version, from the binary's build information, with the
+// revision's notes: its time, and "modified" for a build from a dirty
+// tree. A revision needs a build from a git checkout with VCS stamping on
+// (go build -buildvcs=auto or true; `make build` asks for it).
+func build() (info telemetry.BuildInfo, revisionNotes []string) {
+	info = telemetry.BuildInfo{Version: Version, Revision: unknownBuildInfo, GoVersion: unknownBuildInfo}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if version == "" {
-			version = bi.Main.Version
+		if info.Version == "" {
+			info.Version = bi.Main.Version
 		}
-		goVersion = bi.GoVersion
+		info.GoVersion = bi.GoVersion
 		settings := map[string]string{}
 		for _, s := range bi.Settings {
 			settings[s.Key] = s.Value
 		}
 		if r := settings["vcs.revision"]; r != "" {
-			revision = r
-			var notes []string
+			info.Revision = r
 			if t := settings["vcs.time"]; t != "" {
-				notes = append(notes, t)
+				revisionNotes = append(revisionNotes, t)
 			}
 			if settings["vcs.modified"] == "true" {
-				notes = append(notes, "modified")
-			}
-			if len(notes) > 0 {
-				revision += " (" + strings.Join(notes, ", ") + ")"
+				revisionNotes = append(revisionNotes, "modified")
 			}
 		}
 	}
-	if version == "" {
-		version = unknownBuildInfo
+	if info.Version == "" {
+		info.Version = unknownBuildInfo
 	}
-	return fmt.Sprintf("outboxd version %s\nrevision: %s\ngo: %s\n", version, revision, goVersion)
+	return info, revisionNotes
+}
+
+// versionText is what `outboxd version` and `outboxd --version` print:
+// the build's version, revision (with its notes) and Go version.
+func versionText() string {
+	info, notes := build()
+	revision := info.Revision
+	if len(notes) > 0 {
+		revision += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return fmt.Sprintf("outboxd version %s\nrevision: %s\ngo: %s\n", info.Version, revision, info.GoVersion)
 }
 
 func (a *app) versionCommand() *cobra.Command {

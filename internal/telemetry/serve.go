@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -20,17 +21,20 @@ import (
 // ShutdownTimeout bounds the final flush of spans and metrics.
 const ShutdownTimeout = 10 * time.Second
 
-// Serve builds the providers of `outboxd serve` and installs them as the
-// globals (the HTTP API's outbox counts its enqueues with
-// tel.MeterProvider). Once the relay exists, registerGauges registers the
+// Serve builds the providers of `outboxd serve`, adds BuildInfoMetric for
+// build to /metrics and installs the providers as the globals (the HTTP
+// API's outbox counts its enqueues with tel.MeterProvider). Once the relay exists, registerGauges registers the
 // table gauges (outbox.rows, ...) of the configured sinks in ops's schema,
 // reported while that relay leads the cluster. The returned stop flushes the last export and only
 // then unregisters the gauges, so the final OTLP push still carries them;
 // call it before closing pool.
-func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*relay.Relay) error, err error) {
+func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*relay.Relay) error, err error) {
 	tel, err = New(ctx, cfg.Telemetry, env)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if err := tel.registry.Register(build.collector()); err != nil {
+		return nil, nil, nil, fmt.Errorf("telemetry: %s: %w", BuildInfoMetric, err)
 	}
 	// outboxd is the application here, so it installs the globals the sink
 	// libraries' HTTP clients pick up.

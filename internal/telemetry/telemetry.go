@@ -36,6 +36,9 @@ type Telemetry struct {
 	// ExportingMetrics reports whether metrics are also pushed over OTLP,
 	// besides being served at /metrics.
 	ExportingMetrics bool
+
+	// registry is what Metrics serves.
+	registry *prometheus.Registry
 }
 
 // New builds the providers from the telemetry block and the
@@ -66,7 +69,11 @@ func New(ctx context.Context, cfg config.TelemetryConfig, env config.LookupEnv) 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	promExporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	// Without the scope labels: otel_scope_name and otel_scope_version
+	// on every series say which library recorded it, which no query needs
+	// (the metric names tell) and every dashboard would have to aggregate
+	// away. target_info, the resource's attributes, stays.
+	promExporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
@@ -77,6 +84,7 @@ func New(ctx context.Context, cfg config.TelemetryConfig, env config.LookupEnv) 
 		Metrics:          promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Exporting:        exporter != nil,
 		ExportingMetrics: metricExporter,
+		registry:         reg,
 	}, nil
 }
 
