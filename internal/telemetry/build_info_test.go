@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -56,7 +57,7 @@ func TestMetricsHaveBuildInfoAndNoScopeLabels(t *testing.T) {
 	for name, f := range families {
 		for _, m := range f.Metric {
 			for _, l := range m.Label {
-				if l.GetName() == "otel_scope_name" || l.GetName() == "otel_scope_version" {
+				if strings.HasPrefix(l.GetName(), "otel_scope_") {
 					t.Errorf("%s carries %s=%q", name, l.GetName(), l.GetValue())
 				}
 			}
