@@ -145,13 +145,23 @@ type Server struct {
 	err  error
 }
 
-// Serve starts `outboxd --config config serve --log-format json` and
-// waits until its HTTP API listens (it does so before the database is
-// reachable). The process is killed when the test ends if it still runs.
-func Serve(t testing.TB, bin, config string, env []string) *Server {
+// Start starts outboxd with args, for a serve whose HTTP API's address
+// the test does not wait for (its "http api listening" line filtered out
+// by --log-level warn, say): Logs, Stop and Kill work as for Serve's. The
+// process is killed when the test ends if it still runs.
+func Start(t testing.TB, bin string, env []string, args ...string) *Server {
+	t.Helper()
+	s, _ := start(t, bin, env, args...)
+	return s
+}
+
+// start starts outboxd with args, keeping its stderr, and returns the
+// server and where its HTTP API's address arrives once it logs it (JSON
+// logs only).
+func start(t testing.TB, bin string, env []string, args ...string) (*Server, <-chan string) {
 	t.Helper()
 	s := &Server{done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--config", config, "serve", "--log-format", "json")
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = env
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -181,6 +191,15 @@ func Serve(t testing.TB, bin, config string, env []string) *Server {
 		close(s.done)
 	}()
 	t.Cleanup(func() { s.Kill() })
+	return s, addr
+}
+
+// Serve starts `outboxd --config config serve --log-format json` and
+// waits until its HTTP API listens (it does so before the database is
+// reachable). The process is killed when the test ends if it still runs.
+func Serve(t testing.TB, bin, config string, env []string) *Server {
+	t.Helper()
+	s, addr := start(t, bin, env, "--config", config, "serve", "--log-format", "json")
 	select {
 	case s.addr = <-addr:
 	case <-s.done:

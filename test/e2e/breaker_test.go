@@ -28,6 +28,7 @@ type flakyReceiver struct {
 	mu         sync.Mutex
 	status     int
 	retryAfter string
+	errorBody  string // the body of a failure's answer, if set
 	requests   int
 	accepted   []string
 }
@@ -48,6 +49,10 @@ func newFlakyReceiver(t *testing.T, status int) *flakyReceiver {
 		}
 		if status < 300 {
 			r.accepted = append(r.accepted, string(body))
+		}
+		if status >= 300 && r.errorBody != "" {
+			http.Error(w, r.errorBody, status)
+			return
 		}
 		w.WriteHeader(status)
 	}))
