@@ -55,9 +55,11 @@ func withMsg(lines []map[string]any, prefix string) []map[string]any {
 // first failure, with the error scrubbed of the signing secret the
 // receiver echoed, and one INFO line when it recovers, its duration
 // written as Go writes it ("1.5s"), not in nanoseconds; the secret is in
-// no line. (Mutation: passing the failure log err.Error() instead of the
-// relay's redacted text, or removing the duration case of the logger's
-// ReplaceAttr, fails this test.)
+// no line. (Mutation: removing the duration case of the logger's
+// ReplaceAttr fails this test. The secret is removed twice, by the relay's
+// Redact and by the logger's scrubber: dropping both fails it;
+// TestRelayLogsAFailureStreakOnceAndItsRecovery and
+// TestLoggerScrubsMessagesAndAttributes check each on its own.)
 func TestServeLogsFailureStreak(t *testing.T) {
 	t.Parallel()
 	rcv, e := echoingEnv(t)
