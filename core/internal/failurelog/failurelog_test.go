@@ -56,13 +56,17 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *clock                   { return &clock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+// redactToken renders an error the way the relay's Redact would, for
+// the secret "tok-secret".
 func redactToken(err error) string {
 	return strings.ReplaceAll(err.Error(), "tok-secret", "[REDACTED]")
 }
-func newLog(c *clock) (*failurelog.Log, *recorder) {
-	rec := &recorder{}
-	return failurelog.New(slog.New(rec), redactToken, c.now), rec
+
+// newLog returns a Log on a clock of its own, writing to a recorder.
+func newLog() (*clock, *failurelog.Log, *recorder) {
+	c, rec := &clock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}, &recorder{}
+	return c, failurelog.New(slog.New(rec), redactToken, c.now), rec
 }
 
 var (
@@ -78,8 +82,7 @@ var (
 // dropping the text function so the raw error is logged, fails this test.)
 func TestFirstFailureWarnsWithTheError(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
+	c, l, rec := newLog()
 	l.Attempted(keyA, 7, errors.New("401 from receiver: token tok-secret rejected"))
 	got := rec.take()
 	if len(got) != 1 || got[0].level != slog.LevelWarn {
@@ -106,8 +109,7 @@ func TestFirstFailureWarnsWithTheError(t *testing.T) {
 // streaks by sink alone, fails this test.)
 func TestSummaryAtMostOncePerMinutePerDestination(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
+	c, l, rec := newLog()
 	other := failurelog.Destination{Sink: "hooks", Key: "b"}
 	l.Attempted(keyA, 1, errDown)
 	l.Attempted(other, 2, errDown)
@@ -151,8 +153,7 @@ func TestSummaryAtMostOncePerMinutePerDestination(t *testing.T) {
 // success log again and the new failure stay silent.)
 func TestRecoveryLogsInfoOnce(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
+	c, l, rec := newLog()
 	l.Attempted(partner, 1, errDown)
 	c.advance(30 * time.Second)
 	l.Attempted(partner, 1, errDown)
@@ -182,12 +183,20 @@ func TestRecoveryLogsInfoOnce(t *testing.T) {
 // fails this test.)
 func TestPermanentFailuresAreNoStreak(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
-	l.Attempted(partner, 1, sink.Permanent(errors.New("400 bad payload")))
+	c, l, rec := newLog()
+	refused := sink.Permanent(errors.New("400 bad payload"))
+	l.Attempted(partner, 1, refused)
 	l.Attempted(partner, 2, nil)
 	if got := rec.take(); len(got) != 0 {
 		t.Fatalf("a permanent failure and a success wrote %+v", got)
+	}
+	l.Attempted(partner, 3, errDown)
+	c.advance(2 * failurelog.SummaryEvery)
+	l.Attempted(partner, 4, refused)
+	rec.take()
+	l.Attempted(partner, 5, nil)
+	if got := rec.take(); len(got) != 1 || got[0].attrs["failures"] != "1" {
+		t.Fatalf("a streak of one retryable failure, a permanent one within it: %+v", got)
 	}
 }
 
@@ -198,8 +207,7 @@ func TestPermanentFailuresAreNoStreak(t *testing.T) {
 // recovery.)
 func TestIdleStreaksAreForgotten(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
+	c, l, rec := newLog()
 	l.Attempted(keyA, 1, errDown)
 	c.advance(failurelog.IdleAfter)
 	l.Attempted(partner, 2, errDown) // sweeps
@@ -220,8 +228,7 @@ func TestIdleStreaksAreForgotten(t *testing.T) {
 // each log a first failure.)
 func TestStreaksAreBounded(t *testing.T) {
 	t.Parallel()
-	c := newClock()
-	l, rec := newLog(c)
+	c, l, rec := newLog()
 	for i := range failurelog.MaxStreaks {
 		l.Attempted(failurelog.Destination{Sink: "hooks", Key: fmt.Sprint(i)}, 1, errDown)
 	}
@@ -244,8 +251,7 @@ func TestStreaksAreBounded(t *testing.T) {
 // building the destination's attributes before the lookup fails this
 // test.)
 func TestSuccessWithoutStreakAllocatesNothing(t *testing.T) {
-	c := newClock()
-	l, _ := newLog(c)
+	_, l, _ := newLog()
 	if n := testing.AllocsPerRun(100, func() { l.Attempted(partner, 1, nil) }); n != 0 {
 		t.Errorf("a success without streaks: %v allocations", n)
 	}
