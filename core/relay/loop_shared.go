@@ -51,6 +51,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 	pace := slots.NewPace(free, time.Duration(float64(r.cfg.Lease)*claimAheadShareOfLease))
 	shares := fairshare.New[claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
 	size := newClaimSize(r.cfg.MaxClaimBytes)
+	order := newClaimOrder()
 	if !r.register(ctx, w) {
 		return
 	}
@@ -79,12 +80,14 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 			}
 			continue
 		}
+		claimable = order.sorted(claimable)
 		rows, err := r.claim(ctx, w, limit, claimable)
 		if err != nil {
 			r.claimFailed(ctx, err)
 			continue
 		}
 		size.observe(rows)
+		order.observe(claimable, rows)
 		for _, row := range rows {
 			// A row whose sink already fills its share of the slots (it
 			// may be hanging) waits in its sink's queue, off the loop, so

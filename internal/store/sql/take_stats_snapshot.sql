@@ -13,7 +13,8 @@ WITH parts AS (
            count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
            count(*) FILTER (WHERE status = 'failed') AS failed, 0::bigint AS dead, 0::bigint AS sent,
            min(created_at) FILTER (WHERE status IN ('pending', 'failed')) AS oldest
-    FROM {schema}.messages WHERE phase = 'open' GROUP BY sink
+    -- sink IS NOT NULL: the open index's predicate (migration 012).
+    FROM {schema}.messages WHERE phase = 'open' AND sink IS NOT NULL GROUP BY sink
     UNION ALL
     SELECT sink, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
     UNION ALL
