@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -55,18 +56,18 @@ func ExampleOperator_Redrive() {
 		panic(err)
 	}
 	sel := operator.RedriveFilter{All: true, Sink: "partner", ErrorContains: "unavailable", DryRun: true}
-	plan, err := ops.Redrive(ctx, pool, sel)
+	plan, err := ops.Redrive(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("would redrive", plan.Rows)
 	sel.DryRun, sel.Token = false, plan.Token // exactly the rows counted
-	done, err := ops.Redrive(ctx, pool, sel)
+	done, err := ops.Redrive(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("redriven", done.Rows)
-	res, err := ops.Purge(ctx, pool, operator.RedriveFilter{IDs: []int64{999999}})
+	res, err := ops.Purge(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, operator.RedriveFilter{IDs: []int64{999999}})
 	if err != nil {
 		panic(err)
 	}
@@ -83,7 +84,7 @@ func ExampleOperator_PauseSink() {
 	ctx := context.Background()
 	pool, _, ops, cleanup := exampleOutbox(ctx, "example_pause")
 	defer cleanup()
-	until, err := ops.PauseSink(ctx, pool, "partner", operator.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
+	until, err := ops.PauseSink(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, "partner", operator.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
 	if err != nil {
 		panic(err)
 	}
@@ -94,7 +95,7 @@ func ExampleOperator_PauseSink() {
 	}
 	s := states["partner"]
 	fmt.Println(s.Paused(), s.ByHand, s.ChangedBy, s.ChangeReason)
-	res, err := ops.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
+	res, err := ops.ResumeSink(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, "partner", "bob", "maintenance over")
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 func TestPauseByHandReplacesThePauseInForce(t *testing.T) {
 	b := coretest.Setup(t)
 	ctx := context.Background()
-	if _, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{By: "a"}); err != nil {
+	if _, err := b.Outbox.PauseSink(ctx, b.Pool, testdb.Actor, "s", operator.Pause{By: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	until, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{For: time.Minute, By: "b"})
+	until, err := b.Outbox.PauseSink(ctx, b.Pool, testdb.Actor, "s", operator.Pause{For: time.Minute, By: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
