@@ -169,6 +169,15 @@ func (c *Console) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
+	if q.Get("group") == "error" {
+		groups, err := c.opt.Operator.DeadLetterGroups(ctx, c.opt.DB, f.Sink)
+		if err != nil {
+			c.internalError(w, r, "group dead letters", err)
+			return
+		}
+		c.render(w, r, http.StatusOK, "deadlettergroups", map[string]any{"Q": q, "Groups": groups, "Sinks": c.sinkNames()})
+		return
+	}
 	letters, err := c.opt.Operator.DeadLetters(ctx, c.opt.DB, f)
 	if err != nil {
 		c.internalError(w, r, "list dead letters", err)

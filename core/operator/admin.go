@@ -371,3 +371,29 @@ func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configur
 	}
 	return found, nil
 }
+
+// DeadLetterGroup counts the dead letters of one sink that died with the
+// same last error.
+type DeadLetterGroup struct {
+	Sink      string    `json:"sink"`
+	LastError string    `json:"last_error"`
+	Dead      int64     `json:"dead"`
+	LastDied  time.Time `json:"last_died"`
+}
+
+// MaxDeadLetterGroups bounds DeadLetterGroups.
+const MaxDeadLetterGroups = 100
+
+// DeadLetterGroups groups the dead letters (of sink, unless "") by sink
+// and last error, the largest groups first, at most MaxDeadLetterGroups.
+func (o *Operator) DeadLetterGroups(ctx context.Context, db core.DBTX, sink string) ([]DeadLetterGroup, error) {
+	rows, err := o.q.DeadLetterGroups(ctx, db, sink, MaxDeadLetterGroups)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: group dead letters: %w", err)
+	}
+	groups := make([]DeadLetterGroup, len(rows))
+	for i, r := range rows {
+		groups[i] = DeadLetterGroup(r)
+	}
+	return groups, nil
+}

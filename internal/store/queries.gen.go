@@ -51,6 +51,8 @@ type Texts struct {
 	Breakers string
 	// Claim is claim.sql.
 	Claim string
+	// DeadLetterGroups is dead_letter_groups.sql.
+	DeadLetterGroups string
 	// DeadLetters is dead_letters.sql.
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
@@ -163,6 +165,7 @@ func newTexts(ident string) Texts {
 		BreakerTakeProbe:       strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
 		Breakers:               strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                  strings.ReplaceAll(claimSQL, "{schema}", ident),
+		DeadLetterGroups:       strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:            strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
@@ -723,6 +726,41 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	})
 }
 
+const deadLetterGroupsSQL = `-- name: dead_letter_groups
+-- Dead letters grouped by sink and last error (of sink $1 unless ''),
+-- the largest groups first, at most $2 of them: what an operator reads
+-- first when many messages died for a few reasons. It reads the dead rows
+-- only (the dead index), not the table.
+SELECT sink, COALESCE(last_error, ''), count(*), max(updated_at)
+FROM {schema}.messages
+WHERE phase = 'dead' AND ($1 = '' OR sink = $1)
+GROUP BY sink, COALESCE(last_error, '')
+ORDER BY count(*) DESC, sink, COALESCE(last_error, '')
+LIMIT $2
+`
+
+// DeadLetterGroupsRow is a row of dead_letter_groups.sql.
+type DeadLetterGroupsRow struct {
+	Sink      string    // text
+	LastError string    // text
+	Dead      int64     // bigint
+	LastDied  time.Time // timestamptz
+}
+
+// DeadLetterGroups runs dead_letter_groups.sql and returns its rows.
+func (q *Queries) DeadLetterGroups(ctx context.Context, db DBTX, sink string, limit int64) ([]DeadLetterGroupsRow, error) {
+	rows, err := db.Query(ctx, q.text.DeadLetterGroups, sink, limit)
+	if err != nil {
+		return nil, err
+	}
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]DeadLetterGroupsRow, 0, limit), rows, func(row pgx.CollectableRow) (DeadLetterGroupsRow, error) {
+		var r DeadLetterGroupsRow
+		err := row.Scan(&r.Sink, &r.LastError, &r.Dead, &r.LastDied)
+		return r, err
+	})
+}
+
 const deadLettersSQL = `-- name: dead_letters
 -- Up to $2 dead rows, oldest first, with ids above $3 (the cursor; 0
 -- starts at the oldest): of sink $1 unless it is '', whose last error
@@ -732,7 +770,7 @@ const deadLettersSQL = `-- name: dead_letters
 -- (sink, id) WHERE phase = 'dead' from the cursor.
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.created_at, m.receipt, m.attempts,
        COALESCE(m.last_error, ''), m.updated_at,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
 WHERE m.phase = 'dead' AND ($1 = '' OR m.sink = $1) AND m.id > $3
@@ -1079,12 +1117,12 @@ func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupK
 
 const messageSQL = `-- name: message
 -- One message as an operator sees it, with every recorded failed attempt
--- (oldest first): the row with id $1, or, when $1 is NULL, the row stored
+-- (in the order they failed, across redrives): the row with id $1, or, when $1 is NULL, the row stored
 -- under (sink $2, dedup key $3). Either way one probe of a unique index.
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, COALESCE(m.ordering_key, ''), m.status,
        m.attempts, m.max_attempts, m.available_at, m.created_at, m.updated_at, m.sent_at,
        m.lease_expires_at, COALESCE(m.last_error, ''), m.receipt,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
 WHERE m.id = COALESCE($1::bigint, (SELECT id FROM {schema}.messages WHERE sink = $2 AND dedup_key = $3))
