@@ -168,9 +168,18 @@ func (t *Trail) List(ctx context.Context, db core.DBTX, f Filter) ([]Entry, erro
 	entries := make([]Entry, len(rows))
 	for i, r := range rows {
 		entries[i] = Entry{ID: r.ID, At: r.At, Actor: r.Actor, Role: r.Role, Source: r.Source, Action: r.Action,
-			Sink: r.Sink, Filter: r.Filter, Count: r.Count, Detail: r.Detail}
+			Sink: r.Sink, Filter: nullable(r.Filter), Count: r.Count, Detail: nullable(r.Detail)}
 	}
 	return entries, nil
+}
+
+// nullable is a stored JSON value, nil (JSON null) for SQL NULL, which
+// scans as an empty value that would not marshal.
+func nullable(raw []byte) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
 }
 
 // ParseSince reads a listing's since: an RFC 3339 time, or a duration

@@ -2,12 +2,12 @@ package operator_test
 
 import (
 	"context"
-	"github.com/outboxd/outboxd/internal/testdb"
 	"testing"
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // A second pause by hand replaces the first, shortening it if asked.
