@@ -89,23 +89,8 @@ func (r *receiver) count() int {
 // pause notifications, fails this test: the message enqueued during the
 // pause is delivered.)
 func TestConsoleInARealBrowser(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
-	}
 	partner, audit := newReceiver(t, true), newReceiver(t, false)
-	bin := buildOutboxd(t)
-	config := writeConfig(t, partner, audit)
-	env := proc.Environ()
-	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
-		t.Fatalf("migrate: %v %+v", err, r)
-	}
-	srv := proc.Serve(t, bin, config, env)
-	base := "http://" + srv.Addr()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("outboxd serve:\n%s", srv.Logs())
-		}
-	})
+	base := startOutboxd(t, partner, audit)
 	for i := range 3 {
 		enqueue(t, base, "partner", fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"order": %d, "total": "49.90", "note": "<b>not markup</b>"}`, i))
 	}
@@ -210,23 +195,8 @@ const readToken = "browser-read-token"
 // whatever the role; the console's allow() passing every role; the audit
 // page not listing the trail; the 800 px media query removed.)
 func TestReadOnlySignInAndTheAuditPage(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
-	}
 	partner, audit := newReceiver(t, true), newReceiver(t, false)
-	bin := buildOutboxd(t)
-	config := writeConfig(t, partner, audit, "  tokens:\n    - {name: viewer, token: "+readToken+", role: read}")
-	env := proc.Environ()
-	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
-		t.Fatalf("migrate: %v %+v", err, r)
-	}
-	srv := proc.Serve(t, bin, config, env)
-	base := "http://" + srv.Addr()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("outboxd serve:\n%s", srv.Logs())
-		}
-	})
+	base := startOutboxd(t, partner, audit, "  tokens:\n    - {name: viewer, token: "+readToken+", role: read}")
 	for i := range 2 {
 		enqueue(t, base, "partner", fmt.Sprintf("doomed-%d", i), `{"order": 1}`)
 	}
@@ -376,6 +346,30 @@ func (p *page) waitText(what, selector, want string) {
 	p.t.Helper()
 	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e !== null && e.textContent.includes(%q); })()`, selector, want)
 	p.waitFor(what, expr, func() string { return p.text(selector) })
+}
+
+// startOutboxd skips (or, in CI, fails) without Chromium, then builds
+// outboxd, migrates a configuration for the receivers (with httpExtra in
+// its http block) and serves it until the test ends; it returns the
+// server's base URL.
+func startOutboxd(t *testing.T, partner, audit *receiver, httpExtra ...string) string {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
+	}
+	bin := buildOutboxd(t)
+	config := writeConfig(t, partner, audit, httpExtra...)
+	env := proc.Environ()
+	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
+		t.Fatalf("migrate: %v %+v", err, r)
+	}
+	srv := proc.Serve(t, bin, config, env)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("outboxd serve:\n%s", srv.Logs())
+		}
+	})
+	return "http://" + srv.Addr()
 }
 
 // buildOutboxd builds the binary from the repository's own module (two

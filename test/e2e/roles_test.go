@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/core/audit"
 )
 
 // Tokens of the role tests: one per role, and http.token as the admin's.
@@ -23,20 +25,6 @@ const rolesYAML = "  token: " + apiToken + `
     - {name: app, token: ` + produceToken + `, role: produce}
     - {name: ops, token: ` + operateToken + `, role: operate}
 `
-
-// auditEntry is one entry of `outboxd audit list -o json` and GET /v1/audit.
-type auditEntry struct {
-	ID     int64           `json:"id"`
-	At     string          `json:"at"`
-	Actor  string          `json:"actor"`
-	Role   string          `json:"role"`
-	Source string          `json:"source"`
-	Action string          `json:"action"`
-	Sink   string          `json:"sink"`
-	Filter json.RawMessage `json:"filter"`
-	Count  int64           `json:"count"`
-	Detail json.RawMessage `json:"detail"`
-}
 
 // insertDead stores n dead rows of sink, which no relay here delivers.
 func (e *env) insertDead(sink string, n int) {
@@ -121,7 +109,7 @@ func TestRoleMatrixAndTheAuditTrailOverHTTP(t *testing.T) {
 		t.Fatalf("purge with the operate token: %d %v; want 2 purged", code, body)
 	}
 
-	var listed struct{ Entries []auditEntry }
+	var listed struct{ Entries []audit.Entry }
 	if err := json.Unmarshal([]byte(e.mustRun("audit", "list", "--since", "1h", "-o", "json")), &listed); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +126,7 @@ func TestRoleMatrixAndTheAuditTrailOverHTTP(t *testing.T) {
 	if table := e.mustRun("audit", "list"); !strings.Contains(table, "ops") || !strings.Contains(table, "purge") {
 		t.Fatalf("audit list's table lacks ops's purge:\n%s", table)
 	}
-	var page struct{ Entries []auditEntry }
+	var page struct{ Entries []audit.Entry }
 	req, _ := http.NewRequest("GET", srv.url("/v1/audit?since=1h&limit=1"), nil)
 	req.Header.Set("Authorization", "Bearer "+readToken)
 	resp, err := http.DefaultClient.Do(req)
