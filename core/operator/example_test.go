@@ -132,3 +132,27 @@ func ExampleOperator_Overview() {
 	// Output:
 	// partner pending 2 paused false
 }
+
+// Every action records who did it in the audit trail, in the action's own
+// transaction; a listing shows the newest first.
+func ExampleOperator_Audit() {
+	ctx := context.Background()
+	pool, _, ops, done := exampleOutbox(ctx, "example_audit")
+	defer done()
+	alice := audit.Actor{Name: "alice", Role: "operate", Source: "192.0.2.10"}
+	if _, err := ops.PauseSink(ctx, pool, alice, "partner", operator.Pause{For: time.Hour, Reason: "partner maintenance"}); err != nil {
+		panic(err)
+	}
+	since, err := audit.ParseSince("24h", time.Now())
+	if err != nil {
+		panic(err)
+	}
+	entries, err := ops.Audit().List(ctx, pool, audit.Filter{Since: since})
+	if err != nil {
+		panic(err)
+	}
+	e := entries[0]
+	fmt.Println(e.Actor, e.Role, e.Source, e.Action, e.Sink, e.Count)
+	// Output:
+	// alice operate 192.0.2.10 pause partner 1
+}

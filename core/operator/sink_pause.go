@@ -36,7 +36,8 @@ type Pause struct {
 	// For is how long the pause lasts; 0 pauses until ResumeSink.
 	For time.Duration
 	// By and Reason say who paused the sink and why; they are recorded
-	// and shown with the sink.
+	// and shown with the sink. An empty By records the actor's name; the
+	// audit trail records the actor in any case.
 	By, Reason string
 }
 
