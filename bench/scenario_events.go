@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
@@ -95,7 +96,7 @@ func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, 
 	if ps = append(ps, more...); len(ps) > 0 {
 		return nil, fmt.Errorf("routes: %v", ps)
 	}
-	if _, err := routing.Apply(ctx, pool, ob.Schema(), table); err != nil {
+	if _, err := routing.Apply(ctx, pool, ob.Schema(), table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
 		return nil, err
 	}
 	return sinks, nil

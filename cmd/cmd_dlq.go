@@ -108,7 +108,7 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 			if a.io.Terminal && !yes && !filter.DryRun {
 				plan := filter
 				plan.DryRun = true
-				res, err := action(s.ops, ctx, s.pool, plan)
+				res, err := action(s.ops, ctx, s.pool, a.actor(), plan)
 				if err != nil {
 					return err
 				}
@@ -121,7 +121,7 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 				}
 				filter.Token = res.Token // exactly the rows counted
 			}
-			res, err := action(s.ops, ctx, s.pool, filter)
+			res, err := action(s.ops, ctx, s.pool, a.actor(), filter)
 			if errors.Is(err, operator.ErrSelectionChanged) {
 				return &exitError{code: exitFailure, err: fmt.Errorf(
 					"%s: the selection changed since it was counted (dead letters died, or were redriven or purged meanwhile); nothing changed; it now holds %d: run the command again",

@@ -12,7 +12,7 @@ func (a *app) migrateCommand() *cobra.Command {
 		Short: "Create or upgrade the outbox schema and apply the configuration's routes; safe to run from several pods at once",
 		Args:  cobra.NoArgs,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
-			applied, err := s.mig.Migrate(cmd.Context(), s.pool)
+			applied, err := s.mig.MigrateAs(cmd.Context(), s.pool, a.actor())
 			if err != nil {
 				return err
 			}
@@ -24,7 +24,7 @@ func (a *app) migrateCommand() *cobra.Command {
 			if !s.cfg.HasRoutes() {
 				return nil
 			}
-			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)
+			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s, a.actor())
 		}),
 	}
 }

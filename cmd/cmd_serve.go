@@ -123,13 +123,14 @@ func (a *app) serve(ctx context.Context) error {
 	return nil
 }
 
-// checkListen refuses to expose the API beyond this host without a token.
+// checkListen refuses to expose the API beyond this host without a token
+// or a trusted proxy.
 func checkListen(cfg *config.Config) error {
-	if cfg.HTTP.Token != "" || httpapi.IsLoopback(cfg.HTTP.Listen) {
+	if cfg.HTTP.Authenticates() || httpapi.IsLoopback(cfg.HTTP.Listen) {
 		return nil
 	}
 	return &config.Error{File: cfg.File, Problems: []string{fmt.Sprintf(
-		"http.listen %s is not a loopback address: set http.token (OUTBOX_HTTP_TOKEN) so /v1/* require a bearer token", cfg.HTTP.Listen)}}
+		"http.listen %s is not a loopback address: set http.token (OUTBOX_HTTP_TOKEN), http.tokens or http.trusted_proxy so /v1/* require a bearer token", cfg.HTTP.Listen)}}
 }
 
 // waitForDatabase retries, with capped exponential backoff, until the

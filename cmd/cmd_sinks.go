@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
@@ -28,23 +30,21 @@ type sinkChange struct {
 
 func (a *app) sinkChangeFlags(c *cobra.Command, ch *sinkChange) {
 	c.Flags().StringVar(&ch.reason, "reason", "", "why, recorded with the sink and shown in the console")
-	c.Flags().StringVar(&ch.by, "by", "", "who, recorded with the sink (default: $USER@host)")
+	c.Flags().StringVar(&ch.by, "by", "", "who, recorded with the sink (default: $USER@host, which the audit trail records in any case)")
 }
 
-// operator is who a command acts for: --by, else $USER@host.
-func (a *app) operator(by string) string {
-	if by != "" {
-		return by
-	}
+// actor is who a command acts for in the audit trail: $USER@host, an
+// admin (the database is all a command needs), from the command line.
+func (a *app) actor() audit.Actor {
 	user, _ := a.io.Env("USER")
 	if user == "" {
 		user = "unknown"
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return user + " (cli)"
+	name := user
+	if host, err := os.Hostname(); err == nil {
+		name += "@" + host
 	}
-	return user + "@" + host + " (cli)"
+	return audit.Actor{Name: name, Role: string(access.RoleAdmin), Source: audit.SourceCLI}
 }
 
 func (a *app) sinkPauseCommand() *cobra.Command {
@@ -80,7 +80,7 @@ typo's pause would stop nothing; --force pauses it anyway.`,
 					return err
 				}
 			}
-			until, err := s.ops.PauseSink(cmd.Context(), s.pool, sink, operator.Pause{For: duration, By: a.operator(ch.by), Reason: ch.reason})
+			until, err := s.ops.PauseSink(cmd.Context(), s.pool, a.actor(), sink, operator.Pause{For: duration, By: ch.by, Reason: ch.reason})
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
-			res, err := s.ops.ResumeSink(cmd.Context(), s.pool, sink, a.operator(ch.by), ch.reason)
+			res, err := s.ops.ResumeSink(cmd.Context(), s.pool, a.actor(), sink, ch.by, ch.reason)
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ name without recorded state is an error (exit 1).`,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
 			_, configured := s.cfg.Sinks[sink]
-			was, err := s.ops.ForgetSink(cmd.Context(), s.pool, sink, configured)
+			was, err := s.ops.ForgetSink(cmd.Context(), s.pool, a.actor(), sink, configured)
 			if errors.Is(err, operator.ErrConfiguredSink) {
 				return badInput(err)
 			}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -30,15 +32,16 @@ at once.`,
 			if !s.cfg.HasRoutes() {
 				return badInputf("routes apply: the configuration has no routes (add a routes: block)")
 			}
-			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s)
+			return applyRoutes(cmd.Context(), cmd.OutOrStdout(), s, a.actor())
 		}),
 	})
 	return c
 }
 
-// applyRoutes applies the configuration's routes, printing what it did.
-func applyRoutes(ctx context.Context, out io.Writer, s session) error {
-	applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable())
+// applyRoutes applies the configuration's routes as actor's, printing
+// what it did.
+func applyRoutes(ctx context.Context, out io.Writer, s session, actor audit.Actor) error {
+	applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable(), actor)
 	if err != nil {
 		return err
 	}
@@ -49,6 +52,9 @@ func applyRoutes(ctx context.Context, out io.Writer, s session) error {
 	}
 	return nil
 }
+
+// serveActor is who applies the routes when serve finds none applied.
+var serveActor = audit.Actor{Name: "outboxd serve", Role: string(access.RoleAdmin), Source: "serve"}
 
 // checkAppliedRoutes compares the routes this relay renders with to the
 // ones applied to the database, which route every publish. When none were
@@ -62,7 +68,7 @@ func checkAppliedRoutes(ctx context.Context, s session, log *slog.Logger) {
 	case err != nil:
 		log.Warn("could not read the routes applied to the database", telemetry.ErrAttr(err))
 	case version == 0 && s.cfg.HasRoutes():
-		applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable())
+		applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable(), serveActor)
 		if err != nil {
 			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", telemetry.ErrAttr(err))
 			return

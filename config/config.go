@@ -131,9 +131,15 @@ type RetentionConfig struct {
 
 // HTTPConfig is the http block.
 type HTTPConfig struct {
-	Listen string `mapstructure:"listen" doc:"address of the HTTP API; one that is not loopback needs http.token"`
-	// Token, when set, is required as a bearer token on /v1/*.
-	Token confschema.Secret `mapstructure:"token" doc:"bearer token required on /v1/* when set"`
+	Listen string `mapstructure:"listen" doc:"address of the HTTP API; one that is not loopback needs http.token, http.tokens or http.trusted_proxy"`
+	// Token, when set, is required as a bearer token on /v1/*: the one
+	// admin token, named LegacyTokenName.
+	Token confschema.Secret `mapstructure:"token" doc:"bearer token required on /v1/* when set: an admin token named admin, beside http.tokens"`
+	// Tokens are the named bearer tokens, each with its role.
+	Tokens []TokenSpec `mapstructure:"tokens" doc:"named bearer tokens, each with a role: read (stats, lookups, listings), produce (enqueue, publish), operate (read, pause, resume, redrive, purge) or admin (everything); see docs/operations.md"`
+	// TrustedProxy, when set, believes the user and role an
+	// authenticating proxy names in headers.
+	TrustedProxy *TrustedProxySpec `mapstructure:"trusted_proxy"`
 	// AllowedHosts are the host names (besides loopback names and
 	// addresses) the API answers to in the Host header; see hostGuard.
 	AllowedHosts []string `mapstructure:"allowed_hosts" doc:"host names accepted in the Host header besides localhost and loopback addresses: others get 421 (DNS rebinding); with a public listen, names not listed are refused and IP addresses pass"`
@@ -142,6 +148,25 @@ type HTTPConfig struct {
 	// QueryTimeout is the statement_timeout of the API's and the console's
 	// own connections (package apidb).
 	QueryTimeout time.Duration `mapstructure:"query_timeout" doc:"longest a database statement of the HTTP API or the console may run (statement_timeout on their own connections, never the relay's nor a producer's): a slower one is cancelled and answered 503, so it cannot hold their small pool"`
+}
+
+// TokenSpec is one entry of http.tokens.
+type TokenSpec struct {
+	Name string `mapstructure:"name" defaultdoc:"required" doc:"who holds the token: named in the audit trail and the console; letters, digits, '.', '_', '@' and '-'"`
+	// Token and SHA256 give the value, one or the other.
+	Token  confschema.Secret `mapstructure:"token" doc:"the token (a secret: use ${VAR}); or give sha256"`
+	SHA256 confschema.Secret `mapstructure:"sha256" doc:"instead of token, the hex SHA-256 of the token (printf %s TOKEN | sha256sum), so the file holds no token"`
+	Role   string            `mapstructure:"role" defaultdoc:"required" doc:"read, produce, operate or admin"`
+}
+
+// TrustedProxySpec is the http.trusted_proxy block: an authenticating
+// proxy (oauth2-proxy, an ingress with single sign-on) that names the
+// user in a header.
+type TrustedProxySpec struct {
+	UserHeader  string   `mapstructure:"user_header" defaultdoc:"required" doc:"header carrying the signed-in user's name, e.g. X-Forwarded-User"`
+	RoleHeader  string   `mapstructure:"role_header" doc:"header carrying the user's role (read, produce, operate or admin), e.g. X-Forwarded-Role"`
+	DefaultRole string   `mapstructure:"default_role" doc:"the role of a user whose request has no role header"`
+	Sources     []string `mapstructure:"sources" defaultdoc:"required" doc:"the proxy's addresses, as CIDRs or addresses: the headers of requests from anywhere else are ignored"`
 }
 
 // TelemetryConfig is the telemetry block. The standard OTEL_* environment
@@ -222,6 +247,7 @@ func (c *Config) check() []confschema.Problem {
 		problems = append(problems, confschema.Problem{Key: "http.query_timeout",
 			Message: fmt.Sprintf("must be positive, got %s", c.HTTP.QueryTimeout)})
 	}
+	problems = append(problems, c.HTTP.checkAccess()...)
 	if u := c.Telemetry.TraceURL; u != "" {
 		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/access"
 )
 
 // SessionCookie names the cookie a signed-in browser holds.
@@ -23,85 +26,122 @@ const SessionLifetime = 12 * time.Hour
 // CSRFField names the form field that carries the CSRF token.
 const CSRFField = "csrf"
 
-// auth signs browsers in with the API token and checks the CSRF token of
-// every form.
+// auth signs browsers in with a named token (or believes the user a
+// trusted proxy names) and checks the CSRF token of every form.
 //
-// A session is "<expiry>.<mac>": the MAC is an HMAC-SHA256 of the expiry
-// under a key derived from the token, so the cookie proves the token was
-// known without containing it, every pod with the same token accepts it,
-// and changing the token signs everyone out. A form's CSRF token is an
-// HMAC of the session under the same key: a page on another site can
-// neither read it nor compute it. Without a token (a loopback listen)
-// there is no sign-in, and the CSRF tokens are keyed by a random key of
-// this process.
+// A session is "<name>.<expiry>.<mac>" (the name base64url-encoded): the
+// MAC is an HMAC-SHA256 of name and expiry under a key derived from that
+// token's SHA-256, so the cookie proves the token was known without
+// containing it, every pod with the same tokens accepts it, and changing a
+// token signs its holder out. The role is the token's as configured now,
+// never the cookie's. A form's CSRF token is an HMAC of the session under
+// the same key: a page on another site can neither read it nor compute
+// it. A proxy's user and, without any token or proxy (a loopback listen),
+// everyone are signed in without a session; their CSRF tokens are keyed by
+// a random key of this process.
 type auth struct {
-	token []byte // nil: no sign-in
-	key   []byte
+	access *access.Authenticator
+	random []byte
+	// signIn keys the CSRF token of the sign-in form: derived from the
+	// tokens, so every pod with them accepts it.
+	signIn []byte
 }
 
-func newAuth(token string) (*auth, error) {
-	a := &auth{}
-	if token == "" {
-		a.key = make([]byte, 32)
-		if _, err := rand.Read(a.key); err != nil {
-			return nil, fmt.Errorf("console: CSRF key: %w", err)
-		}
-		return a, nil
+func newAuth(a *access.Authenticator) (*auth, error) {
+	au := &auth{access: a, random: make([]byte, 32)}
+	if _, err := rand.Read(au.random); err != nil {
+		return nil, fmt.Errorf("console: CSRF key: %w", err)
 	}
-	a.token = []byte(token)
-	a.key = a.mac([]byte(token), "outboxd console session key")
-	return a, nil
+	au.signIn = au.random
+	if f := a.Fingerprint(); f != nil {
+		au.signIn = mac(f, "outboxd console sign-in key")
+	}
+	return au, nil
 }
 
-func (a *auth) mac(key []byte, parts ...string) []byte {
+func mac(key []byte, parts ...string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(strings.Join(parts, "\x00")))
 	return m.Sum(nil)
 }
 
-// newSession returns a session value valid until expiry.
-func (a *auth) newSession(expiry time.Time) string {
-	exp := strconv.FormatInt(expiry.Unix(), 10)
-	return exp + "." + base64.RawURLEncoding.EncodeToString(a.mac(a.key, "session", exp))
+// sessionKey is the key of t's sessions.
+func sessionKey(t access.Token) []byte {
+	return mac(t.SHA256[:], "outboxd console session key")
 }
 
-// session returns the request's valid session value, or "".
-func (a *auth) session(r *http.Request) string {
+// newSession returns a session of t valid until expiry.
+func newSession(t access.Token, expiry time.Time) string {
+	name := base64.RawURLEncoding.EncodeToString([]byte(t.Name))
+	exp := strconv.FormatInt(expiry.Unix(), 10)
+	return name + "." + exp + "." + base64.RawURLEncoding.EncodeToString(mac(sessionKey(t), "session", t.Name, exp))
+}
+
+// visitor is who a request comes from, and the session it holds ("" for
+// none).
+type visitor struct {
+	id      access.Identity
+	session string
+	key     []byte // of its CSRF tokens
+}
+
+// identify returns who r comes from; ok is false for someone not signed
+// in.
+func (a *auth) identify(r *http.Request) (visitor, bool) {
+	if a.access.Open() {
+		id, _ := a.access.Authenticate(r)
+		return visitor{id: id, key: a.random}, true
+	}
+	if id, ok, _ := a.access.FromProxy(r); ok {
+		return visitor{id: id, key: a.random}, true
+	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return ""
+		return visitor{}, false
 	}
-	exp, mac, ok := strings.Cut(c.Value, ".")
-	unix, err := strconv.ParseInt(exp, 10, 64)
-	if !ok || err != nil || time.Now().After(time.Unix(unix, 0)) {
-		return ""
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 3 {
+		return visitor{}, false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, a.mac(a.key, "session", exp)) {
-		return ""
+	name, nameErr := base64.RawURLEncoding.DecodeString(parts[0])
+	unix, expErr := strconv.ParseInt(parts[1], 10, 64)
+	got, macErr := base64.RawURLEncoding.DecodeString(parts[2])
+	if nameErr != nil || expErr != nil || macErr != nil || time.Now().After(time.Unix(unix, 0)) {
+		return visitor{}, false
 	}
-	return c.Value
+	t, ok := a.access.Named(string(name))
+	if !ok {
+		return visitor{}, false
+	}
+	key := sessionKey(t)
+	if !hmac.Equal(got, mac(key, "session", t.Name, parts[1])) {
+		return visitor{}, false
+	}
+	return visitor{id: access.Identity{Name: t.Name, Role: t.Role, Source: access.ClientHost(r)}, session: c.Value, key: key}, true
 }
 
-// signedIn reports whether r may see the console.
-func (a *auth) signedIn(r *http.Request) bool { return a.token == nil || a.session(r) != "" }
-
-// csrf is the CSRF token of the forms served to r.
-func (a *auth) csrf(r *http.Request) string {
-	return base64.RawURLEncoding.EncodeToString(a.mac(a.key, "csrf", a.session(r)))
+// csrf is the CSRF token of the forms served to v (a visitor not signed
+// in gets one keyed by the process, for the sign-in form).
+func (a *auth) csrf(v visitor) string {
+	key := v.key
+	if key == nil {
+		key = a.signIn
+	}
+	return base64.RawURLEncoding.EncodeToString(mac(key, "csrf", v.id.Name, v.session))
 }
 
-// checkCSRF reports whether a form posted by r carries its CSRF token.
-func (a *auth) checkCSRF(r *http.Request) bool {
-	want := a.csrf(r)
+// checkCSRF reports whether a form posted by v carries its CSRF token.
+func (a *auth) checkCSRF(r *http.Request, v visitor) bool {
+	want := a.csrf(v)
 	return subtle.ConstantTimeCompare([]byte(r.PostFormValue(CSRFField)), []byte(want)) == 1
 }
 
-// tokenMatches compares a submitted token with the configured one in
-// constant time (both hashed first, so not even the length leaks).
-func (a *auth) tokenMatches(given string) bool {
-	want, got := sha256.Sum256(a.token), sha256.Sum256([]byte(given))
-	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
+type visitorKey struct{}
+
+// visitorOf returns the visitor require found for r.
+func visitorOf(r *http.Request) visitor {
+	v, _ := r.Context().Value(visitorKey{}).(visitor)
+	return v
 }
 
 // require sends a browser that is not signed in to the sign-in page and
@@ -110,7 +150,8 @@ func (a *auth) tokenMatches(given string) bool {
 func (a *auth) require(next http.Handler, c *Console) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		open := r.URL.Path == "/signin" || strings.HasPrefix(r.URL.Path, "/static/")
-		if !open && !a.signedIn(r) {
+		v, signedIn := a.identify(r)
+		if !open && !signedIn {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
@@ -120,13 +161,26 @@ func (a *auth) require(next http.Handler, c *Console) http.Handler {
 		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-			if !a.checkCSRF(r) {
+			if !a.checkCSRF(r, v) {
 				c.fail(w, r, http.StatusForbidden, "This form is out of date or did not come from this console (CSRF token missing or wrong). Reload the page and try again.")
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), visitorKey{}, v)))
 	})
+}
+
+// allow refuses, with 403 naming the role, a request whose visitor's
+// role does not grant need: the pages hide such actions, and the server
+// refuses them all the same.
+func (c *Console) allow(need access.Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if id := visitorOf(r).id; !id.Role.Allows(need) {
+			c.fail(w, r, http.StatusForbidden, fmt.Sprintf("This needs the %s role; %s has the %s role.", need, id.Name, id.Role))
+			return
+		}
+		h(w, r)
+	}
 }
 
 // maxFormBytes bounds a form: a selection of dead letters' ids at most.
@@ -147,8 +201,15 @@ func (a *auth) setSession(w http.ResponseWriter, r *http.Request, value string, 
 	})
 }
 
+// signInNeeded reports whether the console asks for a token: tokens
+// are configured and the request is not a trusted proxy's.
+func (c *Console) signInNeeded(r *http.Request) bool {
+	_, signedIn := c.auth.identify(r)
+	return !signedIn
+}
+
 func (c *Console) getSignIn(w http.ResponseWriter, r *http.Request) {
-	if c.auth.token == nil || c.auth.signedIn(r) {
+	if !c.signInNeeded(r) {
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
@@ -157,15 +218,17 @@ func (c *Console) getSignIn(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.PostFormValue("next"))
-	if c.auth.token == nil {
+	if !c.signInNeeded(r) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !c.auth.tokenMatches(r.PostFormValue("token")) {
-		c.render(w, r, http.StatusUnauthorized, "signin", map[string]any{"Next": next, "Error": "That is not the token."})
+	t, ok := c.auth.access.Match(r.PostFormValue("token"))
+	if !ok {
+		c.render(w, r, http.StatusUnauthorized, "signin", map[string]any{"Next": next, "Error": "That is not a token of this outboxd."})
 		return
 	}
-	c.auth.setSession(w, r, c.auth.newSession(time.Now().Add(SessionLifetime)), int(SessionLifetime.Seconds()))
+	c.auth.setSession(w, r, newSession(t, time.Now().Add(SessionLifetime)), int(SessionLifetime.Seconds()))
+	c.opt.Logger.Info("console: signed in", "token", t.Name, "role", t.Role, "from", access.ClientHost(r))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

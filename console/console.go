@@ -5,9 +5,12 @@
 // JavaScript for the live overview: no build step, no CDN, it works
 // offline. It reads and acts through core's operator queries only.
 //
-// `outboxd serve` mounts it at / on the API's port. With a token, the
-// browser signs in once and holds a session cookie derived from the token
-// (never the token itself); every form that changes anything carries a
+// `outboxd serve` mounts it at / on the API's port. With tokens, the
+// browser signs in once with a named token and holds a session cookie
+// derived from it (never the token itself); behind a trusted
+// authenticating proxy, the proxy names the user. The pages show who is
+// signed in and offer only the actions their role grants (the server
+// refuses the others too); every form that changes anything carries a
 // CSRF token, and requests from other sites are refused.
 package console
 
@@ -20,8 +23,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/apidb"
 )
 
@@ -43,7 +47,7 @@ type Options struct {
 	Operator *operator.Operator
 	// DB is the console's pool: the API's (package apidb), whose
 	// statements time out after QueryTimeout.
-	DB core.DBTX
+	DB audit.DB
 	// QueryTimeout is DB's statement timeout; 0 means
 	// config.DefaultQueryTimeout. A page whose query ran out of it answers
 	// 503 saying so.
@@ -51,9 +55,9 @@ type Options struct {
 	// Sinks are the sinks this relay is configured with; sinks that have
 	// rows but are not among them are shown as not configured here.
 	Sinks []Sink
-	// Token, when set, is required once to sign in (the API's bearer
-	// token).
-	Token string
+	// Access holds the tokens one signs in with (the API's) and the
+	// trusted proxy; nil means none: everyone may do everything.
+	Access *access.Authenticator
 	// TraceURL links a message to its trace: {trace_id} is replaced.
 	TraceURL string
 	// Refresh is how often live viewers get a new overview; 0 means
@@ -92,7 +96,10 @@ func New(opt Options) (*Console, error) {
 	for _, s := range opt.Sinks {
 		c.sinks[s.Name] = s
 	}
-	if c.auth, err = newAuth(opt.Token); err != nil {
+	if opt.Access == nil {
+		opt.Access = access.New(nil, nil)
+	}
+	if c.auth, err = newAuth(opt.Access); err != nil {
 		return nil, err
 	}
 	c.overview = newOverviewFeed(c.readOverview, opt.Refresh, opt.Logger)
@@ -114,10 +121,12 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /messages", c.getMessages)
 	mux.HandleFunc("GET /messages/{id}", c.getMessage)
 	mux.HandleFunc("GET /dead-letters", c.getDeadLetters)
-	mux.HandleFunc("POST /dead-letters/confirm", c.postConfirm)
-	mux.HandleFunc("POST /dead-letters/apply", c.postApply)
-	mux.HandleFunc("POST /sinks/{name}/pause", c.postPause)
-	mux.HandleFunc("POST /sinks/{name}/resume", c.postResume)
+	mux.HandleFunc("POST /dead-letters/confirm", c.allow(access.RoleOperate, c.postConfirm))
+	mux.HandleFunc("POST /dead-letters/apply", c.allow(access.RoleOperate, c.postApply))
+	mux.HandleFunc("POST /sinks/{name}/pause", c.allow(access.RoleOperate, c.postPause))
+	mux.HandleFunc("POST /sinks/{name}/resume", c.allow(access.RoleOperate, c.postResume))
+	mux.HandleFunc("POST /sinks/{name}/forget", c.allow(access.RoleOperate, c.postForget))
+	mux.HandleFunc("GET /audit", c.getAudit)
 	mux.HandleFunc("GET /signin", c.getSignIn)
 	mux.HandleFunc("POST /signin", c.postSignIn)
 	mux.HandleFunc("POST /signout", c.postSignOut)

@@ -20,11 +20,17 @@ import (
 
 	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/consoletest"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 const token = "console-test-token"
+
+// adminToken is the console's one token, an admin's, as http.token gives.
+func adminToken() *access.Authenticator {
+	return access.New([]access.Token{access.TokenOf(access.LegacyTokenName, token, access.RoleAdmin)}, nil)
+}
 
 // site is a console on a fresh outbox, served by httptest.
 type site struct {
@@ -67,7 +73,7 @@ func (s *site) browser(t *testing.T) *consoletest.Browser {
 // with SameSite=Lax, without Secure behind a TLS proxy; sign-out keeping
 // the cookie.)
 func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
-	s := newSite(t, console.Options{Token: token})
+	s := newSite(t, console.Options{Access: adminToken()})
 	b := s.browser(t)
 	resp, _ := b.Get("/dead-letters?sink=partner")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next="+url.QueryEscape("/dead-letters?sink=partner") {
@@ -90,7 +96,7 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	}
 	b.Get("/signin")
 	resp, body := b.Post("/signin", url.Values{"token": {"guess"}, "next": {"/"}})
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not the token") || len(b.Cookies) != 0 {
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not a token") || len(b.Cookies) != 0 {
 		t.Fatalf("wrong token: %d, cookies %v", resp.StatusCode, b.Cookies)
 	}
 	resp, _ = b.Post("/signin", url.Values{"token": {token}, "next": {"//evil.example/"}})
@@ -106,8 +112,13 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 	}
 
 	// A forged or stretched session is refused.
-	exp, mac, _ := strings.Cut(c.Value, ".")
-	for _, forged := range []string{"9999999999." + mac, exp + ".AAAA", "garbage", fmt.Sprint(time.Now().Add(-time.Minute).Unix()) + "." + mac} {
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 3 {
+		t.Fatalf("session %q: want name.expiry.mac", c.Value)
+	}
+	name, exp, mac := parts[0], parts[1], parts[2]
+	for _, forged := range []string{name + ".9999999999." + mac, name + "." + exp + ".AAAA", "garbage",
+		name + "." + fmt.Sprint(time.Now().Add(-time.Minute).Unix()) + "." + mac, "b3RoZXI." + exp + "." + mac} {
 		other := s.browser(t)
 		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: forged}
 		if resp, _ := other.Get("/"); resp.StatusCode != http.StatusSeeOther {
@@ -121,7 +132,7 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 		want   int
 	}{{time.Now().Add(time.Minute), http.StatusOK}, {time.Now().Add(-time.Second), http.StatusSeeOther}} {
 		other := s.browser(t)
-		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: console.SessionValue(s.ui, tt.expiry)}
+		other.Cookies[console.SessionCookie] = &http.Cookie{Name: console.SessionCookie, Value: console.SessionValue(s.ui, access.LegacyTokenName, tt.expiry)}
 		if resp, _ := other.Get("/"); resp.StatusCode != tt.want {
 			t.Errorf("a session signed until %s: %d, want %d", tt.expiry.Format(time.RFC3339), resp.StatusCode, tt.want)
 		}
@@ -148,7 +159,7 @@ func TestSignInWithTheTokenSetsAStrictSessionCookie(t *testing.T) {
 // without the CrossOriginProtection guard.)
 func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 	t.Parallel()
-	for name, opt := range map[string]console.Options{"with a token": {Token: token}, "without": {}} {
+	for name, opt := range map[string]console.Options{"with a token": {Access: adminToken()}, "without": {}} {
 		t.Run(name, func(t *testing.T) { checkFormsRefuseCrossSiteRequests(t, opt) })
 	}
 }
@@ -156,7 +167,7 @@ func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 	s := newSite(t, opt)
 	b := s.browser(t)
-	if opt.Token != "" {
+	if opt.Access != nil {
 		b.SignIn(token)
 	}
 	b.Get("/")
@@ -172,7 +183,7 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 	} {
 		resp, body := b.Post("/sinks/partner/pause", url.Values{"csrf": {c.csrf}}, c.header...)
 		if resp.StatusCode != http.StatusForbidden {
-			t.Errorf("token %v, %s: %d, want 403", opt.Token != "", name, resp.StatusCode)
+			t.Errorf("token %v, %s: %d, want 403", opt.Access != nil, name, resp.StatusCode)
 		}
 		if !strings.Contains(body, "refused") && !strings.Contains(body, "CSRF") {
 			t.Errorf("%s: the refusal does not say why: %s", name, body)
@@ -183,10 +194,14 @@ func checkFormsRefuseCrossSiteRequests(t *testing.T, opt console.Options) {
 		t.Fatal("a refused form paused the sink")
 	}
 	if resp, _ := b.Post("/sinks/partner/pause", url.Values{"csrf": {valid}, "by": {"erin"}, "reason": {"test"}}); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("token %v, valid form: %d, want 303", opt.Token != "", resp.StatusCode)
+		t.Errorf("token %v, valid form: %d, want 303", opt.Access != nil, resp.StatusCode)
 	}
 	states, _ = s.ob.SinkStates(s.ctx, s.pool)
-	if st := states["partner"]; !st.Paused() || st.ChangedBy != "erin" {
+	want := "erin" // signed in, who signed in is recorded beside it
+	if opt.Access != nil {
+		want = "erin (admin)"
+	}
+	if st := states["partner"]; !st.Paused() || st.ChangedBy != want {
 		t.Errorf("after a valid pause: %+v", st)
 	}
 }

@@ -27,6 +27,9 @@ type overviewRow struct {
 	Paused   bool   `json:"paused"`
 	Dead     int64  `json:"-"`
 	Failures bool   `json:"failures"`
+	// Stale marks the recorded pause or state of a sink no relay here is
+	// configured with (a typo's, a removed sink's): it can be removed.
+	Stale bool `json:"stale"`
 }
 
 // overviewView is the whole overview.
@@ -67,7 +70,8 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 	sink, configured := c.sinks[s.Sink]
 	n, r := s.Counts, s.Rate
 	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused() || len(s.Breakers) > 0,
-		Failures: n.Failed > 0 || n.Dead > 0 || r.Retried > 0 || r.Dead > 0}
+		Failures: n.Failed > 0 || n.Dead > 0 || r.Retried > 0 || r.Dead > 0,
+		Stale:    !configured && (s.State.Paused() || s.State.ChangedBy != "")}
 	row.Cells = map[string]string{
 		"pending":     count(n.Pending),
 		"in_progress": count(n.InProgress),
@@ -107,7 +111,7 @@ func stateText(s operator.SinkOverview, configured bool, window time.Duration) (
 	case st.Paused() && st.ByHand:
 		return "paused", "paused until " + clock(*st.PausedUntil) + by
 	case st.Paused():
-		return "paused", "paused by a Retry-After until " + clock(*st.PausedUntil)
+		return "paused", "paused by the receiver's Retry-After until " + clock(*st.PausedUntil)
 	case len(s.Breakers) > 0:
 		return "circuit-open", breakersText(s.Breakers)
 	case !configured:
@@ -162,7 +166,7 @@ func clock(t time.Time) string {
 	if y, m, d := t.Date(); y == time.Now().UTC().Year() && m == time.Now().UTC().Month() && d == time.Now().UTC().Day() {
 		return t.Format("15:04:05Z")
 	}
-	return t.Format("2006-01-02 15:04Z")
+	return t.Format("2006-01-02\u00a015:04Z") // a time reads on one line
 }
 
 func (c *Console) getOverview(w http.ResponseWriter, r *http.Request) {

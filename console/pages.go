@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/apidb"
 )
@@ -167,6 +169,15 @@ func (c *Console) getDeadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
+	if q.Get("group") == "error" {
+		groups, err := c.opt.Operator.DeadLetterGroups(ctx, c.opt.DB, f.Sink)
+		if err != nil {
+			c.internalError(w, r, "group dead letters", err)
+			return
+		}
+		c.render(w, r, http.StatusOK, "deadlettergroups", map[string]any{"Q": q, "Groups": groups, "Sinks": c.sinkNames()})
+		return
+	}
 	letters, err := c.opt.Operator.DeadLetters(ctx, c.opt.DB, f)
 	if err != nil {
 		c.internalError(w, r, "list dead letters", err)
@@ -244,10 +255,11 @@ func (s selection) filter(dryRun bool) operator.RedriveFilter {
 func (c *Console) run(r *http.Request, s selection, dryRun bool) (operator.ActionResult, error) {
 	ctx, cancel := c.context(r)
 	defer cancel()
+	actor := visitorOf(r).id.Actor()
 	if s.Action == "purge" {
-		return c.opt.Operator.Purge(ctx, c.opt.DB, s.filter(dryRun))
+		return c.opt.Operator.Purge(ctx, c.opt.DB, actor, s.filter(dryRun))
 	}
-	return c.opt.Operator.Redrive(ctx, c.opt.DB, s.filter(dryRun))
+	return c.opt.Operator.Redrive(ctx, c.opt.DB, actor, s.filter(dryRun))
 }
 
 // postConfirm counts what a dead-letter action would touch (a dry run) and
@@ -313,34 +325,57 @@ func (c *Console) postPause(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c.changeSink(w, r, "paused", func(sink, by, reason string) error {
-		ctx, cancel := c.context(r)
-		defer cancel()
-		_, err := c.opt.Operator.PauseSink(ctx, c.opt.DB, sink, operator.Pause{For: d, By: by, Reason: reason})
+	c.changeSink(w, r, "paused", func(ctx context.Context, actor audit.Actor, sink, by, reason string) error {
+		_, err := c.opt.Operator.PauseSink(ctx, c.opt.DB, actor, sink, operator.Pause{For: d, By: by, Reason: reason})
 		return err
 	})
 }
 
 func (c *Console) postResume(w http.ResponseWriter, r *http.Request) {
-	c.changeSink(w, r, "resumed", func(sink, by, reason string) error {
-		ctx, cancel := c.context(r)
-		defer cancel()
-		res, err := c.opt.Operator.ResumeSink(ctx, c.opt.DB, sink, by, reason)
+	c.changeSink(w, r, "resumed", func(ctx context.Context, actor audit.Actor, sink, by, reason string) error {
+		res, err := c.opt.Operator.ResumeSink(ctx, c.opt.DB, actor, sink, by, reason)
 		res.LogClosed(ctx, c.opt.Logger, by)
 		return err
 	})
 }
 
-// changeSink pauses or resumes a sink with who and why from the form, and
-// goes back to the overview.
-func (c *Console) changeSink(w http.ResponseWriter, r *http.Request, done string, change func(sink, by, reason string) error) {
+// postForget removes the stale pause of a sink that is not configured
+// (a typo's, a removed sink's), and goes back to the overview.
+func (c *Console) postForget(w http.ResponseWriter, r *http.Request) {
 	sink := r.PathValue("name")
-	by := strings.TrimSpace(r.PostFormValue("by"))
-	if by == "" {
-		by = "console user"
+	_, configured := c.sinks[sink]
+	ctx, cancel := c.context(r)
+	defer cancel()
+	id := visitorOf(r).id
+	_, err := c.opt.Operator.ForgetSink(ctx, c.opt.DB, id.Actor(), sink, configured)
+	switch {
+	case errors.Is(err, operator.ErrConfiguredSink):
+		c.fail(w, r, http.StatusConflict, fmt.Sprintf("%s is configured here: resume it instead.", sink))
+		return
+	case errors.Is(err, operator.ErrUnknownSink):
+		c.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no recorded pause.", sink))
+		return
+	case err != nil:
+		c.internalError(w, r, "remove the pause", err)
+		return
 	}
+	c.opt.Logger.Info("console: stale pause removed", "sink", sink, "by", id.Name)
+	c.overview.invalidate()
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// changeSink pauses or resumes a sink as the signed-in visitor, with why
+// (and, without sign-in, who) from the form, and goes back to the
+// overview.
+func (c *Console) changeSink(w http.ResponseWriter, r *http.Request, done string,
+	change func(ctx context.Context, actor audit.Actor, sink, by, reason string) error) {
+	sink := r.PathValue("name")
+	id := visitorOf(r).id
+	by := id.RecordedBy(strings.TrimSpace(r.PostFormValue("by")), "console user")
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if err := change(sink, by, reason); err != nil {
+	ctx, cancel := c.context(r)
+	defer cancel()
+	if err := change(ctx, id.Actor(), sink, by, reason); err != nil {
 		c.internalError(w, r, "change the sink", err)
 		return
 	}

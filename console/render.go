@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxd/outboxd/internal/access"
 )
 
 //go:embed assets/templates/*.html
@@ -79,8 +81,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if !ok {
 		panic("console: no page " + name) // a programming error every test run catches
 	}
-	data["CSRF"] = c.auth.csrf(r)
-	data["SignedIn"] = c.auth.token != nil && c.auth.session(r) != ""
+	v, _ := c.auth.identify(r)
+	data["CSRF"] = c.auth.csrf(v)
+	// A session can be ended here; a proxy's user signs out there.
+	data["SignedIn"] = v.session != ""
+	data["Who"] = v.id
+	data["CanOperate"] = v.id.Role.Allows(access.RoleOperate)
 	data["Path"] = r.URL.Path
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -91,7 +92,7 @@ func ExamplePublish() {
 	if len(problems) > 0 {
 		panic(fmt.Sprint(problems))
 	}
-	if _, err := routing.Apply(ctx, pool, ob.Schema(), table); err != nil {
+	if _, err := routing.Apply(ctx, pool, ob.Schema(), table, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}); err != nil {
 		panic(err)
 	}
 

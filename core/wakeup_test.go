@@ -9,6 +9,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // wake() notifies a registered loop only while it waits for work and only
@@ -75,7 +76,7 @@ func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
 			if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET status = 'dead' WHERE dedup_key = 'single'"); err != nil {
 				return err
 			}
-			_, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Sink: "s"})
+			_, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Sink: "s"})
 			return err
 		}},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -36,11 +37,16 @@ type Applied struct {
 // applied before, in which case that version becomes active again.
 // Applying the active routes again changes nothing, so every deploy may
 // run it, from several pods at once under any default isolation level. Publishes in flight keep the version they started with; the next
-// ones use t.
-func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied, error) {
+// ones use t. Routes that change the active version are recorded in the
+// audit trail as actor's, in the same transaction.
+func Apply(ctx context.Context, db core.DBTX, schema string, t *Table, actor audit.Actor) (Applied, error) {
 	q, err := queries(schema)
 	if err != nil {
 		return Applied{}, err
+	}
+	trail, err := audit.New(schema)
+	if err != nil {
+		return Applied{}, fmt.Errorf("routing: %w", err)
 	}
 	targets, err := json.Marshal(t.applied())
 	if err != nil {
@@ -48,8 +54,11 @@ func Apply(ctx context.Context, db core.DBTX, schema string, t *Table) (Applied,
 	}
 	var r store.ApplyRoutesRow
 	apply := func(db core.DBTX) (err error) {
-		r, err = q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets)
-		return err
+		if r, err = q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets); err != nil || !r.Changed {
+			return err
+		}
+		return trail.Write(ctx, db, actor, audit.Record{Action: audit.ActionRoutesApply, Count: int64(len(t.Routes())),
+			Detail: map[string]any{"version": r.Version, "digest": t.Digest()}})
 	}
 	// apply_routes() waits for the active version's row lock and then reads
 	// what the previous holder committed: READ COMMITTED, whatever the

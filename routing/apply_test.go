@@ -18,7 +18,7 @@ import (
 
 func apply(t *testing.T, db core.DBTX, ob *testdb.Outbox, table *routing.Table) routing.Applied {
 	t.Helper()
-	a, err := routing.Apply(context.Background(), db, ob.Schema(), table)
+	a, err := routing.Apply(context.Background(), db, ob.Schema(), table, testdb.Actor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestConcurrentApplyUnderAnyDefaultIsolation(t *testing.T) {
 		errs := make(chan error, concurrentApplies)
 		for range concurrentApplies {
 			go func() {
-				a, err := routing.Apply(ctx, pool, ob.Schema(), table)
+				a, err := routing.Apply(ctx, pool, ob.Schema(), table, testdb.Actor)
 				if err == nil && a != (routing.Applied{Version: first.Version}) {
 					err = fmt.Errorf("applied %+v, want version %d unchanged", a, first.Version)
 				}

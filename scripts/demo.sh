@@ -7,7 +7,8 @@
 # with examples/demo/plugins.yaml (a log sink and a webhook to a local
 # receiver), enqueues sample messages, shows them delivered with
 # `outboxd stats`, and stops everything it started. DEMO_PRIVATE_CLUSTER=1
-# forces the private cluster.
+# forces the private cluster. DEMO_KEEP=1 keeps everything running after
+# the tour, with the console's URL printed, until Ctrl-C (or SIGTERM).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -131,6 +132,7 @@ if [[ -z "$api" ]]; then
 	exit 1
 fi
 echo "demo: HTTP API at http://$api"
+echo "demo: console at http://$api/"
 
 say "outboxd enqueue: sample messages"
 run="$(date +%s)"
@@ -163,3 +165,12 @@ done
 
 say "outboxd stats"
 outboxd stats
+
+if [[ -n "${DEMO_KEEP:-}" ]]; then
+	say "Keeping the demo running (DEMO_KEEP=1): Ctrl-C stops it"
+	echo "demo: console at http://$api/"
+	echo "demo: try: $work/outboxd --config examples/demo/plugins.yaml audit list"
+	# wait returns when serve exits or a signal arrives; cleanup then stops the rest.
+	trap 'exit 0' INT TERM
+	wait "$serve_pid" || true
+fi

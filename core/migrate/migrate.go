@@ -8,12 +8,15 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -57,8 +60,17 @@ type Beginner = store.Beginner
 
 // Migrator applies the migrations of one outbox schema.
 type Migrator struct {
-	q *store.Queries
+	q     *store.Queries
+	trail *audit.Trail
 }
+
+// auditVersion is the migration that creates the audit trail: a run that
+// finds it applied, or applies it, records itself there.
+const auditVersion = 14
+
+// Library is the actor Migrate records: an application migrating its
+// outbox through this package.
+var Library = audit.Actor{Name: "migrate.Migrate", Role: "admin", Source: "library"}
 
 // New returns the Migrator of the outbox in schema ("" means
 // core.DefaultSchema).
@@ -70,7 +82,11 @@ func New(schema string) (*Migrator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Migrator{q: q}, nil
+	trail, err := audit.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Migrator{q: q, trail: trail}, nil
 }
 
 // Schema returns the PostgreSQL schema the migrations apply to.
@@ -81,8 +97,18 @@ func (m *Migrator) Schema() string { return m.q.Schema }
 // pods are safe: they queue on an advisory lock and the later ones find
 // nothing left to do, whatever the default transaction isolation (the
 // transaction is READ COMMITTED, so a run that waited for the lock sees what
-// the previous holder committed). It returns the versions it applied.
+// the previous holder committed). It returns the versions it applied. A run
+// that applies any is recorded in the audit trail as Library's; see
+// MigrateAs.
 func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
+	return m.MigrateAs(ctx, db, Library)
+}
+
+// MigrateAs is Migrate done by actor: a run that applies migrations
+// records them (once the audit trail's migration is among the applied
+// ones) in the audit trail, in the transaction that applies them and
+// writes the ledger.
+func (m *Migrator) MigrateAs(ctx context.Context, db Beginner, actor audit.Actor) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -115,7 +141,11 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			}
 			applied = append(applied, mg.Version)
 		}
-		return nil
+		if len(applied) == 0 || !(done[auditVersion] || slices.Contains(applied, auditVersion)) {
+			return nil
+		}
+		return m.trail.Write(ctx, tx, actor, audit.Record{Action: audit.ActionMigrate, Count: int64(len(applied)),
+			Detail: map[string]any{"schema": m.q.Schema, "versions": applied}})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate schema %s: %w", m.q.Schema, err)

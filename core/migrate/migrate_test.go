@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/internal/testdb"
 )
@@ -126,5 +128,41 @@ func TestMigration009RepairsAndValidatesHeaders(t *testing.T) {
 	_, err = pool.Exec(ctx, "INSERT INTO "+schema+`.messages (sink, dedup_key, payload, headers) VALUES ('s', 'later', '{}', '{"n": 1}')`)
 	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "messages_headers_check" {
 		t.Errorf("a direct insert of headers {\"n\": 1}: %v, want SQLSTATE 23514 naming messages_headers_check", err)
+	}
+}
+
+// A migration that applies versions records itself in the audit trail,
+// in the transaction that writes the ledger, once the trail's own
+// migration is among them; a run with nothing to apply records nothing.
+// (Mutation: MigrateAs without its trail.Write fails this test.)
+func TestMigrateRecordsItselfInTheAuditTrail(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t, 2)
+	ctx := t.Context()
+	schema := fmt.Sprintf("audit_migrate_%d", time.Now().UnixNano())
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	m, err := migrate.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := audit.Actor{Name: "bob@host", Role: "admin", Source: audit.SourceCLI}
+	applied, err := m.MigrateAs(ctx, pool, bob)
+	if err != nil || len(applied) == 0 {
+		t.Fatalf("migrate: %v %v", applied, err)
+	}
+	if _, err := m.MigrateAs(ctx, pool, bob); err != nil {
+		t.Fatal(err)
+	}
+	trail, err := audit.New(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := trail.List(ctx, pool, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Action != audit.ActionMigrate || entries[0].Actor != "bob@host" || entries[0].Count != int64(len(applied)) ||
+		!strings.Contains(string(entries[0].Detail), "14") {
+		t.Fatalf("audit entries: %+v; want bob's one migration of %v", entries, applied)
 	}
 }

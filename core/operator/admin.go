@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -240,31 +243,46 @@ func parseToken(token string) (confirmation, error) {
 }
 
 // Redrive moves the selected dead rows back to pending with their attempts
-// reset, and wakes the relays; a dry run only counts them.
-func (o *Operator) Redrive(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
+// reset, and wakes the relays, as actor's (recorded in the audit trail in
+// the same transaction); a dry run only counts them and records nothing.
+func (o *Operator) Redrive(ctx context.Context, db audit.DB, actor audit.Actor, f RedriveFilter) (ActionResult, error) {
 	if f.Waiting {
 		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
-	return act("redrive", f, func(f RedriveFilter, c confirmation) (store.PurgeRow, error) {
-		row, err := o.q.Redrive(ctx, db, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+	return o.act(ctx, db, actor, audit.ActionRedrive, f, func(tx pgx.Tx, f RedriveFilter, c confirmation) (store.PurgeRow, error) {
+		row, err := o.q.Redrive(ctx, tx, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
 			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun})
 		return store.PurgeRow(row), err
 	})
 }
 
 // Purge deletes the selected dead rows (and, with Waiting, the sink's
-// waiting rows) and their recorded errors; a dry run only counts them.
-func (o *Operator) Purge(ctx context.Context, db core.DBTX, f RedriveFilter) (ActionResult, error) {
-	return act("purge", f, func(f RedriveFilter, c confirmation) (store.PurgeRow, error) {
-		return o.q.Purge(ctx, db, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+// waiting rows) and their recorded errors, as actor's (recorded in the
+// audit trail in the same transaction); a dry run only counts them and
+// records nothing.
+func (o *Operator) Purge(ctx context.Context, db audit.DB, actor audit.Actor, f RedriveFilter) (ActionResult, error) {
+	return o.act(ctx, db, actor, audit.ActionPurge, f, func(tx pgx.Tx, f RedriveFilter, c confirmation) (store.PurgeRow, error) {
+		return o.q.Purge(ctx, tx, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
 			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun, Waiting: f.Waiting})
 	})
 }
 
-// act validates f and runs its statement. A confirmation whose selection
-// changed is ErrSelectionChanged with the result of a new dry run: the
-// selection's count now, and the token to confirm it with.
-func act(name string, f RedriveFilter, run func(RedriveFilter, confirmation) (store.PurgeRow, error)) (ActionResult, error) {
+// auditFilter is a dead-letter selection as the audit trail records it.
+type auditFilter struct {
+	IDs     []int64 `json:"ids,omitempty"`
+	All     bool    `json:"all,omitempty"`
+	Sink    string  `json:"sink,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	Waiting bool    `json:"waiting,omitempty"`
+}
+
+// act validates f and runs its statement in a transaction that records
+// the action unless it is a dry run. A confirmation whose selection
+// changed is ErrSelectionChanged with the result of a new dry run (the
+// selection's count now, and the token to confirm it with); nothing is
+// done or recorded.
+func (o *Operator) act(ctx context.Context, db audit.DB, actor audit.Actor, name string, f RedriveFilter,
+	run func(pgx.Tx, RedriveFilter, confirmation) (store.PurgeRow, error)) (ActionResult, error) {
 	if err := f.validate(); err != nil {
 		return ActionResult{}, err
 	}
@@ -272,19 +290,29 @@ func act(name string, f RedriveFilter, run func(RedriveFilter, confirmation) (st
 	if err != nil {
 		return ActionResult{}, err
 	}
-	row, err := run(f, c)
-	if err != nil {
-		return ActionResult{}, fmt.Errorf("outbox: %s: %w", name, err)
+	var res ActionResult
+	err = o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		row, err := run(tx, f, c)
+		if err != nil {
+			return audit.Record{}, false, fmt.Errorf("outbox: %s: %w", name, err)
+		}
+		if row.Changed {
+			plan := f
+			plan.DryRun, plan.Token = true, ""
+			if row, err = run(tx, plan, confirmation{}); err != nil {
+				return audit.Record{}, false, fmt.Errorf("outbox: %s: count the changed selection: %w", name, err)
+			}
+			res = actionResult(f, row)
+			return audit.Record{}, false, fmt.Errorf("outbox: %s: %w: it now holds %d row(s); nothing changed", name, ErrSelectionChanged, row.Rows)
+		}
+		res = actionResult(f, row)
+		return audit.Record{Action: name, Sink: f.Sink, Count: res.Rows,
+			Filter: auditFilter{IDs: f.IDs, All: f.All, Sink: f.Sink, Error: f.ErrorContains, Waiting: f.Waiting}}, !f.DryRun, nil
+	})
+	if err != nil && !errors.Is(err, ErrSelectionChanged) {
+		return ActionResult{}, err
 	}
-	if !row.Changed {
-		return actionResult(f, row), nil
-	}
-	plan := f
-	plan.DryRun, plan.Token = true, ""
-	if row, err = run(plan, confirmation{}); err != nil {
-		return ActionResult{}, fmt.Errorf("outbox: %s: count the changed selection: %w", name, err)
-	}
-	return actionResult(f, row), fmt.Errorf("outbox: %s: %w: it now holds %d row(s); nothing changed", name, ErrSelectionChanged, row.Rows)
+	return res, err
 }
 
 // selectedIDs are the ids redrive.sql and purge.sql are given: never NULL,
@@ -342,4 +370,30 @@ func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configur
 		}
 	}
 	return found, nil
+}
+
+// DeadLetterGroup counts the dead letters of one sink that died with the
+// same last error.
+type DeadLetterGroup struct {
+	Sink      string    `json:"sink"`
+	LastError string    `json:"last_error"`
+	Dead      int64     `json:"dead"`
+	LastDied  time.Time `json:"last_died"`
+}
+
+// MaxDeadLetterGroups bounds DeadLetterGroups.
+const MaxDeadLetterGroups = 100
+
+// DeadLetterGroups groups the dead letters (of sink, unless "") by sink
+// and last error, the largest groups first, at most MaxDeadLetterGroups.
+func (o *Operator) DeadLetterGroups(ctx context.Context, db core.DBTX, sink string) ([]DeadLetterGroup, error) {
+	rows, err := o.q.DeadLetterGroups(ctx, db, sink, MaxDeadLetterGroups)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: group dead letters: %w", err)
+	}
+	groups := make([]DeadLetterGroup, len(rows))
+	for i, r := range rows {
+		groups[i] = DeadLetterGroup(r)
+	}
+	return groups, nil
 }

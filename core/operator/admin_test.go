@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
@@ -56,19 +58,19 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	}
 
 	healthy.Store(true)
-	n, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{letters[0].ID}})
+	n, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{IDs: []int64{letters[0].ID}})
 	if err != nil || n.Rows != 1 {
 		t.Fatalf("redrive by id: %+v, %v", n, err)
 	}
-	if n, err = b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
+	if n, err = b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Sink: "s"}); err != nil || n.Rows != 2 {
 		t.Fatalf("redrive all of s: %+v, %v", n, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)
 
-	if _, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{}); err == nil {
+	if _, err := b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{}); err == nil {
 		t.Fatal("a purge that selects nothing must be refused")
 	}
-	if n, err = b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true}); err != nil || n.Rows != 1 {
+	if n, err = b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true}); err != nil || n.Rows != 1 {
 		t.Fatalf("purge all: %+v, %v", n, err)
 	}
 	if c := b.StatusCounts(t); c["dead"] != 0 || c["sent"] != 3 {
@@ -134,8 +136,8 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	}
 
 	sel := operator.RedriveFilter{All: true, Sink: "partner", ErrorContains: "UNAVAILABLE", DryRun: true}
-	for name, action := range map[string]func(context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.Outbox.Purge, "redrive": b.Outbox.Redrive} {
-		plan, err := action(b.Ctx, b.Pool, sel)
+	for name, action := range map[string]func(context.Context, audit.DB, audit.Actor, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.Outbox.Purge, "redrive": b.Outbox.Redrive} {
+		plan, err := action(b.Ctx, b.Pool, testdb.Actor, sel)
 		if err != nil || plan.Rows != 3 || plan.LastID != unavailable[2] || !plan.DryRun {
 			t.Fatalf("%s dry run: %+v, %v", name, plan, err)
 		}
@@ -143,14 +145,14 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 			t.Fatalf("a %s dry run changed rows: %v", name, c)
 		}
 	}
-	plan, err := b.Outbox.Redrive(b.Ctx, b.Pool, sel)
+	plan, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A row of the selection dies after the count, with a larger id.
 	setDead(t, b, alive)
 	sel.DryRun, sel.Token = false, plan.Token
-	done, err := b.Outbox.Redrive(b.Ctx, b.Pool, sel)
+	done, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, sel)
 	if err != nil || done.Rows != 3 {
 		t.Fatalf("confirmed redrive: %+v, %v; want the 3 counted", done, err)
 	}
@@ -159,11 +161,11 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	}
 	setDead(t, b, unavailable[2])
 	live := b.EnqueueN(t, "partner", 1, keyed("live"))[0]
-	res, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{unavailable[2], live, 999999}})
+	res, err := b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{IDs: []int64{unavailable[2], live, 999999}})
 	if err != nil || res.Rows != 1 || len(res.Missing) != 2 || res.Missing[0] != live || res.Missing[1] != 999999 {
 		t.Fatalf("purge by ids: %+v, %v; want 1 purged and the live row and the unknown id missing", res, err)
 	}
-	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
+	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{IDs: []int64{1}, ErrorContains: "x"}); err == nil {
 		t.Error("ids with an error filter were accepted")
 	}
 }
@@ -200,13 +202,13 @@ func TestConfirmationActsOnExactlyTheRowsCounted(t *testing.T) {
 	for _, id := range ids[1:] {
 		setDead(t, b, id)
 	}
-	for name, action := range map[string]func(context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.Outbox.Purge, "redrive": b.Outbox.Redrive} {
-		plan, err := action(b.Ctx, b.Pool, operator.RedriveFilter{All: true, DryRun: true})
+	for name, action := range map[string]func(context.Context, audit.DB, audit.Actor, operator.RedriveFilter) (operator.ActionResult, error){"purge": b.Outbox.Purge, "redrive": b.Outbox.Redrive} {
+		plan, err := action(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, DryRun: true})
 		if err != nil || plan.Rows != 3 || plan.LastID != ids[3] || plan.Token == "" {
 			t.Fatalf("%s dry run: %+v, %v", name, plan, err)
 		}
 		setDead(t, b, ids[0]) // the older row dies after the count
-		done, err := action(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: plan.Token})
+		done, err := action(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Token: plan.Token})
 		if err != nil || done.Rows != 3 {
 			t.Fatalf("%s confirmed: %+v, %v; want the 3 counted", name, done, err)
 		}
@@ -230,25 +232,25 @@ func TestConfirmationActsOnExactlyTheRowsCounted(t *testing.T) {
 	for _, id := range ids {
 		setDead(t, b, id)
 	}
-	plan, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, DryRun: true})
+	plan, err := b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, DryRun: true})
 	if err != nil || plan.Rows != 4 {
 		t.Fatalf("dry run: %+v, %v", plan, err)
 	}
-	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, operator.RedriveFilter{IDs: ids[:1]}); err != nil {
+	if _, err := b.Outbox.Redrive(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{IDs: ids[:1]}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: plan.Token})
+	res, err := b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Token: plan.Token})
 	if !errors.Is(err, operator.ErrSelectionChanged) || res.Rows != 3 || res.Token == plan.Token {
 		t.Fatalf("confirmation of a changed selection: %+v, %v; want ErrSelectionChanged with the new count 3", res, err)
 	}
 	if c := b.StatusCounts(t); c["dead"] != 3 {
 		t.Fatalf("a refused confirmation changed rows: %v", c)
 	}
-	if res, err = b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: res.Token}); err != nil || res.Rows != 3 {
+	if res, err = b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Token: res.Token}); err != nil || res.Rows != 3 {
 		t.Fatalf("confirmation with the new token: %+v, %v", res, err)
 	}
 	for _, bad := range []string{"x", "1.2", "1.2.zz", "-1.0.d41d8cd98f00b204e9800998ecf8427e"} {
-		if _, err := b.Outbox.Purge(b.Ctx, b.Pool, operator.RedriveFilter{All: true, Token: bad}); !errors.Is(err, operator.ErrInvalidToken) {
+		if _, err := b.Outbox.Purge(b.Ctx, b.Pool, testdb.Actor, operator.RedriveFilter{All: true, Token: bad}); !errors.Is(err, operator.ErrInvalidToken) {
 			t.Errorf("token %q: %v, want ErrInvalidToken", bad, err)
 		}
 	}

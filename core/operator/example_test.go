@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -55,18 +56,18 @@ func ExampleOperator_Redrive() {
 		panic(err)
 	}
 	sel := operator.RedriveFilter{All: true, Sink: "partner", ErrorContains: "unavailable", DryRun: true}
-	plan, err := ops.Redrive(ctx, pool, sel)
+	plan, err := ops.Redrive(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("would redrive", plan.Rows)
 	sel.DryRun, sel.Token = false, plan.Token // exactly the rows counted
-	done, err := ops.Redrive(ctx, pool, sel)
+	done, err := ops.Redrive(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, sel)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("redriven", done.Rows)
-	res, err := ops.Purge(ctx, pool, operator.RedriveFilter{IDs: []int64{999999}})
+	res, err := ops.Purge(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, operator.RedriveFilter{IDs: []int64{999999}})
 	if err != nil {
 		panic(err)
 	}
@@ -83,7 +84,7 @@ func ExampleOperator_PauseSink() {
 	ctx := context.Background()
 	pool, _, ops, cleanup := exampleOutbox(ctx, "example_pause")
 	defer cleanup()
-	until, err := ops.PauseSink(ctx, pool, "partner", operator.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
+	until, err := ops.PauseSink(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, "partner", operator.Pause{For: time.Hour, By: "alice", Reason: "partner maintenance"})
 	if err != nil {
 		panic(err)
 	}
@@ -94,7 +95,7 @@ func ExampleOperator_PauseSink() {
 	}
 	s := states["partner"]
 	fmt.Println(s.Paused(), s.ByHand, s.ChangedBy, s.ChangeReason)
-	res, err := ops.ResumeSink(ctx, pool, "partner", "bob", "maintenance over")
+	res, err := ops.ResumeSink(ctx, pool, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}, "partner", "bob", "maintenance over")
 	if err != nil {
 		panic(err)
 	}
@@ -130,4 +131,28 @@ func ExampleOperator_Overview() {
 	}
 	// Output:
 	// partner pending 2 paused false
+}
+
+// Every action records who did it in the audit trail, in the action's own
+// transaction; a listing shows the newest first.
+func ExampleOperator_Audit() {
+	ctx := context.Background()
+	pool, _, ops, done := exampleOutbox(ctx, "example_audit")
+	defer done()
+	alice := audit.Actor{Name: "alice", Role: "operate", Source: "192.0.2.10"}
+	if _, err := ops.PauseSink(ctx, pool, alice, "partner", operator.Pause{For: time.Hour, Reason: "partner maintenance"}); err != nil {
+		panic(err)
+	}
+	since, err := audit.ParseSince("24h", time.Now())
+	if err != nil {
+		panic(err)
+	}
+	entries, err := ops.Audit().List(ctx, pool, audit.Filter{Since: since})
+	if err != nil {
+		panic(err)
+	}
+	e := entries[0]
+	fmt.Println(e.Actor, e.Role, e.Source, e.Action, e.Sink, e.Count)
+	// Output:
+	// alice operate 192.0.2.10 pause partner 1
 }

@@ -7,13 +7,17 @@ package operator
 
 import (
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Operator runs the operator queries of one outbox schema. It holds no
-// connection and is safe for concurrent use.
+// connection and is safe for concurrent use. Its actions (pauses, resumes,
+// redrives, purges) take the audit.Actor they are done for and are
+// recorded in the audit trail in their own transaction.
 type Operator struct {
-	q *store.Queries
+	q     *store.Queries
+	trail *audit.Trail
 }
 
 // New returns the Operator of the outbox in schema ("" means
@@ -26,8 +30,15 @@ func New(schema string) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Operator{q: q}, nil
+	trail, err := audit.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Operator{q: q, trail: trail}, nil
 }
+
+// Audit returns the audit trail of the operator's schema.
+func (o *Operator) Audit() *audit.Trail { return o.trail }
 
 // Schema returns the PostgreSQL schema holding the outbox.
 func (o *Operator) Schema() string { return o.q.Schema }

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
 	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/internal/store"
@@ -33,7 +36,8 @@ type Pause struct {
 	// For is how long the pause lasts; 0 pauses until ResumeSink.
 	For time.Duration
 	// By and Reason say who paused the sink and why; they are recorded
-	// and shown with the sink.
+	// and shown with the sink. An empty By records the actor's name; the
+	// audit trail records the actor in any case.
 	By, Reason string
 }
 
@@ -62,9 +66,11 @@ func (s SinkState) Paused() bool { return s.PausedUntil != nil }
 // same way a receiver's Retry-After does (running relays are told at once
 // through a notification; relays that start later read the pause), until
 // p.For has passed or ResumeSink is called. It replaces the pause in
-// force, shortening it if asked, and records p.By and p.Reason. Deliveries
-// already under way finish. It returns the end of the pause.
-func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p Pause) (time.Time, error) {
+// force, shortening it if asked, and records p.By (actor's name when
+// empty) and p.Reason with the sink, and the pause as actor's in the audit
+// trail, in one transaction. Deliveries already under way finish. It
+// returns the end of the pause.
+func (o *Operator) PauseSink(ctx context.Context, db audit.DB, actor audit.Actor, sink string, p Pause) (time.Time, error) {
 	if p.For < 0 {
 		return time.Time{}, fmt.Errorf("outbox: pause sink %q: negative duration %s", sink, p.For)
 	}
@@ -72,12 +78,46 @@ func (o *Operator) PauseSink(ctx context.Context, db core.DBTX, sink string, p P
 	if p.For > 0 {
 		d = &p.For
 	}
-	until, err := o.q.PauseSinkByHand(ctx, db, store.PauseSinkByHandParams{Sink: sink, PauseFor: d,
-		UntilResumed: pauseUntilResumed, By: p.By, Reason: p.Reason, Channel: o.q.Channel, Payload: listener.PausePrefix + sink})
+	var until time.Time
+	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		var err error
+		until, err = o.q.PauseSinkByHand(ctx, tx, store.PauseSinkByHandParams{Sink: sink, PauseFor: d,
+			UntilResumed: pauseUntilResumed, By: changedBy(p.By, actor), Reason: p.Reason, Channel: o.q.Channel, Payload: listener.PausePrefix + sink})
+		detail := pauseDetail{Reason: p.Reason, UntilResumed: d == nil}
+		if d != nil {
+			detail.For, detail.Until = p.For.String(), &until
+		}
+		return audit.Record{Action: audit.ActionPause, Sink: sink, Count: 1, Detail: detail}, true, err
+	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("outbox: pause sink %q: %w", sink, err)
 	}
 	return until, nil
+}
+
+// pauseDetail is a pause as the audit trail records it.
+type pauseDetail struct {
+	For          string     `json:"for,omitempty"`
+	Until        *time.Time `json:"until,omitempty"`
+	UntilResumed bool       `json:"until_resumed"`
+	Reason       string     `json:"reason"`
+}
+
+// resumeDetail is a resume as the audit trail records it: why, and the
+// destination keys of the circuit breakers it closed.
+type resumeDetail struct {
+	Reason         string   `json:"reason"`
+	WasPaused      bool     `json:"was_paused"`
+	ClosedBreakers []string `json:"closed_breakers"`
+}
+
+// changedBy is who a pause or resume records with the sink: by, else the
+// actor's name.
+func changedBy(by string, actor audit.Actor) string {
+	if by != "" {
+		return by
+	}
+	return actor.Name
 }
 
 // Resumed is what a ResumeSink did.
@@ -91,25 +131,39 @@ type Resumed struct {
 }
 
 // ResumeSink ends sink's pause, by hand or by a Retry-After, and closes
-// its circuit breakers, at once on every running relay, and records by and
-// reason. Each breaker it closes is published as the event
-// outboxd.destination.closed through the routes, as a probe's success
-// would publish it (on db: with no route for the event, nothing is
-// published). It reports whether the sink was paused and which breakers
-// it closed; log them with LogClosed.
-func (o *Operator) ResumeSink(ctx context.Context, db core.DBTX, sink, by, reason string) (Resumed, error) {
-	row, err := o.q.ResumeSink(ctx, db, sink, by, reason, o.q.Channel, listener.PausePrefix+sink)
+// its circuit breakers, at once on every running relay, and records by
+// (actor's name when empty) and reason with the sink. Each breaker it
+// closes is published as the event outboxd.destination.closed through the
+// routes, as a probe's success would publish it (with no route for the
+// event, nothing is published). The resume, its events and its audit
+// entry (actor's) commit together. It reports whether the sink was paused
+// and which breakers it closed; log them with LogClosed.
+func (o *Operator) ResumeSink(ctx context.Context, db audit.DB, actor audit.Actor, sink, by, reason string) (Resumed, error) {
+	var res Resumed
+	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		res = Resumed{}
+		row, err := o.q.ResumeSink(ctx, tx, sink, changedBy(by, actor), reason, o.q.Channel, listener.PausePrefix+sink)
+		if err != nil {
+			return audit.Record{}, false, err
+		}
+		res.WasPaused = row.WasPaused
+		for i, key := range row.ClosedKeys {
+			b := BreakerState{Sink: sink, Key: key, State: BreakerClosed, Since: row.ClosedSince[i], Reason: row.ClosedReasons[i]}
+			res.Closed = append(res.Closed, b)
+			if err := breakerevent.Publish(ctx, o.q, tx, breakerevent.Closed,
+				breakerevent.Data{Sink: sink, Key: key, Reason: b.Reason, Since: b.Since}); err != nil {
+				return audit.Record{}, false, err
+			}
+		}
+		var count int64
+		if row.WasPaused {
+			count = 1
+		}
+		return audit.Record{Action: audit.ActionResume, Sink: sink, Count: count,
+			Detail: resumeDetail{Reason: reason, WasPaused: row.WasPaused, ClosedBreakers: row.ClosedKeys}}, true, nil
+	})
 	if err != nil {
 		return Resumed{}, fmt.Errorf("outbox: resume sink %q: %w", sink, err)
-	}
-	res := Resumed{WasPaused: row.WasPaused}
-	for i, key := range row.ClosedKeys {
-		b := BreakerState{Sink: sink, Key: key, State: BreakerClosed, Since: row.ClosedSince[i], Reason: row.ClosedReasons[i]}
-		res.Closed = append(res.Closed, b)
-		if err := breakerevent.Publish(ctx, o.q, db, breakerevent.Closed,
-			breakerevent.Data{Sink: sink, Key: key, Reason: b.Reason, Since: b.Since}); err != nil {
-			return res, fmt.Errorf("outbox: resume sink %q: resumed, but %w", sink, err)
-		}
 	}
 	return res, nil
 }
@@ -160,14 +214,21 @@ func (o *Operator) CheckSinkKnown(ctx context.Context, db core.DBTX, sink string
 // ForgetSink deletes the recorded state of a sink that is not configured
 // (configured false): its pause, who changed it last and its rate limit's
 // clock, on every running relay at once, so a stale pause (a typo's, or a
-// removed sink's) leaves the console and the stats. It reports whether the
-// sink was paused; a sink without state is ErrUnknownSink, a configured one
-// ErrConfiguredSink.
-func (o *Operator) ForgetSink(ctx context.Context, db core.DBTX, sink string, configured bool) (bool, error) {
+// removed sink's) leaves the console and the stats; it is recorded as
+// actor's in the audit trail in the same transaction. It reports whether
+// the sink was paused; a sink without state is ErrUnknownSink, a
+// configured one ErrConfiguredSink.
+func (o *Operator) ForgetSink(ctx context.Context, db audit.DB, actor audit.Actor, sink string, configured bool) (bool, error) {
 	if configured {
 		return false, fmt.Errorf("outbox: forget sink %q: %w (resume it instead)", sink, ErrConfiguredSink)
 	}
-	was, err := o.q.ForgetSink(ctx, db, sink, o.q.Channel, listener.PausePrefix+sink)
+	var was []bool
+	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		var err error
+		was, err = o.q.ForgetSink(ctx, tx, sink, o.q.Channel, listener.PausePrefix+sink)
+		return audit.Record{Action: audit.ActionForget, Sink: sink, Count: 1,
+			Detail: map[string]bool{"was_paused": len(was) > 0 && was[0]}}, len(was) > 0, err
+	})
 	if err != nil {
 		return false, fmt.Errorf("outbox: forget sink %q: %w", sink, err)
 	}

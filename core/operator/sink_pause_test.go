@@ -7,16 +7,17 @@ import (
 
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // A second pause by hand replaces the first, shortening it if asked.
 func TestPauseByHandReplacesThePauseInForce(t *testing.T) {
 	b := coretest.Setup(t)
 	ctx := context.Background()
-	if _, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{By: "a"}); err != nil {
+	if _, err := b.Outbox.PauseSink(ctx, b.Pool, testdb.Actor, "s", operator.Pause{By: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	until, err := b.Outbox.PauseSink(ctx, b.Pool, "s", operator.Pause{For: time.Minute, By: "b"})
+	until, err := b.Outbox.PauseSink(ctx, b.Pool, testdb.Actor, "s", operator.Pause{For: time.Minute, By: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // The overview flags a sink whose rows wait while nobody delivers them.
@@ -17,7 +18,7 @@ func TestOverviewListsSinksAndFlagsStalledOnes(t *testing.T) {
 		VALUES ('forgotten', 'a', '{}', now() - interval '10 minutes'), ('fresh', 'a', '{}', now())`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "quiet", operator.Pause{By: "ops"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "quiet", operator.Pause{By: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {

@@ -52,6 +52,11 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if pruned > 0 {
 		r.logger.Info("outbox: pruned delivered messages", "rows", pruned, "retention", r.cfg.SentRetention)
 	}
+	// The audit trail is kept as long as the delivered messages it
+	// explains (a redrive, a purge).
+	if _, err := pruneInBatches(ctx, conn, r.q.PruneAudit, r.cfg.SentRetention); err != nil {
+		return fmt.Errorf("delete audit entries older than %s: %w", r.cfg.SentRetention, err)
+	}
 	if err := r.maintainEvents(ctx, conn); err != nil {
 		return err
 	}
@@ -83,8 +88,8 @@ func (r *Relay) maintainEvents(ctx context.Context, conn *pgxpool.Conn) error {
 }
 
 // pruneStatement runs a retention DELETE of at most limit rows older than
-// olderThan and returns how many it deleted (store's PruneSent and
-// PruneThreads).
+// olderThan and returns how many it deleted (store's PruneSent,
+// PruneAudit and PruneThreads).
 type pruneStatement func(ctx context.Context, db store.DBTX, olderThan time.Duration, limit int64) (int64, error)
 
 // pruneInBatches runs prune until a batch deletes fewer than

@@ -9,6 +9,10 @@ import (
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
 
+// Maintenance deletes the sent rows and the audit entries older than
+// retention.sent, and nothing younger.
+// (Mutation: maintainOnce without its PruneAudit fails this test: the old
+// audit entry stays.)
 func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	b := coretest.Setup(t)
 	_, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+`.messages (sink, dedup_key, payload, status, sent_at)
@@ -18,6 +22,10 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+`.audit_log (at, actor, role, source, action)
+		VALUES (now() - interval '2 hours', 'old', 'admin', 'cli', 'purge'), (now(), 'recent', 'admin', 'cli', 'purge')`); err != nil {
+		t.Fatal(err)
+	}
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), SentRetention: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	signals.Maintained.WaitCount(t, 20*time.Second, "a maintenance round", 1)
 	if pruned := signals.Maintained.All()[0]; pruned != 12000 {
@@ -25,5 +33,20 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 	}
 	if c := b.StatusCounts(t); c["sent"] != 1 || c["dead"] != 1 {
 		t.Fatalf("maintenance must keep recent sent rows, and dead rows until redriven or purged: %v", c)
+	}
+	var actors []string
+	rows, err := b.Pool.Query(b.Ctx, "SELECT actor FROM "+b.Outbox.Schema()+".audit_log WHERE action = 'purge'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		actors = append(actors, a)
+	}
+	if rows.Err() != nil || len(actors) != 1 || actors[0] != "recent" {
+		t.Fatalf("audit entries after maintenance: %v %v; want the recent one alone", actors, rows.Err())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
@@ -45,10 +46,10 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		testrelay.RunWith(t, b.Pool, cfg, signals)
 	}
 
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "throttled", operator.Pause{For: time.Hour, By: "alice"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "throttled", operator.Pause{For: time.Hour, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	b.EnqueueN(t, "shared", 3, nil)
@@ -84,7 +85,7 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	}
 
 	for _, name := range []string{"shared", "throttled", "limited"} {
-		res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, name, "bob", "partner is back")
+		res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, testdb.Actor, name, "bob", "partner is back")
 		if err != nil || !res.WasPaused {
 			t.Fatalf("resume %s: %v, %v", name, res, err)
 		}
@@ -100,10 +101,10 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 	if s := states["shared"]; s.Paused() || s.ChangedBy != "bob" || s.ChangeReason != "partner is back" || s.ChangedAt == nil {
 		t.Errorf("after resume: %+v", s)
 	}
-	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "shared", "bob", ""); err != nil || res.WasPaused {
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, testdb.Actor, "shared", "bob", ""); err != nil || res.WasPaused {
 		t.Errorf("resuming a running sink: %v, %v, want not paused", res, err)
 	}
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "shared", operator.Pause{For: -time.Second}); err == nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "shared", operator.Pause{For: -time.Second}); err == nil {
 		t.Error("a negative pause was accepted")
 	}
 }
@@ -132,7 +133,7 @@ func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 		t.Fatalf("%d deliveries to a sink paused in the database", n)
 	}
 	// The relay does deliver them once the pause ends (and it is told).
-	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !res.WasPaused {
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, testdb.Actor, "s", "bob", ""); err != nil || !res.WasPaused {
 		t.Fatalf("resume: %v, %v", res, err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 3)

@@ -304,7 +304,7 @@ func TestResumeWithoutItsNotificationIsSeenWithinAPollInterval(t *testing.T) {
 		if killed != 1 {
 			t.Fatalf("killed %d LISTEN backends, want the relay's one", killed)
 		}
-		if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "s", "bob", ""); err != nil || !res.WasPaused {
+		if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, testdb.Actor, "s", "bob", ""); err != nil || !res.WasPaused {
 			t.Fatalf("resume: %v, %v", res, err)
 		}
 		signals.Listening.WaitCount(t, 10*time.Second, "the listener to reconnect", listening+1)
@@ -328,7 +328,7 @@ func TestResumeWithoutItsNotificationIsSeenWithinAPollInterval(t *testing.T) {
 // and has looked for work with it in force.
 func resumeSetup(t *testing.T, b coretest.Bundle, poll time.Duration) *testsignal.Relay {
 	t.Helper()
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "s", operator.Pause{By: "alice"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "s", operator.Pause{By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: poll,
@@ -353,7 +353,7 @@ func TestPauseAtReservationReleasesTheClaimedRows(t *testing.T) {
 	var paused atomic.Bool
 	signals.BeforeReserve = func(sink string) {
 		if paused.CompareAndSwap(false, true) {
-			if _, err := b.Outbox.PauseSink(context.Background(), b.Pool, sink, operator.Pause{By: "alice"}); err != nil {
+			if _, err := b.Outbox.PauseSink(context.Background(), b.Pool, testdb.Actor, sink, operator.Pause{By: "alice"}); err != nil {
 				t.Errorf("pause: %v", err)
 			}
 		}
@@ -368,7 +368,7 @@ func TestPauseAtReservationReleasesTheClaimedRows(t *testing.T) {
 	if n := len(rec.Snapshot()); n != 0 {
 		t.Fatalf("%d deliveries while paused", n)
 	}
-	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, "throttled", "bob", ""); err != nil || !res.WasPaused {
+	if res, err := b.Outbox.ResumeSink(b.Ctx, b.Pool, testdb.Actor, "throttled", "bob", ""); err != nil || !res.WasPaused {
 		t.Fatalf("resume: %v, %v", res, err)
 	}
 	signals.WaitWritten(t, 5*time.Second, "throttled", "sent", 1)

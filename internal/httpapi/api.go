@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/apidb"
 	"github.com/outboxd/outboxd/internal/telemetry"
 )
@@ -71,28 +72,30 @@ type API struct {
 	Console http.Handler
 }
 
-// Handler routes every endpoint: /v1/* behind the token (when one is
-// configured), JSON bodies only, body limits and tracing; /healthz, /readyz
+// Handler routes every endpoint: /v1/* behind the tokens or the trusted
+// proxy (when configured), each allowed to the roles that grant it (403
+// naming the role otherwise), JSON bodies only, body limits and tracing; /healthz, /readyz
 // and /metrics open, as probes and scrapers expect; the operator console
 // (with its own sign-in) at everything else. Every request must name
 // this server in its Host header, and no browser on another site may
 // change state (see hostGuard, refuseCrossOrigin and requireJSON).
 func (s *API) Handler() http.Handler {
 	v1 := http.NewServeMux()
-	v1.HandleFunc("POST /v1/messages", s.postMessage)
-	v1.HandleFunc("POST /v1/events", s.postEvent)
-	v1.HandleFunc("GET /v1/stats", s.getStats)
-	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
-	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
-	v1.HandleFunc("POST /v1/dlq/purge", s.postPurge)
-	v1.HandleFunc("GET /v1/messages", s.getMessages)
-	v1.HandleFunc("GET /v1/messages/{id}", s.getMessage)
-	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
-	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
-	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", s.deletePause)
+	v1.HandleFunc("POST /v1/messages", allow(access.RoleProduce, s.postMessage))
+	v1.HandleFunc("POST /v1/events", allow(access.RoleProduce, s.postEvent))
+	v1.HandleFunc("GET /v1/stats", allow(access.RoleRead, s.getStats))
+	v1.HandleFunc("GET /v1/dlq", allow(access.RoleRead, s.getDeadLetters))
+	v1.HandleFunc("POST /v1/dlq/redrive", allow(access.RoleOperate, s.postRedrive))
+	v1.HandleFunc("POST /v1/dlq/purge", allow(access.RoleOperate, s.postPurge))
+	v1.HandleFunc("GET /v1/messages", allow(access.RoleRead, s.getMessages))
+	v1.HandleFunc("GET /v1/messages/{id}", allow(access.RoleRead, s.getMessage))
+	v1.HandleFunc("POST /v1/sinks/{name}/pause", allow(access.RoleOperate, s.postPause))
+	v1.HandleFunc("POST /v1/sinks/{name}/resume", allow(access.RoleOperate, s.postResume))
+	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", allow(access.RoleOperate, s.deletePause))
+	v1.HandleFunc("GET /v1/audit", allow(access.RoleRead, s.getAudit))
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,8 +11,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/access"
 )
 
 // The operator endpoints of the API: message lookup and search, dead-letter
@@ -162,7 +162,7 @@ func CheckSelection(f operator.RedriveFilter, w SelectionWords) error {
 }
 
 // DeadLetterAction is Operator.Redrive or Operator.Purge.
-type DeadLetterAction func(*operator.Operator, context.Context, core.DBTX, operator.RedriveFilter) (operator.ActionResult, error)
+type DeadLetterAction func(*operator.Operator, context.Context, audit.DB, audit.Actor, operator.RedriveFilter) (operator.ActionResult, error)
 
 func (s *API) postRedrive(w http.ResponseWriter, r *http.Request) {
 	s.deadLetterAction(w, r, "redrive", "redriven", (*operator.Operator).Redrive)
@@ -196,7 +196,7 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 		writeError(w, http.StatusUnprocessableEntity, "waiting: redrive moves dead letters only")
 		return
 	}
-	res, err := action(s.Operator, r.Context(), s.DB, f)
+	res, err := action(s.Operator, r.Context(), s.DB, identity(r).Actor(), f)
 	switch {
 	case errors.Is(err, operator.ErrInvalidToken):
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("token: %q is not the token of a dry run", f.Token))
@@ -248,7 +248,7 @@ func (s *API) postPause(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := s.Operator.PauseSink(r.Context(), s.DB, sink, operator.Pause{For: d, By: req.By, Reason: req.Reason}); err != nil {
+	if _, err := s.Operator.PauseSink(r.Context(), s.DB, identity(r).Actor(), sink, operator.Pause{For: d, By: req.By, Reason: req.Reason}); err != nil {
 		s.internalError(w, r, "pause sink", err)
 		return
 	}
@@ -265,7 +265,7 @@ func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "for, force: a resume takes neither")
 		return
 	}
-	res, err := s.Operator.ResumeSink(r.Context(), s.DB, sink, req.By, req.Reason)
+	res, err := s.Operator.ResumeSink(r.Context(), s.DB, identity(r).Actor(), sink, req.By, req.Reason)
 	if err != nil {
 		s.internalError(w, r, "resume sink", err)
 		return
@@ -285,7 +285,8 @@ func (s *API) deletePause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, configured := s.Config.Sinks[sink]
-	was, err := s.Operator.ForgetSink(r.Context(), s.DB, sink, configured)
+	id := identity(r)
+	was, err := s.Operator.ForgetSink(r.Context(), s.DB, id.Actor(), sink, configured)
 	switch {
 	case errors.Is(err, operator.ErrUnknownSink):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("sink %q has no recorded pause or state", sink))
@@ -297,12 +298,12 @@ func (s *API) deletePause(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, r, "forget sink", err)
 		return
 	}
-	s.Log.InfoContext(r.Context(), "sink state forgotten by hand", "sink", sink, "was_paused", was, "by", "api from "+clientHost(r))
+	s.Log.InfoContext(r.Context(), "sink state forgotten by hand", "sink", sink, "was_paused", was, "by", id.Name)
 	writeBody(w, http.StatusOK, map[string]any{"sink": sink, "forgotten": true, "was_paused": was})
 }
 
-// decodePause reads the sink name and body of a pause or resume; who
-// defaults to the client's address.
+// decodePause reads the sink name and body of a pause or resume, with who
+// as the sink records it (see access.Identity.RecordedBy).
 func (s *API) decodePause(w http.ResponseWriter, r *http.Request) (string, pauseRequest, bool) {
 	var req pauseRequest
 	if status, err := decodeStrict(r.Body, &req); err != nil {
@@ -314,10 +315,14 @@ func (s *API) decodePause(w http.ResponseWriter, r *http.Request) (string, pause
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return "", req, false
 	}
-	if req.By == "" {
-		req.By = "api from " + clientHost(r)
-	}
+	req.By = identity(r).RecordedBy(req.By, "api from "+identity(r).Source)
 	return sink, req, true
+}
+
+// identity is who the request comes from (authenticate put it there).
+func identity(r *http.Request) access.Identity {
+	id, _ := access.IdentityOf(r.Context())
+	return id
 }
 
 // CheckSinkName accepts the names a sink can have (see config.ValidSinkName).
@@ -326,14 +331,6 @@ func CheckSinkName(sink string) error {
 		return fmt.Errorf("sink: %q is not a sink name (lower-case letters, digits, '-' and '_')", sink)
 	}
 	return nil
-}
-
-// clientHost is the address a request came from, without its port.
-func clientHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }
 
 // writeSinkState answers with the sink's pause state after a change.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/console"
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -67,8 +67,8 @@ func Start(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 
 // NewConsole builds the operator console of cfg; db is the API's pool
 // (apidb.Open with cfg.HTTP.QueryTimeout).
-func NewConsole(cfg *config.Config, ops *operator.Operator, db core.DBTX, sinks []relay.SinkConfig, log *slog.Logger) (*console.Console, error) {
-	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Token: string(cfg.HTTP.Token),
+func NewConsole(cfg *config.Config, ops *operator.Operator, db audit.DB, sinks []relay.SinkConfig, log *slog.Logger) (*console.Console, error) {
+	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Access: cfg.HTTP.Authenticator(),
 		TraceURL: cfg.Telemetry.TraceURL, Logger: log})
 }
 

@@ -33,6 +33,10 @@ type Texts struct {
 	AppliedTarget string
 	// ApplyRoutes is apply_routes.sql.
 	ApplyRoutes string
+	// AuditList is audit_list.sql.
+	AuditList string
+	// AuditRecord is audit_record.sql.
+	AuditRecord string
 	// BreakerClose is breaker_close.sql.
 	BreakerClose string
 	// BreakerDropEvents is breaker_drop_events.sql.
@@ -47,6 +51,8 @@ type Texts struct {
 	Breakers string
 	// Claim is claim.sql.
 	Claim string
+	// DeadLetterGroups is dead_letter_groups.sql.
+	DeadLetterGroups string
 	// DeadLetters is dead_letters.sql.
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
@@ -87,6 +93,8 @@ type Texts struct {
 	PauseSink string
 	// PauseSinkByHand is pause_sink_by_hand.sql.
 	PauseSinkByHand string
+	// PruneAudit is prune_audit.sql.
+	PruneAudit string
 	// PruneDeliveryMinutes is prune_delivery_minutes.sql.
 	PruneDeliveryMinutes string
 	// PruneKeyLimits is prune_key_limits.sql.
@@ -148,6 +156,8 @@ func newTexts(ident string) Texts {
 		AddDeliveryMinutes:     strings.ReplaceAll(addDeliveryMinutesSQL, "{schema}", ident),
 		AppliedTarget:          strings.ReplaceAll(appliedTargetSQL, "{schema}", ident),
 		ApplyRoutes:            strings.ReplaceAll(applyRoutesSQL, "{schema}", ident),
+		AuditList:              strings.ReplaceAll(auditListSQL, "{schema}", ident),
+		AuditRecord:            strings.ReplaceAll(auditRecordSQL, "{schema}", ident),
 		BreakerClose:           strings.ReplaceAll(breakerCloseSQL, "{schema}", ident),
 		BreakerDropEvents:      strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
 		BreakerOpen:            strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
@@ -155,6 +165,7 @@ func newTexts(ident string) Texts {
 		BreakerTakeProbe:       strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
 		Breakers:               strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                  strings.ReplaceAll(claimSQL, "{schema}", ident),
+		DeadLetterGroups:       strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:            strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
@@ -175,6 +186,7 @@ func newTexts(ident string) Texts {
 		PauseKey:               strings.ReplaceAll(pauseKeySQL, "{schema}", ident),
 		PauseSink:              strings.ReplaceAll(pauseSinkSQL, "{schema}", ident),
 		PauseSinkByHand:        strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
+		PruneAudit:             strings.ReplaceAll(pruneAuditSQL, "{schema}", ident),
 		PruneDeliveryMinutes:   strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
 		PruneKeyLimits:         strings.ReplaceAll(pruneKeyLimitsSQL, "{schema}", ident),
 		PruneSent:              strings.ReplaceAll(pruneSentSQL, "{schema}", ident),
@@ -331,6 +343,71 @@ func (q *Queries) ApplyRoutes(ctx context.Context, db DBTX, digest string, unmat
 	var r ApplyRoutesRow
 	err := db.QueryRow(ctx, q.text.ApplyRoutes, digest, unmatched, targets).Scan(&r.Version, &r.Changed)
 	return r, err
+}
+
+const auditListSQL = `-- name: audit_list
+-- The audit trail's entries recorded at or after $1, newest first, at most
+-- $2 of them (the at index serves the scan).
+SELECT id, at, actor, role, source, action, sink, filter, count, detail
+FROM {schema}.audit_log
+WHERE at >= $1
+ORDER BY at DESC, id DESC
+LIMIT $2
+`
+
+// AuditListRow is a row of audit_list.sql.
+type AuditListRow struct {
+	ID     int64     // bigint
+	At     time.Time // timestamptz
+	Actor  string    // text
+	Role   string    // text
+	Source string    // text
+	Action string    // text
+	Sink   string    // text
+	Filter []byte    // jsonb, null
+	Count  int64     // bigint
+	Detail []byte    // jsonb, null
+}
+
+// AuditList runs audit_list.sql and returns its rows.
+func (q *Queries) AuditList(ctx context.Context, db DBTX, since time.Time, limit int64) ([]AuditListRow, error) {
+	rows, err := db.Query(ctx, q.text.AuditList, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]AuditListRow, 0, limit), rows, func(row pgx.CollectableRow) (AuditListRow, error) {
+		var r AuditListRow
+		err := row.Scan(&r.ID, &r.At, &r.Actor, &r.Role, &r.Source, &r.Action, &r.Sink, &r.Filter, &r.Count, &r.Detail)
+		return r, err
+	})
+}
+
+const auditRecordSQL = `-- name: audit_record
+-- Records one operator action in the audit trail (migration 014): who
+-- (@actor with @role, from @source), what (@action on sink @sink, '' for
+-- none), the selection @filter, how many things it changed (@count) and
+-- the rest (@detail). Run in the action's own transaction.
+INSERT INTO {schema}.audit_log (actor, role, source, action, sink, filter, count, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+`
+
+// AuditRecordParams are the parameters of audit_record.sql.
+type AuditRecordParams struct {
+	Actor  string // text
+	Role   string // text
+	Source string // text
+	Action string // text
+	Sink   string // text
+	Filter []byte // jsonb, null
+	Count  int64  // bigint
+	Detail []byte // jsonb, null
+}
+
+// AuditRecord runs audit_record.sql.
+func (q *Queries) AuditRecord(ctx context.Context, db DBTX, arg AuditRecordParams) error {
+	_, err := db.Exec(ctx, q.text.AuditRecord, arg.Actor, arg.Role, arg.Source, arg.Action, arg.Sink, arg.Filter, arg.Count, arg.Detail)
+	return err
 }
 
 const breakerCloseSQL = `-- name: breaker_close
@@ -693,6 +770,41 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 	})
 }
 
+const deadLetterGroupsSQL = `-- name: dead_letter_groups
+-- Dead letters grouped by sink and last error (of sink $1 unless ''),
+-- the largest groups first, at most $2 of them: what an operator reads
+-- first when many messages died for a few reasons. It reads the dead rows
+-- only (the dead index), not the table.
+SELECT sink, COALESCE(last_error, ''), count(*), max(updated_at)
+FROM {schema}.messages
+WHERE phase = 'dead' AND ($1 = '' OR sink = $1)
+GROUP BY sink, COALESCE(last_error, '')
+ORDER BY count(*) DESC, sink, COALESCE(last_error, '')
+LIMIT $2
+`
+
+// DeadLetterGroupsRow is a row of dead_letter_groups.sql.
+type DeadLetterGroupsRow struct {
+	Sink      string    // text
+	LastError string    // text
+	Dead      int64     // bigint
+	LastDied  time.Time // timestamptz
+}
+
+// DeadLetterGroups runs dead_letter_groups.sql and returns its rows.
+func (q *Queries) DeadLetterGroups(ctx context.Context, db DBTX, sink string, limit int64) ([]DeadLetterGroupsRow, error) {
+	rows, err := db.Query(ctx, q.text.DeadLetterGroups, sink, limit)
+	if err != nil {
+		return nil, err
+	}
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]DeadLetterGroupsRow, 0, limit), rows, func(row pgx.CollectableRow) (DeadLetterGroupsRow, error) {
+		var r DeadLetterGroupsRow
+		err := row.Scan(&r.Sink, &r.LastError, &r.Dead, &r.LastDied)
+		return r, err
+	})
+}
+
 const deadLettersSQL = `-- name: dead_letters
 -- Up to $2 dead rows, oldest first, with ids above $3 (the cursor; 0
 -- starts at the oldest): of sink $1 unless it is '', whose last error
@@ -702,7 +814,7 @@ const deadLettersSQL = `-- name: dead_letters
 -- (sink, id) WHERE phase = 'dead' from the cursor.
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.created_at, m.receipt, m.attempts,
        COALESCE(m.last_error, ''), m.updated_at,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
 WHERE m.phase = 'dead' AND ($1 = '' OR m.sink = $1) AND m.id > $3
@@ -1049,12 +1161,12 @@ func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupK
 
 const messageSQL = `-- name: message
 -- One message as an operator sees it, with every recorded failed attempt
--- (oldest first): the row with id $1, or, when $1 is NULL, the row stored
+-- (in the order they failed, across redrives): the row with id $1, or, when $1 is NULL, the row stored
 -- under (sink $2, dedup key $3). Either way one probe of a unique index.
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, COALESCE(m.ordering_key, ''), m.status,
        m.attempts, m.max_attempts, m.available_at, m.created_at, m.updated_at, m.sent_at,
        m.lease_expires_at, COALESCE(m.last_error, ''), m.receipt,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
 WHERE m.id = COALESCE($1::bigint, (SELECT id FROM {schema}.messages WHERE sink = $2 AND dedup_key = $3))
@@ -1282,6 +1394,30 @@ type PauseSinkByHandParams struct {
 func (q *Queries) PauseSinkByHand(ctx context.Context, db DBTX, arg PauseSinkByHandParams) (time.Time, error) {
 	var r time.Time
 	err := db.QueryRow(ctx, q.text.PauseSinkByHand, arg.Sink, arg.PauseFor, arg.UntilResumed, arg.By, arg.Reason, arg.Channel, arg.Payload).Scan(&r)
+	return r, err
+}
+
+const pruneAuditSQL = `-- name: prune_audit
+-- Deletes up to $2 audit entries (migration 014) recorded more than $1
+-- ago, oldest first: the audit trail is kept as long as delivered
+-- messages. Returns how many.
+WITH gone AS (
+    DELETE FROM {schema}.audit_log
+    WHERE id IN (
+        SELECT id FROM {schema}.audit_log
+        WHERE at < now() - $1::interval
+        ORDER BY at
+        LIMIT $2)
+    RETURNING 1
+)
+SELECT count(*) FROM gone
+`
+
+// PruneAudit runs prune_audit.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) PruneAudit(ctx context.Context, db DBTX, olderThan time.Duration, limit int64) (int64, error) {
+	var r int64
+	err := db.QueryRow(ctx, q.text.PruneAudit, olderThan, limit).Scan(&r)
 	return r, err
 }
 

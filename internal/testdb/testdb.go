@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
@@ -287,3 +288,6 @@ func WaitForLockWaiters(ctx context.Context, t testing.TB, pool *pgxpool.Pool, n
 
 // lockPollInterval is how often WaitForLockWaiters looks.
 const lockPollInterval = 10 * time.Millisecond
+
+// Actor is who the tests' operator actions are done for.
+var Actor = audit.Actor{Name: "test", Role: "admin", Source: "test"}

@@ -49,7 +49,7 @@ func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table); err != nil {
+	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	fallback, err := routing.DBFallback(pool, ob.Schema())
@@ -154,7 +154,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table); err != nil {
+	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	signals := &testsignal.Relay{}

@@ -127,7 +127,7 @@ func TestWebhookIDsAreUniqueAcrossRouteTargetsAndStableAcrossRetries(t *testing.
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table); err != nil {
+	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ob.Publish(t.Context(), pool, core.Event{Type: "order.created", Key: "42"}); err != nil {

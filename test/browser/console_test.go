@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,23 +89,8 @@ func (r *receiver) count() int {
 // pause notifications, fails this test: the message enqueued during the
 // pause is delivered.)
 func TestConsoleInARealBrowser(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
-	}
 	partner, audit := newReceiver(t, true), newReceiver(t, false)
-	bin := buildOutboxd(t)
-	config := writeConfig(t, partner, audit)
-	env := proc.Environ()
-	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
-		t.Fatalf("migrate: %v %+v", err, r)
-	}
-	srv := proc.Serve(t, bin, config, env)
-	base := "http://" + srv.Addr()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("outboxd serve:\n%s", srv.Logs())
-		}
-	})
+	base := startOutboxd(t, partner, audit)
 	for i := range 3 {
 		enqueue(t, base, "partner", fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"order": %d, "total": "49.90", "note": "<b>not markup</b>"}`, i))
 	}
@@ -113,67 +99,11 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	}
 
 	ctx := newBrowser(t)
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, step)
-		defer cancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// text reads an element's text in one evaluation in the page, and
-	// again while the element is missing: the message page reloads itself,
-	// and a node looked up before a reload is gone after it.
-	text := func(selector string) string {
-		t.Helper()
-		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? null : e.textContent; })()`, selector)
-		deadline := time.Now().Add(step)
-		for {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			s, err := chromedp.Run(sctx, chromedp.Evaluate[*string](expr))
-			cancel()
-			if err == nil && s != nil {
-				return *s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("text of %s: not found within %s (%v)", selector, step, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	p := &page{t: t, ctx: ctx}
+	run, text, waitElement, waitText := p.run, p.text, p.waitElement, p.waitText
 	css := func(selector string) chromedp.CSS { return chromedp.CSS(selector) }
 	cell := func(sink, name string) string {
 		return fmt.Sprintf(`tr[data-sink=%q] [data-cell=%q]`, sink, name)
-	}
-	// waitFor waits until the JavaScript expression holds. It asks the
-	// page every 100ms from here rather than with chromedp's waits, which
-	// can lose track of a page that is being replaced (after a form is
-	// submitted, or when the message page reloads itself).
-	waitFor := func(what, expr string, shows func() string) {
-		t.Helper()
-		deadline := time.Now().Add(step)
-		for {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			ok, err := chromedp.Run(sctx, chromedp.Evaluate[bool](expr))
-			cancel()
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %s (%v; the page shows %q)", what, step, err, shows())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	page := func() string { return text("main") }
-	waitElement := func(what, selector string) {
-		t.Helper()
-		waitFor(what, fmt.Sprintf(`document.querySelector(%q) !== null`, selector), page)
-	}
-	waitText := func(what, selector, want string) {
-		t.Helper()
-		expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e !== null && e.textContent.includes(%q); })()`, selector, want)
-		waitFor(what, expr, func() string { return text(selector) })
 	}
 
 	// Sign in with the token.
@@ -227,11 +157,10 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	waitElement("the overview", row+`details summary`)
 	run("pause",
 		chromedp.Click(css(row+`details summary`)),
-		chromedp.SendKeys(css(row+`form.pause input[name=by]`), "alice"),
 		chromedp.SendKeys(css(row+`form.pause input[name=reason]`), "partner maintenance"),
 		chromedp.Click(css(row+`form.pause button`)),
 	)
-	waitText("partner paused", cell("partner", "state"), "paused until resumed by alice: partner maintenance")
+	waitText("partner paused", cell("partner", "state"), "paused until resumed by admin: partner maintenance")
 	before := partner.count()
 	enqueue(t, base, "partner", "order-during-pause", `{"order": 99}`)
 	// Nothing arrives while paused: the relay polls every 100ms and was
@@ -255,6 +184,194 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	}
 }
 
+// readToken is a token of the read role, named viewer.
+const readToken = "browser-read-token"
+
+// Signed in with a read-only token, the console says who is signed in,
+// offers no purge or redrive (nor pause), refuses a purge form posted
+// anyway and the API refuses the token's purge; the audit page lists the
+// purge the admin did, by name; the overview fits an 800 px window.
+// (Mutations, each failing this test: the dead-letter page's toolbar shown
+// whatever the role; the console's allow() passing every role; the audit
+// page not listing the trail; the 800 px media query removed.)
+func TestReadOnlySignInAndTheAuditPage(t *testing.T) {
+	partner, audit := newReceiver(t, true), newReceiver(t, false)
+	base := startOutboxd(t, partner, audit, "  tokens:\n    - {name: viewer, token: "+readToken+", role: read}")
+	for i := range 2 {
+		enqueue(t, base, "partner", fmt.Sprintf("doomed-%d", i), `{"order": 1}`)
+	}
+	for deadline := time.Now().Add(step); deadLetters(t, base) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the two messages did not die")
+		}
+	}
+	p := &page{t: t, ctx: newBrowser(t)}
+	p.run("open the console", chromedp.Navigate(base+"/dead-letters?sink=partner"))
+	p.waitElement("the sign-in page", `#token`)
+	p.run("sign in", chromedp.SendKeys(chromedp.CSS(`#token`), readToken), chromedp.Click(chromedp.CSS(`#signin`)))
+	p.waitText("who is signed in", `#who`, "viewer (read)")
+	p.waitFor("the two dead letters", `document.querySelectorAll("#dead-letters tbody input[name=ids]").length === 2`, func() string { return p.text("main") })
+	p.waitElement("the read-only note", `#read-only`)
+	if eval[bool](p, `document.querySelector("#purge-matching, button[value^=purge], button[value^=redrive]") !== null`) {
+		t.Fatal("the read-only token is offered purge or redrive")
+	}
+	refused := eval[float64](p, `(async () => {
+		const form = new URLSearchParams({csrf: document.querySelector("input[name=csrf]").value, do: "purge-matching", sink: "partner"});
+		const r = await fetch("/dead-letters/confirm", {method: "POST", body: form});
+		return r.status; })()`)
+	if refused != http.StatusForbidden {
+		t.Fatalf("a purge form posted with the read-only token: %v, want 403", refused)
+	}
+	if code := post(t, base+"/v1/dlq/purge", readToken, `{"all": true, "sink": "partner"}`); code != http.StatusForbidden {
+		t.Fatalf("a purge through the API with the read-only token: %d, want 403", code)
+	}
+	p.run("the overview", chromedp.Navigate(base+"/"))
+	p.waitElement("the overview", `tr[data-sink="partner"]`)
+	if eval[bool](p, `document.querySelector("#overview details, #overview form") !== null`) {
+		t.Fatal("the read-only token is offered pause or resume")
+	}
+
+	if code := post(t, base+"/v1/dlq/purge", token, `{"all": true, "sink": "partner"}`); code != http.StatusOK {
+		t.Fatalf("the admin's purge: %d", code)
+	}
+	p.run("the audit page", chromedp.Navigate(base+"/audit"))
+	p.waitText("the admin's purge on the audit page", `#audit tbody tr[data-action="purge"] [data-cell="actor"]`, "admin")
+	if n := p.text(`#audit tbody tr[data-action="purge"] [data-cell="count"]`); n != "2" {
+		t.Fatalf("the purge's count on the audit page: %q, want 2", n)
+	}
+	screenshot(t, p.ctx, "console-audit.png")
+
+	p.run("an 800 px window", chromedp.EmulateViewport(800, 900), chromedp.Navigate(base+"/"))
+	p.waitElement("the overview", `tr[data-sink="partner"]`)
+	if w := eval[float64](p, `document.documentElement.scrollWidth`); w > 800 {
+		t.Fatalf("the overview is %v px wide in an 800 px window", w)
+	}
+	screenshot(t, p.ctx, "console-overview-800.png")
+}
+
+// deadLetters counts partner's dead letters through the API.
+func deadLetters(t *testing.T, base string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/v1/dlq?sink=partner", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var letters []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&letters); err != nil {
+		t.Fatal(err)
+	}
+	return len(letters)
+}
+
+// page drives one browser tab with waits that tolerate a page being
+// replaced (after a form is submitted, or when the message page reloads
+// itself).
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// run does steps, each bounded by step.
+func (p *page) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	sctx, cancel := context.WithTimeout(p.ctx, step)
+	defer cancel()
+	if err := chromedp.Do(sctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// text reads an element's text in one evaluation in the page, and
+// again while the element is missing: the message page reloads itself,
+// and a node looked up before a reload is gone after it.
+func (p *page) text(selector string) string {
+	p.t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? null : e.textContent; })()`, selector)
+	deadline := time.Now().Add(step)
+	for {
+		sctx, cancel := context.WithTimeout(p.ctx, time.Second)
+		s, err := chromedp.Run(sctx, chromedp.Evaluate[*string](expr))
+		cancel()
+		if err == nil && s != nil {
+			return *s
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("text of %s: not found within %s (%v)", selector, step, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](p *page, expr string) T {
+	p.t.Helper()
+	sctx, cancel := context.WithTimeout(p.ctx, step)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor waits until the JavaScript expression holds. It asks the page
+// every 100ms from here rather than with chromedp's waits, which can lose
+// track of a page that is being replaced.
+func (p *page) waitFor(what, expr string, shows func() string) {
+	p.t.Helper()
+	deadline := time.Now().Add(step)
+	for {
+		sctx, cancel := context.WithTimeout(p.ctx, time.Second)
+		ok, err := chromedp.Run(sctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: not within %s (%v; the page shows %q)", what, step, err, shows())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *page) waitElement(what, selector string) {
+	p.t.Helper()
+	p.waitFor(what, fmt.Sprintf(`document.querySelector(%q) !== null`, selector), func() string { return p.text("main") })
+}
+
+func (p *page) waitText(what, selector, want string) {
+	p.t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e !== null && e.textContent.includes(%q); })()`, selector, want)
+	p.waitFor(what, expr, func() string { return p.text(selector) })
+}
+
+// startOutboxd skips (or, in CI, fails) without Chromium, then builds
+// outboxd, migrates a configuration for the receivers (with httpExtra in
+// its http block) and serves it until the test ends; it returns the
+// server's base URL.
+func startOutboxd(t *testing.T, partner, audit *receiver, httpExtra ...string) string {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
+	}
+	bin := buildOutboxd(t)
+	config := writeConfig(t, partner, audit, httpExtra...)
+	env := proc.Environ()
+	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
+		t.Fatalf("migrate: %v %+v", err, r)
+	}
+	srv := proc.Serve(t, bin, config, env)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("outboxd serve:\n%s", srv.Logs())
+		}
+	})
+	return "http://" + srv.Addr()
+}
+
 // buildOutboxd builds the binary from the repository's own module (two
 // directories up), into the test's temporary directory.
 func buildOutboxd(t *testing.T) string {
@@ -270,7 +387,7 @@ func buildOutboxd(t *testing.T) string {
 
 // writeConfig writes a configuration for a fresh schema (dropped at the
 // end) with sinks partner and audit delivering to the receivers.
-func writeConfig(t *testing.T, partner, audit *receiver) string {
+func writeConfig(t *testing.T, partner, audit *receiver, httpExtra ...string) string {
 	t.Helper()
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
@@ -289,10 +406,11 @@ relay:
 http:
   listen: 127.0.0.1:0
   token: %s
+%s
 telemetry:
   trace_url: http://jaeger.example:16686/trace/{trace_id}
 sinks:
-%s%s`, testdb.URL(), schema, token, sink("partner", partner), sink("audit", audit))
+%s%s`, testdb.URL(), schema, token, strings.Join(httpExtra, "\n"), sink("partner", partner), sink("audit", audit))
 	path := filepath.Join(t.TempDir(), "plugins.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -312,18 +430,25 @@ func dropSchema(t *testing.T, pool *pgxpool.Pool, schema string) {
 func enqueue(t *testing.T, base, sink, key, payload string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"sink": %q, "dedup_key": %q, "payload": %s}`, sink, key, payload)
-	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+	if code := post(t, base+"/v1/messages", token, body); code != http.StatusCreated {
+		t.Fatalf("enqueue %s/%s: %d", sink, key, code)
+	}
+}
+
+// post sends a JSON body to the API with a bearer token, inside a trace,
+// and returns the status.
+func post(t *testing.T, url, bearer, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("enqueue %s/%s: %d", sink, key, resp.StatusCode)
-	}
+	return resp.StatusCode
 }
 
 // newBrowser starts a headless Chromium with a fresh profile for the test.

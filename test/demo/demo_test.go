@@ -5,9 +5,13 @@
 package demo_test
 
 import (
+	"bufio"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/testdb"
@@ -18,6 +22,16 @@ import (
 // exits 0.
 func runDemo(t *testing.T, databaseURL string, extra ...string) string {
 	t.Helper()
+	out, err := demoCommand(databaseURL, extra...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// demoCommand is scripts/demo.sh with databaseURL as $DATABASE_URL and
+// the extra environment, none of the caller's DEMO_ and OUTBOX_ variables.
+func demoCommand(databaseURL string, extra ...string) *exec.Cmd {
 	cmd := exec.Command("bash", "../../scripts/demo.sh")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "DEMO_") && !strings.HasPrefix(kv, "OUTBOX_") {
@@ -26,11 +40,53 @@ func runDemo(t *testing.T, databaseURL string, extra ...string) string {
 	}
 	cmd.Env = append(cmd.Env, "DATABASE_URL="+databaseURL)
 	cmd.Env = append(cmd.Env, extra...)
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+// TestDemoKeepsRunning: with DEMO_KEEP=1 the demo stays up after its
+// tour and prints the console's URL, which answers; SIGTERM then stops it
+// cleanly (exit 0).
+// (Mutation: demo.sh without its DEMO_KEEP wait fails this test: the
+// script ends and the console's URL no longer answers.)
+func TestDemoKeepsRunning(t *testing.T) {
+	cmd := demoCommand(testdb.URL(), "DEMO_KEEP=1")
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatalf("demo: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	console := ""
+	keeping := false
+	scanner := bufio.NewScanner(out)
+	for console == "" && scanner.Scan() {
+		line := scanner.Text()
+		seen.WriteString(line + "\n")
+		keeping = keeping || strings.Contains(line, "Keeping the demo running")
+		if url, ok := strings.CutPrefix(line, "demo: console at "); ok && keeping {
+			console = url
+		}
+	}
+	if console == "" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the demo printed no console URL after its tour:\n%s", seen.String())
+	}
+	resp, err := http.Get(console)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the console at %s: %v %v", console, resp, err)
+	}
+	resp.Body.Close()
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the kept demo after SIGTERM: %v", err)
+	}
 }
 
 // checkDelivered fails unless the demo's final `outboxd stats` shows every

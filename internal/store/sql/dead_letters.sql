@@ -11,7 +11,7 @@
 -- (sink, id) WHERE phase = 'dead' from the cursor.
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.created_at, m.receipt, m.attempts,
        COALESCE(m.last_error, ''), m.updated_at,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
 WHERE m.phase = 'dead' AND ($1 = '' OR m.sink = $1) AND m.id > $3
