@@ -492,3 +492,18 @@ BEGIN
         ORDER BY r.ord;
 END
 $fn$;
+
+-- Every row of the retention window in one relation, as messages held them
+-- before this migration: ad-hoc SQL (an operator's psql, a test) that
+-- looked for a delivered row in messages finds it here. Reads only; the
+-- relay and the operator statements read the tables themselves.
+CREATE VIEW messages_all AS
+    SELECT id, sink, dedup_key, payload, headers, ordering_key, status, attempts, max_attempts, deferrals,
+           available_at, lease_token, lease_expires_at, last_error, receipt, created_at, updated_at, sent_at,
+           phase, route, thread_key, route_version
+    FROM messages
+    UNION ALL
+    SELECT id, sink, dedup_key, payload, headers, ordering_key, 'sent', attempts, max_attempts, deferrals,
+           available_at, NULL, NULL, last_error, receipt, created_at, updated_at, sent_at,
+           'sent', route, thread_key, route_version
+    FROM messages_history;
