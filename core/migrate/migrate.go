@@ -8,6 +8,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,14 @@ func (m *Migrator) Schema() string { return m.q.Schema }
 // transaction is READ COMMITTED, so a run that waited for the lock sees what
 // the previous holder committed). It returns the versions it applied.
 func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
+	return m.MigrateTo(ctx, db, math.MaxInt)
+}
+
+// MigrateTo is Migrate stopping after migration version: a staged upgrade
+// applies the migrations up to the one it has rehearsed (or an upgrade
+// test builds the schema a release before). Versions above it stay
+// pending; a later Migrate applies them.
+func (m *Migrator) MigrateTo(ctx context.Context, db Beginner, version int) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -104,7 +113,7 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			return fmt.Errorf("set search_path: %w", err)
 		}
 		for _, mg := range all {
-			if done[mg.Version] {
+			if done[mg.Version] || mg.Version > version {
 				continue
 			}
 			if _, err := tx.Exec(ctx, mg.SQL); err != nil {

@@ -39,7 +39,6 @@ type historyRound struct {
 	moved int64
 	// expired counts the history rows of truncated slots.
 	expired int64
-	rotated bool
 }
 
 // maintainHistory moves sent rows stored before migration 013 out of the
@@ -50,33 +49,47 @@ func (r *Relay) maintainHistory(ctx context.Context, conn *pgxpool.Conn) (histor
 	var round historyRound
 	var err error
 	retention := r.cfg.SentRetention
+	// Whether it rotated matters to no one: a slot put off rotates next round.
+	if _, err = r.q.HistoryRotate(ctx, conn, historySlotWidth(retention), historyLockWait); err != nil {
+		return round, fmt.Errorf("rotate the history slot: %w", err)
+	}
+	if round.expired, err = r.expireHistory(ctx, conn, retention); err != nil {
+		return round, err
+	}
+	// Last: after an upgrade of a large outbox this takes many batches
+	// (1M rows: minutes), once, and the slots keep rotating meanwhile.
 	if round.moved, err = pruneInBatches(ctx, conn, r.q.PruneSent, retention); err != nil {
 		return round, fmt.Errorf("move sent rows stored before migration 013: %w", err)
 	}
-	if round.rotated, err = r.q.HistoryRotate(ctx, conn, historySlotWidth(retention), historyLockWait); err != nil {
-		return round, fmt.Errorf("rotate the history slot: %w", err)
-	}
+	return round, nil
+}
+
+// expireHistory truncates every history slot whose rows have all outlived
+// retention, after deleting their keys, and returns how many rows they
+// held.
+func (r *Relay) expireHistory(ctx context.Context, conn *pgxpool.Conn, retention time.Duration) (int64, error) {
+	var expired int64
 	for {
 		slot, err := r.q.HistoryExpiring(ctx, conn, retention)
 		if err != nil {
-			return round, fmt.Errorf("find an expired history slot: %w", err)
+			return expired, fmt.Errorf("find an expired history slot: %w", err)
 		}
 		if slot == nil {
-			return round, nil
+			return expired, nil
 		}
 		rows, err := r.expireHistorySlot(ctx, conn, *slot)
-		round.expired += rows
+		expired += rows
 		if err != nil {
-			return round, err
+			return expired, err
 		}
 		truncated, err := r.q.HistoryTruncate(ctx, conn, *slot, historyLockWait)
 		if err != nil {
-			return round, fmt.Errorf("truncate history slot %d: %w", *slot, err)
+			return expired, fmt.Errorf("truncate history slot %d: %w", *slot, err)
 		}
 		if !truncated {
 			// Held by another session; the slot stays expiring and the
 			// next round (its keys gone already) tries again.
-			return round, nil
+			return expired, nil
 		}
 	}
 }
