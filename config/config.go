@@ -110,10 +110,10 @@ type RelayConfig struct {
 	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
 	// after SIGTERM (relay.Config.ShutdownTimeout).
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
-	// DeleteOnSent deletes delivered rows instead of marking them sent
+	// DeleteOnSent deletes delivered rows instead of moving them to history
 	// (relay.Config.DeleteOnSent): cheaper, but a dedup key is then only
 	// guarded while its row is undelivered.
-	DeleteOnSent bool `mapstructure:"delete_on_sent" doc:"delete a row once delivered instead of keeping it as sent: cheaper for PostgreSQL, but its dedup key then only stops duplicates while the row is undelivered"`
+	DeleteOnSent bool `mapstructure:"delete_on_sent" doc:"delete a row once delivered instead of moving it to the delivered history: cheaper for PostgreSQL, but its dedup key then only stops duplicates while the row is undelivered"`
 	// DurableWrites makes the relay's claims and outcome writes wait for
 	// the WAL flush (relay.Config.DurableRelayWrites). Off, a PostgreSQL
 	// crash can only cause redeliveries, never losses.
@@ -123,7 +123,7 @@ type RelayConfig struct {
 // RetentionConfig is the retention block.
 type RetentionConfig struct {
 	// Sent is how long delivered rows are kept.
-	Sent time.Duration `mapstructure:"sent" doc:"how long delivered rows, and so their dedup keys, are kept"`
+	Sent time.Duration `mapstructure:"sent" doc:"how long delivered rows, and so their dedup keys, are kept (retention truncates history in slots of a quarter of it, so a row stays up to 1.25 times as long)"`
 	// Threads is how long a thread of published events is kept after its
 	// last delivered row.
 	Threads time.Duration `mapstructure:"threads" doc:"how long a thread (events sharing a thread_key) is remembered after its last delivered row; a later event of its key then starts a new one"`

@@ -167,16 +167,21 @@ const (
 	// uniqueViolation is PostgreSQL's SQLSTATE for a unique constraint
 	// violation.
 	uniqueViolation = "23505"
+	// keyConstraint is the primary key of message_keys, which decides
+	// duplicates (see migrations/013_history.sql).
+	keyConstraint = "message_keys_pkey"
 	// dedupConstraint is the UNIQUE (sink, dedup_key) constraint of the
-	// messages table (see migrations/001_messages.sql).
+	// messages table (see migrations/001_messages.sql): a plain insert hits
+	// it for a row stored before migration 013, which has no key yet.
 	dedupConstraint = "messages_sink_dedup_key_key"
 )
 
 // isDedupConflict reports whether err is a unique violation of the (sink,
-// dedup key) constraint.
+// dedup key) of a key or of a row.
 func isDedupConflict(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == dedupConstraint
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation &&
+		(pgErr.ConstraintName == keyConstraint || pgErr.ConstraintName == dedupConstraint)
 }
 
 // insertBatchSkippingDuplicates inserts the batch with ON CONFLICT DO

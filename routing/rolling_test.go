@@ -112,7 +112,7 @@ func TestRollingDeployRendersEachRowWithItsVersion(t *testing.T) {
 	testrelay.RunWith(t, pool, v2Cfg, signals)
 	testrelay.WaitFor(t, 60*time.Second, "every row sent or dead", func() bool {
 		var done int
-		err := pool.QueryRow(ctx, "SELECT count(*) FROM "+ob.Schema()+".messages WHERE status IN ('sent', 'dead')").Scan(&done)
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM "+ob.Schema()+".messages_all WHERE status IN ('sent', 'dead')").Scan(&done)
 		return err == nil && done == len(want)
 	})
 

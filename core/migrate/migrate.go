@@ -8,6 +8,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -109,6 +110,19 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 // ones) in the audit trail, in the transaction that applies them and
 // writes the ledger.
 func (m *Migrator) MigrateAs(ctx context.Context, db Beginner, actor audit.Actor) ([]int, error) {
+	return m.migrateUpTo(ctx, db, actor, math.MaxInt)
+}
+
+// MigrateTo is Migrate stopping after migration version: a staged upgrade
+// applies the migrations up to the one it has rehearsed (or an upgrade
+// test builds the schema a release before). Versions above it stay
+// pending; a later Migrate applies them.
+func (m *Migrator) MigrateTo(ctx context.Context, db Beginner, version int) ([]int, error) {
+	return m.migrateUpTo(ctx, db, Library, version)
+}
+
+// migrateUpTo applies the pending migrations up to version as actor.
+func (m *Migrator) migrateUpTo(ctx context.Context, db Beginner, actor audit.Actor, version int) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -130,7 +144,7 @@ func (m *Migrator) MigrateAs(ctx context.Context, db Beginner, actor audit.Actor
 			return fmt.Errorf("set search_path: %w", err)
 		}
 		for _, mg := range all {
-			if done[mg.Version] {
+			if done[mg.Version] || mg.Version > version {
 				continue
 			}
 			if _, err := tx.Exec(ctx, mg.SQL); err != nil {

@@ -90,7 +90,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 		}
 	}
 	var receipt string
-	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt->>'ts' FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'hostile-receipt'").Scan(&receipt); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt->>'ts' FROM "+b.Outbox.Schema()+".messages_all WHERE dedup_key = 'hostile-receipt'").Scan(&receipt); err != nil {
 		t.Fatal(err)
 	}
 	if receipt != `1\x00`+"\uFFFD" { // json.Marshal already made \xff U+FFFD
@@ -99,7 +99,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	// Stored text is bounded: 2 KiB per error, 8 KiB per receipt.
 	var errBytes, receiptBytes int
 	if err := b.Pool.QueryRow(b.Ctx, "SELECT (SELECT octet_length(last_error) FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'long-error'), "+
-		"(SELECT octet_length(receipt::text) FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'long-receipt')").Scan(&errBytes, &receiptBytes); err != nil {
+		"(SELECT octet_length(receipt::text) FROM "+b.Outbox.Schema()+".messages_all WHERE dedup_key = 'long-receipt')").Scan(&errBytes, &receiptBytes); err != nil {
 		t.Fatal(err)
 	}
 	if errBytes > 2<<10 || receiptBytes > 8<<10 {
@@ -130,7 +130,7 @@ func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
 	if !slices.Equal(written, []bool{true, true, true}) {
 		t.Fatalf("written = %v, want every row written", written)
 	}
-	rows, err := b.Pool.Query(b.Ctx, "SELECT status, COALESCE(last_error, ''), receipt IS NULL FROM "+b.Outbox.Schema()+".messages ORDER BY id")
+	rows, err := b.Pool.Query(b.Ctx, "SELECT status, COALESCE(last_error, ''), receipt IS NULL FROM "+b.Outbox.Schema()+".messages_all ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // backlog of sent rows never holds locks or bloats WAL in one go.
 const maintenanceDeleteBatch = 5000
 
-// maintain prunes delivered history on the leading relay (see lead),
+// maintain prunes delivered history (history.go) on the leading relay (see lead),
 // every MaintenanceInterval, starting once the first leader election is
 // over: the others skip their rounds.
 func (r *Relay) maintain(ctx context.Context, firstLead <-chan struct{}) {
@@ -45,12 +45,13 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 		return fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
-	pruned, err := pruneInBatches(ctx, conn, r.q.PruneSent, r.cfg.SentRetention)
+	history, err := r.maintainHistory(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("delete sent rows older than %s: %w", r.cfg.SentRetention, err)
+		return err
 	}
-	if pruned > 0 {
-		r.logger.Info("outbox: pruned delivered messages", "rows", pruned, "retention", r.cfg.SentRetention)
+	if history.moved > 0 || history.expired > 0 {
+		r.logger.Info("outbox: pruned delivered messages", "moved", history.moved, "expired", history.expired,
+			"retention", r.cfg.SentRetention)
 	}
 	// The audit trail is kept as long as the delivered messages it
 	// explains (a redrive, a purge).
@@ -60,7 +61,7 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if err := r.maintainEvents(ctx, conn); err != nil {
 		return err
 	}
-	r.signals.EmitMaintained(pruned)
+	r.signals.EmitMaintained(history.moved + history.expired)
 	return nil
 }
 

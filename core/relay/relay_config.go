@@ -32,7 +32,7 @@ const (
 	// up to 16 KiB, and 64 rows a claim at the payload limit.
 	DefaultMaxClaimBytes = 16 << 20
 	// DefaultSentRetention is how long delivered rows are kept (dedup keys
-	// stay taken while their row exists).
+	// stay taken as long).
 	DefaultSentRetention = 24 * time.Hour
 	// DefaultThreadRetention is how long a thread (see Event.ThreadKey) is
 	// kept after its last delivered row; a later event of its key then
@@ -66,8 +66,10 @@ type Config struct {
 	// its deliveries in flight plus about two claims' worth waiting.
 	MaxClaimBytes int
 
-	// SentRetention is how long sent rows are kept before maintenance
-	// deletes them.
+	// SentRetention is how long delivered rows (in messages_history) and
+	// their dedup keys are kept: maintenance truncates a history slot once
+	// all its rows are older, so a row is kept between SentRetention and
+	// 1.25 times it.
 	SentRetention time.Duration
 	// ThreadRetention is how long a thread is kept after its last
 	// delivered row.
@@ -94,10 +96,11 @@ type Config struct {
 	// commit durably (see claim.sql): a forgotten claim would hide a
 	// delivery that may have started.
 	DurableRelayWrites bool
-	// DeleteOnSent deletes a row as soon as it is delivered instead of
-	// marking it sent (cheaper for PostgreSQL: no new row version). The
-	// dedup key then only guards against duplicates while the row is
-	// undelivered, and SentRetention has nothing to prune.
+	// DeleteOnSent deletes a row and its dedup key as soon as it is
+	// delivered instead of moving it to messages_history (cheaper for
+	// PostgreSQL: no history row). The dedup key then only guards against
+	// duplicates while the row is undelivered, and SentRetention has
+	// nothing to prune.
 	DeleteOnSent bool
 	// LinkProducerSpan makes each delivery span the root of its own trace,
 	// linked to the producer's span, instead of the producer span's child.

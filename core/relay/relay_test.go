@@ -127,7 +127,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	}
 	var receipt string
 	var attempts int
-	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt #>> '{}', attempts FROM "+b.Outbox.Schema()+".messages").Scan(&receipt, &attempts); err != nil {
+	if err := b.Pool.QueryRow(b.Ctx, "SELECT receipt #>> '{}', attempts FROM "+b.Outbox.Schema()+".messages_all").Scan(&receipt, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if receipt != "second" || attempts != 2 {
@@ -200,7 +200,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		t.Fatalf("retry came %v after the failure, want at least the %s backoff (less jitter)", got[1].Sub(got[0]), initial)
 	}
 	var attempts, failedAttempts int
-	err := b.Pool.QueryRow(b.Ctx, "SELECT attempts, (SELECT count(*) FROM "+b.Outbox.Schema()+".failed_attempts a WHERE a.message_id = m.id) FROM "+b.Outbox.Schema()+".messages m WHERE dedup_key = 'rate-limited'").Scan(&attempts, &failedAttempts)
+	err := b.Pool.QueryRow(b.Ctx, "SELECT attempts, (SELECT count(*) FROM "+b.Outbox.Schema()+".failed_attempts a WHERE a.message_id = m.id) FROM "+b.Outbox.Schema()+".messages_all m WHERE dedup_key = 'rate-limited'").Scan(&attempts, &failedAttempts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func (rc *receiver) hits() map[int64][]time.Time {
 // rowCounters returns each row's attempts and deferrals.
 func rowCounters(t *testing.T, b coretest.Bundle) map[int64][2]int {
 	t.Helper()
-	rows, err := b.Pool.Query(b.Ctx, "SELECT id, attempts, deferrals FROM "+b.Outbox.Schema()+".messages")
+	rows, err := b.Pool.Query(b.Ctx, "SELECT id, attempts, deferrals FROM "+b.Outbox.Schema()+".messages_all")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,8 @@ var optionalBatchColumns = [...]struct{ name, arrayType, value string }{
 	{"available_at", "timestamptz[]", "COALESCE(available_at, now())"},
 }
 
-// enqueueBatchSQL is the multi-row form of sql/enqueue.sql for one shape:
+// enqueueBatchSQL is the multi-row form of sql/enqueue.sql for one shape
+// (the message's key in message_keys first, then its row, migration 013):
 // the columns arrive as arrays, so the statement is the same whatever the
 // batch size. Rows are inserted in the order of the arrays, so ids follow
 // the batch's order (which per-key ordering relies on). It wakes a relay
@@ -54,23 +55,38 @@ func enqueueBatchSQL(shape BatchShape, skipDuplicates bool) string {
 			arrays = append(arrays, fmt.Sprintf("$%d::%s", len(arrays)+1, c.arrayType))
 		}
 	}
-	onConflict, returning := "", "ins.id"
+	// Each message draws its id first (in the batch's order: a volatile
+	// output is computed after the sort), so its key and its row carry the
+	// same one. With skipDuplicates only the messages whose key this
+	// statement took get a row; without, a duplicate key fails it.
+	keyFilter, onConflict, taken, returning := "", "", "", "ins.id"
 	if skipDuplicates {
-		onConflict, returning = "ON CONFLICT (sink, dedup_key) DO NOTHING", "ins.id, ins.sink, ins.dedup_key"
+		keyFilter = "WHERE NOT EXISTS (SELECT FROM {schema}.messages m WHERE m.sink = t.sink AND m.dedup_key = t.dedup_key)"
+		onConflict, taken, returning = "ON CONFLICT (sink, dedup_key) DO NOTHING", "JOIN k USING (id)", "ins.id, ins.sink, ins.dedup_key"
 	}
 	return fmt.Sprintf(statementName("enqueue_batch")+`
-WITH ins AS (
-    INSERT INTO {schema}.messages (%[1]s)
-    SELECT %[2]s
+WITH t AS (
+    SELECT nextval('{schema}.messages_id_seq') AS id, *
     FROM unnest(%[3]s) WITH ORDINALITY AS t(%[1]s, ord)
     ORDER BY ord
-    %[4]s
+), k AS (
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT sink, dedup_key, id FROM t %[4]s
+    ORDER BY id
+    %[5]s
+    RETURNING id
+), ins AS (
+    INSERT INTO {schema}.messages (id, %[1]s)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, %[2]s
+    FROM t %[6]s
+    ORDER BY id
     RETURNING id, sink, dedup_key
 ), wake AS (
     SELECT {schema}.wake(s.sink) FROM (SELECT DISTINCT sink FROM ins) s
 )
-SELECT %[5]s FROM ins CROSS JOIN (SELECT count(*) FROM wake) w`,
-		strings.Join(columns, ", "), strings.Join(values, ", "), strings.Join(arrays, ", "), onConflict, returning)
+SELECT %[7]s FROM ins CROSS JOIN (SELECT count(*) FROM wake) w`,
+		strings.Join(columns, ", "), strings.Join(values, ", "), strings.Join(arrays, ", "), keyFilter, onConflict, taken, returning)
 }
 
 // BatchColumns are the messages of a batch enqueue, one array per column,

@@ -63,12 +63,20 @@ type Texts struct {
 	Enqueue string
 	// EventRouted is event_routed.sql.
 	EventRouted string
+	// ExpireHistoryKeys is expire_history_keys.sql.
+	ExpireHistoryKeys string
 	// Finish is finish.sql.
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
 	FoldDroppedEvents string
 	// ForgetSink is forget_sink.sql.
 	ForgetSink string
+	// HistoryExpiring is history_expiring.sql.
+	HistoryExpiring string
+	// HistoryRotate is history_rotate.sql.
+	HistoryRotate string
+	// HistoryTruncate is history_truncate.sql.
+	HistoryTruncate string
 	// LockTransaction is lock_transaction.sql.
 	LockTransaction string
 	// LookupID is lookup_id.sql.
@@ -171,9 +179,13 @@ func newTexts(ident string) Texts {
 		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
 		EventRouted:            strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
+		ExpireHistoryKeys:      strings.ReplaceAll(expireHistoryKeysSQL, "{schema}", ident),
 		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
 		ForgetSink:             strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
+		HistoryExpiring:        strings.ReplaceAll(historyExpiringSQL, "{schema}", ident),
+		HistoryRotate:          strings.ReplaceAll(historyRotateSQL, "{schema}", ident),
+		HistoryTruncate:        strings.ReplaceAll(historyTruncateSQL, "{schema}", ident),
 		LockTransaction:        strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
 		LookupID:               strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
 		LookupIDs:              strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
@@ -460,9 +472,15 @@ func (q *Queries) BreakerClose(ctx context.Context, db DBTX, arg BreakerClosePar
 
 const breakerDropEventsSQL = `-- name: breaker_drop_events
 -- Deletes the rows publishing a breaker's event created for the unhealthy
--- sink $2 itself (ids $1): the news that a destination is down cannot go
--- to that destination, and must not wait there for its recovery.
-DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
+-- sink $2 itself (ids $1), with their keys (migration 013): the news that a
+-- destination is down cannot go to that destination, and must not wait
+-- there for its recovery.
+WITH gone AS (
+    DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
+    RETURNING id, sink, dedup_key
+)
+DELETE FROM {schema}.message_keys k USING gone g
+WHERE k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 `
 
 // BreakerDropEvents runs breaker_drop_events.sql.
@@ -910,17 +928,28 @@ func (q *Queries) DroppedEvents(ctx context.Context, db DBTX) (int64, error) {
 }
 
 const enqueueSQL = `-- name: enqueue
--- Inserts one message and, in the same statement, wakes a relay loop
+-- Takes the message's key and inserts the message and, in the same statement, wakes a relay loop
 -- waiting for its sink's rows (wake(), migration 006). The notification is
 -- transactional: delivered on commit, and PostgreSQL folds identical ones
 -- of one transaction into one, so a bulk enqueue does not cause a storm.
 -- @sink sink, @dedup_key dedup_key, @payload payload, @headers headers, @ordering_key ordering_key,
 -- @max_attempts max_attempts, @available_at available_at (NULL: now).
 -- Returns the new id, or no row for a duplicate.
-WITH ins AS (
-    INSERT INTO {schema}.messages (sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
-    VALUES ($1, $2, $3, $4, $5, $6, COALESCE($7, now()))
+WITH k AS (
+    -- The key decides (migration 013): taken here, or held by a row of
+    -- the retention window (in messages, in history, or a row stored
+    -- before 013 that has no key yet).
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT $1::text, $2::text, nextval('{schema}.messages_id_seq')
+    WHERE NOT EXISTS (SELECT FROM {schema}.messages m WHERE m.sink = $1 AND m.dedup_key = $2)
     ON CONFLICT (sink, dedup_key) DO NOTHING
+    RETURNING id
+), ins AS (
+    INSERT INTO {schema}.messages (id, sink, dedup_key, payload, headers, ordering_key, max_attempts, available_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT k.id, $1, $2, $3::jsonb, $4::jsonb, $5::text, $6::integer,
+           COALESCE($7::timestamptz, now())
+    FROM k
     RETURNING id
 ), wake AS (
     SELECT {schema}.wake($1) FROM ins LIMIT 1
@@ -968,13 +997,48 @@ func (q *Queries) EventRouted(ctx context.Context, db DBTX, eventType string) (b
 	return r, err
 }
 
+const expireHistoryKeysSQL = `-- name: expire_history_keys
+-- Deletes the keys and recorded failed attempts of up to $3 rows of expiring
+-- history slot $1 with ids above $2, in id order (the partition's id
+-- index), before the slot is truncated: its rows then stop deduplicating.
+-- A key is deleted only while it names that row. Returns the last id seen
+-- (the next batch's $2; $2 when none) and how many rows the batch held.
+WITH batch AS (
+    SELECT h.id, h.sink, h.dedup_key FROM {schema}.messages_history h
+    WHERE h.slot = $1 AND h.id > $2
+    ORDER BY h.id
+    LIMIT $3
+), unkeyed AS (
+    DELETE FROM {schema}.message_keys k USING batch b
+    WHERE k.sink = b.sink AND k.dedup_key = b.dedup_key AND k.id = b.id
+), errs AS (
+    DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM batch)
+)
+SELECT COALESCE(max(id), $2), count(*) FROM batch
+`
+
+// ExpireHistoryKeysRow is a row of expire_history_keys.sql.
+type ExpireHistoryKeysRow struct {
+	LastID int64 // bigint
+	Rows   int64 // bigint
+}
+
+// ExpireHistoryKeys runs expire_history_keys.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) ExpireHistoryKeys(ctx context.Context, db DBTX, slot int32, after int64, limit int64) (ExpireHistoryKeysRow, error) {
+	var r ExpireHistoryKeysRow
+	err := db.QueryRow(ctx, q.text.ExpireHistoryKeys, slot, after, limit).Scan(&r.LastID, &r.Rows)
+	return r, err
+}
+
 const finishSQL = `-- name: finish
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
 -- back), @deferred deferral (1: a Retry-After put the row off, counted in
--- deferrals, migration 010). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
--- of updated.
+-- deferrals, migration 010). Delivered rows move to messages_history
+-- (migration 013) in the same statement, keeping their dedup keys; with
+-- @delete_sent (Config.DeleteOnSent) they are deleted with their keys.
 --
 -- The lease token guard makes a late completion from a relay whose lease
 -- expired (a zombie) change nothing: the row was re-claimed under a new
@@ -990,25 +1054,45 @@ const finishSQL = `-- name: finish
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
-), deleted AS (
+), gone AS (
+    -- A delivered row leaves the hot table (migration 013): it moves to
+    -- messages_history, or with @delete_sent it is deleted.
     DELETE FROM {schema}.messages m USING f
-    WHERE $9 AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
-    RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
+    WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
+              m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
+              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version
+), history AS (
+    INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version)
+    SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
+           g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version
+    FROM gone g WHERE NOT $9
+), keyed AS (
+    -- The key stays for the retention window; a row stored before
+    -- migration 013 gets the key it lacked.
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT g.sink, g.dedup_key, g.id FROM gone g WHERE NOT $9
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+), unkeyed AS (
+    -- Deleted on delivery, the row frees its key at once, as before.
+    DELETE FROM {schema}.message_keys k USING gone g
+    WHERE $9 AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
-    WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
+    WHERE $9 AND message_id IN (SELECT id FROM gone WHERE attempts > 1)
 ), done AS (
     UPDATE {schema}.messages m
     SET status = f.status,
         attempts = m.attempts - f.refund,
         deferrals = m.deferrals + f.deferred,
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
-        sent_at = CASE WHEN f.status = 'sent' THEN now() END,
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND NOT ($9 AND f.status = 'sent')
+    WHERE m.id = f.id AND m.lease_token = f.token AND f.status <> 'sent'
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
@@ -1022,14 +1106,12 @@ WITH f AS (
 ), thread_roots AS (
     INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)
     SELECT DISTINCT ON (s.sink, s.thread_key) s.sink, s.thread_key, s.id, s.receipt
-    FROM (SELECT id, sink, thread_key, receipt FROM done WHERE status = 'sent'
-          UNION ALL
-          SELECT id, sink, thread_key, receipt FROM deleted) s
+    FROM gone s
     WHERE s.thread_key IS NOT NULL AND s.receipt IS NOT NULL
     ORDER BY s.sink, s.thread_key, s.id
     ON CONFLICT (sink, thread_key) DO UPDATE SET last_sent_at = now()
 )
-SELECT id FROM done UNION ALL SELECT id FROM deleted
+SELECT id FROM done UNION ALL SELECT id FROM gone
 `
 
 // FinishParams are the parameters of finish.sql.
@@ -1107,6 +1189,50 @@ func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel 
 	})
 }
 
+const historyExpiringSQL = `-- name: history_expiring
+-- The history slot whose rows have all been delivered longer ago than $1,
+-- marked expiring (history_expiring(), migration 013); NULL when none is.
+SELECT {schema}.history_expiring($1::interval)
+`
+
+// HistoryExpiring runs history_expiring.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) HistoryExpiring(ctx context.Context, db DBTX, retention time.Duration) (*int32, error) {
+	var r *int32
+	err := db.QueryRow(ctx, q.text.HistoryExpiring, retention).Scan(&r)
+	return r, err
+}
+
+const historyRotateSQL = `-- name: history_rotate
+-- Closes the current history slot once it has been current for $1 and
+-- makes a free one current (history_rotate(), migration 013), waiting at
+-- most $2 for a lock. Returns whether it rotated.
+SELECT {schema}.history_rotate($1::interval, $2::interval)
+`
+
+// HistoryRotate runs history_rotate.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) HistoryRotate(ctx context.Context, db DBTX, width time.Duration, lockWait time.Duration) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.HistoryRotate, width, lockWait).Scan(&r)
+	return r, err
+}
+
+const historyTruncateSQL = `-- name: history_truncate
+-- Truncates expiring history slot $1 and frees it (history_truncate(),
+-- migration 013), waiting at most $2 for the partition's lock. Returns
+-- false when a session held it longer: maintenance tries again next round.
+SELECT {schema}.history_truncate($1, $2::interval)
+`
+
+// HistoryTruncate runs history_truncate.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) HistoryTruncate(ctx context.Context, db DBTX, slot int32, lockWait time.Duration) (bool, error) {
+	var r bool
+	err := db.QueryRow(ctx, q.text.HistoryTruncate, slot, lockWait).Scan(&r)
+	return r, err
+}
+
 const lockTransactionSQL = `-- name: lock_transaction
 -- Waits for the transaction-level advisory lock ($1 namespace, hash of
 -- schema $2 xor key $3); it is released at commit or rollback.
@@ -1120,8 +1246,9 @@ func (q *Queries) LockTransaction(ctx context.Context, db DBTX, namespace int32,
 }
 
 const lookupIDSQL = `-- name: lookup_id
--- The id of the row stored under (sink $1, dedup key $2).
-SELECT id FROM {schema}.messages WHERE sink = $1 AND dedup_key = $2
+-- The id of the row stored under (sink $1, dedup key $2), open, dead or
+-- delivered: its key (migration 013's message_id()).
+SELECT id FROM {schema}.message_id($1, $2) AS id WHERE id IS NOT NULL
 `
 
 // LookupID runs lookup_id.sql and returns its row, or an error wrapping
@@ -1134,9 +1261,13 @@ func (q *Queries) LookupID(ctx context.Context, db DBTX, sink string, dedupKey s
 
 const lookupIDsSQL = `-- name: lookup_ids
 -- The ids of existing rows by (sink, dedup key) pairs: $1 sinks, $2 keys.
-SELECT m.id, m.sink, m.dedup_key
+-- Their keys (migration 013), else for a row stored before 013 without one
+-- the row in messages.
+SELECT COALESCE(mk.id, m.id), k.sink, k.dedup_key
 FROM unnest($1::text[], $2::text[]) AS k(sink, dedup_key)
-JOIN {schema}.messages m ON m.sink = k.sink AND m.dedup_key = k.dedup_key
+LEFT JOIN {schema}.message_keys mk ON mk.sink = k.sink AND mk.dedup_key = k.dedup_key
+LEFT JOIN {schema}.messages m ON mk.id IS NULL AND m.sink = k.sink AND m.dedup_key = k.dedup_key
+WHERE mk.id IS NOT NULL OR m.id IS NOT NULL
 `
 
 // LookupIDsRow is a row of lookup_ids.sql.
@@ -1162,14 +1293,27 @@ func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupK
 const messageSQL = `-- name: message
 -- One message as an operator sees it, with every recorded failed attempt
 -- (in the order they failed, across redrives): the row with id $1, or, when $1 is NULL, the row stored
--- under (sink $2, dedup key $3). Either way one probe of a unique index.
+-- under (sink $2, dedup key $3) (its key, migration 013). It is in
+-- messages (open or dead) or, delivered, in messages_history: one probe
+-- of the primary key, or of each history partition's id index.
+WITH target AS (
+    SELECT COALESCE($1::bigint, {schema}.message_id($2, $3)) AS id
+), found AS (
+    SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.status, m.attempts, m.max_attempts,
+           m.available_at, m.created_at, m.updated_at, m.sent_at, m.lease_expires_at, m.last_error, m.receipt
+    FROM {schema}.messages m WHERE m.id = (SELECT id FROM target)
+    UNION ALL
+    SELECT h.id, h.sink, h.dedup_key, h.payload, h.headers, h.ordering_key, 'sent', h.attempts, h.max_attempts,
+           h.available_at, h.created_at, h.updated_at, h.sent_at, NULL, h.last_error, h.receipt
+    FROM {schema}.messages_history h WHERE h.id = (SELECT id FROM target)
+    LIMIT 1
+)
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, COALESCE(m.ordering_key, ''), m.status,
        m.attempts, m.max_attempts, m.available_at, m.created_at, m.updated_at, m.sent_at,
        m.lease_expires_at, COALESCE(m.last_error, ''), m.receipt,
        COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
-FROM {schema}.messages m
-WHERE m.id = COALESCE($1::bigint, (SELECT id FROM {schema}.messages WHERE sink = $2 AND dedup_key = $3))
+FROM found m
 `
 
 // MessageRow is a row of message.sql.
@@ -1207,16 +1351,34 @@ const messagesSearchSQL = `-- name: messages_search
 -- @dedup_key unless those are '', created in [@created_from, @created_before) unless those are NULL.
 -- Run as a statement planned with its values (core's oneShot), so the
 -- tests on '' and NULL fold away: a (sink, dedup key) probes the unique
--- index; a status also names its phase, so dead and sent walk their
--- partial index and the others the open one; the rest walk the primary
--- key backwards from the cursor, stopping after @limit matches. A time range
--- is a filter on that walk (ids follow created_at closely).
-SELECT id, sink, dedup_key, status, attempts, created_at, updated_at, sent_at, COALESCE(last_error, '')
-FROM {schema}.messages
-WHERE ($1 = '' OR sink = $1) AND ($2 = '' OR dedup_key = $2)
-  AND ($3 = '' OR (status = $3 AND phase = CASE WHEN $3 IN ('sent', 'dead') THEN $3 ELSE 'open' END))
-  AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
-  AND ($6::bigint IS NULL OR id < $6)
+-- index; a status also names its phase, so dead walks its partial index
+-- and the others the open one; the rest walk the primary key backwards
+-- from the cursor, stopping after @limit matches. A time range is a filter
+-- on that walk (ids follow created_at closely). Delivered rows are in
+-- messages_history (migration 013; sent rows stored before it wait in
+-- messages until maintenance moves them): its part walks the partitions'
+-- id indexes backwards, merged, and finds a dedup key through its key.
+-- No part is read for a status it cannot hold.
+SELECT id, sink, dedup_key, status, attempts, created_at, updated_at, sent_at, last_error FROM (
+    (SELECT id, sink, dedup_key, status, attempts, created_at, updated_at, sent_at, COALESCE(last_error, '') AS last_error
+     FROM {schema}.messages
+     WHERE ($1 = '' OR sink = $1) AND ($2 = '' OR dedup_key = $2)
+       AND ($3 = '' OR (status = $3 AND phase = CASE WHEN $3 IN ('sent', 'dead') THEN $3 ELSE 'open' END))
+       AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
+       AND ($6::bigint IS NULL OR id < $6)
+     ORDER BY id DESC
+     LIMIT $7)
+    UNION ALL
+    (SELECT id, sink, dedup_key, 'sent', attempts, created_at, updated_at, sent_at, COALESCE(last_error, '')
+     FROM {schema}.messages_history
+     WHERE $3 IN ('', 'sent') AND ($1 = '' OR sink = $1)
+       AND ($2 = '' OR id IN (SELECT k.id FROM {schema}.message_keys k
+                                      WHERE k.dedup_key = $2 AND ($1 = '' OR k.sink = $1)))
+       AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at < $5)
+       AND ($6::bigint IS NULL OR id < $6)
+     ORDER BY id DESC
+     LIMIT $7)
+) page
 ORDER BY id DESC
 LIMIT $7
 `
@@ -1449,18 +1611,40 @@ func (q *Queries) PruneKeyLimits(ctx context.Context, db DBTX) error {
 }
 
 const pruneSentSQL = `-- name: prune_sent
--- Deletes up to $2 sent rows older than $1, oldest first (the sent_at index
--- serves the scan), with their recorded failed attempts. Returns how many.
+-- Empties the hot table of the sent rows stored before migration 013
+-- (delivered rows now move to messages_history as they are delivered):
+-- up to $2 of them, oldest first (the sent_at index serves the scan), move
+-- to the current history slot with a key each, except those sent longer
+-- ago than $1, which retention deletes with their recorded failed attempts.
+-- Returns how many rows left messages; none once the table is clean.
 WITH gone AS (
     DELETE FROM {schema}.messages
     WHERE id IN (
         SELECT id FROM {schema}.messages
-        WHERE phase = 'sent' AND sent_at < now() - $1::interval
+        WHERE phase = 'sent'
         ORDER BY sent_at
         LIMIT $2)
-    RETURNING id
+    RETURNING *
+), kept AS (
+    SELECT * FROM gone WHERE sent_at >= now() - $1::interval
+), history AS (
+    INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version)
+    SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), id, sink, dedup_key, payload, headers,
+           ordering_key, attempts, max_attempts, deferrals, available_at, last_error, receipt, created_at, updated_at,
+           sent_at, route, thread_key, route_version
+    FROM kept
+), keyed AS (
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT sink, dedup_key, id FROM kept
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+), expired AS (
+    -- Past retention: gone for good, with its key if it had one.
+    DELETE FROM {schema}.message_keys k USING gone g
+    WHERE g.sent_at < now() - $1::interval AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 ), errs AS (
-    DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
+    DELETE FROM {schema}.failed_attempts
+    WHERE message_id IN (SELECT id FROM gone WHERE sent_at < now() - $1::interval)
 )
 SELECT count(*) FROM gone
 `
@@ -1568,7 +1752,7 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 }
 
 const purgeSQL = `-- name: purge
--- Deletes dead rows and their recorded failed attempts: the rows with ids
+-- Deletes dead rows with their recorded failed attempts and their keys: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
 -- contains @error_contains (ignoring case; unless ''). With @waiting the rows of sink @sink
 -- still waiting for delivery (pending or failed) go too: the way to drop
@@ -1608,9 +1792,13 @@ WITH target AS (
     WHERE NOT $9 AND (SELECT ok FROM confirmed)
       AND (m.phase = 'dead' OR ($1 AND m.status IN ('pending', 'failed')))
       AND m.id = ANY(ARRAY(SELECT id FROM target))
-    RETURNING m.id
+    RETURNING m.id, m.sink, m.dedup_key
 ), errs AS (
     DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
+), unkeyed AS (
+    -- A purged row frees its key (migration 013), as it always did.
+    DELETE FROM {schema}.message_keys k USING gone g
+    WHERE k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 )
 SELECT CASE WHEN $9 OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM gone) END,
        c.last_id, c.dead_until, c.digest, NOT c.ok,
@@ -1933,8 +2121,9 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 
 const sinkSeenSQL = `-- name: sink_seen
 -- Whether the outbox knows sink $1: it has rows of it (one probe of the
--- (sink, dedup_key) index) or state of it (a pause, a rate limit's clock).
+-- (sink, dedup_key) index; a delivered row's key, migration 013) or state of it (a pause, a rate limit's clock).
 SELECT EXISTS (SELECT FROM {schema}.messages WHERE sink = $1)
+    OR EXISTS (SELECT FROM {schema}.message_keys WHERE sink = $1)
     OR EXISTS (SELECT FROM {schema}.sink_limits WHERE sink = $1)
 `
 
@@ -1949,9 +2138,13 @@ func (q *Queries) SinkSeen(ctx context.Context, db DBTX, sink string) (bool, err
 const statsSQL = `-- name: stats
 -- Rows per sink and status, and per sink the age in seconds of the oldest
 -- row waiting for delivery (pending or failed), on the database clock.
+-- Delivered rows are counted in messages_history (migration 013).
 SELECT sink, status, count(*),
        COALESCE(extract(epoch FROM now() - min(created_at) FILTER (WHERE status IN ('pending', 'failed'))), 0)
-FROM {schema}.messages GROUP BY sink, status
+FROM (SELECT sink, status, created_at FROM {schema}.messages
+      UNION ALL
+      SELECT sink, 'sent', created_at FROM {schema}.messages_history) m
+GROUP BY sink, status
 `
 
 // StatsRow is a row of stats.sql.
@@ -2042,7 +2235,9 @@ func (q *Queries) TakeStatsLead(ctx context.Context, db DBTX, relay string, lead
 const takeStatsSnapshotSQL = `-- name: take_stats_snapshot
 -- Recomputes sink_stats from what is cheap to count: the open rows
 -- (pending, in progress, failed) through the open index, dead rows through
--- the dead index and the rows sent in the last $1 through the sent index.
+-- the dead index and the rows sent in the last $1 through the sent_at index
+-- of messages_history (and messages' sent index, for rows stored before
+-- migration 013).
 -- Older delivered history is never read. Each part is one GROUP BY over a
 -- partial index's rows; the predicates repeat the indexes' own (on phase)
 -- so the planner can use them. Sinks left with no such rows are removed,
@@ -2058,6 +2253,10 @@ WITH parts AS (
     UNION ALL
     SELECT sink, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
     UNION ALL
+    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages_history
+    WHERE sent_at > now() - $1::interval GROUP BY sink
+    UNION ALL
+    -- Sent rows stored before migration 013, until maintenance moves them.
     SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages
     WHERE phase = 'sent' AND sent_at > now() - $1::interval GROUP BY sink
 ), counts AS (

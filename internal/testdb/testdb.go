@@ -131,11 +131,13 @@ func NewSchema(t testing.TB, pool *pgxpool.Pool) *Outbox {
 
 // StatusCounts returns the number of ob's rows per status, for one sink
 // or, with sink "", for all. It reads the table directly, not through the
-// operator's Stats, so tests check the engine against the rows themselves.
+// operator's Stats, so tests check the engine against the rows themselves:
+// messages, and the delivered ones in messages_history (migration 013).
 func StatusCounts(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string) map[string]int {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		"SELECT status, count(*) FROM "+ob.Schema()+".messages WHERE $1 = '' OR sink = $1 GROUP BY status", sink)
+		"SELECT status, count(*) FROM (SELECT sink, status FROM "+ob.Schema()+".messages UNION ALL SELECT sink, 'sent' FROM "+
+			ob.Schema()+".messages_history) m WHERE $1 = '' OR sink = $1 GROUP BY status", sink)
 	if err != nil {
 		t.Fatal(err)
 	}

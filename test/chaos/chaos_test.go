@@ -239,7 +239,7 @@ const minRolledBackShare = 20
 func lostOutcomes(t *testing.T, ctx context.Context, pool *pgxpool.Pool, rc *receiver, since time.Time, label string) int {
 	t.Helper()
 	keys := rc.acceptedSince(since, label)
-	return countRows(t, ctx, pool, `SELECT count(*) FROM chaos.messages WHERE status = 'in_progress' AND dedup_key = ANY($1)`, keys)
+	return countRows(t, ctx, pool, `SELECT count(*) FROM chaos.messages_all WHERE status = 'in_progress' AND dedup_key = ANY($1)`, keys)
 }
 
 // settleTimeout bounds the wait for the receiver to finish the requests of
@@ -297,7 +297,7 @@ func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within t
 	deadline := time.Now().Add(within)
 	var open int
 	for time.Now().Before(deadline) {
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM chaos.messages WHERE status NOT IN ('sent', 'dead')`).Scan(&open)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM chaos.messages_all WHERE status NOT IN ('sent', 'dead')`).Scan(&open)
 		if err == nil && open == 0 {
 			return
 		}
@@ -310,7 +310,7 @@ func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within t
 // dead.
 func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed map[string]msg) {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT dedup_key, status FROM chaos.messages`)
+	rows, err := pool.Query(ctx, `SELECT dedup_key, status FROM chaos.messages_all`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed 
 // that its outcome may have been lost and the attempt abandoned.
 func checkDead(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed map[string]msg, seen record, killed func(arrival) bool) (int, map[string]bool) {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT dedup_key, attempts, coalesce(last_error, '') FROM chaos.messages WHERE status = 'dead'`)
+	rows, err := pool.Query(ctx, `SELECT dedup_key, attempts, coalesce(last_error, '') FROM chaos.messages_all WHERE status = 'dead'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func checkDead(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed 
 // order.
 func checkOrdering(t *testing.T, ctx context.Context, pool *pgxpool.Pool, accepted map[string][]arrival) {
 	t.Helper()
-	rows, err := pool.Query(ctx, `SELECT ordering_key, dedup_key FROM chaos.messages
+	rows, err := pool.Query(ctx, `SELECT ordering_key, dedup_key FROM chaos.messages_all
 		WHERE ordering_key IS NOT NULL AND status = 'sent' ORDER BY ordering_key, id`)
 	if err != nil {
 		t.Fatal(err)

@@ -172,7 +172,7 @@ func (e *env) report() map[string]sinkReport {
 func (e *env) rowCounts(sink string) (byStatus map[string]int, maxAttempts, maxDeferrals int) {
 	e.t.Helper()
 	rows, err := e.pool.Query(e.t.Context(), "SELECT status, count(*), max(attempts), max(deferrals) FROM "+e.schema+
-		".messages WHERE sink = $1 GROUP BY status", sink)
+		".messages_all WHERE sink = $1 GROUP BY status", sink)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestConfirmedPurgeOverHTTPLeavesRowsThatDiedAfterTheCount(t *testing.T) {
 		t.Fatalf("confirmed purge: %d %v, %d rows left; want the 2 counted purged", code, done, e.rowCount())
 	}
 	var left int64
-	if err := e.pool.QueryRow(ctx, "SELECT id FROM "+e.schema+".messages").Scan(&left); err != nil || left != ids[0] {
+	if err := e.pool.QueryRow(ctx, "SELECT id FROM "+e.schema+".messages_all").Scan(&left); err != nil || left != ids[0] {
 		t.Fatalf("row left: %d, %v; want %d, which died after the count", left, err, ids[0])
 	}
 	code, again := call(t, "POST", purge, apiToken, fmt.Sprintf(`{"all": true, "token": %q}`, plan["token"]))

@@ -97,7 +97,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	})
 	var status string
 	var attempts int
-	if err := e.pool.QueryRow(t.Context(), "SELECT status, attempts FROM "+e.schema+".messages WHERE id = $1", heldID).Scan(&status, &attempts); err != nil {
+	if err := e.pool.QueryRow(t.Context(), "SELECT status, attempts FROM "+e.schema+".messages_all WHERE id = $1", heldID).Scan(&status, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if status != "sent" || attempts != 1 || rcv.deliveries("held-1") != 1 {

@@ -74,7 +74,7 @@ func TestEnqueueRefusesUnstorableInput(t *testing.T) {
 func (e *env) rowCount() int {
 	e.t.Helper()
 	var n int
-	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+e.schema+".messages").Scan(&n); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+e.schema+".messages_all").Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n

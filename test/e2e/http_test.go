@@ -76,7 +76,7 @@ func TestHTTPAPI(t *testing.T) {
 		t.Fatalf("duplicate POST: %d %v", code, body)
 	}
 	var stored string
-	if err := e.pool.QueryRow(context.Background(), "SELECT headers->>'traceparent' FROM "+e.schema+".messages WHERE dedup_key = 'm-1'").Scan(&stored); err != nil {
+	if err := e.pool.QueryRow(context.Background(), "SELECT headers->>'traceparent' FROM "+e.schema+".messages_all WHERE dedup_key = 'm-1'").Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stored, traceID) {

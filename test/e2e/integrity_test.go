@@ -111,7 +111,7 @@ func TestUndecodableRowBesideGoodOnes(t *testing.T) {
 	}
 	var attempts int
 	var lastError string
-	if err := e.pool.QueryRow(ctx, "SELECT attempts, last_error FROM "+e.schema+".messages WHERE dedup_key = 'bad'").Scan(&attempts, &lastError); err != nil {
+	if err := e.pool.QueryRow(ctx, "SELECT attempts, last_error FROM "+e.schema+".messages_all WHERE dedup_key = 'bad'").Scan(&attempts, &lastError); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != 1 || !strings.Contains(lastError, "are not a JSON object of strings") {

@@ -96,11 +96,11 @@ func TestRollingDeployChangingATemplate(t *testing.T) {
 
 	eventually(t, 60*time.Second, "every row sent or dead", func() bool {
 		var done int
-		err := v1.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+v1.schema+".messages WHERE status IN ('sent', 'dead')").Scan(&done)
+		err := v1.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+v1.schema+".messages_all WHERE status IN ('sent', 'dead')").Scan(&done)
 		return err == nil && done == 2*n
 	})
 	var dead int
-	if err := v1.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+v1.schema+".messages WHERE status = 'dead'").Scan(&dead); err != nil || dead != 0 {
+	if err := v1.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+v1.schema+".messages_all WHERE status = 'dead'").Scan(&dead); err != nil || dead != 0 {
 		t.Errorf("%d rows dead-lettered (%v), want none\nv1 relay:\n%s\nv2 relay:\n%s", dead, err, v1Relay.Logs(), v2Relay.Logs())
 	}
 	got := rcv.accepted()

@@ -55,7 +55,7 @@ func TestRollingDeployAddingASink(t *testing.T) {
 	}
 	var attempts, touched int
 	if err := old.pool.QueryRow(t.Context(), "SELECT COALESCE(sum(attempts), 0), count(*) FILTER (WHERE last_error IS NOT NULL OR updated_at <> created_at) FROM "+
-		old.schema+".messages WHERE sink = 'added'").Scan(&attempts, &touched); err != nil {
+		old.schema+".messages_all WHERE sink = 'added'").Scan(&attempts, &touched); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != 0 || touched != 0 {

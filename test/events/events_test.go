@@ -392,7 +392,7 @@ routes:
 	pool := testdb.Pool(t, 1)
 	testrelay.WaitFor(t, deliveryTimeout, "order-1's Slack and mail rows dead", func() bool {
 		var dead int
-		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+d.schema+".messages WHERE dedup_key = 'order.created/order-1/orders' AND status = 'dead' AND attempts = 1").Scan(&dead)
+		err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+d.schema+".messages_all WHERE dedup_key = 'order.created/order-1/orders' AND status = 'dead' AND attempts = 1").Scan(&dead)
 		return err == nil && dead == 2
 	})
 	out := d.mustOutboxd("dlq", "list")

@@ -331,7 +331,7 @@ func checkRows(t *testing.T, pg *pgcluster.Cluster, prefix string, n, attempts i
 	testrelay.WaitFor(t, 30*time.Second, "the rows are marked sent", func() bool {
 		err := pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE status = 'sent'),
 			count(*) FILTER (WHERE status <> 'sent'), count(*) FILTER (WHERE attempts <> $2)
-			FROM faults.messages WHERE dedup_key LIKE $1 || '-%'`, prefix, attempts).Scan(&sent, &open, &wrong)
+			FROM faults.messages_all WHERE dedup_key LIKE $1 || '-%'`, prefix, attempts).Scan(&sent, &open, &wrong)
 		return err == nil && sent == n
 	})
 	if open != 0 || wrong != 0 {

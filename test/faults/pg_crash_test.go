@@ -65,7 +65,7 @@ func TestPostgresCrashAfterSlackPostDeliversOnce(t *testing.T) {
 	}
 	var status string
 	var attempts int
-	if err := pool.QueryRow(ctx, "SELECT status, attempts FROM crash.messages WHERE dedup_key = 'incident-1'").Scan(&status, &attempts); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT status, attempts FROM crash.messages_all WHERE dedup_key = 'incident-1'").Scan(&status, &attempts); err != nil {
 		t.Fatal(err)
 	}
 	if status != "sent" || attempts < 2 {

@@ -101,7 +101,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 	retried.wait(t, 10*faultLease, "a hanging row to be retried")
 	var retriedRows int
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+ob.Schema()+
-		`.messages WHERE sink = 'hang' AND attempts >= 2 AND (NOT $1 OR last_error LIKE '%deadline%')`,
+		`.messages_all WHERE sink = 'hang' AND attempts >= 2 AND (NOT $1 OR last_error LIKE '%deadline%')`,
 		honoursContext).Scan(&retriedRows); err != nil || retriedRows == 0 {
 		t.Errorf("no hanging row retried for the reason expected (%v)", err)
 	}
@@ -156,7 +156,7 @@ func (c *deadlineCheck) check(ctx context.Context, d *sink.Delivery) {
 	deadline, ok := ctx.Deadline()
 	var expires time.Time
 	err := c.pool.QueryRow(context.WithoutCancel(ctx),
-		`SELECT lease_expires_at FROM `+c.ob.Schema()+`.messages WHERE id = $1`, d.ID).Scan(&expires)
+		`SELECT lease_expires_at FROM `+c.ob.Schema()+`.messages_all WHERE id = $1`, d.ID).Scan(&expires)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checked++
@@ -215,7 +215,7 @@ func TestPanickingSinkIsRecovered(t *testing.T) {
 		t.Errorf("rows %v, want 20 sent and the panicking one dead", c)
 	}
 	rows, err := pool.Query(t.Context(), `SELECT f.attempt, f.error FROM `+ob.Schema()+`.failed_attempts f JOIN `+
-		ob.Schema()+`.messages m ON m.id = f.message_id WHERE m.dedup_key = 'boom-0' ORDER BY f.attempt`)
+		ob.Schema()+`.messages_all m ON m.id = f.message_id WHERE m.dedup_key = 'boom-0' ORDER BY f.attempt`)
 	if err != nil {
 		t.Fatal(err)
 	}

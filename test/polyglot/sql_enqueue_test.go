@@ -93,7 +93,7 @@ COMMIT;`, o.schema))
 	}
 	pool := testdb.Pool(t, 1)
 	var rows int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+o.schema+".messages WHERE dedup_key <> 'psql-committed'").Scan(&rows); err != nil || rows != 0 {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+o.schema+".messages_all WHERE dedup_key <> 'psql-committed'").Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("other rows in the outbox: %d, %v", rows, err)
 	}
 }

@@ -178,7 +178,7 @@ sinks:
 	pool := pg.Pool(1)
 	testrelay.WaitFor(t, time.Minute, "every message to be sent or dead", func() bool {
 		var open int
-		err := pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE status NOT IN ('sent', 'dead')) + $1 - count(*) FROM secrets.messages`,
+		err := pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE status NOT IN ('sent', 'dead')) + $1 - count(*) FROM secrets.messages_all`,
 			len(keys)+1).Scan(&open) // +1: the API's message
 		return err == nil && open == 0
 	})
@@ -212,7 +212,7 @@ sinks:
 	col.add("serve logs", []byte(srv.Logs()))
 
 	var recorded string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(coalesce(last_error, ''), E'\n'), '') FROM secrets.messages`).Scan(&recorded); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(coalesce(last_error, ''), E'\n'), '') FROM secrets.messages_all`).Scan(&recorded); err != nil {
 		t.Fatal(err)
 	}
 	col.add("last_error column", []byte(recorded))

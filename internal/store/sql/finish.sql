@@ -5,8 +5,9 @@
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
 -- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
 -- back), @deferred deferral (1: a Retry-After put the row off, counted in
--- deferrals, migration 010). With @delete_sent (Config.DeleteOnSent) delivered rows are deleted instead
--- of updated.
+-- deferrals, migration 010). Delivered rows move to messages_history
+-- (migration 013) in the same statement, keeping their dedup keys; with
+-- @delete_sent (Config.DeleteOnSent) they are deleted with their keys.
 --
 -- The lease token guard makes a late completion from a relay whose lease
 -- expired (a zombie) change nothing: the row was re-claimed under a new
@@ -22,25 +23,45 @@
 WITH f AS (
     SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[], @deferred::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
-), deleted AS (
+), gone AS (
+    -- A delivered row leaves the hot table (migration 013): it moves to
+    -- messages_history, or with @delete_sent it is deleted.
     DELETE FROM {schema}.messages m USING f
-    WHERE @delete_sent AND f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
-    RETURNING m.id, m.attempts, m.sink, m.thread_key, CASE WHEN m.thread_key IS NOT NULL THEN f.receipt END AS receipt
+    WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
+              m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
+              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version
+), history AS (
+    INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version)
+    SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
+           g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version
+    FROM gone g WHERE NOT @delete_sent
+), keyed AS (
+    -- The key stays for the retention window; a row stored before
+    -- migration 013 gets the key it lacked.
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT g.sink, g.dedup_key, g.id FROM gone g WHERE NOT @delete_sent
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+), unkeyed AS (
+    -- Deleted on delivery, the row frees its key at once, as before.
+    DELETE FROM {schema}.message_keys k USING gone g
+    WHERE @delete_sent AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
-    WHERE message_id IN (SELECT id FROM deleted WHERE attempts > 1)
+    WHERE @delete_sent AND message_id IN (SELECT id FROM gone WHERE attempts > 1)
 ), done AS (
     UPDATE {schema}.messages m
     SET status = f.status,
         attempts = m.attempts - f.refund,
         deferrals = m.deferrals + f.deferred,
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
-        sent_at = CASE WHEN f.status = 'sent' THEN now() END,
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND NOT (@delete_sent AND f.status = 'sent')
+    WHERE m.id = f.id AND m.lease_token = f.token AND f.status <> 'sent'
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
@@ -54,11 +75,9 @@ WITH f AS (
 ), thread_roots AS (
     INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)
     SELECT DISTINCT ON (s.sink, s.thread_key) s.sink, s.thread_key, s.id, s.receipt
-    FROM (SELECT id, sink, thread_key, receipt FROM done WHERE status = 'sent'
-          UNION ALL
-          SELECT id, sink, thread_key, receipt FROM deleted) s
+    FROM gone s
     WHERE s.thread_key IS NOT NULL AND s.receipt IS NOT NULL
     ORDER BY s.sink, s.thread_key, s.id
     ON CONFLICT (sink, thread_key) DO UPDATE SET last_sent_at = now()
 )
-SELECT id FROM done UNION ALL SELECT id FROM deleted
+SELECT id FROM done UNION ALL SELECT id FROM gone

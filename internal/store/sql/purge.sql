@@ -2,7 +2,7 @@
 -- mode: cache_describe
 -- params: all boolean, sink text, error_contains text, dry_run boolean, waiting boolean, digest text, dead_until timestamptz null
 -- returns: rows bigint, last_id bigint, dead_until timestamptz null, digest text, changed boolean, missing bigint[]
--- Deletes dead rows and their recorded failed attempts: the rows with ids
+-- Deletes dead rows with their recorded failed attempts and their keys: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
 -- contains @error_contains (ignoring case; unless ''). With @waiting the rows of sink @sink
 -- still waiting for delivery (pending or failed) go too: the way to drop
@@ -42,9 +42,13 @@ WITH target AS (
     WHERE NOT @dry_run AND (SELECT ok FROM confirmed)
       AND (m.phase = 'dead' OR (@waiting AND m.status IN ('pending', 'failed')))
       AND m.id = ANY(ARRAY(SELECT id FROM target))
-    RETURNING m.id
+    RETURNING m.id, m.sink, m.dedup_key
 ), errs AS (
     DELETE FROM {schema}.failed_attempts WHERE message_id IN (SELECT id FROM gone)
+), unkeyed AS (
+    -- A purged row frees its key (migration 013), as it always did.
+    DELETE FROM {schema}.message_keys k USING gone g
+    WHERE k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 )
 SELECT CASE WHEN @dry_run OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM gone) END,
        c.last_id, c.dead_until, c.digest, NOT c.ok,

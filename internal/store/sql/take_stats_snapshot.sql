@@ -2,7 +2,9 @@
 -- params: sent_window, by text
 -- Recomputes sink_stats from what is cheap to count: the open rows
 -- (pending, in progress, failed) through the open index, dead rows through
--- the dead index and the rows sent in the last $1 through the sent index.
+-- the dead index and the rows sent in the last $1 through the sent_at index
+-- of messages_history (and messages' sent index, for rows stored before
+-- migration 013).
 -- Older delivered history is never read. Each part is one GROUP BY over a
 -- partial index's rows; the predicates repeat the indexes' own (on phase)
 -- so the planner can use them. Sinks left with no such rows are removed,
@@ -18,6 +20,10 @@ WITH parts AS (
     UNION ALL
     SELECT sink, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
     UNION ALL
+    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages_history
+    WHERE sent_at > now() - $1::interval GROUP BY sink
+    UNION ALL
+    -- Sent rows stored before migration 013, until maintenance moves them.
     SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages
     WHERE phase = 'sent' AND sent_at > now() - $1::interval GROUP BY sink
 ), counts AS (

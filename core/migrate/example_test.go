@@ -1,0 +1,43 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/internal/testdb"
+)
+
+// ExampleMigrator_MigrateTo builds the schema a release before migration
+// 013 (delivered history), then finishes the upgrade.
+func ExampleMigrator_MigrateTo() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.URL())
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS example_migrate_to CASCADE") //nolint:errcheck // best effort
+	m, err := migrate.New("example_migrate_to")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := m.MigrateTo(ctx, pool, 12); err != nil {
+		panic(err)
+	}
+	pending, err := m.Pending(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("pending:", pending[0])
+	applied, err := m.Migrate(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("applied:", applied)
+	// Output:
+	// pending: 13
+	// applied: [13]
+}
