@@ -36,8 +36,8 @@ func ExampleMigrator_MigrateTo() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("applied:", applied)
+	fmt.Println("applied from:", applied[0])
 	// Output:
 	// pending: 13
-	// applied: [13]
+	// applied from: 13
 }
