@@ -206,7 +206,7 @@ type statsCache struct {
 type gaugeReading struct {
 	StatsSnapshot
 	pauses  map[string]activePause // of the sinks paused when read
-	dropped int64                    // events dropped for want of a route, ever
+	dropped int64                  // events dropped for want of a route, ever
 }
 
 func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
