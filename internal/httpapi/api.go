@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,42 +73,100 @@ type API struct {
 	Console http.Handler
 }
 
+// route is one endpoint: its method and path pattern, spelt the way
+// http.ServeMux and the OpenAPI document (openapi.json) both spell them, and
+// its handler.
+type route struct {
+	method, path string
+	handler      http.HandlerFunc
+}
+
+// apiRoutes are the endpoints below /v1. Handler registers exactly these,
+// and TestOpenAPIDescribesEveryEndpoint checks that openapi.json describes
+// and a live answer matches each.
+func (s *API) apiRoutes() []route {
+	return []route{
+		{http.MethodPost, "/v1/messages", s.postMessage},
+		{http.MethodPost, "/v1/events", s.postEvent},
+		{http.MethodGet, "/v1/stats", s.getStats},
+		{http.MethodGet, "/v1/dlq", s.getDeadLetters},
+		{http.MethodPost, "/v1/dlq/redrive", s.postRedrive},
+		{http.MethodPost, "/v1/dlq/purge", s.postPurge},
+		{http.MethodGet, "/v1/messages", s.getMessages},
+		{http.MethodGet, "/v1/messages/{id}", s.getMessage},
+		{http.MethodPost, "/v1/sinks/{name}/pause", s.postPause},
+		{http.MethodPost, "/v1/sinks/{name}/resume", s.postResume},
+		{http.MethodDelete, "/v1/sinks/{name}/pause", s.deletePause},
+		{http.MethodGet, openAPIPath, serveOpenAPI},
+	}
+}
+
+// openRoutes are the endpoints outside /v1, open as probes and scrapers
+// expect.
+func (s *API) openRoutes() []route {
+	return []route{
+		{http.MethodGet, "/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{http.MethodGet, "/readyz", s.getReady},
+		{http.MethodGet, "/metrics", s.Metrics.ServeHTTP},
+	}
+}
+
 // Handler routes every endpoint: /v1/* behind the token (when one is
 // configured), JSON bodies only, body limits and tracing; /healthz, /readyz
 // and /metrics open, as probes and scrapers expect; the operator console
-// (with its own sign-in) at everything else. Every request must name
-// this server in its Host header, and no browser on another site may
-// change state (see hostGuard, refuseCrossOrigin and requireJSON).
+// (with its own sign-in) at everything else. A method an endpoint does not
+// have answers 405 with Allow. Every request must name this server in its
+// Host header, and no browser on another site may change state (see
+// hostGuard, refuseCrossOrigin and requireJSON).
 func (s *API) Handler() http.Handler {
 	v1 := http.NewServeMux()
-	v1.HandleFunc("POST /v1/messages", s.postMessage)
-	v1.HandleFunc("POST /v1/events", s.postEvent)
-	v1.HandleFunc("GET /v1/stats", s.getStats)
-	v1.HandleFunc("GET /v1/dlq", s.getDeadLetters)
-	v1.HandleFunc("POST /v1/dlq/redrive", s.postRedrive)
-	v1.HandleFunc("POST /v1/dlq/purge", s.postPurge)
-	v1.HandleFunc("GET /v1/messages", s.getMessages)
-	v1.HandleFunc("GET /v1/messages/{id}", s.getMessage)
-	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
-	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
-	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", s.deletePause)
+	// requireJSON runs once a route matched, so that a method the path
+	// does not have answers 405, not 415.
+	registerRoutes(v1, s.apiRoutes(), requireJSON)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", s.getReady)
-	mux.Handle("GET /metrics", s.Metrics)
+	registerRoutes(mux, s.openRoutes(), func(h http.Handler) http.Handler { return h })
 	if s.Console != nil {
 		mux.Handle("/", s.Console)
 	}
 	return recoverPanics(s.Log, hostGuard(s.Config.HTTP.Listen, s.Config.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
+}
+
+// registerRoutes registers each route with mux through wrap, and for each
+// path an answer of 405, with the path's methods in Allow, to every other
+// method.
+func registerRoutes(mux *http.ServeMux, routes []route, wrap func(http.Handler) http.Handler) {
+	methods := map[string][]string{}
+	for _, rt := range routes {
+		mux.Handle(rt.method+" "+rt.path, wrap(rt.handler))
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	for path, allowed := range methods {
+		mux.Handle(path, methodNotAllowed(allowed))
+	}
+}
+
+// methodNotAllowed answers 405 naming the allowed methods, in the Allow
+// header and the error; GET allows HEAD too, as http.ServeMux serves it.
+func methodNotAllowed(methods []string) http.Handler {
+	allowed := slices.Clone(methods)
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead)
+	}
+	slices.Sort(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, allow))
+	})
 }
 
 func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
