@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,50 +35,96 @@ type manifests struct {
 	service    *corev1.Service
 }
 
-// loadManifests decodes every document of kubernetes/*.yaml into its
-// k8s.io/api type; an unknown or duplicated field, an unexpected kind or a
-// missing one fails the test.
+// kinds makes an empty object of each kind the deploy files may hold, by
+// "apiVersion kind".
+var kinds = map[string]func() any{
+	"apps/v1 Deployment":                      func() any { return &appsv1.Deployment{} },
+	"v1 ConfigMap":                            func() any { return &corev1.ConfigMap{} },
+	"v1 Secret":                               func() any { return &corev1.Secret{} },
+	"policy/v1 PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
+	"v1 Service":                              func() any { return &corev1.Service{} },
+	"batch/v1 Job":                            func() any { return &batchv1.Job{} },
+	"networking.k8s.io/v1 NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
+	"monitoring.coreos.com/v1 ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
+	"monitoring.coreos.com/v1 PrometheusRule": func() any { return &monitoringv1.PrometheusRule{} },
+}
+
+// object is one decoded document: its "apiVersion kind" and its value (a
+// pointer to the k8s.io/api or prometheus-operator type).
+type object struct {
+	kind string
+	obj  any
+}
+
+// decodeStrictly decodes every YAML document of raw (from source) into its
+// Go type; an unknown or duplicated field or an unexpected kind fails the
+// test.
+func decodeStrictly(t *testing.T, source string, raw []byte) []object {
+	t.Helper()
+	var objects []object
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("%s document %d: %v", source, i, err)
+		}
+		if meta.Kind == "" { // comments only
+			continue
+		}
+		kind := meta.APIVersion + " " + meta.Kind
+		newObj, known := kinds[kind]
+		if !known {
+			t.Fatalf("%s document %d: unexpected %s", source, i, kind)
+		}
+		obj := newObj()
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s document %d (%s): %v", source, i, meta.Kind, err)
+		}
+		objects = append(objects, object{kind, obj})
+	}
+	return objects
+}
+
+// loadManifests decodes every document of kubernetes/*.yaml strictly and
+// wants one each of the kinds in manifests.
 func loadManifests(t *testing.T) manifests {
 	t.Helper()
-	m := manifests{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Secret{}, &policyv1.PodDisruptionBudget{}, &corev1.Service{}}
-	objects := map[string]any{
-		"apps/v1 Deployment":            m.deployment,
-		"v1 ConfigMap":                  m.configMap,
-		"v1 Secret":                     m.secret,
-		"policy/v1 PodDisruptionBudget": m.pdb,
-		"v1 Service":                    m.service,
-	}
-	seen := map[string]bool{}
+	m := manifests{}
 	files, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests: %v", err)
 	}
+	seen := map[string]bool{}
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
-			if strings.TrimSpace(doc) == "" {
-				continue
+		for _, o := range decodeStrictly(t, file, raw) {
+			if seen[o.kind] {
+				t.Fatalf("%s: a second %s", file, o.kind)
 			}
-			var meta metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				t.Fatalf("%s document %d: %v", file, i, err)
-			}
-			kind := meta.APIVersion + " " + meta.Kind
-			obj, known := objects[kind]
-			if !known || seen[kind] {
-				t.Fatalf("%s document %d: unexpected %s", file, i, kind)
-			}
-			seen[kind] = true
-			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-				t.Fatalf("%s document %d (%s): %v", file, i, meta.Kind, err)
+			seen[o.kind] = true
+			switch v := o.obj.(type) {
+			case *appsv1.Deployment:
+				m.deployment = v
+			case *corev1.ConfigMap:
+				m.configMap = v
+			case *corev1.Secret:
+				m.secret = v
+			case *policyv1.PodDisruptionBudget:
+				m.pdb = v
+			case *corev1.Service:
+				m.service = v
+			default:
+				t.Fatalf("%s: unexpected %s", file, o.kind)
 			}
 		}
 	}
-	if len(seen) != len(objects) {
-		t.Fatalf("found %v; want one each of %v", seen, slices.Collect(maps.Keys(objects)))
+	if m.deployment == nil || m.configMap == nil || m.secret == nil || m.pdb == nil || m.service == nil {
+		t.Fatalf("found %v; want one each of Deployment, ConfigMap, Secret, PodDisruptionBudget and Service", slices.Sorted(maps.Keys(seen)))
 	}
 	return m
 }

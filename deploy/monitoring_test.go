@@ -26,16 +26,27 @@ import (
 )
 
 const (
-	alertsFile    = "prometheus/alerts.yaml"
-	dashboardFile = "grafana/outboxd.json"
+	alertsFile     = "prometheus/alerts.yaml"
+	alertTestsFile = "prometheus/alerts_test.yaml"
+	dashboardFile  = "grafana/outboxd.json"
+	runbookFile    = "../docs/runbook.md"
+	// runbookURL is where each alert's runbook_url points, followed by
+	// the alert's section anchor.
+	runbookURL = "https://github.com/outboxd/outboxd/blob/main/docs/runbook.md#"
 )
 
-// wantAlerts are the alerts issues 15 and 21 (the open breaker) ask for,
-// by the rule that provides each.
+// wantAlerts are the alerts issues 15, 21 (the open breaker) and 24 (a
+// hand pause apart from a Retry-After, a deployment without stats) ask
+// for, by the rule that provides each.
 var wantAlerts = []string{
 	"OutboxdOldestPendingTooOld", "OutboxdDeadLetters", "OutboxdDeliveryFailureRatio",
-	"OutboxdSinkPausedLong", "OutboxdNoRelayUp", "OutboxdCircuitBreakerOpen",
+	"OutboxdSinkPausedLong", "OutboxdSinkPausedByHand", "OutboxdNoStats", "OutboxdNoRelayUp",
+	"OutboxdCircuitBreakerOpen",
 }
+
+// deploymentLabels are the labels that tell one deployment's series from
+// another's: every aggregation of an alert keeps them.
+var deploymentLabels = []string{"namespace", "job"}
 
 var promql = parser.NewParser(parser.Options{})
 
@@ -76,7 +87,7 @@ func alertRules(t *testing.T) []rulefmt.Rule {
 
 // grafanaVariables stand for the dashboard's variables so its queries
 // parse as PromQL.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$sink", ".*")
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$sink", ".*", "$namespace", ".*", "$job", ".*")
 
 // dashboardQueries returns every PromQL expression of the dashboard's
 // panels, and the metrics its variables' label_values() queries read.
@@ -208,10 +219,65 @@ func exportedMetrics(t *testing.T) map[string]bool {
 }
 
 // TestAlertsPassPromtool lints the rules with promtool (Debian's prometheus
-// package; .ci/run installs it).
+// package; .ci/run installs it) and runs their unit tests
+// (prometheus/alerts_test.yaml): a hand pause fires OutboxdSinkPausedByHand
+// and never OutboxdSinkPausedLong, a Retry-After pause the other way round,
+// and two deployments with a sink of the same name alert apart.
+// Mutation: dropping {reason="retry_after"} from OutboxdSinkPausedLong, or
+// aggregating OutboxdDeadLetters by (sink) only, makes the unit tests fail.
 func TestAlertsPassPromtool(t *testing.T) {
-	out, err := exec.Command(proc.RequireTool(t, "promtool"), "check", "rules", alertsFile).CombinedOutput()
+	promtool := proc.RequireTool(t, "promtool")
+	out, err := exec.Command(promtool, "check", "rules", alertsFile).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	cmd := exec.Command(promtool, "test", "rules", filepath.Base(alertTestsFile))
+	cmd.Dir = filepath.Dir(alertTestsFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules %s: %v\n%s", alertTestsFile, err, out)
+	}
+}
+
+// TestAlertsAggregateByDeploymentAndLinkRunbook: every aggregation in an
+// alert keeps namespace and job (absent(), which has no labels to keep, is
+// the one exception), every alert has a unit test in alerts_test.yaml, and
+// every alert's runbook_url points at a section of docs/runbook.md named
+// after it.
+// Mutation: a rule aggregating by (sink) only, a runbook_url with a typo in
+// its anchor, or a runbook section removed makes this fail.
+func TestAlertsAggregateByDeploymentAndLinkRunbook(t *testing.T) {
+	runbook, err := os.ReadFile(runbookFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^## (\S+)\s*$`).FindAllStringSubmatch(string(runbook), -1) {
+		sections[strings.ToLower(m[1])] = true
+	}
+	tests, err := os.ReadFile(alertTestsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range alertRules(t) {
+		if url := r.Annotations["runbook_url"]; url != runbookURL+strings.ToLower(r.Alert) || !sections[strings.ToLower(r.Alert)] {
+			t.Errorf("%s: runbook_url %q, want %s%s and a section \"## %s\" in %s", r.Alert, url, runbookURL, strings.ToLower(r.Alert), r.Alert, runbookFile)
+		}
+		if !strings.Contains(string(tests), "alertname: "+r.Alert+"\n") {
+			t.Errorf("%s: no unit test in %s", r.Alert, alertTestsFile)
+		}
+		node, err := promql.ParseExpr(r.Expr)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Alert, err)
+		}
+		parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+			if agg, ok := n.(*parser.AggregateExpr); ok {
+				for _, label := range deploymentLabels {
+					if agg.Without || !slices.Contains(agg.Grouping, label) {
+						t.Errorf("%s: %s does not keep the label %s", r.Alert, agg, label)
+					}
+				}
+			}
+			return nil
+		})
 	}
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tools.sh builds and locates the development tools pinned in tools/go.mod
 # (Mailpit for the email sink's integration tests, Jaeger for the tracing
-# tests). The tools live in their own Go module so their dependencies never
-# reach outboxd's go.mod.
+# tests) and tools/helm/go.mod (Helm, for the chart's tests). The tools live
+# in Go modules of their own so their dependencies never reach outboxd's
+# go.mod; Helm has a module apart so that its Kubernetes libraries neither
+# move Jaeger's nor change the stamp that would rebuild Jaeger.
 #
 # Usage:
 #   scripts/tools.sh build [tool...]   build the tools (default: all) unless up to date
@@ -13,8 +15,8 @@
 #   scripts/tools.sh list              print the known tool names
 #
 # Binaries go to ${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}. Each binary
-# has a stamp file holding a hash of tools/go.mod, tools/go.sum and the Go
-# version; a tool is rebuilt only when its binary or stamp is missing or the
+# has a stamp file holding a hash of its module's go.mod and go.sum and the
+# Go version; a tool is rebuilt only when its binary or stamp is missing or the
 # hash changed, so CI caches and repeated test runs reuse the build. A lock
 # file per tool serialises concurrent builds of the same tool.
 set -euo pipefail
@@ -24,16 +26,24 @@ tools_dir="$root/tools"
 bin_dir="${OUTBOXD_TOOLS_BIN:-$HOME/.cache/outboxd/bin}"
 
 # Tool name -> Go package path; keep in sync with the tool directives in
-# tools/go.mod.
+# tools/go.mod and tools/helm/go.mod.
 declare -A packages=(
 	[mailpit]=github.com/axllent/mailpit
 	[jaeger]=github.com/jaegertracing/jaeger/cmd/jaeger
+	[helm]=helm.sh/helm/v3/cmd/helm
+)
+
+# Tool name -> its module's directory below tools/, for a tool outside
+# tools/go.mod.
+declare -A modules=(
+	[helm]=helm
 )
 
 # Default arguments of "run": local-only listeners, no phoning home.
 declare -A run_args=(
 	[mailpit]="--listen 127.0.0.1:8025 --smtp 127.0.0.1:1025 --disable-version-check --smtp-auth-accept-any --smtp-auth-allow-insecure"
 	[jaeger]="--config file:$tools_dir/jaeger/config.yaml"
+	[helm]="version"
 )
 
 die() {
@@ -47,12 +57,19 @@ package_of() {
 	echo "$pkg"
 }
 
-# stamp_hash identifies the inputs of a build: the pinned versions and the
-# toolchain that compiles them.
+# module_of is the directory of the Go module that pins tool $1.
+module_of() {
+	echo "$tools_dir${modules[$1]:+/${modules[$1]}}"
+}
+
+# stamp_hash identifies the inputs of a build of tool $1: the pinned
+# versions and the toolchain that compiles them.
 stamp_hash() {
+	local dir
+	dir="$(module_of "$1")"
 	{
-		cat "$tools_dir/go.mod" "$tools_dir/go.sum"
-		(cd "$tools_dir" && go version)
+		cat "$dir/go.mod" "$dir/go.sum"
+		(cd "$dir" && go version)
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -61,7 +78,7 @@ build_one() {
 	pkg="$(package_of "$name")"
 	bin="$bin_dir/$name"
 	stamp="$bin_dir/.$name.stamp"
-	want="$(stamp_hash)"
+	want="$(stamp_hash "$name")"
 	mkdir -p "$bin_dir"
 	# One build per tool at a time: parallel test packages and CI steps
 	# asking for the same tool wait for the first build instead of
@@ -77,7 +94,7 @@ build_one() {
 	start=$SECONDS
 	# Build next to the target and rename, so a concurrent reader never sees
 	# a half-written binary.
-	(cd "$tools_dir" && go build -o "$bin.tmp.$$" "$pkg")
+	(cd "$(module_of "$name")" && go build -o "$bin.tmp.$$" "$pkg")
 	mv -f "$bin.tmp.$$" "$bin"
 	echo "$want" >"$stamp"
 	exec {lock}>&-

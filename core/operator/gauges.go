@@ -35,6 +35,17 @@ const UnknownSink = "unknown"
 // attrStatus labels row counts with a row status (a closed set).
 const attrStatus = attribute.Key("status")
 
+// attrPauseReason labels outbox.sink.pause.remaining with who paused the
+// sink, so an alert can tell a planned pause by hand from a receiver's
+// Retry-After: pauseReasonHand or pauseReasonRetryAfter.
+const attrPauseReason = attribute.Key("reason")
+
+// The values of the pause gauge's reason label.
+const (
+	pauseReasonHand       = "hand"
+	pauseReasonRetryAfter = "retry_after"
+)
+
 // GaugeConfig configures [Operator.RegisterGauges].
 type GaugeConfig struct {
 	// Sinks are the configured sink names. Each is reported on every
@@ -60,9 +71,10 @@ type GaugeConfig struct {
 //   - outbox.rows.sent_last_hour{sink}: rows sent in the last hour;
 //   - outbox.oldest_pending.age{sink}: seconds the oldest row waiting for
 //     delivery (pending or failed) has waited; 0 when none waits;
-//   - outbox.sink.pause.remaining{sink}: seconds a configured sink stays
-//     paused cluster-wide, by a receiver's Retry-After or by hand; 0 when
-//     it is not;
+//   - outbox.sink.pause.remaining{sink, reason}: seconds a configured sink
+//     stays paused cluster-wide, under reason "hand" for an operator's pause
+//     and "retry_after" for a receiver's; both series are reported for
+//     every configured sink, 0 for the reason not in force;
 //   - outbox.events.dropped: events published that no route matched and
 //     that the routes dropped (routes_unmatched: drop), counted by the
 //     database for every producer: a cluster-wide total.
@@ -95,7 +107,7 @@ func (o *Operator) RegisterGauges(mp metric.MeterProvider, db core.DBTX, cfg Gau
 		return nil, fmt.Errorf("outbox: create gauge outbox.oldest_pending.age: %w", err)
 	}
 	paused, err := meter.Float64ObservableGauge("outbox.sink.pause.remaining", metric.WithUnit("s"),
-		metric.WithDescription("Seconds a sink stays paused cluster-wide, by a Retry-After or by hand (0 when it is not), by sink."))
+		metric.WithDescription("Seconds a sink stays paused cluster-wide (0 when it is not), by sink and reason: hand or retry_after."))
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create gauge outbox.sink.pause.remaining: %w", err)
 	}
@@ -119,7 +131,14 @@ func (o *Operator) RegisterGauges(mp metric.MeterProvider, db core.DBTX, cfg Gau
 		}
 		obs.ObserveInt64(dropped, snap.dropped)
 		for sink := range known {
-			obs.ObserveFloat64(paused, snap.pauses[sink].Seconds(), metric.WithAttributes(otelscope.AttrSink.String(sink)))
+			p := snap.pauses[sink]
+			hand, retryAfter := 0.0, p.remaining.Seconds()
+			if p.byHand {
+				hand, retryAfter = retryAfter, hand
+			}
+			sinkAttr := otelscope.AttrSink.String(sink)
+			obs.ObserveFloat64(paused, hand, metric.WithAttributes(sinkAttr, attrPauseReason.String(pauseReasonHand)))
+			obs.ObserveFloat64(paused, retryAfter, metric.WithAttributes(sinkAttr, attrPauseReason.String(pauseReasonRetryAfter)))
 		}
 		for sink, s := range foldUnknownSinks(snap.Sinks, known) {
 			sinkAttr := otelscope.AttrSink.String(sink)
@@ -186,8 +205,8 @@ type statsCache struct {
 // gaugeReading is what one collection reports.
 type gaugeReading struct {
 	StatsSnapshot
-	pauses  map[string]time.Duration // remaining, of the sinks paused when read
-	dropped int64                    // events dropped for want of a route, ever
+	pauses  map[string]activePause // of the sinks paused when read
+	dropped int64                  // events dropped for want of a route, ever
 }
 
 func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
@@ -215,15 +234,22 @@ func (c *statsCache) get(ctx context.Context) (*gaugeReading, error) {
 	return c.last, nil
 }
 
-// sinkPauses returns how much longer each paused sink stays paused.
-func (o *Operator) sinkPauses(ctx context.Context, db core.DBTX) (map[string]time.Duration, error) {
+// activePause is a pause in force: how much longer it runs and whether it
+// is an operator's.
+type activePause struct {
+	remaining time.Duration
+	byHand    bool
+}
+
+// sinkPauses returns the pause of each paused sink.
+func (o *Operator) sinkPauses(ctx context.Context, db core.DBTX) (map[string]activePause, error) {
 	rows, err := o.q.ActivePauses(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("sink pauses: %w", err)
 	}
-	pauses := make(map[string]time.Duration, len(rows))
+	pauses := make(map[string]activePause, len(rows))
 	for _, r := range rows {
-		pauses[r.Sink] = r.Remaining
+		pauses[r.Sink] = activePause{remaining: r.Remaining, byHand: r.ByHand}
 	}
 	return pauses, nil
 }

@@ -123,20 +123,28 @@ func ExampleOperator_RegisterGauges() {
 }
 
 // TestGaugeReportsSinkPauses: outbox.sink.pause.remaining gives each
-// configured sink's remaining Retry-After pause, as recorded in the
-// database for the whole cluster, and 0 for a sink that is not paused. Like
-// the other table gauges it is reported with the cluster's row counts
-// (here computed by hand; a relay does it every few seconds).
+// configured sink's remaining pause, as recorded in the database for the
+// whole cluster, under reason "retry_after" for a receiver's Retry-After
+// and "hand" for an operator's, with 0 for the other reason and for a sink
+// that is not paused. Like the other table gauges it is reported with the
+// cluster's row counts (here computed by hand; a relay does it every few
+// seconds).
+// Mutation: reporting every pause under "retry_after" (ignoring by_hand)
+// makes this fail; so does dropping the zero series of the reason not in
+// force.
 func TestGaugeReportsSinkPauses(t *testing.T) {
 	b := coretest.Setup(t)
 	tm := coretest.NewTelemetry(t)
 	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "chat", operator.Pause{For: 2 * time.Hour, By: "ops", Reason: "maintenance"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle"}})
+	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"mail", "idle", "chat"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +157,27 @@ func TestGaugeReportsSinkPauses(t *testing.T) {
 	for _, p := range m.Data.(metricdata.Gauge[float64]).DataPoints {
 		got[p.Attributes.Equivalent()] = p.Value
 	}
-	if len(got) != 2 {
-		t.Errorf("%d series, want one per configured sink", len(got))
+	if len(got) != 6 {
+		t.Errorf("%d series, want two (hand, retry_after) per configured sink", len(got))
 	}
-	if r := got[coretest.Labels(attribute.String("sink", "mail"))]; r < (time.Hour-time.Minute).Seconds() || r > time.Hour.Seconds() {
-		t.Errorf("mail paused for %vs more, want about an hour", r)
+	series := func(sink, reason string) (float64, bool) {
+		v, ok := got[coretest.Labels(attribute.String("sink", sink), attribute.String("reason", reason))]
+		return v, ok
 	}
-	if r, ok := got[coretest.Labels(attribute.String("sink", "idle"))]; !ok || r != 0 {
-		t.Errorf("idle (its pause is over) reports %v, %v; want 0", r, ok)
+	about := func(sink, reason string, want time.Duration) {
+		if r, _ := series(sink, reason); r < (want-time.Minute).Seconds() || r > want.Seconds() {
+			t.Errorf("%s{reason=%s} paused for %vs more, want about %s", sink, reason, r, want)
+		}
 	}
+	zero := func(sink, reason string) {
+		if r, ok := series(sink, reason); !ok || r != 0 {
+			t.Errorf("%s{reason=%s} reports %v, %v; want 0", sink, reason, r, ok)
+		}
+	}
+	about("mail", "retry_after", time.Hour)
+	zero("mail", "hand")
+	about("chat", "hand", 2*time.Hour)
+	zero("chat", "retry_after")
+	zero("idle", "hand") // its pause is over
+	zero("idle", "retry_after")
 }

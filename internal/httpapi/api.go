@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -72,44 +74,108 @@ type API struct {
 	Console http.Handler
 }
 
+// route is one endpoint: its method and path pattern, spelt the way
+// http.ServeMux and the OpenAPI document (openapi.json) both spell them,
+// the role it needs (its x-outboxd-role there; empty for the open
+// endpoints) and its handler.
+type route struct {
+	method, path string
+	role         access.Role
+	handler      http.HandlerFunc
+}
+
+// apiRoutes are the endpoints below /v1. Handler registers exactly these,
+// and TestOpenAPIDescribesEveryEndpoint checks that openapi.json describes
+// and a live answer matches each.
+func (s *API) apiRoutes() []route {
+	return []route{
+		{http.MethodPost, "/v1/messages", access.RoleProduce, s.postMessage},
+		{http.MethodPost, "/v1/events", access.RoleProduce, s.postEvent},
+		{http.MethodGet, "/v1/stats", access.RoleRead, s.getStats},
+		{http.MethodGet, "/v1/dlq", access.RoleRead, s.getDeadLetters},
+		{http.MethodPost, "/v1/dlq/redrive", access.RoleOperate, s.postRedrive},
+		{http.MethodPost, "/v1/dlq/purge", access.RoleOperate, s.postPurge},
+		{http.MethodGet, "/v1/messages", access.RoleRead, s.getMessages},
+		{http.MethodGet, "/v1/messages/{id}", access.RoleRead, s.getMessage},
+		{http.MethodPost, "/v1/sinks/{name}/pause", access.RoleOperate, s.postPause},
+		{http.MethodPost, "/v1/sinks/{name}/resume", access.RoleOperate, s.postResume},
+		{http.MethodDelete, "/v1/sinks/{name}/pause", access.RoleOperate, s.deletePause},
+		{http.MethodGet, "/v1/audit", access.RoleRead, s.getAudit},
+		{http.MethodGet, openAPIPath, access.RoleRead, serveOpenAPI},
+	}
+}
+
+// openRoutes are the endpoints outside /v1, open as probes and scrapers
+// expect.
+func (s *API) openRoutes() []route {
+	return []route{
+		{http.MethodGet, "/healthz", "", func(w http.ResponseWriter, _ *http.Request) {
+			writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{http.MethodGet, "/readyz", "", s.getReady},
+		{http.MethodGet, "/metrics", "", s.Metrics.ServeHTTP},
+	}
+}
+
 // Handler routes every endpoint: /v1/* behind the tokens or the trusted
 // proxy (when configured), each allowed to the roles that grant it (403
 // naming the role otherwise), JSON bodies only, body limits and tracing; /healthz, /readyz
 // and /metrics open, as probes and scrapers expect; the operator console
-// (with its own sign-in) at everything else. Every request must name
-// this server in its Host header, and no browser on another site may
-// change state (see hostGuard, refuseCrossOrigin and requireJSON).
+// (with its own sign-in) at everything else. A method an endpoint does not
+// have answers 405 with Allow. Every request must name this server in its
+// Host header, and no browser on another site may change state (see
+// hostGuard, refuseCrossOrigin and requireJSON).
 func (s *API) Handler() http.Handler {
 	v1 := http.NewServeMux()
-	v1.HandleFunc("POST /v1/messages", allow(access.RoleProduce, s.postMessage))
-	v1.HandleFunc("POST /v1/events", allow(access.RoleProduce, s.postEvent))
-	v1.HandleFunc("GET /v1/stats", allow(access.RoleRead, s.getStats))
-	v1.HandleFunc("GET /v1/dlq", allow(access.RoleRead, s.getDeadLetters))
-	v1.HandleFunc("POST /v1/dlq/redrive", allow(access.RoleOperate, s.postRedrive))
-	v1.HandleFunc("POST /v1/dlq/purge", allow(access.RoleOperate, s.postPurge))
-	v1.HandleFunc("GET /v1/messages", allow(access.RoleRead, s.getMessages))
-	v1.HandleFunc("GET /v1/messages/{id}", allow(access.RoleRead, s.getMessage))
-	v1.HandleFunc("POST /v1/sinks/{name}/pause", allow(access.RoleOperate, s.postPause))
-	v1.HandleFunc("POST /v1/sinks/{name}/resume", allow(access.RoleOperate, s.postResume))
-	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", allow(access.RoleOperate, s.deletePause))
-	v1.HandleFunc("GET /v1/audit", allow(access.RoleRead, s.getAudit))
+	// requireJSON runs once a route matched, so that a method the path
+	// does not have answers 405, not 415.
+	registerRoutes(v1, s.apiRoutes(), requireJSON)
 
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",
+	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
 		otelhttp.WithPropagators(propagation.TraceContext{}),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", s.getReady)
-	mux.Handle("GET /metrics", s.Metrics)
+	registerRoutes(mux, s.openRoutes(), func(h http.Handler) http.Handler { return h })
 	if s.Console != nil {
 		mux.Handle("/", s.Console)
 	}
 	return recoverPanics(s.Log, hostGuard(s.Config.HTTP.Listen, s.Config.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
+}
+
+// registerRoutes registers each route with mux through wrap, and for each
+// path an answer of 405, with the path's methods in Allow, to every other
+// method.
+func registerRoutes(mux *http.ServeMux, routes []route, wrap func(http.Handler) http.Handler) {
+	methods := map[string][]string{}
+	for _, rt := range routes {
+		h := rt.handler
+		if rt.role != "" {
+			h = allow(rt.role, h)
+		}
+		mux.Handle(rt.method+" "+rt.path, wrap(h))
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	for path, allowed := range methods {
+		mux.Handle(path, methodNotAllowed(allowed))
+	}
+}
+
+// methodNotAllowed answers 405 naming the allowed methods, in the Allow
+// header and the error; GET allows HEAD too, as http.ServeMux serves it.
+func methodNotAllowed(methods []string) http.Handler {
+	allowed := slices.Clone(methods)
+	if slices.Contains(allowed, http.MethodGet) {
+		allowed = append(allowed, http.MethodHead)
+	}
+	slices.Sort(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; allowed: %s", r.Method, allow))
+	})
 }
 
 func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {

@@ -30,13 +30,16 @@ const operatorToken = "operator-test-token"
 // operatorAPI is an API (with the console) on a fresh schema, served by
 // httptest, and a pool on that schema.
 type operatorAPI struct {
+	api  *API
 	srv  *httptest.Server
 	pool *pgxpool.Pool
 	ob   *testdb.Outbox
 	ctx  context.Context
 }
 
-func newOperatorAPI(t *testing.T, cfgYAML string) *operatorAPI {
+// newOperatorAPI serves an API configured by cfgYAML; each option changes
+// it before it starts.
+func newOperatorAPI(t *testing.T, cfgYAML string, options ...func(*API)) *operatorAPI {
 	t.Helper()
 	pool, ob := testdb.New(t)
 	cfg, err := config.Parse([]byte(cfgYAML), "test.yaml", config.EnvMap(nil))
@@ -61,16 +64,32 @@ func newOperatorAPI(t *testing.T, cfgYAML string) *operatorAPI {
 		api.Console = ui
 		t.Cleanup(ui.Close)
 	}
+	for _, option := range options {
+		option(api)
+	}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return &operatorAPI{srv: srv, pool: pool, ob: ob, ctx: ctx}
+	return &operatorAPI{api: api, srv: srv, pool: pool, ob: ob, ctx: ctx}
 }
 
 // do sends a request with the token (unless token is "") and decodes the
 // JSON answer into out (when not nil); it returns the status.
 func (a *operatorAPI) do(t *testing.T, method, path, token, body string, out any) int {
+	t.Helper()
+	resp, raw := a.send(t, method, path, token, body)
+	if out != nil && (resp.StatusCode < 300 || resp.StatusCode == http.StatusConflict) {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+// send sends a JSON request with the token (unless token is "") and
+// returns the answer, its body read.
+func (a *operatorAPI) send(t *testing.T, method, path, token, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -80,18 +99,22 @@ func (a *operatorAPI) do(t *testing.T, method, path, token, body string, out any
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return roundTrip(t, req)
+}
+
+// roundTrip sends req and returns the answer, its body read.
+func roundTrip(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && (resp.StatusCode < 300 || resp.StatusCode == http.StatusConflict) {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
-		}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
-	return resp.StatusCode
+	return resp, raw
 }
 
 // deadRows inserts dead rows of sink with the given last errors and

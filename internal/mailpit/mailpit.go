@@ -9,13 +9,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,22 +23,7 @@ import (
 // StartTimeout bounds waiting for a started Mailpit to answer.
 const StartTimeout = 30 * time.Second
 
-var binary = sync.OnceValues(func() (string, error) {
-	root, err := proc.ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	toolsScript := filepath.Join(root, "scripts", "tools.sh")
-	build := exec.Command(toolsScript, "build", "mailpit")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s build mailpit: %v\n%s", toolsScript, err, out)
-	}
-	out, err := exec.Command(toolsScript, "path", "mailpit").Output()
-	if err != nil {
-		return "", fmt.Errorf("%s path mailpit: %v", toolsScript, err)
-	}
-	return strings.TrimSpace(string(out)), nil
-})
+var binary = sync.OnceValues(func() (string, error) { return proc.PinnedTool("mailpit") })
 
 // Server is one running Mailpit.
 type Server struct {

@@ -96,6 +96,25 @@ func RequireTool(t testing.TB, name string) string {
 	return path
 }
 
+// PinnedTool builds the tool name pinned in tools/ with scripts/tools.sh
+// (once; later calls, and later runs with the same pins, reuse the binary
+// in its cache) and returns the binary's path.
+func PinnedTool(name string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, "scripts", "tools.sh")
+	if out, err := exec.Command(script, "build", name).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s build %s: %w\n%s", script, name, err, out)
+	}
+	out, err := exec.Command(script, "path", name).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s path %s: %w", script, name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // Environ is the test process's environment without the variables that
 // would override a test's configuration (a developer's OUTBOX_*,
 // DATABASE_URL, OTEL_*), plus extra.

@@ -228,14 +228,18 @@ func newTexts(ident string) Texts {
 }
 
 const activePausesSQL = `-- name: active_pauses
--- The sinks paused right now and how long each pause still runs.
-SELECT sink, paused_until - now() FROM {schema}.sink_limits WHERE paused_until > now()
+-- The sinks paused right now, how long each pause still runs, and whether
+-- the pause in force is an operator's (by_hand, as in sink_pauses) rather
+-- than a receiver's Retry-After.
+SELECT sink, paused_until - now(), COALESCE(manual_until >= paused_until, false)
+FROM {schema}.sink_limits WHERE paused_until > now()
 `
 
 // ActivePausesRow is a row of active_pauses.sql.
 type ActivePausesRow struct {
 	Sink      string        // text
 	Remaining time.Duration // interval
+	ByHand    bool          // boolean
 }
 
 // ActivePauses runs active_pauses.sql and returns its rows.
@@ -246,7 +250,7 @@ func (q *Queries) ActivePauses(ctx context.Context, db DBTX) ([]ActivePausesRow,
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ActivePausesRow, error) {
 		var r ActivePausesRow
-		err := row.Scan(&r.Sink, &r.Remaining)
+		err := row.Scan(&r.Sink, &r.Remaining, &r.ByHand)
 		return r, err
 	})
 }

@@ -129,7 +129,7 @@ func TestMigrationIsOnlineForAMillionRows(t *testing.T) {
 		return s.calls > 100
 	})
 	begun := time.Now()
-	if applied, err := m.Migrate(ctx, pool); err != nil || len(applied) != 1 || applied[0] != 13 {
+	if applied, err := m.MigrateTo(ctx, pool, 13); err != nil || len(applied) != 1 || applied[0] != 13 {
 		t.Fatalf("migrate: applied %v, %v", applied, err)
 	}
 	took := time.Since(begun)

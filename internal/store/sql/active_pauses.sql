@@ -1,4 +1,7 @@
 -- name: active_pauses :many
--- returns: sink text, remaining interval
--- The sinks paused right now and how long each pause still runs.
-SELECT sink, paused_until - now() FROM {schema}.sink_limits WHERE paused_until > now()
+-- returns: sink text, remaining interval, by_hand boolean
+-- The sinks paused right now, how long each pause still runs, and whether
+-- the pause in force is an operator's (by_hand, as in sink_pauses) rather
+-- than a receiver's Retry-After.
+SELECT sink, paused_until - now(), COALESCE(manual_until >= paused_until, false)
+FROM {schema}.sink_limits WHERE paused_until > now()
