@@ -18,7 +18,7 @@ func (a *app) configCommand() *cobra.Command {
 		Short: "Print the effective configuration: every key, defaults, ${VAR} expansion and OUTBOX_* overrides applied, secrets redacted",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.config(config.Everything)
 			if err != nil {
 				return err
 			}
@@ -31,8 +31,11 @@ func (a *app) configCommand() *cobra.Command {
 		Short: "Validate the configuration, including every sink's options and every route's templates; exit 0, or print every problem and exit 2",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.config(config.Everything)
 			if err != nil {
+				return err
+			}
+			if err := serveProblems(cfg); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", config.DescribeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))

@@ -60,7 +60,7 @@ trace: the delivery spans become part of it.`,
 			}
 			return nil
 		},
-		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+		RunE: a.withConfiguredDB(func(cmd *cobra.Command, s session) error {
 			stop, err := a.countEnqueues(cmd.Context(), &s)
 			if err != nil {
 				return err

@@ -48,7 +48,7 @@ trace: the delivery spans become part of it.`,
 			}
 			return nil
 		},
-		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+		RunE: a.withConfiguredDB(func(cmd *cobra.Command, s session) error {
 			ctx := traceContextFromEnv(cmd.Context(), a.io.Env)
 			if f.file != "" {
 				return a.publishFile(ctx, cmd, s, f.file)

@@ -37,7 +37,7 @@ func (a *app) serveCommand() *cobra.Command {
 }
 
 func (a *app) serve(ctx context.Context) error {
-	s, err := a.connect(ctx)
+	s, err := a.connect(ctx, config.Everything)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	// The log sink and other libraries log through the default logger.
 	slog.SetDefault(log)
-	if err := checkListen(cfg); err != nil {
+	if err := serveProblems(cfg); err != nil {
 		return err
 	}
 	// Every command builds the sinks when it loads the configuration, but
@@ -122,13 +122,16 @@ func (a *app) serve(ctx context.Context) error {
 	return nil
 }
 
-// checkListen refuses to expose the API beyond this host without a token.
-func checkListen(cfg *config.Config) error {
+// serveProblems are the rules serve enforces beyond loading the
+// configuration; config check applies them too, so that a configuration it
+// passes is one serve starts with. It refuses to expose the API beyond
+// this host without a token.
+func serveProblems(cfg *config.Config) error {
 	if cfg.HTTP.Token != "" || httpapi.IsLoopback(cfg.HTTP.Listen) {
 		return nil
 	}
 	return &config.Error{File: cfg.File, Problems: []string{fmt.Sprintf(
-		"http.listen %s is not a loopback address: set http.token (OUTBOX_HTTP_TOKEN) so /v1/* require a bearer token", cfg.HTTP.Listen)}}
+		"http.listen %s is not a loopback address: set http.token (OUTBOXD_HTTP_TOKEN) so /v1/* require a bearer token", cfg.HTTP.Listen)}}
 }
 
 // waitForDatabase retries, with capped exponential backoff, until the

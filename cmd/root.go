@@ -84,6 +84,9 @@ type streams struct {
 	Out, Err io.Writer
 	// Env looks up environment variables.
 	Env config.LookupEnv
+	// Environ lists them (NAME=value), for the warning about OUTBOXD_
+	// variables that override nothing; nil in tests that need none.
+	Environ []string
 	// Terminal says a person is at In and Err: commands that delete or
 	// move rows in bulk ask them first (unless --yes).
 	Terminal bool
@@ -95,7 +98,7 @@ type streams struct {
 // builds.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv,
+	code := execute(ctx, os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv, Environ: os.Environ(),
 		Terminal: term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))})
 	stop()
 	os.Exit(code)
@@ -126,11 +129,13 @@ func execute(ctx context.Context, args []string, io streams) int {
 type app struct {
 	io          streams
 	configPath  string
+	configGiven bool // --config was given, maybe as ""
 	databaseURL string
 	logFormat   string
 	ran         bool
 	scrub       secret.Scrubber
 	cfg         *config.Config
+	warned      map[string]bool
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -144,8 +149,9 @@ one database.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionText(),
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.ran = true
+			a.configGiven = cmd.Flags().Changed("config")
 			return nil
 		},
 	}
@@ -153,7 +159,7 @@ one database.`,
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
 		fmt.Sprintf("configuration file (default $%s or ./%s)", config.FileEnv, config.DefaultFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
-		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
+		"PostgreSQL URL (default $OUTBOXD_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
 			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", telemetry.LogFormatAuto,
 		"log format: auto (text on a terminal, JSON otherwise), text or json")
@@ -181,23 +187,43 @@ func (a *app) logger() (*slog.Logger, error) {
 	return log, badInputIf(err)
 }
 
-// config loads the configuration once and teaches the scrubber its
-// secrets, also when the configuration has problems: their messages are
-// scrubbed too.
-func (a *app) config() (*config.Config, error) {
+// config loads the configuration (once: a command loads it in one scope)
+// and teaches the scrubber its secrets, also when the configuration has
+// problems: their messages are scrubbed too. Its warnings go to stderr.
+//
+// Commands that need only the database (stats, dlq, get, messages, sinks,
+// audit, migrate, routes apply) load it as config.DatabaseOnly, usually
+// through withDB; serve, config check, enqueue and publish as
+// config.Everything.
+func (a *app) config(scope config.Scope) (*config.Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	cfg, secrets, err := config.Load(a.configPath, a.io.Env)
-	configured := ""
-	if cfg != nil {
-		configured = cfg.Database.URL
+	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ}, scope)
+	for _, w := range loaded.Warnings {
+		a.warn(w)
 	}
-	secrets = append(secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	configured := ""
+	if loaded.Config != nil {
+		configured = loaded.Config.Database.URL
+	}
+	secrets := append(loaded.Secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
 	a.scrub = secret.NewScrubber(secrets...)
 	if err != nil {
 		return nil, err
 	}
-	a.cfg = cfg
-	return cfg, nil
+	a.cfg = loaded.Config
+	return a.cfg, nil
+}
+
+// warn prints a warning on stderr, each one once.
+func (a *app) warn(text string) {
+	if a.warned[text] {
+		return
+	}
+	if a.warned == nil {
+		a.warned = map[string]bool{}
+	}
+	a.warned[text] = true
+	fmt.Fprintln(a.io.Err, "Warning:", terminalText(a.scrub.String(text)))
 }

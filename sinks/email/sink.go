@@ -133,12 +133,15 @@ func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
 	return c, nil
 }
 
-// TemplateShape is the payload routes render for a mail: subject, text,
+// Shape is the payload routes render for a mail: subject, text,
 // html (rendered with html/template) and to (a comma-separated list that
 // replaces the sink's recipients); one of text and html is required.
-func (s *Sink) TemplateShape() sink.Shape {
+func Shape() sink.Shape {
 	return sink.Shape{
 		Fields: map[string]sink.FieldKind{"subject": sink.Text, "text": sink.Text, "html": sink.HTML, "to": sink.List},
 		OneOf:  []string{"text", "html"},
 	}
 }
+
+// TemplateShape is [Shape]: the sink implements sink.Shaper.
+func (s *Sink) TemplateShape() sink.Shape { return Shape() }
