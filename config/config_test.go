@@ -155,8 +155,8 @@ sinks:
     rate_limit: {rate: 5, per: 1s}
 `
 	env := EnvMap(map[string]string{
-		"DB_URL":                             "postgres://app@db/app",
-		"TOKEN":                              "abc",
+		"DB_URL":                              "postgres://app@db/app",
+		"TOKEN":                               "abc",
 		"OUTBOXD_RELAY_LEASE":                 "1m",
 		"OUTBOXD_RELAY_CONCURRENCY":           "8",
 		"OUTBOXD_SINKS_OPS_MAIL_MAX_ATTEMPTS": "7",

@@ -188,7 +188,7 @@ type loader struct {
 	env     LookupEnv
 	environ []string
 	scope   Scope
-	src   *source
+	src     *source
 	// overridden maps the keys set by OUTBOXD_ variables to the variable.
 	overridden map[string]string
 	problems   []located
