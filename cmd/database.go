@@ -3,7 +3,9 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,20 +84,38 @@ func (a *app) connect(ctx context.Context, scope config.Scope) (session, error) 
 	if err != nil {
 		return session{}, err
 	}
+	s.target = dbTarget{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database,
+		User: pcfg.ConnConfig.User, Schema: s.mig.Schema()}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return session{}, fmt.Errorf("open database pool: %w", err)
 	}
 	return s, nil
 }
 
+// dbTarget is the database a command works on, as it tells the user: no
+// password.
+type dbTarget struct {
+	Host     string `json:"host"`
+	Port     uint16 `json:"port"`
+	Database string `json:"database"`
+	User     string `json:"user"`
+	Schema   string `json:"schema"`
+}
+
+func (t dbTarget) String() string {
+	return fmt.Sprintf("schema %s of database %s on %s (user %s)", terminalText(t.Schema), terminalText(t.Database),
+		terminalText(net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port)))), terminalText(t.User))
+}
+
 // session is what a database command works with: the configuration, a
 // pool, and the outbox of its schema for each audience.
 type session struct {
-	cfg  *config.Config
-	pool *pgxpool.Pool
-	ob   *core.Outbox       // enqueue and publish
-	ops  *operator.Operator // stats, dead letters, lookups, pauses
-	mig  *migrate.Migrator  // migrate, readiness
+	cfg    *config.Config
+	pool   *pgxpool.Pool
+	target dbTarget
+	ob     *core.Outbox       // enqueue and publish
+	ops    *operator.Operator // stats, dead letters, lookups, pauses
+	mig    *migrate.Migrator  // migrate, readiness
 }
 
 // newSession builds the outboxes of cfg's schema. It opens nothing.

@@ -5,12 +5,16 @@ package migrate
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/outboxd/outboxd/core"
@@ -25,6 +29,13 @@ type migration struct {
 	Version int
 	Name    string
 	SQL     string
+}
+
+// checksum is the hex sha256 of the migration's SQL, as the ledger records
+// it.
+func (mg migration) checksum() string {
+	sum := sha256.Sum256([]byte(mg.SQL))
+	return hex.EncodeToString(sum[:])
 }
 
 // migrations returns the embedded migrations in the order they apply.
@@ -115,7 +126,7 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 			}
 			applied = append(applied, mg.Version)
 		}
-		return nil
+		return m.recordChecksums(ctx, tx, all, applied)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox: migrate schema %s: %w", m.q.Schema, err)
@@ -153,6 +164,132 @@ func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
 		}
 	}
 	return pending, nil
+}
+
+// recordChecksums records the checksums of the migrations applied in this
+// run, once the last of them (migration 015's column among them) is in.
+func (m *Migrator) recordChecksums(ctx context.Context, tx pgx.Tx, all []migration, applied []int) error {
+	if len(applied) == 0 {
+		return nil
+	}
+	sums := make([]string, len(applied))
+	for i, v := range applied {
+		for _, mg := range all {
+			if mg.Version == v {
+				sums[i] = mg.checksum()
+			}
+		}
+	}
+	if err := m.q.MigrationsRecordChecksums(ctx, tx, applied, sums); err != nil {
+		return fmt.Errorf("record migration checksums: %w", err)
+	}
+	return nil
+}
+
+// Migration is one migration as the schema has it: the embedded file, and
+// whether and when it was applied with which checksum.
+type Migration struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	// Checksum is the hex sha256 of the migration's SQL in this binary.
+	Checksum string `json:"checksum"`
+	Applied  bool   `json:"applied"`
+	// AppliedAt is when it was applied; nil while pending.
+	AppliedAt *time.Time `json:"applied_at"`
+	// AppliedChecksum is the checksum the ledger recorded; "" while
+	// pending, and for migrations applied before the ledger recorded
+	// checksums (migration 015).
+	AppliedChecksum string `json:"applied_checksum"`
+	// Changed says the recorded checksum is not this binary's: the file
+	// was edited after it was applied (a development build, or a
+	// different build of the same version).
+	Changed bool `json:"changed"`
+	// Unknown says the ledger has the version but this binary has no such
+	// file: the schema was migrated by a newer outboxd.
+	Unknown bool `json:"unknown"`
+}
+
+// Status lists every migration of this binary and of the ledger, in
+// order: applied (when, with which checksum) or pending. A schema that
+// does not exist has every migration pending.
+func (m *Migrator) Status(ctx context.Context, db core.DBTX) ([]Migration, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	exists, err := m.q.MigrationsLedgerExists(ctx, db, m.q.Schema+".schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: check migrations: %w", err)
+	}
+	var ledger []store.MigrationsLedgerRow
+	if exists {
+		if ledger, err = m.q.MigrationsLedger(ctx, db); err != nil {
+			return nil, fmt.Errorf("outbox: read migration ledger of schema %s: %w", m.q.Schema, err)
+		}
+	}
+	byVersion := map[int]*Migration{}
+	var out []Migration
+	for _, mg := range all {
+		out = append(out, Migration{Version: mg.Version, Name: mg.Name, Checksum: mg.checksum()})
+	}
+	for i := range out {
+		byVersion[out[i].Version] = &out[i]
+	}
+	for _, row := range ledger {
+		st, ok := byVersion[row.Version]
+		if !ok {
+			out = append(out, Migration{Version: row.Version, Name: row.Name, Unknown: true})
+			st = &out[len(out)-1]
+		}
+		at := row.AppliedAt
+		st.Applied, st.AppliedAt = true, &at
+		if row.Checksum != nil {
+			st.AppliedChecksum = *row.Checksum
+			st.Changed = !st.Unknown && st.AppliedChecksum != st.Checksum
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Script is the SQL Migrate would run on a schema, statement by statement
+// in order: preparing the schema and its ledger, then each pending
+// migration. Migrate runs it in one transaction, under an advisory lock.
+type Script struct {
+	// Prepare creates the schema and the ledger if they do not exist, and
+	// points unqualified names at the schema.
+	Prepare string
+	// Migrations are the pending migrations' SQL, in order.
+	Migrations []PendingMigration
+}
+
+// PendingMigration is one migration Migrate would apply.
+type PendingMigration struct {
+	Version  int
+	Name     string
+	Checksum string
+	SQL      string
+}
+
+// PendingScript returns the SQL Migrate would run on the schema in db now,
+// running none of it.
+func (m *Migrator) PendingScript(ctx context.Context, db core.DBTX) (Script, error) {
+	all, err := migrations()
+	if err != nil {
+		return Script{}, err
+	}
+	pending, err := m.Pending(ctx, db)
+	if err != nil {
+		return Script{}, err
+	}
+	texts := m.q.Texts()
+	s := Script{Prepare: strings.TrimSpace(texts.MigrationsPrepare) + ";\n" + strings.TrimSpace(texts.SetSearchPath) + ";"}
+	for _, mg := range all {
+		if slices.Contains(pending, mg.Version) {
+			s.Migrations = append(s.Migrations, PendingMigration{Version: mg.Version, Name: mg.Name, Checksum: mg.checksum(), SQL: mg.SQL})
+		}
+	}
+	return s, nil
 }
 
 func (m *Migrator) appliedVersions(ctx context.Context, db core.DBTX) (map[int]bool, error) {
