@@ -15,9 +15,9 @@ import (
 func (a *app) sinksCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sinks",
-		Short: "Pause or resume a sink for every relay of the cluster, or forget a stale pause",
+		Short: "List, test, pause or resume sinks for every relay of the cluster, or forget a stale pause",
 	}
-	c.AddCommand(a.sinkPauseCommand(), a.sinkResumeCommand(), a.sinkForgetCommand())
+	c.AddCommand(a.sinkListCommand(), a.sinkPauseCommand(), a.sinkResumeCommand(), a.sinkForgetCommand())
 	return c
 }
 
