@@ -20,6 +20,9 @@ func (a *app) dlqCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",
 		Short: "List, redrive or purge dead letters",
+		Example: `  outboxd dlq list --sink ops-slack
+  outboxd dlq redrive --all --sink ops-slack --error timeout
+  outboxd dlq purge --id 17,18 --yes`,
 		Long: `List, redrive or purge dead letters: messages that failed for good or ran out
 of attempts.
 
@@ -67,10 +70,11 @@ only the database: the sinks' options and their secrets are not read.
 			return writeDeadLetters(cmd.OutOrStdout(), letters, o.wide())
 		}),
 	}
-	c.Flags().StringVar(&filter.Sink, "sink", "", "only this sink's dead letters")
-	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this text (ignoring case)")
-	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger id (the last id of the previous page)")
-	c.Flags().IntVar(&filter.Limit, "limit", operator.DefaultDeadLetterLimit, "at most this many")
+	c.Flags().StringVar(&filter.Sink, "sink", "", "only this `sink`'s dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this `text` (ignoring case)")
+	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger `id` (the last id of the previous page)")
+	c.Flags().IntVar(&filter.Limit, "limit", operator.DefaultDeadLetterLimit, "at most this `many`")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	addOutputFlags(c, &o, "an array, with payloads, creation times and receipts")
 	return c
 }
@@ -110,7 +114,13 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 	c := &cobra.Command{
 		Use:   name + " (--id N... | --all [--sink S] [--error TEXT]) [--dry-run] [--yes]",
 		Short: short,
-		Args:  cobra.NoArgs,
+		Long: short + ` (needs only the database). On a terminal it counts the
+selection first and asks before acting on exactly the rows counted, unless
+--yes; --dry-run only counts.`,
+		Example: fmt.Sprintf(`  outboxd dlq %[1]s --id 17 --id 18
+  outboxd dlq %[1]s --all --sink ops-slack --error "rate limited" --dry-run
+  outboxd dlq %[1]s --all --yes`, name),
+		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
@@ -152,10 +162,11 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 			return missingDeadLetters(res.Missing)
 		}),
 	}
-	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's id (repeat or comma-separate)")
+	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's `id` (repeat or comma-separate)")
 	c.Flags().BoolVar(&filter.All, "all", false, "every dead letter (of --sink, with --error, when given)")
-	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this sink's dead letters")
-	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this text (ignoring case)")
+	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this `sink`'s dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this `text` (ignoring case)")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	c.Flags().BoolVar(&filter.DryRun, "dry-run", false, "only count what would be "+done)
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation on a terminal")
 	if name == "purge" {

@@ -70,8 +70,9 @@ is the same as the table.`,
 			return writeMessage(cmd.OutOrStdout(), m)
 		}),
 	}
-	c.Flags().StringVar(&sink, "sink", "", "the message's sink (with --key)")
-	c.Flags().StringVar(&key, "key", "", "the message's dedup key (with --sink)")
+	c.Flags().StringVar(&sink, "sink", "", "the message's `sink` (with --key)")
+	c.Flags().StringVar(&key, "key", "", "the message's dedup `key` (with --sink)")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	addOutputFlags(c, &o, "one object, as GET /v1/messages/ID")
 	return c
 }
@@ -150,8 +151,9 @@ func timeText(t *time.Time) string {
 
 func (a *app) messagesCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "messages",
-		Short: "Search messages",
+		Use:     "messages",
+		Short:   "Search messages",
+		Example: `  outboxd messages list --sink ops-slack --status dead`,
 	}
 	c.AddCommand(a.messagesListCommand())
 	return c
@@ -212,13 +214,15 @@ message was last updated and sent.`,
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&f.Sink, "sink", "", "only this sink's messages")
-	c.Flags().StringVar(&status, "status", "", "only messages in this status: pending, in_progress, failed, sent or dead")
-	c.Flags().StringVar(&f.DedupKey, "key", "", "only messages with this dedup key")
-	c.Flags().StringVar(&since, "since", "", "only messages created at or after this time (RFC 3339, or a duration ago such as 2h)")
-	c.Flags().StringVar(&until, "until", "", "only messages created before this time (RFC 3339, or a duration ago)")
-	c.Flags().Int64Var(&f.Before, "before", 0, "only messages with a smaller id (the cursor printed after a full page)")
-	c.Flags().IntVar(&f.Limit, "limit", operator.DefaultMessageLimit, fmt.Sprintf("at most this many (up to %d)", operator.MaxMessageLimit))
+	c.Flags().StringVar(&f.Sink, "sink", "", "only this `sink`'s messages")
+	c.Flags().StringVar(&status, "status", "", "only messages in this `status`: pending, in_progress, failed, sent or dead")
+	c.Flags().StringVar(&f.DedupKey, "key", "", "only messages with this dedup `key`")
+	c.Flags().StringVar(&since, "since", "", "only messages created at or after this `time` (RFC 3339, or a duration ago such as 2h)")
+	c.Flags().StringVar(&until, "until", "", "only messages created before this `time` (RFC 3339, or a duration ago)")
+	c.Flags().Int64Var(&f.Before, "before", 0, "only messages with a smaller `id` (the cursor printed after a full page)")
+	c.Flags().IntVar(&f.Limit, "limit", operator.DefaultMessageLimit, fmt.Sprintf("at most this `many` (up to %d)", operator.MaxMessageLimit))
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
+	_ = c.RegisterFlagCompletionFunc("status", completeStatuses)
 	addOutputFlags(c, &o, `one object: {"messages": [...], "next_before": N}`)
 	return c
 }

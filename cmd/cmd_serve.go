@@ -31,8 +31,13 @@ func (a *app) serveCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay and the HTTP API until SIGTERM or SIGINT, then drain",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
+		Long: `Runs the relay and the HTTP API (and the console) until SIGTERM or SIGINT,
+then drains the deliveries in flight. It validates the whole configuration
+first, as outboxd config check does, and refuses to start on any problem.`,
+		Example: `  outboxd serve --config /etc/outboxd/plugins.yaml
+  OUTBOXD_HTTP_LISTEN=0.0.0.0:8080 OUTBOXD_HTTP_TOKEN=... outboxd serve`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
 	}
 }
 

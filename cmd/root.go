@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/outboxd/outboxd/config"
@@ -146,6 +147,9 @@ func (a *app) rootCommand() *cobra.Command {
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
 one database.`,
+		Example: `  outboxd config check               # validate plugins.yaml as serve would
+  outboxd migrate && outboxd serve     # create the schema, then relay
+  DATABASE_URL=postgres://outboxd@db/app outboxd stats`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionText(),
@@ -157,12 +161,12 @@ one database.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
-		fmt.Sprintf("configuration file (default $%s or ./%s)", config.FileEnv, config.DefaultFile))
+		fmt.Sprintf("configuration `file` (default $%s or ./%s; '' for the built-in defaults)", config.FileEnv, config.DefaultFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
-		"PostgreSQL URL (default $OUTBOXD_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
+		"PostgreSQL `URL` (default $OUTBOXD_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
 			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", telemetry.LogFormatAuto,
-		"log format: auto (text on a terminal, JSON otherwise), text or json")
+		"log `format`: auto (text on a terminal, JSON otherwise), text or json")
 	root.AddCommand(
 		a.migrateCommand(),
 		a.serveCommand(),
@@ -177,7 +181,54 @@ one database.`,
 		a.configCommand(),
 		a.versionCommand(),
 	)
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Example = `  # bash, for this shell; add it to ~/.bashrc to keep it
+  source <(outboxd completion bash)
+
+  # zsh and fish
+  outboxd completion zsh > "${fpath[1]}/_outboxd"
+  outboxd completion fish > ~/.config/fish/completions/outboxd.fish`
+	}
+	finishCommands(root)
 	return root
+}
+
+// suggestionDistance is the largest edit distance at which an unknown
+// command gets a suggestion (cobra's own default for the root).
+const suggestionDistance = 2
+
+// finishCommands applies the conventions every command follows, below
+// root: a command that only groups others refuses an unknown one (exit 2,
+// with the nearest name) instead of printing its help and exiting 0, and
+// no flag's help shows an empty list as its default.
+func finishCommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		finishCommands(sub)
+	}
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.DefValue == "[]" {
+			f.DefValue = ""
+		}
+	})
+	c.SuggestionsMinimumDistance = suggestionDistance
+	if c.HasParent() && c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = unknownSubcommand
+	}
+}
+
+// unknownSubcommand is the body of a command that only groups others: run
+// bare it prints its help; with an argument, that is an unknown command.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return c.Help()
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+	if near := c.SuggestionsFor(args[0]); len(near) > 0 {
+		err = fmt.Errorf("%w; did you mean %q?", err, near[0])
+	}
+	return badInput(err)
 }
 
 // logger returns the process's logger as --log-format asks, scrubbed of

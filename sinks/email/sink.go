@@ -145,3 +145,21 @@ func Shape() sink.Shape {
 
 // TemplateShape is [Shape]: the sink implements sink.Shaper.
 func (s *Sink) TemplateShape() sink.Shape { return Shape() }
+
+var _ sink.Checker = (*Sink)(nil)
+
+// Check connects to the SMTP server, says EHLO, starts TLS and logs in as
+// configured, then quits; no mail is sent.
+func (s *Sink) Check(ctx context.Context) error {
+	c, err := s.client(ctx)
+	if err != nil {
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	if err := c.DialWithContext(ctx); err != nil {
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("email sink %q: quit: %w", s.name, err)
+	}
+	return nil
+}
