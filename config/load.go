@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -143,9 +142,8 @@ func Load(src Source, scope Scope) (Loaded, error) {
 			path, FileEnv, DeprecatedEnvPrefix+configVariable, DefaultFile))
 	case err != nil:
 		return l.fail(fmt.Sprintf("%s: cannot read: %v", path, err))
-	case scope == Everything && len(bytes.TrimSpace(data)) == 0:
-		return l.fail(fmt.Sprintf("%s: is empty: a configuration has at least a sinks block; give --config '' to run with the built-in defaults", path))
 	}
+	l.refuseEmpty = scope == Everything
 	return l.result(data)
 }
 
@@ -194,6 +192,9 @@ type loader struct {
 	problems   []located
 	secrets    []string
 	warnings   []string
+	// refuseEmpty makes a file without keys a problem (a mount that went
+	// empty), as Load does for Everything.
+	refuseEmpty bool
 	// unexpanded are the keys whose ${VAR} is not set: a sink whose
 	// options lack a value for that reason would complain about it, which
 	// only repeats the missing variable.
@@ -214,6 +215,10 @@ func (l *loader) load(data []byte) *Config {
 		return nil
 	}
 	l.src = src
+	if l.refuseEmpty && len(src.tree) == 0 {
+		l.problems = append(l.problems, located{text: "is empty (no keys): a configuration has at least a sinks block; give --config '' to run with the built-in defaults"})
+		return nil
+	}
 	options := l.takeSinks(src.tree)
 	routes := takeRoutes(src.tree)
 
