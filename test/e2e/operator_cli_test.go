@@ -79,7 +79,7 @@ const secretConfig = `database:
   schema: %s
 http:
   listen: 0.0.0.0:8080
-  token: ${OUTBOXD_TEST_HTTP_TOKEN}
+  token: ${HTTP_TOKEN}
 sinks:
   ops-slack:
     type: slack
@@ -107,7 +107,8 @@ routes:
 // validates everything, as serve does) names the unset variables. -o json
 // and --json print the same.
 // (Mutations: making withDB load config.Everything, or keeping the sinks'
-// options under config.DatabaseOnly, fails this test at stats.)
+// options under config.DatabaseOnly, fails this test at its first
+// command, migrate.)
 func TestOperatorCommandsNeedOnlyTheDatabase(t *testing.T) {
 	t.Parallel()
 	dir, schema := t.TempDir(), freshSchema(t)
@@ -245,8 +246,9 @@ func TestMigrateStatusDryRunAndSQL(t *testing.T) {
 // no URL variable, no database.url and no libpq variable naming a server,
 // every database command refuses (exit 2), naming where it looked, rather
 // than connecting to libpq's default.
-// (Mutation: removing the check in databaseConfig makes migrate try the
-// local default socket and exit 1 with a connection error.)
+// (Mutation: removing the check in databaseConfig makes migrate connect
+// to libpq's default, the local socket and the user's own database, where
+// on the test machine it silently created the schema and exited 0.)
 func TestMigrateWithoutADatabaseNamesWhereItLooked(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
