@@ -17,6 +17,7 @@ sinks:
   ops-slack:
     type: slack
     max_attempts: 4
+    rate_limit: {rate: 1, per: 1s, per_key: true}
     options: {token: "${SLACK_BOT_TOKEN}", channel: "#ops"}
   partner:
     type: webhook
@@ -43,8 +44,11 @@ func loadFile(t *testing.T, text string, scope Scope, env map[string]string, env
 // unset variables and bad options do not matter, while Everything reports
 // them. Routes are still checked against the sink types' shapes: a field
 // Slack does not have fails either way.
+// A per-key rate limit, which needs the built sink to check, is not
+// refused for lack of it.
 // (Mutations: compiling DatabaseOnly's routes against zero shapes passes
-// the unknown field; not dropping the options reports SLACK_BOT_TOKEN.)
+// the unknown field; not dropping the options reports SLACK_BOT_TOKEN;
+// relay's per_key check without its c.Sink != nil refuses the limit.)
 func TestDatabaseOnlyLeavesSinkOptionsOut(t *testing.T) {
 	t.Parallel()
 	loaded, err := loadFile(t, strings.Replace(secretsConfig, "%s", "", 1), DatabaseOnly, nil)
