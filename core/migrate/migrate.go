@@ -143,23 +143,13 @@ func (m *Migrator) Migrate(ctx context.Context, db Beginner) ([]int, error) {
 // Pending returns the versions not yet applied; empty means the
 // schema is current. A missing schema counts as every migration pending.
 func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
-	all, err := migrations()
+	status, err := m.Status(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	exists, err := m.q.MigrationsLedgerExists(ctx, db, m.q.Schema+".schema_migrations")
-	if err != nil {
-		return nil, fmt.Errorf("outbox: check migrations: %w", err)
-	}
-	done := map[int]bool{}
-	if exists {
-		if done, err = m.appliedVersions(ctx, db); err != nil {
-			return nil, err
-		}
-	}
 	var pending []int
-	for _, mg := range all {
-		if !done[mg.Version] {
+	for _, mg := range status {
+		if !mg.Applied {
 			pending = append(pending, mg.Version)
 		}
 	}
