@@ -28,8 +28,9 @@ func (a *app) sinkTestCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "test NAME [--yes]",
 		Short: "Check a sink's credentials or reachability without sending; or, with --yes, send it a marked test message",
-		Long: `Builds the sink NAME from the configuration (its options and secrets are
-needed, as for serve) and checks, without delivering anything, that it
+		Long: `Builds the sink NAME from the configuration (its options and their
+secrets are needed; the other sinks' are not read) and checks, without
+delivering anything, that it
 could deliver now: Slack's auth.test with the bot token, an SMTP
 connection with EHLO, TLS and login, a broker connection (NATS with its
 JetStream account, RabbitMQ with a confirming channel, Kafka's metadata).
@@ -44,11 +45,11 @@ delivered to it directly (no row is stored). Exit 0: the sink works;
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeConfiguredSinkArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.config(config.Everything)
+			name := args[0]
+			cfg, err := a.configWith(config.DatabaseOnly, name)
 			if err != nil {
 				return err
 			}
-			name := args[0]
 			if err := cfg.CheckSink(name); err != nil {
 				return badInput(err)
 			}

@@ -247,10 +247,16 @@ func (a *app) logger() (*slog.Logger, error) {
 // through withDB; serve, config check, enqueue and publish as
 // config.Everything.
 func (a *app) config(scope config.Scope) (*config.Config, error) {
+	return a.configWith(scope, "")
+}
+
+// configWith is config, with the options of one sink loaded and that sink
+// built under config.DatabaseOnly (config.Source.Sink).
+func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ}, scope)
+	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink}, scope)
 	for _, w := range loaded.Warnings {
 		a.warn(w)
 	}

@@ -96,6 +96,11 @@ type Source struct {
 	// Environ is the environment as NAME=value pairs (os.Environ), to
 	// warn of OUTBOXD_ variables that override no key; nil skips that.
 	Environ []string
+	// Sink, under DatabaseOnly, is one sink whose options are loaded
+	// (their ${VAR}s expanded and checked) and which is built, as under
+	// Everything: `outboxd sinks test NAME` needs that sink's secrets
+	// only.
+	Sink string
 }
 
 // Loaded is a configuration as a command runs with it.
@@ -126,7 +131,8 @@ func Load(src Source, scope Scope) (Loaded, error) {
 			path = DefaultFile
 		}
 	}
-	l := &loader{file: path, env: src.Env, environ: src.Environ, scope: scope, overridden: map[string]string{}, warnings: warnings}
+	l := &loader{file: path, env: src.Env, environ: src.Environ, scope: scope, onlySink: src.Sink,
+		overridden: map[string]string{}, warnings: warnings}
 	if explicit && (path == "" || path == os.DevNull) {
 		l.file = ""
 		return l.result(nil)
@@ -186,6 +192,8 @@ type loader struct {
 	env     LookupEnv
 	environ []string
 	scope   Scope
+	// onlySink is Source.Sink.
+	onlySink string
 	src     *source
 	// overridden maps the keys set by OUTBOXD_ variables to the variable.
 	overridden map[string]string
@@ -235,7 +243,11 @@ func (l *loader) load(data []byte) *Config {
 		// expansion: its ${VAR}s (the sinks' secrets) need not be set.
 		delete(settings, "http")
 		delete(settings, "telemetry")
+		kept, ok := options[l.onlySink]
 		options = nil
+		if ok {
+			options = map[string]any{l.onlySink: kept}
+		}
 	}
 	for name, opts := range options {
 		if sink, ok := sinksOf(settings)[name].(map[string]any); ok {
@@ -384,7 +396,7 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 		case !ok:
 			l.add(confschema.Problem{Key: at + ".type", Message: fmt.Sprintf("unknown sink type %q (registered types: %s)", spec.Type, types)})
 			continue
-		case l.scope == DatabaseOnly:
+		case l.scope == DatabaseOnly && name != l.onlySink:
 			continue // the options were left out: nothing to build
 		}
 		sink, err := t.New(name, spec.Options)

@@ -336,8 +336,9 @@ func TestUnknownNestedCommandExitsTwo(t *testing.T) {
 // token with auth.test against the (fake) API and posts nothing, fails on
 // a token Slack refuses, and refuses a webhook (which cannot be checked
 // without sending) unless --yes, which delivers one marked test message.
-// (Mutations: the Slack sink not implementing Check, or sinks test
-// sending without --yes, fail this test.)
+// Another sink's unset secret does not matter.
+// (Mutations: the Slack sink not implementing Check, sinks test sending
+// without --yes, or loading config.Everything for it, fail this test.)
 func TestSinksTestChecksOrSendsAMarkedMessage(t *testing.T) {
 	t.Parallel()
 	slack := fakeslack.New()
@@ -361,6 +362,9 @@ func TestSinksTestChecksOrSendsAMarkedMessage(t *testing.T) {
   partner:
     type: webhook
     options: {url: %q, secret: %q, allow_private: true}
+  other:
+    type: slack
+    options: {token: "${OTHER_SLACK_TOKEN}", channel: "#other"}
 `, slack.APIURL(), hook.URL, webhookSecret))
 	good := []string{"SLACK_BOT_TOKEN=" + fakeslack.Token}
 	out, errOut, code := cliRun(t, dir, good, "sinks", "test", "ops-slack")
