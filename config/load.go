@@ -194,7 +194,7 @@ type loader struct {
 	scope   Scope
 	// onlySink is Source.Sink.
 	onlySink string
-	src     *source
+	src      *source
 	// overridden maps the keys set by OUTBOXD_ variables to the variable.
 	overridden map[string]string
 	problems   []located
