@@ -1,9 +1,9 @@
 package email
 
 import (
-	"context"
 	"testing"
-	"time"
+
+	"github.com/outboxd/outboxd/internal/brokertest"
 )
 
 // Check connects to the SMTP server and says EHLO without sending a mail;
@@ -13,23 +13,12 @@ import (
 func TestCheckDialsWithoutSending(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := NewSink("alerts", Options{SMTP: mp.smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"ops@example.com"}})
-	if err != nil {
-		t.Fatal(err)
+	newSink := func(smtp string) *Sink {
+		s, err := NewSink("alerts", Options{SMTP: smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"ops@example.com"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check against Mailpit: %v", err)
-	}
-	if got := mp.All(t); len(got) != 0 {
-		t.Errorf("Check sent %d mails", len(got))
-	}
-	closed, err := NewSink("alerts", Options{SMTP: closedAddr(t), TLS: TLSNone, From: "outbox@example.com", To: []string{"ops@example.com"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := closed.Check(ctx); err == nil {
-		t.Error("Check against a closed address succeeded")
-	}
+	brokertest.CheckChecker(t, newSink(mp.smtp), newSink(closedAddr(t)), func() int { return len(mp.All(t)) })
 }
