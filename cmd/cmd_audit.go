@@ -11,25 +11,19 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 )
 
-// Output formats of -o.
-const (
-	outputTable = "table"
-	outputJSON  = "json"
-	outputWide  = "wide"
-)
-
 // defaultAuditSince is how far back `audit list` looks unless --since says.
 const defaultAuditSince = "24h"
 
 func (a *app) auditCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "audit",
-		Short: "Read the audit trail: who paused, resumed, redrove, purged, applied routes or migrated, and when",
+		Use:     "audit",
+		Short:   "Read the audit trail: who paused, resumed, redrove, purged, applied routes or migrated, and when",
+		Example: `  outboxd audit list --since 2h`,
 	}
 	var (
-		since, output string
-		asJSON        bool
-		limit         int
+		since string
+		limit int
+		o     output
 	)
 	list := &cobra.Command{
 		Use:   "list [--since 24h|RFC3339] [-o table|json|wide]",
@@ -43,17 +37,8 @@ things it changed. Entries are kept as long as delivered messages
 		Example: `  outboxd audit list
   outboxd audit list --since 2h
   outboxd audit list --since 2026-01-02T15:04:05Z -o json`,
-		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
-			if asJSON {
-				output = outputJSON
-			}
-			switch output {
-			case outputTable, outputJSON, outputWide:
-				return nil
-			}
-			return badInputf("-o: want table, json or wide, got %q", output)
-		},
+		Args:    cobra.NoArgs,
+		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			from, err := audit.ParseSince(since, time.Now())
 			if err != nil {
@@ -63,19 +48,15 @@ things it changed. Entries are kept as long as delivered messages
 			if err != nil {
 				return err
 			}
-			switch output {
-			case outputJSON:
+			if o.json() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"entries": entries})
-			case outputWide:
-				return writeAuditTable(cmd.OutOrStdout(), entries, true)
 			}
-			return writeAuditTable(cmd.OutOrStdout(), entries, false)
+			return writeAuditTable(cmd.OutOrStdout(), entries, o.wide())
 		}),
 	}
-	list.Flags().StringVar(&since, "since", defaultAuditSince, "entries recorded since: a duration back from now (24h) or an RFC 3339 time")
-	list.Flags().StringVarP(&output, "output", "o", outputTable, "output format: table, json or wide")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON (-o json)")
-	list.Flags().IntVar(&limit, "limit", audit.DefaultLimit, fmt.Sprintf("at most this many (up to %d)", audit.MaxLimit))
+	list.Flags().StringVar(&since, "since", defaultAuditSince, "entries recorded since a `time`: a duration back from now (24h) or an RFC 3339 time")
+	list.Flags().IntVar(&limit, "limit", audit.DefaultLimit, fmt.Sprintf("at most this many entries, a `number` (up to %d)", audit.MaxLimit))
+	addOutputFlags(list, &o, `{"entries": [...]}`)
 	c.AddCommand(list)
 	return c
 }
@@ -97,12 +78,4 @@ func writeAuditTable(w io.Writer, entries []audit.Entry, wide bool) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
-}
-
-// orDash is s, or "-" for nothing.
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -12,13 +12,17 @@ func (a *app) configCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "config",
 		Short: "Show or check the configuration",
+		Example: `  outboxd config check --config deploy/plugins.yaml
+  outboxd config show`,
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "show",
 		Short: "Print the effective configuration: every key, defaults, ${VAR} expansion and OUTBOX_* overrides applied, secrets redacted",
-		Args:  cobra.NoArgs,
+		Example: `  outboxd config show
+  OUTBOXD_RELAY_BATCH_SIZE=500 outboxd config show | grep batch_size`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.config(config.Everything)
 			if err != nil {
 				return err
 			}
@@ -29,10 +33,21 @@ func (a *app) configCommand() *cobra.Command {
 	}, &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration, including every sink's options and every route's templates; exit 0, or print every problem and exit 2",
-		Args:  cobra.NoArgs,
+		Long: `Validates the configuration as serve does before it starts: every key, every
+${VAR} (set), every sink built from its options, every route's templates
+rendered with a sample event, and the rules serve enforces (an http.listen
+that is not loopback needs http.token). A configuration it passes is one
+serve starts with. A missing or empty configuration file is an error;
+--config '' checks the built-in defaults.`,
+		Example: `  # in CI, with the production variables' names set to placeholders
+  SLACK_BOT_TOKEN=x outboxd config check --config deploy/plugins.yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.config(config.Everything)
 			if err != nil {
+				return err
+			}
+			if err := serveProblems(cfg); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", config.DescribeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))

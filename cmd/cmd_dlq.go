@@ -20,6 +20,9 @@ func (a *app) dlqCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",
 		Short: "List, redrive or purge dead letters",
+		Example: `  outboxd dlq list --sink ops-slack
+  outboxd dlq redrive --all --sink ops-slack --error timeout
+  outboxd dlq purge --id 17,18 --yes`,
 		Long: `List, redrive or purge dead letters: messages that failed for good or ran out
 of attempts.
 
@@ -39,43 +42,58 @@ rows: outboxd dlq purge --all --waiting --sink NAME.`,
 
 func (a *app) dlqListCommand() *cobra.Command {
 	var (
-		asJSON bool
+		o      output
 		filter operator.DeadLetterFilter
 	)
 	c := &cobra.Command{
-		Use:   "list",
+		Use:   "list [--sink S] [--error TEXT] [--after ID] [--limit N] [-o table|wide|json]",
 		Short: "List dead letters, oldest first, with the error of every failed attempt",
-		Args:  cobra.NoArgs,
+		Long: `Lists dead letters, oldest first, a page at a time (--after continues after
+the last id of a page), with the error of every failed attempt. It needs
+only the database: the sinks' options and their secrets are not read.
+-o wide adds when each was created; -o json has the payloads and receipts.`,
+		Example: `  outboxd dlq list --sink ops-slack
+  outboxd dlq list --error timeout --limit 20 -o json`,
+		Args:    cobra.NoArgs,
+		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			letters, err := s.ops.DeadLetters(cmd.Context(), s.pool, filter)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if o.json() {
 				if letters == nil {
 					letters = []operator.DeadLetter{}
 				}
 				return writeJSON(cmd.OutOrStdout(), letters)
 			}
-			return writeDeadLetters(cmd.OutOrStdout(), letters)
+			return writeDeadLetters(cmd.OutOrStdout(), letters, o.wide())
 		}),
 	}
-	c.Flags().StringVar(&filter.Sink, "sink", "", "only this sink's dead letters")
-	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this text (ignoring case)")
-	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger id (the last id of the previous page)")
-	c.Flags().IntVar(&filter.Limit, "limit", operator.DefaultDeadLetterLimit, "at most this many")
-	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (with payloads, creation times and receipts)")
+	c.Flags().StringVar(&filter.Sink, "sink", "", "only this `sink`'s dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "only dead letters whose last error contains this `text` (ignoring case)")
+	c.Flags().Int64Var(&filter.After, "after", 0, "only dead letters with a larger `id` (the last id of the previous page)")
+	c.Flags().IntVar(&filter.Limit, "limit", operator.DefaultDeadLetterLimit, "at most this `many`")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
+	addOutputFlags(c, &o, "an array, with payloads, creation times and receipts")
 	return c
 }
 
-func writeDeadLetters(w io.Writer, letters []operator.DeadLetter) error {
+func writeDeadLetters(w io.Writer, letters []operator.DeadLetter, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tATTEMPTS\tUPDATED_AT\tLAST_ERROR")
+	created, pad := "", ""
+	if wide {
+		created, pad = "CREATED_AT\t", "\t"
+	}
+	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tATTEMPTS\t"+created+"UPDATED_AT\tLAST_ERROR")
 	for _, d := range letters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, terminalCell(d.Sink), terminalCell(d.DedupKey), d.Attempts,
-			d.UpdatedAt.UTC().Format(time.RFC3339), terminalCell(d.LastError))
+		if wide {
+			created = d.CreatedAt.UTC().Format(time.RFC3339) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s%s\t%s\n", d.ID, terminalCell(d.Sink), terminalCell(d.DedupKey), d.Attempts,
+			created, d.UpdatedAt.UTC().Format(time.RFC3339), terminalCell(d.LastError))
 		for _, e := range d.Errors {
-			fmt.Fprintf(tw, "\t\t  attempt %d\t\t%s\t%s\n", e.Attempt, e.FailedAt.UTC().Format(time.RFC3339), terminalCell(e.Error))
+			fmt.Fprintf(tw, "\t\t  attempt %d\t\t%s%s\t%s\n", e.Attempt, pad, e.FailedAt.UTC().Format(time.RFC3339), terminalCell(e.Error))
 		}
 	}
 	return tw.Flush()
@@ -96,7 +114,13 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 	c := &cobra.Command{
 		Use:   name + " (--id N... | --all [--sink S] [--error TEXT]) [--dry-run] [--yes]",
 		Short: short,
-		Args:  cobra.NoArgs,
+		Long: short + ` (needs only the database). On a terminal it counts the
+selection first and asks before acting on exactly the rows counted, unless
+--yes; --dry-run only counts.`,
+		Example: fmt.Sprintf(`  outboxd dlq %[1]s --id 17 --id 18
+  outboxd dlq %[1]s --all --sink ops-slack --error "rate limited" --dry-run
+  outboxd dlq %[1]s --all --yes`, name),
+		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
@@ -138,10 +162,11 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 			return missingDeadLetters(res.Missing)
 		}),
 	}
-	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's id (repeat or comma-separate)")
+	c.Flags().Int64SliceVar(&filter.IDs, "id", nil, "a dead letter's `id` (repeat or comma-separate)")
 	c.Flags().BoolVar(&filter.All, "all", false, "every dead letter (of --sink, with --error, when given)")
-	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this sink's dead letters")
-	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this text (ignoring case)")
+	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this `sink`'s dead letters")
+	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this `text` (ignoring case)")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	c.Flags().BoolVar(&filter.DryRun, "dry-run", false, "only count what would be "+done)
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation on a terminal")
 	if name == "purge" {

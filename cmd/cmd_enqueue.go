@@ -42,6 +42,9 @@ are reported as duplicates.
 
 A TRACEPARENT (and TRACESTATE) environment variable continues the caller's
 trace: the delivery spans become part of it.`,
+		Example: `  outboxd enqueue --sink ops-slack --key deploy-4711 --text "Deploy 4711 finished"
+  outboxd enqueue --sink partner-webhook --key order-42 --payload '{"order": 42}'
+  outboxd enqueue --file messages.jsonl`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			given := 0
@@ -60,7 +63,7 @@ trace: the delivery spans become part of it.`,
 			}
 			return nil
 		},
-		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+		RunE: a.withConfiguredDB(func(cmd *cobra.Command, s session) error {
 			stop, err := a.countEnqueues(cmd.Context(), &s)
 			if err != nil {
 				return err
@@ -73,12 +76,13 @@ trace: the delivery spans become part of it.`,
 			return enqueueOne(ctx, cmd, s, f)
 		}),
 	}
-	c.Flags().StringVar(&f.sink, "sink", "", "configured sink name (with --file: the default for lines without one)")
-	c.Flags().StringVar(&f.key, "key", "", "dedup key, unique per sink")
-	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver in order with other messages of this key")
-	c.Flags().StringVar(&f.text, "text", "", `text payload, stored as {"text": T}`)
-	c.Flags().StringVar(&f.payload, "payload", "", "JSON payload")
-	c.Flags().StringVar(&f.file, "file", "", "JSON lines file to enqueue in batches; - reads stdin")
+	c.Flags().StringVar(&f.sink, "sink", "", "configured `sink` name (with --file: the default for lines without one)")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
+	c.Flags().StringVar(&f.key, "key", "", "dedup `key`, unique per sink")
+	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver in order with other messages of this `key`")
+	c.Flags().StringVar(&f.text, "text", "", "a `text` payload, stored as {\"text\": T}")
+	c.Flags().StringVar(&f.payload, "payload", "", "`JSON` payload")
+	c.Flags().StringVar(&f.file, "file", "", "JSON lines `file` to enqueue in batches; - reads stdin")
 	return c
 }
 

@@ -22,13 +22,19 @@ import (
 func (a *app) getCommand() *cobra.Command {
 	var (
 		sink, key string
-		asJSON    bool
+		o         output
 	)
 	c := &cobra.Command{
-		Use:   "get (ID | --sink S --key K)",
+		Use:   "get (ID | --sink S --key K) [-o table|json]",
 		Short: "Show one message: payload, headers, status, every failed attempt, receipt and trace id",
-		Args:  cobra.MaximumNArgs(1),
-		PreRunE: func(_ *cobra.Command, args []string) error {
+		Long: `Shows one message by its id, or by its sink and dedup key: payload, headers,
+status, every failed attempt, the receipt and the trace id. It needs only
+the database: the sinks' options and their secrets are not read. -o wide
+is the same as the table.`,
+		Example: `  outboxd get 4711
+  outboxd get --sink ops-slack --key order-42 -o json`,
+		Args: cobra.MaximumNArgs(1),
+		PreRunE: checkOutput(&o, func(_ *cobra.Command, args []string) error {
 			byKey := sink != "" || key != ""
 			switch {
 			case len(args) == 1 && byKey:
@@ -37,7 +43,7 @@ func (a *app) getCommand() *cobra.Command {
 				return badInputf("get: give a message id, or --sink and --key")
 			}
 			return nil
-		},
+		}),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			var (
 				m   operator.StoredMessage
@@ -58,15 +64,16 @@ func (a *app) getCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if o.json() {
 				return writeJSON(cmd.OutOrStdout(), httpapi.NewMessageReport(m))
 			}
 			return writeMessage(cmd.OutOrStdout(), m)
 		}),
 	}
-	c.Flags().StringVar(&sink, "sink", "", "the message's sink (with --key)")
-	c.Flags().StringVar(&key, "key", "", "the message's dedup key (with --sink)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	c.Flags().StringVar(&sink, "sink", "", "the message's `sink` (with --key)")
+	c.Flags().StringVar(&key, "key", "", "the message's dedup `key` (with --sink)")
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
+	addOutputFlags(c, &o, "one object, as GET /v1/messages/ID")
 	return c
 }
 
@@ -144,8 +151,9 @@ func timeText(t *time.Time) string {
 
 func (a *app) messagesCommand() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "messages",
-		Short: "Search messages",
+		Use:     "messages",
+		Short:   "Search messages",
+		Example: `  outboxd messages list --sink ops-slack --status dead`,
 	}
 	c.AddCommand(a.messagesListCommand())
 	return c
@@ -156,13 +164,19 @@ func (a *app) messagesListCommand() *cobra.Command {
 		f            operator.MessageFilter
 		status       string
 		since, until string
-		asJSON       bool
+		o            output
 	)
 	c := &cobra.Command{
-		Use:   "list [--sink S] [--status S] [--key K] [--since T] [--until T] [--before ID] [--limit N] [--json]",
+		Use:   "list [--sink S] [--status S] [--key K] [--since T] [--until T] [--before ID] [--limit N] [-o table|wide|json]",
 		Short: "List messages newest first, a page at a time (--before continues below an id)",
-		Args:  cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
+		Long: `Lists messages newest first, a page at a time: after a full page it prints
+the --before that continues below it. It needs only the database: the
+sinks' options and their secrets are not read. -o wide adds when each
+message was last updated and sent.`,
+		Example: `  outboxd messages list --sink ops-slack --status failed
+  outboxd messages list --since 2h -o json | jq '.messages[].id'`,
+		Args: cobra.NoArgs,
+		PreRunE: checkOutput(&o, func(*cobra.Command, []string) error {
 			f.Status = operator.Status(status)
 			if err := httpapi.CheckStatus(f.Status); err != nil {
 				return badInput(err)
@@ -182,16 +196,16 @@ func (a *app) messagesListCommand() *cobra.Command {
 				return badInputf("--limit and --before must not be negative")
 			}
 			return nil
-		},
+		}),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			page, err := s.ops.Messages(cmd.Context(), s.pool, f)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if o.json() {
 				return writeJSON(cmd.OutOrStdout(), page)
 			}
-			if err := writeMessageTable(cmd.OutOrStdout(), page.Messages); err != nil {
+			if err := writeMessageTable(cmd.OutOrStdout(), page.Messages, o.wide()); err != nil {
 				return err
 			}
 			if page.Next != 0 {
@@ -200,14 +214,16 @@ func (a *app) messagesListCommand() *cobra.Command {
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&f.Sink, "sink", "", "only this sink's messages")
-	c.Flags().StringVar(&status, "status", "", "only messages in this status: pending, in_progress, failed, sent or dead")
-	c.Flags().StringVar(&f.DedupKey, "key", "", "only messages with this dedup key")
-	c.Flags().StringVar(&since, "since", "", "only messages created at or after this time (RFC 3339, or a duration ago such as 2h)")
-	c.Flags().StringVar(&until, "until", "", "only messages created before this time (RFC 3339, or a duration ago)")
-	c.Flags().Int64Var(&f.Before, "before", 0, "only messages with a smaller id (the cursor printed after a full page)")
-	c.Flags().IntVar(&f.Limit, "limit", operator.DefaultMessageLimit, fmt.Sprintf("at most this many (up to %d)", operator.MaxMessageLimit))
-	c.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"messages": [...], "next_before": N}`)
+	c.Flags().StringVar(&f.Sink, "sink", "", "only this `sink`'s messages")
+	c.Flags().StringVar(&status, "status", "", "only messages in this `status`: pending, in_progress, failed, sent or dead")
+	c.Flags().StringVar(&f.DedupKey, "key", "", "only messages with this dedup `key`")
+	c.Flags().StringVar(&since, "since", "", "only messages created at or after this `time` (RFC 3339, or a duration ago such as 2h)")
+	c.Flags().StringVar(&until, "until", "", "only messages created before this `time` (RFC 3339, or a duration ago)")
+	c.Flags().Int64Var(&f.Before, "before", 0, "only messages with a smaller `id` (the cursor printed after a full page)")
+	c.Flags().IntVar(&f.Limit, "limit", operator.DefaultMessageLimit, fmt.Sprintf("at most this `many` (up to %d)", operator.MaxMessageLimit))
+	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
+	_ = c.RegisterFlagCompletionFunc("status", completeStatuses)
+	addOutputFlags(c, &o, `one object: {"messages": [...], "next_before": N}`)
 	return c
 }
 
@@ -227,12 +243,19 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-func writeMessageTable(w io.Writer, messages []operator.MessageSummary) error {
+func writeMessageTable(w io.Writer, messages []operator.MessageSummary, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tSTATUS\tATTEMPTS\tCREATED_AT\tLAST_ERROR")
+	more := ""
+	if wide {
+		more = "UPDATED_AT\tSENT_AT\t"
+	}
+	fmt.Fprintln(tw, "ID\tSINK\tDEDUP_KEY\tSTATUS\tATTEMPTS\tCREATED_AT\t"+more+"LAST_ERROR")
 	for _, m := range messages {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", m.ID, terminalCell(m.Sink), terminalCell(m.DedupKey), m.Status,
-			m.Attempts, m.CreatedAt.UTC().Format(time.RFC3339), terminalCell(m.LastError))
+		if wide {
+			more = timeText(&m.UpdatedAt) + "\t" + timeText(m.SentAt) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s%s\n", m.ID, terminalCell(m.Sink), terminalCell(m.DedupKey), m.Status,
+			m.Attempts, m.CreatedAt.UTC().Format(time.RFC3339), more, terminalCell(m.LastError))
 	}
 	return tw.Flush()
 }

@@ -36,6 +36,9 @@ already stored come back as duplicates.
 
 A TRACEPARENT (and TRACESTATE) environment variable continues the caller's
 trace: the delivery spans become part of it.`,
+		Example: `  outboxd publish --type order.created --key order-42 --data '{"id": 42}'
+  outboxd routes test --type order.created --data '{"id": 42}'   # see where it would go first
+  outboxd publish --file events.jsonl`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			switch {
@@ -48,7 +51,7 @@ trace: the delivery spans become part of it.`,
 			}
 			return nil
 		},
-		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+		RunE: a.withConfiguredDB(func(cmd *cobra.Command, s session) error {
 			ctx := traceContextFromEnv(cmd.Context(), a.io.Env)
 			if f.file != "" {
 				return a.publishFile(ctx, cmd, s, f.file)
@@ -65,12 +68,12 @@ trace: the delivery spans become part of it.`,
 			return nil
 		}),
 	}
-	c.Flags().StringVar(&f.typ, "type", "", "event type, a dotted name (order.created)")
-	c.Flags().StringVar(&f.key, "key", "", "the event's idempotency key")
-	c.Flags().StringVar(&f.data, "data", "", "the event's data, a JSON object (default {})")
-	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver to each sink in order with other events of this key")
-	c.Flags().StringVar(&f.threadKey, "thread-key", "", "post as one conversation with other events of this key (Slack threads)")
-	c.Flags().StringVar(&f.file, "file", "", "JSON lines file of events to publish in batches; - reads stdin")
+	c.Flags().StringVar(&f.typ, "type", "", "event `type`, a dotted name (order.created)")
+	c.Flags().StringVar(&f.key, "key", "", "the event's idempotency `key`")
+	c.Flags().StringVar(&f.data, "data", "", "the event's data, a `JSON` object (default {})")
+	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver to each sink in order with other events of this `key`")
+	c.Flags().StringVar(&f.threadKey, "thread-key", "", "post as one conversation with other events of this `key` (Slack threads)")
+	c.Flags().StringVar(&f.file, "file", "", "JSON lines `file` of events to publish in batches; - reads stdin")
 	return c
 }
 

@@ -31,13 +31,18 @@ func (a *app) serveCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay and the HTTP API until SIGTERM or SIGINT, then drain",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
+		Long: `Runs the relay and the HTTP API (and the console) until SIGTERM or SIGINT,
+then drains the deliveries in flight. It validates the whole configuration
+first, as outboxd config check does, and refuses to start on any problem.`,
+		Example: `  outboxd serve --config /etc/outboxd/plugins.yaml
+  OUTBOXD_HTTP_LISTEN=0.0.0.0:8080 OUTBOXD_HTTP_TOKEN=... outboxd serve`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context()) },
 	}
 }
 
 func (a *app) serve(ctx context.Context) error {
-	s, err := a.connect(ctx)
+	s, err := a.connect(ctx, config.Everything)
 	if err != nil {
 		return err
 	}
@@ -49,7 +54,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	// The log sink and other libraries log through the default logger.
 	slog.SetDefault(log)
-	if err := checkListen(cfg); err != nil {
+	if err := serveProblems(cfg); err != nil {
 		return err
 	}
 	// Every command builds the sinks when it loads the configuration, but
@@ -123,14 +128,16 @@ func (a *app) serve(ctx context.Context) error {
 	return nil
 }
 
-// checkListen refuses to expose the API beyond this host without a token
-// or a trusted proxy.
-func checkListen(cfg *config.Config) error {
+// serveProblems are the rules serve enforces beyond loading the
+// configuration; config check applies them too, so that a configuration it
+// passes is one serve starts with. It refuses to expose the API beyond
+// this host without a token or a trusted proxy.
+func serveProblems(cfg *config.Config) error {
 	if cfg.HTTP.Authenticates() || httpapi.IsLoopback(cfg.HTTP.Listen) {
 		return nil
 	}
 	return &config.Error{File: cfg.File, Problems: []string{fmt.Sprintf(
-		"http.listen %s is not a loopback address: set http.token (OUTBOX_HTTP_TOKEN), http.tokens or http.trusted_proxy so /v1/* require a bearer token", cfg.HTTP.Listen)}}
+		"http.listen %s is not a loopback address: set http.token (OUTBOXD_HTTP_TOKEN), http.tokens or http.trusted_proxy so /v1/* require a bearer token", cfg.HTTP.Listen)}}
 }
 
 // waitForDatabase retries, with capped exponential backoff, until the

@@ -17,9 +17,12 @@ import (
 func (a *app) sinksCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "sinks",
-		Short: "Pause or resume a sink for every relay of the cluster, or forget a stale pause",
+		Short: "List, test, pause or resume sinks for every relay of the cluster, or forget a stale pause",
+		Example: `  outboxd sinks list
+  outboxd sinks pause ops-slack --for 30m --reason "Slack incident"
+  outboxd sinks resume ops-slack`,
 	}
-	c.AddCommand(a.sinkPauseCommand(), a.sinkResumeCommand(), a.sinkForgetCommand())
+	c.AddCommand(a.sinkListCommand(), a.sinkTestCommand(), a.sinkPauseCommand(), a.sinkResumeCommand(), a.sinkForgetCommand())
 	return c
 }
 
@@ -29,8 +32,8 @@ type sinkChange struct {
 }
 
 func (a *app) sinkChangeFlags(c *cobra.Command, ch *sinkChange) {
-	c.Flags().StringVar(&ch.reason, "reason", "", "why, recorded with the sink and shown in the console")
-	c.Flags().StringVar(&ch.by, "by", "", "who, recorded with the sink (default: $USER@host, which the audit trail records in any case)")
+	c.Flags().StringVar(&ch.reason, "reason", "", "why (a `reason`), recorded with the sink and shown in the console")
+	c.Flags().StringVar(&ch.by, "by", "", "who (a `name`), recorded with the sink (default: $USER@host, which the audit trail records in any case)")
 }
 
 // actor is who a command acts for in the audit trail: $USER@host, an
@@ -61,7 +64,10 @@ relays are told at once, relays that start later read the pause. Deliveries
 already under way finish. Without --for the sink stays paused until resumed.
 A name that is neither configured nor has messages is refused (exit 2), a
 typo's pause would stop nothing; --force pauses it anyway.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  outboxd sinks pause ops-slack --for 30m --reason "Slack incident"
+  outboxd sinks pause partner-webhook --by alice --reason "partner maintenance"`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeSinkArg,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			if duration < 0 {
 				return badInputf("--for must not be negative")
@@ -92,7 +98,7 @@ typo's pause would stop nothing; --force pauses it anyway.`,
 			return nil
 		}),
 	}
-	c.Flags().DurationVar(&duration, "for", 0, "how long (default: until resumed)")
+	c.Flags().DurationVar(&duration, "for", 0, "how long, a `duration` such as 30m (default: until resumed)")
 	c.Flags().BoolVar(&force, "force", false, "pause a name that is neither configured nor has messages")
 	a.sinkChangeFlags(c, &ch)
 	return c
@@ -103,7 +109,11 @@ func (a *app) sinkResumeCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "resume NAME [--reason R]",
 		Short: "End a sink's pause (by hand or by a Retry-After) on every relay at once",
-		Args:  cobra.ExactArgs(1),
+		Long: `Ends a sink's pause, by hand or by a Retry-After, on every relay at once,
+and closes its open circuit breakers. It needs only the database.`,
+		Example:           `  outboxd sinks resume ops-slack --reason "Slack is back"`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeSinkArg,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},
@@ -138,7 +148,9 @@ its pause (ended on every relay at once), who paused or resumed it last, and
 its rate limit's clock. The sink leaves the console and the stats unless it
 has messages. A configured sink is refused (exit 2): resume it instead. A
 name without recorded state is an error (exit 1).`,
-		Args: cobra.ExactArgs(1),
+		Example:           `  outboxd sinks forget ops-slak   # the typo someone paused`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeSinkArg,
 		PreRunE: func(_ *cobra.Command, args []string) error {
 			return badInputIf(httpapi.CheckSinkName(args[0]))
 		},

@@ -12,16 +12,25 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 func (a *app) statsCommand() *cobra.Command {
-	var asJSON bool
+	var o output
 	c := &cobra.Command{
-		Use:   "stats",
+		Use:   "stats [-o table|wide|json]",
 		Short: "Per sink: pending, in progress, failed, dead and last hour's sent rows, the oldest pending age, and open circuit breakers",
-		Args:  cobra.NoArgs,
+		Long: `Per sink: pending, in progress, failed, dead and last hour's sent rows, the
+oldest pending message's age, the circuit breaker and any pause, then the
+open circuit breakers by destination. It needs only the database: the
+sinks' options and their secrets are not read. -o wide adds the sinks'
+types and limits.`,
+		Example: `  DATABASE_URL=postgres://outboxd@db/app outboxd stats
+  outboxd stats -o json | jq '.sinks["ops-slack"].dead'`,
+		Args:    cobra.NoArgs,
+		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			// A command run by hand shows the counts of now: it recomputes
 			// the snapshot (partial indexes and the last hour of sent rows).
@@ -29,13 +38,13 @@ func (a *app) statsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if o.json() {
 				return writeJSON(cmd.OutOrStdout(), report)
 			}
-			return writeStatsTable(cmd.OutOrStdout(), report)
+			return writeStatsTable(cmd.OutOrStdout(), report, s.cfg, o.wide())
 		}),
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	addOutputFlags(c, &o, "one object, as GET /v1/stats")
 	return c
 }
 
@@ -43,9 +52,13 @@ func (a *app) statsCommand() *cobra.Command {
 // not in this configuration.
 const notConfiguredNote = "not configured on this relay"
 
-func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
+func writeStatsTable(w io.Writer, r httpapi.StatsReport, cfg *config.Config, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE")
+	header := "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE"
+	if wide {
+		header += "\tTYPE\tMAX_ATTEMPTS\tRATE_LIMIT\tMAX_IN_FLIGHT\tTAKEN_AT"
+	}
+	fmt.Fprintln(tw, header)
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
@@ -54,13 +67,28 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport) error {
 			notes = append(notes, notConfiguredNote)
 		}
 		note := strings.Join(notes, "; ")
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age,
-			s.Circuit, pauseCell(s.Pause), note)
+		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age,
+			s.Circuit, pauseCell(s.Pause), orDash(note))
+		if wide {
+			line += "\t" + policyCells(cfg, name) + "\t" + r.TakenAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return writeBreakersTable(w, r)
+}
+
+// policyCells are the type and limits of sink name for the wide stats
+// table, dashes for a sink that is not configured.
+func policyCells(cfg *config.Config, name string) string {
+	spec, ok := cfg.Sinks[name]
+	if !ok {
+		return "-\t-\t-\t-"
+	}
+	l := newSinkListing(name, spec, nil)
+	return fmt.Sprintf("%s\t%d\t%s\t%d", terminalCell(l.Type), l.MaxAttempts, rateLimitCell(l.RateLimit), l.MaxInFlight)
 }
 
 // pauseCell describes a sink's pause beside its breaker state: a pause by

@@ -3,6 +3,10 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -14,29 +18,61 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 )
 
-// Environment variables that name the database, in order of precedence
-// after the --database-url flag and before database.url.
-var databaseURLEnv = []string{"OUTBOX_DATABASE_URL", "DATABASE_URL"}
+// The variables that name the database, in order of precedence after the
+// --database-url flag and before database.url: OUTBOXD_DATABASE_URL (or
+// the deprecated OUTBOX_DATABASE_URL, see config.LookupPrefixed), then
+// DATABASE_URL.
+const (
+	databaseURLSuffix = "DATABASE_URL"
+	databaseURLEnv    = "DATABASE_URL"
+)
+
+// libpqTargetEnv are the libpq variables that, without a URL, name a
+// server or a database: with none of them set nothing names a database,
+// and the connection would silently go to libpq's default (a local socket,
+// the user's own database).
+var libpqTargetEnv = []string{"PGHOST", "PGHOSTADDR", "PGDATABASE", "PGSERVICE"}
 
 // resolveDatabaseURL applies the documented precedence: --database-url,
-// OUTBOX_DATABASE_URL, DATABASE_URL, then configured (database.url). An
-// empty result leaves the connection to libpq's PG* variables and defaults.
+// OUTBOXD_DATABASE_URL, DATABASE_URL, then configured (database.url). An
+// empty result leaves the connection to libpq's PG* variables.
 func (a *app) resolveDatabaseURL(configured string) string {
 	if a.databaseURL != "" {
 		return a.databaseURL
 	}
-	for _, name := range databaseURLEnv {
-		if v, ok := a.io.Env(name); ok && v != "" {
-			return v
+	if v, warning, ok := config.LookupPrefixed(a.io.Env, databaseURLSuffix); ok && v != "" {
+		if warning != "" {
+			a.warn(warning)
 		}
+		return v
+	}
+	if v, ok := a.io.Env(databaseURLEnv); ok && v != "" {
+		return v
 	}
 	return configured
 }
 
-// connect loads the configuration and opens a pool on its database. The
-// pool connects lazily: an unreachable server shows up on first use.
-func (a *app) connect(ctx context.Context) (session, error) {
-	cfg, err := a.config()
+// databaseConfig is the pool configuration of the database the command
+// line names, or an error saying where it looked when nothing names one.
+func (a *app) databaseConfig(cfg *config.Config) (*pgxpool.Config, error) {
+	url := a.resolveDatabaseURL(cfg.Database.URL)
+	if url == "" && !slices.ContainsFunc(libpqTargetEnv, func(name string) bool { v, ok := a.io.Env(name); return ok && v != "" }) {
+		return nil, badInputf("no database configured: looked at --database-url, $%s (and $%s), $%s, database.url in %s and $%s; set one of them",
+			config.EnvOverridePrefix+databaseURLSuffix, config.DeprecatedEnvPrefix+databaseURLSuffix, databaseURLEnv,
+			config.DescribeFile(cfg.File), strings.Join(libpqTargetEnv, ", $"))
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, badInputf("database URL: %w", err)
+	}
+	return pcfg, nil
+}
+
+// connect loads the configuration to the extent scope says and opens a
+// pool on its database. The pool connects lazily: an unreachable server
+// shows up on first use.
+func (a *app) connect(ctx context.Context, scope config.Scope) (session, error) {
+	cfg, err := a.config(scope)
 	if err != nil {
 		return session{}, err
 	}
@@ -44,26 +80,42 @@ func (a *app) connect(ctx context.Context) (session, error) {
 	if err != nil {
 		return session{}, err
 	}
-	pcfg, err := pgxpool.ParseConfig(a.resolveDatabaseURL(cfg.Database.URL))
+	pcfg, err := a.databaseConfig(cfg)
 	if err != nil {
-		return session{}, badInputf("database URL: %w", err)
+		return session{}, err
 	}
-	// pgxpool honours PG* variables through ParseConfig, so an empty URL
-	// means libpq's defaults, as documented.
+	s.target = dbTarget{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database,
+		User: pcfg.ConnConfig.User, Schema: s.mig.Schema()}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return session{}, fmt.Errorf("open database pool: %w", err)
 	}
 	return s, nil
 }
 
+// dbTarget is the database a command works on, as it tells the user: no
+// password.
+type dbTarget struct {
+	Host     string `json:"host"`
+	Port     uint16 `json:"port"`
+	Database string `json:"database"`
+	User     string `json:"user"`
+	Schema   string `json:"schema"`
+}
+
+func (t dbTarget) String() string {
+	return fmt.Sprintf("schema %s of database %s on %s (user %s)", terminalText(t.Schema), terminalText(t.Database),
+		terminalText(net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port)))), terminalText(t.User))
+}
+
 // session is what a database command works with: the configuration, a
 // pool, and the outbox of its schema for each audience.
 type session struct {
-	cfg  *config.Config
-	pool *pgxpool.Pool
-	ob   *core.Outbox       // enqueue and publish
-	ops  *operator.Operator // stats, dead letters, lookups, pauses
-	mig  *migrate.Migrator  // migrate, readiness
+	cfg    *config.Config
+	pool   *pgxpool.Pool
+	target dbTarget
+	ob     *core.Outbox       // enqueue and publish
+	ops    *operator.Operator // stats, dead letters, lookups, pauses
+	mig    *migrate.Migrator  // migrate, readiness
 }
 
 // newSession builds the outboxes of cfg's schema. It opens nothing.
@@ -95,11 +147,24 @@ func (s *session) countWith(mp metric.MeterProvider) error {
 	return nil
 }
 
-// withDB wraps a command body that needs the database: it connects before
-// and closes the pool after.
+// withDB wraps the body of a command that needs only the database (an
+// operator command): it loads the configuration as config.DatabaseOnly,
+// so that the sinks' options and their ${VAR}s do not matter, connects
+// before and closes the pool after. s.cfg has the sinks' names, types and
+// policies, and routes, but no built sinks.
 func (a *app) withDB(run func(cmd *cobra.Command, s session) error) func(*cobra.Command, []string) error {
+	return a.withSession(config.DatabaseOnly, run)
+}
+
+// withConfiguredDB is withDB for the commands that validate everything
+// serve would (enqueue, publish): config.Everything.
+func (a *app) withConfiguredDB(run func(cmd *cobra.Command, s session) error) func(*cobra.Command, []string) error {
+	return a.withSession(config.Everything, run)
+}
+
+func (a *app) withSession(scope config.Scope, run func(cmd *cobra.Command, s session) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		s, err := a.connect(cmd.Context())
+		s, err := a.connect(cmd.Context(), scope)
 		if err != nil {
 			return err
 		}

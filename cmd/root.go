@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/outboxd/outboxd/config"
@@ -84,6 +85,9 @@ type streams struct {
 	Out, Err io.Writer
 	// Env looks up environment variables.
 	Env config.LookupEnv
+	// Environ lists them (NAME=value), for the warning about OUTBOXD_
+	// variables that override nothing; nil in tests that need none.
+	Environ []string
 	// Terminal says a person is at In and Err: commands that delete or
 	// move rows in bulk ask them first (unless --yes).
 	Terminal bool
@@ -95,7 +99,7 @@ type streams struct {
 // builds.
 func Main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv,
+	code := execute(ctx, os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Env: os.LookupEnv, Environ: os.Environ(),
 		Terminal: term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))})
 	stop()
 	os.Exit(code)
@@ -126,12 +130,14 @@ func execute(ctx context.Context, args []string, io streams) int {
 type app struct {
 	io          streams
 	configPath  string
+	configGiven bool // --config was given, maybe as ""
 	databaseURL string
 	logFormat   string
 	logLevel    string
 	ran         bool
 	scrub       secret.Scrubber
 	cfg         *config.Config
+	warned      map[string]bool
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -142,11 +148,15 @@ func (a *app) rootCommand() *cobra.Command {
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
 one database.`,
+		Example: `  outboxd config check               # validate plugins.yaml as serve would
+  outboxd migrate && outboxd serve     # create the schema, then relay
+  DATABASE_URL=postgres://outboxd@db/app outboxd stats`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       versionText(),
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.ran = true
+			a.configGiven = cmd.Flags().Changed("config")
 			// Checked here, not when a command first logs: a wrong level
 			// is refused by every command alike.
 			_, err := telemetry.LogLevel(a.logLevel)
@@ -155,14 +165,14 @@ one database.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
-		fmt.Sprintf("configuration file (default $%s or ./%s)", config.FileEnv, config.DefaultFile))
+		fmt.Sprintf("configuration `file` (default $%s or ./%s; '' for the built-in defaults)", config.FileEnv, config.DefaultFile))
 	root.PersistentFlags().StringVar(&a.databaseURL, "database-url", "",
-		"PostgreSQL URL (default $OUTBOX_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
+		"PostgreSQL `URL` (default $OUTBOXD_DATABASE_URL, $DATABASE_URL, database.url, then libpq PG* variables).\n"+
 			"A password in it is visible to other users of this machine (ps, /proc): set DATABASE_URL instead")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", telemetry.LogFormatAuto,
-		"log format: auto (text on a terminal, JSON otherwise), text or json")
+		"log `format`: auto (text on a terminal, JSON otherwise), text or json")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", telemetry.DefaultLogLevel,
-		"least severe log records written: debug, info, warn or error")
+		"least severe log records written, a `level`: debug, info, warn or error")
 	root.AddCommand(
 		a.migrateCommand(),
 		a.serveCommand(),
@@ -178,7 +188,54 @@ one database.`,
 		a.configCommand(),
 		a.versionCommand(),
 	)
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Example = `  # bash, for this shell; add it to ~/.bashrc to keep it
+  source <(outboxd completion bash)
+
+  # zsh and fish
+  outboxd completion zsh > "${fpath[1]}/_outboxd"
+  outboxd completion fish > ~/.config/fish/completions/outboxd.fish`
+	}
+	finishCommands(root)
 	return root
+}
+
+// suggestionDistance is the largest edit distance at which an unknown
+// command gets a suggestion (cobra's own default for the root).
+const suggestionDistance = 2
+
+// finishCommands applies the conventions every command follows, below
+// root: a command that only groups others refuses an unknown one (exit 2,
+// with the nearest name) instead of printing its help and exiting 0, and
+// no flag's help shows an empty list as its default.
+func finishCommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		finishCommands(sub)
+	}
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.DefValue == "[]" {
+			f.DefValue = ""
+		}
+	})
+	c.SuggestionsMinimumDistance = suggestionDistance
+	if c.HasParent() && c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = unknownSubcommand
+	}
+}
+
+// unknownSubcommand is the body of a command that only groups others: run
+// bare it prints its help; with an argument, that is an unknown command.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return c.Help()
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+	if near := c.SuggestionsFor(args[0]); len(near) > 0 {
+		err = fmt.Errorf("%w; did you mean %q?", err, near[0])
+	}
+	return badInput(err)
 }
 
 // logger returns the process's logger as --log-format and --log-level
@@ -188,23 +245,49 @@ func (a *app) logger() (*slog.Logger, error) {
 	return log, badInputIf(err)
 }
 
-// config loads the configuration once and teaches the scrubber its
-// secrets, also when the configuration has problems: their messages are
-// scrubbed too.
-func (a *app) config() (*config.Config, error) {
+// config loads the configuration (once: a command loads it in one scope)
+// and teaches the scrubber its secrets, also when the configuration has
+// problems: their messages are scrubbed too. Its warnings go to stderr.
+//
+// Commands that need only the database (stats, dlq, get, messages, sinks,
+// audit, migrate, routes apply) load it as config.DatabaseOnly, usually
+// through withDB; serve, config check, enqueue and publish as
+// config.Everything.
+func (a *app) config(scope config.Scope) (*config.Config, error) {
+	return a.configWith(scope, "")
+}
+
+// configWith is config, with the options of one sink loaded and that sink
+// built under config.DatabaseOnly (config.Source.Sink).
+func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error) {
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	cfg, secrets, err := config.Load(a.configPath, a.io.Env)
-	configured := ""
-	if cfg != nil {
-		configured = cfg.Database.URL
+	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink}, scope)
+	for _, w := range loaded.Warnings {
+		a.warn(w)
 	}
-	secrets = append(secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	configured := ""
+	if loaded.Config != nil {
+		configured = loaded.Config.Database.URL
+	}
+	secrets := append(loaded.Secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
 	a.scrub = secret.NewScrubber(secrets...)
 	if err != nil {
 		return nil, err
 	}
-	a.cfg = cfg
-	return cfg, nil
+	a.cfg = loaded.Config
+	return a.cfg, nil
+}
+
+// warn prints a warning on stderr, each one once.
+func (a *app) warn(text string) {
+	if a.warned[text] {
+		return
+	}
+	if a.warned == nil {
+		a.warned = map[string]bool{}
+	}
+	a.warned[text] = true
+	fmt.Fprintln(a.io.Err, "Warning:", terminalText(a.scrub.String(text)))
 }

@@ -65,9 +65,10 @@ func versionText() string {
 
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, VCS revision and Go version of this build",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version, VCS revision and Go version of this build",
+		Example: `  outboxd version`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())
 			return err

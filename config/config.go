@@ -1,6 +1,6 @@
 // Package config is outboxd's configuration: plugins.yaml loaded with
 // viper, every key's place in the file (line and column) for messages,
-// ${VAR} expansion, OUTBOX_* overrides, validation of every key, sink and
+// ${VAR} expansion, OUTBOXD_* overrides, validation of every key, sink and
 // route at once, and the effective configuration with its secrets redacted
 // (`outboxd config show`). The keys are declared once, as the fields of
 // [Config], the way package confschema describes.
@@ -22,14 +22,20 @@ import (
 
 // Defaults of the binary that the core does not already define.
 const (
-	// DefaultFile is read when neither --config nor OUTBOX_CONFIG names a
-	// file. When it does not exist, the built-in defaults apply.
+	// DefaultFile is read when neither --config nor OUTBOXD_CONFIG names a
+	// file. Serve, config check, enqueue and publish refuse to run when it
+	// does not exist (a mount that went missing must not start a relay with
+	// no sinks); the commands that need only the database run without it.
 	DefaultFile = "plugins.yaml"
 	// FileEnv names the environment variable that replaces DefaultFile.
-	FileEnv = "OUTBOX_CONFIG"
+	FileEnv = EnvOverridePrefix + "CONFIG"
 	// EnvOverridePrefix starts the environment variables that override
-	// configuration keys: OUTBOX_RELAY_BATCH_SIZE sets relay.batch_size.
-	EnvOverridePrefix = "OUTBOX_"
+	// configuration keys, the binary's name: OUTBOXD_RELAY_BATCH_SIZE sets
+	// relay.batch_size.
+	EnvOverridePrefix = "OUTBOXD_"
+	// DeprecatedEnvPrefix is the prefix of earlier releases, still read
+	// (with a warning) where no OUTBOXD_ variable of the same key is set.
+	DeprecatedEnvPrefix = "OUTBOX_"
 	// DefaultListen is where the HTTP API listens unless http.listen says
 	// otherwise: loopback, so an unconfigured server is never exposed.
 	DefaultListen = "127.0.0.1:8080"
@@ -93,7 +99,7 @@ type Config struct {
 type DatabaseConfig struct {
 	// URL is a PostgreSQL connection string; see databaseURL for the
 	// precedence of the flag and environment variables over it.
-	URL string `mapstructure:"url" defaultdoc:"libpq PG* variables" doc:"PostgreSQL URL; --database-url, OUTBOX_DATABASE_URL and DATABASE_URL take precedence"`
+	URL string `mapstructure:"url" defaultdoc:"libpq PG* variables" doc:"PostgreSQL URL; --database-url, OUTBOXD_DATABASE_URL and DATABASE_URL take precedence"`
 	// Schema holds the outbox tables.
 	Schema string `mapstructure:"schema" doc:"PostgreSQL schema holding the outbox tables, a lower-case identifier"`
 }

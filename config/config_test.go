@@ -82,7 +82,7 @@ func TestParseConfigErrors(t *testing.T) {
 			nil, []string{"sinks.a.backoff: want 0 < initial <= max"}},
 		{"bad rate limit", "sinks:\n  a:\n    type: log\n    rate_limit: {rate: 0, per: 1s}\n",
 			nil, []string{"sinks.a.rate_limit"}},
-		{"bad override", minimalConfig, map[string]string{"OUTBOX_RELAY_BATCH_SIZE": "many"},
+		{"bad override", minimalConfig, map[string]string{"OUTBOXD_RELAY_BATCH_SIZE": "many"},
 			[]string{"relay.batch_size", `"many"`}},
 		{"bad protocol", "telemetry:\n  protocol: carrier\n",
 			nil, []string{"telemetry.protocol"}},
@@ -100,7 +100,7 @@ func TestParseConfigErrors(t *testing.T) {
 			nil, []string{"relay.durable_writes"}},
 		{"list for a boolean", "telemetry:\n  link_producer_span: [yes]\n",
 			nil, []string{"telemetry.link_producer_span"}},
-		{"bad boolean override", minimalConfig, map[string]string{"OUTBOX_RELAY_DELETE_ON_SENT": "sometimes"},
+		{"bad boolean override", minimalConfig, map[string]string{"OUTBOXD_RELAY_DELETE_ON_SENT": "sometimes"},
 			[]string{"relay.delete_on_sent", `"sometimes"`}},
 		{"shutdown_timeout without unit", "relay:\n  shutdown_timeout: 30\n",
 			nil, []string{"relay.shutdown_timeout", "with a unit"}},
@@ -155,11 +155,11 @@ sinks:
     rate_limit: {rate: 5, per: 1s}
 `
 	env := EnvMap(map[string]string{
-		"DB_URL":                             "postgres://app@db/app",
-		"TOKEN":                              "abc",
-		"OUTBOX_RELAY_LEASE":                 "1m",
-		"OUTBOX_RELAY_CONCURRENCY":           "8",
-		"OUTBOX_SINKS_OPS_MAIL_MAX_ATTEMPTS": "7",
+		"DB_URL":                              "postgres://app@db/app",
+		"TOKEN":                               "abc",
+		"OUTBOXD_RELAY_LEASE":                 "1m",
+		"OUTBOXD_RELAY_CONCURRENCY":           "8",
+		"OUTBOXD_SINKS_OPS_MAIL_MAX_ATTEMPTS": "7",
 	})
 	cfg, err := Parse([]byte(yaml), "t.yaml", env)
 	if err != nil {
@@ -201,7 +201,7 @@ func TestParseConfigRelayOptions(t *testing.T) {
 		t.Errorf("defaults: relay %+v, telemetry %+v", cfg.Relay, cfg.Telemetry)
 	}
 	yaml := "relay:\n  delete_on_sent: true\n  shutdown_timeout: 5s\ntelemetry:\n  link_producer_span: true\n"
-	cfg, err = Parse([]byte(yaml), "t.yaml", EnvMap(map[string]string{"OUTBOX_RELAY_DURABLE_WRITES": "true"}))
+	cfg, err = Parse([]byte(yaml), "t.yaml", EnvMap(map[string]string{"OUTBOXD_RELAY_DURABLE_WRITES": "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestParseConfigRelayOptions(t *testing.T) {
 }
 
 // TestParseConfigAllowedHosts: http.allowed_hosts is a YAML list, or a
-// comma-separated OUTBOX_HTTP_ALLOWED_HOSTS.
+// comma-separated OUTBOXD_HTTP_ALLOWED_HOSTS.
 func TestParseConfigAllowedHosts(t *testing.T) {
 	t.Parallel()
 	want := []string{"outbox.example.com", "outboxd.internal"}
@@ -219,14 +219,14 @@ func TestParseConfigAllowedHosts(t *testing.T) {
 	if err != nil || !slices.Equal(cfg.HTTP.AllowedHosts, want) {
 		t.Errorf("from the file: %v %v", cfg, err)
 	}
-	cfg, err = Parse(nil, "", EnvMap(map[string]string{"OUTBOX_HTTP_ALLOWED_HOSTS": "outbox.example.com,outboxd.internal"}))
+	cfg, err = Parse(nil, "", EnvMap(map[string]string{"OUTBOXD_HTTP_ALLOWED_HOSTS": "outbox.example.com,outboxd.internal"}))
 	if err != nil || !slices.Equal(cfg.HTTP.AllowedHosts, want) {
 		t.Errorf("from the environment: %v %v", cfg, err)
 	}
 }
 
 // TestParseConfigConsoleKeys: the console is on unless http.ui is false
-// (in the file or OUTBOX_HTTP_UI), and telemetry.trace_url is kept.
+// (in the file or OUTBOXD_HTTP_UI), and telemetry.trace_url is kept.
 func TestParseConfigConsoleKeys(t *testing.T) {
 	t.Parallel()
 	cfg, err := Parse(nil, "", EnvMap(nil))
@@ -237,7 +237,7 @@ func TestParseConfigConsoleKeys(t *testing.T) {
 	if err != nil || cfg.HTTP.UI || cfg.Telemetry.TraceURL != "http://jaeger:16686/trace/{trace_id}" {
 		t.Errorf("from the file: %+v %v", cfg, err)
 	}
-	cfg, err = Parse(nil, "", EnvMap(map[string]string{"OUTBOX_HTTP_UI": "false"}))
+	cfg, err = Parse(nil, "", EnvMap(map[string]string{"OUTBOXD_HTTP_UI": "false"}))
 	if err != nil || cfg.HTTP.UI {
 		t.Errorf("from the environment: %+v %v", cfg, err)
 	}

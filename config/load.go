@@ -57,35 +57,107 @@ func DescribeFile(file string) string {
 }
 
 // sinkNamePattern is what a sink name may be. Rows name their sink
-// exactly, and viper and the OUTBOX_ overrides ignore case and treat "." as
+// exactly, and viper and the OUTBOXD_ overrides ignore case and treat "." as
 // the key separator: a name outside this pattern could not be kept intact.
 var sinkNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // ValidSinkName reports whether name is what a sink name may be.
 func ValidSinkName(name string) bool { return sinkNamePattern.MatchString(name) }
 
-// Load reads the configuration file at path. When path is empty it reads
-// OUTBOX_CONFIG or DefaultFile, and a missing default file means the
-// built-in defaults; a file named explicitly must exist. secrets are the
-// secret values the file holds, also when err is not nil, so that the
-// messages of its problems can be scrubbed.
-func Load(path string, env LookupEnv) (cfg *Config, secrets []string, err error) {
-	explicit := path != ""
+// Scope is how much of a configuration a command loads.
+type Scope int
+
+const (
+	// Everything is what serve runs with, and what config check, enqueue
+	// and publish validate: every key, every ${VAR}, every sink built from
+	// its options, every route compiled against the built sinks.
+	Everything Scope = iota
+	// DatabaseOnly is what the operator commands (stats, dlq, get,
+	// messages, sinks, audit, migrate, routes apply) need: the database
+	// block, the sinks' names, types and policies, the relay and retention
+	// blocks and the routes (compiled against their sink types' shapes).
+	// The sinks' options, and the http and telemetry blocks, are neither
+	// expanded nor checked: an operator runs these commands with the
+	// database's URL alone, without the sinks' secrets. A missing default
+	// file means the built-in defaults.
+	DatabaseOnly
+)
+
+// Source says where a configuration is read from.
+type Source struct {
+	// Path is the file given by --config; with PathGiven false, FileEnv
+	// or DefaultFile is read instead. Given explicitly as "" (or as
+	// os.DevNull), the built-in defaults apply.
+	Path      string
+	PathGiven bool
+	// Env looks up environment variables: ${VAR} expansion and the
+	// OUTBOXD_ overrides.
+	Env LookupEnv
+	// Environ is the environment as NAME=value pairs (os.Environ), to
+	// warn of OUTBOXD_ variables that override no key; nil skips that.
+	Environ []string
+	// Sink, under DatabaseOnly, is one sink whose options are loaded
+	// (their ${VAR}s expanded and checked) and which is built, as under
+	// Everything: `outboxd sinks test NAME` needs that sink's secrets
+	// only.
+	Sink string
+}
+
+// Loaded is a configuration as a command runs with it.
+type Loaded struct {
+	Config *Config
+	// Secrets are the secret values the file holds, also when loading
+	// failed, so that the messages of its problems can be scrubbed.
+	Secrets []string
+	// Warnings are what is suspicious but not wrong (a deprecated or
+	// unknown variable), also when loading failed: the command prints
+	// them.
+	Warnings []string
+}
+
+// Load reads the configuration src names, to the extent scope says. A file
+// named explicitly (--config, FileEnv) must exist. Under Everything, a
+// missing default file, or a file that holds nothing, is an error unless
+// --config was given as "" or os.DevNull: a configuration mount that went
+// missing must not pass config check nor start a relay with no sinks.
+func Load(src Source, scope Scope) (Loaded, error) {
+	path, explicit := src.Path, src.PathGiven
+	var warnings []string
 	if !explicit {
-		if p, ok := env(FileEnv); ok && p != "" {
+		if p, warning, ok := LookupPrefixed(src.Env, configVariable); ok && p != "" {
 			path, explicit = p, true
+			warnings = appendNonEmpty(warnings, warning)
 		} else {
 			path = DefaultFile
 		}
 	}
+	l := &loader{file: path, env: src.Env, environ: src.Environ, scope: scope, onlySink: src.Sink,
+		overridden: map[string]string{}, warnings: warnings}
+	if explicit && (path == "" || path == os.DevNull) {
+		l.file = ""
+		return l.result(nil)
+	}
 	data, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && !explicit && scope == DatabaseOnly:
+		l.file = ""
+		return l.result(nil)
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		return parse(nil, "", env)
+		return l.fail(fmt.Sprintf(
+			"%s: no configuration file: looked for --config, $%s (or $%s) and ./%s; give --config '' to run with the built-in defaults",
+			path, FileEnv, DeprecatedEnvPrefix+configVariable, DefaultFile))
 	case err != nil:
-		return nil, nil, &Error{File: path, Problems: []string{fmt.Sprintf("%s: cannot read: %v", path, err)}}
+		return l.fail(fmt.Sprintf("%s: cannot read: %v", path, err))
 	}
-	return parse(data, path, env)
+	l.refuseEmpty = scope == Everything
+	return l.result(data)
+}
+
+func appendNonEmpty(list []string, s string) []string {
+	if s == "" {
+		return list
+	}
+	return append(list, s)
 }
 
 // Parse parses, expands, overrides and validates a plugins.yaml held in
@@ -93,30 +165,44 @@ func Load(path string, env LookupEnv) (cfg *Config, secrets []string, err error)
 // defaults; file names it in messages. The result is the configuration the
 // process runs with. Every problem found is reported at once in an *Error.
 func Parse(data []byte, file string, env LookupEnv) (*Config, error) {
-	cfg, _, err := parse(data, file, env)
-	return cfg, err
+	l := &loader{file: file, env: env, scope: Everything, overridden: map[string]string{}}
+	loaded, err := l.result(data)
+	return loaded.Config, err
 }
 
-func parse(data []byte, file string, env LookupEnv) (*Config, []string, error) {
-	l := &loader{file: file, env: env, overridden: map[string]string{}}
+// result loads data and returns the configuration, or every problem.
+func (l *loader) result(data []byte) (Loaded, error) {
 	cfg := l.load(data)
 	if len(l.problems) > 0 {
-		return nil, l.secrets, l.configError()
+		return Loaded{Secrets: l.secrets, Warnings: l.warnings}, l.configError()
 	}
-	cfg.File, cfg.secrets = file, l.secrets
-	return cfg, l.secrets, nil
+	cfg.File, cfg.secrets = l.file, l.secrets
+	return Loaded{Config: cfg, Secrets: l.secrets, Warnings: l.warnings}, nil
+}
+
+// fail is a load that found the file itself wrong.
+func (l *loader) fail(problem string) (Loaded, error) {
+	return Loaded{Warnings: l.warnings}, &Error{File: l.file, Problems: []string{problem}}
 }
 
 // loader carries one load of a configuration past every problem, so that
 // one run reports all of them.
 type loader struct {
-	file string
-	env  LookupEnv
-	src  *source
-	// overridden maps the keys set by OUTBOX_ variables to the variable.
+	file    string
+	env     LookupEnv
+	environ []string
+	scope   Scope
+	// onlySink is Source.Sink.
+	onlySink string
+	src      *source
+	// overridden maps the keys set by OUTBOXD_ variables to the variable.
 	overridden map[string]string
 	problems   []located
 	secrets    []string
+	warnings   []string
+	// refuseEmpty makes a file without keys a problem (a mount that went
+	// empty), as Load does for Everything.
+	refuseEmpty bool
 	// unexpanded are the keys whose ${VAR} is not set: a sink whose
 	// options lack a value for that reason would complain about it, which
 	// only repeats the missing variable.
@@ -137,6 +223,10 @@ func (l *loader) load(data []byte) *Config {
 		return nil
 	}
 	l.src = src
+	if l.refuseEmpty && len(src.tree) == 0 {
+		l.problems = append(l.problems, located{text: "is empty (no keys): a configuration has at least a sinks block; give --config '' to run with the built-in defaults"})
+		return nil
+	}
 	options := l.takeSinks(src.tree)
 	routes := takeRoutes(src.tree)
 
@@ -147,6 +237,18 @@ func (l *loader) load(data []byte) *Config {
 	}
 	l.applyEnvOverrides(v)
 	settings := v.AllSettings()
+	l.warnings = append(l.warnings, unknownVariables(l.environ, confschema.ValueKeys(settings, Config{}))...)
+	if l.scope == DatabaseOnly {
+		// What the operator commands do not use is left out before
+		// expansion: its ${VAR}s (the sinks' secrets) need not be set.
+		delete(settings, "http")
+		delete(settings, "telemetry")
+		kept, ok := options[l.onlySink]
+		options = nil
+		if ok {
+			options = map[string]any{l.onlySink: kept}
+		}
+	}
 	for name, opts := range options {
 		if sink, ok := sinksOf(settings)[name].(map[string]any); ok {
 			sink[sinkOptionsKey] = opts
@@ -168,7 +270,7 @@ func (l *loader) load(data []byte) *Config {
 	l.add(cfg.check()...)
 	built := l.buildSinks(cfg)
 	l.add(cfg.applyCore(built)...)
-	l.add(cfg.compileRoutes()...)
+	l.add(cfg.compileRoutes(l.scope)...)
 	return cfg
 }
 
@@ -198,7 +300,7 @@ func (l *loader) takeSinks(tree map[string]any) map[string]any {
 		switch {
 		case !sinkNamePattern.MatchString(name) && sinkNamePattern.MatchString(strings.ToLower(name)):
 			l.add(confschema.Problem{Key: at, Message: fmt.Sprintf(
-				"a sink name is lower case, write %s: rows must name their sink exactly, and OUTBOX_ variables cannot tell %s from %s",
+				"a sink name is lower case, write %s: rows must name their sink exactly, and OUTBOXD_ variables cannot tell %s from %s",
 				strings.ToLower(name), name, strings.ToLower(name))})
 		case !sinkNamePattern.MatchString(name):
 			l.add(confschema.Problem{Key: at, Message: "a sink name is lower-case letters, digits, '-' and '_', at most 63 of them"})
@@ -219,7 +321,7 @@ func (l *loader) takeSinks(tree map[string]any) map[string]any {
 // takeRoutes takes the routes block out of tree, in the case it was
 // written in (route names, template fields and sample data keep it; viper
 // would lower-case them), with targets given as bare sink names expanded.
-// Route keys cannot be set by OUTBOX_ variables.
+// Route keys cannot be set by OUTBOXD_ variables.
 func takeRoutes(tree map[string]any) any {
 	key, raw := findKey(tree, routesKey)
 	if key == "" {
@@ -262,22 +364,18 @@ func describeKind(v any) string {
 	return "a number or boolean"
 }
 
-// envName is the variable that overrides key: OUTBOX_RELAY_BATCH_SIZE for
-// relay.batch_size, OUTBOX_SINKS_OPS_MAIL_MAX_ATTEMPTS for
-// sinks.ops-mail.max_attempts.
-func envName(key string) string {
-	return EnvOverridePrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
-}
-
 // applyEnvOverrides sets every declared key that holds a value and whose
-// OUTBOX_ variable is set (a sink's options are not among them). Values are
-// taken literally (no ${} expansion).
+// OUTBOXD_ variable (or deprecated OUTBOX_ one) is set (a sink's options
+// are not among them). Values are taken literally (no ${} expansion).
 func (l *loader) applyEnvOverrides(v *viper.Viper) {
 	for _, key := range confschema.ValueKeys(v.AllSettings(), Config{}) {
-		name := envName(key)
-		if val, ok := l.env(name); ok {
+		if val, warning, ok := LookupPrefixed(l.env, envSuffix(key)); ok {
 			v.Set(key, val)
-			l.overridden[key] = name
+			l.overridden[key] = envName(key)
+			if warning != "" {
+				l.overridden[key] = DeprecatedEnvPrefix + envSuffix(key)
+				l.warnings = append(l.warnings, warning)
+			}
 		}
 	}
 }
@@ -298,6 +396,8 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 		case !ok:
 			l.add(confschema.Problem{Key: at + ".type", Message: fmt.Sprintf("unknown sink type %q (registered types: %s)", spec.Type, types)})
 			continue
+		case l.scope == DatabaseOnly && name != l.onlySink:
+			continue // the options were left out: nothing to build
 		}
 		sink, err := t.New(name, spec.Options)
 		var oe *sinks.OptionsError
@@ -318,7 +418,7 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 }
 
 // add records problems with their places: the position of their key in the
-// file, or the OUTBOX_ variable that set it.
+// file, or the OUTBOXD_ variable that set it.
 func (l *loader) add(problems ...confschema.Problem) {
 	for _, p := range problems {
 		text := p.String()

@@ -78,11 +78,11 @@ func TestCustomSinkSecretOptionsAreRedactedEverywhere(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc("tiny-pass")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, secrets, err := Load(path, EnvMap(nil))
+	loaded, err := Load(Source{Path: path, PathGiven: true, Env: EnvMap(nil)}, Everything)
 	if err == nil {
 		t.Fatal("a passphrase the sink refuses loaded")
 	}
-	leaks("config check", secret.NewScrubber(secrets...).String(err.Error()))
+	leaks("config check", secret.NewScrubber(loaded.Secrets...).String(err.Error()))
 
 	// config show.
 	cfg, err := Parse([]byte(doc(pass)), "c.yaml", EnvMap(nil))

@@ -38,6 +38,12 @@ type Type struct {
 	// Doc says in one line what the type delivers to, for the
 	// documentation.
 	Doc string
+	// Shape is the payload shape of the type's sinks when they declare
+	// one (sink.Shaper; their TemplateShape must return this same shape):
+	// the commands that need only the database compile routes against it
+	// without building the sinks, which would need their secrets. The zero
+	// Shape is that of sinks that declare none.
+	Shape sink.Shape
 	// Options, when set, is the type's options struct (a value, not a
 	// pointer) holding its defaults, declared as package confschema
 	// describes. `outboxd config show` then prints every option with its

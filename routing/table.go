@@ -52,7 +52,19 @@ type target struct {
 // so that a typo fails at load, not at delivery. It returns every problem found, each at
 // its plugins.yaml key and naming route, sink and the template's line.
 func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Problem) {
-	t := &Table{shapes: make(map[string]sink.Shape, len(sinks)), unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
+	shapes := make(map[string]sink.Shape, len(sinks))
+	for name, s := range sinks {
+		shapes[name] = shapeOf(s)
+	}
+	return CompileShapes(cfg, shapes)
+}
+
+// CompileShapes is Compile against sinks known only by their payloads'
+// shapes, by name: what a command that does not build the sinks (they need
+// their secrets) compiles routes with before it applies them. The Table's
+// Stage renders for such sinks as for built ones.
+func CompileShapes(cfg Config, shapes map[string]sink.Shape) (*Table, []confschema.Problem) {
+	t := &Table{shapes: shapes, unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
 	var ps problems
 	switch t.unmatched {
 	case "":
@@ -60,9 +72,6 @@ func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Probl
 	case UnmatchedError, UnmatchedDrop:
 	default:
 		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
-	}
-	for name, s := range sinks {
-		t.shapes[name] = shapeOf(s)
 	}
 	for _, name := range sortedRoutes(cfg) {
 		if r := compileRoute(name, cfg.Routes[name], t.shapes, &ps); r != nil {

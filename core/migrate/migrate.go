@@ -5,7 +5,9 @@ package migrate
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"math"
@@ -13,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +32,13 @@ type migration struct {
 	Version int
 	Name    string
 	SQL     string
+}
+
+// checksum is the hex sha256 of the migration's SQL, as the ledger records
+// it.
+func (mg migration) checksum() string {
+	sum := sha256.Sum256([]byte(mg.SQL))
+	return hex.EncodeToString(sum[:])
 }
 
 // migrations returns the embedded migrations in the order they apply.
@@ -68,6 +78,11 @@ type Migrator struct {
 // auditVersion is the migration that creates the audit trail: a run that
 // finds it applied, or applies it, records itself there.
 const auditVersion = 14
+
+// checksumVersion is the migration that gives the ledger its checksum
+// column: the checksums of the migrations a run applies are recorded once
+// it is applied (a run stopping before it, MigrateTo, records none).
+const checksumVersion = 15
 
 // Library is the actor Migrate records: an application migrating its
 // outbox through this package.
@@ -155,6 +170,11 @@ func (m *Migrator) migrateUpTo(ctx context.Context, db Beginner, actor audit.Act
 			}
 			applied = append(applied, mg.Version)
 		}
+		if done[checksumVersion] || slices.Contains(applied, checksumVersion) {
+			if err := m.recordChecksums(ctx, tx, all, applied); err != nil {
+				return err
+			}
+		}
 		if len(applied) == 0 || !(done[auditVersion] || slices.Contains(applied, auditVersion)) {
 			return nil
 		}
@@ -176,6 +196,66 @@ func (m *Migrator) migrateUpTo(ctx context.Context, db Beginner, actor audit.Act
 // Pending returns the versions not yet applied; empty means the
 // schema is current. A missing schema counts as every migration pending.
 func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
+	status, err := m.Status(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var pending []int
+	for _, mg := range status {
+		if !mg.Applied {
+			pending = append(pending, mg.Version)
+		}
+	}
+	return pending, nil
+}
+
+// recordChecksums records the checksums of the migrations applied in this
+// run, once the last of them (migration 015's column among them) is in.
+func (m *Migrator) recordChecksums(ctx context.Context, tx pgx.Tx, all []migration, applied []int) error {
+	if len(applied) == 0 {
+		return nil
+	}
+	sums := make([]string, len(applied))
+	for i, v := range applied {
+		for _, mg := range all {
+			if mg.Version == v {
+				sums[i] = mg.checksum()
+			}
+		}
+	}
+	if err := m.q.MigrationsRecordChecksums(ctx, tx, applied, sums); err != nil {
+		return fmt.Errorf("record migration checksums: %w", err)
+	}
+	return nil
+}
+
+// Migration is one migration as the schema has it: the embedded file, and
+// whether and when it was applied with which checksum.
+type Migration struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	// Checksum is the hex sha256 of the migration's SQL in this binary.
+	Checksum string `json:"checksum"`
+	Applied  bool   `json:"applied"`
+	// AppliedAt is when it was applied; nil while pending.
+	AppliedAt *time.Time `json:"applied_at"`
+	// AppliedChecksum is the checksum the ledger recorded; "" while
+	// pending, and for migrations applied before the ledger recorded
+	// checksums (migration 015).
+	AppliedChecksum string `json:"applied_checksum"`
+	// Changed says the recorded checksum is not this binary's: the file
+	// was edited after it was applied (a development build, or a
+	// different build of the same version).
+	Changed bool `json:"changed"`
+	// Unknown says the ledger has the version but this binary has no such
+	// file: the schema was migrated by a newer outboxd.
+	Unknown bool `json:"unknown"`
+}
+
+// Status lists every migration of this binary and of the ledger, in
+// order: applied (when, with which checksum) or pending. A schema that
+// does not exist has every migration pending.
+func (m *Migrator) Status(ctx context.Context, db core.DBTX) ([]Migration, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -184,19 +264,75 @@ func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: check migrations: %w", err)
 	}
-	done := map[int]bool{}
+	var ledger []store.MigrationsLedgerRow
 	if exists {
-		if done, err = m.appliedVersions(ctx, db); err != nil {
-			return nil, err
+		if ledger, err = m.q.MigrationsLedger(ctx, db); err != nil {
+			return nil, fmt.Errorf("outbox: read migration ledger of schema %s: %w", m.q.Schema, err)
 		}
 	}
-	var pending []int
+	byVersion := map[int]*Migration{}
+	var out []Migration
 	for _, mg := range all {
-		if !done[mg.Version] {
-			pending = append(pending, mg.Version)
+		out = append(out, Migration{Version: mg.Version, Name: mg.Name, Checksum: mg.checksum()})
+	}
+	for i := range out {
+		byVersion[out[i].Version] = &out[i]
+	}
+	for _, row := range ledger {
+		st, ok := byVersion[row.Version]
+		if !ok {
+			out = append(out, Migration{Version: row.Version, Name: row.Name, Unknown: true})
+			st = &out[len(out)-1]
+		}
+		at := row.AppliedAt
+		st.Applied, st.AppliedAt = true, &at
+		if row.Checksum != nil {
+			st.AppliedChecksum = *row.Checksum
+			st.Changed = !st.Unknown && st.AppliedChecksum != st.Checksum
 		}
 	}
-	return pending, nil
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Script is the SQL Migrate would run on a schema, statement by statement
+// in order: preparing the schema and its ledger, then each pending
+// migration. Migrate runs it in one transaction, under an advisory lock.
+type Script struct {
+	// Prepare creates the schema and the ledger if they do not exist, and
+	// points unqualified names at the schema.
+	Prepare string
+	// Migrations are the pending migrations' SQL, in order.
+	Migrations []PendingMigration
+}
+
+// PendingMigration is one migration Migrate would apply.
+type PendingMigration struct {
+	Version  int
+	Name     string
+	Checksum string
+	SQL      string
+}
+
+// PendingScript returns the SQL Migrate would run on the schema in db now,
+// running none of it.
+func (m *Migrator) PendingScript(ctx context.Context, db core.DBTX) (Script, error) {
+	all, err := migrations()
+	if err != nil {
+		return Script{}, err
+	}
+	pending, err := m.Pending(ctx, db)
+	if err != nil {
+		return Script{}, err
+	}
+	texts := m.q.Texts()
+	s := Script{Prepare: strings.TrimSpace(texts.MigrationsPrepare) + ";\n" + strings.TrimSpace(texts.SetSearchPath) + ";"}
+	for _, mg := range all {
+		if slices.Contains(pending, mg.Version) {
+			s.Migrations = append(s.Migrations, PendingMigration{Version: mg.Version, Name: mg.Name, Checksum: mg.checksum(), SQL: mg.SQL})
+		}
+	}
+	return s, nil
 }
 
 func (m *Migrator) appliedVersions(ctx context.Context, db core.DBTX) (map[int]bool, error) {

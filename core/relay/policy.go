@@ -120,7 +120,10 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		rl := *c.RateLimit
 		setDefault(&rl.Burst, DefaultRateBurst)
 		errs = append(errs, rateLimitProblems(rl, c.Name)...)
-		if _, keyed := c.Sink.(sink.DestinationKeyer); rl.PerKey && !keyed {
+		// A policy checked without its sink (config.DatabaseOnly, or a
+		// sink whose options failed) cannot be asked; New refuses a nil
+		// sink anyway.
+		if _, keyed := c.Sink.(sink.DestinationKeyer); rl.PerKey && !keyed && c.Sink != nil {
 			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.DestinationKeyer); this one does not")
 		}
 		c.RateLimit = &rl

@@ -13,6 +13,10 @@
 //     channel), for per-destination rate limits.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
+//   - [Checker]: checks credentials or reachability without delivering a
+//     message, for `outboxd sinks test`; a sink without it (or whose
+//     Check answers [ErrCannotCheck]) is tested with a marked test
+//     message, and only when the operator agrees to one.
 //   - io.Closer: releases what the sink holds (connections, producers).
 //     Whoever built the sink closes it once, after the relay has stopped
 //     delivering to it.
@@ -289,3 +293,17 @@ func StatusCode(err error) (int, bool) {
 	}
 	return 0, false
 }
+
+// Checker is implemented by sinks that can tell, without delivering a
+// message, whether they could deliver now: their credentials are accepted
+// (Slack's auth.test), their server answers (an SMTP EHLO, a broker's
+// handshake). `outboxd sinks test` calls it. Check must not deliver or
+// store anything at the destination, and must honour ctx.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// ErrCannotCheck is what a Checker's Check answers when this instance has
+// no way to check without sending (a Slack incoming webhook): the caller
+// may send a test message instead.
+var ErrCannotCheck = errors.New("sink: this sink cannot be checked without sending a message")

@@ -93,6 +93,10 @@ func messageFilterOf(q url.Values) (operator.MessageFilter, error) {
 // messageStatuses are the statuses a search may ask for.
 var messageStatuses = []operator.Status{operator.StatusPending, operator.StatusInProgress, operator.StatusFailed, operator.StatusSent, operator.StatusDead}
 
+// MessageStatuses returns the statuses a search may ask for (the command
+// line completes them).
+func MessageStatuses() []operator.Status { return slices.Clone(messageStatuses) }
+
 // CheckStatus accepts "" (any status) and the statuses rows have.
 func CheckStatus(s operator.Status) error {
 	if s == "" || slices.Contains(messageStatuses, s) {

@@ -116,12 +116,12 @@ func PinnedTool(name string) (string, error) {
 }
 
 // Environ is the test process's environment without the variables that
-// would override a test's configuration (a developer's OUTBOX_*,
-// DATABASE_URL, OTEL_*), plus extra.
+// would override a test's configuration (a developer's OUTBOXD_* or
+// OUTBOX_*, DATABASE_URL, OTEL_*), plus extra.
 func Environ(extra ...string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "OTEL_") {
+		if strings.HasPrefix(kv, "OUTBOXD_") || strings.HasPrefix(kv, "OUTBOX_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "OTEL_") {
 			continue
 		}
 		out = append(out, kv)

@@ -89,12 +89,16 @@ type Texts struct {
 	MessagesSearch string
 	// MigrationsApplied is migrations_applied.sql.
 	MigrationsApplied string
+	// MigrationsLedger is migrations_ledger.sql.
+	MigrationsLedger string
 	// MigrationsLedgerExists is migrations_ledger_exists.sql.
 	MigrationsLedgerExists string
 	// MigrationsPrepare is migrations_prepare.sql.
 	MigrationsPrepare string
 	// MigrationsRecord is migrations_record.sql.
 	MigrationsRecord string
+	// MigrationsRecordChecksums is migrations_record_checksums.sql.
+	MigrationsRecordChecksums string
 	// PauseKey is pause_key.sql.
 	PauseKey string
 	// PauseSink is pause_sink.sql.
@@ -159,71 +163,73 @@ type Texts struct {
 // name of a schema that New validated.
 func newTexts(ident string) Texts {
 	return Texts{
-		ActivePauses:           strings.ReplaceAll(activePausesSQL, "{schema}", ident),
-		ActiveRoutes:           strings.ReplaceAll(activeRoutesSQL, "{schema}", ident),
-		AddDeliveryMinutes:     strings.ReplaceAll(addDeliveryMinutesSQL, "{schema}", ident),
-		AppliedTarget:          strings.ReplaceAll(appliedTargetSQL, "{schema}", ident),
-		ApplyRoutes:            strings.ReplaceAll(applyRoutesSQL, "{schema}", ident),
-		AuditList:              strings.ReplaceAll(auditListSQL, "{schema}", ident),
-		AuditRecord:            strings.ReplaceAll(auditRecordSQL, "{schema}", ident),
-		BreakerClose:           strings.ReplaceAll(breakerCloseSQL, "{schema}", ident),
-		BreakerDropEvents:      strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
-		BreakerOpen:            strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
-		BreakerProbeFailed:     strings.ReplaceAll(breakerProbeFailedSQL, "{schema}", ident),
-		BreakerTakeProbe:       strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
-		Breakers:               strings.ReplaceAll(breakersSQL, "{schema}", ident),
-		Claim:                  strings.ReplaceAll(claimSQL, "{schema}", ident),
-		DeadLetterGroups:       strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
-		DeadLetters:            strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
-		DeliveryRates:          strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
-		DroppedEvents:          strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
-		Enqueue:                strings.ReplaceAll(enqueueSQL, "{schema}", ident),
-		EventRouted:            strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
-		ExpireHistoryKeys:      strings.ReplaceAll(expireHistoryKeysSQL, "{schema}", ident),
-		Finish:                 strings.ReplaceAll(finishSQL, "{schema}", ident),
-		FoldDroppedEvents:      strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
-		ForgetSink:             strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
-		HistoryExpiring:        strings.ReplaceAll(historyExpiringSQL, "{schema}", ident),
-		HistoryRotate:          strings.ReplaceAll(historyRotateSQL, "{schema}", ident),
-		HistoryTruncate:        strings.ReplaceAll(historyTruncateSQL, "{schema}", ident),
-		LockTransaction:        strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
-		LookupID:               strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
-		LookupIDs:              strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
-		Message:                strings.ReplaceAll(messageSQL, "{schema}", ident),
-		MessagesSearch:         strings.ReplaceAll(messagesSearchSQL, "{schema}", ident),
-		MigrationsApplied:      strings.ReplaceAll(migrationsAppliedSQL, "{schema}", ident),
-		MigrationsLedgerExists: strings.ReplaceAll(migrationsLedgerExistsSQL, "{schema}", ident),
-		MigrationsPrepare:      strings.ReplaceAll(migrationsPrepareSQL, "{schema}", ident),
-		MigrationsRecord:       strings.ReplaceAll(migrationsRecordSQL, "{schema}", ident),
-		PauseKey:               strings.ReplaceAll(pauseKeySQL, "{schema}", ident),
-		PauseSink:              strings.ReplaceAll(pauseSinkSQL, "{schema}", ident),
-		PauseSinkByHand:        strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
-		PruneAudit:             strings.ReplaceAll(pruneAuditSQL, "{schema}", ident),
-		PruneDeliveryMinutes:   strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
-		PruneKeyLimits:         strings.ReplaceAll(pruneKeyLimitsSQL, "{schema}", ident),
-		PruneSent:              strings.ReplaceAll(pruneSentSQL, "{schema}", ident),
-		PruneThreads:           strings.ReplaceAll(pruneThreadsSQL, "{schema}", ident),
-		PruneWaiters:           strings.ReplaceAll(pruneWaitersSQL, "{schema}", ident),
-		Publish:                strings.ReplaceAll(publishSQL, "{schema}", ident),
-		PublishBatch:           strings.ReplaceAll(publishBatchSQL, "{schema}", ident),
-		Purge:                  strings.ReplaceAll(purgeSQL, "{schema}", ident),
-		Redrive:                strings.ReplaceAll(redriveSQL, "{schema}", ident),
-		RegisterWaiter:         strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
-		ReserveKeyPermits:      strings.ReplaceAll(reserveKeyPermitsSQL, "{schema}", ident),
-		ReservePermits:         strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
-		ResumeSink:             strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
-		SetSearchPath:          strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
-		SinkPauses:             strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
-		SinkSeen:               strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
-		Stats:                  strings.ReplaceAll(statsSQL, "{schema}", ident),
-		StatsSnapshot:          strings.ReplaceAll(statsSnapshotSQL, "{schema}", ident),
-		TakeStatsLead:          strings.ReplaceAll(takeStatsLeadSQL, "{schema}", ident),
-		TakeStatsSnapshot:      strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
-		UnconfiguredSinks:      strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
-		UnregisterWaiters:      strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
-		ValidateConstraints:    strings.ReplaceAll(validateConstraintsSQL, "{schema}", ident),
-		VersionTarget:          strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
-		WaitingRows:            strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
+		ActivePauses:              strings.ReplaceAll(activePausesSQL, "{schema}", ident),
+		ActiveRoutes:              strings.ReplaceAll(activeRoutesSQL, "{schema}", ident),
+		AddDeliveryMinutes:        strings.ReplaceAll(addDeliveryMinutesSQL, "{schema}", ident),
+		AppliedTarget:             strings.ReplaceAll(appliedTargetSQL, "{schema}", ident),
+		ApplyRoutes:               strings.ReplaceAll(applyRoutesSQL, "{schema}", ident),
+		AuditList:                 strings.ReplaceAll(auditListSQL, "{schema}", ident),
+		AuditRecord:               strings.ReplaceAll(auditRecordSQL, "{schema}", ident),
+		BreakerClose:              strings.ReplaceAll(breakerCloseSQL, "{schema}", ident),
+		BreakerDropEvents:         strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
+		BreakerOpen:               strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
+		BreakerProbeFailed:        strings.ReplaceAll(breakerProbeFailedSQL, "{schema}", ident),
+		BreakerTakeProbe:          strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
+		Breakers:                  strings.ReplaceAll(breakersSQL, "{schema}", ident),
+		Claim:                     strings.ReplaceAll(claimSQL, "{schema}", ident),
+		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
+		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
+		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
+		DroppedEvents:             strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
+		Enqueue:                   strings.ReplaceAll(enqueueSQL, "{schema}", ident),
+		EventRouted:               strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
+		ExpireHistoryKeys:         strings.ReplaceAll(expireHistoryKeysSQL, "{schema}", ident),
+		Finish:                    strings.ReplaceAll(finishSQL, "{schema}", ident),
+		FoldDroppedEvents:         strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
+		ForgetSink:                strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
+		HistoryExpiring:           strings.ReplaceAll(historyExpiringSQL, "{schema}", ident),
+		HistoryRotate:             strings.ReplaceAll(historyRotateSQL, "{schema}", ident),
+		HistoryTruncate:           strings.ReplaceAll(historyTruncateSQL, "{schema}", ident),
+		LockTransaction:           strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
+		LookupID:                  strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
+		LookupIDs:                 strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
+		Message:                   strings.ReplaceAll(messageSQL, "{schema}", ident),
+		MessagesSearch:            strings.ReplaceAll(messagesSearchSQL, "{schema}", ident),
+		MigrationsApplied:         strings.ReplaceAll(migrationsAppliedSQL, "{schema}", ident),
+		MigrationsLedger:          strings.ReplaceAll(migrationsLedgerSQL, "{schema}", ident),
+		MigrationsLedgerExists:    strings.ReplaceAll(migrationsLedgerExistsSQL, "{schema}", ident),
+		MigrationsPrepare:         strings.ReplaceAll(migrationsPrepareSQL, "{schema}", ident),
+		MigrationsRecord:          strings.ReplaceAll(migrationsRecordSQL, "{schema}", ident),
+		MigrationsRecordChecksums: strings.ReplaceAll(migrationsRecordChecksumsSQL, "{schema}", ident),
+		PauseKey:                  strings.ReplaceAll(pauseKeySQL, "{schema}", ident),
+		PauseSink:                 strings.ReplaceAll(pauseSinkSQL, "{schema}", ident),
+		PauseSinkByHand:           strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
+		PruneAudit:                strings.ReplaceAll(pruneAuditSQL, "{schema}", ident),
+		PruneDeliveryMinutes:      strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
+		PruneKeyLimits:            strings.ReplaceAll(pruneKeyLimitsSQL, "{schema}", ident),
+		PruneSent:                 strings.ReplaceAll(pruneSentSQL, "{schema}", ident),
+		PruneThreads:              strings.ReplaceAll(pruneThreadsSQL, "{schema}", ident),
+		PruneWaiters:              strings.ReplaceAll(pruneWaitersSQL, "{schema}", ident),
+		Publish:                   strings.ReplaceAll(publishSQL, "{schema}", ident),
+		PublishBatch:              strings.ReplaceAll(publishBatchSQL, "{schema}", ident),
+		Purge:                     strings.ReplaceAll(purgeSQL, "{schema}", ident),
+		Redrive:                   strings.ReplaceAll(redriveSQL, "{schema}", ident),
+		RegisterWaiter:            strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
+		ReserveKeyPermits:         strings.ReplaceAll(reserveKeyPermitsSQL, "{schema}", ident),
+		ReservePermits:            strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
+		ResumeSink:                strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
+		SetSearchPath:             strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
+		SinkPauses:                strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
+		SinkSeen:                  strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
+		Stats:                     strings.ReplaceAll(statsSQL, "{schema}", ident),
+		StatsSnapshot:             strings.ReplaceAll(statsSnapshotSQL, "{schema}", ident),
+		TakeStatsLead:             strings.ReplaceAll(takeStatsLeadSQL, "{schema}", ident),
+		TakeStatsSnapshot:         strings.ReplaceAll(takeStatsSnapshotSQL, "{schema}", ident),
+		UnconfiguredSinks:         strings.ReplaceAll(unconfiguredSinksSQL, "{schema}", ident),
+		UnregisterWaiters:         strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
+		ValidateConstraints:       strings.ReplaceAll(validateConstraintsSQL, "{schema}", ident),
+		VersionTarget:             strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
+		WaitingRows:               strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
 }
 
@@ -1442,6 +1448,37 @@ func (q *Queries) MigrationsApplied(ctx context.Context, db DBTX) ([]int, error)
 	})
 }
 
+const migrationsLedgerSQL = `-- name: migrations_ledger
+-- The ledger of applied migrations in order, with the checksum each was
+-- recorded with: NULL for those applied before migration 015 added the
+-- column, and read through to_jsonb so that this also answers before 015
+-- (a status of a schema that is behind).
+SELECT m.version, m.name, m.applied_at, to_jsonb(m) ->> 'checksum'
+FROM {schema}.schema_migrations m
+ORDER BY m.version
+`
+
+// MigrationsLedgerRow is a row of migrations_ledger.sql.
+type MigrationsLedgerRow struct {
+	Version   int       // integer
+	Name      string    // text
+	AppliedAt time.Time // timestamptz
+	Checksum  *string   // text, null
+}
+
+// MigrationsLedger runs migrations_ledger.sql and returns its rows.
+func (q *Queries) MigrationsLedger(ctx context.Context, db DBTX) ([]MigrationsLedgerRow, error) {
+	rows, err := db.Query(ctx, q.text.MigrationsLedger)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (MigrationsLedgerRow, error) {
+		var r MigrationsLedgerRow
+		err := row.Scan(&r.Version, &r.Name, &r.AppliedAt, &r.Checksum)
+		return r, err
+	})
+}
+
 const migrationsLedgerExistsSQL = `-- name: migrations_ledger_exists
 -- Whether the migration ledger $1 (schema.schema_migrations) exists.
 SELECT to_regclass($1) IS NOT NULL
@@ -1479,6 +1516,20 @@ INSERT INTO {schema}.schema_migrations (version, name) VALUES ($1, $2)
 // MigrationsRecord runs migrations_record.sql.
 func (q *Queries) MigrationsRecord(ctx context.Context, db DBTX, version int, name string) error {
 	_, err := db.Exec(ctx, q.text.MigrationsRecord, version, name)
+	return err
+}
+
+const migrationsRecordChecksumsSQL = `-- name: migrations_record_checksums
+-- Records the checksum $2[i] of each migration $1[i] applied in this run
+-- (migration 015's column exists by then).
+UPDATE {schema}.schema_migrations m SET checksum = c.checksum
+FROM unnest($1::integer[], $2::text[]) AS c(version, checksum)
+WHERE m.version = c.version
+`
+
+// MigrationsRecordChecksums runs migrations_record_checksums.sql.
+func (q *Queries) MigrationsRecordChecksums(ctx context.Context, db DBTX, versions []int, checksums []string) error {
+	_, err := db.Exec(ctx, q.text.MigrationsRecordChecksums, versions, checksums)
 	return err
 }
 

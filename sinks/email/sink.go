@@ -133,12 +133,33 @@ func (s *Sink) client(ctx context.Context) (*mail.Client, error) {
 	return c, nil
 }
 
-// TemplateShape is the payload routes render for a mail: subject, text,
+// Shape is the payload routes render for a mail: subject, text,
 // html (rendered with html/template) and to (a comma-separated list that
 // replaces the sink's recipients); one of text and html is required.
-func (s *Sink) TemplateShape() sink.Shape {
+func Shape() sink.Shape {
 	return sink.Shape{
 		Fields: map[string]sink.FieldKind{"subject": sink.Text, "text": sink.Text, "html": sink.HTML, "to": sink.List},
 		OneOf:  []string{"text", "html"},
 	}
+}
+
+// TemplateShape is [Shape]: the sink implements sink.Shaper.
+func (s *Sink) TemplateShape() sink.Shape { return Shape() }
+
+var _ sink.Checker = (*Sink)(nil)
+
+// Check connects to the SMTP server, says EHLO, starts TLS and logs in as
+// configured, then quits; no mail is sent.
+func (s *Sink) Check(ctx context.Context) error {
+	c, err := s.client(ctx)
+	if err != nil {
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	if err := c.DialWithContext(ctx); err != nil {
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("email sink %q: quit: %w", s.name, err)
+	}
+	return nil
 }

@@ -155,6 +155,17 @@ func (s *Sink) Close() error {
 	return nil
 }
 
+var _ sink.Checker = (*Sink)(nil)
+
+// Check connects to the brokers (with TLS and SASL as configured) and asks
+// them for their metadata; nothing is produced.
+func (s *Sink) Check(ctx context.Context) error {
+	if err := s.client.Ping(ctx); err != nil {
+		return s.wrap(fmt.Errorf("ping: %w", err))
+	}
+	return nil
+}
+
 // wrap names the sink in err, keeping its class, and removes secrets a
 // client error might quote.
 func (s *Sink) wrap(err error) error {

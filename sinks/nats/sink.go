@@ -147,6 +147,23 @@ func (s *Sink) publishOptions(d *sink.Delivery) []jetstream.PublishOpt {
 // Close closes the sink's connection. Deliveries after Close fail.
 func (s *Sink) Close() error { return s.link.Close() }
 
+var _ sink.Checker = (*Sink)(nil)
+
+// Check connects (with the configured credentials) and asks the server
+// for the account's JetStream information, which fails when JetStream is
+// not enabled for it; nothing is published.
+func (s *Sink) Check(ctx context.Context) error {
+	c, release, err := s.link.Acquire(ctx, 1)
+	if err != nil {
+		return s.wrap(err)
+	}
+	defer release()
+	if _, err := c.js.AccountInfo(ctx); err != nil {
+		return s.wrap(fmt.Errorf("jetstream account info: %w", err))
+	}
+	return nil
+}
+
 // wrap names the sink in err, keeping its class, and removes secrets a
 // client error might quote.
 func (s *Sink) wrap(err error) error {

@@ -111,6 +111,19 @@ func (s *Sink) message(ctx context.Context, d *sink.Delivery) amqp.Publishing {
 // Close closes the sink's connection. Deliveries after Close fail.
 func (s *Sink) Close() error { return s.link.Close() }
 
+var _ sink.Checker = (*Sink)(nil)
+
+// Check connects (with the configured credentials) and opens the
+// confirming channel deliveries publish on; nothing is published.
+func (s *Sink) Check(ctx context.Context) error {
+	_, release, err := s.link.Acquire(ctx, 1)
+	if err != nil {
+		return s.wrap(err)
+	}
+	release()
+	return nil
+}
+
 // wrap names the sink in err, keeping its class, and removes secrets a
 // client error might quote.
 func (s *Sink) wrap(err error) error {

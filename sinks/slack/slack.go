@@ -40,7 +40,10 @@ type Sink struct {
 	channels *channelCache
 }
 
-var _ sink.RateLimitDefaulter = (*Sink)(nil)
+var (
+	_ sink.RateLimitDefaulter = (*Sink)(nil)
+	_ sink.Checker            = (*Sink)(nil)
+)
 
 // New builds the slack sink instance called name from its options (see
 // [Options]); it is the factory cmd registers for the "slack" type. The
@@ -203,4 +206,17 @@ func (s *Sink) fail(d *sink.Delivery, err error) error {
 		return nil
 	}
 	return fmt.Errorf("slack sink %q, row %d: %w", s.name, d.ID, err)
+}
+
+// Check calls auth.test with the bot token: Slack answers whether it
+// accepts the token, and nothing is posted. An incoming webhook cannot be
+// checked without posting (sink.ErrCannotCheck).
+func (s *Sink) Check(ctx context.Context) error {
+	if s.api == nil {
+		return sink.ErrCannotCheck
+	}
+	if _, err := s.api.AuthTestContext(ctx); err != nil {
+		return fmt.Errorf("slack auth.test: %w", err)
+	}
+	return nil
 }

@@ -82,14 +82,17 @@ func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
 	return channel, nil
 }
 
-// TemplateShape is the payload routes render for Slack: text, blocks (a
+// Shape is the payload routes render for Slack: text, blocks (a
 // template producing a Block Kit array) and channel; one of text and
 // blocks is required. Slack posts threads, so a target may set
 // update_root.
-func (s *Sink) TemplateShape() sink.Shape {
+func Shape() sink.Shape {
 	return sink.Shape{
 		Fields:  map[string]sink.FieldKind{"text": sink.Text, "blocks": sink.JSON, "channel": sink.Text},
 		OneOf:   []string{"text", "blocks"},
 		Threads: true,
 	}
 }
+
+// TemplateShape is [Shape]: the sink implements sink.Shaper.
+func (s *Sink) TemplateShape() sink.Shape { return Shape() }

@@ -100,15 +100,18 @@ func checkID(id string) error {
 	return nil
 }
 
-// TemplateShape is the payload routes render for a webhook: body, a
+// Shape is the payload routes render for a webhook: body, a
 // template producing the JSON body. Without a template a published event
 // is sent in the Standard Webhooks envelope {"type", "timestamp", "data"}.
-func (s *Sink) TemplateShape() sink.Shape {
+func Shape() sink.Shape {
 	return sink.Shape{
 		Fields:      map[string]sink.FieldKind{sink.FieldBody: sink.Body},
 		Untemplated: standardWebhooksEnvelope,
 	}
 }
+
+// TemplateShape is [Shape]: the sink implements sink.Shaper.
+func (s *Sink) TemplateShape() sink.Shape { return Shape() }
 
 // standardWebhooksEnvelope wraps an event in the Standard Webhooks payload
 // structure, {"type", "timestamp", "data"}: what a webhook sink delivers

@@ -34,7 +34,7 @@ func runDemo(t *testing.T, databaseURL string, extra ...string) string {
 func demoCommand(databaseURL string, extra ...string) *exec.Cmd {
 	cmd := exec.Command("bash", "../../scripts/demo.sh")
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "DEMO_") && !strings.HasPrefix(kv, "OUTBOX_") {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "DEMO_") && !strings.HasPrefix(kv, "OUTBOX_") && !strings.HasPrefix(kv, "OUTBOXD_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

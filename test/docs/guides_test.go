@@ -159,7 +159,7 @@ func runGuide(t *testing.T, guide, bin string) {
 	cmd.Dir = dir
 	cmd.Env = append(proc.Environ(guideSecrets...),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"DATABASE_URL="+testdb.URL(), "OUTBOX_DATABASE_SCHEMA="+schema)
+		"DATABASE_URL="+testdb.URL(), "OUTBOXD_DATABASE_SCHEMA="+schema)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A process group of its own, so that the servers the guide starts in
 	// the background stop with it.

@@ -415,7 +415,7 @@ func TestServeRetryAfterZero(t *testing.T) {
 // time.
 func TestServeRateSlowerThanTheLease(t *testing.T) {
 	t.Parallel()
-	rcv, e := oneSinkEnv(t, "slow", http.StatusOK, "    rate_limit: {rate: 1, per: 3s}\n", "OUTBOX_RELAY_LEASE=2s")
+	rcv, e := oneSinkEnv(t, "slow", http.StatusOK, "    rate_limit: {rate: 1, per: 3s}\n", "OUTBOXD_RELAY_LEASE=2s")
 	e.serve()
 	e.serve()
 	const messages = 4
@@ -453,7 +453,7 @@ func TestServeRateSlowerThanTheLease(t *testing.T) {
 // (re)connected": the row waited for the 30 s poll; the test timed out.
 func TestServeResumeDuringListenerReconnect(t *testing.T) {
 	t.Parallel()
-	rcv, e := oneSinkEnv(t, "held", http.StatusOK, "", "OUTBOX_RELAY_POLL_INTERVAL=30s")
+	rcv, e := oneSinkEnv(t, "held", http.StatusOK, "", "OUTBOXD_RELAY_POLL_INTERVAL=30s")
 	e.mustRun("sinks", "pause", "held", "--by", "alice")
 	if table := e.mustRun("stats"); !strings.Contains(table, "by hand (alice) until resumed") {
 		t.Errorf("stats does not show the pause by hand:\n%s", table)

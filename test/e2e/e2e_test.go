@@ -210,7 +210,7 @@ func TestConfigCommands(t *testing.T) {
 func TestRepositoryExampleConfigIsValid(t *testing.T) {
 	t.Parallel()
 	e := &env{t: t, config: filepath.Join("..", "..", "plugins.yaml")}
-	e.extra = []string{"DATABASE_URL=postgres://app@db/app", "OUTBOX_HTTP_TOKEN=t0ken-value",
+	e.extra = []string{"DATABASE_URL=postgres://app@db/app", "OUTBOXD_HTTP_TOKEN=t0ken-value",
 		"SLACK_BOT_TOKEN=xoxb-example-token", "WEBHOOK_SECRET=" + webhookSecret}
 	// config show loads the file: every key valid, every type registered,
 	// every variable expanded, every sink built from its options.

@@ -157,7 +157,7 @@ func TestHTTPAPI(t *testing.T) {
 func TestServeRefusesPublicListenWithoutToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "  audit:\n    type: discard\n", "")
-	e.extra = []string{"OUTBOX_HTTP_LISTEN=0.0.0.0:0"}
+	e.extra = []string{"OUTBOXD_HTTP_LISTEN=0.0.0.0:0"}
 	_, stderr, code := e.run(nil, "serve")
 	if code != 2 || !strings.Contains(stderr, "http.token") {
 		t.Fatalf("serve on 0.0.0.0 without a token: exit %d, %s", code, stderr)

@@ -82,7 +82,7 @@ func TestServeDeleteOnSent(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)
 	e := newEnv(t, webhookSink("partner", rcv), "")
-	e.extra = []string{"OUTBOX_RELAY_DELETE_ON_SENT=true", "OUTBOX_RELAY_DURABLE_WRITES=true"}
+	e.extra = []string{"OUTBOXD_RELAY_DELETE_ON_SENT=true", "OUTBOXD_RELAY_DURABLE_WRITES=true"}
 	e.mustRun("migrate")
 	e.mustRun("enqueue", "--sink", "partner", "--key", "gone-1", "--text", "hello")
 	e.serve()

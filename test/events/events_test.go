@@ -88,9 +88,9 @@ func deploy(t *testing.T) *deployment {
 	})
 	d.env = proc.Environ(
 		"DATABASE_URL="+testdb.URL(),
-		"OUTBOX_DATABASE_SCHEMA="+d.schema,
-		"OUTBOX_HTTP_LISTEN=127.0.0.1:0",
-		"OUTBOX_RELAY_POLL_INTERVAL=100ms",
+		"OUTBOXD_DATABASE_SCHEMA="+d.schema,
+		"OUTBOXD_HTTP_LISTEN=127.0.0.1:0",
+		"OUTBOXD_RELAY_POLL_INTERVAL=100ms",
 		"SLACK_BOT_TOKEN="+fakeslack.Token,
 		"SLACK_CHANNEL="+opsChannel,
 		"SLACK_API_URL="+d.slack.APIURL(),

@@ -12,17 +12,17 @@ import (
 )
 
 // Types are the built-in sink types without a broker client. A new one is
-// one line here: its package's Type, New and DefaultOptions (see package
-// sinks for the shape).
+// one line here: its package's Type, New, DefaultOptions and, if it has
+// one, Shape (see package sinks for the shape).
 func Types() []registry.Type {
 	return []registry.Type{
 		registry.Log,
 		registry.Discard,
-		{Name: slack.Type, New: slack.New, Options: slack.DefaultOptions(),
+		{Name: slack.Type, New: slack.New, Options: slack.DefaultOptions(), Shape: slack.Shape(),
 			Doc: "Posts each message to Slack, with a bot token (exactly once) or an incoming webhook"},
-		{Name: webhook.Type, New: webhook.New, Options: webhook.DefaultOptions(),
+		{Name: webhook.Type, New: webhook.New, Options: webhook.DefaultOptions(), Shape: webhook.Shape(),
 			Doc: "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"},
-		{Name: email.Type, New: email.New, Options: email.DefaultOptions(),
+		{Name: email.Type, New: email.New, Options: email.DefaultOptions(), Shape: email.Shape(),
 			Doc: "Sends each message as one mail over SMTP"},
 	}
 }

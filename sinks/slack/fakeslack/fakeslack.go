@@ -36,6 +36,7 @@ const (
 	MethodHistory     = "conversations.history"
 	MethodReplies     = "conversations.replies"
 	MethodList        = "conversations.list"
+	MethodAuthTest    = "auth.test"
 	MethodWebhook     = "incoming-webhook"
 )
 
@@ -202,6 +203,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		handle = s.replies
 	case MethodList:
 		handle = s.list
+	case MethodAuthTest:
+		handle = s.authTest
 	default:
 		s.answer(w, method, http.StatusNotFound, "unknown_method", nil)
 		return

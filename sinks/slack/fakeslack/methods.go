@@ -202,3 +202,9 @@ func formatInt(n int64) string { return strconv.FormatInt(n, 10) }
 func formatBool(b bool) string { return strconv.FormatBool(b) }
 
 func isTrue(v string) bool { return v == "1" || v == "true" }
+
+// authTest serves auth.test: the token was accepted (checked before), and
+// the answer names the fake workspace and bot.
+func (s *Server) authTest(*http.Request) (map[string]any, string) {
+	return map[string]any{"url": "https://fake.slack.test/", "team": "fake", "user": "outboxd", "team_id": "T0FAKE", "user_id": "U0FAKE", "bot_id": "B0FAKE"}, ""
+}
