@@ -12,7 +12,12 @@ import (
 
 // With a long delivered history and a backlog, the claim must read ready rows
 // through the partial index in order: no sequential scan of messages (it
-// would read every sent row) and no sort of the backlog.
+// would read every sent row) and no sort of the backlog. The claim does sort
+// what is already bounded: its two kinds of candidate, each a LIMIT of the
+// share, and the heads of keys with queued rows, one a key, found by TID
+// (migration 017). (Mutation: the walk of claim.sql in created_at order,
+// which the open index does not hold, fails this test: a Sort above a
+// bitmap scan of messages_open_idx.)
 func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 	b := coretest.Setup(t)
 	const sent, backlog = 200_000, 50_000
@@ -44,7 +49,7 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
 			t.Errorf("the claim scans the whole messages table (sent history included):\n%s", raw)
 		}
-		if n.NodeType == "Sort" || n.NodeType == "Incremental Sort" {
+		if (n.NodeType == "Sort" || n.NodeType == "Incremental Sort") && readsUnlimited(n) {
 			t.Errorf("the claim sorts the backlog:\n%s", raw)
 		}
 		if n.IndexName != "" {
@@ -56,4 +61,20 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 			t.Errorf("the claim does not use %s (uses %v):\n%s", want, indexes, raw)
 		}
 	}
+}
+
+// readsUnlimited reports whether n reads the open rows of messages, whole
+// or through the open index, with no LIMIT between: a sort above such a
+// scan sorts whatever the scan finds, the backlog.
+func readsUnlimited(n coretest.PlanNode) bool {
+	for _, c := range n.Plans {
+		switch {
+		case c.NodeType == "Limit":
+		case c.NodeType == "Seq Scan" && c.Relation == "messages", c.IndexName == "messages_open_idx":
+			return true
+		case readsUnlimited(c):
+			return true
+		}
+	}
+	return false
 }

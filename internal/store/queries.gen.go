@@ -652,7 +652,25 @@ const claimSQL = `-- name: claim
 -- the relay lists the sinks it expects the most rows of last (see
 -- claimOrder) and one sink's backlog cannot hold the claim of another's
 -- new rows behind it. Each sink's rows are locked as its scan reads them
--- (FOR UPDATE SKIP LOCKED): nothing is locked that is not claimed.
+-- (FOR UPDATE SKIP LOCKED).
+--
+-- Keys blocked by ordering cost nothing either (migration 017). A row
+-- inserted while an earlier row of its key was open is queued behind it
+-- (queued_behind, set once at insert), and the walk in available_at order
+-- reads only the sink's rows that are not: rows without a key and each
+-- key's first. The queued rows are found through messages_queued_idx one
+-- key at a time, a loose index scan (the recursive CTE head): the oldest
+-- queued row of each key, a candidate when it has become its key's head
+-- (no earlier open row of the key, on any sink) and is ready. A hot key
+-- with 100,000 rows behind a head in flight costs a claim one step, where
+-- the walk read all 100,000. Both kinds of candidate are merged in
+-- available_at order and the share's oldest taken; each kind locks up to
+-- the share as it reads, so a claim may hold, until it commits, locks on
+-- up to one share of rows it does not take (another claim skips them and
+-- takes the next). The walk over keys filters on phase <> 'sent' AND
+-- phase <> 'dead', never phase = 'open', and looks the heads up by TID:
+-- the open and ordering indexes cannot serve them, so no statistics can
+-- turn a step per key into a read of every queued row.
 --
 -- Plans that do not depend on statistics: the update finds its rows by
 -- their TIDs alone (ctid = ANY(array), one heap visit each, whatever the
@@ -673,7 +691,8 @@ const claimSQL = `-- name: claim
 -- when it had grown; planning afresh costs about half a millisecond.
 --
 -- A row with an ordering key is only ready when no earlier row of its key
--- is open (pending, in flight or failed). Rows of sinks not in @sinks are never
+-- is open (pending, in flight or failed): every keyed candidate, queued or
+-- not, is checked (the mark decides only where the claim looks). Rows of sinks not in @sinks are never
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
@@ -711,22 +730,57 @@ WITH RECURSIVE claimable AS MATERIALIZED (
     SELECT 0, $3::bigint, '{}'::tid[], '{}'::bigint[]
     UNION ALL
     SELECT w.i + 1, w.remaining - cardinality(got.rows), got.rows, got.reclaimed
-    FROM walk w CROSS JOIN claimable c CROSS JOIN LATERAL (
+    FROM walk w CROSS JOIN claimable c
+    -- An even share of what is left, rounded up.
+    CROSS JOIN LATERAL (SELECT c.sinks[w.i + 1] AS sink,
+                               (w.remaining + cardinality(c.sinks) - w.i - 1) / (cardinality(c.sinks) - w.i) AS n) share
+    CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(r.ctid), '{}') AS rows,
                coalesce(array_agg(r.id) FILTER (WHERE r.status = 'in_progress'), '{}') AS reclaimed
         FROM (
-            -- sink IS NOT NULL: the open index's predicate (migration 012).
-            SELECT m.ctid, m.id, m.status FROM {schema}.messages m
-            WHERE m.sink = c.sinks[w.i + 1] AND m.sink IS NOT NULL AND m.phase = 'open'
-              AND m.available_at <= now()
-              AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
-              AND (m.ordering_key IS NULL OR NOT EXISTS (
-                    SELECT 1 FROM {schema}.messages e
-                    WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
-            ORDER BY m.available_at, m.id
-            -- An even share of what is left, rounded up.
-            LIMIT (w.remaining + cardinality(c.sinks) - w.i - 1) / (cardinality(c.sinks) - w.i)
-            FOR UPDATE SKIP LOCKED
+            -- The share's oldest of both kinds of candidate.
+            SELECT x.ctid, x.id, x.status FROM (
+                -- The sink's rows not queued behind their key, in order.
+                -- sink IS NOT NULL: the open index's predicate (migration 012).
+                SELECT * FROM (SELECT m.ctid, m.id, m.status, m.available_at FROM {schema}.messages m
+                 WHERE m.sink = share.sink AND m.sink IS NOT NULL AND m.phase = 'open'
+                   AND m.queued_behind = false AND m.available_at <= now()
+                   AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
+                   AND (m.ordering_key IS NULL OR NOT EXISTS (
+                         SELECT 1 FROM {schema}.messages e
+                         WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
+                 ORDER BY m.available_at, m.id
+                 LIMIT share.n
+                 FOR UPDATE SKIP LOCKED) unqueued
+                UNION ALL
+                -- Rows queued behind their key (migration 017): each
+                -- key's oldest, should it now be the key's head.
+                SELECT * FROM (SELECT m.ctid, m.id, m.status, m.available_at FROM {schema}.messages m
+                 WHERE m.ctid = ANY(ARRAY(
+                         -- One step per key of the sink's queued rows.
+                         WITH RECURSIVE head (ordering_key, ctid) AS (
+                             (SELECT q.ordering_key, q.ctid FROM {schema}.messages q
+                              WHERE q.sink = share.sink AND q.queued_behind AND q.phase <> 'sent' AND q.phase <> 'dead'
+                              ORDER BY q.ordering_key, q.id LIMIT 1)
+                             UNION ALL
+                             SELECT nxt.ordering_key, nxt.ctid FROM head h CROSS JOIN LATERAL (
+                                 SELECT q.ordering_key, q.ctid FROM {schema}.messages q
+                                 WHERE q.sink = share.sink AND q.queued_behind AND q.phase <> 'sent' AND q.phase <> 'dead'
+                                   AND q.ordering_key > h.ordering_key
+                                 ORDER BY q.ordering_key, q.id LIMIT 1) nxt
+                         )
+                         SELECT head.ctid FROM head))
+                   AND m.phase <> 'sent' AND m.phase <> 'dead' AND m.available_at <= now()
+                   AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
+                   AND NOT EXISTS (
+                         SELECT 1 FROM {schema}.messages e
+                         WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open')
+                 ORDER BY m.available_at, m.id
+                 LIMIT share.n
+                 FOR UPDATE SKIP LOCKED) heads
+            ) x
+            ORDER BY x.available_at, x.id
+            LIMIT share.n
         ) r
     ) got
     WHERE w.i < cardinality(c.sinks) AND w.remaining > 0
