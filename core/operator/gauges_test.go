@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 func TestGaugesReportRowsAndOldestPendingAgePerSink(t *testing.T) {
@@ -138,7 +139,7 @@ func TestGaugeReportsSinkPauses(t *testing.T) {
 	if _, err := b.Pool.Exec(b.Ctx, "INSERT INTO "+b.Outbox.Schema()+".sink_limits (sink, paused_until) VALUES ('mail', now() + interval '1 hour'), ('idle', now() - interval '1 minute')"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, "chat", operator.Pause{For: 2 * time.Hour, By: "ops", Reason: "maintenance"}); err != nil {
+	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "chat", operator.Pause{For: 2 * time.Hour, By: "ops", Reason: "maintenance"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
