@@ -290,3 +290,19 @@ func (b *bench) eachRun(runs int, systems []system, fn func(run int, sys system)
 	}
 	return nil
 }
+
+// eachSystem runs fn for every system (runs times, alternating the order)
+// and gathers its outcomes, for scenarios that print a section of their
+// own rather than metrics.
+func eachSystem[T any](b *bench, runs int, fn func(sys system) (T, error)) ([]T, error) {
+	var outs []T
+	err := b.eachRun(runs, b.systems, func(_ int, sys system) error {
+		o, err := fn(sys)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		return nil
+	})
+	return outs, err
+}

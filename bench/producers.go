@@ -176,15 +176,10 @@ func stopped(ctx context.Context, err error) error {
 
 // sleepCtx sleeps d or until ctx ends; it reports whether ctx is still live.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
-		return true
+	case <-time.After(max(d, 0)):
+		return ctx.Err() == nil
 	}
 }

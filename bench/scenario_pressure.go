@@ -92,14 +92,8 @@ func (f phaseFigures) completion() float64 { return f.delivered / f.offered }
 // under a steady load of -rate msg/s.
 func (b *bench) pressure(k pressureKind) func(context.Context) error {
 	return func(ctx context.Context) error {
-		var outs []pressureOutcome
-		err := b.eachRun(b.sz.pressureRuns, b.systems, func(_ int, sys system) error {
-			o, err := b.pressureRun(ctx, k, sys)
-			if err != nil {
-				return err
-			}
-			outs = append(outs, o)
-			return nil
+		outs, err := eachSystem(b, b.sz.pressureRuns, func(sys system) (pressureOutcome, error) {
+			return b.pressureRun(ctx, k, sys)
 		})
 		if err != nil {
 			return err

@@ -41,15 +41,7 @@ type soakOutcome struct {
 // -retention; claim latency, table and index sizes and tuples are sampled
 // over time.
 func (b *bench) runSoak(ctx context.Context) error {
-	var outs []soakOutcome
-	err := b.eachRun(b.sz.pressureRuns, b.systems, func(_ int, sys system) error {
-		o, err := b.soakRun(ctx, sys)
-		if err != nil {
-			return err
-		}
-		outs = append(outs, o)
-		return nil
-	})
+	outs, err := eachSystem(b, b.sz.pressureRuns, func(sys system) (soakOutcome, error) { return b.soakRun(ctx, sys) })
 	if err != nil {
 		return err
 	}

@@ -42,23 +42,17 @@ type steppedOutcome struct {
 // (measured first by a burn-down, or -capacity), each step -phase long,
 // then no load until the backlog drained.
 func (b *bench) runStepped(ctx context.Context) error {
-	var outs []steppedOutcome
-	err := b.eachRun(b.sz.pressureRuns, b.systems, func(_ int, sys system) error {
+	outs, err := eachSystem(b, b.sz.pressureRuns, func(sys system) (steppedOutcome, error) {
 		c, err := b.capacity(ctx, sys)
 		if err != nil {
-			return err
+			return steppedOutcome{}, err
 		}
 		// A fresh database: created and migrated, never analyzed.
 		b.store(sys).pool().Close()
 		if err := b.recreateDatabase(ctx, sys.database()); err != nil {
-			return err
+			return steppedOutcome{}, err
 		}
-		o, err := b.steppedRun(ctx, sys, c)
-		if err != nil {
-			return err
-		}
-		outs = append(outs, o)
-		return nil
+		return b.steppedRun(ctx, sys, c)
 	})
 	if err != nil {
 		return err
