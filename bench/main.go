@@ -5,10 +5,17 @@
 // Usage, from this folder:
 //
 //	go run . [-quick] [-only burndown,latency,...] [-systems outboxd,river-tuned,river-default]
+//	go run . -only pressure -systems outboxd,river-tuned [-phase 30s] [-rate 2000]
+//	go run . -only stepped|claims-waiting|soak -systems outboxd,river-tuned [-duration 30m] [-retention 5m]
+//	go run . -only burndown,latency -payload 64KiB
 //
 // It uses DATABASE_URL, or the local server with trust auth, and creates
 // (and afterwards drops) the databases bench_outboxd and bench_river. A
-// second run on the same server waits until the first is done.
+// second run on the same server waits until the first is done. The
+// pressure, stepped, claims-waiting and soak scenarios (asked for by
+// name; a run without -only leaves them out) run on a private cluster the
+// run creates and removes (initdb from OUTBOXD_PG_BIN, default
+// /usr/lib/postgresql/15/bin), with autovacuum on.
 package main
 
 import (
