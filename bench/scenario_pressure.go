@@ -435,7 +435,7 @@ func drainTime(samples []sample, from, to int64, cleanDepth int64) (time.Duratio
 func (b *bench) pressureSection(k pressureKind, outs []pressureOutcome) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "### %s: %s\n\n", pressureScenarioName(k), pressureTitles[k])
-	fmt.Fprintf(&w, "%d relays per system; producers offer %d msg/s (single-message transactions on %d connections, batches on %d) throughout; phases of %s: clean, pressure, recovery.\n\n",
+	fmt.Fprintf(&w, "%d relays per system; producers are asked for %d msg/s (single-message transactions on %d connections, batches on %d) throughout, and the table shows what they managed; phases of %s: clean, pressure, recovery.\n\n",
 		steadyRelays, b.sz.pressureRate, singleProducers, batchProducers, b.sz.phase)
 	fmt.Fprintln(&w, "| system | phase | offered (msg/s) | delivered (msg/s) | completion | pickup p50 (ms) | pickup p99 (ms) | queue depth max | dead tuples max |")
 	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")

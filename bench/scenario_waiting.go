@@ -118,9 +118,13 @@ func (b *bench) waitingClaims(ctx context.Context, sys system, perRows, p50 metr
 			stmts = append(stmts, st)
 		}
 	}
-	per, med := claimMsPer1000Rows(stmts), median(claimDurations(stmts))
+	durs := claimDurations(stmts)
+	per, med := claimMsPer1000Rows(stmts), median(durs)
 	b.res.add(perRows, sys.name, per)
 	b.res.add(p50, sys.name, med)
+	b.res.details[fmt.Sprintf("claims-waiting, %s, %s", sys.name, p50.name)] = fmt.Sprintf(
+		"%d claims of %d rows: p50 %.2f, p99 %.2f, max %.2f ms; %.2f ms per 1,000 rows", len(durs), n,
+		med, percentile(durs, 99), percentile(durs, 100), per)
 	b.logf("    claim %.2f ms per 1,000 rows, p50 %.2f ms over %d claims", per, med, len(claimDurations(stmts)))
 	return nil
 }
