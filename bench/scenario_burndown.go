@@ -35,7 +35,11 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 	if relays == 1 && sys == sysOutboxd {
 		profile = b.cpuprofile
 	}
-	bd, err := b.burnDownOnce(ctx, sys, relays, backlogFor(sys, b.sz.burnDown, b.sz.burnDownDefault), profile)
+	n := backlogFor(sys, b.sz.burnDown, b.sz.burnDownDefault)
+	if b.payload > 0 {
+		n = min(n, max(1000, maxBacklogBytes/b.payload))
+	}
+	bd, err := b.burnDownOnce(ctx, sys, relays, n, profile)
 	if err != nil {
 		return err
 	}
@@ -124,6 +128,11 @@ func (b *bench) capacity(ctx context.Context, sys system) (float64, error) {
 	b.capacities[sys.name] = bd.rate
 	return bd.rate, nil
 }
+
+// maxBacklogBytes bounds a burn-down's payload bytes under -payload:
+// 100,000 messages of 64 KiB would be a 6.5 GB table; a rate needs far
+// fewer to be steady.
+const maxBacklogBytes = 1 << 30
 
 // backlogFor picks the backlog size of sys: River with its defaults gets
 // the smaller one, since it works about 1k jobs/s per client.
