@@ -18,6 +18,18 @@ const soakSamples = 12
 // flat.
 const soakFlat = 1.25
 
+// soakBacklogBound is the largest backlog a settled soak may show, in
+// seconds of its load.
+const soakBacklogBound = 10 * time.Second
+
+func maxDepth(samples []soakSample) int64 {
+	var m int64
+	for _, s := range samples {
+		m = max(m, s.depth)
+	}
+	return m
+}
+
 // soakSample is one sample of a soak.
 type soakSample struct {
 	at                 time.Duration // since the producers started
@@ -137,7 +149,9 @@ func (b *bench) soakSection(outs []soakOutcome) string {
 		row := func(target, measured string, ok bool) {
 			fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", o.sys.label, target, measured, passFail(ok))
 		}
-		row(fmt.Sprintf("offered %d msg/s sustained", b.sz.soakRate), fmt.Sprintf("%.0f msg/s", o.rate), o.rate >= 0.95*float64(b.sz.soakRate))
+		// Not a verdict on the relays: producers that fell short leave
+		// them less to do.
+		row(fmt.Sprintf("producers managed ≥ 95%% of the %d msg/s asked", b.sz.soakRate), fmt.Sprintf("%.0f msg/s", o.rate), o.rate >= 0.95*float64(b.sz.soakRate))
 		row("the backlog drains after", fmt.Sprintf("drained: %t", o.drained), o.drained)
 		ref := -1
 		for i, s := range o.samples {
@@ -151,6 +165,9 @@ func (b *bench) soakSection(outs []soakOutcome) string {
 			continue
 		}
 		a, z := o.samples[ref], o.samples[len(o.samples)-1]
+		depth := maxDepth(o.samples[ref:])
+		row(fmt.Sprintf("queue depth from %s on ≤ %s of the load", a.at.Round(time.Second), soakBacklogBound), fmt.Sprintf("%d at most", depth),
+			float64(depth) <= o.rate*soakBacklogBound.Seconds())
 		size := float64(z.heap+z.index) / float64(a.heap+a.index)
 		row(fmt.Sprintf("table + indexes flat from %s on (≤ %.2f×)", a.at.Round(time.Second), soakFlat), fmt.Sprintf("%.2f×", size), size <= soakFlat)
 		claim := z.claimPer1000 / a.claimPer1000
