@@ -25,7 +25,7 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 				return err
 			}
 			b.logf("  run %d %s, empty", run+1, sys.name)
-			if err := b.waitingClaims(ctx, sys, mWait0, mWaitP50a); err != nil {
+			if err := b.waitingClaims(ctx, sys, "empty", mWait0, mWaitP50a); err != nil {
 				return fmt.Errorf("%s run %d: %w", sys.name, run+1, err)
 			}
 		}
@@ -41,7 +41,7 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 		}
 		for _, sys := range order {
 			b.logf("  run %d %s, beside the waiting rows", run+1, sys.name)
-			if err := b.waitingClaims(ctx, sys, mWait1, mWaitP50b); err != nil {
+			if err := b.waitingClaims(ctx, sys, "beside the waiting rows", mWait1, mWaitP50b); err != nil {
 				return fmt.Errorf("%s run %d: %w", sys.name, run+1, err)
 			}
 		}
@@ -84,8 +84,8 @@ func (b *bench) seedWaiting(ctx context.Context, s store) error {
 // waitingClaims enqueues fresh rows of the active sink, lets one relay
 // (configured for the paused sink too) burn them down, checks it delivered
 // exactly those, and records the claims' cost per 1,000 rows as perRows
-// and their median as p50.
-func (b *bench) waitingClaims(ctx context.Context, sys system, perRows, p50 metric) error {
+// and their median as p50 (side names the table's state in the breakdown).
+func (b *bench) waitingClaims(ctx context.Context, sys system, side string, perRows, p50 metric) error {
 	s := b.store(sys)
 	var before int64
 	if err := s.pool().QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM "+s.table()).Scan(&before); err != nil {
@@ -122,7 +122,7 @@ func (b *bench) waitingClaims(ctx context.Context, sys system, perRows, p50 metr
 	per, med := claimMsPer1000Rows(stmts), median(durs)
 	b.res.add(perRows, sys.name, per)
 	b.res.add(p50, sys.name, med)
-	b.res.details[fmt.Sprintf("claims-waiting, %s, %s", sys.name, p50.name)] = fmt.Sprintf(
+	b.res.details[fmt.Sprintf("claims-waiting, %s, %s", sys.name, side)] = fmt.Sprintf(
 		"%d claims of %d rows: p50 %.2f, p99 %.2f, max %.2f ms; %.2f ms per 1,000 rows", len(durs), n,
 		med, percentile(durs, 99), percentile(durs, 100), per)
 	b.logf("    claim %.2f ms per 1,000 rows, p50 %.2f ms over %d claims", per, med, len(claimDurations(stmts)))
