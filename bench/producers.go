@@ -166,6 +166,15 @@ func (p *producers) stop() ([]commit, error) {
 	return all, p.err
 }
 
+// idsOf lists the ids of commits.
+func idsOf(commits []commit) []int64 {
+	ids := make([]int64, len(commits))
+	for i, c := range commits {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
 // stopped hides the error of a transaction the producers' own stop cut.
 func stopped(ctx context.Context, err error) error {
 	if ctx.Err() != nil {

@@ -203,10 +203,7 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 	}
 	out.recovery, out.recovered = recoveryTime(lat, marks[2], marks[3], out.phases[0].p99)
 	out.drain, out.drained = drainTime(samples, marks[2], drainedAt, out.phases[0].depthMax)
-	ids := make([]int64, len(commits))
-	for i, c := range commits {
-		ids[i] = c.ID
-	}
+	ids := idsOf(commits)
 	out.enqueued = len(ids)
 	out.missing, out.unknown = r.lost(ids)
 	for _, c := range count {

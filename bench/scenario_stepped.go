@@ -138,10 +138,7 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 		}
 		out.steps = append(out.steps, sf)
 	}
-	ids := make([]int64, len(commits))
-	for i, c := range commits {
-		ids[i] = c.ID
-	}
+	ids := idsOf(commits)
 	out.missing, _ = r.lost(ids)
 	out.exits = r.exits
 	last := out.steps[len(out.steps)-1]
