@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,12 +27,15 @@ type options struct {
 	sz               sizes
 	scenarios        []string
 	systems          []system
-	cpuprofile       string // CPU profile of outboxd's relay in the 1-relay burn-down
-	relayBatch       int    // experiments only: outboxd BatchSize
-	relayConcurrency int    // experiments only: outboxd Concurrency
-	relayAsyncCommit bool   // experiments only: synchronous_commit=off on outboxd's relay connections
-	relayDeleteSent  bool   // experiments only: outboxd DeleteOnSent
-	keep             bool   // keep the benchmark databases afterwards
+	cpuprofile       string  // CPU profile of outboxd's relay in the 1-relay burn-down
+	relayBatch       int     // experiments only: outboxd BatchSize
+	relayConcurrency int     // experiments only: outboxd Concurrency
+	relayAsyncCommit bool    // experiments only: synchronous_commit=off on outboxd's relay connections
+	relayDeleteSent  bool    // experiments only: outboxd DeleteOnSent
+	keep             bool    // keep the benchmark databases afterwards
+	payload          int     // payload bytes of every enqueued message (0: the smallest, {"n":…})
+	private          bool    // run on a private cluster even when no selected scenario needs one
+	capacity         float64 // msg/s the relays deliver, instead of measuring it (0: measure)
 	log              io.Writer
 }
 
@@ -50,6 +54,8 @@ type bench struct {
 	stores map[string]store // by system name; River's systems share one database
 	tmp    string
 	res    *results
+	// capacities caches capacity's burn-downs, by system name.
+	capacities map[string]float64
 }
 
 func newBench(ctx context.Context, rawURL string, o options) (*bench, error) {
@@ -57,7 +63,7 @@ func newBench(ctx context.Context, rawURL string, o options) (*bench, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
 	}
-	b := &bench{options: o, base: u, stores: map[string]store{}, res: newResults()}
+	b := &bench{options: o, base: u, stores: map[string]store{}, res: newResults(), capacities: map[string]float64{}}
 	if b.tmp, err = os.MkdirTemp("", "outboxd-bench-"); err != nil {
 		return nil, err
 	}
@@ -128,7 +134,7 @@ func (b *bench) recreateDatabase(ctx context.Context, db string) error {
 		if err := migrateOutboxd(ctx, p); err != nil {
 			return fmt.Errorf("migrate outboxd: %w", err)
 		}
-		b.stores[sysOutboxd.name] = outboxdStore{p: p}
+		b.stores[sysOutboxd.name] = outboxdStore{p: p, pad: padding(b.payload)}
 		return nil
 	}
 	if err := migrateRiver(ctx, p); err != nil {
@@ -140,7 +146,7 @@ func (b *bench) recreateDatabase(ctx context.Context, db string) error {
 	// hold the tuned workers' wake-ups back to one per 100 ms.
 	for _, sys := range allSystems {
 		if sys.river {
-			s, err := newRiverStore(p, sys)
+			s, err := newRiverStore(p, sys, padding(b.payload))
 			if err != nil {
 				return err
 			}
@@ -180,22 +186,67 @@ func (b *bench) logf(format string, args ...any) {
 }
 
 // scenario is one numbered scenario of the issue; run does all its runs.
+// A private one runs only on a private cluster: it holds transactions open,
+// terminates backends, opens hundreds of connections or needs autovacuum
+// as production runs it.
 type scenario struct {
-	name string
-	run  func(ctx context.Context) error
+	name    string
+	run     func(ctx context.Context) error
+	private bool
 }
+
+// pressureGroup selects every pressure-* scenario in -only.
+const pressureGroup = "pressure"
 
 func (b *bench) scenarioList() []scenario {
 	return []scenario{
-		{"burndown", b.runBurnDown},
-		{"latency", b.runLatency},
-		{"enqueue", b.runEnqueue},
-		{"steady", b.runSteady},
-		{"history", b.runHistory},
-		{"idle", b.runIdle},
-		{"brokers", b.runBrokers},
-		{"events", b.runEvents},
+		{name: "burndown", run: b.runBurnDown},
+		{name: "latency", run: b.runLatency},
+		{name: "enqueue", run: b.runEnqueue},
+		{name: "steady", run: b.runSteady},
+		{name: "history", run: b.runHistory},
+		{name: "idle", run: b.runIdle},
+		{name: "brokers", run: b.runBrokers},
+		{name: "events", run: b.runEvents},
+		{name: "claims-waiting", run: b.runClaimsWaiting, private: true},
+		{name: "stepped", run: b.runStepped, private: true},
+		{name: pressureScenarioName(pressureHeldXID), run: b.pressure(pressureHeldXID), private: true},
+		{name: pressureScenarioName(pressureReaders), run: b.pressure(pressureReaders), private: true},
+		{name: pressureScenarioName(pressureOverload), run: b.pressure(pressureOverload), private: true},
+		{name: pressureScenarioName(pressureTerminate), run: b.pressure(pressureTerminate), private: true},
+		{name: pressureScenarioName(pressureIdleConns), run: b.pressure(pressureIdleConns), private: true},
+		{name: "soak", run: b.runSoak, private: true},
 	}
+}
+
+// scenarioNames lists every scenario in run order.
+func scenarioNames() []string {
+	var names []string
+	for _, s := range (&bench{}).scenarioList() {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// selected says whether -only picks the scenario (no -only: the scenarios
+// that run on any server; the private ones are asked for by name).
+func (o options) selected(s scenario) bool {
+	if len(o.scenarios) == 0 {
+		return !s.private
+	}
+	return slices.Contains(o.scenarios, s.name) ||
+		(slices.Contains(o.scenarios, pressureGroup) && strings.HasPrefix(s.name, pressureGroup+"-"))
+}
+
+// needsPrivateCluster says whether a selected scenario must run on a
+// private cluster.
+func (o options) needsPrivateCluster() bool {
+	for _, s := range (&bench{}).scenarioList() {
+		if s.private && o.selected(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // run runs the selected scenarios (memory comes with the burn-down). A
@@ -204,7 +255,7 @@ func (b *bench) scenarioList() []scenario {
 func (b *bench) run(ctx context.Context) bool {
 	ok := true
 	for _, s := range b.scenarioList() {
-		if len(b.scenarios) > 0 && !slices.Contains(b.scenarios, s.name) {
+		if !b.selected(s) {
 			continue
 		}
 		b.logf("scenario %s", s.name)
@@ -238,4 +289,20 @@ func (b *bench) eachRun(runs int, systems []system, fn func(run int, sys system)
 		}
 	}
 	return nil
+}
+
+// eachSystem runs fn for every system (runs times, alternating the order)
+// and gathers its outcomes, for scenarios that print a section of their
+// own rather than metrics.
+func eachSystem[T any](b *bench, runs int, fn func(sys system) (T, error)) ([]T, error) {
+	var outs []T
+	err := b.eachRun(runs, b.systems, func(_ int, sys system) error {
+		o, err := fn(sys)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, o)
+		return nil
+	})
+	return outs, err
 }

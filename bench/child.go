@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +46,9 @@ type childReport struct {
 	StartNs    int64 // when the relay was started (after "go")
 	Deliveries []delivery
 	Stmts      []stmtSample
+	// Exited is the error of a relay that stopped before it was told to
+	// ("" when it ran until then): the pressure scenarios count such exits.
+	Exited string
 }
 
 // relayFlags are the child's arguments. batch and concurrency exist for
@@ -59,7 +64,14 @@ type relayFlags struct {
 	concurrency int
 	asyncCommit bool
 	deleteSent  bool
+	retention   time.Duration // outboxd SentRetention, River CompletedJobRetentionPeriod (0: defaults)
+	pausedSink  bool          // also configure pausedSinkName (paused by the parent) besides noopSink
+	countOnly   bool          // count deliveries without recording them (long soaks)
 }
+
+// relayAppName is the application_name of every relay child's connections,
+// so that a scenario can find them in pg_stat_activity (and terminate them).
+const relayAppName = "outboxd-bench-relay"
 
 // childMain runs one relay (outboxd or a River client) until told to stop.
 func childMain(args []string) error {
@@ -74,6 +86,9 @@ func childMain(args []string) error {
 	fs.IntVar(&f.concurrency, "concurrency", 0, "outboxd Concurrency (experiments only)")
 	fs.BoolVar(&f.deleteSent, "delete-on-sent", false, "outboxd DeleteOnSent (experiments only)")
 	fs.BoolVar(&f.asyncCommit, "async-commit", false, "synchronous_commit=off on the relay's connections (experiments only)")
+	fs.DurationVar(&f.retention, "retention", 0, "how long delivered rows are kept (0: the system's default)")
+	fs.BoolVar(&f.pausedSink, "paused-sink", false, "also configure the sink (River: queue) "+pausedSinkName)
+	fs.BoolVar(&f.countOnly, "count-only", false, "count deliveries without recording each")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +103,7 @@ func childMain(args []string) error {
 	}
 	tracer := newStmtTracer()
 	cfg.ConnConfig.Tracer = tracer
+	cfg.ConnConfig.RuntimeParams["application_name"] = relayAppName
 	if f.asyncCommit {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
@@ -97,7 +113,9 @@ func childMain(args []string) error {
 	}
 	defer pool.Close()
 	rec := newRecorder(f.expect)
-	start, stop, err := newRunner(pool, sys, f, rec)
+	rec.countOnly = f.countOnly
+	var early earlyExit
+	start, stop, err := newRunner(pool, sys, f, rec, &early)
 	if err != nil {
 		return err
 	}
@@ -132,14 +150,38 @@ func childMain(args []string) error {
 	}
 	report.Deliveries = rec.all()
 	report.Stmts = tracer.snapshot()
+	if report.Exited = early.get(); report.Exited != "" {
+		// The report carries the failure; the parent decides what it means.
+		stopErr = nil
+	}
 	if err := writeReport(f.out, report); err != nil {
 		return err
 	}
 	return stopErr
 }
 
+// earlyExit remembers why a relay stopped before it was told to.
+type earlyExit struct {
+	mu  sync.Mutex
+	err string
+}
+
+func (e *earlyExit) set(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == "" {
+		e.err = fmt.Sprint("relay stopped on its own: ", err)
+	}
+}
+
+func (e *earlyExit) get() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
 // newRunner builds the relay of sys and returns how to start and stop it.
-func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (start, stop func() error, err error) {
+func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder, early *earlyExit) (start, stop func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if sys.bare {
 		done := make(chan error, 1)
@@ -148,37 +190,73 @@ func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder) (sta
 		return start, stop, nil
 	}
 	if !sys.river {
+		record := sink.Func(func(_ context.Context, d *sink.Delivery) error { rec.add(d.ID); return nil })
+		sinks := []relay.SinkConfig{{Name: noopSink, Sink: record}}
+		if f.pausedSink {
+			sinks = append(sinks, relay.SinkConfig{Name: pausedSinkName, Sink: record})
+		}
 		relay, err := relay.New(pool, relay.Config{
-			Sinks:        []relay.SinkConfig{{Name: noopSink, Sink: sink.Func(func(_ context.Context, d *sink.Delivery) error { rec.add(d.ID); return nil })}},
-			BatchSize:    f.batch,
-			Concurrency:  f.concurrency,
-			DeleteOnSent: f.deleteSent,
-			Logger:       quietLogger(),
+			Sinks:         sinks,
+			BatchSize:     f.batch,
+			Concurrency:   f.concurrency,
+			DeleteOnSent:  f.deleteSent,
+			SentRetention: f.retention,
+			Logger:        quietLogger(),
 		})
 		if err != nil {
 			cancel()
 			return nil, nil, fmt.Errorf("relay: %w", err)
 		}
 		done := make(chan error, 1)
-		start = func() error { go func() { done <- relay.Run(ctx) }(); return nil }
+		start = func() error {
+			go func() {
+				err := relay.Run(ctx)
+				if ctx.Err() == nil {
+					early.set(err)
+				}
+				done <- err
+			}()
+			return nil
+		}
 		stop = func() error { cancel(); return <-done }
 		return start, stop, nil
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{rec: rec})
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: sys.workers}}
+	if f.pausedSink {
+		queues[pausedSinkName] = river.QueueConfig{MaxWorkers: sys.workers}
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		FetchCooldown:     sys.fetch,
-		FetchPollInterval: sys.poll,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: sys.workers}},
-		Workers:           workers,
-		Logger:            quietLogger(),
+		CompletedJobRetentionPeriod: f.retention,
+		FetchCooldown:               sys.fetch,
+		FetchPollInterval:           sys.poll,
+		Queues:                      queues,
+		Workers:                     workers,
+		Logger:                      quietLogger(),
 	})
 	if err != nil {
 		cancel()
 		return nil, nil, fmt.Errorf("relay: river client: %w", err)
 	}
-	start = func() error { return client.Start(ctx) }
-	stop = func() error { defer cancel(); return client.Stop(context.Background()) }
+	var stopping atomic.Bool
+	start = func() error {
+		if err := client.Start(ctx); err != nil {
+			return err
+		}
+		go func() {
+			<-client.Stopped()
+			if !stopping.Load() {
+				early.set(errors.New("river client stopped"))
+			}
+		}()
+		return nil
+	}
+	stop = func() error {
+		stopping.Store(true)
+		defer cancel()
+		return client.Stop(context.Background())
+	}
 	return start, stop, nil
 }
 

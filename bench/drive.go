@@ -11,11 +11,13 @@ import (
 type relayRun struct {
 	goNs      int64
 	reports   []childReport
-	peakRSS   int64 // the largest VmHWM among the children, bytes
-	relayCPU  int64 // the children's CPU ticks during the session
-	busyCPU   int64 // the machine's busy CPU ticks during the session
-	totalCPU  int64 // the machine's CPU ticks during the session (all cores)
-	elapsedNs int64 // go until the work was done
+	peakRSS   int64    // the largest VmHWM among the children, bytes
+	relayCPU  int64    // the children's CPU ticks during the session
+	busyCPU   int64    // the machine's busy CPU ticks during the session
+	totalCPU  int64    // the machine's CPU ticks during the session (all cores)
+	elapsedNs int64    // go until the work was done
+	stopNs    int64    // from telling the children to stop until the last exited
+	exits     []string // relays that stopped on their own (see childReport.Exited)
 }
 
 // drive starts the relay children, lets them go, runs work while they run
@@ -53,7 +55,17 @@ func (b *bench) drive(o relayOpts, work func(procs []*relayProc, goNs int64) err
 		}
 		r.peakRSS = max(r.peakRSS, rss)
 	}
+	stopAt := time.Now()
 	r.reports, err = collectRelays(procs)
+	r.stopNs = time.Since(stopAt).Nanoseconds()
+	for _, rep := range r.reports {
+		if rep.Exited != "" {
+			r.exits = append(r.exits, rep.Exited)
+		}
+	}
+	if err == nil && len(r.exits) > 0 && !o.tolerateExits {
+		err = fmt.Errorf("%d relay(s) stopped before they were told to: %s", len(r.exits), r.exits[0])
+	}
 	return r, err
 }
 
@@ -79,6 +91,18 @@ func (r relayRun) firstDeliveries() (first map[int64]int64, count map[int64]int)
 		}
 	}
 	return first, count
+}
+
+// lost counts the ids of want never delivered and the deliveries of ids
+// not in want.
+func (r relayRun) lost(want []int64) (missing, unknown int) {
+	_, count := r.firstDeliveries()
+	for _, id := range want {
+		if count[id] == 0 {
+			missing++
+		}
+	}
+	return missing, len(count) - (len(want) - missing)
 }
 
 // verify checks that every id in want was delivered; it returns how many
@@ -133,7 +157,7 @@ func (r relayRun) statements(from, to int64) []stmtSample {
 func claimDurations(stmts []stmtSample) []float64 {
 	var out []float64
 	for _, s := range stmts {
-		if claimKinds[s.Kind] {
+		if isClaim(s.Kind) {
 			out = append(out, ms(s.DurNs))
 		}
 	}
@@ -147,7 +171,7 @@ func claimDurations(stmts []stmtSample) []float64 {
 func claimMsPer1000Rows(stmts []stmtSample) float64 {
 	var durNs, rows int64
 	for _, s := range stmts {
-		if claimKinds[s.Kind] {
+		if isClaim(s.Kind) {
 			durNs, rows = durNs+s.DurNs, rows+s.Rows
 		}
 	}

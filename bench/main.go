@@ -5,10 +5,17 @@
 // Usage, from this folder:
 //
 //	go run . [-quick] [-only burndown,latency,...] [-systems outboxd,river-tuned,river-default]
+//	go run . -only pressure -systems outboxd,river-tuned [-phase 30s] [-rate 2000]
+//	go run . -only stepped|claims-waiting|soak -systems outboxd,river-tuned [-duration 30m] [-retention 5m]
+//	go run . -only burndown,latency -payload 64KiB
 //
 // It uses DATABASE_URL, or the local server with trust auth, and creates
 // (and afterwards drops) the databases bench_outboxd and bench_river. A
-// second run on the same server waits until the first is done.
+// second run on the same server waits until the first is done. The
+// pressure, stepped, claims-waiting and soak scenarios (asked for by
+// name; a run without -only leaves them out) run on a private cluster the
+// run creates and removes (initdb from OUTBOXD_PG_BIN, default
+// /usr/lib/postgresql/15/bin), with autovacuum on.
 package main
 
 import (
@@ -17,7 +24,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // stderr receives progress and both systems' warnings, so stdout holds only
@@ -53,7 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "small counts and 1 run (CI smoke test)")
 	runs := fs.Int("runs", 0, "runs per scenario (default 3, or 1 with -quick)")
-	only := fs.String("only", "", "comma-separated scenarios: burndown,latency,enqueue,steady,history,idle,brokers,events")
+	only := fs.String("only", "", "comma-separated scenarios: "+strings.Join(scenarioNames(), ",")+" (pressure: all pressure-*)")
 	systems := fs.String("systems", "", "comma-separated systems: outboxd,river-tuned,river-default")
 	o := options{log: stderr}
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of outboxd's relay (1-relay burn-down) to this file")
@@ -62,6 +72,13 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.relayAsyncCommit, "relay-async-commit", false, "experiments only: synchronous_commit=off on outboxd's relay connections")
 	fs.BoolVar(&o.relayDeleteSent, "relay-delete-on-sent", false, "experiments only: outboxd DeleteOnSent")
 	fs.BoolVar(&o.keep, "keep", false, "keep the benchmark databases afterwards")
+	fs.BoolVar(&o.private, "private", false, "run on a private PostgreSQL cluster (always so for the pressure, stepped, claims-waiting and soak scenarios)")
+	payload := fs.String("payload", "", "payload size of every message: bytes, or with KiB (4KiB, 64KiB); default the smallest, {\"n\":…}")
+	duration := fs.Duration("duration", 0, "soak: how long producers write (default 30m, 3s with -quick)")
+	phase := fs.Duration("phase", 0, "pressure scenarios: length of each phase (clean, pressure, recovery); stepped: of each step")
+	rate := fs.Int("rate", 0, "offered msg/s of the pressure scenarios' clean load and of the soak")
+	retention := fs.Duration("retention", 0, "soak: how long delivered rows are kept (default 5m)")
+	fs.Float64Var(&o.capacity, "capacity", 0, "overload and stepped: the relays' capacity in msg/s instead of measuring it by a burn-down")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -69,11 +86,38 @@ func parseFlags(args []string) (options, error) {
 	if *quick {
 		o.sz = quickSizes
 	}
+	var err error
+	if o.payload, err = parseBytes(*payload); err != nil {
+		return o, fmt.Errorf("-payload: %w", err)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		to   *time.Duration
+	}{{"-duration", *duration, &o.sz.soakDuration}, {"-phase", *phase, &o.sz.phase}, {"-retention", *retention, &o.sz.soakRetention}} {
+		if d.v < 0 {
+			return o, fmt.Errorf("%s must not be negative, got %s", d.flag, d.v)
+		}
+		if d.v > 0 {
+			*d.to = d.v
+		}
+	}
+	if *rate < 0 || o.capacity < 0 {
+		return o, fmt.Errorf("-rate and -capacity must not be negative")
+	}
+	if *rate > 0 {
+		o.sz.pressureRate, o.sz.soakRate = *rate, *rate
+	}
 	if *runs > 0 {
-		o.sz.runs, o.sz.steadyFullRuns = *runs, *runs
+		o.sz.runs, o.sz.steadyFullRuns, o.sz.pressureRuns = *runs, *runs, *runs
 	}
 	if *only != "" {
 		o.scenarios = strings.Split(*only, ",")
+		for _, name := range o.scenarios {
+			if !slices.Contains(scenarioNames(), name) && name != pressureGroup {
+				return o, fmt.Errorf("-only: unknown scenario %q", name)
+			}
+		}
 	}
 	o.systems = allSystems
 	if *systems != "" {
@@ -89,9 +133,34 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// parseBytes reads a size: a number of bytes, or of KiB with that suffix.
+func parseBytes(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	num, mult := v, 1
+	if n, ok := strings.CutSuffix(v, "KiB"); ok {
+		num, mult = n, 1<<10
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (bytes, or KiB: 4KiB)", v)
+	}
+	return n * mult, nil
+}
+
 // runBench runs the benchmark and prints the table to out; it reports
 // whether every scenario succeeded.
 func runBench(ctx context.Context, dbURL string, o options, out io.Writer) bool {
+	if o.private || o.needsPrivateCluster() {
+		c, err := startPrivateCluster(func(f string, a ...any) { fmt.Fprintf(o.log, f+"\n", a...) })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return false
+		}
+		defer c.stop()
+		dbURL = c.url()
+	}
 	b, err := newBench(ctx, dbURL, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -102,6 +171,9 @@ func runBench(ctx context.Context, dbURL string, o options, out io.Writer) bool 
 	if o.relayBatch != 0 || o.relayConcurrency != 0 || o.relayAsyncCommit || o.relayDeleteSent {
 		b.res.note("EXPERIMENT: outboxd ran with BatchSize %d, Concurrency %d (0 = default), synchronous_commit off %t, DeleteOnSent %t: not its defaults",
 			o.relayBatch, o.relayConcurrency, o.relayAsyncCommit, o.relayDeleteSent)
+	}
+	if o.payload > 0 {
+		b.res.note("Every message carried a payload of about %d bytes (-payload).", o.payload)
 	}
 	b.res.print(out)
 	return ok

@@ -22,10 +22,11 @@ type delivery struct {
 // slice are handed out with one atomic add, so recording costs the relay
 // almost nothing; past the expected count it falls back to a mutex.
 type recorder struct {
-	next  atomic.Int64
-	buf   []delivery
-	mu    sync.Mutex
-	extra []delivery
+	countOnly bool // count, keep nothing (set before the relay starts)
+	next      atomic.Int64
+	buf       []delivery
+	mu        sync.Mutex
+	extra     []delivery
 }
 
 func newRecorder(expect int) *recorder {
@@ -33,6 +34,10 @@ func newRecorder(expect int) *recorder {
 }
 
 func (r *recorder) add(id int64) {
+	if r.countOnly {
+		r.next.Add(1)
+		return
+	}
 	d := delivery{ID: id, Ns: time.Now().UnixNano()}
 	if i := r.next.Add(1) - 1; i < int64(len(r.buf)) {
 		r.buf[i] = d
@@ -64,6 +69,10 @@ type stmtSample struct {
 // claimKinds are the statements that claim work: outboxd's claim and River's
 // JobGetAvailable.
 var claimKinds = map[string]bool{"claim": true, "JobGetAvailable": true}
+
+// isClaim says whether a statement of kind claims work: one of claimKinds,
+// or an outboxd statement named claim_* (a per-sink or keyed variant).
+func isClaim(kind string) bool { return claimKinds[kind] || strings.HasPrefix(kind, "claim_") }
 
 // stmtTracer is a pgx QueryTracer that records every statement of the
 // relay's pool, so the benchmark sees the same statements in both systems

@@ -30,6 +30,13 @@ type relayOpts struct {
 	count   int // processes
 	expect  int // deliveries expected per process (preallocation)
 	profile string
+
+	pausedSink bool          // also configure pausedSinkName
+	retention  time.Duration // delivered rows' retention (0: the system's default)
+	countOnly  bool          // count deliveries, record none (the soak)
+	// tolerateExits lets drive return a session in which a relay stopped
+	// on its own (see relayRun.exits); otherwise that fails the session.
+	tolerateExits bool
 }
 
 // startRelays starts opts.count relay children of opts.sys and waits until
@@ -50,6 +57,8 @@ func (b *bench) startRelays(o relayOpts) ([]*relayProc, error) {
 		if o.sys.bare {
 			args = append(args, "-async-commit=true") // like outboxd's relay by default
 		}
+		args = append(args, "-paused-sink="+strconv.FormatBool(o.pausedSink), "-retention", o.retention.String(),
+			"-count-only="+strconv.FormatBool(o.countOnly))
 		if !o.sys.river && !o.sys.bare {
 			args = append(args, "-batch", strconv.Itoa(b.relayBatch), "-concurrency", strconv.Itoa(b.relayConcurrency),
 				"-async-commit="+strconv.FormatBool(b.relayAsyncCommit), "-delete-on-sent="+strconv.FormatBool(b.relayDeleteSent))

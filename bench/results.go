@@ -38,8 +38,15 @@ var (
 	mIdleQ        = metric{"6 idle", "statements/s per relay", "qps"}
 	mIdleX        = metric{"6 idle", "pg_stat_database xact/s per relay", "qps"}
 	mRSS          = metric{"7 memory", "peak RSS, 1 relay (MB)", "mb"}
+	mRSSLatency   = metric{"7 memory", "peak RSS, latency (MB)", "mb"}
+	mWait0        = metric{"8 claims beside waiting rows", "claim per 1,000 rows, empty (ms)", "ms"}
+	mWait1        = metric{"8 claims beside waiting rows", "claim per 1,000 rows, beside the waiting rows (ms)", "ms"}
+	mWaitRatio    = metric{"8 claims beside waiting rows", "beside/empty", "x"}
+	mWaitP50a     = metric{"8 claims beside waiting rows", "claim p50, empty (ms)", "ms"}
+	mWaitP50b     = metric{"8 claims beside waiting rows", "claim p50, beside the waiting rows (ms)", "ms"}
 	allMetrics    = []metric{mBurn1, mBurn2, mWAL1, mWAL2, mLatP50, mLatP99, mLatMax, mEnq1, mEnq8, mEnqBatch,
-		mSteadyStart, mSteadyEnd, mSteadyGrowth, mSteadyTable, mSteadyLag, mHist0, mHist1, mHistRatio, mIdleQ, mIdleX, mRSS}
+		mSteadyStart, mSteadyEnd, mSteadyGrowth, mSteadyTable, mSteadyLag, mHist0, mHist1, mHistRatio, mIdleQ, mIdleX, mRSS, mRSSLatency,
+		mWait0, mWait1, mWaitRatio, mWaitP50a, mWaitP50b}
 )
 
 // Reference measurements without any framework, printed under the table.
@@ -54,6 +61,9 @@ type results struct {
 	refs    map[string][]float64
 	notes   []string
 	details map[string]string // the last run's breakdown, by scenario and system
+	// sections are the tables of scenarios that do not fit the metric
+	// table (phases, steps, samples over time), in the order they ran.
+	sections []string
 }
 
 func newResults() *results {
@@ -75,6 +85,14 @@ func (r *results) med(m metric, sys string) float64 { return median(r.vals[m][sy
 
 // print writes the Markdown table, the references, the breakdowns and notes.
 func (r *results) print(w io.Writer) {
+	if len(r.vals) > 0 {
+		r.printMetrics(w)
+	}
+	r.printRest(w)
+}
+
+// printMetrics writes the table of medians and ratios.
+func (r *results) printMetrics(w io.Writer) {
 	fmt.Fprintln(w, "| scenario | metric | outboxd | River tuned | River defaults | bare loop (limit) | outboxd ÷ tuned | outboxd ÷ defaults | outboxd ÷ limit |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, m := range allMetrics {
@@ -87,6 +105,10 @@ func (r *results) print(w io.Writer) {
 			format(m.unit, o), format(m.unit, t), format(m.unit, d), format(m.unit, l),
 			format("x", o/t), format("x", o/d), format("x", o/l))
 	}
+}
+
+// printRest writes the references, the sections, the breakdowns and notes.
+func (r *results) printRest(w io.Writer) {
 	if len(r.refs) > 0 {
 		fmt.Fprintln(w)
 		names := make([]string, 0, len(r.refs))
@@ -100,6 +122,10 @@ func (r *results) print(w io.Writer) {
 		if raw := median(r.refs[refRawInsert]); !math.IsNaN(raw) {
 			fmt.Fprintf(w, "- outboxd batch enqueue ÷ raw multi-row INSERT: %s\n", format("x", r.med(mEnqBatch, sysOutboxd.name)/raw))
 		}
+	}
+	for _, sec := range r.sections {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, sec)
 	}
 	if len(r.details) > 0 {
 		fmt.Fprintln(w, "\nBreakdown (last run):")
@@ -141,4 +167,12 @@ func format(unit string, v float64) string {
 	default:
 		return strings.TrimSuffix(fmt.Sprintf("%.0f", v), ".")
 	}
+}
+
+// passFail is a target's verdict column.
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
 }

@@ -31,61 +31,108 @@ func (b *bench) runBurnDown(ctx context.Context) error {
 }
 
 func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
-	s := b.store(sys)
+	profile := ""
+	if relays == 1 && sys == sysOutboxd {
+		profile = b.cpuprofile
+	}
 	n := backlogFor(sys, b.sz.burnDown, b.sz.burnDownDefault)
-	if err := s.reset(ctx); err != nil {
+	if b.payload > 0 {
+		n = min(n, max(1000, maxBacklogBytes/b.payload))
+	}
+	bd, err := b.burnDownOnce(ctx, sys, relays, n, profile)
+	if err != nil {
 		return err
 	}
+	b.res.add(map[int]metric{1: mBurn1, 2: mBurn2}[relays], sys.name, bd.rate)
+	b.res.add(map[int]metric{1: mWAL1, 2: mWAL2}[relays], sys.name, bd.walPerMsg)
+	if relays == 1 && !sys.bare {
+		b.res.add(mRSS, sys.name, float64(bd.run.peakRSS)/(1<<20))
+	}
+	r := bd.run
+	b.res.details[fmt.Sprintf("burn-down %d relay(s), %s", relays, sys.name)] = fmt.Sprintf(
+		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
+		bd.n, bd.rate, bd.dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), bd.walPerMsg,
+		stmtSummary(r.statements(0, 0)))
+	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", bd.rate, bd.dups, float64(r.peakRSS)/(1<<20))
+	return nil
+}
+
+// burnDownResult is one verified burn-down.
+type burnDownResult struct {
+	n         int
+	rate      float64 // msg/s
+	walPerMsg float64 // bytes
+	dups      int
+	run       relayRun
+}
+
+// burnDownOnce empties sys's table, enqueues n messages, lets relays
+// children deliver them and checks every one was.
+func (b *bench) burnDownOnce(ctx context.Context, sys system, relays, n int, profile string) (burnDownResult, error) {
+	bd := burnDownResult{n: n}
+	s := b.store(sys)
+	if err := s.reset(ctx); err != nil {
+		return bd, err
+	}
 	if err := enqueueBacklog(ctx, s, n); err != nil {
-		return err
+		return bd, err
 	}
 	ids, err := allIDs(ctx, s)
 	if err != nil {
-		return err
+		return bd, err
 	}
 	wal0, err := b.walPosition(ctx)
 	if err != nil {
-		return err
+		return bd, err
 	}
-	opts := relayOpts{sys: sys, count: relays, expect: n}
-	if relays == 1 && sys == sysOutboxd {
-		opts.profile = b.cpuprofile
-	}
-	r, err := b.drive(opts, func(procs []*relayProc, _ int64) error {
+	bd.run, err = b.drive(relayOpts{sys: sys, count: relays, expect: n, profile: profile}, func(procs []*relayProc, _ int64) error {
 		return waitDelivered(procs, n, b.sz.drain)
 	})
 	if err != nil {
-		return err
+		return bd, err
 	}
 	wal1, err := b.walPosition(ctx)
 	if err != nil {
-		return err
+		return bd, err
 	}
-	dups, err := r.verify(ids)
-	if err != nil {
-		return err
+	if bd.dups, err = bd.run.verify(ids); err != nil {
+		return bd, err
 	}
 	left, err := s.unfinished(ctx)
 	if err != nil {
-		return err
+		return bd, err
 	}
 	if left > 0 {
-		return fmt.Errorf("verification failed: %d rows not marked delivered after the relays stopped", left)
+		return bd, fmt.Errorf("verification failed: %d rows not marked delivered after the relays stopped", left)
 	}
-	rate := perSecond(n, r.lastDeliveryNs()-r.goNs)
-	walPerMsg := float64(wal1-wal0) / float64(n)
-	b.res.add(map[int]metric{1: mBurn1, 2: mBurn2}[relays], sys.name, rate)
-	b.res.add(map[int]metric{1: mWAL1, 2: mWAL2}[relays], sys.name, walPerMsg)
-	if relays == 1 && !sys.bare {
-		b.res.add(mRSS, sys.name, float64(r.peakRSS)/(1<<20))
-	}
-	b.res.details[fmt.Sprintf("burn-down %d relay(s), %s", relays, sys.name)] = fmt.Sprintf(
-		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
-		n, rate, dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), walPerMsg,
-		stmtSummary(r.statements(0, 0)))
-	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", rate, dups, float64(r.peakRSS)/(1<<20))
-	return nil
+	bd.rate = perSecond(n, bd.run.lastDeliveryNs()-bd.run.goNs)
+	bd.walPerMsg = float64(wal1-wal0) / float64(n)
+	return bd, nil
 }
+
+// capacity is the msg/s steadyRelays relays of sys deliver in a burn-down
+// (or -capacity): the yardstick of the overload and stepped scenarios.
+func (b *bench) capacity(ctx context.Context, sys system) (float64, error) {
+	if b.options.capacity > 0 {
+		return b.options.capacity, nil
+	}
+	if c, ok := b.capacities[sys.name]; ok {
+		return c, nil
+	}
+	b.logf("  %s: capacity, a burn-down of %d messages with %d relays", sys.name, b.sz.capacityBacklog, steadyRelays)
+	bd, err := b.burnDownOnce(ctx, sys, steadyRelays, b.sz.capacityBacklog, "")
+	if err != nil {
+		return 0, fmt.Errorf("capacity: %w", err)
+	}
+	b.logf("    capacity %.0f msg/s", bd.rate)
+	b.capacities[sys.name] = bd.rate
+	return bd.rate, nil
+}
+
+// maxBacklogBytes bounds a burn-down's payload bytes under -payload:
+// 100,000 messages of 64 KiB would be a 6.5 GB table; a rate needs far
+// fewer to be steady.
+const maxBacklogBytes = 1 << 30
 
 // backlogFor picks the backlog size of sys: River with its defaults gets
 // the smaller one, since it works about 1k jobs/s per client.

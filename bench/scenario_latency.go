@@ -62,6 +62,7 @@ func (b *bench) latency(ctx context.Context, sys system) error {
 	b.res.add(mLatP50, sys.name, p50)
 	b.res.add(mLatP99, sys.name, p99)
 	b.res.add(mLatMax, sys.name, pmax)
+	b.res.add(mRSSLatency, sys.name, float64(r.peakRSS)/(1<<20))
 	b.res.details["latency, "+sys.name] = fmt.Sprintf("p50 %.2f p99 %.2f max %.2f ms; %s", p50, p99, pmax,
 		stmtSummary(r.statements(r.goNs+int64(latencySettle), 0)))
 	b.logf("    p50 %.2f p99 %.2f max %.2f ms", p50, p99, pmax)

@@ -36,6 +36,22 @@ type sizes struct {
 	idleSettle time.Duration
 	idleWindow time.Duration
 
+	// Pressure scenarios and the stepped load: phase is the length of
+	// each phase (clean, pressure, recovery) and of each step;
+	// pressureRate the clean load (msg/s) of the pressure scenarios;
+	// capacityBacklog the burn-down that measures the relays' capacity.
+	phase           time.Duration
+	pressureRuns    int // runs of the pressure, stepped and claims-waiting scenarios
+	pressureRate    int
+	capacityBacklog int
+
+	waitingRows    int // rows of the paused and of the unconfigured sink beside the measured one
+	waitingPending int // fresh rows of the measured sink burnt down while claims are timed
+
+	soakDuration  time.Duration
+	soakRate      int
+	soakRetention time.Duration
+
 	// drain bounds any wait for deliveries, so a relay that stopped
 	// delivering fails the scenario instead of hanging the run.
 	drain time.Duration
@@ -80,6 +96,15 @@ var fullSizes = sizes{
 	idleSettle:         2 * time.Second,
 	idleWindow:         10 * time.Second,
 	drain:              5 * time.Minute,
+	phase:              30 * time.Second,
+	pressureRuns:       1,
+	pressureRate:       2000,
+	capacityBacklog:    100_000,
+	waitingRows:        1_000_000,
+	waitingPending:     20_000,
+	soakDuration:       30 * time.Minute,
+	soakRate:           5000,
+	soakRetention:      5 * time.Minute,
 }
 
 var quickSizes = sizes{
@@ -105,4 +130,13 @@ var quickSizes = sizes{
 	idleSettle:         500 * time.Millisecond,
 	idleWindow:         2 * time.Second,
 	drain:              time.Minute,
+	phase:              time.Second,
+	pressureRuns:       1,
+	pressureRate:       300,
+	capacityBacklog:    3000,
+	waitingRows:        5000,
+	waitingPending:     500,
+	soakDuration:       3 * time.Second,
+	soakRate:           300,
+	soakRetention:      time.Second,
 }

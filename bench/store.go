@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,16 @@ type store interface {
 	enqueueOne(ctx context.Context, tx pgx.Tx) (int64, error)
 	// enqueueBatch enqueues n messages in tx with the engine's batch API.
 	enqueueBatch(ctx context.Context, tx pgx.Tx, n int) error
+	// enqueueBatchIDs enqueues n messages in tx with the engine's batch
+	// API that reports what it inserted, and returns their ids.
+	enqueueBatchIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error)
+	// seedWaiting adds n waiting rows (jobs) of sink (River: queue), made
+	// an hour ago, so that they come before fresh rows in claim order.
+	seedWaiting(ctx context.Context, sink string, n int) error
+	// pauseSink pauses sink (River: queue) until resumed.
+	pauseSink(ctx context.Context, sink string) error
+	// hotTables names the tables a relay's claims and finishes work on.
+	hotTables(ctx context.Context) ([]string, error)
 	// seedHistory adds n delivered rows (sent / completed) and vacuums.
 	seedHistory(ctx context.Context, n int) error
 	// unfinished counts rows not yet delivered and recorded as such.
@@ -29,6 +40,21 @@ type store interface {
 // seq numbers every message the benchmark makes, for unique dedup keys and
 // payloads.
 var seq atomic.Int64
+
+// Sinks (River: queues) besides noopSink: pausedSinkName is configured and
+// paused; ghostSinkName is configured on no relay (a sink of another
+// deployment, or one removed from the configuration).
+const (
+	pausedSinkName = "paused"
+	ghostSinkName  = "ghost"
+)
+
+// padding is the filler a payload of about size bytes carries besides its
+// number ("" for the default, smallest payload).
+func padding(size int) string {
+	const overhead = len(`{"n":1000000,"pad":""}`)
+	return strings.Repeat("x", max(0, size-overhead))
+}
 
 // inTx runs fn in a transaction of its own on s's pool.
 func inTx(ctx context.Context, s store, fn func(pgx.Tx) error) error {
@@ -59,4 +85,19 @@ func tableRows(ctx context.Context, s store) (int64, error) {
 	var n int64
 	err := s.pool().QueryRow(ctx, "SELECT count(*) FROM "+s.table()).Scan(&n)
 	return n, err
+}
+
+// tupleCounts sums n_live_tup and n_dead_tup over tables, as the
+// statistics collector last saw them.
+func tupleCounts(ctx context.Context, s store, tables []string) (live, dead int64, err error) {
+	err = s.pool().QueryRow(ctx, `SELECT coalesce(sum(n_live_tup), 0)::bigint, coalesce(sum(n_dead_tup), 0)::bigint
+		FROM pg_stat_user_tables WHERE (schemaname || '.' || relname) = ANY($1) OR relname = ANY($1)`, tables).Scan(&live, &dead)
+	return live, dead, err
+}
+
+// relationSizes is the heap (with TOAST) and the index bytes of tables.
+func relationSizes(ctx context.Context, s store, tables []string) (heap, index int64, err error) {
+	err = s.pool().QueryRow(ctx, `SELECT coalesce(sum(pg_table_size(t::regclass)), 0)::bigint,
+		coalesce(sum(pg_indexes_size(t::regclass)), 0)::bigint FROM unnest($1::text[]) t`, tables).Scan(&heap, &index)
+	return heap, index, err
 }

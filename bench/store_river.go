@@ -17,14 +17,15 @@ import (
 type riverStore struct {
 	p      *pgxpool.Pool
 	client *river.Client[pgx.Tx]
+	pad    string // payload filler (see padding)
 }
 
-func newRiverStore(p *pgxpool.Pool, sys system) (riverStore, error) {
+func newRiverStore(p *pgxpool.Pool, sys system, pad string) (riverStore, error) {
 	c, err := river.NewClient(riverpgxv5.New(p), &river.Config{Logger: quietLogger(), FetchCooldown: sys.fetch})
 	if err != nil {
 		return riverStore{}, fmt.Errorf("river insert client: %w", err)
 	}
-	return riverStore{p: p, client: c}, nil
+	return riverStore{p: p, client: c, pad: pad}, nil
 }
 
 func (s riverStore) pool() *pgxpool.Pool { return s.p }
@@ -35,10 +36,10 @@ func (s riverStore) reset(ctx context.Context) error {
 	return err
 }
 
-func nextArgs() noopArgs { return noopArgs{N: int(seq.Add(1))} }
+func (s riverStore) nextArgs() noopArgs { return noopArgs{N: int(seq.Add(1)), Pad: s.pad} }
 
 func (s riverStore) enqueueOne(ctx context.Context, tx pgx.Tx) (int64, error) {
-	res, err := s.client.InsertTx(ctx, tx, nextArgs(), nil)
+	res, err := s.client.InsertTx(ctx, tx, s.nextArgs(), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -49,11 +50,48 @@ func (s riverStore) enqueueOne(ctx context.Context, tx pgx.Tx) (int64, error) {
 func (s riverStore) enqueueBatch(ctx context.Context, tx pgx.Tx, n int) error {
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
-		params[i] = river.InsertManyParams{Args: nextArgs()}
+		params[i] = river.InsertManyParams{Args: s.nextArgs()}
 	}
 	_, err := s.client.InsertManyFastTx(ctx, tx, params)
 	return err
 }
+
+// enqueueBatchIDs uses InsertManyTx, River's batch insert that returns the
+// jobs it inserted.
+func (s riverStore) enqueueBatchIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: s.nextArgs()}
+	}
+	res, err := s.client.InsertManyTx(ctx, tx, params)
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids, err
+}
+
+func (s riverStore) seedWaiting(ctx context.Context, queue string, n int) error {
+	if _, err := s.p.Exec(ctx, `
+		INSERT INTO river_job (args, kind, max_attempts, queue, state, created_at, scheduled_at)
+		SELECT jsonb_build_object('n', g), $1, 25, $2, 'available', now() - interval '1 hour', now() - interval '1 hour'
+		FROM generate_series(1, $3::int) g`, noopSink, queue, n); err != nil {
+		return fmt.Errorf("seed %d waiting jobs of queue %s: %w", n, queue, err)
+	}
+	return nil
+}
+
+// pauseSink pauses a queue the way QueuePause does, before any client
+// has created the queue's row (QueuePause needs the row).
+func (s riverStore) pauseSink(ctx context.Context, queue string) error {
+	_, err := s.p.Exec(ctx, `
+		INSERT INTO river_queue (name, created_at, metadata, paused_at, updated_at)
+		VALUES ($1, now(), '{}', now(), now())
+		ON CONFLICT (name) DO UPDATE SET paused_at = now(), updated_at = now()`, queue)
+	return err
+}
+
+func (s riverStore) hotTables(context.Context) ([]string, error) { return []string{"river_job"}, nil }
 
 func (s riverStore) seedHistory(ctx context.Context, n int) error {
 	if _, err := s.p.Exec(ctx, `

@@ -56,7 +56,8 @@ const noopSink = "noop"
 
 // noopArgs is the River job: the payload both systems carry is {"n": i}.
 type noopArgs struct {
-	N int `json:"n"`
+	N   int    `json:"n"`
+	Pad string `json:"pad,omitempty"` // see padding
 }
 
 func (noopArgs) Kind() string { return noopSink }
