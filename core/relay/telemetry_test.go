@@ -347,7 +347,8 @@ func TestRelayMetrics(t *testing.T) {
 
 // boundedLabels are the only metric attribute keys allowed: each takes
 // values from a set fixed by configuration or code, never from a row.
-var boundedLabels = map[attribute.Key]bool{"sink": true, "outbox.sink.type": true, "outbox.outcome": true, "status": true}
+// reason is the pause gauge's: "hand" or "retry_after".
+var boundedLabels = map[attribute.Key]bool{"sink": true, "outbox.sink.type": true, "outbox.outcome": true, "status": true, "reason": true}
 
 // Ids and dedup keys belong on spans, where every value is fine; on metrics
 // each distinct value is a new time series, and span names are indexed by
