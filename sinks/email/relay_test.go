@@ -68,7 +68,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 func readFinished(t *testing.T, ob *testdb.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
 	t.Helper()
 	err := pool.QueryRow(context.Background(),
-		"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages WHERE id = $1",
+		"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages_all WHERE id = $1",
 		id).Scan(&status, &receiptID, &lastError)
 	if err != nil {
 		t.Fatalf("read row %d: %v", id, err)

@@ -18,7 +18,7 @@ func TestRelayKilledMidPublishLeavesEachMessageOnceInTheStream(t *testing.T) {
 	pool, ob, _ := brokertest.CrashMidPublish(t, target(url, st.subject, &st), "events", "TestCrashChild")
 	var deduplicated int
 	if err := pool.QueryRow(t.Context(),
-		"SELECT count(*) FROM "+ob.Schema()+".messages WHERE (receipt->>'duplicate')::boolean").Scan(&deduplicated); err != nil {
+		"SELECT count(*) FROM "+ob.Schema()+".messages_all WHERE (receipt->>'duplicate')::boolean").Scan(&deduplicated); err != nil {
 		t.Fatal(err)
 	}
 	if deduplicated == 0 {

@@ -61,7 +61,7 @@ func readRow(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, id int64) rowS
 	t.Helper()
 	var r rowState
 	err := pool.QueryRow(context.Background(),
-		"SELECT status, COALESCE(receipt->>'channel', ''), COALESCE(receipt->>'ts', ''), attempts FROM "+ob.Schema()+".messages WHERE id = $1",
+		"SELECT status, COALESCE(receipt->>'channel', ''), COALESCE(receipt->>'ts', ''), attempts FROM "+ob.Schema()+".messages_all WHERE id = $1",
 		id).Scan(&r.Status, &r.Channel, &r.TS, &r.Attempts)
 	if err != nil {
 		t.Fatalf("read row %d: %v", id, err)

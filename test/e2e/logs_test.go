@@ -71,7 +71,7 @@ func TestServeLogsFailureStreak(t *testing.T) {
 	// A second attempt at least, so that the retries are seen not to log.
 	eventually(t, 30*time.Second, "a retry", func() bool {
 		var attempts float64
-		if err := e.pool.QueryRow(t.Context(), "SELECT attempts FROM "+e.schema+".messages").Scan(&attempts); err != nil {
+		if err := e.pool.QueryRow(t.Context(), "SELECT attempts FROM "+e.schema+".messages_all").Scan(&attempts); err != nil {
 			t.Fatal(err)
 		}
 		return attempts >= 3
