@@ -211,7 +211,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 	if !opened.Opened {
 		return
 	}
-	r.metrics.circuitOpens.Add(ctx, 1, r.labels[sb.name].sink)
+	r.metrics.circuitOpens.Add(ctx, 1, r.labels[sb.name].sink...)
 	r.logger.Warn("outbox: circuit breaker opened: the cluster stops delivering to this destination and probes it",
 		"sink", sb.name, "key", key, "reason", reason, "last_error", failure, "probe_in", sb.cfg.ProbeInterval)
 	r.signals.EmitBreaker(sb.name, key, true)
@@ -402,7 +402,7 @@ func (r *Relay) takeProbe(ctx context.Context, sb *sinkBreakers, key string) boo
 	if n == 0 {
 		return false
 	}
-	r.metrics.circuitProbes.Add(ctx, 1, r.labels[sb.name].sink)
+	r.metrics.circuitProbes.Add(ctx, 1, r.labels[sb.name].sink...)
 	return true
 }
 
@@ -470,7 +470,7 @@ func (r *Relay) registerCircuitGauge() (metric.Registration, error) {
 				}
 			}
 			sb.mu.Unlock()
-			obs.ObserveInt64(gauge, state, r.labels[name].sink)
+			obs.ObserveInt64(gauge, state, r.labels[name].sinkObs...)
 		}
 		return nil
 	}, gauge)

@@ -31,9 +31,9 @@ func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration,
 	row.Delivery = *row.WithContext(dctx)
 	started := time.Now()
 	inFlightAttrs := r.labels[sc.Name].inFlight
-	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs...)
 	err := callSink(dctx, sc.Sink, &row.Delivery)
-	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs...)
 	stopFreeing()
 	cancel()
 	r.finish(ctx, row, sc, span, time.Since(started), err)
@@ -75,9 +75,9 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 	}
 	started := time.Now()
 	inFlightAttrs := r.labels[sc.Name].inFlight
-	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs...)
 	errs := callBatchSink(bctx, sc.Sink.(sink.BatchSink), ds)
-	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs...)
 	elapsed := time.Since(started)
 	for i, row := range batch {
 		r.finish(ctx, row, sc, spans[i], elapsed, errs[i])
@@ -111,7 +111,7 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		return sc, nil, nil, false
 	}
 	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(row.Headers))
-	ctx, span := r.startDeliverySpan(ctx, *row, sc)
+	ctx, span := r.startDeliverySpan(ctx, row, sc, r.labels[sc.Name])
 	handBack := func(delay time.Duration, outcome string, cause error) (SinkConfig, context.Context, trace.Span, bool) {
 		r.release(*row, delay, cause)
 		endSpan(span, outcome, nil)
