@@ -58,10 +58,24 @@ type Outcome struct {
 	// for them (the row's ordering key's next row is only claimable once
 	// this one is finished).
 	Urgent bool
-	// Done is called once the write finished: written reports whether the
-	// row changed (false: a zombie's late completion, or not written).
-	Done func(written bool)
+	// Done is told once the write finished (nil: nobody is).
+	Done Reporter
 }
+
+// Reporter is told whether an outcome was written. It is an interface, not
+// a func, so that the relay's per-delivery report, a pointer, is passed
+// without allocating a closure per delivery.
+type Reporter interface {
+	// Written reports whether the row changed (false: a zombie's late
+	// completion, or not written).
+	Written(written bool)
+}
+
+// ReportFunc is a func as a Reporter.
+type ReportFunc func(written bool)
+
+// Written calls f.
+func (f ReportFunc) Written(written bool) { f(written) }
 
 // Finisher runs the finish statement (internal/store's finish.sql), which
 // takes the outcomes as arrays and returns the ids it wrote;
@@ -186,7 +200,7 @@ func (c *Completer) write(batch []Outcome) {
 				"id", o.ID, "status", o.Status)
 		}
 		if o.Done != nil {
-			o.Done(ok)
+			o.Done.Written(ok)
 		}
 	}
 }
