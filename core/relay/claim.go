@@ -29,8 +29,8 @@ type claimedRow struct {
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
 	deadline   *claimDeadline // shared by the rows of the claim
-	prepared   bool // the Stage has run for this attempt
-	deferrals  int  // how often a Retry-After put the row off (see finish)
+	prepared   bool           // the Stage has run for this attempt
+	deferrals  int            // how often a Retry-After put the row off (see finish)
 	// destKey is the row's destination key, for a sink limited per key
 	// ("" otherwise), once named; probe marks the row its circuit
 	// breaker's probe.
