@@ -80,8 +80,8 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 		b.res.add(mRSS, sys.name, float64(r.peakRSS)/(1<<20))
 	}
 	b.res.details[fmt.Sprintf("burn-down %d relay(s), %s", relays, sys.name)] = fmt.Sprintf(
-		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
-		n, rate, dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), walPerMsg,
+		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.1f µs/msg, %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
+		n, rate, dups, cpuMicrosPerMsg(r.relayCPU, n), pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), walPerMsg,
 		stmtSummary(r.statements(0, 0)))
 	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", rate, dups, float64(r.peakRSS)/(1<<20))
 	return nil
@@ -94,6 +94,12 @@ func backlogFor(sys system, n, riverDefault int) int {
 		return riverDefault
 	}
 	return n
+}
+
+// cpuMicrosPerMsg is CPU ticks spent on n messages, in microseconds per
+// message.
+func cpuMicrosPerMsg(ticks int64, n int) float64 {
+	return float64(ticks) * 1e6 / clockTicksPerSecond / float64(n)
 }
 
 func pct(part, whole int64) float64 {
