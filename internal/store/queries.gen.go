@@ -220,11 +220,24 @@ func (q *Queries) ActivePauses(ctx context.Context, db DBTX) ([]ActivePausesRow,
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ActivePausesRow, error) {
-		var r ActivePausesRow
-		err := row.Scan(&r.Sink, &r.Remaining)
-		return r, err
-	})
+	defer rows.Close()
+	out := []ActivePausesRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero ActivePausesRow
+	dests := []any{&r.Sink, &r.Remaining}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const activeRoutesSQL = `-- name: active_routes
@@ -280,7 +293,7 @@ type AddDeliveryMinutesParams struct {
 
 // AddDeliveryMinutes runs add_delivery_minutes.sql.
 func (q *Queries) AddDeliveryMinutes(ctx context.Context, db DBTX, arg AddDeliveryMinutesParams) error {
-	_, err := db.Exec(ctx, q.text.AddDeliveryMinutes, arg.Latency, arg.Buckets, arg.Sinks, arg.Sent, arg.Retried, arg.Dead)
+	_, err := db.Exec(ctx, q.text.AddDeliveryMinutes, int8Array(arg.Latency), arg.Buckets, textArray(arg.Sinks), int8Array(arg.Sent), int8Array(arg.Retried), int8Array(arg.Dead))
 	return err
 }
 
@@ -390,7 +403,7 @@ DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
 
 // BreakerDropEvents runs breaker_drop_events.sql.
 func (q *Queries) BreakerDropEvents(ctx context.Context, db DBTX, ids []int64, sink string) error {
-	_, err := db.Exec(ctx, q.text.BreakerDropEvents, ids, sink)
+	_, err := db.Exec(ctx, q.text.BreakerDropEvents, int8Array(ids), sink)
 	return err
 }
 
@@ -509,11 +522,24 @@ func (q *Queries) Breakers(ctx context.Context, db DBTX) ([]BreakersRow, error) 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (BreakersRow, error) {
-		var r BreakersRow
-		err := row.Scan(&r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes)
-		return r, err
-	})
+	defer rows.Close()
+	out := []BreakersRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero BreakersRow
+	dests := []any{&r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const claimSQL = `-- name: claim
@@ -637,16 +663,29 @@ type ClaimRow struct {
 
 // Claim runs claim.sql and returns its rows.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, q.text.Claim, arg.Sinks, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
+	rows, err := db.Query(ctx, q.text.Claim, textArray(arg.Sinks), arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
-		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
-		return r, err
-	})
+	out := make([]ClaimRow, 0, arg.Limit)
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero ClaimRow
+	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const deadLettersSQL = `-- name: dead_letters
@@ -687,11 +726,24 @@ func (q *Queries) DeadLetters(ctx context.Context, db DBTX, sink string, limit i
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLettersRow, error) {
-		var r DeadLettersRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors)
-		return r, err
-	})
+	defer rows.Close()
+	out := []DeadLettersRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero DeadLettersRow
+	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const deliveryRatesSQL = `-- name: delivery_rates
@@ -731,11 +783,24 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeliveryRatesRow, error) {
-		var r DeliveryRatesRow
-		err := row.Scan(&r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
-		return r, err
-	})
+	defer rows.Close()
+	out := []DeliveryRatesRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero DeliveryRatesRow
+	dests := []any{&r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const droppedEventsSQL = `-- name: dropped_events
@@ -891,15 +956,28 @@ type FinishParams struct {
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
-	rows, err := db.Query(ctx, q.text.Finish, arg.IDs, arg.Tokens, arg.Statuses, arg.Delays, arg.Errors, arg.Receipts, arg.Refunds, arg.Deferred, arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), arg.Receipts, int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
-		var r int64
-		err := row.Scan(&r)
-		return r, err
-	})
+	defer rows.Close()
+	out := []int64{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero int64
+	dests := []any{&r}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const foldDroppedEventsSQL = `-- name: fold_dropped_events
@@ -944,11 +1022,24 @@ func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bool, error) {
-		var r bool
-		err := row.Scan(&r)
-		return r, err
-	})
+	defer rows.Close()
+	out := []bool{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero bool
+	dests := []any{&r}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const lockTransactionSQL = `-- name: lock_transaction
@@ -992,15 +1083,28 @@ type LookupIDsRow struct {
 
 // LookupIDs runs lookup_ids.sql and returns its rows.
 func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupKeys []string) ([]LookupIDsRow, error) {
-	rows, err := db.Query(ctx, q.text.LookupIDs, sinks, dedupKeys)
+	rows, err := db.Query(ctx, q.text.LookupIDs, textArray(sinks), textArray(dedupKeys))
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (LookupIDsRow, error) {
-		var r LookupIDsRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey)
-		return r, err
-	})
+	defer rows.Close()
+	out := []LookupIDsRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero LookupIDsRow
+	dests := []any{&r.ID, &r.Sink, &r.DedupKey}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const messageSQL = `-- name: message
@@ -1095,11 +1199,24 @@ func (q *Queries) MessagesSearch(ctx context.Context, db DBTX, arg MessagesSearc
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (MessagesSearchRow, error) {
-		var r MessagesSearchRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError)
-		return r, err
-	})
+	defer rows.Close()
+	out := []MessagesSearchRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero MessagesSearchRow
+	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const migrationsAppliedSQL = `-- name: migrations_applied
@@ -1113,11 +1230,24 @@ func (q *Queries) MigrationsApplied(ctx context.Context, db DBTX) ([]int, error)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (int, error) {
-		var r int
-		err := row.Scan(&r)
-		return r, err
-	})
+	defer rows.Close()
+	out := []int{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero int
+	dests := []any{&r}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const migrationsLedgerExistsSQL = `-- name: migrations_ledger_exists
@@ -1349,11 +1479,24 @@ func (q *Queries) Publish(ctx context.Context, db DBTX, eventType string, key st
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishRow, error) {
-		var r PublishRow
-		err := row.Scan(&r.Sink, &r.ID, &r.Created)
-		return r, err
-	})
+	defer rows.Close()
+	out := []PublishRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero PublishRow
+	dests := []any{&r.Sink, &r.ID, &r.Created}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const publishBatchSQL = `-- name: publish_batch
@@ -1376,15 +1519,28 @@ type PublishBatchRow struct {
 
 // PublishBatch runs publish_batch.sql and returns its rows.
 func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string, keys []string, data [][]byte, orderingKeys []string, threadKeys []string, headers []byte) ([]PublishBatchRow, error) {
-	rows, err := db.Query(ctx, q.text.PublishBatch, eventTypes, keys, data, orderingKeys, threadKeys, headers)
+	rows, err := db.Query(ctx, q.text.PublishBatch, textArray(eventTypes), textArray(keys), data, textArray(orderingKeys), textArray(threadKeys), headers)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishBatchRow, error) {
-		var r PublishBatchRow
-		err := row.Scan(&r.Event, &r.Sink, &r.ID, &r.Created)
-		return r, err
-	})
+	defer rows.Close()
+	out := []PublishBatchRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero PublishBatchRow
+	dests := []any{&r.Event, &r.Sink, &r.ID, &r.Created}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const purgeSQL = `-- name: purge
@@ -1465,7 +1621,7 @@ type PurgeRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow, error) {
 	var r PurgeRow
-	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 
@@ -1541,7 +1697,7 @@ type RedriveRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Redrive(ctx context.Context, db DBTX, arg RedriveParams) (RedriveRow, error) {
 	var r RedriveRow
-	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 
@@ -1556,7 +1712,7 @@ RETURNING id
 // pgx.ErrNoRows when there is none.
 func (q *Queries) RegisterWaiter(ctx context.Context, db DBTX, channel string, sinks []string, aliveFor time.Duration) (int64, error) {
 	var r int64
-	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, sinks, aliveFor).Scan(&r)
+	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, textArray(sinks), aliveFor).Scan(&r)
 	return r, err
 }
 
@@ -1584,15 +1740,28 @@ type ReserveKeyPermitsRow struct {
 
 // ReserveKeyPermits runs reserve_key_permits.sql and returns its rows.
 func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]ReserveKeyPermitsRow, error) {
-	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, keys, counts, permit)
+	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReserveKeyPermitsRow, error) {
-		var r ReserveKeyPermitsRow
-		err := row.Scan(&r.Key, &r.Tat, &r.Now)
-		return r, err
-	})
+	defer rows.Close()
+	out := []ReserveKeyPermitsRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero ReserveKeyPermitsRow
+	dests := []any{&r.Key, &r.Tat, &r.Now}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const reservePermitsSQL = `-- name: reserve_permits
@@ -1744,11 +1913,24 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SinkPausesRow, error) {
-		var r SinkPausesRow
-		err := row.Scan(&r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt)
-		return r, err
-	})
+	defer rows.Close()
+	out := []SinkPausesRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero SinkPausesRow
+	dests := []any{&r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const sinkSeenSQL = `-- name: sink_seen
@@ -1788,11 +1970,24 @@ func (q *Queries) Stats(ctx context.Context, db DBTX) ([]StatsRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatsRow, error) {
-		var r StatsRow
-		err := row.Scan(&r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds)
-		return r, err
-	})
+	defer rows.Close()
+	out := []StatsRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero StatsRow
+	dests := []any{&r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const statsSnapshotSQL = `-- name: stats_snapshot
@@ -1833,11 +2028,24 @@ func (q *Queries) StatsSnapshot(ctx context.Context, db DBTX) ([]StatsSnapshotRo
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatsSnapshotRow, error) {
-		var r StatsSnapshotRow
-		err := row.Scan(&r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
-		return r, err
-	})
+	defer rows.Close()
+	out := []StatsSnapshotRow{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero StatsSnapshotRow
+	dests := []any{&r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const takeStatsLeadSQL = `-- name: take_stats_lead
@@ -1919,15 +2127,28 @@ SELECT sink FROM sinks WHERE sink IS NOT NULL AND NOT (sink = ANY($1::text[])) O
 
 // UnconfiguredSinks runs unconfigured_sinks.sql and returns its rows.
 func (q *Queries) UnconfiguredSinks(ctx context.Context, db DBTX, configured []string) ([]string, error) {
-	rows, err := db.Query(ctx, q.text.UnconfiguredSinks, configured)
+	rows, err := db.Query(ctx, q.text.UnconfiguredSinks, textArray(configured))
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var r string
-		err := row.Scan(&r)
-		return r, err
-	})
+	defer rows.Close()
+	out := []string{}
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero string
+	dests := []any{&r}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const unregisterWaitersSQL = `-- name: unregister_waiters
@@ -1938,7 +2159,7 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 
 // UnregisterWaiters runs unregister_waiters.sql.
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
-	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
+	_, err := db.Exec(ctx, q.text.UnregisterWaiters, int8Array(ids))
 	return err
 }
 

@@ -73,6 +73,10 @@
 // schema and decides what else Queries carries (statements assembled at
 // run time, like the batch enqueue's). The methods return the driver's
 // errors as they are: their callers know what they were doing and say so.
+// Array parameters of the types in arrayParams go through the package's
+// array types (int8Array, textArray, ...; internal/store's arrays.go),
+// which pgx encodes without an allocation per element; a :many method
+// scans every row into one row value and one list of destinations.
 //
 // # Tests
 //

@@ -121,12 +121,12 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 		b.WriteString("}\n")
 		args = append(args, "arg "+name+"Params")
 		for _, p := range s.Params {
-			values = append(values, "arg."+goName(p.Name, true))
+			values = append(values, paramValue("arg."+goName(p.Name, true), p))
 		}
 	default:
 		for _, p := range s.Params {
 			args = append(args, goName(p.Name, false)+" "+p.GoType)
-			values = append(values, goName(p.Name, false))
+			values = append(values, paramValue(goName(p.Name, false), p))
 		}
 	}
 
@@ -156,6 +156,34 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 		}
 	}
 	return methodTemplate.Execute(b, m)
+}
+
+// arrayParams are the array parameters passed through one of the
+// package's array types (internal/store's arrays.go), by Go type and the
+// SQL element types they may stand for: pgx encodes those without an
+// allocation per element, where it boxes a plain slice's elements one by
+// one.
+var arrayParams = []struct {
+	goType, adapter string
+	sqlTypes        []string
+}{
+	{"[]int64", "int8Array", []string{"bigint[]", "int8[]"}},
+	{"[]int32", "int4Array", []string{"integer[]", "int[]", "int4[]"}},
+	{"[]float64", "float8Array", []string{"double precision[]", "float8[]"}},
+	{"[]string", "textArray", []string{"text[]", "varchar[]", "character varying[]"}},
+	{"[]*string", "nullTextArray", []string{"text[]", "varchar[]", "character varying[]"}},
+	{"[][16]byte", "uuidArray", []string{"uuid[]"}},
+}
+
+// paramValue is the expression a method passes for parameter p, whose
+// value is expr.
+func paramValue(expr string, p Field) string {
+	for _, a := range arrayParams {
+		if a.goType == p.GoType && slices.Contains(a.sqlTypes, p.SQLType) {
+			return a.adapter + "(" + expr + ")"
+		}
+	}
+	return expr
 }
 
 // method is what methodTemplate writes a statement's method from.
@@ -194,16 +222,29 @@ func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 {{- if .Capacity}}
 	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]{{.Row}}, 0, {{.Capacity}}), rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
+	out := make([]{{.Row}}, 0, {{.Capacity}})
 {{- else}}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
+	out := []{{.Row}}{}
 {{- end}}
-		var r {{.Row}}
-		err := row.Scan({{.Dests}})
-		return r, err
-	})
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero {{.Row}}
+	dests := []any{ {{- .Dests -}} }
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 {{- end}}
 `))

@@ -100,16 +100,29 @@ type SearchItemsRow struct {
 
 // SearchItems runs search_items.sql and returns its rows.
 func (q *Queries) SearchItems(ctx context.Context, db DBTX, arg SearchItemsParams) ([]SearchItemsRow, error) {
-	rows, err := db.Query(ctx, q.text.SearchItems, pgx.QueryExecModeCacheDescribe, arg.Owner, arg.Before, arg.Tags, arg.Limit)
+	rows, err := db.Query(ctx, q.text.SearchItems, pgx.QueryExecModeCacheDescribe, arg.Owner, arg.Before, textArray(arg.Tags), arg.Limit)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]SearchItemsRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (SearchItemsRow, error) {
-		var r SearchItemsRow
-		err := row.Scan(&r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta)
-		return r, err
-	})
+	out := make([]SearchItemsRow, 0, arg.Limit)
+	// One row and one list of destinations serve every row: a Scan into
+	// fresh ones allocated both for each row. The row is cleared before
+	// each Scan, so that nothing of the previous row's is reused.
+	var r, zero SearchItemsRow
+	dests := []any{&r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta}
+	for rows.Next() {
+		r = zero
+		if err := rows.Scan(dests...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 const touchItemsSQL = `-- name: touch_items
@@ -119,6 +132,6 @@ UPDATE {schema}.items SET seen_at = $2::timestamptz WHERE id = ANY($1::bigint[])
 
 // TouchItems runs touch_items.sql and returns how many rows it affected.
 func (q *Queries) TouchItems(ctx context.Context, db DBTX, ids []int64, at time.Time) (int64, error) {
-	tag, err := db.Exec(ctx, q.text.TouchItems, ids, at)
+	tag, err := db.Exec(ctx, q.text.TouchItems, int8Array(ids), at)
 	return tag.RowsAffected(), err
 }
