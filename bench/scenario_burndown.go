@@ -83,7 +83,7 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.1f µs/msg, %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
 		n, rate, dups, cpuMicrosPerMsg(r.relayCPU, n), pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), walPerMsg,
 		stmtSummary(r.statements(0, 0)))
-	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", rate, dups, float64(r.peakRSS)/(1<<20))
+	b.logf("    %.0f msg/s, %d dups, rss %.1f MB, relay CPU %.1f µs/msg", rate, dups, float64(r.peakRSS)/(1<<20), cpuMicrosPerMsg(r.relayCPU, n))
 	return nil
 }
 
