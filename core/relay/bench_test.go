@@ -92,7 +92,7 @@ func BenchmarkBurnDown(b *testing.B) {
 // per message while it drains a backlog of b.N messages into a no-op sink:
 // the process's CPU time (user and system, from getrusage) and the heap
 // allocations from the relay's start until Run returned, every terminal
-// write done. Nothing else runs in the process meanwhile but this
+// write done, and the threads' voluntary context switches. Nothing else runs in the process meanwhile but this
 // goroutine's wait, so both are the relay's. Run it with
 // -benchtime=100000x: smaller backlogs measure the start and stop more
 // than the delivery path.
@@ -107,7 +107,7 @@ func BenchmarkRelayCPU(b *testing.B) {
 	runtime.GC()
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
-	cpu0 := processCPU(b)
+	cpu0, switches0 := processCPU(b)
 	b.ResetTimer()
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -118,18 +118,22 @@ func BenchmarkRelayCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	cpu := processCPU(b) - cpu0
+	cpu, switches := processCPU(b)
+	cpu, switches = cpu-cpu0, switches-switches0
 	runtime.ReadMemStats(&mem1)
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/msg")
 	b.ReportMetric(float64(mem1.Mallocs-mem0.Mallocs)/float64(b.N), "allocs/msg")
 	b.ReportMetric(float64(mem1.TotalAlloc-mem0.TotalAlloc)/float64(b.N), "heap-B/msg")
+	b.ReportMetric(float64(switches)/float64(b.N), "ctxsw/msg")
 }
 
-// processCPU is the user and system CPU time this process used so far.
-func processCPU(b *testing.B) time.Duration {
+// processCPU is the user and system CPU time this process used so far,
+// and how often its threads gave up the CPU to wait (voluntary context
+// switches: a goroutine woken on a parked thread costs one).
+func processCPU(b *testing.B) (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
 }

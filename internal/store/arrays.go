@@ -95,3 +95,13 @@ func (a uuidArray) Index(i int) any                     { return uuidRef{&a[i]} 
 func (a uuidArray) IndexType() any                      { return uuidRef{} }
 
 func (r uuidRef) UUIDValue() (pgtype.UUID, error) { return pgtype.UUID{Bytes: *r.p, Valid: true}, nil }
+
+// bytesArray is a jsonb[] or bytea[] parameter whose nil elements are
+// NULLs. Its elements are the slices themselves: pgx takes a []byte as
+// it is (boxing a nil one allocates nothing), where it reaches the
+// elements of a plain [][]byte through reflection, an allocation each.
+type bytesArray [][]byte
+
+func (a bytesArray) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
+func (a bytesArray) Index(i int) any                     { return a[i] }
+func (a bytesArray) IndexType() any                      { return []byte(nil) }

@@ -36,6 +36,9 @@ func TestArrayParamsEncodeAsPgxDoes(t *testing.T) {
 		{"text[]", []*string(nil)},
 		{"uuid[]", [][16]byte{{1, 2, 3}, {15: 0xff}}},
 		{"uuid[]", [][16]byte(nil)},
+		{"jsonb[]", [][]byte{[]byte(`{"a": 1}`), nil, []byte(`[]`)}},
+		{"jsonb[]", [][]byte(nil)},
+		{"bytea[]", [][]byte{{0, 1, 0xff}, nil, {}}},
 	} {
 		var want, got *string
 		q := "SELECT $1::" + c.sqlType + "::text"

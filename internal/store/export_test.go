@@ -16,6 +16,8 @@ func ArrayParam(v any) any {
 		return nullTextArray(v)
 	case [][16]byte:
 		return uuidArray(v)
+	case [][]byte:
+		return bytesArray(v)
 	}
 	return v
 }

@@ -956,7 +956,7 @@ type FinishParams struct {
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
-	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), arg.Receipts, int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), bytesArray(arg.Receipts), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
@@ -1519,7 +1519,7 @@ type PublishBatchRow struct {
 
 // PublishBatch runs publish_batch.sql and returns its rows.
 func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string, keys []string, data [][]byte, orderingKeys []string, threadKeys []string, headers []byte) ([]PublishBatchRow, error) {
-	rows, err := db.Query(ctx, q.text.PublishBatch, textArray(eventTypes), textArray(keys), data, textArray(orderingKeys), textArray(threadKeys), headers)
+	rows, err := db.Query(ctx, q.text.PublishBatch, textArray(eventTypes), textArray(keys), bytesArray(data), textArray(orderingKeys), textArray(threadKeys), headers)
 	if err != nil {
 		return nil, err
 	}

@@ -173,6 +173,7 @@ var arrayParams = []struct {
 	{"[]string", "textArray", []string{"text[]", "varchar[]", "character varying[]"}},
 	{"[]*string", "nullTextArray", []string{"text[]", "varchar[]", "character varying[]"}},
 	{"[][16]byte", "uuidArray", []string{"uuid[]"}},
+	{"[][]byte", "bytesArray", []string{"jsonb[]", "json[]", "bytea[]"}},
 }
 
 // paramValue is the expression a method passes for parameter p, whose
