@@ -75,12 +75,21 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]*claimedR
 	token, claimedAt := uuid.New(), time.Now()
 	deadline := &claimDeadline{}
 	p.Token, p.Lease, p.AliveFor = token, r.cfg.Lease, r.aliveFor()
-	rows, err := r.q.Claim(ctx, r.db, p)
+	buf, _ := r.claimBuffers.Get().(*[]store.ClaimRow)
+	if buf == nil {
+		buf = new([]store.ClaimRow)
+	}
+	defer r.claimBuffers.Put(buf)
+	rows, err := r.q.ClaimInto(ctx, r.db, p, *buf)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	// The slices are sized once, the store's for a full claim (claim.sql's
-	// capacity): growing a slice of rows this large copies them. The rows
+	// The store's rows are copied into claimedRows below: its slice of
+	// them goes back to the pool, cleared, so it holds on to no payload.
+	defer clear(rows)
+	*buf = rows[:0]
+	// The slices are sized once: growing a slice of rows this large copies
+	// them. The rows
 	// live in one array and go on by pointer, from the claim through the
 	// queues, the delivery and the terminal write: a row is hundreds of
 	// bytes, and each copy of one on the way cost CPU, and one of them an

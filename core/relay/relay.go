@@ -57,6 +57,10 @@ type Relay struct {
 	// (see breaker.go); breakerKick makes watchBreakers re-read them.
 	breakers    map[string]*sinkBreakers
 	breakerKick chan struct{}
+	// claimBuffers are slices for the store's claimed rows (*[]ClaimRow),
+	// reused from one claim to the next: a claim loop claims again and
+	// again, and its rows are copied out of the slice at once.
+	claimBuffers sync.Pool
 
 	ran     atomic.Bool // Run may be called once
 	leading atomic.Bool // this relay holds the lead (see lead)

@@ -663,13 +663,20 @@ type ClaimRow struct {
 
 // Claim runs claim.sql and returns its rows.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.ClaimInto(ctx, db, arg, make([]ClaimRow, 0, arg.Limit))
+}
+
+// ClaimInto runs claim.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out []ClaimRow) ([]ClaimRow, error) {
 	rows, err := db.Query(ctx, q.text.Claim, textArray(arg.Sinks), arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	// Sized for a full result: growing a slice of many rows copies them.
-	out := make([]ClaimRow, 0, arg.Limit)
+	out = out[:0]
 	// One row and one list of destinations serve every row: a Scan into
 	// fresh ones allocated both for each row. The row is cleared before
 	// each Scan, so that nothing of the previous row's is reused.

@@ -37,7 +37,8 @@
 //   - capacity (optional, :many) names an integer parameter, the most
 //     rows the statement returns (its LIMIT): the method allocates its
 //     slice of rows for that many at once, where growing a slice of many
-//     large rows would copy them over and over.
+//     large rows would copy them over and over; and a <Name>Into method
+//     returns them in a slice the caller passes, to reuse one.
 //   - returns declares the result columns in order, for :one and :many,
 //     each with its SQL type; a list may go on over several returns lines.
 //     One column is returned as its value, more as a <Name>Row struct.

@@ -147,7 +147,12 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 		}
 	}
 
-	m := method{Name: name, File: s.File, Kind: s.Kind, Args: strings.Join(args, ", "),
+	var names []string
+	for _, a := range args {
+		n, _, _ := strings.Cut(a, " ")
+		names = append(names, n)
+	}
+	m := method{Name: name, File: s.File, Kind: s.Kind, Args: strings.Join(args, ", "), ArgNames: strings.Join(names, ", "),
 		Call: strings.Join(values, ", "), Row: row, Dests: strings.Join(dests, ", ")}
 	if s.Capacity != "" {
 		m.Capacity = goName(s.Capacity, false)
@@ -191,6 +196,7 @@ func paramValue(expr string, p Field) string {
 type method struct {
 	Name, File, Kind string
 	Args, Call       string // the parameter list; the arguments of Exec, Query or QueryRow
+	ArgNames         string // the parameters' names, as the method passes them on
 	Row, Dests       string // the row's type; the destinations of Scan
 	Capacity         string // the expression a :many method sizes its slice with
 }
@@ -217,6 +223,24 @@ func (q *Queries) {{.Name}}({{.Args}}) ({{.Row}}, error) {
 	return r, err
 }
 {{- else}}
+{{- if .Capacity}}
+// {{.Name}} runs {{.File}} and returns its rows.
+func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.{{.Name}}Into({{.ArgNames}}, make([]{{.Row}}, 0, {{.Capacity}}))
+}
+
+// {{.Name}}Into runs {{.File}} and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) {{.Name}}Into({{.Args}}, out []{{.Row}}) ([]{{.Row}}, error) {
+	rows, err := db.Query(ctx, {{.Call}})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out = out[:0]
+{{- else}}
 // {{.Name}} runs {{.File}} and returns its rows.
 func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 	rows, err := db.Query(ctx, {{.Call}})
@@ -224,10 +248,6 @@ func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 		return nil, err
 	}
 	defer rows.Close()
-{{- if .Capacity}}
-	// Sized for a full result: growing a slice of many rows copies them.
-	out := make([]{{.Row}}, 0, {{.Capacity}})
-{{- else}}
 	out := []{{.Row}}{}
 {{- end}}
 	// One row and one list of destinations serve every row: a Scan into

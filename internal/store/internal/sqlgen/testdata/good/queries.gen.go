@@ -100,13 +100,20 @@ type SearchItemsRow struct {
 
 // SearchItems runs search_items.sql and returns its rows.
 func (q *Queries) SearchItems(ctx context.Context, db DBTX, arg SearchItemsParams) ([]SearchItemsRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.SearchItemsInto(ctx, db, arg, make([]SearchItemsRow, 0, arg.Limit))
+}
+
+// SearchItemsInto runs search_items.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) SearchItemsInto(ctx context.Context, db DBTX, arg SearchItemsParams, out []SearchItemsRow) ([]SearchItemsRow, error) {
 	rows, err := db.Query(ctx, q.text.SearchItems, pgx.QueryExecModeCacheDescribe, arg.Owner, arg.Before, textArray(arg.Tags), arg.Limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	// Sized for a full result: growing a slice of many rows copies them.
-	out := make([]SearchItemsRow, 0, arg.Limit)
+	out = out[:0]
 	// One row and one list of destinations serve every row: a Scan into
 	// fresh ones allocated both for each row. The row is cleared before
 	// each Scan, so that nothing of the previous row's is reused.
