@@ -147,6 +147,14 @@ func (c *Completer) fillLingering(batch []Outcome, urgent bool) []Outcome {
 	timer := time.NewTimer(c.Linger)
 	defer timer.Stop()
 	for len(batch) < c.maxBatch {
+		// Under load outcomes are queued already: take them without the
+		// three-way select, which locks every channel it waits on, per
+		// outcome.
+		n := len(batch)
+		batch = c.fill(batch)
+		if len(batch) == c.maxBatch || anyUrgent(batch[n:]) {
+			return batch
+		}
 		select {
 		case o := <-c.in:
 			batch = append(batch, o)
@@ -160,6 +168,16 @@ func (c *Completer) fillLingering(batch []Outcome, urgent bool) []Outcome {
 		}
 	}
 	return batch
+}
+
+// anyUrgent reports whether an outcome of batch is urgent.
+func anyUrgent(batch []Outcome) bool {
+	for i := range batch {
+		if batch[i].Urgent {
+			return true
+		}
+	}
+	return false
 }
 
 // fill adds whatever is queued, without waiting, up to a full batch.
