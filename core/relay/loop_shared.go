@@ -125,7 +125,7 @@ func claimableSinks(sinks, paused, stalled []string) []string {
 // queued rows are handed back instead of delivered.
 func (r *Relay) deliverShared(ctx context.Context, row *claimedRow, shares *fairshare.Shares[*claimedRow], free *slots.Slots) {
 	r.deliveries.Add(1)
-	l := &sharedLane{relay: r, ctx: ctx, shares: shares, free: free, row: row}
+	l := &sharedLane{relay: r, ctx: ctx, shares: shares, free: free, sink: row.Sink, row: row}
 	l.releaseFunc = l.releaseEarly // bound once per lane, not per delivery
 	go l.run()
 }
@@ -137,7 +137,8 @@ type sharedLane struct {
 	ctx         context.Context
 	shares      *fairshare.Shares[*claimedRow]
 	free        *slots.Slots
-	row         *claimedRow // the row being delivered
+	sink        string      // whose share the lane holds
+	row         *claimedRow // the row being delivered; only the lane's goroutine reads it
 	releaseFunc func()      // releaseEarly
 	// owned is set by whichever comes first, the early release or the
 	// end of the delivery: that one owns the share and slot.
@@ -157,7 +158,7 @@ func (l *sharedLane) run() {
 		if !l.owned.CompareAndSwap(false, true) {
 			return // released early; the share went on without us
 		}
-		next, ok := l.shares.HandOver(l.row.Sink)
+		next, ok := l.shares.HandOver(l.sink)
 		if !ok {
 			l.free.Give()
 			return
@@ -179,7 +180,7 @@ func (l *sharedLane) run() {
 func (l *sharedLane) releaseEarly() {
 	if l.owned.CompareAndSwap(false, true) {
 		l.free.Give()
-		if next, ok := l.shares.HandOver(l.row.Sink); ok {
+		if next, ok := l.shares.HandOver(l.sink); ok {
 			l.free.Take()
 			l.relay.deliverShared(l.ctx, next, l.shares, l.free)
 		}
