@@ -58,7 +58,11 @@ func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span
 
 // submit queues o, the outcome of row's attempt, for writing: the attempt
 // is over. Every claimed row ends here exactly once, by finish or release.
+// The row's payload is let go here: the rows of a claim live in one array
+// until the last of them is written, and large payloads held that long
+// doubled a relay's heap (test/faults TestLargePayloadsBoundedMemory).
 func (r *Relay) submit(row *claimedRow, o completer.Outcome) {
+	row.Payload, row.Headers, row.ThreadRoot = nil, nil, nil
 	row.deadline.done()
 	r.completer.Submit(o)
 }
