@@ -21,62 +21,42 @@ func arrayDims(n int, isNil bool) []pgtype.ArrayDimension {
 	return []pgtype.ArrayDimension{{Length: int32(n), LowerBound: 1}}
 }
 
-// int8Array is a bigint[] parameter.
-type int8Array []int64
+// refArray is an array parameter of elements T, each passed as an R, a
+// reference to it with the Valuer method pgx encodes T's SQL type with.
+type refArray[T any, R ~struct{ p *T }] []T
 
-type int8Ref struct{ p *int64 }
+func (a refArray[T, R]) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
+func (a refArray[T, R]) Index(i int) any                     { return R{&a[i]} }
+func (a refArray[T, R]) IndexType() any                      { return R{} }
 
-func (a int8Array) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a int8Array) Index(i int) any                     { return int8Ref{&a[i]} }
-func (a int8Array) IndexType() any                      { return int8Ref{} }
+// The array parameters by element type, and their elements' references.
+type (
+	int8Array     = refArray[int64, int8Ref]       // bigint[]
+	int4Array     = refArray[int32, int4Ref]       // integer[]
+	float8Array   = refArray[float64, float8Ref]   // float8[]
+	textArray     = refArray[string, textRef]      // text[]
+	nullTextArray = refArray[*string, nullTextRef] // text[], nil elements NULL
+	uuidArray     = refArray[[16]byte, uuidRef]    // uuid[]
+
+	int8Ref     struct{ p *int64 }
+	int4Ref     struct{ p *int32 }
+	float8Ref   struct{ p *float64 }
+	textRef     struct{ p *string }
+	nullTextRef struct{ p **string }
+	uuidRef     struct{ p *[16]byte }
+)
 
 func (r int8Ref) Int64Value() (pgtype.Int8, error) { return pgtype.Int8{Int64: *r.p, Valid: true}, nil }
-
-// int4Array is an integer[] parameter.
-type int4Array []int32
-
-type int4Ref struct{ p *int32 }
-
-func (a int4Array) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a int4Array) Index(i int) any                     { return int4Ref{&a[i]} }
-func (a int4Array) IndexType() any                      { return int4Ref{} }
 
 func (r int4Ref) Int64Value() (pgtype.Int8, error) {
 	return pgtype.Int8{Int64: int64(*r.p), Valid: true}, nil
 }
 
-// float8Array is a float8[] parameter.
-type float8Array []float64
-
-type float8Ref struct{ p *float64 }
-
-func (a float8Array) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a float8Array) Index(i int) any                     { return float8Ref{&a[i]} }
-func (a float8Array) IndexType() any                      { return float8Ref{} }
-
 func (r float8Ref) Float64Value() (pgtype.Float8, error) {
 	return pgtype.Float8{Float64: *r.p, Valid: true}, nil
 }
 
-// textArray is a text[] parameter.
-type textArray []string
-
-type textRef struct{ p *string }
-
-func (a textArray) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a textArray) Index(i int) any                     { return textRef{&a[i]} }
-func (a textArray) IndexType() any                      { return textRef{} }
-
 func (r textRef) TextValue() (pgtype.Text, error) { return pgtype.Text{String: *r.p, Valid: true}, nil }
-
-// nullTextArray is a text[] parameter whose nil elements are NULLs.
-type nullTextArray []*string
-
-type nullTextRef struct{ p **string }
-
-func (a nullTextArray) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a nullTextArray) Index(i int) any                     { return nullTextRef{&a[i]} }
-func (a nullTextArray) IndexType() any                      { return nullTextRef{} }
 
 func (r nullTextRef) TextValue() (pgtype.Text, error) {
 	if *r.p == nil {
@@ -84,15 +64,6 @@ func (r nullTextRef) TextValue() (pgtype.Text, error) {
 	}
 	return pgtype.Text{String: **r.p, Valid: true}, nil
 }
-
-// uuidArray is a uuid[] parameter.
-type uuidArray [][16]byte
-
-type uuidRef struct{ p *[16]byte }
-
-func (a uuidArray) Dimensions() []pgtype.ArrayDimension { return arrayDims(len(a), a == nil) }
-func (a uuidArray) Index(i int) any                     { return uuidRef{&a[i]} }
-func (a uuidArray) IndexType() any                      { return uuidRef{} }
 
 func (r uuidRef) UUIDValue() (pgtype.UUID, error) { return pgtype.UUID{Bytes: *r.p, Valid: true}, nil }
 

@@ -220,24 +220,8 @@ func (q *Queries) ActivePauses(ctx context.Context, db DBTX) ([]ActivePausesRow,
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []ActivePausesRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero ActivePausesRow
-	dests := []any{&r.Sink, &r.Remaining}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r ActivePausesRow
+	return collectRows(rows, []ActivePausesRow{}, &r, &r.Sink, &r.Remaining)
 }
 
 const activeRoutesSQL = `-- name: active_routes
@@ -522,24 +506,8 @@ func (q *Queries) Breakers(ctx context.Context, db DBTX) ([]BreakersRow, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []BreakersRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero BreakersRow
-	dests := []any{&r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r BreakersRow
+	return collectRows(rows, []BreakersRow{}, &r, &r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes)
 }
 
 const claimSQL = `-- name: claim
@@ -675,24 +643,8 @@ func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out [
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out = out[:0]
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero ClaimRow
-	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r ClaimRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
 }
 
 const deadLettersSQL = `-- name: dead_letters
@@ -733,24 +685,8 @@ func (q *Queries) DeadLetters(ctx context.Context, db DBTX, sink string, limit i
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []DeadLettersRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero DeadLettersRow
-	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r DeadLettersRow
+	return collectRows(rows, []DeadLettersRow{}, &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors)
 }
 
 const deliveryRatesSQL = `-- name: delivery_rates
@@ -790,24 +726,8 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []DeliveryRatesRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero DeliveryRatesRow
-	dests := []any{&r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r DeliveryRatesRow
+	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
 }
 
 const droppedEventsSQL = `-- name: dropped_events
@@ -967,24 +887,8 @@ func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int6
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []int64{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero int64
-	dests := []any{&r}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r int64
+	return collectRows(rows, []int64{}, &r, &r)
 }
 
 const foldDroppedEventsSQL = `-- name: fold_dropped_events
@@ -1029,24 +933,8 @@ func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []bool{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero bool
-	dests := []any{&r}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r bool
+	return collectRows(rows, []bool{}, &r, &r)
 }
 
 const lockTransactionSQL = `-- name: lock_transaction
@@ -1094,24 +982,8 @@ func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupK
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []LookupIDsRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero LookupIDsRow
-	dests := []any{&r.ID, &r.Sink, &r.DedupKey}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r LookupIDsRow
+	return collectRows(rows, []LookupIDsRow{}, &r, &r.ID, &r.Sink, &r.DedupKey)
 }
 
 const messageSQL = `-- name: message
@@ -1206,24 +1078,8 @@ func (q *Queries) MessagesSearch(ctx context.Context, db DBTX, arg MessagesSearc
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []MessagesSearchRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero MessagesSearchRow
-	dests := []any{&r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r MessagesSearchRow
+	return collectRows(rows, []MessagesSearchRow{}, &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError)
 }
 
 const migrationsAppliedSQL = `-- name: migrations_applied
@@ -1237,24 +1093,8 @@ func (q *Queries) MigrationsApplied(ctx context.Context, db DBTX) ([]int, error)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []int{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero int
-	dests := []any{&r}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r int
+	return collectRows(rows, []int{}, &r, &r)
 }
 
 const migrationsLedgerExistsSQL = `-- name: migrations_ledger_exists
@@ -1486,24 +1326,8 @@ func (q *Queries) Publish(ctx context.Context, db DBTX, eventType string, key st
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []PublishRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero PublishRow
-	dests := []any{&r.Sink, &r.ID, &r.Created}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r PublishRow
+	return collectRows(rows, []PublishRow{}, &r, &r.Sink, &r.ID, &r.Created)
 }
 
 const publishBatchSQL = `-- name: publish_batch
@@ -1530,24 +1354,8 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []PublishBatchRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero PublishBatchRow
-	dests := []any{&r.Event, &r.Sink, &r.ID, &r.Created}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r PublishBatchRow
+	return collectRows(rows, []PublishBatchRow{}, &r, &r.Event, &r.Sink, &r.ID, &r.Created)
 }
 
 const purgeSQL = `-- name: purge
@@ -1751,24 +1559,8 @@ func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, k
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []ReserveKeyPermitsRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero ReserveKeyPermitsRow
-	dests := []any{&r.Key, &r.Tat, &r.Now}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r ReserveKeyPermitsRow
+	return collectRows(rows, []ReserveKeyPermitsRow{}, &r, &r.Key, &r.Tat, &r.Now)
 }
 
 const reservePermitsSQL = `-- name: reserve_permits
@@ -1920,24 +1712,8 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []SinkPausesRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero SinkPausesRow
-	dests := []any{&r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r SinkPausesRow
+	return collectRows(rows, []SinkPausesRow{}, &r, &r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt)
 }
 
 const sinkSeenSQL = `-- name: sink_seen
@@ -1977,24 +1753,8 @@ func (q *Queries) Stats(ctx context.Context, db DBTX) ([]StatsRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []StatsRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero StatsRow
-	dests := []any{&r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r StatsRow
+	return collectRows(rows, []StatsRow{}, &r, &r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds)
 }
 
 const statsSnapshotSQL = `-- name: stats_snapshot
@@ -2035,24 +1795,8 @@ func (q *Queries) StatsSnapshot(ctx context.Context, db DBTX) ([]StatsSnapshotRo
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []StatsSnapshotRow{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero StatsSnapshotRow
-	dests := []any{&r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r StatsSnapshotRow
+	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
 }
 
 const takeStatsLeadSQL = `-- name: take_stats_lead
@@ -2138,24 +1882,8 @@ func (q *Queries) UnconfiguredSinks(ctx context.Context, db DBTX, configured []s
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []string{}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero string
-	dests := []any{&r}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r string
+	return collectRows(rows, []string{}, &r, &r)
 }
 
 const unregisterWaitersSQL = `-- name: unregister_waiters

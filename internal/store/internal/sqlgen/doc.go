@@ -77,7 +77,8 @@
 // Array parameters of the types in arrayParams go through the package's
 // array types (int8Array, textArray, ...; internal/store's arrays.go),
 // which pgx encodes without an allocation per element; a :many method
-// scans every row into one row value and one list of destinations.
+// scans every row into one row value and one list of destinations
+// (collectRows, internal/store's rows.go).
 //
 // # Tests
 //

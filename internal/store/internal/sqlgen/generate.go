@@ -238,8 +238,9 @@ func (q *Queries) {{.Name}}Into({{.Args}}, out []{{.Row}}) ([]{{.Row}}, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out = out[:0]
+	var r {{.Row}}
+	return collectRows(rows, out[:0], &r, {{.Dests}})
+}
 {{- else}}
 // {{.Name}} runs {{.File}} and returns its rows.
 func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
@@ -247,26 +248,10 @@ func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []{{.Row}}{}
-{{- end}}
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero {{.Row}}
-	dests := []any{ {{- .Dests -}} }
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r {{.Row}}
+	return collectRows(rows, []{{.Row}}{}, &r, {{.Dests}})
 }
+{{- end}}
 {{- end}}
 `))
 

@@ -112,24 +112,8 @@ func (q *Queries) SearchItemsInto(ctx context.Context, db DBTX, arg SearchItemsP
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out = out[:0]
-	// One row and one list of destinations serve every row: a Scan into
-	// fresh ones allocated both for each row. The row is cleared before
-	// each Scan, so that nothing of the previous row's is reused.
-	var r, zero SearchItemsRow
-	dests := []any{&r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta}
-	for rows.Next() {
-		r = zero
-		if err := rows.Scan(dests...); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	var r SearchItemsRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta)
 }
 
 const touchItemsSQL = `-- name: touch_items
