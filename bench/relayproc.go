@@ -208,6 +208,10 @@ func peakRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
+// clockTicksPerSecond is the unit of /proc's CPU times (USER_HZ), which
+// Linux fixes at 100 for user space whatever the kernel's own tick rate.
+const clockTicksPerSecond = 100
+
 // procCPUTicks is a process's user+system CPU time in clock ticks.
 func procCPUTicks(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

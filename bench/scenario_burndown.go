@@ -50,10 +50,10 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 	}
 	r := bd.run
 	b.res.details[fmt.Sprintf("burn-down %d relay(s), %s", relays, sys.name)] = fmt.Sprintf(
-		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
-		bd.n, bd.rate, bd.dups, pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), bd.walPerMsg,
+		"%d msgs, %.0f msg/s, %d duplicates; relay CPU %.1f µs/msg, %.0f%% of the machine's busy time (machine %.0f%% busy); WAL %.0f B/msg (whole server); %s",
+		bd.n, bd.rate, bd.dups, cpuMicrosPerMsg(r.relayCPU, bd.n), pct(r.relayCPU, r.busyCPU), pct(r.busyCPU, r.totalCPU), bd.walPerMsg,
 		stmtSummary(r.statements(0, 0)))
-	b.logf("    %.0f msg/s, %d dups, rss %.1f MB", bd.rate, bd.dups, float64(r.peakRSS)/(1<<20))
+	b.logf("    %.0f msg/s, %d dups, rss %.1f MB, relay CPU %.1f µs/msg", bd.rate, bd.dups, float64(r.peakRSS)/(1<<20), cpuMicrosPerMsg(r.relayCPU, bd.n))
 	return nil
 }
 
@@ -141,6 +141,12 @@ func backlogFor(sys system, n, riverDefault int) int {
 		return riverDefault
 	}
 	return n
+}
+
+// cpuMicrosPerMsg is CPU ticks spent on n messages, in microseconds per
+// message.
+func cpuMicrosPerMsg(ticks int64, n int) float64 {
+	return float64(ticks) * 1e6 / clockTicksPerSecond / float64(n)
 }
 
 func pct(part, whole int64) float64 {

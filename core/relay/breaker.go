@@ -103,7 +103,7 @@ func newBreakers(sinks map[string]SinkConfig) map[string]*sinkBreakers {
 // open, gives the attempt back and puts the row off to the next probe.
 // It runs in finish, on every delivery: in memory only, under the sink's
 // own lock, but for a probe, whose outcome is written to the breaker.
-func (r *Relay) settleBreaker(ctx context.Context, row claimedRow, span trace.Span, err error) bool {
+func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.Span, err error) bool {
 	sb := r.breakers[row.Sink]
 	if sb == nil {
 		return false
@@ -163,7 +163,7 @@ var errOpenBeforeStart = errors.New("the breaker opened after the row was claime
 // destination's next probe because the breaker opened after the row was
 // claimed (a claim made while it was open would not have taken it), and
 // when that probe is due.
-func (r *Relay) heldByBreaker(row claimedRow) (time.Time, bool) {
+func (r *Relay) heldByBreaker(row *claimedRow) (time.Time, bool) {
 	sb := r.breakers[row.Sink]
 	if sb == nil || row.probe {
 		return time.Time{}, false
@@ -177,7 +177,7 @@ func (r *Relay) heldByBreaker(row claimedRow) (time.Time, bool) {
 // holdForProbe hands row back, its attempt refunded, due after delay (at
 // least a poll interval, so a row held this way is not claimed again and
 // again before the probe).
-func (r *Relay) holdForProbe(row claimedRow, span trace.Span, delay time.Duration, cause error) {
+func (r *Relay) holdForProbe(row *claimedRow, span trace.Span, delay time.Duration, cause error) {
 	r.release(row, max(delay, r.cfg.PollInterval), fmt.Errorf("%w (%w)", errProbeHeld, cause))
 	endSpan(span, outcomeRateLimited, r.storedError(cause))
 }
@@ -211,7 +211,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 	if !opened.Opened {
 		return
 	}
-	r.metrics.circuitOpens.Add(ctx, 1, r.labels[sb.name].sink)
+	r.metrics.circuitOpens.Add(ctx, 1, r.labels[sb.name].sink...)
 	r.logger.Warn("outbox: circuit breaker opened: the cluster stops delivering to this destination and probes it",
 		"sink", sb.name, "key", key, "reason", reason, "last_error", failure, "probe_in", sb.cfg.ProbeInterval)
 	r.signals.EmitBreaker(sb.name, key, true)
@@ -402,7 +402,7 @@ func (r *Relay) takeProbe(ctx context.Context, sb *sinkBreakers, key string) boo
 	if n == 0 {
 		return false
 	}
-	r.metrics.circuitProbes.Add(ctx, 1, r.labels[sb.name].sink)
+	r.metrics.circuitProbes.Add(ctx, 1, r.labels[sb.name].sink...)
 	return true
 }
 
@@ -470,7 +470,7 @@ func (r *Relay) registerCircuitGauge() (metric.Registration, error) {
 				}
 			}
 			sb.mu.Unlock()
-			obs.ObserveInt64(gauge, state, r.labels[name].sink)
+			obs.ObserveInt64(gauge, state, r.labels[name].sinkObs...)
 		}
 		return nil
 	}, gauge)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,8 +28,9 @@ type claimedRow struct {
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
-	prepared   bool // the Stage has run for this attempt
-	deferrals  int  // how often a Retry-After put the row off (see finish)
+	deadline   *claimDeadline // shared by the rows of the claim
+	prepared   bool           // the Stage has run for this attempt
+	deferrals  int            // how often a Retry-After put the row off (see finish)
 	// destKey is the row's destination key, for a sink limited per key
 	// ("" otherwise), once named; probe marks the row its circuit
 	// breaker's probe.
@@ -38,11 +41,14 @@ type claimedRow struct {
 	// around enqueue()'s checks): the row is dead-lettered instead of
 	// delivered, and the rest of its claim goes on.
 	undecodable error
+	// report is what the completer reports the attempt's outcome to
+	// (see finish).
+	report deliveryReport
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
 // registered as w, and traces the claim when it did something.
-func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]claimedRow, error) {
+func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]*claimedRow, error) {
 	claimedAt := time.Now()
 	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, Waiter: w.id})
 	// The span is made after the fact, and only for claims that did
@@ -65,20 +71,39 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 
 // claimRows runs the claim p describes (its limit, sinks, waiter and probe
 // sink) under a new lease token.
-func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRow, error) {
+func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]*claimedRow, error) {
 	token, claimedAt := uuid.New(), time.Now()
+	deadline := &claimDeadline{}
 	p.Token, p.Lease, p.AliveFor = token, r.cfg.Lease, r.aliveFor()
-	rows, err := r.q.Claim(ctx, r.db, p)
+	buf, _ := r.claimBuffers.Get().(*[]store.ClaimRow)
+	if buf == nil {
+		buf = new([]store.ClaimRow)
+	}
+	defer r.claimBuffers.Put(buf)
+	rows, err := r.q.ClaimInto(ctx, r.db, p, *buf)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	// Both slices are sized once, the store's for a full claim (claim.sql's
-	// capacity): growing a slice of rows this large copies them.
-	claimed := make([]claimedRow, len(rows))
-	for i, row := range rows {
+	// The store's rows are copied into claimedRows below: its slice of
+	// them goes back to the pool, cleared, so it holds on to no payload.
+	defer clear(rows)
+	*buf = rows[:0]
+	// The slices are sized once: growing a slice of rows this large copies
+	// them. The rows
+	// live in one array and go on by pointer, from the claim through the
+	// queues, the delivery and the terminal write: a row is hundreds of
+	// bytes, and each copy of one on the way cost CPU, and one of them an
+	// allocation per delivery.
+	backing := make([]claimedRow, len(rows))
+	claimed := make([]*claimedRow, len(rows))
+	for i := range rows {
+		row := &rows[i]
 		// The lease as the database counts it, from the statement's start,
 		// added to a time before the statement was sent (see claim.sql).
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts}
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts, deadline: deadline}
+		if i == 0 || c.leaseUntil.Before(deadline.at) {
+			deadline.at = c.leaseUntil
+		}
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
 		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = row.Attempts, row.CreatedAt, row.Reclaimed, row.Deferrals
@@ -89,9 +114,47 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 			c.ThreadRoot = *row.ThreadRoot
 		}
 		c.Headers, c.undecodable = decodeHeaders(row.Headers)
-		claimed[i] = c
+		backing[i] = c
+		claimed[i] = &backing[i]
 	}
+	deadline.at = deadline.at.Add(-r.leaseReserve())
+	deadline.open.Store(int32(len(rows)))
 	return claimed, nil
+}
+
+// claimDeadline is the delivery deadline the rows of one claim share:
+// deliveryShareOfLease into the earliest of their leases (which differ by
+// the claim's own run time). One context with that deadline serves every
+// delivery of the claim and the stage before it: a context with a timer
+// of its own per delivery cost a timer, five allocations and a lock of the
+// relay-wide delivery context per delivered message.
+type claimDeadline struct {
+	at     time.Time
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	open   atomic.Int32 // rows of the claim whose outcome is not submitted yet
+}
+
+// context returns the deadline's context, made on first use as a child of
+// parent (every delivery of a relay runs under the same parent).
+func (d *claimDeadline) context(parent context.Context) context.Context {
+	d.once.Do(func() { d.ctx, d.cancel = context.WithDeadline(parent, d.at) })
+	return d.ctx
+}
+
+// done counts one row's outcome as submitted (see submit): once all of the
+// claim's are, its context and timer are released. No delivery of the
+// claim runs then; a late one that overran the deadline found it done
+// already.
+func (d *claimDeadline) done() {
+	if d.open.Add(-1) > 0 {
+		return
+	}
+	d.once.Do(func() {}) // never made: nothing to release, and never to be made
+	if d.cancel != nil {
+		d.cancel()
+	}
 }
 
 // decodeHeaders reads a row's headers column. The claim returns it as raw

@@ -28,7 +28,7 @@ func (o *claimOrder) sorted(sinks []string) []string {
 }
 
 // observe records what a claim for sinks returned.
-func (o *claimOrder) observe(sinks []string, rows []claimedRow) {
+func (o *claimOrder) observe(sinks []string, rows []*claimedRow) {
 	for _, s := range sinks {
 		o.last[s] = 0
 	}

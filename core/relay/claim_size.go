@@ -29,7 +29,7 @@ func (s *claimSize) rows(batch int) int {
 
 // observe takes the average payload of a claim's rows as the estimate;
 // an empty claim tells nothing and leaves it.
-func (s *claimSize) observe(rows []claimedRow) {
+func (s *claimSize) observe(rows []*claimedRow) {
 	if len(rows) == 0 {
 		return
 	}

@@ -20,37 +20,37 @@ const deliveryShareOfLease = 0.8
 // slot back when the delivery deadline passes while the sink is still
 // running: a sink that ignores its context must not keep the slot and,
 // slot by slot, stall every sink of its claim loop. Its late result is still
-// written (as a zombie if the row was re-claimed meanwhile).
-func (r *Relay) deliver(ctx context.Context, row claimedRow, wait time.Duration, freeSlot func()) {
-	sc, dctx, span, ok := r.begin(ctx, &row, wait)
+// written (as a zombie if the row was re-claimed meanwhile). deliver
+// reports whether freeSlot may have been called.
+func (r *Relay) deliver(ctx context.Context, row *claimedRow, wait time.Duration, freeSlot func()) bool {
+	sc, dctx, span, ok := r.begin(ctx, row, wait)
 	if !ok {
-		return
+		return false
 	}
-	dctx, cancel := context.WithTimeout(dctx, r.budget(row))
 	stopFreeing := context.AfterFunc(dctx, freeSlot)
 	row.Delivery = *row.WithContext(dctx)
 	started := time.Now()
 	inFlightAttrs := r.labels[sc.Name].inFlight
-	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, 1, inFlightAttrs...)
 	err := callSink(dctx, sc.Sink, &row.Delivery)
-	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs)
-	stopFreeing()
-	cancel()
+	r.metrics.inFlight.Add(ctx, -1, inFlightAttrs...)
+	freed := !stopFreeing()
 	r.finish(ctx, row, sc, span, time.Since(started), err)
+	return freed
 }
 
 // deliverBatch runs one attempt of each row, all of one BatchSink, in one
 // DeliverBatch call, and queues each outcome; freeSlots gives the rows'
 // slots back, early when the batch overruns its deadline (see deliver).
-func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots func()) {
+func (r *Relay) deliverBatch(ctx context.Context, rows []*claimedRow, freeSlots func()) {
 	var (
-		batch  []claimedRow
+		batch  []*claimedRow
 		spans  []trace.Span
 		sc     SinkConfig
 		budget time.Duration
 	)
 	for _, row := range rows {
-		s, dctx, span, ok := r.begin(ctx, &row, 0)
+		s, dctx, span, ok := r.begin(ctx, row, 0)
 		if !ok {
 			continue
 		}
@@ -75,9 +75,9 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 	}
 	started := time.Now()
 	inFlightAttrs := r.labels[sc.Name].inFlight
-	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, int64(len(ds)), inFlightAttrs...)
 	errs := callBatchSink(bctx, sc.Sink.(sink.BatchSink), ds)
-	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs)
+	r.metrics.inFlight.Add(ctx, -int64(len(ds)), inFlightAttrs...)
 	elapsed := time.Since(started)
 	for i, row := range batch {
 		r.finish(ctx, row, sc, spans[i], elapsed, errs[i])
@@ -85,7 +85,8 @@ func (r *Relay) deliverBatch(ctx context.Context, rows []claimedRow, freeSlots f
 }
 
 // begin prepares the delivery of row: its sink and max attempts, the trace
-// span continuing the producer's trace, the rate-limit permit's wait. It
+// span continuing the producer's trace, the rate-limit permit's wait, and
+// the context of the attempt, with the claim's delivery deadline. It
 // reports false when the row was finished or handed back instead: its sink
 // is not configured here, its columns do not decode, it has used its attempts, its sink is paused, the
 // relay is shutting down or its lease is too close to expiry.
@@ -94,26 +95,26 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 	if !known {
 		// The claim only takes rows of configured sinks; should one slip
 		// through, it waits for a relay that has its sink.
-		r.release(*row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
+		r.release(row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
 		return sc, nil, nil, false
 	}
 	row.setMaxAttempts(sc)
 	if row.undecodable != nil {
-		r.finish(ctx, *row, sc, nil, 0, sink.Permanent(row.undecodable))
+		r.finish(ctx, row, sc, nil, 0, sink.Permanent(row.undecodable))
 		return sc, nil, nil, false
 	}
 	if row.Attempt > row.MaxAttempts {
 		// Every attempt so far was abandoned by a relay that died mid-delivery
 		// (attempts count at claim time): this message crash-loops its relays.
-		r.finish(ctx, *row, sc, nil, 0, sink.Permanent(fmt.Errorf(
+		r.finish(ctx, row, sc, nil, 0, sink.Permanent(fmt.Errorf(
 			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
 			row.Attempt-1, row.MaxAttempts)))
 		return sc, nil, nil, false
 	}
-	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(row.Headers))
-	ctx, span := r.startDeliverySpan(ctx, *row, sc)
+	ctx = propagation.TraceContext{}.Extract(row.deadline.context(ctx), propagation.MapCarrier(row.Headers))
+	ctx, span := r.startDeliverySpan(ctx, row, sc, r.labels[sc.Name])
 	handBack := func(delay time.Duration, outcome string, cause error) (SinkConfig, context.Context, trace.Span, bool) {
-		r.release(*row, delay, cause)
+		r.release(row, delay, cause)
 		endSpan(span, outcome, nil)
 		return sc, nil, nil, false
 	}
@@ -127,15 +128,15 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		// without waiting for the pause's planned end.
 		return handBack(0, outcomeRateLimited, fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", row.Sink))
 	}
-	if r.budget(*row) <= 0 {
+	if r.budget(row) <= 0 {
 		return handBack(0, outcomeRetry, errors.New("lease too close to expiry to start the delivery"))
 	}
-	if next, held := r.heldByBreaker(*row); held {
-		r.holdForProbe(*row, span, time.Until(next), errOpenBeforeStart)
+	if next, held := r.heldByBreaker(row); held {
+		r.holdForProbe(row, span, time.Until(next), errOpenBeforeStart)
 		return sc, nil, nil, false
 	}
 	if err := r.prepare(ctx, row); err != nil {
-		r.finish(ctx, *row, sc, span, 0, err)
+		r.finish(ctx, row, sc, span, 0, err)
 		return sc, nil, nil, false
 	}
 	return sc, ctx, span, true
@@ -152,8 +153,14 @@ func (row *claimedRow) setMaxAttempts(sc SinkConfig) {
 
 // budget is how long a delivery of row may take from now: up to
 // deliveryShareOfLease of its lease.
-func (r *Relay) budget(row claimedRow) time.Duration {
-	return time.Until(row.leaseUntil.Add(-time.Duration(float64(r.cfg.Lease) * (1 - deliveryShareOfLease))))
+func (r *Relay) budget(row *claimedRow) time.Duration {
+	return time.Until(row.leaseUntil.Add(-r.leaseReserve()))
+}
+
+// leaseReserve is the part of a lease left for the terminal write after
+// the delivery's deadline.
+func (r *Relay) leaseReserve() time.Duration {
+	return time.Duration(float64(r.cfg.Lease) * (1 - deliveryShareOfLease))
 }
 
 // callSink calls the sink, turning a panic into a retryable error so one bad

@@ -73,7 +73,7 @@ func WriteOutcomes(pool *pgxpool.Pool, schema string, logger *slog.Logger, linge
 		wg.Add(1)
 		out := completer.Outcome{ID: t.ID, Token: t.Token, Status: string(t.Status), Receipt: t.Receipt,
 			Urgent: t.Urgent, LeaseEnd: time.Now().Add(time.Minute),
-			Done: func(ok bool) { written[i] = ok; wg.Done() }}
+			Done: completer.ReportFunc(func(ok bool) { written[i] = ok; wg.Done() })}
 		if t.Err != "" {
 			out.Err = &t.Err
 		}

@@ -27,7 +27,7 @@ import (
 //
 // Every outcome also goes to the failure log (see package failurelog),
 // before the breaker's: a failure it holds for a probe was an attempt too.
-func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
+func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
 	r.failures.Attempted(failurelog.Destination{Sink: row.Sink, Key: row.destKey}, row.ID, err)
 	if r.settleBreaker(ctx, row, span, err) {
 		return
@@ -53,12 +53,22 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 			o.Status, o.Delay, label = string(operator.StatusFailed), sc.Backoff.delay(row.Attempt), outcomeRetry
 		}
 	}
-	// The report copies the few fields it needs: a closure over row and
-	// sink would move both (hundreds of bytes) to the heap per delivery.
-	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
-		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sc.Name], span: span,
+	// The report lives in the row, which nothing else uses once its
+	// outcome is submitted: no allocation per delivery.
+	row.report = deliveryReport{relay: r, ctx: ctx, row: row, labels: r.labels[sc.Name], span: span,
 		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
-	o.Done = rep.written
+	o.Done = &row.report
+	r.submit(row, o)
+}
+
+// submit queues o, the outcome of row's attempt, for writing: the attempt
+// is over. Every claimed row ends here exactly once, by finish or release.
+// The row's payload is let go here: the rows of a claim live in one array
+// until the last of them is written, and large payloads held that long
+// doubled a relay's heap (test/faults TestLargePayloadsBoundedMemory).
+func (r *Relay) submit(row *claimedRow, o completer.Outcome) {
+	row.Payload, row.Headers, row.ThreadRoot = nil, nil, nil
+	row.deadline.done()
 	r.completer.Submit(o)
 }
 
@@ -67,14 +77,14 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 // deferrals, so that a receiver answering "Retry-After: 0" (or a date in
 // the past) is asked less and less often instead of as fast as the relay
 // can go.
-func (sc SinkConfig) deferral(row claimedRow, d time.Duration) time.Duration {
+func (sc SinkConfig) deferral(row *claimedRow, d time.Duration) time.Duration {
 	return max(d, sc.Backoff.delay(row.Attempt+row.deferrals))
 }
 
 // pauseFor pauses row's destination for d after its Retry-After: the
 // row's key for a per_key sink (its other keys keep flowing), else the
 // whole sink; cluster-wide, written once per change (see ratelimit).
-func (r *Relay) pauseFor(ctx context.Context, row claimedRow, sc SinkConfig, d time.Duration) {
+func (r *Relay) pauseFor(ctx context.Context, row *claimedRow, sc SinkConfig, d time.Duration) {
 	if sc.RateLimit != nil && sc.RateLimit.PerKey && row.destKey != "" {
 		if err := r.limiter.PauseKey(ctx, row.Sink, row.destKey, d); err != nil {
 			r.logger.Warn("outbox: could not pause destination cluster-wide", "sink", row.Sink, "key", row.destKey, "error", err)
@@ -88,12 +98,12 @@ func (r *Relay) pauseFor(ctx context.Context, row claimedRow, sc SinkConfig, d t
 
 // release hands a claimed row back without spending its attempt, to be
 // claimed again after delay.
-func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
-	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
+func (r *Relay) release(row *claimedRow, delay time.Duration, cause error) {
+	r.submit(row, completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
 		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
-		Done: func(ok bool) {
+		Done: completer.ReportFunc(func(ok bool) {
 			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
-		}})
+		})})
 }
 
 // storedError is err's text as the row stores it, as the dead-letter log
@@ -112,34 +122,31 @@ func (r *Relay) storedError(err error) *string {
 // deliveryReport records a delivery's metrics, span and dead-letter log
 // once its outcome is written (or found to be a zombie's).
 type deliveryReport struct {
-	relay     *Relay
-	ctx       context.Context
-	id        int64
-	sink      string
-	dedupKey  string
-	attempt   int
-	createdAt time.Time
-	labels    *sinkLabels
-	span      trace.Span
-	elapsed   time.Duration
-	stored    *string // the error as stored, nil for none
-	status    string
-	label     string
+	relay   *Relay
+	ctx     context.Context
+	row     *claimedRow
+	labels  *sinkLabels
+	span    trace.Span
+	elapsed time.Duration
+	stored  *string // the error as stored, nil for none
+	status  string
+	label   string
 }
 
-func (d *deliveryReport) written(ok bool) {
-	r := d.relay
+// Written is called by the completer once the outcome is written.
+func (d *deliveryReport) Written(ok bool) {
+	r, row := d.relay, d.row
 	if !ok {
 		d.label = outcomeZombie
 	} else if d.status == string(operator.StatusDead) {
 		r.logger.Error("outbox: message dead-lettered",
-			"id", d.id, "sink", d.sink, "dedup_key", d.dedupKey,
-			"attempts", d.attempt, "last_error", *d.stored)
+			"id", row.ID, "sink", row.Sink, "dedup_key", row.DedupKey,
+			"attempts", row.Attempt, "last_error", *d.stored)
 	}
-	r.metrics.recordDelivery(d.ctx, d.createdAt, d.labels, d.label, d.elapsed)
-	if t := r.tallies[d.sink]; t != nil {
+	r.metrics.recordDelivery(d.ctx, row.CreatedAt, d.labels, d.label, d.elapsed)
+	if t := r.tallies[row.Sink]; t != nil {
 		t.record(d.label, d.elapsed)
 	}
 	endSpan(d.span, d.label, d.stored)
-	r.signals.EmitWritten(testsignal.Outcome{ID: d.id, Sink: d.sink, Status: d.status, Written: ok})
+	r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: d.status, Written: ok})
 }

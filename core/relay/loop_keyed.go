@@ -23,13 +23,13 @@ import (
 // keyedRows are the claimed rows of one destination key, in claim order.
 type keyedRows struct {
 	key  string
-	rows []claimedRow
+	rows []*claimedRow
 }
 
 // dispatchByKey starts the rows whose key has a permit soon and hands the
 // others back; it returns how soon the first row handed back comes due
 // (0 when none was).
-func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []claimedRow, free *slots.Slots) time.Duration {
+func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []*claimedRow, free *slots.Slots) time.Duration {
 	groups := r.holdOpenKeys(ctx, s, r.groupByKey(deliverCtx, s, rows))
 	if len(groups) == 0 {
 		return 0
@@ -83,13 +83,13 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 // destination key and groups the rows by key, keys sorted (the order
 // relays lock them in). A row the stage refuses, or whose key the sink
 // cannot name, gets that error as its outcome.
-func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []claimedRow) []keyedRows {
+func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow) []keyedRows {
 	keyer := s.Sink.(sink.DestinationKeyer) // checked by SinkConfig.withDefaults
 	index := map[string]int{}
 	var groups []keyedRows
 	for _, row := range rows {
 		row.setMaxAttempts(s)
-		if err := r.prepare(ctx, &row); err != nil {
+		if err := r.prepare(row.deadline.context(ctx), row); err != nil {
 			r.finish(ctx, row, s, nil, 0, err)
 			continue
 		}

@@ -49,7 +49,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 	n := r.cfg.Concurrency
 	free := slots.New(n, int(float64(n)*claimWhenFree))
 	pace := slots.NewPace(free, time.Duration(float64(r.cfg.Lease)*claimAheadShareOfLease))
-	shares := fairshare.New[claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
+	shares := fairshare.New[*claimedRow](int(float64(n)*sharedLoopSinkShare), sinkStallAfter)
 	size := newClaimSize(r.cfg.MaxClaimBytes)
 	order := newClaimOrder()
 	if !r.register(ctx, w) {
@@ -122,41 +122,70 @@ func claimableSinks(sinks, paused, stalled []string) []string {
 
 // deliverShared delivers row, which holds a share of its sink and a slot,
 // in a goroutine that then goes on with the sink's queued rows while there
-// are any. Its share and slot are given back when the queue is empty, or
-// early when a delivery overruns its deadline (see deliver): the next
-// queued row then starts in a goroutine of its own. Once ctx is done,
+// are any (a lane). Its share and slot are given back when the queue is
+// empty, or early when a delivery overruns its deadline (see deliver): the
+// next queued row then starts in a lane of its own. Once ctx is done,
 // queued rows are handed back instead of delivered.
-func (r *Relay) deliverShared(ctx context.Context, row claimedRow, shares *fairshare.Shares[claimedRow], free *slots.Slots) {
+func (r *Relay) deliverShared(ctx context.Context, row *claimedRow, shares *fairshare.Shares[*claimedRow], free *slots.Slots) {
 	r.deliveries.Add(1)
-	go func() {
-		defer r.deliveries.Done()
-		for {
-			// Whichever comes first, the early release or the end of the
-			// delivery, owns the share and slot.
-			var owned atomic.Bool
-			releaseEarly := func() {
-				if owned.CompareAndSwap(false, true) {
-					free.Give()
-					if next, ok := shares.HandOver(row.Sink); ok {
-						free.Take()
-						r.deliverShared(ctx, next, shares, free)
-					}
-				}
-			}
-			if ctx.Err() != nil {
-				r.release(row, 0, errors.New("relay shut down while the row waited for its sink's share of the slots"))
-			} else {
-				r.deliver(ctx, row, 0, releaseEarly)
-			}
-			if !owned.CompareAndSwap(false, true) {
-				return // released early; the share went on without us
-			}
-			next, ok := shares.HandOver(row.Sink)
-			if !ok {
-				free.Give()
-				return
-			}
-			row = next
+	l := &sharedLane{relay: r, ctx: ctx, shares: shares, free: free, sink: row.Sink, row: row}
+	l.releaseFunc = l.releaseEarly // bound once per lane, not per delivery
+	go l.run()
+}
+
+// sharedLane is the goroutine delivering one sink's rows in turn, holding
+// one share and one slot.
+type sharedLane struct {
+	relay       *Relay
+	ctx         context.Context
+	shares      *fairshare.Shares[*claimedRow]
+	free        *slots.Slots
+	sink        string      // whose share the lane holds
+	row         *claimedRow // the row being delivered; only the lane's goroutine reads it
+	releaseFunc func()      // releaseEarly
+	// owned is set by whichever comes first, the early release or the
+	// end of the delivery: that one owns the share and slot.
+	owned atomic.Bool
+}
+
+func (l *sharedLane) run() {
+	r := l.relay
+	defer r.deliveries.Done()
+	for {
+		freed := false
+		if l.ctx.Err() != nil {
+			r.release(l.row, 0, errors.New("relay shut down while the row waited for its sink's share of the slots"))
+		} else {
+			freed = r.deliver(l.ctx, l.row, 0, l.releaseFunc)
 		}
-	}()
+		if !l.owned.CompareAndSwap(false, true) {
+			return // released early; the share went on without us
+		}
+		next, ok := l.shares.HandOver(l.sink)
+		if !ok {
+			l.free.Give()
+			return
+		}
+		if freed {
+			// An early release started and lost to the delivery's end:
+			// it reads this lane's row and flag, so the next row goes on
+			// in a lane of its own, holding this lane's share and slot.
+			r.deliverShared(l.ctx, next, l.shares, l.free)
+			return
+		}
+		l.row = next
+		l.owned.Store(false)
+	}
+}
+
+// releaseEarly gives the lane's slot back while its sink still runs past
+// the deadline, and hands its share to the sink's next queued row.
+func (l *sharedLane) releaseEarly() {
+	if l.owned.CompareAndSwap(false, true) {
+		l.free.Give()
+		if next, ok := l.shares.HandOver(l.sink); ok {
+			l.free.Take()
+			l.relay.deliverShared(l.ctx, next, l.shares, l.free)
+		}
+	}
 }

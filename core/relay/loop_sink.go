@@ -104,7 +104,7 @@ func (r *Relay) holdWindow() time.Duration {
 // found the sink paused (the loop then idles until a resume or the pause's
 // end), the rows beyond the granted permits due when the next permit comes
 // within hold.
-func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []claimedRow, hold time.Duration) ([]claimedRow, []time.Duration) {
+func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []*claimedRow, hold time.Duration) ([]*claimedRow, []time.Duration) {
 	rl := s.RateLimit
 	r.signals.EmitBeforeReserve(s.Name)
 	g, err := r.limiter.Reserve(ctx, s.Name, rl.Interval(), rl.Burst, len(rows), hold)
@@ -140,7 +140,7 @@ func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []claimedRow, ho
 // startBatch delivers rows to their BatchSink in one call, in a goroutine
 // of its own, holding a slot per row until the batch is done (or overruns
 // its deadline).
-func (r *Relay) startBatch(ctx context.Context, rows []claimedRow, free *slots.Slots) {
+func (r *Relay) startBatch(ctx context.Context, rows []*claimedRow, free *slots.Slots) {
 	for range rows {
 		free.Take()
 	}
@@ -159,7 +159,7 @@ func (r *Relay) startBatch(ctx context.Context, rows []claimedRow, free *slots.S
 
 // start delivers row in its own goroutine after wait (a rate-limit permit);
 // done frees the row's slot (once, possibly early: see deliver).
-func (r *Relay) start(ctx context.Context, row claimedRow, wait time.Duration, done func()) {
+func (r *Relay) start(ctx context.Context, row *claimedRow, wait time.Duration, done func()) {
 	r.deliveries.Add(1)
 	free := sync.OnceFunc(done)
 	go func() {

@@ -61,6 +61,10 @@ type Relay struct {
 	// failures logs streaks of failed attempts per destination (see
 	// package failurelog).
 	failures *failurelog.Log
+	// claimBuffers are slices for the store's claimed rows (*[]ClaimRow),
+	// reused from one claim to the next: a claim loop claims again and
+	// again, and its rows are copied out of the slice at once.
+	claimBuffers sync.Pool
 
 	ran     atomic.Bool // Run may be called once
 	leading atomic.Bool // this relay holds the lead (see lead)

@@ -20,14 +20,12 @@ type Stage interface {
 	Prepare(ctx context.Context, sinkName string, d *sink.Delivery) error
 }
 
-// prepare runs the configured stage for row, once per attempt, under the
-// delivery's deadline.
+// prepare runs the configured stage for row, once per attempt, under ctx,
+// which carries the delivery's deadline (see claimDeadline).
 func (r *Relay) prepare(ctx context.Context, row *claimedRow) error {
 	if r.cfg.Stage == nil || row.prepared {
 		return nil
 	}
 	row.prepared = true
-	ctx, cancel := context.WithTimeout(ctx, r.budget(*row))
-	defer cancel()
 	return r.cfg.Stage.Prepare(ctx, row.Sink, &row.Delivery)
 }

@@ -46,20 +46,23 @@ const (
 	outcomeZombie      = "zombie"
 )
 
+// outcomes are every delivery outcome.
+var outcomes = []string{outcomeSent, outcomeRetry, outcomeDead, outcomeRateLimited, outcomeZombie}
+
 // startDeliverySpan opens the span of one delivery attempt. ctx holds the
 // producer's span context (extracted from the row's headers): by default the
 // delivery span is its child, so producer and deliveries form one trace even
 // though they run in different processes minutes apart. With
 // Config.LinkProducerSpan the delivery starts a trace of its own that links
 // to the producer's span instead.
-func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sc SinkConfig) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+func (r *Relay) startDeliverySpan(ctx context.Context, row *claimedRow, sc SinkConfig, labels *sinkLabels) (context.Context, trace.Span) {
+	opts := producerSpan
 	if r.cfg.LinkProducerSpan {
 		if producer := trace.SpanContextFromContext(ctx); producer.IsValid() {
-			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: producer}))
+			opts = []trace.SpanStartOption{producerSpan[0], trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: producer})}
 		}
 	}
-	ctx, span := r.tracer.Start(ctx, "send "+row.Sink, opts...)
+	ctx, span := r.tracer.Start(ctx, labels.spanName, opts...)
 	// The attributes are set after the start, and only on a span that
 	// records: building them for every delivery of an untraced relay cost
 	// ~5% of its CPU in the burn-down profile. (Samplers therefore see
@@ -81,6 +84,20 @@ func (r *Relay) startDeliverySpan(ctx context.Context, row claimedRow, sc SinkCo
 	return ctx, span
 }
 
+// producerSpan are the start options of a delivery span, made once: a
+// variadic option list built per delivery is an allocation per delivery.
+var producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
+// outcomeAttrs are the outcome attribute of a span, one slice per outcome,
+// made once for the same reason.
+var outcomeAttrs = func() map[string][]attribute.KeyValue {
+	m := make(map[string][]attribute.KeyValue, len(outcomes))
+	for _, o := range outcomes {
+		m[o] = []attribute.KeyValue{attrOutcome.String(o)}
+	}
+	return m
+}()
+
 // endSpan records the outcome (and error) and ends span; nil is a no-op.
 // stored is the error as the row stores it (see storedError), never the
 // raw text: that came from outside (a receiver's answer), and an exporter
@@ -89,7 +106,7 @@ func endSpan(span trace.Span, outcome string, stored *string) {
 	if span == nil {
 		return
 	}
-	span.SetAttributes(attrOutcome.String(outcome))
+	span.SetAttributes(outcomeAttrs[outcome]...)
 	if stored != nil {
 		span.RecordError(errors.New(*stored))
 		span.SetStatus(codes.Error, *stored)
@@ -147,38 +164,55 @@ func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 	return &m, nil
 }
 
-// sinkLabels are one sink's metric attribute sets, built once per relay: an
-// attribute set costs allocations and hashing, and a relay records several
-// measurements per delivery.
+// sinkLabels are one sink's metric attribute sets, and its delivery
+// span's name, built once per relay: an attribute set costs allocations and
+// hashing, and a relay records several measurements per delivery. Each set
+// is held as the option slice the instruments take, so that passing it
+// allocates no variadic slice per call.
 type sinkLabels struct {
-	inFlight  metric.MeasurementOption            // sink name and type
-	sink      metric.MeasurementOption            // sink name
-	byOutcome map[string]metric.MeasurementOption // sink name and outcome
+	spanName  string                // "send <sink>"
+	inFlight  []metric.AddOption    // sink name and type
+	sink      []metric.AddOption    // sink name
+	sinkRec   []metric.RecordOption // sink name
+	sinkObs   []metric.ObserveOption
+	byOutcome map[string]outcomeLabels // sink name and outcome
+}
+
+// outcomeLabels is the sink name and an outcome, for counters and
+// histograms.
+type outcomeLabels struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
 }
 
 func newSinkLabels(sc SinkConfig) *sinkLabels {
 	name := otelscope.AttrSink.String(sc.Name)
+	sink := metric.WithAttributes(name)
 	l := &sinkLabels{
-		inFlight:  metric.WithAttributes(name, attrSinkType.String(sc.Type)),
-		sink:      metric.WithAttributes(name),
-		byOutcome: map[string]metric.MeasurementOption{},
+		spanName:  "send " + sc.Name,
+		inFlight:  []metric.AddOption{metric.WithAttributes(name, attrSinkType.String(sc.Type))},
+		sink:      []metric.AddOption{sink},
+		sinkRec:   []metric.RecordOption{sink},
+		sinkObs:   []metric.ObserveOption{sink},
+		byOutcome: make(map[string]outcomeLabels, len(outcomes)),
 	}
-	for _, outcome := range []string{outcomeSent, outcomeRetry, outcomeDead, outcomeRateLimited, outcomeZombie} {
-		l.byOutcome[outcome] = metric.WithAttributes(name, attrOutcome.String(outcome))
+	for _, outcome := range outcomes {
+		attrs := metric.WithAttributes(name, attrOutcome.String(outcome))
+		l.byOutcome[outcome] = outcomeLabels{add: []metric.AddOption{attrs}, rec: []metric.RecordOption{attrs}}
 	}
 	return l
 }
 
 func (m *relayMetrics) recordDelivery(ctx context.Context, createdAt time.Time, labels *sinkLabels, outcome string, elapsed time.Duration) {
 	attrs := labels.byOutcome[outcome]
-	m.deliveries.Add(ctx, 1, attrs)
+	m.deliveries.Add(ctx, 1, attrs.add...)
 	if elapsed > 0 {
-		m.duration.Record(ctx, elapsed.Seconds(), attrs)
+		m.duration.Record(ctx, elapsed.Seconds(), attrs.rec...)
 	}
 	switch outcome {
 	case outcomeSent:
-		m.lag.Record(ctx, time.Since(createdAt).Seconds(), labels.sink)
+		m.lag.Record(ctx, time.Since(createdAt).Seconds(), labels.sinkRec...)
 	case outcomeRateLimited:
-		m.pauses.Add(ctx, 1, labels.sink)
+		m.pauses.Add(ctx, 1, labels.sink...)
 	}
 }

@@ -254,11 +254,8 @@ func (q *Queries) ActivePauses(ctx context.Context, db DBTX) ([]ActivePausesRow,
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ActivePausesRow, error) {
-		var r ActivePausesRow
-		err := row.Scan(&r.Sink, &r.Remaining, &r.ByHand)
-		return r, err
-	})
+	var r ActivePausesRow
+	return collectRows(rows, []ActivePausesRow{}, &r, &r.Sink, &r.Remaining, &r.ByHand)
 }
 
 const activeRoutesSQL = `-- name: active_routes
@@ -314,7 +311,7 @@ type AddDeliveryMinutesParams struct {
 
 // AddDeliveryMinutes runs add_delivery_minutes.sql.
 func (q *Queries) AddDeliveryMinutes(ctx context.Context, db DBTX, arg AddDeliveryMinutesParams) error {
-	_, err := db.Exec(ctx, q.text.AddDeliveryMinutes, arg.Latency, arg.Buckets, arg.Sinks, arg.Sent, arg.Retried, arg.Dead)
+	_, err := db.Exec(ctx, q.text.AddDeliveryMinutes, int8Array(arg.Latency), arg.Buckets, textArray(arg.Sinks), int8Array(arg.Sent), int8Array(arg.Retried), int8Array(arg.Dead))
 	return err
 }
 
@@ -393,16 +390,20 @@ type AuditListRow struct {
 
 // AuditList runs audit_list.sql and returns its rows.
 func (q *Queries) AuditList(ctx context.Context, db DBTX, since time.Time, limit int64) ([]AuditListRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.AuditListInto(ctx, db, since, limit, make([]AuditListRow, 0, limit))
+}
+
+// AuditListInto runs audit_list.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) AuditListInto(ctx context.Context, db DBTX, since time.Time, limit int64, out []AuditListRow) ([]AuditListRow, error) {
 	rows, err := db.Query(ctx, q.text.AuditList, since, limit)
 	if err != nil {
 		return nil, err
 	}
-	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]AuditListRow, 0, limit), rows, func(row pgx.CollectableRow) (AuditListRow, error) {
-		var r AuditListRow
-		err := row.Scan(&r.ID, &r.At, &r.Actor, &r.Role, &r.Source, &r.Action, &r.Sink, &r.Filter, &r.Count, &r.Detail)
-		return r, err
-	})
+	var r AuditListRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.At, &r.Actor, &r.Role, &r.Source, &r.Action, &r.Sink, &r.Filter, &r.Count, &r.Detail)
 }
 
 const auditRecordSQL = `-- name: audit_record
@@ -495,7 +496,7 @@ WHERE k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 
 // BreakerDropEvents runs breaker_drop_events.sql.
 func (q *Queries) BreakerDropEvents(ctx context.Context, db DBTX, ids []int64, sink string) error {
-	_, err := db.Exec(ctx, q.text.BreakerDropEvents, ids, sink)
+	_, err := db.Exec(ctx, q.text.BreakerDropEvents, int8Array(ids), sink)
 	return err
 }
 
@@ -614,11 +615,8 @@ func (q *Queries) Breakers(ctx context.Context, db DBTX) ([]BreakersRow, error) 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (BreakersRow, error) {
-		var r BreakersRow
-		err := row.Scan(&r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes)
-		return r, err
-	})
+	var r BreakersRow
+	return collectRows(rows, []BreakersRow{}, &r, &r.Sink, &r.DestKey, &r.OpenedAt, &r.Reason, &r.LastFailure, &r.LastFailureAt, &r.NextProbeAt, &r.Probing, &r.Probes)
 }
 
 const claimSQL = `-- name: claim
@@ -840,16 +838,20 @@ type ClaimRow struct {
 
 // Claim runs claim.sql and returns its rows.
 func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, q.text.Claim, pgx.QueryExecModeCacheDescribe, arg.Sinks, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.ClaimInto(ctx, db, arg, make([]ClaimRow, 0, arg.Limit))
+}
+
+// ClaimInto runs claim.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out []ClaimRow) ([]ClaimRow, error) {
+	rows, err := db.Query(ctx, q.text.Claim, pgx.QueryExecModeCacheDescribe, textArray(arg.Sinks), arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
 	if err != nil {
 		return nil, err
 	}
-	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]ClaimRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (ClaimRow, error) {
-		var r ClaimRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
-		return r, err
-	})
+	var r ClaimRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
 }
 
 const deadLetterGroupsSQL = `-- name: dead_letter_groups
@@ -875,16 +877,20 @@ type DeadLetterGroupsRow struct {
 
 // DeadLetterGroups runs dead_letter_groups.sql and returns its rows.
 func (q *Queries) DeadLetterGroups(ctx context.Context, db DBTX, sink string, limit int64) ([]DeadLetterGroupsRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.DeadLetterGroupsInto(ctx, db, sink, limit, make([]DeadLetterGroupsRow, 0, limit))
+}
+
+// DeadLetterGroupsInto runs dead_letter_groups.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) DeadLetterGroupsInto(ctx context.Context, db DBTX, sink string, limit int64, out []DeadLetterGroupsRow) ([]DeadLetterGroupsRow, error) {
 	rows, err := db.Query(ctx, q.text.DeadLetterGroups, sink, limit)
 	if err != nil {
 		return nil, err
 	}
-	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]DeadLetterGroupsRow, 0, limit), rows, func(row pgx.CollectableRow) (DeadLetterGroupsRow, error) {
-		var r DeadLetterGroupsRow
-		err := row.Scan(&r.Sink, &r.LastError, &r.Dead, &r.LastDied)
-		return r, err
-	})
+	var r DeadLetterGroupsRow
+	return collectRows(rows, out[:0], &r, &r.Sink, &r.LastError, &r.Dead, &r.LastDied)
 }
 
 const deadLettersSQL = `-- name: dead_letters
@@ -925,11 +931,8 @@ func (q *Queries) DeadLetters(ctx context.Context, db DBTX, sink string, limit i
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLettersRow, error) {
-		var r DeadLettersRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors)
-		return r, err
-	})
+	var r DeadLettersRow
+	return collectRows(rows, []DeadLettersRow{}, &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.CreatedAt, &r.Receipt, &r.Attempts, &r.LastError, &r.UpdatedAt, &r.Errors)
 }
 
 const deliveryRatesSQL = `-- name: delivery_rates
@@ -969,11 +972,8 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeliveryRatesRow, error) {
-		var r DeliveryRatesRow
-		err := row.Scan(&r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
-		return r, err
-	})
+	var r DeliveryRatesRow
+	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
 }
 
 const droppedEventsSQL = `-- name: dropped_events
@@ -1193,15 +1193,12 @@ type FinishParams struct {
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
-	rows, err := db.Query(ctx, q.text.Finish, arg.IDs, arg.Tokens, arg.Statuses, arg.Delays, arg.Errors, arg.Receipts, arg.Refunds, arg.Deferred, arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), bytesArray(arg.Receipts), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (int64, error) {
-		var r int64
-		err := row.Scan(&r)
-		return r, err
-	})
+	var r int64
+	return collectRows(rows, []int64{}, &r, &r)
 }
 
 const foldDroppedEventsSQL = `-- name: fold_dropped_events
@@ -1246,11 +1243,8 @@ func (q *Queries) ForgetSink(ctx context.Context, db DBTX, sink string, channel 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (bool, error) {
-		var r bool
-		err := row.Scan(&r)
-		return r, err
-	})
+	var r bool
+	return collectRows(rows, []bool{}, &r, &r)
 }
 
 const historyExpiringSQL = `-- name: history_expiring
@@ -1343,15 +1337,12 @@ type LookupIDsRow struct {
 
 // LookupIDs runs lookup_ids.sql and returns its rows.
 func (q *Queries) LookupIDs(ctx context.Context, db DBTX, sinks []string, dedupKeys []string) ([]LookupIDsRow, error) {
-	rows, err := db.Query(ctx, q.text.LookupIDs, sinks, dedupKeys)
+	rows, err := db.Query(ctx, q.text.LookupIDs, textArray(sinks), textArray(dedupKeys))
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (LookupIDsRow, error) {
-		var r LookupIDsRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey)
-		return r, err
-	})
+	var r LookupIDsRow
+	return collectRows(rows, []LookupIDsRow{}, &r, &r.ID, &r.Sink, &r.DedupKey)
 }
 
 const messageSQL = `-- name: message
@@ -1477,11 +1468,8 @@ func (q *Queries) MessagesSearch(ctx context.Context, db DBTX, arg MessagesSearc
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (MessagesSearchRow, error) {
-		var r MessagesSearchRow
-		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError)
-		return r, err
-	})
+	var r MessagesSearchRow
+	return collectRows(rows, []MessagesSearchRow{}, &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError)
 }
 
 const migrationsAppliedSQL = `-- name: migrations_applied
@@ -1495,11 +1483,8 @@ func (q *Queries) MigrationsApplied(ctx context.Context, db DBTX) ([]int, error)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (int, error) {
-		var r int
-		err := row.Scan(&r)
-		return r, err
-	})
+	var r int
+	return collectRows(rows, []int{}, &r, &r)
 }
 
 const migrationsLedgerSQL = `-- name: migrations_ledger
@@ -1526,11 +1511,8 @@ func (q *Queries) MigrationsLedger(ctx context.Context, db DBTX) ([]MigrationsLe
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (MigrationsLedgerRow, error) {
-		var r MigrationsLedgerRow
-		err := row.Scan(&r.Version, &r.Name, &r.AppliedAt, &r.Checksum)
-		return r, err
-	})
+	var r MigrationsLedgerRow
+	return collectRows(rows, []MigrationsLedgerRow{}, &r, &r.Version, &r.Name, &r.AppliedAt, &r.Checksum)
 }
 
 const migrationsLedgerExistsSQL = `-- name: migrations_ledger_exists
@@ -1583,7 +1565,7 @@ WHERE m.version = c.version
 
 // MigrationsRecordChecksums runs migrations_record_checksums.sql.
 func (q *Queries) MigrationsRecordChecksums(ctx context.Context, db DBTX, versions []int, checksums []string) error {
-	_, err := db.Exec(ctx, q.text.MigrationsRecordChecksums, versions, checksums)
+	_, err := db.Exec(ctx, q.text.MigrationsRecordChecksums, versions, textArray(checksums))
 	return err
 }
 
@@ -1822,11 +1804,8 @@ func (q *Queries) Publish(ctx context.Context, db DBTX, eventType string, key st
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishRow, error) {
-		var r PublishRow
-		err := row.Scan(&r.Sink, &r.ID, &r.Created)
-		return r, err
-	})
+	var r PublishRow
+	return collectRows(rows, []PublishRow{}, &r, &r.Sink, &r.ID, &r.Created)
 }
 
 const publishBatchSQL = `-- name: publish_batch
@@ -1849,15 +1828,12 @@ type PublishBatchRow struct {
 
 // PublishBatch runs publish_batch.sql and returns its rows.
 func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string, keys []string, data [][]byte, orderingKeys []string, threadKeys []string, headers []byte) ([]PublishBatchRow, error) {
-	rows, err := db.Query(ctx, q.text.PublishBatch, eventTypes, keys, data, orderingKeys, threadKeys, headers)
+	rows, err := db.Query(ctx, q.text.PublishBatch, textArray(eventTypes), textArray(keys), bytesArray(data), textArray(orderingKeys), textArray(threadKeys), headers)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PublishBatchRow, error) {
-		var r PublishBatchRow
-		err := row.Scan(&r.Event, &r.Sink, &r.ID, &r.Created)
-		return r, err
-	})
+	var r PublishBatchRow
+	return collectRows(rows, []PublishBatchRow{}, &r, &r.Event, &r.Sink, &r.ID, &r.Created)
 }
 
 const purgeSQL = `-- name: purge
@@ -1942,7 +1918,7 @@ type PurgeRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow, error) {
 	var r PurgeRow
-	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 
@@ -2018,7 +1994,7 @@ type RedriveRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Redrive(ctx context.Context, db DBTX, arg RedriveParams) (RedriveRow, error) {
 	var r RedriveRow
-	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, arg.IDs, arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Redrive, pgx.QueryExecModeCacheDescribe, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 
@@ -2033,7 +2009,7 @@ RETURNING id
 // pgx.ErrNoRows when there is none.
 func (q *Queries) RegisterWaiter(ctx context.Context, db DBTX, channel string, sinks []string, aliveFor time.Duration) (int64, error) {
 	var r int64
-	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, sinks, aliveFor).Scan(&r)
+	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, textArray(sinks), aliveFor).Scan(&r)
 	return r, err
 }
 
@@ -2061,15 +2037,12 @@ type ReserveKeyPermitsRow struct {
 
 // ReserveKeyPermits runs reserve_key_permits.sql and returns its rows.
 func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]ReserveKeyPermitsRow, error) {
-	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, keys, counts, permit)
+	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReserveKeyPermitsRow, error) {
-		var r ReserveKeyPermitsRow
-		err := row.Scan(&r.Key, &r.Tat, &r.Now)
-		return r, err
-	})
+	var r ReserveKeyPermitsRow
+	return collectRows(rows, []ReserveKeyPermitsRow{}, &r, &r.Key, &r.Tat, &r.Now)
 }
 
 const reservePermitsSQL = `-- name: reserve_permits
@@ -2221,11 +2194,8 @@ func (q *Queries) SinkPauses(ctx context.Context, db DBTX) ([]SinkPausesRow, err
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (SinkPausesRow, error) {
-		var r SinkPausesRow
-		err := row.Scan(&r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt)
-		return r, err
-	})
+	var r SinkPausesRow
+	return collectRows(rows, []SinkPausesRow{}, &r, &r.Sink, &r.PausedUntil, &r.ByHand, &r.UntilResumed, &r.ChangedBy, &r.ChangeReason, &r.ChangedAt)
 }
 
 const sinkSeenSQL = `-- name: sink_seen
@@ -2270,11 +2240,8 @@ func (q *Queries) Stats(ctx context.Context, db DBTX) ([]StatsRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatsRow, error) {
-		var r StatsRow
-		err := row.Scan(&r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds)
-		return r, err
-	})
+	var r StatsRow
+	return collectRows(rows, []StatsRow{}, &r, &r.Sink, &r.Status, &r.Count, &r.OldestWaitingSeconds)
 }
 
 const statsSnapshotSQL = `-- name: stats_snapshot
@@ -2315,11 +2282,8 @@ func (q *Queries) StatsSnapshot(ctx context.Context, db DBTX) ([]StatsSnapshotRo
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (StatsSnapshotRow, error) {
-		var r StatsSnapshotRow
-		err := row.Scan(&r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
-		return r, err
-	})
+	var r StatsSnapshotRow
+	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
 }
 
 const takeStatsLeadSQL = `-- name: take_stats_lead
@@ -2408,15 +2372,12 @@ SELECT sink FROM sinks WHERE sink IS NOT NULL AND NOT (sink = ANY($1::text[])) O
 
 // UnconfiguredSinks runs unconfigured_sinks.sql and returns its rows.
 func (q *Queries) UnconfiguredSinks(ctx context.Context, db DBTX, configured []string) ([]string, error) {
-	rows, err := db.Query(ctx, q.text.UnconfiguredSinks, configured)
+	rows, err := db.Query(ctx, q.text.UnconfiguredSinks, textArray(configured))
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var r string
-		err := row.Scan(&r)
-		return r, err
-	})
+	var r string
+	return collectRows(rows, []string{}, &r, &r)
 }
 
 const unregisterWaitersSQL = `-- name: unregister_waiters
@@ -2427,7 +2388,7 @@ DELETE FROM {schema}.waiters WHERE id = ANY($1)
 
 // UnregisterWaiters runs unregister_waiters.sql.
 func (q *Queries) UnregisterWaiters(ctx context.Context, db DBTX, ids []int64) error {
-	_, err := db.Exec(ctx, q.text.UnregisterWaiters, ids)
+	_, err := db.Exec(ctx, q.text.UnregisterWaiters, int8Array(ids))
 	return err
 }
 

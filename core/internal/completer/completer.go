@@ -58,10 +58,24 @@ type Outcome struct {
 	// for them (the row's ordering key's next row is only claimable once
 	// this one is finished).
 	Urgent bool
-	// Done is called once the write finished: written reports whether the
-	// row changed (false: a zombie's late completion, or not written).
-	Done func(written bool)
+	// Done is told once the write finished (nil: nobody is).
+	Done Reporter
 }
+
+// Reporter is told whether an outcome was written. It is an interface, not
+// a func, so that the relay's per-delivery report, a pointer, is passed
+// without allocating a closure per delivery.
+type Reporter interface {
+	// Written reports whether the row changed (false: a zombie's late
+	// completion, or not written).
+	Written(written bool)
+}
+
+// ReportFunc is a func as a Reporter.
+type ReportFunc func(written bool)
+
+// Written calls f.
+func (f ReportFunc) Written(written bool) { f(written) }
 
 // Finisher runs the finish statement (internal/store's finish.sql), which
 // takes the outcomes as arrays and returns the ids it wrote;
@@ -79,6 +93,7 @@ type Completer struct {
 	maxBatch     int
 	// Linger is DefaultLinger; tests change it before Run.
 	Linger time.Duration
+	params finishParams // Run's, see finishParams
 
 	in   chan Outcome
 	quit chan struct{} // closed by Stop: write what is queued and return
@@ -132,6 +147,14 @@ func (c *Completer) fillLingering(batch []Outcome, urgent bool) []Outcome {
 	timer := time.NewTimer(c.Linger)
 	defer timer.Stop()
 	for len(batch) < c.maxBatch {
+		// Under load outcomes are queued already: take them without the
+		// three-way select, which locks every channel it waits on, per
+		// outcome.
+		n := len(batch)
+		batch = c.fill(batch)
+		if len(batch) == c.maxBatch || anyUrgent(batch[n:]) {
+			return batch
+		}
 		select {
 		case o := <-c.in:
 			batch = append(batch, o)
@@ -145,6 +168,16 @@ func (c *Completer) fillLingering(batch []Outcome, urgent bool) []Outcome {
 		}
 	}
 	return batch
+}
+
+// anyUrgent reports whether an outcome of batch is urgent.
+func anyUrgent(batch []Outcome) bool {
+	for i := range batch {
+		if batch[i].Urgent {
+			return true
+		}
+	}
+	return false
 }
 
 // fill adds whatever is queued, without waiting, up to a full batch.
@@ -186,7 +219,7 @@ func (c *Completer) write(batch []Outcome) {
 				"id", o.ID, "status", o.Status)
 		}
 		if o.Done != nil {
-			o.Done(ok)
+			o.Done.Written(ok)
 		}
 	}
 }
@@ -254,32 +287,47 @@ func refused(o Outcome, cause error) Outcome {
 }
 
 func (c *Completer) writeOnce(ctx context.Context, batch []Outcome) (map[int64]bool, error) {
-	n := len(batch)
-	var (
-		ids = make([]int64, n)
-		// [16]byte takes pgx's binary uuid codec; uuid.UUID would go
-		// through driver.Valuer and text, per element.
-		tokens   = make([][16]byte, n)
-		statuses = make([]string, n)
-		delays   = make([]float64, n)
-		errs     = make([]*string, n)
-		receipts = make([][]byte, n)
-		refunds  = make([]int32, n)
-		deferred = make([]int32, n)
-	)
-	for i, o := range batch {
-		ids[i], tokens[i], statuses[i] = o.ID, o.Token, o.Status
-		delays[i], errs[i], receipts[i], refunds[i] = o.Delay.Seconds(), o.Err, o.Receipt, int32(o.Refund)
-		deferred[i] = int32(o.Deferred)
-	}
-	done, err := c.finisher.Finish(ctx, c.pool, store.FinishParams{IDs: ids, Tokens: tokens, Statuses: statuses,
-		Delays: delays, Errors: errs, Receipts: receipts, Refunds: refunds, Deferred: deferred, DeleteSent: c.deleteOnSent})
+	p := c.params.fill(batch)
+	p.DeleteSent = c.deleteOnSent
+	done, err := c.finisher.Finish(ctx, c.pool, p)
 	if err != nil {
 		return nil, err
 	}
-	written := make(map[int64]bool, n)
+	written := make(map[int64]bool, len(batch))
 	for _, id := range done {
 		written[id] = true
 	}
 	return written, nil
+}
+
+// finishParams are the arrays of a finish statement, kept from one write
+// to the next: only Run's goroutine writes, one statement at a time, and
+// arrays for a batch of 1,000 outcomes are ~90 KB a statement.
+type finishParams store.FinishParams
+
+// fill sets p's arrays to batch's outcomes and returns them.
+func (p *finishParams) fill(batch []Outcome) store.FinishParams {
+	n := len(batch)
+	p.IDs, p.Statuses, p.Delays = resize(p.IDs, n), resize(p.Statuses, n), resize(p.Delays, n)
+	// [16]byte takes pgx's binary uuid codec; uuid.UUID would go through
+	// driver.Valuer and text, per element.
+	p.Tokens, p.Errors, p.Receipts = resize(p.Tokens, n), resize(p.Errors, n), resize(p.Receipts, n)
+	p.Refunds, p.Deferred = resize(p.Refunds, n), resize(p.Deferred, n)
+	for i, o := range batch {
+		p.IDs[i], p.Tokens[i], p.Statuses[i] = o.ID, o.Token, o.Status
+		p.Delays[i], p.Errors[i], p.Receipts[i], p.Refunds[i] = o.Delay.Seconds(), o.Err, o.Receipt, int32(o.Refund)
+		p.Deferred[i] = int32(o.Deferred)
+	}
+	return store.FinishParams(*p)
+}
+
+// resize returns s with length n, reusing its array when it is large
+// enough, cleared: no outcome's error or receipt outlives its write in it.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:cap(s)]
+	clear(s)
+	return s[:n]
 }

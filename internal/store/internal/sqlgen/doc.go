@@ -37,7 +37,8 @@
 //   - capacity (optional, :many) names an integer parameter, the most
 //     rows the statement returns (its LIMIT): the method allocates its
 //     slice of rows for that many at once, where growing a slice of many
-//     large rows would copy them over and over.
+//     large rows would copy them over and over; and a <Name>Into method
+//     returns them in a slice the caller passes, to reuse one.
 //   - returns declares the result columns in order, for :one and :many,
 //     each with its SQL type; a list may go on over several returns lines.
 //     One column is returned as its value, more as a <Name>Row struct.
@@ -73,6 +74,11 @@
 // schema and decides what else Queries carries (statements assembled at
 // run time, like the batch enqueue's). The methods return the driver's
 // errors as they are: their callers know what they were doing and say so.
+// Array parameters of the types in arrayParams go through the package's
+// array types (int8Array, textArray, ...; internal/store's arrays.go),
+// which pgx encodes without an allocation per element; a :many method
+// scans every row into one row value and one list of destinations
+// (collectRows, internal/store's rows.go).
 //
 // # Tests
 //

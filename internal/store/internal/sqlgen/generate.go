@@ -121,12 +121,12 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 		b.WriteString("}\n")
 		args = append(args, "arg "+name+"Params")
 		for _, p := range s.Params {
-			values = append(values, "arg."+goName(p.Name, true))
+			values = append(values, paramValue("arg."+goName(p.Name, true), p))
 		}
 	default:
 		for _, p := range s.Params {
 			args = append(args, goName(p.Name, false)+" "+p.GoType)
-			values = append(values, goName(p.Name, false))
+			values = append(values, paramValue(goName(p.Name, false), p))
 		}
 	}
 
@@ -147,7 +147,12 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 		}
 	}
 
-	m := method{Name: name, File: s.File, Kind: s.Kind, Args: strings.Join(args, ", "),
+	var names []string
+	for _, a := range args {
+		n, _, _ := strings.Cut(a, " ")
+		names = append(names, n)
+	}
+	m := method{Name: name, File: s.File, Kind: s.Kind, Args: strings.Join(args, ", "), ArgNames: strings.Join(names, ", "),
 		Call: strings.Join(values, ", "), Row: row, Dests: strings.Join(dests, ", ")}
 	if s.Capacity != "" {
 		m.Capacity = goName(s.Capacity, false)
@@ -158,10 +163,40 @@ func writeStatement(b *bytes.Buffer, s Statement) error {
 	return methodTemplate.Execute(b, m)
 }
 
+// arrayParams are the array parameters passed through one of the
+// package's array types (internal/store's arrays.go), by Go type and the
+// SQL element types they may stand for: pgx encodes those without an
+// allocation per element, where it boxes a plain slice's elements one by
+// one.
+var arrayParams = []struct {
+	goType, adapter string
+	sqlTypes        []string
+}{
+	{"[]int64", "int8Array", []string{"bigint[]", "int8[]"}},
+	{"[]int32", "int4Array", []string{"integer[]", "int[]", "int4[]"}},
+	{"[]float64", "float8Array", []string{"double precision[]", "float8[]"}},
+	{"[]string", "textArray", []string{"text[]", "varchar[]", "character varying[]"}},
+	{"[]*string", "nullTextArray", []string{"text[]", "varchar[]", "character varying[]"}},
+	{"[][16]byte", "uuidArray", []string{"uuid[]"}},
+	{"[][]byte", "bytesArray", []string{"jsonb[]", "json[]", "bytea[]"}},
+}
+
+// paramValue is the expression a method passes for parameter p, whose
+// value is expr.
+func paramValue(expr string, p Field) string {
+	for _, a := range arrayParams {
+		if a.goType == p.GoType && slices.Contains(a.sqlTypes, p.SQLType) {
+			return a.adapter + "(" + expr + ")"
+		}
+	}
+	return expr
+}
+
 // method is what methodTemplate writes a statement's method from.
 type method struct {
 	Name, File, Kind string
 	Args, Call       string // the parameter list; the arguments of Exec, Query or QueryRow
+	ArgNames         string // the parameters' names, as the method passes them on
 	Row, Dests       string // the row's type; the destinations of Scan
 	Capacity         string // the expression a :many method sizes its slice with
 }
@@ -188,23 +223,35 @@ func (q *Queries) {{.Name}}({{.Args}}) ({{.Row}}, error) {
 	return r, err
 }
 {{- else}}
+{{- if .Capacity}}
+// {{.Name}} runs {{.File}} and returns its rows.
+func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.{{.Name}}Into({{.ArgNames}}, make([]{{.Row}}, 0, {{.Capacity}}))
+}
+
+// {{.Name}}Into runs {{.File}} and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) {{.Name}}Into({{.Args}}, out []{{.Row}}) ([]{{.Row}}, error) {
+	rows, err := db.Query(ctx, {{.Call}})
+	if err != nil {
+		return nil, err
+	}
+	var r {{.Row}}
+	return collectRows(rows, out[:0], &r, {{.Dests}})
+}
+{{- else}}
 // {{.Name}} runs {{.File}} and returns its rows.
 func (q *Queries) {{.Name}}({{.Args}}) ([]{{.Row}}, error) {
 	rows, err := db.Query(ctx, {{.Call}})
 	if err != nil {
 		return nil, err
 	}
-{{- if .Capacity}}
-	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]{{.Row}}, 0, {{.Capacity}}), rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
-{{- else}}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ({{.Row}}, error) {
-{{- end}}
-		var r {{.Row}}
-		err := row.Scan({{.Dests}})
-		return r, err
-	})
+	var r {{.Row}}
+	return collectRows(rows, []{{.Row}}{}, &r, {{.Dests}})
 }
+{{- end}}
 {{- end}}
 `))
 

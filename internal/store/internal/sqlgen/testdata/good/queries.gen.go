@@ -100,16 +100,20 @@ type SearchItemsRow struct {
 
 // SearchItems runs search_items.sql and returns its rows.
 func (q *Queries) SearchItems(ctx context.Context, db DBTX, arg SearchItemsParams) ([]SearchItemsRow, error) {
-	rows, err := db.Query(ctx, q.text.SearchItems, pgx.QueryExecModeCacheDescribe, arg.Owner, arg.Before, arg.Tags, arg.Limit)
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.SearchItemsInto(ctx, db, arg, make([]SearchItemsRow, 0, arg.Limit))
+}
+
+// SearchItemsInto runs search_items.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) SearchItemsInto(ctx context.Context, db DBTX, arg SearchItemsParams, out []SearchItemsRow) ([]SearchItemsRow, error) {
+	rows, err := db.Query(ctx, q.text.SearchItems, pgx.QueryExecModeCacheDescribe, arg.Owner, arg.Before, textArray(arg.Tags), arg.Limit)
 	if err != nil {
 		return nil, err
 	}
-	// Sized for a full result: growing a slice of many rows copies them.
-	return pgx.AppendRows(make([]SearchItemsRow, 0, arg.Limit), rows, func(row pgx.CollectableRow) (SearchItemsRow, error) {
-		var r SearchItemsRow
-		err := row.Scan(&r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta)
-		return r, err
-	})
+	var r SearchItemsRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Name, &r.Tags, &r.SeenAt, &r.Meta)
 }
 
 const touchItemsSQL = `-- name: touch_items
@@ -119,6 +123,6 @@ UPDATE {schema}.items SET seen_at = $2::timestamptz WHERE id = ANY($1::bigint[])
 
 // TouchItems runs touch_items.sql and returns how many rows it affected.
 func (q *Queries) TouchItems(ctx context.Context, db DBTX, ids []int64, at time.Time) (int64, error) {
-	tag, err := db.Exec(ctx, q.text.TouchItems, ids, at)
+	tag, err := db.Exec(ctx, q.text.TouchItems, int8Array(ids), at)
 	return tag.RowsAffected(), err
 }
