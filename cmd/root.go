@@ -174,6 +174,7 @@ one database.`,
 		a.getCommand(),
 		a.messagesCommand(),
 		a.sinksCommand(),
+		a.destinationsCommand(),
 		a.configCommand(),
 		a.versionCommand(),
 	)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/destinations"
 	"log/slog"
 	"net/http"
 	"time"
@@ -69,6 +70,8 @@ type API struct {
 	Metrics http.Handler
 	// Console, when set, serves the operator console below /.
 	Console http.Handler
+	// Destinations manages tenants' destinations (destinations.go).
+	Destinations *destinations.Store
 }
 
 // Handler routes every endpoint: /v1/* behind the token (when one is
@@ -90,6 +93,7 @@ func (s *API) Handler() http.Handler {
 	v1.HandleFunc("POST /v1/sinks/{name}/pause", s.postPause)
 	v1.HandleFunc("POST /v1/sinks/{name}/resume", s.postResume)
 	v1.HandleFunc("DELETE /v1/sinks/{name}/pause", s.deletePause)
+	s.handleDestinations(v1)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(requireToken(string(s.Config.HTTP.Token), requireJSON(limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1)))), "outboxd.api",

@@ -57,6 +57,8 @@ type Texts struct {
 	DestinationDelete string
 	// DestinationGet is destination_get.sql.
 	DestinationGet string
+	// DestinationLock is destination_lock.sql.
+	DestinationLock string
 	// DestinationSecretAdd is destination_secret_add.sql.
 	DestinationSecretAdd string
 	// DestinationSecretReseal is destination_secret_reseal.sql.
@@ -182,6 +184,7 @@ func newTexts(ident string) Texts {
 		DestinationCreate:        strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDelete:        strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
 		DestinationGet:           strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
+		DestinationLock:          strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
 		DestinationSecretAdd:     strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
 		DestinationSecretReseal:  strings.ReplaceAll(destinationSecretResealSQL, "{schema}", ident),
 		DestinationSecretsSealed: strings.ReplaceAll(destinationSecretsSealedSQL, "{schema}", ident),
@@ -864,6 +867,19 @@ func (q *Queries) DestinationGet(ctx context.Context, db DBTX, tenant string, id
 	var r DestinationGetRow
 	err := db.QueryRow(ctx, q.text.DestinationGet, tenant, id).Scan(&r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Waiting)
 	return r, err
+}
+
+const destinationLockSQL = `-- name: destination_lock
+-- Locks destination $2 of tenant $1 for the rest of the transaction, so
+-- that a PATCH merged into it is not lost to a concurrent one. 0 rows: no
+-- such destination.
+SELECT 1 FROM {schema}.destinations WHERE tenant = $1 AND id = $2 FOR UPDATE
+`
+
+// DestinationLock runs destination_lock.sql and returns how many rows it affected.
+func (q *Queries) DestinationLock(ctx context.Context, db DBTX, tenant string, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationLock, tenant, id)
+	return tag.RowsAffected(), err
 }
 
 const destinationSecretAddSQL = `-- name: destination_secret_add
