@@ -194,12 +194,13 @@ func (d *Directory) Run(ctx context.Context) {
 // listen refreshes on each notification, and after each backstop
 // interval without one, until the connection fails or ctx ends.
 func (d *Directory) listen(ctx context.Context) error {
-	conn, err := d.pool.Acquire(ctx)
+	pooled, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	// A listening connection must not go back to the pool still listening.
-	defer conn.Hijack().Close(context.WithoutCancel(ctx))
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (d *Directory) listen(ctx context.Context) error {
 			d.log.Warn("outbox: reading destinations failed", "error", err)
 		}
 		wait, cancel := context.WithTimeout(ctx, d.backstop)
-		_, err := conn.Conn().WaitForNotification(wait)
+		_, err := conn.WaitForNotification(wait)
 		cancel()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
