@@ -13,30 +13,69 @@ import (
 // docs/destinations.md). Each route is listed with the role it needs
 // (the team roles: operate to change, read to look).
 
-// destinationRoute is one endpoint and the role it needs.
+// destinationRoute is one endpoint, the role it needs and what it does.
 type destinationRoute struct {
 	pattern string
 	role    string
-	handler func(*API) http.HandlerFunc
+	op      string
+	status  int
+	action  destinationAction
 }
+
+// destinationAction does one endpoint's work for the path's tenant and
+// returns the answer's body.
+type destinationAction func(s *API, r *http.Request, tenant string) (any, error)
 
 // destinationRoutes are the endpoints, one line each.
 var destinationRoutes = []destinationRoute{
-	{"POST /v1/tenants/{tenant}/destinations", "operate", func(s *API) http.HandlerFunc { return s.postDestination }},
-	{"GET /v1/tenants/{tenant}/destinations", "read", func(s *API) http.HandlerFunc { return s.getDestinations }},
-	{"GET /v1/tenants/{tenant}/destinations/{id}", "read", func(s *API) http.HandlerFunc { return s.getDestination }},
-	{"PATCH /v1/tenants/{tenant}/destinations/{id}", "operate", func(s *API) http.HandlerFunc { return s.patchDestination }},
-	{"DELETE /v1/tenants/{tenant}/destinations/{id}", "operate", func(s *API) http.HandlerFunc { return s.deleteDestination }},
-	{"POST /v1/tenants/{tenant}/destinations/{id}/rotate-secret", "operate", func(s *API) http.HandlerFunc { return s.postRotateSecret }},
-	{"POST /v1/tenants/{tenant}/destinations/{id}/disable", "operate", func(s *API) http.HandlerFunc { return s.postDisableDestination }},
-	{"POST /v1/tenants/{tenant}/destinations/{id}/enable", "operate", func(s *API) http.HandlerFunc { return s.postEnableDestination }},
+	{"POST /v1/tenants/{tenant}/destinations", "operate", "create destination", http.StatusCreated, (*API).createDestination},
+	{"GET /v1/tenants/{tenant}/destinations", "read", "list destinations", http.StatusOK, (*API).listDestinations},
+	{"GET /v1/tenants/{tenant}/destinations/{id}", "read", "get destination", http.StatusOK, (*API).showDestination},
+	{"PATCH /v1/tenants/{tenant}/destinations/{id}", "operate", "update destination", http.StatusOK, (*API).updateDestination},
+	{"DELETE /v1/tenants/{tenant}/destinations/{id}", "operate", "delete destination", http.StatusOK, (*API).removeDestination},
+	{"POST /v1/tenants/{tenant}/destinations/{id}/rotate-secret", "operate", "rotate the secret", http.StatusOK, (*API).rotateSecret},
+	{"POST /v1/tenants/{tenant}/destinations/{id}/disable", "operate", "disable destination", http.StatusOK, (*API).disableDestination},
+	{"POST /v1/tenants/{tenant}/destinations/{id}/enable", "operate", "enable destination", http.StatusOK, (*API).enableDestination},
 }
 
 // handleDestinations registers the destinations endpoints on mux.
 func (s *API) handleDestinations(mux *http.ServeMux) {
-	for _, r := range destinationRoutes {
-		mux.HandleFunc(r.pattern, r.handler(s))
+	for _, rt := range destinationRoutes {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			tenant := r.PathValue("tenant")
+			if err := destinations.CheckTenant(tenant); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			body, err := rt.action(s, r, tenant)
+			if err != nil {
+				s.destinationError(w, r, rt.op, err)
+				return
+			}
+			writeBody(w, rt.status, body)
+		})
 	}
+}
+
+// requestError is a request refused before it reached the store, with
+// its HTTP status.
+type requestError struct {
+	status int
+	err    error
+}
+
+func (e *requestError) Error() string { return e.err.Error() }
+
+// decodeBody decodes the request's JSON body into v; optional lets it be
+// absent.
+func decodeBody(r *http.Request, v any, optional bool) error {
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
+	if status, err := decodeStrict(r.Body, v); err != nil {
+		return &requestError{status, err}
+	}
+	return nil
 }
 
 // DestinationPage is GET /v1/tenants/{tenant}/destinations' answer: a page
@@ -77,21 +116,15 @@ type disableRequest struct {
 // defaultDisableReason is the reason of a disable that gives none.
 const defaultDisableReason = "disabled by hand"
 
-// tenantOf reads and checks the path's tenant, answering 400 when it is
-// not one.
-func tenantOf(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tenant := r.PathValue("tenant")
-	if err := destinations.CheckTenant(tenant); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return "", false
-	}
-	return tenant, true
-}
-
 // destinationError answers for err of an action on a destination.
 func (s *API) destinationError(w http.ResponseWriter, r *http.Request, op string, err error) {
-	var input *destinations.InputError
+	var (
+		input *destinations.InputError
+		req   *requestError
+	)
 	switch {
+	case errors.As(err, &req):
+		writeError(w, req.status, req.Error())
 	case errors.As(err, &input):
 		writeError(w, http.StatusBadRequest, input.Error())
 	case errors.Is(err, destinations.ErrNotFound):
@@ -103,150 +136,79 @@ func (s *API) destinationError(w http.ResponseWriter, r *http.Request, op string
 	}
 }
 
-func (s *API) postDestination(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) createDestination(r *http.Request, tenant string) (any, error) {
 	var spec destinations.Spec
-	if status, err := decodeStrict(r.Body, &spec); err != nil {
-		writeError(w, status, err.Error())
-		return
+	if err := decodeBody(r, &spec, false); err != nil {
+		return nil, err
 	}
-	c, err := s.Destinations.Create(r.Context(), s.DB, tenant, spec)
-	if err != nil {
-		s.destinationError(w, r, "create destination", err)
-		return
-	}
-	writeBody(w, http.StatusCreated, c)
+	return s.Destinations.Create(r.Context(), s.DB, tenant, spec)
 }
 
-func (s *API) getDestinations(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) listDestinations(r *http.Request, tenant string) (any, error) {
 	limit, err := positiveParam(r.URL.Query(), "limit")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, &requestError{http.StatusBadRequest, err}
 	}
 	ds, next, err := s.Destinations.List(r.Context(), s.DB, tenant, r.URL.Query().Get("after"), int(limit))
-	if err != nil {
-		s.destinationError(w, r, "list destinations", err)
-		return
-	}
-	writeBody(w, http.StatusOK, DestinationPage{Destinations: ds, Next: next})
+	return DestinationPage{Destinations: ds, Next: next}, err
 }
 
-func (s *API) getDestination(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
-	d, err := s.Destinations.Get(r.Context(), s.DB, tenant, r.PathValue("id"))
-	if err != nil {
-		s.destinationError(w, r, "get destination", err)
-		return
-	}
-	writeBody(w, http.StatusOK, d)
+func (s *API) showDestination(r *http.Request, tenant string) (any, error) {
+	return s.Destinations.Get(r.Context(), s.DB, tenant, r.PathValue("id"))
 }
 
-func (s *API) patchDestination(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {
 	var p destinations.Patch
-	if status, err := decodeStrict(r.Body, &p); err != nil {
-		writeError(w, status, err.Error())
-		return
+	if err := decodeBody(r, &p, false); err != nil {
+		return nil, err
 	}
-	d, err := s.Destinations.Update(r.Context(), s.DB, tenant, r.PathValue("id"), p)
-	if err != nil {
-		s.destinationError(w, r, "update destination", err)
-		return
-	}
-	writeBody(w, http.StatusOK, d)
+	return s.Destinations.Update(r.Context(), s.DB, tenant, r.PathValue("id"), p)
 }
 
-func (s *API) deleteDestination(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) removeDestination(r *http.Request, tenant string) (any, error) {
 	id := r.PathValue("id")
 	n, err := s.Destinations.Delete(r.Context(), s.DB, tenant, id)
 	if err != nil {
-		s.destinationError(w, r, "delete destination", err)
-		return
+		return nil, err
 	}
 	s.Log.InfoContext(r.Context(), "destination deleted", "tenant", tenant, "destination", id, "waiting_rows_deleted", n, "client", clientHost(r))
-	writeBody(w, http.StatusOK, DestinationChange{ID: id, Rows: n})
+	return DestinationChange{ID: id, Rows: n}, nil
 }
 
-func (s *API) postRotateSecret(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) rotateSecret(r *http.Request, tenant string) (any, error) {
 	var req rotateRequest
-	if status, err := decodeOptional(r, &req); err != nil {
-		writeError(w, status, err.Error())
-		return
+	if err := decodeBody(r, &req, true); err != nil {
+		return nil, err
 	}
 	var overlap time.Duration
 	if req.Overlap != "" {
 		var err error
 		if overlap, err = time.ParseDuration(req.Overlap); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("overlap: want a duration such as 24h, got %q", req.Overlap))
-			return
+			return nil, &requestError{http.StatusBadRequest, fmt.Errorf("overlap: want a duration such as 24h, got %q", req.Overlap)}
 		}
 	}
-	id := r.PathValue("id")
-	now := time.Now()
+	id, now := r.PathValue("id"), time.Now()
 	secret, err := s.Destinations.RotateSecret(r.Context(), s.DB, tenant, id, overlap)
-	if err != nil {
-		s.destinationError(w, r, "rotate the secret", err)
-		return
-	}
-	writeBody(w, http.StatusOK, RotatedSecret{ID: id, Secret: secret, OldExpireAt: now.Add(overlap).UTC()})
+	return RotatedSecret{ID: id, Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 }
 
-func (s *API) postDisableDestination(w http.ResponseWriter, r *http.Request) {
+func (s *API) disableDestination(r *http.Request, tenant string) (any, error) {
 	var req disableRequest
-	if status, err := decodeOptional(r, &req); err != nil {
-		writeError(w, status, err.Error())
-		return
+	if err := decodeBody(r, &req, true); err != nil {
+		return nil, err
 	}
 	if req.Reason == "" {
 		req.Reason = defaultDisableReason
 	}
-	s.setDestinationEnabled(w, r, false, req.Reason)
+	return s.setDestinationEnabled(r, tenant, false, req.Reason)
 }
 
-func (s *API) postEnableDestination(w http.ResponseWriter, r *http.Request) {
-	s.setDestinationEnabled(w, r, true, "")
+func (s *API) enableDestination(r *http.Request, tenant string) (any, error) {
+	return s.setDestinationEnabled(r, tenant, true, "")
 }
 
-func (s *API) setDestinationEnabled(w http.ResponseWriter, r *http.Request, enabled bool, reason string) {
-	tenant, ok := tenantOf(w, r)
-	if !ok {
-		return
-	}
+func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool, reason string) (any, error) {
 	id := r.PathValue("id")
 	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, tenant, id, enabled, reason)
-	if err != nil {
-		s.destinationError(w, r, "enable or disable destination", err)
-		return
-	}
-	writeBody(w, http.StatusOK, DestinationChange{ID: id, Rows: n})
-}
-
-// decodeOptional decodes a body that may be absent (no body, or empty).
-func decodeOptional(r *http.Request, v any) (int, error) {
-	if r.ContentLength == 0 {
-		return 0, nil
-	}
-	return decodeStrict(r.Body, v)
+	return DestinationChange{ID: id, Rows: n}, err
 }
