@@ -241,3 +241,25 @@ func (s *Store) Rekey(ctx context.Context, db DB) (int, error) {
 	}
 	return n, nil
 }
+
+// FanOut is what publishing an event did for a route target with a
+// tenant: the tenant and how many destination rows it made.
+type FanOut struct {
+	Tenant       string
+	Destinations int
+}
+
+// FanOuts returns, for those of the published rows ids that are routed
+// rows of a tenant target, what their fan-out made: how an answer to a
+// publish says "no matching destination".
+func (s *Store) FanOuts(ctx context.Context, db store.DBTX, ids []int64) (map[int64]FanOut, error) {
+	rows, err := s.q.DestinationFanOuts(ctx, db, ids)
+	if err != nil {
+		return nil, fmt.Errorf("destinations: read the fan-out of published rows: %w", err)
+	}
+	out := make(map[int64]FanOut, len(rows))
+	for _, r := range rows {
+		out[r.ID] = FanOut{Tenant: r.Tenant, Destinations: r.Destinations}
+	}
+	return out, nil
+}

@@ -140,6 +140,11 @@ type publishedMessage struct {
 	Sink    string `json:"sink"`
 	ID      int64  `json:"id"`
 	Created bool   `json:"created"`
+	// For a target with a tenant (destinations.go): the tenant and how
+	// many destination rows the event made, with a note when none.
+	Tenant       string `json:"tenant,omitempty"`
+	Destinations *int   `json:"destinations,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // postEvent publishes an event through the routes applied to the
@@ -168,6 +173,7 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusCreated
 		}
 	}
+	s.describeFanOuts(r, messages)
 	writeBody(w, status, map[string]any{"messages": messages})
 }
 

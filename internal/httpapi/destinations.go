@@ -212,3 +212,35 @@ func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool
 	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, tenant, id, enabled, reason)
 	return DestinationChange{ID: id, Rows: n}, err
 }
+
+// noDestinationNote is a published row's note when its tenant has no
+// destination subscribed to the event's type.
+const noDestinationNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+
+// describeFanOuts adds to each published row of a target with a tenant
+// what its fan-out made. A failure to read it is logged: the event is
+// published all the same.
+func (s *API) describeFanOuts(r *http.Request, messages []publishedMessage) {
+	if s.Destinations == nil || len(messages) == 0 {
+		return
+	}
+	ids := make([]int64, len(messages))
+	for i, m := range messages {
+		ids[i] = m.ID
+	}
+	fanOuts, err := s.Destinations.FanOuts(r.Context(), s.DB, ids)
+	if err != nil {
+		s.Log.WarnContext(r.Context(), "http api: reading what a publish fanned out to failed", "error", err)
+		return
+	}
+	for i, m := range messages {
+		f, ok := fanOuts[m.ID]
+		if !ok {
+			continue
+		}
+		messages[i].Tenant, messages[i].Destinations = f.Tenant, &f.Destinations
+		if f.Destinations == 0 {
+			messages[i].Note = noDestinationNote
+		}
+	}
+}

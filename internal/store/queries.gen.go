@@ -55,6 +55,8 @@ type Texts struct {
 	DestinationCreate string
 	// DestinationDelete is destination_delete.sql.
 	DestinationDelete string
+	// DestinationFanOuts is destination_fan_outs.sql.
+	DestinationFanOuts string
 	// DestinationGet is destination_get.sql.
 	DestinationGet string
 	// DestinationLock is destination_lock.sql.
@@ -183,6 +185,7 @@ func newTexts(ident string) Texts {
 		DeliveryRates:            strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DestinationCreate:        strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDelete:        strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
+		DestinationFanOuts:       strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:           strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
 		DestinationLock:          strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
 		DestinationSecretAdd:     strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
@@ -830,6 +833,37 @@ func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string,
 	var r DestinationDeleteRow
 	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id).Scan(&r.Deleted, &r.Rows)
 	return r, err
+}
+
+const destinationFanOutsSQL = `-- name: destination_fan_outs
+-- What publish's fan-out (migration 016's destination_rows()) recorded on
+-- the routed rows among ids $1: their tenant and how many destination
+-- rows they made (0: no destination of the tenant subscribes to the
+-- type). Rows of other targets are not returned. Probes the primary key.
+SELECT m.id, m.receipt->>'tenant', (m.receipt->>'destinations')::int
+FROM {schema}.messages m
+WHERE m.id = ANY($1::bigint[]) AND m.route IS NOT NULL AND NOT m.headers ? 'outboxd-destination'
+  AND m.receipt ? 'tenant' AND m.receipt ? 'destinations'
+`
+
+// DestinationFanOutsRow is a row of destination_fan_outs.sql.
+type DestinationFanOutsRow struct {
+	ID           int64  // bigint
+	Tenant       string // text
+	Destinations int    // integer
+}
+
+// DestinationFanOuts runs destination_fan_outs.sql and returns its rows.
+func (q *Queries) DestinationFanOuts(ctx context.Context, db DBTX, ids []int64) ([]DestinationFanOutsRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationFanOuts, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DestinationFanOutsRow, error) {
+		var r DestinationFanOutsRow
+		err := row.Scan(&r.ID, &r.Tenant, &r.Destinations)
+		return r, err
+	})
 }
 
 const destinationGetSQL = `-- name: destination_get

@@ -266,7 +266,11 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 // an endpoint answering 503 to every request does not hold up another
 // tenant's delivery.
 //
-// Mutations checked: making the sink sign with the first secret only
+// The answer to a publish for a tenant without a matching destination
+// says so.
+//
+// Mutations checked: not calling describeFanOuts drops the answer's
+// note; making the sink sign with the first secret only
 // (webhook.Post given e.Secrets[:1]) fails the rotation's second
 // verification; making Directory.Run return at once and Directory.Find
 // skip its refresh on a miss leaves destinations created while the relay
@@ -290,6 +294,17 @@ func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	o.publishSQL(t, true, [3]string{"order.created", "acme", "a1"}, [3]string{"invoice.paid", "acme", "a-inv"}, [3]string{"invoice.paid", "globex", "g1"})
 	o.publishSQL(t, false, [3]string{"order.created", "acme", "rolled-back"})
 	o.publishHTTP(t, "order.paid", "acme", "a2")
+	var answer struct {
+		Messages []struct {
+			Tenant       string
+			Destinations *int
+			Note         string
+		}
+	}
+	o.call(t, http.MethodPost, "/v1/events", map[string]any{"type": "order.created", "key": "n1", "data": map[string]string{"account_id": "nobody"}}, &answer)
+	if m := answer.Messages; len(m) != 1 || m[0].Tenant != "nobody" || m[0].Destinations == nil || *m[0].Destinations != 0 || !strings.Contains(m[0].Note, "no matching destination") {
+		t.Errorf("answer to an event for a tenant without destinations: %+v", m)
+	}
 	testrelay.WaitFor(t, deliveryTimeout, "acme's and globex's events", func() bool {
 		return rcv.count("/acme") == 2 && rcv.count("/globex") == 1
 	})
