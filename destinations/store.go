@@ -2,6 +2,7 @@ package destinations
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -262,4 +263,51 @@ func (s *Store) FanOuts(ctx context.Context, db store.DBTX, ids []int64) (map[in
 		out[r.ID] = FanOut{Tenant: r.Tenant, Destinations: r.Destinations}
 	}
 	return out, nil
+}
+
+// Delivery is one row of a destination with its attempts, as GET
+// .../deliveries shows it.
+type Delivery struct {
+	ID             int64           `json:"id"`
+	DedupKey       string          `json:"dedup_key"`
+	Status         string          `json:"status"`
+	Attempts       int             `json:"attempts"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	SentAt         *time.Time      `json:"sent_at"`
+	LastError      string          `json:"last_error,omitempty"`
+	FailedAttempts json.RawMessage `json:"failed_attempts"`
+}
+
+// Deliveries returns destination id's rows newest first, at most limit
+// with ids below before (0: from the newest), each with every failed
+// attempt, and the cursor of the next page (0 after the last).
+func (s *Store) Deliveries(ctx context.Context, db DB, tenant, id string, before int64, limit int) ([]Delivery, int64, error) {
+	if n, err := s.q.DestinationExists(ctx, db, tenant, id); err != nil {
+		return nil, 0, fmt.Errorf("destinations: find %s of tenant %s: %w", id, tenant, err)
+	} else if n == 0 {
+		return nil, 0, ErrNotFound
+	}
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	var cursor *int64
+	if before > 0 {
+		cursor = &before
+	}
+	rows, err := s.q.DestinationDeliveries(ctx, db, id, cursor, limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("destinations: deliveries of %s: %w", id, err)
+	}
+	var next int64
+	if len(rows) > limit {
+		rows, next = rows[:limit], rows[limit-1].ID
+	}
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = Delivery{ID: r.ID, DedupKey: r.DedupKey, Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+			UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError, FailedAttempts: r.FailedAttempts}
+	}
+	return out, next, nil
 }

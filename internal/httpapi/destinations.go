@@ -31,6 +31,7 @@ var destinationRoutes = []destinationRoute{
 	{"POST /v1/tenants/{tenant}/destinations", "operate", "create destination", http.StatusCreated, (*API).createDestination},
 	{"GET /v1/tenants/{tenant}/destinations", "read", "list destinations", http.StatusOK, (*API).listDestinations},
 	{"GET /v1/tenants/{tenant}/destinations/{id}", "read", "get destination", http.StatusOK, (*API).showDestination},
+	{"GET /v1/tenants/{tenant}/destinations/{id}/deliveries", "read", "list deliveries", http.StatusOK, (*API).listDeliveries},
 	{"PATCH /v1/tenants/{tenant}/destinations/{id}", "operate", "update destination", http.StatusOK, (*API).updateDestination},
 	{"DELETE /v1/tenants/{tenant}/destinations/{id}", "operate", "delete destination", http.StatusOK, (*API).removeDestination},
 	{"POST /v1/tenants/{tenant}/destinations/{id}/rotate-secret", "operate", "rotate the secret", http.StatusOK, (*API).rotateSecret},
@@ -155,6 +156,28 @@ func (s *API) listDestinations(r *http.Request, tenant string) (any, error) {
 
 func (s *API) showDestination(r *http.Request, tenant string) (any, error) {
 	return s.Destinations.Get(r.Context(), s.DB, tenant, r.PathValue("id"))
+}
+
+// DeliveryPage is GET .../{id}/deliveries' answer: the destination's rows
+// newest first with their attempts, and the cursor of the next page (0
+// after the last), passed back as ?before=.
+type DeliveryPage struct {
+	Deliveries []destinations.Delivery `json:"deliveries"`
+	Next       int64                   `json:"next"`
+}
+
+func (s *API) listDeliveries(r *http.Request, tenant string) (any, error) {
+	q := r.URL.Query()
+	limit, err := positiveParam(q, "limit")
+	if err != nil {
+		return nil, &requestError{http.StatusBadRequest, err}
+	}
+	before, err := positiveParam(q, "before")
+	if err != nil {
+		return nil, &requestError{http.StatusBadRequest, err}
+	}
+	ds, next, err := s.Destinations.Deliveries(r.Context(), s.DB, tenant, r.PathValue("id"), before, int(limit))
+	return DeliveryPage{Deliveries: ds, Next: next}, err
 }
 
 func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {

@@ -55,6 +55,10 @@ type Texts struct {
 	DestinationCreate string
 	// DestinationDelete is destination_delete.sql.
 	DestinationDelete string
+	// DestinationDeliveries is destination_deliveries.sql.
+	DestinationDeliveries string
+	// DestinationExists is destination_exists.sql.
+	DestinationExists string
 	// DestinationFanOuts is destination_fan_outs.sql.
 	DestinationFanOuts string
 	// DestinationGet is destination_get.sql.
@@ -185,6 +189,8 @@ func newTexts(ident string) Texts {
 		DeliveryRates:            strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DestinationCreate:        strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDelete:        strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
+		DestinationDeliveries:    strings.ReplaceAll(destinationDeliveriesSQL, "{schema}", ident),
+		DestinationExists:        strings.ReplaceAll(destinationExistsSQL, "{schema}", ident),
 		DestinationFanOuts:       strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:           strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
 		DestinationLock:          strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
@@ -833,6 +839,58 @@ func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string,
 	var r DestinationDeleteRow
 	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id).Scan(&r.Deleted, &r.Rows)
 	return r, err
+}
+
+const destinationDeliveriesSQL = `-- name: destination_deliveries
+-- The rows of destination $1 newest first, at most $3 with ids below $2
+-- (NULL: from the newest), each with every recorded failed attempt,
+-- walking messages_destination_all_idx backwards.
+SELECT m.id, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, COALESCE(m.last_error, ''),
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
+FROM {schema}.messages m
+WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
+  AND ($2::bigint IS NULL OR m.id < $2)
+ORDER BY m.id DESC
+LIMIT $3
+`
+
+// DestinationDeliveriesRow is a row of destination_deliveries.sql.
+type DestinationDeliveriesRow struct {
+	ID             int64           // bigint
+	DedupKey       string          // text
+	Status         string          // text
+	Attempts       int             // integer
+	CreatedAt      time.Time       // timestamptz
+	UpdatedAt      time.Time       // timestamptz
+	SentAt         *time.Time      // timestamptz, null
+	LastError      string          // text
+	FailedAttempts json.RawMessage // json
+}
+
+// DestinationDeliveries runs destination_deliveries.sql and returns its rows.
+func (q *Queries) DestinationDeliveries(ctx context.Context, db DBTX, destination string, before *int64, limit int) ([]DestinationDeliveriesRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationDeliveries, destination, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	// Sized for a full result: growing a slice of many rows copies them.
+	return pgx.AppendRows(make([]DestinationDeliveriesRow, 0, limit), rows, func(row pgx.CollectableRow) (DestinationDeliveriesRow, error) {
+		var r DestinationDeliveriesRow
+		err := row.Scan(&r.ID, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
+		return r, err
+	})
+}
+
+const destinationExistsSQL = `-- name: destination_exists
+-- Whether tenant $1 has destination $2 (1 row) or not (0).
+SELECT 1 FROM {schema}.destinations WHERE tenant = $1 AND id = $2
+`
+
+// DestinationExists runs destination_exists.sql and returns how many rows it affected.
+func (q *Queries) DestinationExists(ctx context.Context, db DBTX, tenant string, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationExists, tenant, id)
+	return tag.RowsAffected(), err
 }
 
 const destinationFanOutsSQL = `-- name: destination_fan_outs

@@ -267,10 +267,12 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 // tenant's delivery.
 //
 // The answer to a publish for a tenant without a matching destination
-// says so.
+// says so; GET .../deliveries lists a destination's recent rows with
+// their failed attempts.
 //
 // Mutations checked: not calling describeFanOuts drops the answer's
-// note; making the sink sign with the first secret only
+// note; making destination_deliveries match other destinations' rows
+// lists rows that are not initech's; making the sink sign with the first secret only
 // (webhook.Post given e.Secrets[:1]) fails the rotation's second
 // verification; making Directory.Run return at once and Directory.Find
 // skip its refresh on a miss leaves destinations created while the relay
@@ -285,7 +287,7 @@ func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	o := serve(t)
 	acme := o.create(t, rcv, "acme", "order.*")
 	globex := o.create(t, rcv, "globex")
-	o.create(t, rcv, "initech")
+	initech := o.create(t, rcv, "initech")
 
 	// initech's endpoint is down: its rows fail and back off first.
 	for i := range 20 {
@@ -350,6 +352,31 @@ func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	}
 	o.call(t, http.MethodPost, "/v1/tenants/globex/destinations/"+globex.ID+"/enable", nil, nil)
 	testrelay.WaitFor(t, deliveryTimeout, "globex's waiting event after enabling", func() bool { _, ok := rcv.at("/globex")["g2"]; return ok })
+
+	var page struct {
+		Deliveries []struct {
+			DedupKey       string            `json:"dedup_key"`
+			Status         string            `json:"status"`
+			FailedAttempts []json.RawMessage `json:"failed_attempts"`
+		}
+	}
+	testrelay.WaitFor(t, deliveryTimeout, "initech's deliveries to show a failed attempt", func() bool {
+		o.call(t, http.MethodGet, "/v1/tenants/initech/destinations/"+initech.ID+"/deliveries?limit=50", nil, &page)
+		for _, d := range page.Deliveries {
+			if len(d.FailedAttempts) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if len(page.Deliveries) != 20 {
+		t.Errorf("initech's deliveries list %d rows, want its 20", len(page.Deliveries))
+	}
+	for _, d := range page.Deliveries {
+		if d.Status == "sent" || !strings.HasSuffix(d.DedupKey, "/"+initech.ID) {
+			t.Errorf("initech's delivery %+v", d)
+		}
+	}
 
 	var sent int
 	if err := o.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+o.schema+`.messages

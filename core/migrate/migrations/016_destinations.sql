@@ -93,9 +93,14 @@ $fn$;
 CREATE TRIGGER destinations_changed AFTER INSERT OR UPDATE OR DELETE ON destinations
     FOR EACH STATEMENT EXECUTE FUNCTION destinations_changed();
 
--- The open rows of one destination (disable, enable, delete, stats).
+-- The open rows of one destination (disable, enable, delete, stats), and
+-- all its rows newest first (its recent deliveries). Only destination
+-- rows are in them; a claim changes no column they read, so it stays a
+-- HOT update.
 CREATE INDEX messages_destination_idx ON messages ((headers->>'outboxd-destination'), id)
     WHERE phase = 'open' AND headers ? 'outboxd-destination';
+CREATE INDEX messages_destination_all_idx ON messages ((headers->>'outboxd-destination'), id)
+    WHERE headers ? 'outboxd-destination';
 
 -- A route target's tenant template, as parts like thread_key's
 -- (routing/threadkey.go); NULL for a target that does not fan out.
