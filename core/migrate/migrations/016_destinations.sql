@@ -66,12 +66,16 @@ CREATE TABLE destinations_state (
 );
 INSERT INTO destinations_state DEFAULT VALUES;
 
+-- A change takes its revision while holding destinations_state's row
+-- lock, kept until it commits: revisions are handed out in the order the
+-- changes commit, so a relay that has read revision n has seen every
+-- change numbered below it (a sequence alone could commit 5 after 6).
 CREATE FUNCTION destinations_touch() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $fn$
 BEGIN
-    NEW.revision := nextval('destinations_revision');
+    UPDATE destinations_state SET revision = nextval('destinations_revision') RETURNING revision INTO NEW.revision;
     NEW.updated_at := now();
     RETURN NEW;
 END
@@ -84,8 +88,9 @@ LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $fn$
 BEGIN
-    UPDATE destinations_state SET revision = currval('destinations_revision'),
-        deletions = deletions + CASE WHEN TG_OP = 'DELETE' THEN 1 ELSE 0 END;
+    IF TG_OP = 'DELETE' THEN
+        UPDATE destinations_state SET deletions = deletions + 1;
+    END IF;
     PERFORM pg_notify('outboxd_destinations_' || current_schema(), '');
     RETURN NULL;
 END
