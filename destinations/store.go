@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/core/operator"
+
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
@@ -267,15 +269,9 @@ func (s *Store) FanOuts(ctx context.Context, db store.DBTX, ids []int64) (map[in
 
 // Delivery is one row of a destination with its attempts, as GET
 // .../deliveries shows it.
+// It is a message as a search lists it, with its failed attempts.
 type Delivery struct {
-	ID             int64           `json:"id"`
-	DedupKey       string          `json:"dedup_key"`
-	Status         string          `json:"status"`
-	Attempts       int             `json:"attempts"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	SentAt         *time.Time      `json:"sent_at"`
-	LastError      string          `json:"last_error,omitempty"`
+	operator.MessageSummary
 	FailedAttempts json.RawMessage `json:"failed_attempts"`
 }
 
@@ -306,8 +302,9 @@ func (s *Store) Deliveries(ctx context.Context, db DB, tenant, id string, before
 	}
 	out := make([]Delivery, len(rows))
 	for i, r := range rows {
-		out[i] = Delivery{ID: r.ID, DedupKey: r.DedupKey, Status: r.Status, Attempts: r.Attempts, CreatedAt: r.CreatedAt,
-			UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError, FailedAttempts: r.FailedAttempts}
+		out[i] = Delivery{FailedAttempts: r.FailedAttempts, MessageSummary: operator.MessageSummary{ID: r.ID, Sink: r.Sink,
+			DedupKey: r.DedupKey, Status: operator.Status(r.Status), Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+			UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError}}
 	}
 	return out, next, nil
 }

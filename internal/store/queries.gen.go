@@ -845,7 +845,7 @@ const destinationDeliveriesSQL = `-- name: destination_deliveries
 -- The rows of destination $1 newest first, at most $3 with ids below $2
 -- (NULL: from the newest), each with every recorded failed attempt,
 -- walking messages_destination_all_idx backwards.
-SELECT m.id, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, COALESCE(m.last_error, ''),
+SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, COALESCE(m.last_error, ''),
        COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
 FROM {schema}.messages m
@@ -858,6 +858,7 @@ LIMIT $3
 // DestinationDeliveriesRow is a row of destination_deliveries.sql.
 type DestinationDeliveriesRow struct {
 	ID             int64           // bigint
+	Sink           string          // text
 	DedupKey       string          // text
 	Status         string          // text
 	Attempts       int             // integer
@@ -877,7 +878,7 @@ func (q *Queries) DestinationDeliveries(ctx context.Context, db DBTX, destinatio
 	// Sized for a full result: growing a slice of many rows copies them.
 	return pgx.AppendRows(make([]DestinationDeliveriesRow, 0, limit), rows, func(row pgx.CollectableRow) (DestinationDeliveriesRow, error) {
 		var r DestinationDeliveriesRow
-		err := row.Scan(&r.ID, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
+		err := row.Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
 		return r, err
 	})
 }
