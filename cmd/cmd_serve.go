@@ -88,6 +88,14 @@ func (a *app) serve(ctx context.Context) error {
 	if err := registerGauges(relay); err != nil {
 		return err
 	}
+	followDestinations, err := a.followDestinations(s, log)
+	if err != nil {
+		return err
+	}
+	dst, err := a.destinationStore(s)
+	if err != nil {
+		return err
+	}
 
 	// The API and the console query through a pool of their own whose
 	// statements time out (http.query_timeout); the relay's pool, a copy
@@ -97,7 +105,7 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	defer apiPool.Close()
-	api := &httpapi.API{Config: cfg, Outbox: s.ob, Operator: s.ops, Migrator: s.mig, DB: apiPool, Log: log, Tracing: tel.TracerProvider, Meters: tel.MeterProvider, Metrics: tel.Metrics}
+	api := &httpapi.API{Config: cfg, Outbox: s.ob, Operator: s.ops, Migrator: s.mig, DB: apiPool, Log: log, Tracing: tel.TracerProvider, Meters: tel.MeterProvider, Metrics: tel.Metrics, Destinations: dst}
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
 		ui, err := httpapi.NewConsole(cfg, s.ops, apiPool, cfg.SinkConfigs(), log)
@@ -120,6 +128,9 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	checkAppliedRoutes(ctx, s, log)
+	if followDestinations != nil {
+		go followDestinations(ctx)
+	}
 	log.Info("relay running")
 	if err := relay.Run(ctx); err != nil {
 		return fmt.Errorf("relay: %w", err)

@@ -185,6 +185,7 @@ one database.`,
 		a.messagesCommand(),
 		a.sinksCommand(),
 		a.auditCommand(),
+		a.destinationsCommand(),
 		a.configCommand(),
 		a.versionCommand(),
 	)

@@ -247,7 +247,7 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 	options := map[string]string{
 		"slack": "{token: xoxb-1}", "webhook": "{url: 'https://example.com'}",
 		"email": "{smtp: 'm:25', from: a@example.com}", "log": "{}", "discard": "{}",
-		"nats": "{url: 'nats://h:4222', subject: s}", "rabbitmq": "{url: 'amqp://h'}", "kafka": "{brokers: ['h:9092'], topic: t}",
+		"nats": "{url: 'nats://h:4222', subject: s}", "destinations": "{}", "rabbitmq": "{url: 'amqp://h'}", "kafka": "{brokers: ['h:9092'], topic: t}",
 	}
 	for _, typ := range builtin.Types() {
 		name := typ.Name

@@ -45,6 +45,9 @@ type Target struct {
 	// UpdateRoot (Slack) also edits a thread's first message to show this
 	// event, with chat.update.
 	UpdateRoot bool `mapstructure:"update_root" doc:"for a sink that posts threads (Slack): also edit the thread's first message to show this event"`
+	// Tenant names the tenant whose destinations receive the event, for a
+	// sink of type destinations: one row per matching destination.
+	Tenant string `mapstructure:"tenant" doc:"for a sink of type destinations: the tenant whose destinations get the event, a template of text, {{.type}}, {{.key}} and {{.data.path}} (\"{{.data.account_id}}\"); see docs/destinations.md"`
 }
 
 // Sample is an example event of a route.
@@ -63,6 +66,7 @@ const (
 	keyTemplate   = "template"
 	keyUpdateRoot = "update_root"
 	keySink       = "sink"
+	keyTenant     = "tenant"
 )
 
 // ExpandTargets rewrites the targets of a routes block as a YAML decoder

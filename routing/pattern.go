@@ -93,3 +93,19 @@ func sampleType(patterns []string) string {
 	}
 	return strings.Join(segs, ".")
 }
+
+// PatternRegexps turns event patterns (order.*, **) into the anchored
+// regular expressions publish() matches against "." + type, for tables
+// other than routes that subscribe to event types the way routes do (a
+// destination's events, migration 016). Its error names the bad pattern.
+func PatternRegexps(patterns []string) ([]string, error) {
+	out := make([]string, len(patterns))
+	for i, p := range patterns {
+		re, err := patternRegexp(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = re
+	}
+	return out, nil
+}

@@ -43,6 +43,7 @@ type target struct {
 	template   map[string]string
 	updateRoot bool
 	threadKey  []threadPart
+	tenant     []threadPart
 	compiled   *compiled
 }
 
@@ -146,6 +147,18 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		}
 		tg.threadKey = parts
 	}
+	switch {
+	case tc.Tenant != "" && !shape.Tenants:
+		ps.add(at+"."+keyTenant, "route %s, sink %s: only a sink of type destinations delivers to a tenant", routeName, tc.Sink)
+	case tc.Tenant == "" && shape.Tenants:
+		ps.add(at, "route %s, sink %s: a destinations sink needs the target's tenant (tenant: \"{{.data.account_id}}\")", routeName, tc.Sink)
+	case tc.Tenant != "":
+		parts, err := parseKeyTemplate(keyTenant, tc.Tenant)
+		if err != nil {
+			ps.add(at+"."+keyTenant, "route %s, sink %s: %v", routeName, tc.Sink, err)
+		}
+		tg.tenant = parts
+	}
 	c, errs := compile(tc.Template, shape, tc.UpdateRoot)
 	for _, fe := range errs {
 		key := at + "." + keyTemplate
@@ -227,6 +240,7 @@ type appliedTarget struct {
 	ThreadKey  []threadPart      `json:"thread_key,omitempty"`
 	Template   map[string]string `json:"template,omitempty"`
 	UpdateRoot bool              `json:"update_root"`
+	Tenant     []threadPart      `json:"tenant,omitempty"`
 }
 
 // applied lists the table's targets for apply_routes().
@@ -235,7 +249,7 @@ func (t *Table) applied() []appliedTarget {
 	for _, r := range t.routes {
 		for _, tg := range r.targets {
 			out = append(out, appliedTarget{Route: r.name, Sink: tg.sink, Position: tg.position,
-				Patterns: r.matcher.regexps, ThreadKey: tg.threadKey, Template: tg.template, UpdateRoot: tg.updateRoot})
+				Patterns: r.matcher.regexps, ThreadKey: tg.threadKey, Template: tg.template, UpdateRoot: tg.updateRoot, Tenant: tg.tenant})
 		}
 	}
 	return out

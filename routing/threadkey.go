@@ -1,26 +1,34 @@
 package routing
 
 import (
-	"errors"
+	"fmt"
 	"text/template"
 	"text/template/parse"
 )
 
-// threadPart is one piece of a thread_key template as publish()'s
-// event_thread_key() evaluates it (migration 003): literal text, the
-// event's type or key, or a path into its data.
+// threadPart is one piece of a thread_key or tenant template as publish()'s
+// event_thread_key() and event_tenant() evaluate it (migrations 003 and
+// 016): literal text, the event's type or key, or a path into its data.
 type threadPart struct {
 	Text  *string  `json:"text,omitempty"`
 	Field string   `json:"field,omitempty"`
 	Data  []string `json:"data,omitempty"`
 }
 
-// errThreadKeyTemplate says what a thread_key template may hold.
-var errThreadKeyTemplate = errors.New("a thread_key template may hold only text, {{.type}}, {{.key}} and {{.data.path}}: the database evaluates it when the event is published")
+// keyTemplateError says what a template the database evaluates
+// (thread_key, tenant) may hold.
+func keyTemplateError(name string) error {
+	return fmt.Errorf("a %s template may hold only text, {{.type}}, {{.key}} and {{.data.path}}: the database evaluates it when the event is published", name)
+}
 
 // parseThreadKey turns a thread_key template into parts.
-func parseThreadKey(text string) ([]threadPart, error) {
-	t, err := template.New(FieldThreadKey).Parse(text)
+func parseThreadKey(text string) ([]threadPart, error) { return parseKeyTemplate(FieldThreadKey, text) }
+
+// parseKeyTemplate turns a template the database evaluates, called name
+// (thread_key, tenant), into parts.
+func parseKeyTemplate(name, text string) ([]threadPart, error) {
+	errThreadKeyTemplate := keyTemplateError(name)
+	t, err := template.New(name).Parse(text)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +49,7 @@ func parseThreadKey(text string) ([]threadPart, error) {
 		}
 	}
 	if len(parts) == 0 {
-		return nil, errors.New("the thread_key template is empty")
+		return nil, fmt.Errorf("the %s template is empty", name)
 	}
 	return parts, nil
 }

@@ -48,6 +48,10 @@ type Shape struct {
 	// Threads says the sink replies in threads (sink.Delivery.ThreadRoot),
 	// so a target may ask for update_root.
 	Threads bool
+	// Tenants says the sink delivers to the destinations of a tenant
+	// (package sinks/destinations): its targets name the tenant with a
+	// tenant template, and publish makes one row per destination.
+	Tenants bool
 	// Untemplated is the payload of a target without a template; nil means
 	// the event itself, {"type", "key", "data"}.
 	Untemplated func(Event) (json.RawMessage, error)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/destinations"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -72,6 +73,8 @@ type API struct {
 	Metrics http.Handler
 	// Console, when set, serves the operator console below /.
 	Console http.Handler
+	// Destinations manages tenants' destinations (destinations.go).
+	Destinations *destinations.Store
 }
 
 // route is one endpoint: its method and path pattern, spelt the way
@@ -130,6 +133,9 @@ func (s *API) Handler() http.Handler {
 	// requireJSON runs once a route matched, so that a method the path
 	// does not have answers 405, not 415.
 	registerRoutes(v1, s.apiRoutes(), requireJSON)
+	// The destinations endpoints are not in openapi.json yet: registered
+	// apart from apiRoutes, with their roles and 405s all the same.
+	registerRoutes(v1, s.destinationRoutes(), requireJSON)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",
@@ -205,6 +211,11 @@ type publishedMessage struct {
 	Sink    string `json:"sink"`
 	ID      int64  `json:"id"`
 	Created bool   `json:"created"`
+	// For a target with a tenant (destinations.go): the tenant and how
+	// many destination rows the event made, with a note when none.
+	Tenant       string `json:"tenant,omitempty"`
+	Destinations *int   `json:"destinations,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // postEvent publishes an event through the routes applied to the
@@ -233,6 +244,7 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusCreated
 		}
 	}
+	s.describeFanOuts(r, messages)
 	writeBody(w, status, map[string]any{"messages": messages})
 }
 

@@ -57,6 +57,36 @@ type Texts struct {
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
 	DeliveryRates string
+	// DestinationCreate is destination_create.sql.
+	DestinationCreate string
+	// DestinationDelete is destination_delete.sql.
+	DestinationDelete string
+	// DestinationDeliveries is destination_deliveries.sql.
+	DestinationDeliveries string
+	// DestinationExists is destination_exists.sql.
+	DestinationExists string
+	// DestinationFanOuts is destination_fan_outs.sql.
+	DestinationFanOuts string
+	// DestinationGet is destination_get.sql.
+	DestinationGet string
+	// DestinationLock is destination_lock.sql.
+	DestinationLock string
+	// DestinationSecretAdd is destination_secret_add.sql.
+	DestinationSecretAdd string
+	// DestinationSecretReseal is destination_secret_reseal.sql.
+	DestinationSecretReseal string
+	// DestinationSecretsSealed is destination_secrets_sealed.sql.
+	DestinationSecretsSealed string
+	// DestinationSetEnabled is destination_set_enabled.sql.
+	DestinationSetEnabled string
+	// DestinationUpdate is destination_update.sql.
+	DestinationUpdate string
+	// DestinationsList is destinations_list.sql.
+	DestinationsList string
+	// DestinationsSince is destinations_since.sql.
+	DestinationsSince string
+	// DestinationsState is destinations_state.sql.
+	DestinationsState string
 	// DroppedEvents is dropped_events.sql.
 	DroppedEvents string
 	// Enqueue is enqueue.sql.
@@ -180,6 +210,21 @@ func newTexts(ident string) Texts {
 		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
+		DestinationCreate:         strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
+		DestinationDelete:         strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
+		DestinationDeliveries:     strings.ReplaceAll(destinationDeliveriesSQL, "{schema}", ident),
+		DestinationExists:         strings.ReplaceAll(destinationExistsSQL, "{schema}", ident),
+		DestinationFanOuts:        strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
+		DestinationGet:            strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
+		DestinationLock:           strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
+		DestinationSecretAdd:      strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
+		DestinationSecretReseal:   strings.ReplaceAll(destinationSecretResealSQL, "{schema}", ident),
+		DestinationSecretsSealed:  strings.ReplaceAll(destinationSecretsSealedSQL, "{schema}", ident),
+		DestinationSetEnabled:     strings.ReplaceAll(destinationSetEnabledSQL, "{schema}", ident),
+		DestinationUpdate:         strings.ReplaceAll(destinationUpdateSQL, "{schema}", ident),
+		DestinationsList:          strings.ReplaceAll(destinationsListSQL, "{schema}", ident),
+		DestinationsSince:         strings.ReplaceAll(destinationsSinceSQL, "{schema}", ident),
+		DestinationsState:         strings.ReplaceAll(destinationsStateSQL, "{schema}", ident),
 		DroppedEvents:             strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                   strings.ReplaceAll(enqueueSQL, "{schema}", ident),
 		EventRouted:               strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
@@ -974,6 +1019,428 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	}
 	var r DeliveryRatesRow
 	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
+}
+
+const destinationCreateSQL = `-- name: destination_create
+-- Creates destination $1 of tenant $2 (migration 016) with its first
+-- signing secret, sealed by package destinations under key $9: both rows
+-- in one statement. Its revision is set by the destinations_touch trigger.
+WITH d AS (
+    INSERT INTO {schema}.destinations (id, tenant, url, description, events, patterns, rate_limit, metadata, revision)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)
+    RETURNING created_at, updated_at
+), s AS (
+    INSERT INTO {schema}.destination_secrets (destination_id, serial, key_id, sealed) VALUES ($1, 1, $9, $10)
+)
+SELECT created_at, updated_at FROM d
+`
+
+// DestinationCreateRow is a row of destination_create.sql.
+type DestinationCreateRow struct {
+	CreatedAt time.Time // timestamptz
+	UpdatedAt time.Time // timestamptz
+}
+
+// DestinationCreate runs destination_create.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, tenant string, url string, description string, events []string, patterns []string, rateLimit *float64, metadata json.RawMessage, keyID string, sealed []byte) (DestinationCreateRow, error) {
+	var r DestinationCreateRow
+	err := db.QueryRow(ctx, q.text.DestinationCreate, id, tenant, url, description, textArray(events), textArray(patterns), rateLimit, metadata, keyID, sealed).Scan(&r.CreatedAt, &r.UpdatedAt)
+	return r, err
+}
+
+const destinationDeleteSQL = `-- name: destination_delete
+-- Deletes destination $2 of tenant $1, its secrets (cascade) and its rows
+-- still waiting for delivery (open, not in flight), found on
+-- messages_destination_idx. Returns whether the destination existed and
+-- how many rows went with it.
+WITH gone AS (
+    DELETE FROM {schema}.destinations WHERE tenant = $1 AND id = $2 RETURNING id
+), rows AS (
+    DELETE FROM {schema}.messages m
+    WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+      AND m.status <> 'in_progress' AND EXISTS (SELECT FROM gone)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM rows)
+`
+
+// DestinationDeleteRow is a row of destination_delete.sql.
+type DestinationDeleteRow struct {
+	Deleted int64 // bigint
+	Rows    int64 // bigint
+}
+
+// DestinationDelete runs destination_delete.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string, id string) (DestinationDeleteRow, error) {
+	var r DestinationDeleteRow
+	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id).Scan(&r.Deleted, &r.Rows)
+	return r, err
+}
+
+const destinationDeliveriesSQL = `-- name: destination_deliveries
+-- The rows of destination $1 newest first, at most $3 with ids below $2
+-- (NULL: from the newest), each with every recorded failed attempt,
+-- walking messages_destination_all_idx backwards.
+SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, COALESCE(m.last_error, ''),
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
+                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
+FROM {schema}.messages m
+WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
+  AND ($2::bigint IS NULL OR m.id < $2)
+ORDER BY m.id DESC
+LIMIT $3
+`
+
+// DestinationDeliveriesRow is a row of destination_deliveries.sql.
+type DestinationDeliveriesRow struct {
+	ID             int64           // bigint
+	Sink           string          // text
+	DedupKey       string          // text
+	Status         string          // text
+	Attempts       int             // integer
+	CreatedAt      time.Time       // timestamptz
+	UpdatedAt      time.Time       // timestamptz
+	SentAt         *time.Time      // timestamptz, null
+	LastError      string          // text
+	FailedAttempts json.RawMessage // json
+}
+
+// DestinationDeliveries runs destination_deliveries.sql and returns its rows.
+func (q *Queries) DestinationDeliveries(ctx context.Context, db DBTX, destination string, before *int64, limit int) ([]DestinationDeliveriesRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.DestinationDeliveriesInto(ctx, db, destination, before, limit, make([]DestinationDeliveriesRow, 0, limit))
+}
+
+// DestinationDeliveriesInto runs destination_deliveries.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) DestinationDeliveriesInto(ctx context.Context, db DBTX, destination string, before *int64, limit int, out []DestinationDeliveriesRow) ([]DestinationDeliveriesRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationDeliveries, destination, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationDeliveriesRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
+}
+
+const destinationExistsSQL = `-- name: destination_exists
+-- Whether tenant $1 has destination $2 (1 row) or not (0).
+SELECT 1 FROM {schema}.destinations WHERE tenant = $1 AND id = $2
+`
+
+// DestinationExists runs destination_exists.sql and returns how many rows it affected.
+func (q *Queries) DestinationExists(ctx context.Context, db DBTX, tenant string, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationExists, tenant, id)
+	return tag.RowsAffected(), err
+}
+
+const destinationFanOutsSQL = `-- name: destination_fan_outs
+-- What publish's fan-out (migration 016's destination_rows()) recorded on
+-- the routed rows among ids $1: their tenant and how many destination
+-- rows they made (0: no destination of the tenant subscribes to the
+-- type). Rows of other targets are not returned. Probes the primary key.
+SELECT m.id, m.receipt->>'tenant', (m.receipt->>'destinations')::int
+FROM {schema}.messages m
+WHERE m.id = ANY($1::bigint[]) AND m.route IS NOT NULL AND NOT m.headers ? 'outboxd-destination'
+  AND m.receipt ? 'tenant' AND m.receipt ? 'destinations'
+`
+
+// DestinationFanOutsRow is a row of destination_fan_outs.sql.
+type DestinationFanOutsRow struct {
+	ID           int64  // bigint
+	Tenant       string // text
+	Destinations int    // integer
+}
+
+// DestinationFanOuts runs destination_fan_outs.sql and returns its rows.
+func (q *Queries) DestinationFanOuts(ctx context.Context, db DBTX, ids []int64) ([]DestinationFanOutsRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationFanOuts, int8Array(ids))
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationFanOutsRow
+	return collectRows(rows, []DestinationFanOutsRow{}, &r, &r.ID, &r.Tenant, &r.Destinations)
+}
+
+const destinationGetSQL = `-- name: destination_get
+-- Destination $2 of tenant $1, with how many of its rows wait for
+-- delivery (open, not in flight: while it is disabled they all wait),
+-- counted on messages_destination_idx.
+SELECT d.id, d.tenant, d.url, d.description, d.events, d.rate_limit, d.enabled, d.disabled_reason, d.metadata,
+       d.created_at, d.updated_at,
+       (SELECT count(*) FROM {schema}.messages m
+        WHERE (m.headers->>'outboxd-destination') = d.id AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+          AND m.status <> 'in_progress')
+FROM {schema}.destinations d
+WHERE d.tenant = $1 AND d.id = $2
+`
+
+// DestinationGetRow is a row of destination_get.sql.
+type DestinationGetRow struct {
+	ID             string          // text
+	Tenant         string          // text
+	URL            string          // text
+	Description    string          // text
+	Events         []string        // text[]
+	RateLimit      *float64        // double precision, null
+	Enabled        bool            // boolean
+	DisabledReason string          // text
+	Metadata       json.RawMessage // jsonb
+	CreatedAt      time.Time       // timestamptz
+	UpdatedAt      time.Time       // timestamptz
+	Waiting        int64           // bigint
+}
+
+// DestinationGet runs destination_get.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationGet(ctx context.Context, db DBTX, tenant string, id string) (DestinationGetRow, error) {
+	var r DestinationGetRow
+	err := db.QueryRow(ctx, q.text.DestinationGet, tenant, id).Scan(&r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Waiting)
+	return r, err
+}
+
+const destinationLockSQL = `-- name: destination_lock
+-- Locks destination $2 of tenant $1 for the rest of the transaction, so
+-- that a PATCH merged into it is not lost to a concurrent one. 0 rows: no
+-- such destination.
+SELECT 1 FROM {schema}.destinations WHERE tenant = $1 AND id = $2 FOR UPDATE
+`
+
+// DestinationLock runs destination_lock.sql and returns how many rows it affected.
+func (q *Queries) DestinationLock(ctx context.Context, db DBTX, tenant string, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationLock, tenant, id)
+	return tag.RowsAffected(), err
+}
+
+const destinationSecretAddSQL = `-- name: destination_secret_add
+-- Rotates destination $2's signing secret: adds the secret sealed under
+-- key $3, lets the current ones sign for $5 more (not longer than they
+-- already would), drops the expired ones, and touches the destination so
+-- relays reload it. Returns the new secret's serial; no row when tenant
+-- $1 has no such destination.
+WITH d AS (
+    UPDATE {schema}.destinations SET updated_at = now() WHERE tenant = $1 AND id = $2 RETURNING id
+), expire AS (
+    UPDATE {schema}.destination_secrets s
+    SET expires_at = LEAST(coalesce(s.expires_at, 'infinity'), now() + $5::interval)
+    WHERE s.destination_id IN (SELECT id FROM d)
+    RETURNING s.serial, s.expires_at
+), drop_expired AS (
+    DELETE FROM {schema}.destination_secrets s
+    WHERE s.destination_id IN (SELECT id FROM d) AND s.expires_at <= now()
+), added AS (
+    INSERT INTO {schema}.destination_secrets (destination_id, serial, key_id, sealed)
+    SELECT d.id, 1 + coalesce((SELECT max(s.serial) FROM {schema}.destination_secrets s WHERE s.destination_id = d.id), 0), $3, $4
+    FROM d
+    RETURNING serial
+)
+SELECT serial FROM added
+`
+
+// DestinationSecretAdd runs destination_secret_add.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationSecretAdd(ctx context.Context, db DBTX, tenant string, id string, keyID string, sealed []byte, overlap time.Duration) (int, error) {
+	var r int
+	err := db.QueryRow(ctx, q.text.DestinationSecretAdd, tenant, id, keyID, sealed, overlap).Scan(&r)
+	return r, err
+}
+
+const destinationSecretResealSQL = `-- name: destination_secret_reseal
+-- Replaces one secret's sealed form with the same secret sealed under key
+-- $4, unless another rekey got there first (its key is no longer $3).
+UPDATE {schema}.destination_secrets SET key_id = $4, sealed = $5
+WHERE destination_id = $1 AND serial = $2 AND key_id = $3
+`
+
+// DestinationSecretReseal runs destination_secret_reseal.sql and returns how many rows it affected.
+func (q *Queries) DestinationSecretReseal(ctx context.Context, db DBTX, destinationID string, serial int, oldKeyID string, keyID string, sealed []byte) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationSecretReseal, destinationID, serial, oldKeyID, keyID, sealed)
+	return tag.RowsAffected(), err
+}
+
+const destinationSecretsSealedSQL = `-- name: destination_secrets_sealed
+-- The sealed secrets not sealed under key $1 (the current one): what
+-- outboxd destinations rekey opens and seals again.
+SELECT destination_id, serial, key_id, sealed FROM {schema}.destination_secrets
+WHERE key_id <> $1
+ORDER BY destination_id, serial
+`
+
+// DestinationSecretsSealedRow is a row of destination_secrets_sealed.sql.
+type DestinationSecretsSealedRow struct {
+	DestinationID string // text
+	Serial        int    // integer
+	KeyID         string // text
+	Sealed        []byte // bytea
+}
+
+// DestinationSecretsSealed runs destination_secrets_sealed.sql and returns its rows.
+func (q *Queries) DestinationSecretsSealed(ctx context.Context, db DBTX, keyID string) ([]DestinationSecretsSealedRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationSecretsSealed, keyID)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationSecretsSealedRow
+	return collectRows(rows, []DestinationSecretsSealedRow{}, &r, &r.DestinationID, &r.Serial, &r.KeyID, &r.Sealed)
+}
+
+const destinationSetEnabledSQL = `-- name: destination_set_enabled
+-- Enables or disables destination $2 of tenant $1 (reason $4, '' when
+-- enabling). Its waiting rows follow: disabling makes them due at
+-- infinity, so no relay claims them and nothing is dead-lettered;
+-- enabling makes the ones due at infinity due now and wakes a relay
+-- waiting for their sink. Returns whether the destination existed and
+-- how many rows moved.
+WITH d AS (
+    UPDATE {schema}.destinations SET enabled = $3, disabled_reason = CASE WHEN $3 THEN '' ELSE $4 END
+    WHERE tenant = $1 AND id = $2
+    RETURNING id
+), moved AS (
+    UPDATE {schema}.messages m
+    SET available_at = CASE WHEN $3 THEN now() ELSE 'infinity' END, updated_at = now()
+    WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+      AND m.status <> 'in_progress' AND EXISTS (SELECT FROM d)
+      AND (m.available_at = 'infinity') = $3
+    RETURNING m.sink
+), woken AS (
+    SELECT count(*) FROM (SELECT {schema}.wake(w.sink) FROM (SELECT DISTINCT sink FROM moved) w) x
+)
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken)
+`
+
+// DestinationSetEnabledRow is a row of destination_set_enabled.sql.
+type DestinationSetEnabledRow struct {
+	Found int64 // bigint
+	Rows  int64 // bigint
+}
+
+// DestinationSetEnabled runs destination_set_enabled.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string) (DestinationSetEnabledRow, error) {
+	var r DestinationSetEnabledRow
+	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason).Scan(&r.Found, &r.Rows)
+	return r, err
+}
+
+const destinationUpdateSQL = `-- name: destination_update
+-- Replaces the changeable fields of destination $2 of tenant $1 (package
+-- destinations merges a PATCH into the stored row first).
+UPDATE {schema}.destinations
+SET url = $3, description = $4, events = $5, patterns = $6, rate_limit = $7, metadata = $8
+WHERE tenant = $1 AND id = $2
+RETURNING updated_at
+`
+
+// DestinationUpdate runs destination_update.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationUpdate(ctx context.Context, db DBTX, tenant string, id string, url string, description string, events []string, patterns []string, rateLimit *float64, metadata json.RawMessage) (time.Time, error) {
+	var r time.Time
+	err := db.QueryRow(ctx, q.text.DestinationUpdate, tenant, id, url, description, textArray(events), textArray(patterns), rateLimit, metadata).Scan(&r)
+	return r, err
+}
+
+const destinationsListSQL = `-- name: destinations_list
+-- A page of tenant $1's destinations in id order: at most $3 with ids
+-- after $2 ('' starts at the first), walking destinations_tenant_idx.
+SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at
+FROM {schema}.destinations
+WHERE tenant = $1 AND id > $2
+ORDER BY id
+LIMIT $3
+`
+
+// DestinationsListRow is a row of destinations_list.sql.
+type DestinationsListRow struct {
+	ID             string          // text
+	Tenant         string          // text
+	URL            string          // text
+	Description    string          // text
+	Events         []string        // text[]
+	RateLimit      *float64        // double precision, null
+	Enabled        bool            // boolean
+	DisabledReason string          // text
+	Metadata       json.RawMessage // jsonb
+	CreatedAt      time.Time       // timestamptz
+	UpdatedAt      time.Time       // timestamptz
+}
+
+// DestinationsList runs destinations_list.sql and returns its rows.
+func (q *Queries) DestinationsList(ctx context.Context, db DBTX, tenant string, after string, limit int) ([]DestinationsListRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.DestinationsListInto(ctx, db, tenant, after, limit, make([]DestinationsListRow, 0, limit))
+}
+
+// DestinationsListInto runs destinations_list.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) DestinationsListInto(ctx context.Context, db DBTX, tenant string, after string, limit int, out []DestinationsListRow) ([]DestinationsListRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationsList, tenant, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationsListRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt)
+}
+
+const destinationsSinceSQL = `-- name: destinations_since
+-- The destinations changed after revision $1 (0: all of them) as a relay
+-- delivers to them, with their signing secrets still valid, newest first
+-- (sealed; expires_at is 9999-12-31 for a secret without an end), walking
+-- destinations_revision_idx.
+SELECT d.id, d.url, d.rate_limit, d.enabled, d.revision,
+       ARRAY(SELECT s.key_id FROM {schema}.destination_secrets s
+             WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC),
+       ARRAY(SELECT s.sealed FROM {schema}.destination_secrets s
+             WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC),
+       ARRAY(SELECT coalesce(s.expires_at, '9999-12-31') FROM {schema}.destination_secrets s
+             WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC)
+FROM {schema}.destinations d
+WHERE d.revision > $1
+ORDER BY d.revision
+`
+
+// DestinationsSinceRow is a row of destinations_since.sql.
+type DestinationsSinceRow struct {
+	ID        string      // text
+	URL       string      // text
+	RateLimit *float64    // double precision, null
+	Enabled   bool        // boolean
+	Revision  int64       // bigint
+	KeyIDs    []string    // text[]
+	Sealed    [][]byte    // bytea[]
+	ExpiresAt []time.Time // timestamptz[]
+}
+
+// DestinationsSince runs destinations_since.sql and returns its rows.
+func (q *Queries) DestinationsSince(ctx context.Context, db DBTX, revision int64) ([]DestinationsSinceRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationsSince, revision)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationsSinceRow
+	return collectRows(rows, []DestinationsSinceRow{}, &r, &r.ID, &r.URL, &r.RateLimit, &r.Enabled, &r.Revision, &r.KeyIDs, &r.Sealed, &r.ExpiresAt)
+}
+
+const destinationsStateSQL = `-- name: destinations_state
+-- What a relay polls to learn that destinations changed (migration 016's
+-- destinations_state): one row.
+SELECT revision, deletions FROM {schema}.destinations_state
+`
+
+// DestinationsStateRow is a row of destinations_state.sql.
+type DestinationsStateRow struct {
+	Revision  int64 // bigint
+	Deletions int64 // bigint
+}
+
+// DestinationsState runs destinations_state.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationsState(ctx context.Context, db DBTX) (DestinationsStateRow, error) {
+	var r DestinationsStateRow
+	err := db.QueryRow(ctx, q.text.DestinationsState).Scan(&r.Revision, &r.Deletions)
+	return r, err
 }
 
 const droppedEventsSQL = `-- name: dropped_events

@@ -58,7 +58,7 @@ func parseOptions(options map[string]any) (config, error) {
 		return config{}, err
 	}
 	c := config{url: o.URL, timeout: o.Timeout, allowPrivate: o.AllowPrivate}
-	if err := checkURL(o.URL); err != nil {
+	if err := CheckURL(o.URL); err != nil {
 		return c, fmt.Errorf("option url: %w", err)
 	}
 	if c.timeout <= 0 {
@@ -74,7 +74,9 @@ func parseOptions(options map[string]any) (config, error) {
 	return c, nil
 }
 
-func checkURL(raw string) error {
+// CheckURL reports whether raw is an http or https URL with a host; its
+// errors never repeat the URL, which may carry a token.
+func CheckURL(raw string) error {
 	if raw == "" {
 		return errors.New("is required")
 	}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -43,6 +44,19 @@ func ParseSecret(s string) (Secret, error) {
 		return Secret{}, fmt.Errorf("the key is %d bytes, want %d to %d", len(key), MinSecretBytes, MaxSecretBytes)
 	}
 	return Secret{key: key}, nil
+}
+
+// NewSecretBytes is the key length of a secret NewSecret makes (256 bits).
+const NewSecretBytes = 32
+
+// NewSecret makes a random secret, returned with its text form ("whsec_"
+// and the base64 of the key), the one time it can be shown.
+func NewSecret() (Secret, string, error) {
+	key := make([]byte, NewSecretBytes)
+	if _, err := rand.Read(key); err != nil {
+		return Secret{}, "", fmt.Errorf("make a signing secret: %w", err)
+	}
+	return Secret{key: key}, SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
 }
 
 // String returns a redacted placeholder.

@@ -58,28 +58,50 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 
 // Deliver POSTs the payload, signed, and maps the response to an outcome.
 func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
+	return s.wrap(Post(ctx, s.client, Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, d))
+}
+
+// Endpoint is one receiver of Standard Webhooks: where to POST, the
+// secrets that sign each request (one signature each; none sends
+// unsigned) and extra static headers. The webhook sink has one; the
+// destinations sink one per destination.
+type Endpoint struct {
+	URL     string
+	Secrets []Secret
+	Headers http.Header
+}
+
+// Post delivers d to e through client (see [sinks.NewHTTPClient] for the
+// SSRF-safe one): the payload as the body, webhook-id the delivery id,
+// webhook-timestamp now and webhook-signature a signature per secret. It
+// maps the answer to Deliver's outcomes (nil, retryable, [sink.Permanent],
+// [sink.RetryAfter]); its errors never repeat the URL or a secret.
+func Post(ctx context.Context, client *http.Client, e Endpoint, d *sink.Delivery) error {
 	id := d.DeliveryID()
 	if err := checkID(id); err != nil {
-		return sink.Permanent(s.wrap(err))
+		return sink.Permanent(err)
 	}
 	now := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(d.Payload))
 	if err != nil {
-		return s.wrap(sinks.TransportError(err))
+		return sinks.TransportError(err)
 	}
-	req.Header = s.headers.Clone()
+	req.Header = e.Headers.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(headerID, id)
 	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
-	if len(s.secrets) > 0 {
-		req.Header.Set(headerSignature, signatureHeader(s.secrets, id, now, d.Payload))
+	if len(e.Secrets) > 0 {
+		req.Header.Set(headerSignature, signatureHeader(e.Secrets, id, now, d.Payload))
 	}
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return s.wrap(sinks.TransportError(err))
+		return sinks.TransportError(err)
 	}
 	defer sinks.DiscardBody(resp.Body)
-	return s.wrap(sinks.ClassifyResponse(resp))
+	return sinks.ClassifyResponse(resp)
 }
 
 // wrap names the sink in err, keeping its class (Permanent, RetryAfter).

@@ -128,7 +128,7 @@ func TestGuides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, guide := range []string{"slack.md", "webhooks.md", "email.md", "tracing.md", "events.md"} {
+	for _, guide := range []string{"slack.md", "webhooks.md", "email.md", "tracing.md", "events.md", "destinations.md"} {
 		t.Run(guide, func(t *testing.T) {
 			t.Parallel()
 			runGuide(t, guide, bin)

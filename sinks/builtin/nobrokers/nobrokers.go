@@ -1,11 +1,12 @@
 // Package nobrokers registers the built-in sink types that need no broker
-// client: log, discard, Slack, webhooks and email. A custom build that
+// client: log, discard, Slack, webhooks, tenants' destinations and email. A custom build that
 // imports it instead of package builtin leaves the NATS, RabbitMQ and
 // Kafka clients out of its binary.
 package nobrokers
 
 import (
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/sinks/destinations"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -24,6 +25,8 @@ func Types() []registry.Type {
 			Doc: "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"},
 		{Name: email.Type, New: email.New, Options: email.DefaultOptions(), Shape: email.Shape(),
 			Doc: "Sends each message as one mail over SMTP"},
+		registry.Define(destinations.Type, "POSTs each row to the tenant's destination it names, signed the Standard Webhooks way with the destination's secrets",
+			destinations.DefaultOptions(), destinations.New),
 	}
 }
 

@@ -1,0 +1,384 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxd/outboxd/destinations"
+)
+
+// The destinations commands: tenants' webhook endpoints managed as data
+// (docs/destinations.md), straight against the database as the other
+// operator commands are.
+
+// destinationFlags holds what every destinations command shares.
+type destinationFlags struct {
+	tenant string
+	out    output
+}
+
+func (f *destinationFlags) add(c *cobra.Command, needsTenant bool) {
+	addOutputFlags(c, &f.out, "the API's JSON")
+	if needsTenant {
+		c.Flags().StringVar(&f.tenant, "tenant", "", "the `tenant` owning the destination (required)")
+	}
+}
+
+// check validates the flags before anything connects.
+func (f *destinationFlags) check(needsTenant bool) func(*cobra.Command, []string) error {
+	return checkOutput(&f.out, func(*cobra.Command, []string) error {
+		if needsTenant {
+			return badInputIf(destinations.CheckTenant(f.tenant))
+		}
+		return nil
+	})
+}
+
+// destinationStore is the session's Store, sealing with the keys of
+// destinations.EnvSecretsKey when it is set.
+func (a *app) destinationStore(s session) (*destinations.Store, error) {
+	keys, err := destinations.KeyringFromEnv(a.io.Env)
+	if errors.Is(err, destinations.ErrNoKeyring) {
+		keys, err = nil, nil
+	}
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return destinations.NewStore(s.cfg.Database.Schema, keys)
+}
+
+// destinationCommand builds one subcommand running fn with the store.
+func (a *app) destinationCommand(use, short string, args cobra.PositionalArgs, needsTenant bool, f *destinationFlags,
+	fn func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error)) *cobra.Command {
+	c := &cobra.Command{
+		Use: use, Short: short, Args: args,
+		PreRunE: f.check(needsTenant),
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			st, err := a.destinationStore(s)
+			if err != nil {
+				return err
+			}
+			out, err := fn(cmd.Context(), st, s, cmd.Flags().Args())
+			var input *destinations.InputError
+			switch {
+			case errors.As(err, &input), errors.Is(err, destinations.ErrNotFound), errors.Is(err, destinations.ErrNoKeyring):
+				return badInput(err)
+			case err != nil:
+				return err
+			}
+			return writeDestinationOutput(a.io.Out, f.out.format, out)
+		}),
+	}
+	f.add(c, needsTenant)
+	return c
+}
+
+func (a *app) destinationsCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "destinations",
+		Short: "Manage tenants' webhook destinations: create, list, change, disable, rotate secrets",
+	}
+	c.AddCommand(a.destinationCreateCommand(), a.destinationListCommand(), a.destinationGetCommand(),
+		a.destinationUpdateCommand(), a.destinationDeleteCommand(), a.destinationRotateCommand(),
+		a.destinationSetEnabledCommand(false), a.destinationSetEnabledCommand(true),
+		a.destinationRekeyCommand(), a.destinationKeygenCommand())
+	return c
+}
+
+// specFlags are the fields create and update set.
+type specFlags struct {
+	url, description, metadata string
+	events                     []string
+	rateLimit                  float64
+}
+
+func (sf *specFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&sf.url, "url", "", "the endpoint, http or https")
+	c.Flags().StringSliceVar(&sf.events, "events", nil, "subscribed event-type patterns, comma-separated (order.*, **; default every type)")
+	c.Flags().StringVar(&sf.description, "description", "", "what the destination is, for people")
+	c.Flags().Float64Var(&sf.rateLimit, "rate-limit", 0, "deliveries per second (default the sink's)")
+	c.Flags().StringVar(&sf.metadata, "metadata", "", "a JSON object kept with the destination")
+}
+
+func (a *app) destinationCreateCommand() *cobra.Command {
+	var (
+		f  destinationFlags
+		sf specFlags
+	)
+	c := a.destinationCommand("create --tenant T --url URL", "Create a destination; prints its signing secret, shown this once",
+		cobra.NoArgs, true, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
+			spec := destinations.Spec{URL: sf.url, Events: sf.events, Description: sf.description, Metadata: json.RawMessage(sf.metadata)}
+			if sf.rateLimit != 0 {
+				spec.RateLimit = &sf.rateLimit
+			}
+			return st.Create(ctx, s.pool, f.tenant, spec)
+		})
+	sf.add(c)
+	return c
+}
+
+func (a *app) destinationListCommand() *cobra.Command {
+	var (
+		f     destinationFlags
+		after string
+		limit int
+	)
+	c := a.destinationCommand("list --tenant T", "List a tenant's destinations, a page at a time",
+		cobra.NoArgs, true, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
+			ds, next, err := st.List(ctx, s.pool, f.tenant, after, limit)
+			return destinationList{Destinations: ds, Next: next}, err
+		})
+	c.Flags().StringVar(&after, "after", "", "start after this destination id (the previous page's next)")
+	c.Flags().IntVar(&limit, "limit", destinations.DefaultPageSize, "destinations per page")
+	return c
+}
+
+// destinationList is list's output: as the API's page.
+type destinationList struct {
+	Destinations []destinations.Destination `json:"destinations"`
+	Next         string                     `json:"next"`
+}
+
+func (a *app) destinationGetCommand() *cobra.Command {
+	var f destinationFlags
+	return a.destinationCommand("get ID --tenant T", "Show a destination, with how many of its rows wait",
+		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			return st.Get(ctx, s.pool, f.tenant, args[0])
+		})
+}
+
+func (a *app) destinationUpdateCommand() *cobra.Command {
+	var (
+		f  destinationFlags
+		sf specFlags
+		c  *cobra.Command
+	)
+	c = a.destinationCommand("update ID --tenant T [--url U] [--events E] ...", "Change the fields given of a destination",
+		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			var p destinations.Patch
+			set := c.Flags().Changed
+			if set("url") {
+				p.URL = &sf.url
+			}
+			if set("events") {
+				p.Events = &sf.events
+			}
+			if set("description") {
+				p.Description = &sf.description
+			}
+			if set("rate-limit") {
+				p.RateLimit = &sf.rateLimit
+			}
+			if set("metadata") {
+				m := json.RawMessage(sf.metadata)
+				p.Metadata = &m
+			}
+			return st.Update(ctx, s.pool, f.tenant, args[0], p)
+		})
+	sf.add(c)
+	return c
+}
+
+// destinationChange is what delete, disable and enable print.
+type destinationChange struct {
+	ID   string `json:"id"`
+	Rows int64  `json:"rows"`
+	Verb string `json:"-"`
+}
+
+func (a *app) destinationDeleteCommand() *cobra.Command {
+	var f destinationFlags
+	return a.destinationCommand("delete ID --tenant T", "Delete a destination, its secrets and the rows still waiting for it (counted)",
+		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			n, err := st.Delete(ctx, s.pool, f.tenant, args[0])
+			return destinationChange{ID: args[0], Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
+		})
+}
+
+func (a *app) destinationSetEnabledCommand(enable bool) *cobra.Command {
+	var (
+		f      destinationFlags
+		reason string
+	)
+	use, short, verb := "disable ID --tenant T [--reason R]", "Disable a destination: its rows wait, none is dead-lettered", "disabled; rows now waiting"
+	if enable {
+		use, short, verb = "enable ID --tenant T", "Enable a destination: its waiting rows are delivered", "enabled; waiting rows now due"
+	}
+	c := a.destinationCommand(use, short, cobra.ExactArgs(1), true, &f,
+		func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			if !enable && reason == "" {
+				reason = "disabled by " + a.actor().Name
+			}
+			n, err := st.SetEnabled(ctx, s.pool, f.tenant, args[0], enable, reason)
+			return destinationChange{ID: args[0], Rows: n, Verb: verb}, err
+		})
+	if !enable {
+		c.Flags().StringVar(&reason, "reason", "", "why, shown with the destination")
+	}
+	return c
+}
+
+// rotated is what rotate-secret prints.
+type rotated struct {
+	ID          string    `json:"id"`
+	Secret      string    `json:"secret"`
+	OldExpireAt time.Time `json:"old_secrets_expire_at"`
+}
+
+func (a *app) destinationRotateCommand() *cobra.Command {
+	var (
+		f       destinationFlags
+		overlap time.Duration
+	)
+	c := a.destinationCommand("rotate-secret ID --tenant T [--overlap 24h]", "Give a destination a new signing secret; the old one keeps signing for --overlap",
+		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			now := time.Now()
+			secret, err := st.RotateSecret(ctx, s.pool, f.tenant, args[0], overlap)
+			return rotated{ID: args[0], Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
+		})
+	c.Flags().DurationVar(&overlap, "overlap", 0, "how long the old secrets keep signing beside the new one")
+	return c
+}
+
+// rekeyed is what rekey prints.
+type rekeyed struct {
+	Resealed int    `json:"resealed"`
+	Key      string `json:"key"`
+}
+
+func (a *app) destinationRekeyCommand() *cobra.Command {
+	var f destinationFlags
+	return a.destinationCommand("rekey", "Seal every signing secret again under the first key of "+destinations.EnvSecretsKey,
+		cobra.NoArgs, false, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
+			n, err := st.Rekey(ctx, s.pool)
+			keys, _ := destinations.KeyringFromEnv(a.io.Env)
+			out := rekeyed{Resealed: n}
+			if keys != nil {
+				out.Key = keys.Current()
+			}
+			return out, err
+		})
+}
+
+func (a *app) destinationKeygenCommand() *cobra.Command {
+	var id string
+	c := &cobra.Command{
+		Use:   "keygen [--id K]",
+		Short: "Print a new random key for " + destinations.EnvSecretsKey,
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			k, err := destinations.NewKey(id)
+			if err != nil {
+				return badInput(err)
+			}
+			_, err = fmt.Fprintln(a.io.Out, k)
+			return err
+		},
+	}
+	c.Flags().StringVar(&id, "id", "k"+time.Now().UTC().Format("20060102"), "the key's id, stored beside each secret it seals")
+	return c
+}
+
+// writeDestinationOutput prints v as -o asks.
+func writeDestinationOutput(w io.Writer, format string, v any) error {
+	if format == outputJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	wide := format == outputWide
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	switch v := v.(type) {
+	case destinations.Created:
+		writeDestinationRows(tw, wide, v.Destination)
+		fmt.Fprintf(tw, "\nsecret: %s\n(shown this once: give it to the receiver now)\n", v.Secret)
+	case destinations.Destination:
+		writeDestinationRows(tw, wide, v)
+		if v.Waiting != nil {
+			fmt.Fprintf(tw, "\nwaiting rows: %d\n", *v.Waiting)
+		}
+	case destinationList:
+		writeDestinationRows(tw, wide, v.Destinations...)
+		if v.Next != "" {
+			fmt.Fprintf(tw, "\nmore: --after %s\n", v.Next)
+		}
+	case destinationChange:
+		fmt.Fprintf(tw, "%s %s (%d rows)\n", v.ID, v.Verb, v.Rows)
+	case rotated:
+		fmt.Fprintf(tw, "%s: new secret %s\n(shown this once; the old secrets sign until %s)\n", v.ID, v.Secret, v.OldExpireAt.Format(time.RFC3339))
+	case rekeyed:
+		fmt.Fprintf(tw, "resealed %d secrets under key %s\n", v.Resealed, v.Key)
+	}
+	return tw.Flush()
+}
+
+// writeDestinationRows prints destinations as a table; wide adds the
+// description, rate limit and times.
+func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination) {
+	header := "ID\tTENANT\tENABLED\tEVENTS\tURL"
+	if wide {
+		header += "\tRATE\tDESCRIPTION\tUPDATED"
+	}
+	fmt.Fprintln(w, header)
+	for _, d := range ds {
+		events := strings.Join(d.Events, ",")
+		if events == "" {
+			events = "**"
+		}
+		enabled := "yes"
+		if !d.Enabled {
+			enabled = "no: " + d.DisabledReason
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", d.ID, d.Tenant, enabled, events, d.URL)
+		if wide {
+			rate := "default"
+			if d.RateLimit != nil {
+				rate = fmt.Sprintf("%g/s", *d.RateLimit)
+			}
+			line += fmt.Sprintf("\t%s\t%s\t%s", rate, d.Description, d.UpdatedAt.Format(time.RFC3339))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// directoryUser is a sink that delivers to destinations (package
+// sinks/destinations) and needs them loaded.
+type directoryUser interface {
+	UseDirectory(*destinations.Directory)
+}
+
+// followDestinations gives every destinations sink the outbox's
+// destinations; it returns the directory's Run to start once the
+// database is up, or nil when no sink needs it.
+func (a *app) followDestinations(s session, log *slog.Logger) (func(context.Context), error) {
+	var users []directoryUser
+	for _, sc := range s.cfg.SinkConfigs() {
+		if u, ok := sc.Sink.(directoryUser); ok {
+			users = append(users, u)
+		}
+	}
+	if len(users) == 0 {
+		return nil, nil
+	}
+	keys, err := destinations.KeyringFromEnv(a.io.Env)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("a sink of type destinations is configured: %w", err))
+	}
+	dir, err := destinations.NewDirectory(s.pool, s.cfg.Database.Schema, keys, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range users {
+		u.UseDirectory(dir)
+	}
+	return dir.Run, nil
+}

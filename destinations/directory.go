@@ -1,0 +1,234 @@
+package destinations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// Timing of a Directory.
+const (
+	// DefaultBackstop is how often a Directory rereads the state of the
+	// destinations when no notification came: a lost notification (a
+	// dropped connection) delays a change by at most this long.
+	DefaultBackstop = 500 * time.Millisecond
+	// listenRetry is the pause before listening again after the listening
+	// connection failed.
+	listenRetry = time.Second
+)
+
+// Live is a destination as a relay delivers to it.
+type Live struct {
+	ID        string
+	URL       string
+	Enabled   bool
+	RateLimit *float64
+	secrets   []webhook.Secret
+	expires   []time.Time
+	// err is why its secrets could not be opened (a key missing from
+	// EnvSecretsKey): deliveries fail with it, and are retried.
+	err error
+}
+
+// Endpoint is where and how to post to l at now: its URL and every secret
+// still signing (during a rotation, the new one and the old one).
+func (l *Live) Endpoint(now time.Time) (webhook.Endpoint, error) {
+	if l.err != nil {
+		return webhook.Endpoint{}, l.err
+	}
+	e := webhook.Endpoint{URL: l.URL}
+	for i, s := range l.secrets {
+		if now.Before(l.expires[i]) {
+			e.Secrets = append(e.Secrets, s)
+		}
+	}
+	return e, nil
+}
+
+// Directory is one process's view of the destinations of an outbox,
+// kept current by Run: a change committed anywhere reaches it within a
+// notification's round trip, and within DefaultBackstop without one.
+// Lookups never touch the database. It is safe for concurrent use.
+type Directory struct {
+	pool     *pgxpool.Pool
+	q        *store.Queries
+	keys     *Keyring
+	log      *slog.Logger
+	channel  string
+	backstop time.Duration
+
+	refreshMu sync.Mutex // one refresh at a time
+	mu        sync.RWMutex
+	byID      map[string]*Live
+	revision  int64
+	deletions int64
+	loaded    bool
+}
+
+// NewDirectory returns the Directory of the outbox in schema, read
+// through pool, opening secrets with keys.
+func NewDirectory(pool *pgxpool.Pool, schema string, keys *Keyring, log *slog.Logger) (*Directory, error) {
+	q, err := store.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	if keys == nil {
+		return nil, ErrNoKeyring
+	}
+	return &Directory{pool: pool, q: q, keys: keys, log: log, channel: "outboxd_destinations_" + schema,
+		backstop: DefaultBackstop, byID: map[string]*Live{}}, nil
+}
+
+// Lookup returns destination id as last read.
+func (d *Directory) Lookup(id string) (*Live, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	l, ok := d.byID[id]
+	return l, ok
+}
+
+// Find returns destination id, reading the destinations again first
+// when it is not known: a row can reach a relay before the notification
+// of its destination's creation does.
+func (d *Directory) Find(ctx context.Context, id string) (*Live, bool, error) {
+	if l, ok := d.Lookup(id); ok {
+		return l, true, nil
+	}
+	if err := d.Refresh(ctx); err != nil {
+		return nil, false, err
+	}
+	l, ok := d.Lookup(id)
+	return l, ok, nil
+}
+
+// Len is how many destinations the directory holds.
+func (d *Directory) Len() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.byID)
+}
+
+// Refresh reads what changed since the last read: the destinations whose
+// revision moved, or all of them after a deletion.
+func (d *Directory) Refresh(ctx context.Context) error {
+	db := d.pool
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	st, err := d.q.DestinationsState(ctx, db)
+	if err != nil {
+		return fmt.Errorf("destinations: read their state: %w", err)
+	}
+	d.mu.RLock()
+	full := !d.loaded || st.Deletions != d.deletions
+	since := d.revision
+	unchanged := !full && st.Revision == d.revision
+	d.mu.RUnlock()
+	if unchanged {
+		return nil
+	}
+	if full {
+		since = 0
+	}
+	rows, err := d.q.DestinationsSince(ctx, db, since)
+	if err != nil {
+		return fmt.Errorf("destinations: read the changed ones: %w", err)
+	}
+	fresh := make(map[string]*Live, len(rows))
+	for _, r := range rows {
+		l := &Live{ID: r.ID, URL: r.URL, Enabled: r.Enabled, RateLimit: r.RateLimit, expires: r.ExpiresAt}
+		for i, sealed := range r.Sealed {
+			plain, err := d.keys.Open(r.KeyIDs[i], r.ID, sealed)
+			if err == nil {
+				var s webhook.Secret
+				if s, err = webhook.ParseSecret(string(plain)); err != nil {
+					err = fmt.Errorf("destination %s: its secret does not parse: %w", r.ID, err)
+				}
+				l.secrets = append(l.secrets, s)
+			}
+			if err != nil {
+				l.err = err
+				d.log.Error("outbox: a destination's signing secret cannot be opened; its deliveries fail until it can", "destination", r.ID, "error", err)
+				break
+			}
+		}
+		fresh[r.ID] = l
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if full {
+		d.byID = fresh
+	} else {
+		for id, l := range fresh {
+			d.byID[id] = l
+		}
+	}
+	// The state read first may be older than the rows: the next refresh
+	// reads the rows after it again, which is harmless.
+	d.revision, d.deletions, d.loaded = st.Revision, st.Deletions, true
+	return nil
+}
+
+// Run keeps d current until ctx ends: it listens for the notification
+// of every change on a connection of its pool and refreshes then, and every
+// DefaultBackstop in any case.
+func (d *Directory) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := d.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		d.log.Warn("outbox: listening for destination changes failed; polling until it works again", "error", err)
+		d.poll(ctx, listenRetry)
+	}
+}
+
+// listen refreshes on each notification, and after each backstop
+// interval without one, until the connection fails or ctx ends.
+func (d *Directory) listen(ctx context.Context) error {
+	pooled, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A listening connection must not go back to the pool still listening.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
+		return err
+	}
+	for {
+		if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("outbox: reading destinations failed", "error", err)
+		}
+		wait, cancel := context.WithTimeout(ctx, d.backstop)
+		_, err := conn.WaitForNotification(wait)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// poll refreshes every backstop interval for a while.
+func (d *Directory) poll(ctx context.Context, period time.Duration) {
+	t := time.NewTimer(period)
+	defer t.Stop()
+	if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("outbox: reading destinations failed", "error", err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

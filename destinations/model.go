@@ -1,0 +1,187 @@
+package destinations
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/outboxd/outboxd/internal/safetext"
+	"github.com/outboxd/outboxd/routing"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// Bounds of what a destination holds.
+const (
+	// MaxTenantBytes bounds a tenant id, as a dedup key is bounded.
+	MaxTenantBytes = 255
+	// MaxURLBytes bounds a destination's URL.
+	MaxURLBytes = 2048
+	// MaxDescriptionBytes bounds its description.
+	MaxDescriptionBytes = 1024
+	// MaxEvents bounds how many event patterns it subscribes to.
+	MaxEvents = 100
+	// MaxMetadataBytes bounds its metadata's JSON.
+	MaxMetadataBytes = 16384
+	// IDPrefix starts every destination id.
+	IDPrefix = "dst_"
+)
+
+// Header is the row header naming the destination a row is for: set by
+// publish's fan-out and enqueue_destination() (migration 016), read by
+// the destinations sink, never sent to the receiver.
+const Header = "outboxd-destination"
+
+// Destination is one endpoint of a tenant, as the API shows it. Its
+// secrets are never part of it.
+type Destination struct {
+	ID          string `json:"id"`
+	Tenant      string `json:"tenant"`
+	URL         string `json:"url"`
+	Description string `json:"description"`
+	// Events are the subscribed event-type patterns; empty means every
+	// type.
+	Events []string `json:"events"`
+	// RateLimit is deliveries per second; nil takes the sink's default.
+	RateLimit      *float64        `json:"rate_limit"`
+	Enabled        bool            `json:"enabled"`
+	DisabledReason string          `json:"disabled_reason,omitempty"`
+	Metadata       json.RawMessage `json:"metadata"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	// Waiting is how many of its rows wait for delivery (Get only).
+	Waiting *int64 `json:"waiting,omitempty"`
+}
+
+// Spec is what a new destination is made of (the body of POST
+// /v1/tenants/{tenant}/destinations).
+type Spec struct {
+	URL         string          `json:"url"`
+	Events      []string        `json:"events"`
+	Description string          `json:"description"`
+	RateLimit   *float64        `json:"rate_limit"`
+	Metadata    json.RawMessage `json:"metadata"`
+}
+
+// Patch changes some fields of a destination (the body of PATCH): the
+// ones set.
+type Patch struct {
+	URL         *string          `json:"url"`
+	Events      *[]string        `json:"events"`
+	Description *string          `json:"description"`
+	RateLimit   *float64         `json:"rate_limit"`
+	Metadata    *json.RawMessage `json:"metadata"`
+}
+
+// InputError is a destination or request refused for what it holds; its
+// message names the field and never repeats a URL.
+type InputError struct{ msg string }
+
+func (e *InputError) Error() string { return e.msg }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrNotFound is returned for a destination the tenant does not have.
+var ErrNotFound = errors.New("destinations: no such destination")
+
+// CheckTenant reports whether tenant can own destinations: not empty, at
+// most MaxTenantBytes, printable.
+func CheckTenant(tenant string) error {
+	switch {
+	case tenant == "":
+		return inputErrorf("tenant is empty")
+	case len(tenant) > MaxTenantBytes:
+		return inputErrorf("tenant is %d bytes, over the limit of %d", len(tenant), MaxTenantBytes)
+	case safetext.Text(tenant, MaxTenantBytes) != tenant:
+		return inputErrorf("tenant %q holds characters that are not printable", safetext.Text(tenant, MaxTenantBytes))
+	}
+	return nil
+}
+
+// checked is a Spec validated, with its patterns compiled.
+type checked struct {
+	Spec
+	patterns []string
+}
+
+func (s Spec) check() (checked, error) {
+	c := checked{Spec: s}
+	if len(s.URL) > MaxURLBytes {
+		return c, inputErrorf("url is %d bytes, over the limit of %d", len(s.URL), MaxURLBytes)
+	}
+	if err := webhook.CheckURL(s.URL); err != nil {
+		return c, inputErrorf("url: %v", err)
+	}
+	if len(s.Description) > MaxDescriptionBytes {
+		return c, inputErrorf("description is %d bytes, over the limit of %d", len(s.Description), MaxDescriptionBytes)
+	}
+	if len(s.Events) > MaxEvents {
+		return c, inputErrorf("events lists %d patterns, over the limit of %d", len(s.Events), MaxEvents)
+	}
+	if len(s.Events) > 0 {
+		var err error
+		if c.patterns, err = routing.PatternRegexps(s.Events); err != nil {
+			return c, inputErrorf("events: %v", err)
+		}
+	}
+	if r := s.RateLimit; r != nil && (*r <= 0 || math.IsInf(*r, 0) || math.IsNaN(*r)) {
+		return c, inputErrorf("rate_limit must be a positive number of deliveries per second, got %v", *r)
+	}
+	if len(s.Metadata) == 0 || string(s.Metadata) == "null" {
+		c.Metadata = json.RawMessage("{}")
+	}
+	if len(c.Metadata) > MaxMetadataBytes {
+		return c, inputErrorf("metadata is %d bytes, over the limit of %d", len(c.Metadata), MaxMetadataBytes)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(c.Metadata, &obj); err != nil || obj == nil {
+		return c, inputErrorf("metadata must be a JSON object")
+	}
+	return c, nil
+}
+
+// apply returns d's spec with p's fields set over it.
+func (p Patch) apply(d Destination) Spec {
+	s := Spec{URL: d.URL, Events: d.Events, Description: d.Description, RateLimit: d.RateLimit, Metadata: d.Metadata}
+	if p.URL != nil {
+		s.URL = *p.URL
+	}
+	if p.Events != nil {
+		s.Events = *p.Events
+	}
+	if p.Description != nil {
+		s.Description = *p.Description
+	}
+	if p.RateLimit != nil {
+		s.RateLimit = p.RateLimit
+	}
+	if p.Metadata != nil {
+		s.Metadata = *p.Metadata
+	}
+	return s
+}
+
+// idEncoding spells ids in lower-case base32, without padding.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID makes a destination id: IDPrefix and 80 random bits.
+func newID() (string, error) {
+	b := make([]byte, 10)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make a destination id: %w", err)
+	}
+	return IDPrefix + idEncoding.EncodeToString(b), nil
+}
+
+// nonNil makes a nil list an empty one, as JSON shows it.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

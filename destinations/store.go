@@ -1,0 +1,310 @@
+package destinations
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxd/outboxd/core/operator"
+
+	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// Paging of List.
+const (
+	// DefaultPageSize is how many destinations a page holds unless asked.
+	DefaultPageSize = 100
+	// MaxPageSize is the most a page holds.
+	MaxPageSize = 1000
+)
+
+// MaxOverlap bounds how long a rotated-out secret keeps signing.
+const MaxOverlap = 30 * 24 * time.Hour
+
+// DB runs statements and transactions: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx (then a savepoint of it).
+type DB interface {
+	store.DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store manages the destinations of one outbox schema. Its keyring seals
+// new secrets; a Store without one (nil) can list, change and delete
+// destinations but not create them or rotate their secrets.
+type Store struct {
+	q    *store.Queries
+	keys *Keyring
+}
+
+// NewStore returns the Store of the outbox in schema, sealing with keys.
+func NewStore(schema string, keys *Keyring) (*Store, error) {
+	q, err := store.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{q: q, keys: keys}, nil
+}
+
+// Created is a new destination with its signing secret, shown this once.
+type Created struct {
+	Destination
+	Secret string `json:"secret"`
+}
+
+// Create makes a destination of tenant from spec, with a fresh signing
+// secret, in db (the caller's transaction, if it is one).
+func (s *Store) Create(ctx context.Context, db DB, tenant string, spec Spec) (Created, error) {
+	if err := CheckTenant(tenant); err != nil {
+		return Created{}, err
+	}
+	c, err := spec.check()
+	if err != nil {
+		return Created{}, err
+	}
+	if s.keys == nil {
+		return Created{}, ErrNoKeyring
+	}
+	id, err := newID()
+	if err != nil {
+		return Created{}, err
+	}
+	keyID, sealed, text, err := s.newSecret(id)
+	if err != nil {
+		return Created{}, err
+	}
+	row, err := s.q.DestinationCreate(ctx, db, id, tenant, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata, keyID, sealed)
+	if err != nil {
+		return Created{}, fmt.Errorf("destinations: create a destination of tenant %s: %w", tenant, err)
+	}
+	return Created{Secret: text, Destination: Destination{
+		ID: id, Tenant: tenant, URL: c.URL, Description: c.Description, Events: nonNil(c.Events), RateLimit: c.RateLimit,
+		Enabled: true, Metadata: c.Metadata, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+	}}, nil
+}
+
+// newSecret makes a signing secret for destination id and seals it.
+func (s *Store) newSecret(id string) (keyID string, sealed []byte, text string, err error) {
+	_, text, err = webhook.NewSecret()
+	if err != nil {
+		return "", nil, "", err
+	}
+	keyID, sealed, err = s.keys.Seal(id, []byte(text))
+	return keyID, sealed, text, err
+}
+
+// List returns a page of tenant's destinations in id order, after the id
+// after ("" for the first page), and the cursor of the next page ("" when
+// this one is the last).
+func (s *Store) List(ctx context.Context, db DB, tenant, after string, limit int) ([]Destination, string, error) {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	rows, err := s.q.DestinationsList(ctx, db, tenant, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("destinations: list tenant %s: %w", tenant, err)
+	}
+	next := ""
+	if len(rows) > limit {
+		rows, next = rows[:limit], rows[limit-1].ID
+	}
+	out := make([]Destination, len(rows))
+	for i, r := range rows {
+		out[i] = Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
+			RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	}
+	return out, next, nil
+}
+
+// Get returns destination id of tenant, with how many of its rows wait.
+func (s *Store) Get(ctx context.Context, db DB, tenant, id string) (Destination, error) {
+	r, err := s.q.DestinationGet(ctx, db, tenant, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Destination{}, ErrNotFound
+	}
+	if err != nil {
+		return Destination{}, fmt.Errorf("destinations: get %s of tenant %s: %w", id, tenant, err)
+	}
+	return Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
+		RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Waiting: &r.Waiting}, nil
+}
+
+// Update sets p's fields on destination id of tenant, in one transaction
+// (a concurrent update of another field is not lost), and returns it.
+func (s *Store) Update(ctx context.Context, db DB, tenant, id string, p Patch) (Destination, error) {
+	var d Destination
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		n, err := s.q.DestinationLock(ctx, tx, tenant, id)
+		if err != nil {
+			return fmt.Errorf("destinations: lock %s of tenant %s: %w", id, tenant, err)
+		}
+		if n == 0 {
+			return ErrNotFound
+		}
+		if d, err = s.Get(ctx, tx, tenant, id); err != nil {
+			return err
+		}
+		c, err := p.apply(d).check()
+		if err != nil {
+			return err
+		}
+		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata)
+		if err != nil {
+			return fmt.Errorf("destinations: update %s of tenant %s: %w", id, tenant, err)
+		}
+		d.URL, d.Description, d.Events, d.RateLimit, d.Metadata = c.URL, c.Description, nonNil(c.Events), c.RateLimit, c.Metadata
+		return nil
+	})
+	return d, err
+}
+
+// Delete removes destination id of tenant with its secrets and the rows
+// still waiting for it, and returns how many rows went with it.
+func (s *Store) Delete(ctx context.Context, db DB, tenant, id string) (int64, error) {
+	r, err := s.q.DestinationDelete(ctx, db, tenant, id)
+	if err != nil {
+		return 0, fmt.Errorf("destinations: delete %s of tenant %s: %w", id, tenant, err)
+	}
+	if r.Deleted == 0 {
+		return 0, ErrNotFound
+	}
+	return r.Rows, nil
+}
+
+// SetEnabled enables or disables destination id of tenant (reason says
+// why it is disabled) and returns how many of its waiting rows moved:
+// disabled, they wait without spending attempts; enabled, they are due.
+func (s *Store) SetEnabled(ctx context.Context, db DB, tenant, id string, enabled bool, reason string) (int64, error) {
+	r, err := s.q.DestinationSetEnabled(ctx, db, tenant, id, enabled, reason)
+	if err != nil {
+		return 0, fmt.Errorf("destinations: enable or disable %s of tenant %s: %w", id, tenant, err)
+	}
+	if r.Found == 0 {
+		return 0, ErrNotFound
+	}
+	return r.Rows, nil
+}
+
+// RotateSecret gives destination id of tenant a new signing secret,
+// returned this once; its current secrets keep signing for overlap (0:
+// they stop at once), so receivers can switch without refusing a request.
+func (s *Store) RotateSecret(ctx context.Context, db DB, tenant, id string, overlap time.Duration) (string, error) {
+	if overlap < 0 || overlap > MaxOverlap {
+		return "", inputErrorf("overlap must be between 0 and %s, got %s", MaxOverlap, overlap)
+	}
+	if s.keys == nil {
+		return "", ErrNoKeyring
+	}
+	keyID, sealed, text, err := s.newSecret(id)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.q.DestinationSecretAdd(ctx, db, tenant, id, keyID, sealed, overlap); errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	} else if err != nil {
+		return "", fmt.Errorf("destinations: rotate the secret of %s of tenant %s: %w", id, tenant, err)
+	}
+	return text, nil
+}
+
+// Rekey seals again, under the keyring's current key, every secret sealed
+// under another of its keys, and returns how many it resealed. Run it
+// after putting a new key first in EnvSecretsKey; the old key can go once
+// it returns without error.
+func (s *Store) Rekey(ctx context.Context, db DB) (int, error) {
+	if s.keys == nil {
+		return 0, ErrNoKeyring
+	}
+	rows, err := s.q.DestinationSecretsSealed(ctx, db, s.keys.Current())
+	if err != nil {
+		return 0, fmt.Errorf("destinations: read sealed secrets: %w", err)
+	}
+	n := 0
+	for _, r := range rows {
+		plain, err := s.keys.Open(r.KeyID, r.DestinationID, r.Sealed)
+		if err != nil {
+			return n, err
+		}
+		keyID, sealed, err := s.keys.Seal(r.DestinationID, plain)
+		if err != nil {
+			return n, err
+		}
+		done, err := s.q.DestinationSecretReseal(ctx, db, r.DestinationID, r.Serial, r.KeyID, keyID, sealed)
+		if err != nil {
+			return n, fmt.Errorf("destinations: reseal a secret of %s: %w", r.DestinationID, err)
+		}
+		n += int(done)
+	}
+	return n, nil
+}
+
+// FanOut is what publishing an event did for a route target with a
+// tenant: the tenant and how many destination rows it made.
+type FanOut struct {
+	Tenant       string
+	Destinations int
+}
+
+// FanOuts returns, for those of the published rows ids that are routed
+// rows of a tenant target, what their fan-out made: how an answer to a
+// publish says "no matching destination".
+func (s *Store) FanOuts(ctx context.Context, db store.DBTX, ids []int64) (map[int64]FanOut, error) {
+	rows, err := s.q.DestinationFanOuts(ctx, db, ids)
+	if err != nil {
+		return nil, fmt.Errorf("destinations: read the fan-out of published rows: %w", err)
+	}
+	out := make(map[int64]FanOut, len(rows))
+	for _, r := range rows {
+		out[r.ID] = FanOut{Tenant: r.Tenant, Destinations: r.Destinations}
+	}
+	return out, nil
+}
+
+// Delivery is one row of a destination with its attempts, as GET
+// .../deliveries shows it.
+// It is a message as a search lists it, with its failed attempts.
+type Delivery struct {
+	operator.MessageSummary
+	FailedAttempts json.RawMessage `json:"failed_attempts"`
+}
+
+// Deliveries returns destination id's rows newest first, at most limit
+// with ids below before (0: from the newest), each with every failed
+// attempt, and the cursor of the next page (0 after the last).
+func (s *Store) Deliveries(ctx context.Context, db DB, tenant, id string, before int64, limit int) ([]Delivery, int64, error) {
+	if n, err := s.q.DestinationExists(ctx, db, tenant, id); err != nil {
+		return nil, 0, fmt.Errorf("destinations: find %s of tenant %s: %w", id, tenant, err)
+	} else if n == 0 {
+		return nil, 0, ErrNotFound
+	}
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	var cursor *int64
+	if before > 0 {
+		cursor = &before
+	}
+	rows, err := s.q.DestinationDeliveries(ctx, db, id, cursor, limit+1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("destinations: deliveries of %s: %w", id, err)
+	}
+	var next int64
+	if len(rows) > limit {
+		rows, next = rows[:limit], rows[limit-1].ID
+	}
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = Delivery{FailedAttempts: r.FailedAttempts, MessageSummary: operator.MessageSummary{ID: r.ID, Sink: r.Sink,
+			DedupKey: r.DedupKey, Status: operator.Status(r.Status), Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+			UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError}}
+	}
+	return out, next, nil
+}

@@ -1,0 +1,435 @@
+package destinations_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/routing"
+	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// testKey is a fixed sealing key, in EnvSecretsKey's form.
+const testKey = "k1:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+// fixture is a migrated outbox whose routes send order.* and invoice.*
+// to the tenant in .data.account_id through a destinations sink.
+type fixture struct {
+	pool  *pgxpool.Pool
+	ob    *testdb.Outbox
+	store *destinations.Store
+	keys  *destinations.Keyring
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	pool, ob := testdb.New(t)
+	keys, err := destinations.ParseKeyring(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := destinations.NewStore(ob.Schema(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, problems := routing.Compile(routing.Config{Unmatched: routing.UnmatchedDrop, Routes: map[string]routing.Route{
+		"billing": {Events: []string{"order.*", "invoice.*"}, To: []routing.Target{{Sink: "customers", Tenant: "{{.data.account_id}}"}}},
+	}}, map[string]sink.Sink{"customers": s})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{pool: pool, ob: ob, store: st, keys: keys}
+}
+
+func (f *fixture) create(t *testing.T, tenant string, events ...string) destinations.Created {
+	t.Helper()
+	c, err := f.store.Create(t.Context(), f.pool, tenant, destinations.Spec{URL: "https://" + tenant + ".example/hook", Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// publish publishes order.created key for account in one transaction.
+func (f *fixture) publish(t *testing.T, db core.DBTX, typ, key, account string) []core.Published {
+	t.Helper()
+	p, err := f.ob.Publish(t.Context(), db, core.Event{Type: typ, Key: key, Data: map[string]any{"account_id": account}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// destinationRow is one row addressed to a destination.
+type destinationRow struct {
+	destination, dedupKey, status string
+	waiting                       bool
+}
+
+// rows returns the rows addressed to destinations, by dedup key.
+func (f *fixture) rows(t *testing.T) map[string]destinationRow {
+	t.Helper()
+	rs, err := f.pool.Query(t.Context(), `SELECT headers->>'outboxd-destination', dedup_key, status, available_at = 'infinity'
+		FROM `+f.ob.Schema()+`.messages WHERE headers ? 'outboxd-destination'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]destinationRow{}
+	for rs.Next() {
+		var r destinationRow
+		if err := rs.Scan(&r.destination, &r.dedupKey, &r.status, &r.waiting); err != nil {
+			t.Fatal(err)
+		}
+		out[r.dedupKey] = r
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// receipt is the routed row's record of its fan-out.
+func (f *fixture) receipt(t *testing.T, id int64) string {
+	t.Helper()
+	var r string
+	if err := f.pool.QueryRow(t.Context(), `SELECT receipt::text FROM `+f.ob.Schema()+`.messages WHERE id = $1`, id).Scan(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestPublishFansOutToTheTenantsSubscribedDestinations publishes in the
+// producer's transaction: one row per destination of the event's tenant
+// subscribed to its type (not another tenant's, not one subscribed to
+// other types), deduplicated per destination on a second publish, none
+// for a rolled-back transaction, and for a tenant without a matching
+// destination nothing but the routed row's receipt saying so.
+//
+// Mutations: dropping the tenant test of fan_out_destinations() gives
+// globex's destination a row; dropping its pattern test gives the
+// invoice-only destination one; dropping the header test from the
+// messages_fan_out trigger's WHEN fans each destination's row out again,
+// without end (the publish never returns and the test times out).
+func TestPublishFansOutToTheTenantsSubscribedDestinations(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	orders := f.create(t, "acme", "order.*")
+	every := f.create(t, "acme")
+	f.create(t, "acme", "invoice.*")
+	f.create(t, "globex")
+
+	tx, err := f.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.publish(t, tx, "order.created", "o1", "acme")
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"order.created/o1/billing/" + orders.ID: orders.ID, "order.created/o1/billing/" + every.ID: every.ID}
+	got := f.rows(t)
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want one for each of %v", got, want)
+	}
+	for key, dst := range want {
+		if got[key].destination != dst || got[key].status != "pending" || got[key].waiting {
+			t.Errorf("row %s = %+v, want pending for %s", key, got[key], dst)
+		}
+	}
+	if r := f.receipt(t, p[0].ID); r != `{"tenant": "acme", "destinations": 2}` {
+		t.Errorf("routed row's receipt %s", r)
+	}
+
+	f.publish(t, f.pool, "order.created", "o1", "acme")
+	if n := len(f.rows(t)); n != 2 {
+		t.Errorf("publishing again made %d rows, want the 2 there were", n)
+	}
+
+	tx, err = f.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, tx, "order.created", "o2", "acme")
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.rows(t)); n != 2 {
+		t.Errorf("a rolled-back publish left %d rows, want 2", n)
+	}
+
+	p = f.publish(t, f.pool, "order.created", "o3", "initech")
+	if r := f.receipt(t, p[0].ID); r != `{"tenant": "initech", "destinations": 0}` {
+		t.Errorf("receipt of an event for a tenant without destinations: %s", r)
+	}
+	if n := len(f.rows(t)); n != 2 {
+		t.Errorf("an event for a tenant without destinations made rows: %d, want 2", n)
+	}
+}
+
+// TestPublishWithoutTheTenantFieldIsRefused: an event lacking the field
+// the tenant template reads fails the producer's publish, naming it.
+//
+// Mutation: returning NULL from event_tenant() for a missing part makes
+// the publish succeed.
+func TestPublishWithoutTheTenantFieldIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, err := f.ob.Publish(t.Context(), f.pool, core.Event{Type: "order.created", Key: "o1", Data: map[string]any{"other": 1}})
+	if err == nil || !strings.Contains(err.Error(), "route billing takes its tenant from .data.account_id, which the event lacks") {
+		t.Fatalf("publish without account_id: %v", err)
+	}
+}
+
+// TestDisabledDestinationsRowsWaitUntilEnabled: a disabled destination's
+// rows, those waiting when it was disabled and those published since,
+// are due at infinity (no relay claims them, none is dead-lettered) and
+// counted as waiting; enabling makes every one due.
+//
+// Mutations: making destination_rows() insert every row due at once
+// leaves the row published while disabled due; dropping the moved CTE of
+// destination_set_enabled leaves rows parked after enabling.
+func TestDisabledDestinationsRowsWaitUntilEnabled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	f.publish(t, f.pool, "order.created", "before", "acme")
+	moved, err := f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, false, "customer asked")
+	if err != nil || moved != 1 {
+		t.Fatalf("disable: %d rows moved, %v; want 1", moved, err)
+	}
+	f.publish(t, f.pool, "order.created", "after", "acme")
+	for key, r := range f.rows(t) {
+		if !r.waiting || r.status != "pending" {
+			t.Errorf("row %s while disabled: %+v, want pending and waiting", key, r)
+		}
+	}
+	got, err := f.store.Get(t.Context(), f.pool, "acme", d.ID)
+	if err != nil || got.Enabled || got.DisabledReason != "customer asked" || *got.Waiting != 2 {
+		t.Fatalf("get while disabled: %+v %v", got, err)
+	}
+	if moved, err = f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, true, ""); err != nil || moved != 2 {
+		t.Fatalf("enable: %d rows moved, %v; want 2", moved, err)
+	}
+	for key, r := range f.rows(t) {
+		if r.waiting {
+			t.Errorf("row %s still parked after enabling", key)
+		}
+	}
+}
+
+// TestDeleteTakesTheWaitingRowsAndCountsThem: deleting a destination
+// deletes its waiting rows and reports how many; another destination's
+// rows stay.
+//
+// Mutation: dropping the rows CTE of destination_delete reports 0.
+func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gone, kept := f.create(t, "acme"), f.create(t, "acme")
+	f.publish(t, f.pool, "order.created", "o1", "acme")
+	f.publish(t, f.pool, "order.paid", "o1", "acme")
+	n, err := f.store.Delete(t.Context(), f.pool, "acme", gone.ID)
+	if err != nil || n != 2 {
+		t.Fatalf("delete: %d rows, %v; want 2", n, err)
+	}
+	for key, r := range f.rows(t) {
+		if r.destination != kept.ID {
+			t.Errorf("row %s of the deleted destination is left", key)
+		}
+	}
+	if _, err := f.store.Delete(t.Context(), f.pool, "acme", gone.ID); !errors.Is(err, destinations.ErrNotFound) {
+		t.Errorf("deleting again: %v, want ErrNotFound", err)
+	}
+	if _, err := f.store.Get(t.Context(), f.pool, "globex", kept.ID); !errors.Is(err, destinations.ErrNotFound) {
+		t.Errorf("another tenant's destination: %v, want ErrNotFound", err)
+	}
+}
+
+// TestEnqueueDestinationAddressesOneDestination: enqueue_destination()
+// writes a row for one destination, parked while it is disabled; an
+// unknown destination is refused.
+//
+// Mutation: dropping the NOT FOUND check enqueues a row no sink can
+// deliver.
+func TestEnqueueDestinationAddressesOneDestination(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, false, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(t.Context(), `SELECT * FROM `+f.ob.Schema()+`.enqueue_destination('customers', $1, 'welcome-1', '{"hello": 1}')`, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := f.rows(t)["welcome-1"]
+	if r.destination != d.ID || !r.waiting {
+		t.Errorf("enqueued row %+v, want parked for %s", r, d.ID)
+	}
+	_, err := f.pool.Exec(t.Context(), `SELECT * FROM `+f.ob.Schema()+`.enqueue_destination('customers', 'dst_nope', 'k', '{}')`)
+	if err == nil || !strings.Contains(err.Error(), `no destination "dst_nope"`) {
+		t.Errorf("enqueue to an unknown destination: %v", err)
+	}
+}
+
+// TestSecretsAreSealedAtRest: no column of destination_secrets holds the
+// secret or its key in any encoding, a keyring without the sealing key
+// cannot open it, and after rekey under a new first key the old key can
+// go: a directory holding only the new key signs with the same secret.
+//
+// Mutations: storing the secret's text in sealed (Seal returning it)
+// fails the first check; making Rekey skip the reseal leaves the
+// directory of the new key unable to open it.
+func TestSecretsAreSealedAtRest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.create(t, "acme")
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(c.Secret, "whsec_"))
+	var dump []byte
+	if err := f.pool.QueryRow(t.Context(), `SELECT convert_to(string_agg(row_to_json(s)::text, ''), 'UTF8') || string_agg(s.sealed, ''::bytea)
+		FROM `+f.ob.Schema()+`.destination_secrets s`).Scan(&dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range [][]byte{[]byte(c.Secret), key, []byte(strings.TrimPrefix(c.Secret, "whsec_"))} {
+		if strings.Contains(string(dump), string(leak)) {
+			t.Fatal("the secret is readable in destination_secrets")
+		}
+	}
+
+	newKey, err := destinations.NewKey("k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyNew, err := destinations.ParseKeyring(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.endpoint(t, onlyNew, c.ID); ok {
+		t.Fatal("a keyring without the sealing key opened the secret")
+	}
+	both, err := destinations.ParseKeyring(newKey + "," + testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := destinations.NewStore(f.ob.Schema(), both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Rekey(t.Context(), f.pool); err != nil || n != 1 {
+		t.Fatalf("rekey: %d, %v; want 1 resealed", n, err)
+	}
+	e, ok := f.endpoint(t, onlyNew, c.ID)
+	if !ok || len(e.Secrets) != 1 {
+		t.Fatalf("after rekey the new key alone cannot sign: %+v", e)
+	}
+	if sig, ref := e.Secrets[0].Sign("id", time.Unix(1, 0), []byte("{}")), mustSecret(t, c.Secret).Sign("id", time.Unix(1, 0), []byte("{}")); sig != ref {
+		t.Error("after rekey the directory signs with another secret")
+	}
+}
+
+// TestRotationSignsWithBothSecretsUntilTheOldExpires: after a rotation
+// with an overlap the directory signs with the new and the old secret;
+// after one without, with the new one only.
+//
+// Mutation: making destination_secret_add expire the old secrets at
+// now() whatever the overlap leaves one signature.
+func TestRotationSignsWithBothSecretsUntilTheOldExpires(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.create(t, "acme")
+	rotated, err := f.store.RotateSecret(t.Context(), f.pool, "acme", c.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := f.endpoint(t, f.keys, c.ID)
+	if !ok || len(e.Secrets) != 2 {
+		t.Fatalf("during the overlap: %d secrets, want 2", len(e.Secrets))
+	}
+	sign := func(s string) string { return mustSecret(t, s).Sign("id", time.Unix(1, 0), nil) }
+	if e.Secrets[0].Sign("id", time.Unix(1, 0), nil) != sign(rotated) || e.Secrets[1].Sign("id", time.Unix(1, 0), nil) != sign(c.Secret) {
+		t.Error("the secrets signing are not the new one then the old one")
+	}
+	if _, err := f.store.RotateSecret(t.Context(), f.pool, "acme", c.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ = f.endpoint(t, f.keys, c.ID); len(e.Secrets) != 1 {
+		t.Errorf("after a rotation without overlap: %d secrets, want 1", len(e.Secrets))
+	}
+	if _, err := f.store.RotateSecret(t.Context(), f.pool, "globex", c.ID, 0); !errors.Is(err, destinations.ErrNotFound) {
+		t.Errorf("rotating another tenant's destination: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDirectoryPicksUpChangesWithoutRestart: a running directory learns of
+// a destination created, disabled and deleted after it started, each
+// within a second on an idle machine (asserted with a loaded machine's
+// margin).
+//
+// Mutation: making Refresh skip rows (since = revision + 1) never shows
+// the created destination.
+func TestDirectoryPicksUpChangesWithoutRestart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go dir.Run(ctx)
+	testrelay.WaitFor(t, 10*time.Second, "the first read", func() bool { return dir.Refresh(ctx) == nil })
+	c := f.create(t, "acme")
+	testrelay.WaitFor(t, 5*time.Second, "the new destination", func() bool { _, ok := dir.Lookup(c.ID); return ok })
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, "acme", c.ID, false, "x"); err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 5*time.Second, "the disable", func() bool { l, _ := dir.Lookup(c.ID); return !l.Enabled })
+	if _, err := f.store.Delete(t.Context(), f.pool, "acme", c.ID); err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 5*time.Second, "the deletion", func() bool { _, ok := dir.Lookup(c.ID); return !ok })
+}
+
+// endpoint reads destination id through a fresh directory opening with
+// keys; false when it cannot sign.
+func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e webhook.Endpoint, ok bool) {
+	t.Helper()
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, found, err := dir.Find(t.Context(), id)
+	if err != nil || !found {
+		t.Fatalf("find %s: %v %v", id, found, err)
+	}
+	e, err = l.Endpoint(time.Now())
+	return e, err == nil
+}
+
+// mustSecret parses a secret's text.
+func mustSecret(t *testing.T, text string) webhook.Secret {
+	t.Helper()
+	s, err := webhook.ParseSecret(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,186 @@
+// Package destinations is the sink of type destinations: it delivers each
+// row to the destination the row names (package destinations: tenants'
+// endpoints stored as data), as the webhook sink delivers to its one URL,
+// through the same SSRF-safe client and with the same Standard Webhooks
+// signing, each request signed with every secret of the destination still
+// signing. The destination is the row's destination key, so rate limits,
+// ordering and circuit breakers hold per destination (rate_limit.per_key):
+// one slow or dead endpoint never holds up another's rows.
+package destinations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxd/outboxd/core/sink"
+	dest "github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/sinks/webhook"
+)
+
+// Type is the sink type name used in plugins.yaml.
+const Type = "destinations"
+
+// Defaults of the options.
+const (
+	// DefaultRate is each destination's rate limit, deliveries per second,
+	// unless rate_limit sets another.
+	DefaultRate = 10
+	// disabledRecheck is how soon a row claimed in the moment its
+	// destination was being disabled comes back: by then the disable has
+	// parked the destination's other rows.
+	disabledRecheck = 2 * dest.DefaultBackstop
+)
+
+// DefaultSchemes are the URL schemes a destination may use unless the
+// schemes option says otherwise.
+var DefaultSchemes = []string{"https", "http"}
+
+// Options are the destinations sink's options, what all destinations
+// share; each is declared here once (see package confschema).
+type Options struct {
+	Timeout      time.Duration `mapstructure:"timeout" doc:"bounds one request; the relay's delivery deadline bounds it too"`
+	AllowPrivate bool          `mapstructure:"allow_private" doc:"let destinations be loopback, private and link-local addresses, refused by default"`
+	Schemes      []string      `mapstructure:"schemes" doc:"the URL schemes a destination may use"`
+	Ports        []int         `mapstructure:"ports" defaultdoc:"any" doc:"the ports a destination may use; empty allows any"`
+}
+
+// DefaultOptions returns the options a destinations sink has before its
+// options block applies.
+func DefaultOptions() Options {
+	return Options{Timeout: webhook.DefaultTimeout, Schemes: slices.Clone(DefaultSchemes)}
+}
+
+// Sink delivers rows to the destinations they name. It is safe for
+// concurrent use.
+type Sink struct {
+	name    string
+	schemes []string
+	ports   []int
+	client  *http.Client
+	dir     atomic.Pointer[dest.Directory]
+}
+
+// New builds the destinations sink called name from its options; the
+// serving process then hands it the destinations with UseDirectory.
+func New(name string, o Options) (sink.Sink, error) {
+	if o.Timeout <= 0 {
+		return nil, fmt.Errorf("option timeout: must be positive, got %s", o.Timeout)
+	}
+	if len(o.Schemes) == 0 {
+		return nil, errors.New("option schemes: list at least one (https)")
+	}
+	for i, s := range o.Schemes {
+		if s != "http" && s != "https" {
+			return nil, fmt.Errorf("option schemes[%d]: %q is not http or https", i, s)
+		}
+	}
+	for i, p := range o.Ports {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("option ports[%d]: %d is not a port", i, p)
+		}
+	}
+	return &Sink{name: name, schemes: o.Schemes, ports: o.Ports,
+		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: o.AllowPrivate})}, nil
+}
+
+// UseDirectory gives the sink the destinations it delivers to; until it
+// has them, deliveries fail and are retried.
+func (s *Sink) UseDirectory(d *dest.Directory) { s.dir.Store(d) }
+
+// errNoDirectory is a delivery's outcome before UseDirectory.
+var errNoDirectory = errors.New("the destinations are not loaded yet")
+
+// DestinationKey names a row's destination: its destination id.
+func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
+	id := d.Headers[dest.Header]
+	if id == "" {
+		return "", sink.Permanent(s.wrap(fmt.Errorf("the row names no destination (header %s): publish it through a route target with a tenant, or enqueue it with enqueue_destination()", dest.Header)))
+	}
+	return id, nil
+}
+
+// Deliver POSTs the payload to the row's destination, signed with each of
+// its signing secrets.
+func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
+	id, err := s.DestinationKey(d)
+	if err != nil {
+		return err
+	}
+	dir := s.dir.Load()
+	if dir == nil {
+		return s.wrap(errNoDirectory)
+	}
+	live, ok, err := dir.Find(ctx, id)
+	if err != nil {
+		return s.wrap(err)
+	}
+	if !ok {
+		return sink.Permanent(s.wrap(fmt.Errorf("destination %s does not exist (deleted)", id)))
+	}
+	if !live.Enabled {
+		return sink.RetryAfter(disabledRecheck, s.wrap(fmt.Errorf("destination %s is disabled", id)))
+	}
+	if err := s.allowed(live.URL); err != nil {
+		return sink.Permanent(s.wrap(fmt.Errorf("destination %s: %w", id, err)))
+	}
+	e, err := live.Endpoint(time.Now())
+	if err != nil {
+		return s.wrap(err)
+	}
+	// The row's headers (its destination, trace context) are outboxd's,
+	// not the receiver's: only the Standard Webhooks ones are sent.
+	if err := webhook.Post(ctx, s.client, e, d); err != nil {
+		return s.wrap(fmt.Errorf("destination %s: %w", id, err))
+	}
+	return nil
+}
+
+// allowed checks a destination's URL against the schemes and ports
+// options; its errors never repeat the URL.
+func (s *Sink) allowed(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("its url does not parse")
+	}
+	if !slices.Contains(s.schemes, u.Scheme) {
+		return fmt.Errorf("its url's scheme %q is not one of the sink's schemes (%s)", u.Scheme, strings.Join(s.schemes, ", "))
+	}
+	if len(s.ports) == 0 {
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	p, _ := strconv.Atoi(port)
+	if !slices.Contains(s.ports, p) {
+		return fmt.Errorf("its url's port %s is not one of the sink's ports", port)
+	}
+	return nil
+}
+
+// wrap names the sink in err, keeping its class (Permanent, RetryAfter).
+func (s *Sink) wrap(err error) error { return fmt.Errorf("destinations %q: %w", s.name, err) }
+
+// TemplateShape is the webhook's (a body template, else the Standard
+// Webhooks envelope), for targets that name a tenant.
+func (s *Sink) TemplateShape() sink.Shape {
+	shape := webhook.Shape()
+	shape.Tenants = true
+	return shape
+}
+
+// DefaultRateLimit spaces each destination's deliveries at DefaultRate
+// per second, per destination (rate_limit.per_key).
+func (s *Sink) DefaultRateLimit() sink.RateLimit {
+	return sink.RateLimit{Rate: DefaultRate, Per: time.Second, Burst: DefaultRate, PerKey: true}
+}
