@@ -4,13 +4,28 @@
 -- returns: id bigint, sink text, dedup_key text, status text, attempts integer as int, created_at timestamptz
 -- returns: updated_at timestamptz, sent_at timestamptz null, last_error text, failed_attempts json as json.RawMessage
 -- The rows of destination $1 newest first, at most $3 with ids below $2
--- (NULL: from the newest), each with every recorded failed attempt,
--- walking messages_destination_all_idx backwards.
-SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, COALESCE(m.last_error, ''),
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.attempt, a.failed_at)
-                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
-FROM {schema}.messages m
-WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
-  AND ($2::bigint IS NULL OR m.id < $2)
-ORDER BY m.id DESC
+-- (NULL: from the newest), each with every recorded failed attempt: the
+-- waiting and dead ones in messages, the delivered ones in
+-- messages_history (migration 013), each side walking its destination
+-- index (migrations 016 and 020) backwards.
+WITH rows AS (
+    (SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, m.last_error
+     FROM {schema}.messages m
+     WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
+       AND ($2::bigint IS NULL OR m.id < $2)
+     ORDER BY m.id DESC
+     LIMIT $3)
+    UNION ALL
+    (SELECT h.id, h.sink, h.dedup_key, 'sent', h.attempts, h.created_at, h.updated_at, h.sent_at, h.last_error
+     FROM {schema}.messages_history h
+     WHERE (h.headers->>'outboxd-destination') = $1 AND h.headers ? 'outboxd-destination'
+       AND ($2::bigint IS NULL OR h.id < $2)
+     ORDER BY h.id DESC
+     LIMIT $3)
+)
+SELECT r.id, r.sink, r.dedup_key, r.status, r.attempts, r.created_at, r.updated_at, r.sent_at, COALESCE(r.last_error, ''),
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
+                 FROM {schema}.failed_attempts a WHERE a.message_id = r.id), '[]')
+FROM rows r
+ORDER BY r.id DESC
 LIMIT $3
