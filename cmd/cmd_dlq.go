@@ -110,9 +110,10 @@ func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLett
 	var (
 		filter operator.RedriveFilter
 		yes    bool
+		o      output
 	)
 	c := &cobra.Command{
-		Use:   name + " (--id N... | --all [--sink S] [--error TEXT]) [--dry-run] [--yes]",
+		Use:   name + " (--id N... | --all [--sink S] [--error TEXT]) [--dry-run] [--yes] [-o table|json]",
 		Short: short,
 		Long: short + ` (needs only the database). On a terminal it counts the
 selection first and asks before acting on exactly the rows counted, unless
@@ -121,12 +122,12 @@ selection first and asks before acting on exactly the rows counted, unless
   outboxd dlq %[1]s --all --sink ops-slack --error "rate limited" --dry-run
   outboxd dlq %[1]s --all --yes`, name),
 		Args: cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error {
+		PreRunE: checkOutput(&o, func(*cobra.Command, []string) error {
 			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
 			}
 			return nil
-		},
+		}),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			ctx := cmd.Context()
 			if a.io.Terminal && !yes && !filter.DryRun {
@@ -154,9 +155,14 @@ selection first and asks before acting on exactly the rows counted, unless
 			if err != nil {
 				return err
 			}
-			if res.DryRun {
+			switch {
+			case o.json():
+				if err := writeJSON(cmd.OutOrStdout(), httpapi.ActionAnswer(done, res)); err != nil {
+					return err
+				}
+			case res.DryRun:
 				fmt.Fprintf(cmd.OutOrStdout(), "would be %s: %d\n", done, res.Rows)
-			} else {
+			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %d\n", done, res.Rows)
 			}
 			return missingDeadLetters(res.Missing)
@@ -169,6 +175,7 @@ selection first and asks before acting on exactly the rows counted, unless
 	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	c.Flags().BoolVar(&filter.DryRun, "dry-run", false, "only count what would be "+done)
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation on a terminal")
+	addOutputFlags(c, &o, fmt.Sprintf(`{"%s", "dry_run", "last_id", "token", "missing"}, as the API answers`, done))
 	if name == "purge" {
 		c.Flags().BoolVar(&filter.Waiting, "waiting", false,
 			"with --all --sink: also delete the sink's rows still waiting for delivery (for a sink no relay is configured with)")

@@ -135,6 +135,17 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 	if code != exitOK || out != "would be purged: 1\n" || c.deadCount() != 1 {
 		t.Fatalf("dry run: code %d, out %q", code, out)
 	}
+	// -o json prints the API's answer (mutation checked: the json case
+	// removed, which prints "would be purged: 1").
+	out, _, code = c.run(true, "", "dlq", "purge", "--all", "--dry-run", "-o", "json")
+	var answer struct {
+		Purged int64  `json:"purged"`
+		DryRun bool   `json:"dry_run"`
+		Token  string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &answer); code != exitOK || err != nil || answer.Purged != 1 || !answer.DryRun || answer.Token == "" {
+		t.Fatalf("dry run -o json: code %d, out %q, %v", code, out, err)
+	}
 	out, errOut, code = c.run(true, "", "dlq", "redrive", "--id", fmt.Sprint(ids[2]), "--yes")
 	if code != exitOK || out != "redriven 1\n" || errOut != "" || c.deadCount() != 0 {
 		t.Fatalf("--yes: code %d, out %q, err %q", code, out, errOut)

@@ -213,7 +213,14 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 		s.internalError(w, r, name, err)
 		return
 	}
-	writeBody(w, http.StatusOK, map[string]any{done: res.Rows, "dry_run": res.DryRun, "last_id": res.LastID, "token": res.Token, "missing": res.Missing})
+	writeBody(w, http.StatusOK, ActionAnswer(done, res))
+}
+
+// ActionAnswer is the JSON answer of a redrive or a purge (done is
+// "redriven" or "purged"): the API's, and `outboxd dlq redrive|purge -o
+// json`'s.
+func ActionAnswer(done string, res operator.ActionResult) map[string]any {
+	return map[string]any{done: res.Rows, "dry_run": res.DryRun, "last_id": res.LastID, "token": res.Token, "missing": res.Missing}
 }
 
 // pauseRequest is the body of POST /v1/sinks/{name}/pause and /resume:
