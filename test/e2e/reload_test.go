@@ -176,10 +176,12 @@ func TestReloadOnSIGHUPSwapsSinksWithoutDroppingInFlight(t *testing.T) {
 // a misspelt key is refused: the problem is logged with its key, file and
 // line, outboxd_config_last_reload_successful turns 0, and the running
 // configuration still delivers; a valid file then reloads, the gauge
-// turns 1 and the success timestamp moves forward.
+// turns 1 and the success timestamp moves forward, and the log says that
+// its changed http block needs a restart.
 // Mutations, each failing this test: reload recording success whatever
 // the outcome (status.Record(true, ...)); logRefused not logging the
-// problems; swap ignoring config.Load's error.
+// problems; swap ignoring config.Load's error; keepRestartOnly not
+// comparing the http block.
 func TestReloadRefusesAnInvalidFileAndKeepsRunning(t *testing.T) {
 	t.Parallel()
 	recv := newReceiver(t)
@@ -210,9 +212,14 @@ func TestReloadRefusesAnInvalidFileAndKeepsRunning(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the running configuration delivering", func() bool { return recv.deliveries("after-refusal") == 1 })
 
-	e.writeConfig(webhookSink("a", recv), "")
+	// Valid, and changing the http block, which needs a restart.
+	e.writeConfig(webhookSink("a", recv), "  query_timeout: 7s")
 	hangUp(t, srv)
 	reloadLog(t, srv, "configuration reloaded", 1)
+	restart := reloadLog(t, srv, "reload: these settings changed in the file but need a restart; the running values stay", 1)[0]
+	if settings := fmt.Sprint(restart["settings"]); settings != "[http]" {
+		t.Errorf("the restart warning names %s, want [http]", settings)
+	}
 	if v := gauge(t, srv, ok); v != 1 {
 		t.Errorf("%s = %v after a valid reload, want 1", ok, v)
 	}
