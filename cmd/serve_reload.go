@@ -167,23 +167,30 @@ func (v *server) reload(ctx context.Context, actor audit.Actor) error {
 	if v.runCtx != nil && v.runCtx.Err() != nil {
 		return errStopping
 	}
-	err := v.swap(ctx, actor)
+	// Once the new relay runs, the reload is done: a client that hangs
+	// up does not cut off its routes check or its audit entry.
+	err := v.swap(context.WithoutCancel(ctx), actor)
 	v.status.Record(err == nil, time.Now())
 	if err != nil {
-		v.logRefused(actor, err)
+		v.logRefused(v.scrubbedLogger(), actor, err)
 		return v.a.scrub.Error(err)
 	}
 	return nil
 }
 
+// scrubbedLogger is a logger that scrubs every secret loaded so far, the
+// file just read included.
+func (v *server) scrubbedLogger() *slog.Logger {
+	if log, err := v.a.logger(); err == nil {
+		return log
+	}
+	return v.log // the flags were checked at start: not reached
+}
+
 // swap does reload's work under its lock.
 func (v *server) swap(ctx context.Context, actor audit.Actor) error {
 	cfg, warnings, err := v.a.load(config.Everything, "")
-	// The new configuration's secrets are known now: log with them.
-	log, logErr := v.a.logger()
-	if logErr != nil {
-		log = v.log
-	}
+	log := v.scrubbedLogger() // the new configuration's secrets are known now
 	for _, w := range warnings {
 		log.Warn("reload: " + w)
 	}
@@ -240,15 +247,15 @@ func (v *server) swap(ctx context.Context, actor audit.Actor) error {
 
 // logRefused logs a refused reload, each problem on its own record (a
 // config.Error's problems name their key, file and line).
-func (v *server) logRefused(actor audit.Actor, err error) {
+func (v *server) logRefused(log *slog.Logger, actor audit.Actor, err error) {
 	const msg = "reload refused: the running configuration stays"
 	var ce *config.Error
 	if !errors.As(err, &ce) {
-		v.log.Error(msg, "actor", actor.Name, "source", actor.Source, telemetry.ErrAttr(err))
+		log.Error(msg, "actor", actor.Name, "source", actor.Source, telemetry.ErrAttr(err))
 		return
 	}
 	for _, p := range ce.Problems {
-		v.log.Error(msg, "file", config.DescribeFile(ce.File), "problem", p, "problems", len(ce.Problems),
+		log.Error(msg, "file", config.DescribeFile(ce.File), "problem", p, "problems", len(ce.Problems),
 			"actor", actor.Name, "source", actor.Source)
 	}
 }
