@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,7 +36,13 @@ func (a *app) serveCommand() *cobra.Command {
 		Short: "Run the relay and the HTTP API until SIGTERM or SIGINT, then drain",
 		Long: `Runs the relay and the HTTP API (and the console) until SIGTERM or SIGINT,
 then drains the deliveries in flight. It validates the whole configuration
-first, as outboxd config check does, and refuses to start on any problem.`,
+first, as outboxd config check does, and refuses to start on any problem.
+
+SIGHUP, or POST /-/reload with an admin token, reloads the configuration
+file: validated the same way, a valid file replaces the sinks, routes and
+relay settings without dropping deliveries in flight; an invalid one is
+logged, problem by problem, and the running configuration stays. The
+database, http and telemetry blocks need a restart.`,
 		Example: `  outboxd serve --config /etc/outboxd/plugins.yaml
   OUTBOXD_HTTP_LISTEN=0.0.0.0:8080 OUTBOXD_HTTP_TOKEN=... outboxd serve`,
 		Args: cobra.NoArgs,
@@ -42,6 +51,10 @@ first, as outboxd config check does, and refuses to start on any problem.`,
 }
 
 func (a *app) serve(ctx context.Context) error {
+	// From the start: SIGHUP's default is to end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	s, err := a.connect(ctx, config.Everything)
 	if err != nil {
 		return err
@@ -58,84 +71,98 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	// Every command builds the sinks when it loads the configuration, but
-	// only serve uses them: what they hold is released when it returns.
-	defer closeSinks(cfg.SinkConfigs(), log)
+	// only serve uses them: what they hold is released when it returns,
+	// or, once the relay runs, when each generation's relay is done with
+	// them (server.run, server.swap).
+	var v *server
+	running := false
+	defer func() {
+		if running {
+			return
+		}
+		sinks := cfg.SinkConfigs()
+		if v != nil {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			if v.current != nil {
+				sinks = v.current.cfg.SinkConfigs() // a reload may have replaced cfg's
+			}
+		}
+		closeSinks(sinks, log)
+	}()
 	info, _ := build()
 	tel, stopTelemetry, registerGauges, err := telemetry.Serve(ctx, cfg, a.io.Env, info, pool, s.ops, log)
 	if err != nil {
 		return err
 	}
 	defer stopTelemetry()
+	status, reloadGauges, err := telemetry.RegisterReloadGauges(tel.MeterProvider, time.Now())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = reloadGauges.Unregister() }()
 
 	// The HTTP API's enqueues are counted with the process's meters.
 	if err := s.countWith(tel.MeterProvider); err != nil {
 		return err
 	}
-	rc := cfg.RelayConfig()
-	rc.Schema, rc.Logger, rc.TracerProvider, rc.MeterProvider = s.ob.Schema(), log, tel.TracerProvider, tel.MeterProvider
-	rc.Redact = a.scrub.String // delivery errors, in rows and spans, lose the configuration's secrets
-	// Published rows reach each sink rendered with their route's template;
-	// a route this configuration lacks is rendered as the database has it.
 	fallback, err := routing.DBFallback(pool, s.ob.Schema())
 	if err != nil {
 		return err
 	}
-	rc.Stage = cfg.RouteTable().Stage(fallback)
-	relay, err := relay.New(pool, rc)
-	if err != nil {
-		return &config.Error{File: cfg.File, Problems: []string{err.Error()}}
-	}
-	if err := registerGauges(relay); err != nil {
-		return err
-	}
-	followDestinations, err := a.followDestinations(s, log)
+	v = &server{a: a, s: s, tel: tel, registerGauges: registerGauges, stage: fallback, status: status, log: log, failed: make(chan error, 1)}
+	first, err := v.newGeneration(cfg, log)
 	if err != nil {
 		return err
 	}
-	dst, err := a.destinationStore(s)
-	if err != nil {
+	if v.directory, err = a.followDestinations(s, log); err != nil {
+		return err
+	}
+	if v.destinations, err = a.destinationStore(s); err != nil {
 		return err
 	}
 
 	// The API and the console query through a pool of their own whose
 	// statements time out (http.query_timeout); the relay's pool, a copy
 	// of pool made by Run, has no such limit.
-	apiPool, err := apidb.Open(ctx, pool, cfg.HTTP.QueryTimeout)
-	if err != nil {
+	if v.apiPool, err = apidb.Open(ctx, pool, cfg.HTTP.QueryTimeout); err != nil {
 		return err
 	}
-	defer apiPool.Close()
-	api := &httpapi.API{Config: cfg, Outbox: s.ob, Operator: s.ops, Migrator: s.mig, DB: apiPool, Log: log, Tracing: tel.TracerProvider, Meters: tel.MeterProvider, Metrics: tel.Metrics, Destinations: dst}
+	defer v.apiPool.Close()
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := httpapi.NewConsole(cfg, s.ops, apiPool, cfg.SinkConfigs(), log)
+		ui, err := httpapi.NewConsole(cfg, s.ops, v.apiPool, cfg.SinkConfigs(), log)
 		if err != nil {
 			return err
 		}
-		api.Console, onShutdown = ui, ui.Close
+		v.console, onShutdown = ui, ui.Close
 	}
-	stopHTTP, err := httpapi.Start(ctx, cfg.HTTP.Listen, api.Handler(), log, onShutdown)
+	if err := v.install(first, log); err != nil {
+		return err
+	}
+	stopHTTP, err := httpapi.Start(ctx, cfg.HTTP.Listen, v, log, onShutdown)
 	if err != nil {
 		return err
 	}
 	defer stopHTTP()
 
-	log.Info("outboxd starting", "schema", s.ob.Schema(), "sinks", len(rc.Sinks), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
+	log.Info("outboxd starting", "schema", s.ob.Schema(), "sinks", len(cfg.SinkConfigs()), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
 	if err := waitForDatabase(ctx, pool, s.mig, log); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the database came up
 		}
 		return err
 	}
-	checkAppliedRoutes(ctx, s, log)
-	if followDestinations != nil {
-		go followDestinations(ctx)
+	checkAppliedRoutes(ctx, s, log, serveActor)
+	if v.directory != nil {
+		go v.directory.Run(ctx)
 	}
 	log.Info("relay running")
-	if err := relay.Run(ctx); err != nil {
-		return fmt.Errorf("relay: %w", err)
+	running = true
+	if err := v.run(ctx, hup); err != nil {
+		return err
 	}
-	log.Info("relay drained; shutting down")
+	v.log.Info("relay drained; shutting down")
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 )
 
@@ -357,16 +358,10 @@ type directoryUser interface {
 }
 
 // followDestinations gives every destinations sink the outbox's
-// destinations; it returns the directory's Run to start once the
-// database is up, or nil when no sink needs it.
-func (a *app) followDestinations(s session, log *slog.Logger) (func(context.Context), error) {
-	var users []directoryUser
-	for _, sc := range s.cfg.SinkConfigs() {
-		if u, ok := sc.Sink.(directoryUser); ok {
-			users = append(users, u)
-		}
-	}
-	if len(users) == 0 {
+// destinations; it returns the directory, to run once the database is
+// up (a reloaded configuration's sinks get it too), or nil when no sink needs it.
+func (a *app) followDestinations(s session, log *slog.Logger) (*destinations.Directory, error) {
+	if !usesDirectory(s.cfg) {
 		return nil, nil
 	}
 	keys, err := destinations.KeyringFromEnv(a.io.Env)
@@ -377,8 +372,25 @@ func (a *app) followDestinations(s session, log *slog.Logger) (func(context.Cont
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range users {
-		u.UseDirectory(dir)
+	useDirectory(s.cfg, dir)
+	return dir, nil
+}
+
+// usesDirectory reports whether a sink of cfg reads destinations.
+func usesDirectory(cfg *config.Config) bool {
+	for _, sc := range cfg.SinkConfigs() {
+		if _, ok := sc.Sink.(directoryUser); ok {
+			return true
+		}
 	}
-	return dir.Run, nil
+	return false
+}
+
+// useDirectory gives every destinations sink of cfg the directory dir.
+func useDirectory(cfg *config.Config, dir *destinations.Directory) {
+	for _, sc := range cfg.SinkConfigs() {
+		if u, ok := sc.Sink.(directoryUser); ok {
+			u.UseDirectory(dir)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -136,6 +137,7 @@ type app struct {
 	logLevel    string
 	ran         bool
 	scrub       secret.Scrubber
+	secrets     []string // what scrub hides
 	cfg         *config.Config
 	warned      map[string]bool
 }
@@ -264,21 +266,34 @@ func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error
 	if a.cfg != nil {
 		return a.cfg, nil
 	}
-	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink}, scope)
-	for _, w := range loaded.Warnings {
+	cfg, warnings, err := a.load(scope, sink)
+	for _, w := range warnings {
 		a.warn(w)
 	}
+	if err != nil {
+		return nil, err
+	}
+	a.cfg = cfg
+	return a.cfg, nil
+}
+
+// load reads the configuration afresh (config.Load) and adds its secrets
+// to the scrubber's, also when it has problems: their messages are
+// scrubbed too. The scrubber keeps the secrets it knew, which a
+// configuration serve reloads away may still be in use by the relay
+// draining it. It returns the loader's warnings for the caller to show.
+func (a *app) load(scope config.Scope, sink string) (*config.Config, []string, error) {
+	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink}, scope)
 	configured := ""
 	if loaded.Config != nil {
 		configured = loaded.Config.Database.URL
 	}
-	secrets := append(loaded.Secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
-	a.scrub = secret.NewScrubber(secrets...)
-	if err != nil {
-		return nil, err
-	}
-	a.cfg = loaded.Config
-	return a.cfg, nil
+	a.secrets = append(a.secrets, loaded.Secrets...)
+	a.secrets = append(a.secrets, secret.Values(map[string]any{"url": a.resolveDatabaseURL(configured)})...)
+	slices.Sort(a.secrets) // a reload adds the same ones again
+	a.secrets = slices.Compact(a.secrets)
+	a.scrub = secret.NewScrubber(a.secrets...)
+	return loaded.Config, loaded.Warnings, err
 }
 
 // warn prints a warning on stderr, each one once.

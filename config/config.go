@@ -115,7 +115,7 @@ type RelayConfig struct {
 	MaxClaimBytes int `mapstructure:"max_claim_bytes" doc:"payload bytes one claim brings into the relay, estimated from the last claim's payloads: large payloads make claims smaller than batch_size, so a relay holds about its deliveries in flight plus two claims of this size, not batch_size x payload size"`
 	// ShutdownTimeout bounds how long serve waits for in-flight deliveries
 	// after SIGTERM (relay.Config.ShutdownTimeout).
-	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" doc:"on SIGTERM or SIGINT, and for the previous configuration's relay after a reload, how long serve waits for in-flight deliveries; their leases then expire and another relay retries them"`
 	// DeleteOnSent deletes delivered rows instead of moving them to history
 	// (relay.Config.DeleteOnSent): cheaper, but a dedup key is then only
 	// guarded while its row is undelivered.

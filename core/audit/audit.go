@@ -28,6 +28,9 @@ const (
 	ActionPurge       = "purge"
 	ActionRoutesApply = "routes_apply"
 	ActionMigrate     = "migrate"
+	// ActionConfigReload is serve reloading plugins.yaml (SIGHUP or
+	// POST /-/reload); refused reloads change nothing and are not recorded.
+	ActionConfigReload = "config_reload"
 )
 
 // SourceCLI is the Source of an action taken with the command line.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/access"
@@ -75,6 +76,10 @@ type API struct {
 	Console http.Handler
 	// Destinations manages tenants' destinations (destinations.go).
 	Destinations *destinations.Store
+	// Reload, when set, reloads the configuration for POST /-/reload as
+	// actor: a *config.Error says the file was refused and the running
+	// configuration kept.
+	Reload func(ctx context.Context, actor audit.Actor) error
 }
 
 // route is one endpoint: its method and path pattern, spelt the way
@@ -120,9 +125,39 @@ func (s *API) openRoutes() []route {
 	}
 }
 
+// ReloadPath reloads the configuration, outside /v1 where Prometheus has
+// its own.
+const ReloadPath = "/-/reload"
+
+// adminRoutes are the endpoints outside /v1 that need a role: the reload,
+// when API.Reload is set.
+func (s *API) adminRoutes() []route {
+	if s.Reload == nil {
+		return nil
+	}
+	return []route{{http.MethodPost, ReloadPath, access.RoleAdmin, s.postReload}}
+}
+
+// postReload reloads the configuration: 200 once the new one runs, 422
+// with its problems when it was refused (the running one stays).
+func (s *API) postReload(w http.ResponseWriter, r *http.Request) {
+	id, _ := access.IdentityOf(r.Context())
+	err := s.Reload(r.Context(), id.Actor())
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ce):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case err != nil:
+		s.internalError(w, r, "reload", err)
+	default:
+		writeBody(w, http.StatusOK, map[string]string{"status": "reloaded"})
+	}
+}
+
 // Handler routes every endpoint: /v1/* behind the tokens or the trusted
 // proxy (when configured), each allowed to the roles that grant it (403
-// naming the role otherwise), JSON bodies only, body limits and tracing; /healthz, /readyz
+// naming the role otherwise), JSON bodies only, body limits and tracing;
+// POST /-/reload behind the same tokens, for admins; /healthz, /readyz
 // and /metrics open, as probes and scrapers expect; the operator console
 // (with its own sign-in) at everything else. A method an endpoint does not
 // have answers 405 with Allow. Every request must name this server in its
@@ -145,6 +180,9 @@ func (s *API) Handler() http.Handler {
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + r.URL.Path }),
 	))
 	registerRoutes(mux, s.openRoutes(), func(h http.Handler) http.Handler { return h })
+	registerRoutes(mux, s.adminRoutes(), func(h http.Handler) http.Handler {
+		return authenticate(s.Config.HTTP.Authenticator(), limitBody(h))
+	})
 	if s.Console != nil {
 		mux.Handle("/", s.Console)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/routing"
@@ -151,6 +153,9 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 		api.Meters, api.Metrics = tel.MeterProvider, tel.Metrics
+		// serve's reload is tested with the binary (test/e2e); here only
+		// the answer's shape matters.
+		api.Reload = func(context.Context, audit.Actor) error { return nil }
 	})
 	c := &contract{t: t, a: a, router: router, covered: map[string]bool{}}
 	dead := a.deadRows(t, "partner", "HTTP 500: boom", "HTTP 400: rejected", "HTTP 500: again")
@@ -187,6 +192,8 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 		{method: "GET", path: "/healthz", noToken: true, status: 200},
 		{method: "GET", path: "/readyz", noToken: true, status: 200},
 		{method: "GET", path: "/metrics", noToken: true, status: 200},
+		{method: "POST", path: ReloadPath, status: 200},
+		{method: "POST", path: ReloadPath, noToken: true, status: 401, invalid: true},
 	} {
 		c.do(e)
 	}
@@ -209,7 +216,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	}
 	c.do(exchange{method: "POST", path: "/v1/events", body: `{"type":"order.paid","key":"o-2","data":{"total":3}}`, status: 201})
 
-	routes := append(a.api.apiRoutes(), a.api.openRoutes()...)
+	routes := slices.Concat(a.api.apiRoutes(), a.api.openRoutes(), a.api.adminRoutes())
 	registered := map[string]bool{}
 	for _, rt := range routes {
 		op := rt.method + " " + rt.path

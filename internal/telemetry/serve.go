@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,11 +23,12 @@ const ShutdownTimeout = 10 * time.Second
 // Serve builds the providers of `outboxd serve`, adds BuildInfoMetric for
 // build to /metrics and installs the providers as the globals (the HTTP
 // API's outbox counts its enqueues with tel.MeterProvider). Once the relay exists, registerGauges registers the
-// table gauges (outbox.rows, ...) of the configured sinks in ops's schema,
-// reported while that relay leads the cluster. The returned stop flushes the last export and only
-// then unregisters the gauges, so the final OTLP push still carries them;
-// call it before closing pool.
-func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(*relay.Relay) error, err error) {
+// table gauges (outbox.rows, ...) of sinks in ops's schema, reported while
+// that relay leads the cluster; called again (a reload's new relay and
+// sinks), it replaces the previous registration. The returned stop
+// flushes the last export and only then unregisters the gauges, so the
+// final OTLP push still carries them; call it before closing pool.
+func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(r *relay.Relay, sinks []string) error, err error) {
 	tel, err = New(ctx, cfg.Telemetry, env)
 	if err != nil {
 		return nil, nil, nil, err
@@ -42,19 +42,37 @@ func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build 
 	otel.SetMeterProvider(tel.MeterProvider)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
-	var gauges metric.Registration
-	registerGauges = func(r *relay.Relay) error {
-		gauges, err = ops.RegisterGauges(tel.MeterProvider, pool, operator.GaugeConfig{Sinks: slices.Sorted(maps.Keys(cfg.Sinks)), Relay: r})
-		return err
-	}
-	return tel, func() {
-		tel.Flush(ctx, log)
+	// gauges is the current registration; a reload replaces it while
+	// the HTTP API may be collecting, hence the lock.
+	var (
+		mu     sync.Mutex
+		gauges metric.Registration
+	)
+	unregister := func() {
 		if gauges == nil {
 			return
 		}
 		if err := gauges.Unregister(); err != nil {
 			log.Warn("telemetry: unregister gauges", ErrAttr(err))
 		}
+		gauges = nil
+	}
+	registerGauges = func(r *relay.Relay, sinks []string) error {
+		next, err := ops.RegisterGauges(tel.MeterProvider, pool, operator.GaugeConfig{Sinks: sinks, Relay: r})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		unregister()
+		gauges = next
+		return nil
+	}
+	return tel, func() {
+		tel.Flush(ctx, log)
+		mu.Lock()
+		defer mu.Unlock()
+		unregister()
 	}, registerGauges, nil
 }
 

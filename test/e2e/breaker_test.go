@@ -193,7 +193,8 @@ func (e *env) rowCounts(sink string) (byStatus map[string]int, maxAttempts, maxD
 	return byStatus, maxAttempts, maxDeferrals
 }
 
-// metricsOf returns the outbox_ lines of a server's /metrics.
+// metricsOf returns the lines of a server's /metrics that name outbox_
+// and outboxd_ metrics.
 func metricsOf(t *testing.T, s *server) string {
 	t.Helper()
 	resp, err := http.Get(s.url("/metrics"))
@@ -205,7 +206,7 @@ func metricsOf(t *testing.T, s *server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return grepLines(string(raw), "outbox_")
+	return grepLines(string(raw), "outbox")
 }
 
 // metricValue sums the values of the samples of metric name whose labels

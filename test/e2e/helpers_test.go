@@ -83,6 +83,15 @@ func newEnv(t *testing.T, sinks string, extraYAML string) *env {
 			t.Errorf("drop schema %s: %v", e.schema, err)
 		}
 	})
+	e.config = filepath.Join(t.TempDir(), "plugins.yaml")
+	e.writeConfig(sinks, extraYAML)
+	return e
+}
+
+// writeConfig (re)writes the env's configuration file with sinks and
+// extraYAML as newEnv describes them.
+func (e *env) writeConfig(sinks, extraYAML string) {
+	e.t.Helper()
 	cfg := fmt.Sprintf(`database:
   url: %s
   schema: %s
@@ -95,11 +104,9 @@ http:
 sinks:
 %s
 `, testdb.URL(), e.schema, extraYAML, sinks)
-	e.config = filepath.Join(t.TempDir(), "plugins.yaml")
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return e
 }
 
 // environ is the environment of this env's outboxd processes.
