@@ -63,15 +63,34 @@ func versionText() string {
 	return fmt.Sprintf("outboxd version %s\nrevision: %s\ngo: %s\n", info.Version, revision, info.GoVersion)
 }
 
+// versionJSON is `outboxd version -o json`: the labels of
+// outboxd_build_info, and the revision's notes.
+type versionJSON struct {
+	Version       string   `json:"version"`
+	Revision      string   `json:"revision"`
+	RevisionNotes []string `json:"revision_notes"`
+	GoVersion     string   `json:"goversion"`
+}
+
 func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print the version, VCS revision and Go version of this build",
-		Example: `  outboxd version`,
+	var o output
+	c := &cobra.Command{
+		Use:   "version [-o json]",
+		Short: "Print the version, VCS revision and Go version of this build",
+		Example: `  outboxd version
+  outboxd version -o json | jq -r .revision`,
 		Args:    cobra.NoArgs,
+		PreRunE: checkOutput(&o, nil),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.json() {
+				info, notes := build()
+				return writeJSON(cmd.OutOrStdout(), versionJSON{Version: info.Version, Revision: info.Revision,
+					RevisionNotes: append([]string{}, notes...), GoVersion: info.GoVersion})
+			}
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())
 			return err
 		},
 	}
+	addOutputFlags(c, &o, `{"version", "revision", "revision_notes", "goversion"}`)
+	return c
 }
