@@ -27,6 +27,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/internal/telemetry"
 )
@@ -283,7 +284,8 @@ func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error
 // configuration serve reloads away may still be in use by the relay
 // draining it. It returns the loader's warnings for the caller to show.
 func (a *app) load(scope config.Scope, sink string) (*config.Config, []string, error) {
-	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink}, scope)
+	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink,
+		Variables: map[string]string{destinations.EnvSecretsKey: "the keys sealing destinations' signing secrets"}}, scope)
 	configured := ""
 	if loaded.Config != nil {
 		configured = loaded.Config.Database.URL

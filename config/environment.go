@@ -46,11 +46,13 @@ func envSuffix(key string) string {
 }
 
 // unknownVariables warns of each OUTBOXD_ variable of environ (NAME=value
-// pairs) that is neither FileEnv, the database URL nor the override of one
-// of keys, naming the nearest one: a typo's override would otherwise be
-// ignored without a word.
-func unknownVariables(environ []string, keys []string) []string {
+// pairs) that is neither FileEnv, the database URL, one of variables (the
+// command's other variables, by purpose) nor the override of one of keys,
+// naming the nearest one: a typo's override would otherwise be ignored
+// without a word.
+func unknownVariables(environ []string, variables map[string]string, keys []string) []string {
 	known := map[string]string{FileEnv: "the configuration file", EnvOverridePrefix + databaseURLVariable: "the database URL"}
+	maps.Copy(known, variables)
 	for _, k := range keys {
 		known[envName(k)] = k
 	}

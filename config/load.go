@@ -101,6 +101,10 @@ type Source struct {
 	// Everything: `outboxd sinks test NAME` needs that sink's secrets
 	// only.
 	Sink string
+	// Variables are the other OUTBOXD_ variables the command reads, each
+	// with what it is for (destinations.EnvSecretsKey, ...): they are not
+	// configuration keys, and draw no "overrides no key" warning.
+	Variables map[string]string
 }
 
 // Loaded is a configuration as a command runs with it.
@@ -131,7 +135,7 @@ func Load(src Source, scope Scope) (Loaded, error) {
 			path = DefaultFile
 		}
 	}
-	l := &loader{file: path, env: src.Env, environ: src.Environ, scope: scope, onlySink: src.Sink,
+	l := &loader{file: path, env: src.Env, environ: src.Environ, variables: src.Variables, scope: scope, onlySink: src.Sink,
 		overridden: map[string]string{}, warnings: warnings}
 	if explicit && (path == "" || path == os.DevNull) {
 		l.file = ""
@@ -191,7 +195,9 @@ type loader struct {
 	file    string
 	env     LookupEnv
 	environ []string
-	scope   Scope
+	// variables: Source.Variables.
+	variables map[string]string
+	scope     Scope
 	// onlySink is Source.Sink.
 	onlySink string
 	src      *source
@@ -237,7 +243,7 @@ func (l *loader) load(data []byte) *Config {
 	}
 	l.applyEnvOverrides(v)
 	settings := v.AllSettings()
-	l.warnings = append(l.warnings, unknownVariables(l.environ, confschema.ValueKeys(settings, Config{}))...)
+	l.warnings = append(l.warnings, unknownVariables(l.environ, l.variables, confschema.ValueKeys(settings, Config{}))...)
 	if l.scope == DatabaseOnly {
 		// What the operator commands do not use is left out before
 		// expansion: its ${VAR}s (the sinks' secrets) need not be set.

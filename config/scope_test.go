@@ -95,4 +95,16 @@ func TestEnvironmentPrefixes(t *testing.T) {
 	if err != nil || !slices.Equal(loaded.Warnings, []string{want}) {
 		t.Errorf("unknown OUTBOXD_ variable: %v, warnings %q", err, loaded.Warnings)
 	}
+	// A variable the command reads itself (Source.Variables) is no typo.
+	// (Mutation checked: unknownVariables ignoring its variables warns of
+	// OUTBOXD_SECRETS_KEY.)
+	path := filepath.Join(t.TempDir(), "plugins.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err = Load(Source{Path: path, PathGiven: true, Env: EnvMap(nil), Environ: []string{"OUTBOXD_SECRETS_KEY=k1:AAAA"},
+		Variables: map[string]string{"OUTBOXD_SECRETS_KEY": "the destinations' keys"}}, Everything)
+	if err != nil || len(loaded.Warnings) != 0 {
+		t.Errorf("a known variable: %v, warnings %q", err, loaded.Warnings)
+	}
 }
