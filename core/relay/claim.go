@@ -10,15 +10,22 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// claimRetryDelay is how long a claim loop waits after a failed claim (the
-// database is unreachable, say) before trying again.
-const claimRetryDelay = time.Second
+// A failed claim is retried at once, failures in a row after
+// claimRetryInitial, doubling up to claimRetryDelay (see package
+// connretry): a claim that failed on a connection PostgreSQL had ended is
+// retried on a live one without delay, while a database that is away is
+// tried once a second.
+const (
+	claimRetryInitial = 10 * time.Millisecond
+	claimRetryDelay   = time.Second
+)
 
 // claimedRow is a row this relay holds a lease on.
 type claimedRow struct {
@@ -56,6 +63,9 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
+	}
+	if err == nil {
+		w.retries = nil
 	}
 	if len(claimed) > 0 {
 		r.signals.EmitClaimed(len(claimed))
@@ -121,18 +131,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// claimFailed logs a failed claim and waits claimRetryDelay, or stops the
+// claimFailed logs a failed claim of the loop registered as w and waits
+// for the next retry of its schedule (see claimRetryInitial), or stops the
 // relay when retrying the claim cannot help: a relay that cannot claim
 // delivers nothing, and exiting (for a restart, which waits for the
 // database and its migrations) is louder than a warning a minute.
-func (r *Relay) claimFailed(ctx context.Context, err error) {
+func (r *Relay) claimFailed(ctx context.Context, w *waiter, err error) {
 	switch {
 	case ctx.Err() != nil:
 	case !pgerr.IsTransient(err):
 		r.fail(fmt.Errorf("claims fail with an error retrying cannot fix: %s", pgerr.Describe(err)))
 	default:
-		r.logger.Warn("outbox: claim failed", "error", err)
-		sleep(ctx, claimRetryDelay)
+		if w.retries == nil {
+			w.retries = connretry.New(claimRetryInitial, claimRetryDelay)
+		}
+		wait, _ := w.retries.Next()
+		r.logger.Warn("outbox: claim failed", "error", err, "retry_in", wait)
+		sleep(ctx, wait)
 	}
 }
 
