@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sethvargo/go-retry"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -80,6 +81,9 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 	p.Token, p.Lease, p.AliveFor = token, r.cfg.Lease, r.aliveFor()
 	rows, err := r.q.Claim(ctx, r.db, p)
 	if err != nil {
+		if pgerr.OutcomeUnknown(err) {
+			r.releaseLostClaim(ctx, p)
+		}
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	// Both slices are sized once, the store's for a full claim (claim.sql's
@@ -102,6 +106,36 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 		claimed[i] = c
 	}
 	return claimed, nil
+}
+
+// releaseLostClaim hands back the rows of the claim p, which failed after
+// it was sent (sql/release_lost_claim.sql): should it have committed, its
+// rows would otherwise wait out their lease. Under connections ended
+// several times a second that happened to a claim every few seconds (its
+// durable commit waits for the WAL flush, and PostgreSQL ends a session
+// only after such a commit, before the answer), and pickup p99 became the
+// lease. It runs even when ctx ended (a shutdown that cut a claim short),
+// retried on the claim loop's schedule for at most a lease, after which
+// the rows come back by themselves.
+func (r *Relay) releaseLostClaim(ctx context.Context, p store.ClaimParams) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	defer cancel()
+	var released int64
+	err := retry.Do(ctx, connretry.New(claimRetryInitial, claimRetryDelay), func(ctx context.Context) error {
+		var err error
+		released, err = r.q.ReleaseLostClaim(ctx, r.db, store.ReleaseLostClaimParams{Token: p.Token, Sinks: p.Sinks})
+		if err != nil && pgerr.IsTransient(err) {
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		r.logger.Warn("outbox: could not hand back the rows of a claim whose answer was lost; they return when their lease expires",
+			"lease", r.cfg.Lease, "error", pgerr.Describe(err))
+	case released > 0:
+		r.logger.Warn("outbox: handed back the rows of a claim whose answer was lost", "rows", released)
+	}
 }
 
 // decodeHeaders reads a row's headers column. The claim returns it as raw

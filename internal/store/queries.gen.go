@@ -127,6 +127,8 @@ type Texts struct {
 	Redrive string
 	// RegisterWaiter is register_waiter.sql.
 	RegisterWaiter string
+	// ReleaseLostClaim is release_lost_claim.sql.
+	ReleaseLostClaim string
 	// ReserveKeyPermits is reserve_key_permits.sql.
 	ReserveKeyPermits string
 	// ReservePermits is reserve_permits.sql.
@@ -215,6 +217,7 @@ func newTexts(ident string) Texts {
 		Purge:                     strings.ReplaceAll(purgeSQL, "{schema}", ident),
 		Redrive:                   strings.ReplaceAll(redriveSQL, "{schema}", ident),
 		RegisterWaiter:            strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
+		ReleaseLostClaim:          strings.ReplaceAll(releaseLostClaimSQL, "{schema}", ident),
 		ReserveKeyPermits:         strings.ReplaceAll(reserveKeyPermitsSQL, "{schema}", ident),
 		ReservePermits:            strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
 		ResumeSink:                strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
@@ -2035,6 +2038,39 @@ func (q *Queries) RegisterWaiter(ctx context.Context, db DBTX, channel string, s
 	var r int64
 	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, sinks, aliveFor).Scan(&r)
 	return r, err
+}
+
+const releaseLostClaimSQL = `-- name: release_lost_claim
+-- Hands back the rows of a claim whose answer the relay never got (its
+-- connection was ended after the statement was sent: the claim may have
+-- committed, leasing rows under @token that the relay does not know it
+-- holds). Without this they would wait out their whole lease. Their lease
+-- ends now and the claim's attempt is refunded: the relay delivered none
+-- of them. They stay in_progress, so the next claim takes them as
+-- reclaimed (Uncertain), which is never wrong: a sink then checks for an
+-- earlier delivery that did not happen. Nothing matches when the claim
+-- rolled back.
+--
+-- The rows are found among the open rows of the claim's sinks @sinks,
+-- through the open index by its leading column (no index holds the lease
+-- token): it reads the sinks' open rows once, and runs only after a lost
+-- connection.
+UPDATE {schema}.messages m
+SET lease_expires_at = now(), attempts = m.attempts - 1
+WHERE m.sink = ANY($1::text[]) AND m.sink IS NOT NULL AND m.phase = 'open'
+  AND m.status = 'in_progress' AND m.lease_token = $2
+`
+
+// ReleaseLostClaimParams are the parameters of release_lost_claim.sql.
+type ReleaseLostClaimParams struct {
+	Sinks []string  // text[]
+	Token uuid.UUID // uuid
+}
+
+// ReleaseLostClaim runs release_lost_claim.sql and returns how many rows it affected.
+func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLostClaimParams) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.ReleaseLostClaim, arg.Sinks, arg.Token)
+	return tag.RowsAffected(), err
 }
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits

@@ -101,17 +101,7 @@ func TestRelayKeepsDeliveringWhileItsConnectionsAreTerminated(t *testing.T) {
 	if _, err := ob.Migrate(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(pg.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.RuntimeParams["application_name"] = terminatedAppName
-	relayPool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(relayPool.Close)
+	relayPool := openPool(t, pg, map[string]string{"application_name": terminatedAppName})
 	rec := &pickups{seen: map[string]int{}}
 	testrelay.Run(t, relayPool, relay.Config{Schema: ob.Schema(), Lease: terminatedLease,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: rec}}})
@@ -147,6 +137,26 @@ func TestRelayKeepsDeliveringWhileItsConnectionsAreTerminated(t *testing.T) {
 		counts := testdb.StatusCounts(t, admin, ob, "")
 		return counts["sent"] == want && len(counts) == 1
 	})
+}
+
+// openPool opens a pool of at most 4 connections on pg with the session
+// settings params, closed when the test ends.
+func openPool(t *testing.T, pg *pgcluster.Cluster, params map[string]string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // runTerminatedPhase offers the phase's rows (keys named after it) at
@@ -211,4 +221,86 @@ func terminateRelayConnections(t *testing.T, admin *pgxpool.Pool) (stop func(), 
 		}
 	}()
 	return func() { cancel(); <-done }, killed
+}
+
+// lostClaimLease is the lease in TestLostClaimAnswerHandsItsRowsBack: long
+// enough that rows left to it miss the test's deadline.
+const lostClaimLease = time.Minute
+
+// A claim that committed but whose answer never reached the relay hands
+// its rows back at once, its attempt refunded, instead of leaving them to
+// its lease. The claim commits durably; with a synchronous standby
+// configured that never comes, its commit waits after committing locally,
+// and the test ends the claim's session there: PostgreSQL reports the
+// local commit in a warning and ends the session (FATAL 57P01) before the
+// claim's answer, as it may when ending any session just after a durable
+// commit. Once the standby requirement is lifted, the rows are delivered
+// within seconds (not the lease of a minute), once each, as attempt 1,
+// Uncertain (reclaimed).
+// (Mutation: claimRows not calling releaseLostClaim fails this test: the
+// rows are not delivered within 20 s.)
+func TestLostClaimAnswerHandsItsRowsBack(t *testing.T) {
+	t.Parallel()
+	pg := pgcluster.Start(t)
+	ctx := t.Context()
+	// The test's own commits must not wait for the standby that never
+	// comes.
+	local := map[string]string{"synchronous_commit": "local"}
+	admin := openPool(t, pg, local)
+	ob := testdb.Open(t, "lostclaim")
+	if _, err := ob.Migrate(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	setStandby := func(names string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStandby("never_connects")
+	enqueue(t, admin, ob, "hook", "lost", 5)
+
+	local["application_name"] = terminatedAppName
+	relayPool := openPool(t, pg, local)
+	rec := &pickups{seen: map[string]int{}}
+	reached := rec.expect(5)
+	var attempts sync.Map // dedup key -> Delivery.Attempt, Uncertain
+	recordAttempt := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
+		attempts.Store(d.DedupKey, [2]any{d.Attempt, d.Uncertain})
+		return rec.Deliver(ctx, d)
+	})
+	testrelay.Run(t, relayPool, relay.Config{Schema: ob.Schema(), Lease: lostClaimLease,
+		Sinks: []relay.SinkConfig{{Name: "hook", Sink: recordAttempt}}})
+
+	// The claim committed locally and waits for the standby.
+	var pid int
+	testrelay.WaitFor(t, 30*time.Second, "the relay's claim to wait for the standby", func() bool {
+		err := admin.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'SyncRep'`,
+			terminatedAppName).Scan(&pid)
+		return err == nil
+	})
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 30*time.Second, "the claim's session to end", func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n)
+		return err == nil && n == 0
+	})
+	setStandby("")
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the rows of the claim whose answer was lost were not delivered within 20 s (lease %s): %v",
+			lostClaimLease, testdb.StatusCounts(t, admin, ob, "hook"))
+	}
+	for key, n := range rec.seen {
+		v, _ := attempts.Load(key)
+		if got := v.([2]any); n != 1 || got[0] != 1 || got[1] != true {
+			t.Errorf("row %s: delivered %d times, last as attempt %v, uncertain %v; want once, attempt 1, uncertain", key, n, got[0], got[1])
+		}
+	}
 }
