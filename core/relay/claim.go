@@ -34,8 +34,11 @@ type claimedRow struct {
 	token      uuid.UUID
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
-	prepared   bool // the Stage has run for this attempt
-	deferrals  int  // how often a Retry-After put the row off (see finish)
+	// availableAt is when the row became ready, by the database's clock
+	// (see claimBounds).
+	availableAt time.Time
+	prepared    bool // the Stage has run for this attempt
+	deferrals   int  // how often a Retry-After put the row off (see finish)
 	// destKey is the row's destination key, for a sink limited per key
 	// ("" otherwise), once named; probe marks the row its circuit
 	// breaker's probe.
@@ -52,7 +55,9 @@ type claimedRow struct {
 // registered as w, and traces the claim when it did something.
 func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]claimedRow, error) {
 	claimedAt := time.Now()
-	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, Waiter: w.id})
+	after := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
+	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, After: after, Waiter: w.id})
+	w.bounds.observe(claimed)
 	// The span is made after the fact, and only for claims that did
 	// something: an idle relay polls every second and must not fill the
 	// tracing backend with a trace per poll.
@@ -92,7 +97,7 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 	for i, row := range rows {
 		// The lease as the database counts it, from the statement's start,
 		// added to a time before the statement was sent (see claim.sql).
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts}
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts, availableAt: row.AvailableAt}
 		c.ID, c.Sink, c.DedupKey, c.Payload = row.ID, row.Sink, row.DedupKey, row.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(row.OrderingKey), deref(row.Route), deref(row.ThreadKey)
 		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = row.Attempts, row.CreatedAt, row.Reclaimed, row.Deferrals

@@ -50,6 +50,7 @@ type waiter struct {
 	// retries paces the loop's retries of failed claims (see
 	// claimFailed); nil after a claim that succeeded.
 	retries retry.Backoff
+	bounds  claimBounds // where its claims start reading each sink
 }
 
 // claimed records whether a claim got all the rows it asked for. When the

@@ -103,8 +103,8 @@ func exec(t *testing.T, pool *pgxpool.Pool, schema string, stmts ...string) {
 }
 
 // claimParams are the parameter types of claim.sql in their $n order:
-// sinks, probe_sink, limit, alive_for, waiter, token, lease.
-const claimParams = "text[], text, bigint, interval, bigint, uuid, interval"
+// sinks, after, probe_sink, limit, alive_for, waiter, token, lease.
+const claimParams = "text[], timestamptz[], text, bigint, interval, bigint, uuid, interval"
 
 // explainClaim runs the claim for sinks with limit in a transaction it
 // rolls back, under the plan mode given ("force_generic_plan": the plan
@@ -141,7 +141,7 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode strin
 		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	}
 	var raw []byte
-	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(ARRAY[%s]::text[], '', %d, '1 minute', 0, '%s', '30 seconds')",
+	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(ARRAY[%s]::text[], NULL, '', %d, '1 minute', 0, '%s', '30 seconds')",
 		name, strings.Join(quoted, ", "), limit, uuid.New())).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
