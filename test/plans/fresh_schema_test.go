@@ -104,7 +104,7 @@ func TestClaimsOnAFreshSchemaUnderSteadyLoadStayIndexPlans(t *testing.T) {
 	const total = freshProducers * freshBatches * freshBatchSize
 	testrelay.WaitFor(t, 2*time.Minute, fmt.Sprintf("all %d messages sent", total), func() bool {
 		var sent int64
-		if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.messages WHERE status = 'sent'", ob.Schema())).Scan(&sent); err != nil {
+		if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.messages_all WHERE status = 'sent'", ob.Schema())).Scan(&sent); err != nil {
 			t.Fatal(err)
 		}
 		return sent == total
