@@ -28,6 +28,12 @@ const (
 	claimRetryDelay   = time.Second
 )
 
+// releaseLostClaimFor bounds how long a claim loop tries to hand back the
+// rows of a claim whose answer was lost (see releaseLostClaim): a
+// connection ended under the claim leaves the database there, and the
+// first tries succeed.
+const releaseLostClaimFor = claimRetryDelay
+
 // claimedRow is a row this relay holds a lease on.
 type claimedRow struct {
 	sink.Delivery
@@ -120,10 +126,12 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]claimedRo
 // durable commit waits for the WAL flush, and PostgreSQL ends a session
 // only after such a commit, before the answer), and pickup p99 became the
 // lease. It runs even when ctx ended (a shutdown that cut a claim short),
-// retried on the claim loop's schedule for at most a lease, after which
-// the rows come back by themselves.
+// retried on the claim loop's schedule for at most releaseLostClaimFor:
+// the loop waits for it, and when the database is away (the claim was cut
+// short by its shutdown) claiming again is what to wait for; the rows, if
+// the claim committed, then come back when their lease expires.
 func (r *Relay) releaseLostClaim(ctx context.Context, p store.ClaimParams) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Lease)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLostClaimFor)
 	defer cancel()
 	var released int64
 	err := retry.Do(ctx, connretry.New(claimRetryInitial, claimRetryDelay), func(ctx context.Context) error {
@@ -136,7 +144,7 @@ func (r *Relay) releaseLostClaim(ctx context.Context, p store.ClaimParams) {
 	})
 	switch {
 	case err != nil:
-		r.logger.Warn("outbox: could not hand back the rows of a claim whose answer was lost; they return when their lease expires",
+		r.logger.Warn("outbox: could not hand back the rows of a claim whose answer was lost; should it have committed, they return when their lease expires",
 			"lease", r.cfg.Lease, "error", pgerr.Describe(err))
 	case released > 0:
 		r.logger.Warn("outbox: handed back the rows of a claim whose answer was lost", "rows", released)
