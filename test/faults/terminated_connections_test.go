@@ -238,7 +238,8 @@ const lostClaimLease = time.Minute
 // within seconds (not the lease of a minute), once each, as attempt 1,
 // Uncertain (reclaimed).
 // (Mutation: claimRows not calling releaseLostClaim fails this test: the
-// rows are not delivered within 20 s.)
+// rows are not delivered within 20 s; release_lost_claim.sql without its
+// refund fails it with every row delivered as attempt 2.)
 func TestLostClaimAnswerHandsItsRowsBack(t *testing.T) {
 	t.Parallel()
 	pg := pgcluster.Start(t)
