@@ -9,18 +9,32 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sethvargo/go-retry"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// claimRetryDelay is how long a claim loop waits after a failed claim (the
-// database is unreachable, say) before trying again.
-const claimRetryDelay = time.Second
+// A failed claim is retried at once, failures in a row after
+// claimRetryInitial, doubling up to claimRetryDelay (see package
+// connretry): a claim that failed on a connection PostgreSQL had ended is
+// retried on a live one without delay, while a database that is away is
+// tried once a second.
+const (
+	claimRetryInitial = 10 * time.Millisecond
+	claimRetryDelay   = time.Second
+)
+
+// releaseLostClaimFor bounds how long a claim loop tries to hand back the
+// rows of a claim whose answer was lost (see releaseLostClaim): a
+// connection ended under the claim leaves the database there, and the
+// first tries succeed.
+const releaseLostClaimFor = claimRetryDelay
 
 // claimedRow is a row this relay holds a lease on.
 type claimedRow struct {
@@ -29,8 +43,11 @@ type claimedRow struct {
 	rowMax     *int32 // the row's own max_attempts, if any
 	leaseUntil time.Time
 	deadline   *claimDeadline // shared by the rows of the claim
-	prepared   bool           // the Stage has run for this attempt
-	deferrals  int            // how often a Retry-After put the row off (see finish)
+	// availableAt is when the row became ready, by the database's clock
+	// (see claimBounds).
+	availableAt time.Time
+	prepared    bool // the Stage has run for this attempt
+	deferrals   int  // how often a Retry-After put the row off (see finish)
 	// destKey is the row's destination key, for a sink limited per key
 	// ("" otherwise), once named; probe marks the row its circuit
 	// breaker's probe.
@@ -50,7 +67,9 @@ type claimedRow struct {
 // registered as w, and traces the claim when it did something.
 func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]*claimedRow, error) {
 	claimedAt := time.Now()
-	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, Waiter: w.id})
+	after := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
+	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, After: after, Waiter: w.id})
+	w.bounds.observe(claimed)
 	// The span is made after the fact, and only for claims that did
 	// something: an idle relay polls every second and must not fill the
 	// tracing backend with a trace per poll.
@@ -62,6 +81,9 @@ func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string)
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
+	}
+	if err == nil {
+		w.retries = nil
 	}
 	if len(claimed) > 0 {
 		r.signals.EmitClaimed(len(claimed))
@@ -82,6 +104,9 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]*claimedR
 	defer r.claimBuffers.Put(buf)
 	rows, err := r.q.ClaimInto(ctx, r.db, p, *buf)
 	if err != nil {
+		if pgerr.OutcomeUnknown(err) {
+			r.releaseLostClaim(ctx, p)
+		}
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	// The store's rows are copied into claimedRows below: its slice of
@@ -100,7 +125,8 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]*claimedR
 		row := &rows[i]
 		// The lease as the database counts it, from the statement's start,
 		// added to a time before the statement was sent (see claim.sql).
-		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts, deadline: deadline}
+		c := claimedRow{token: token, leaseUntil: claimedAt.Add(row.LeaseFromStart), rowMax: row.MaxAttempts, deadline: deadline,
+			availableAt: row.AvailableAt}
 		if i == 0 || c.leaseUntil.Before(deadline.at) {
 			deadline.at = c.leaseUntil
 		}
@@ -157,6 +183,38 @@ func (d *claimDeadline) done() {
 	}
 }
 
+// releaseLostClaim hands back the rows of the claim p, which failed after
+// it was sent (sql/release_lost_claim.sql): should it have committed, its
+// rows would otherwise wait out their lease. Under connections ended
+// several times a second that happened to a claim every few seconds (its
+// durable commit waits for the WAL flush, and PostgreSQL ends a session
+// only after such a commit, before the answer), and pickup p99 became the
+// lease. It runs even when ctx ended (a shutdown that cut a claim short),
+// retried on the claim loop's schedule for at most releaseLostClaimFor:
+// the loop waits for it, and when the database is away (the claim was cut
+// short by its shutdown) claiming again is what to wait for; the rows, if
+// the claim committed, then come back when their lease expires.
+func (r *Relay) releaseLostClaim(ctx context.Context, p store.ClaimParams) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLostClaimFor)
+	defer cancel()
+	var released int64
+	err := retry.Do(ctx, connretry.New(claimRetryInitial, claimRetryDelay), func(ctx context.Context) error {
+		var err error
+		released, err = r.q.ReleaseLostClaim(ctx, r.db, store.ReleaseLostClaimParams{Token: p.Token, Sinks: p.Sinks})
+		if err != nil && pgerr.IsTransient(err) {
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		r.logger.Warn("outbox: could not hand back the rows of a claim whose answer was lost; should it have committed, they return when their lease expires",
+			"lease", r.cfg.Lease, "error", pgerr.Describe(err))
+	case released > 0:
+		r.logger.Warn("outbox: handed back the rows of a claim whose answer was lost", "rows", released)
+	}
+}
+
 // decodeHeaders reads a row's headers column. The claim returns it as raw
 // jsonb so that one row whose headers do not decode fails only itself: the
 // claim has committed, and failing it would hand every row of the batch
@@ -184,18 +242,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// claimFailed logs a failed claim and waits claimRetryDelay, or stops the
+// claimFailed logs a failed claim of the loop registered as w and waits
+// for the next retry of its schedule (see claimRetryInitial), or stops the
 // relay when retrying the claim cannot help: a relay that cannot claim
 // delivers nothing, and exiting (for a restart, which waits for the
 // database and its migrations) is louder than a warning a minute.
-func (r *Relay) claimFailed(ctx context.Context, err error) {
+func (r *Relay) claimFailed(ctx context.Context, w *waiter, err error) {
 	switch {
 	case ctx.Err() != nil:
 	case !pgerr.IsTransient(err):
 		r.fail(fmt.Errorf("claims fail with an error retrying cannot fix: %s", pgerr.Describe(err)))
 	default:
-		r.logger.Warn("outbox: claim failed", "error", err)
-		sleep(ctx, claimRetryDelay)
+		if w.retries == nil {
+			w.retries = connretry.New(claimRetryInitial, claimRetryDelay)
+		}
+		wait, _ := w.retries.Next()
+		r.logger.Warn("outbox: claim failed", "error", err, "retry_in", wait)
+		sleep(ctx, wait)
 	}
 }
 

@@ -83,7 +83,7 @@ func (r *Relay) sharedLoop(ctx, deliverCtx context.Context, w *waiter) {
 		claimable = order.sorted(claimable)
 		rows, err := r.claim(ctx, w, limit, claimable)
 		if err != nil {
-			r.claimFailed(ctx, err)
+			r.claimFailed(ctx, w, err)
 			continue
 		}
 		size.observe(rows)

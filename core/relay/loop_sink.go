@@ -58,7 +58,7 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		}
 		rows, err := r.claim(ctx, w, limit, w.sinks)
 		if err != nil {
-			r.claimFailed(ctx, err)
+			r.claimFailed(ctx, w, err)
 			continue
 		}
 		size.observe(rows)

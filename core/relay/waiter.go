@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/sethvargo/go-retry"
 )
 
 // Wake-up registration of claim loops (migration 006): each loop has a
@@ -45,6 +47,10 @@ type waiter struct {
 
 	busy    bool      // the last claim was full: producers did not wake it
 	recheck time.Time // claim again by then, whatever wakes the loop first
+	// retries paces the loop's retries of failed claims (see
+	// claimFailed); nil after a claim that succeeded.
+	retries retry.Backoff
+	bounds  claimBounds // where its claims start reading each sink
 }
 
 // claimed records whether a claim got all the rows it asked for. When the
@@ -95,12 +101,12 @@ func (r *Relay) register(ctx context.Context, w *waiter) bool {
 	for ctx.Err() == nil {
 		id, err := r.q.RegisterWaiter(ctx, r.db, w.channel, w.sinks, r.aliveFor())
 		if err == nil {
-			w.id = id
+			w.id, w.retries = id, nil
 			// Producers whose statements ran before this did not wake it.
 			w.recheck = time.Now().Add(wakeRaceWindow)
 			return true
 		}
-		r.claimFailed(ctx, fmt.Errorf("outbox: register for wake-ups: %w", err))
+		r.claimFailed(ctx, w, fmt.Errorf("outbox: register for wake-ups: %w", err))
 	}
 	return false
 }

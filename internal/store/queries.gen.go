@@ -157,6 +157,8 @@ type Texts struct {
 	Redrive string
 	// RegisterWaiter is register_waiter.sql.
 	RegisterWaiter string
+	// ReleaseLostClaim is release_lost_claim.sql.
+	ReleaseLostClaim string
 	// ReserveKeyPermits is reserve_key_permits.sql.
 	ReserveKeyPermits string
 	// ReservePermits is reserve_permits.sql.
@@ -260,6 +262,7 @@ func newTexts(ident string) Texts {
 		Purge:                     strings.ReplaceAll(purgeSQL, "{schema}", ident),
 		Redrive:                   strings.ReplaceAll(redriveSQL, "{schema}", ident),
 		RegisterWaiter:            strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
+		ReleaseLostClaim:          strings.ReplaceAll(releaseLostClaimSQL, "{schema}", ident),
 		ReserveKeyPermits:         strings.ReplaceAll(reserveKeyPermitsSQL, "{schema}", ident),
 		ReservePermits:            strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
 		ResumeSink:                strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
@@ -759,23 +762,38 @@ const claimSQL = `-- name: claim
 -- stay asynchronous: losing one only repeats a delivery the row already
 -- knows may have happened.
 --
+-- A sink's walk may start at @after[i] (aligned with @sinks; a missing or
+-- NULL element: from the start): rows of the sink that are not queued and
+-- whose available_at is earlier are not read. Delivered rows leave the
+-- table, but their entries stay at the head of the sink's part of the open
+-- index until vacuum removes them, and a transaction held open keeps
+-- vacuum from doing so: every claim then visited each such entry's heap
+-- tuple, thousands after a few seconds, hundreds of microseconds each
+-- (pickup p99 2.7x under a held XID). The relay passes a bound a little
+-- before the latest row it claimed of the sink, and claims from the start
+-- once per poll interval, which finds what a bound passes over: expired
+-- leases, and rows that became ready with an earlier available_at (a
+-- producer's transaction that committed late, a row handed back). See
+-- relay's claimBounds.
+--
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
 -- than it asked for, and it stays alive for @alive_for.
 WITH RECURSIVE claimable AS MATERIALIZED (
-    SELECT coalesce(array_agg(s.sink ORDER BY s.ord), '{}') AS sinks
-    FROM unnest($1::text[]) WITH ORDINALITY AS s(sink, ord)
+    SELECT coalesce(array_agg(s.sink ORDER BY s.ord), '{}') AS sinks,
+           coalesce(array_agg(coalesce(s.after, '-infinity') ORDER BY s.ord), '{}') AS afters
+    FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS s(sink, after, ord)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = s.sink AND l.paused_until > now())
       AND NOT EXISTS (SELECT 1 FROM {schema}.destination_breakers b
-                      WHERE b.sink = s.sink AND b.dest_key = '' AND b.sink <> $2)
+                      WHERE b.sink = s.sink AND b.dest_key = '' AND b.sink <> $3)
 ), walk (i, remaining, rows, reclaimed) AS (
     -- One step per sink: i sinks done, remaining rows still to claim.
-    SELECT 0, $3::bigint, '{}'::tid[], '{}'::bigint[]
+    SELECT 0, $4::bigint, '{}'::tid[], '{}'::bigint[]
     UNION ALL
     SELECT w.i + 1, w.remaining - cardinality(got.rows), got.rows, got.reclaimed
     FROM walk w CROSS JOIN claimable c
     -- An even share of what is left, rounded up.
-    CROSS JOIN LATERAL (SELECT c.sinks[w.i + 1] AS sink,
+    CROSS JOIN LATERAL (SELECT c.sinks[w.i + 1] AS sink, c.afters[w.i + 1] AS after,
                                (w.remaining + cardinality(c.sinks) - w.i - 1) / (cardinality(c.sinks) - w.i) AS n) share
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(r.ctid), '{}') AS rows,
@@ -787,7 +805,7 @@ WITH RECURSIVE claimable AS MATERIALIZED (
                 -- sink IS NOT NULL: the open index's predicate (migration 012).
                 SELECT * FROM (SELECT m.ctid, m.id, m.status, m.available_at FROM {schema}.messages m
                  WHERE m.sink = share.sink AND m.sink IS NOT NULL AND m.phase = 'open'
-                   AND m.queued_behind = false AND m.available_at <= now()
+                   AND m.queued_behind = false AND m.available_at <= now() AND m.available_at >= share.after
                    AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
                    AND (m.ordering_key IS NULL OR NOT EXISTS (
                          SELECT 1 FROM {schema}.messages e
@@ -832,12 +850,12 @@ WITH RECURSIVE claimable AS MATERIALIZED (
            (SELECT coalesce(array_agg(id), '{}') FROM walk CROSS JOIN unnest(walk.reclaimed) id) AS reclaimed
 ), mark AS (
     UPDATE {schema}.waiters
-    SET waiting = (SELECT cardinality(rows) FROM picked) < $3, alive_until = now() + $4::interval
-    WHERE id = $5
+    SET waiting = (SELECT cardinality(rows) FROM picked) < $4, alive_until = now() + $5::interval
+    WHERE id = $6
 )
 UPDATE {schema}.messages m
-SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $6,
-    lease_expires_at = clock_timestamp() + $7::interval, updated_at = now()
+SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $7,
+    lease_expires_at = clock_timestamp() + $8::interval, updated_at = now()
 WHERE m.ctid = ANY((SELECT rows FROM picked)::tid[])
   AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
@@ -847,12 +865,13 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,
           m.deferrals,
-          m.lease_expires_at - now()
+          m.lease_expires_at - now(), m.available_at
 `
 
 // ClaimParams are the parameters of claim.sql.
 type ClaimParams struct {
 	Sinks     []string      // text[]
+	After     []time.Time   // timestamptz[]
 	ProbeSink string        // text
 	Limit     int           // bigint
 	AliveFor  time.Duration // interval
@@ -879,6 +898,7 @@ type ClaimRow struct {
 	ThreadRoot     *json.RawMessage // jsonb, null
 	Deferrals      int              // integer
 	LeaseFromStart time.Duration    // interval
+	AvailableAt    time.Time        // timestamptz
 }
 
 // Claim runs claim.sql and returns its rows.
@@ -891,12 +911,12 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 // new one if it is too small): a caller running it again and again
 // reuses one.
 func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out []ClaimRow) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, q.text.Claim, pgx.QueryExecModeCacheDescribe, textArray(arg.Sinks), arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
+	rows, err := db.Query(ctx, q.text.Claim, pgx.QueryExecModeCacheDescribe, textArray(arg.Sinks), arg.After, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
 	if err != nil {
 		return nil, err
 	}
 	var r ClaimRow
-	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart)
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart, &r.AvailableAt)
 }
 
 const deadLetterGroupsSQL = `-- name: dead_letter_groups
@@ -2493,6 +2513,39 @@ func (q *Queries) RegisterWaiter(ctx context.Context, db DBTX, channel string, s
 	var r int64
 	err := db.QueryRow(ctx, q.text.RegisterWaiter, channel, textArray(sinks), aliveFor).Scan(&r)
 	return r, err
+}
+
+const releaseLostClaimSQL = `-- name: release_lost_claim
+-- Hands back the rows of a claim whose answer the relay never got (its
+-- connection was ended after the statement was sent: the claim may have
+-- committed, leasing rows under @token that the relay does not know it
+-- holds). Without this they would wait out their whole lease. Their lease
+-- ends now and the claim's attempt is refunded: the relay delivered none
+-- of them. They stay in_progress, so the next claim takes them as
+-- reclaimed (Uncertain), which is never wrong: a sink then checks for an
+-- earlier delivery that did not happen. Nothing matches when the claim
+-- rolled back.
+--
+-- The rows are found among the open rows of the claim's sinks @sinks,
+-- through the open index by its leading column (no index holds the lease
+-- token): it reads the sinks' open rows once, and runs only after a lost
+-- connection.
+UPDATE {schema}.messages m
+SET lease_expires_at = now(), attempts = m.attempts - 1
+WHERE m.sink = ANY($1::text[]) AND m.sink IS NOT NULL AND m.phase = 'open'
+  AND m.status = 'in_progress' AND m.lease_token = $2
+`
+
+// ReleaseLostClaimParams are the parameters of release_lost_claim.sql.
+type ReleaseLostClaimParams struct {
+	Sinks []string  // text[]
+	Token uuid.UUID // uuid
+}
+
+// ReleaseLostClaim runs release_lost_claim.sql and returns how many rows it affected.
+func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLostClaimParams) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.ReleaseLostClaim, textArray(arg.Sinks), arg.Token)
+	return tag.RowsAffected(), err
 }
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits

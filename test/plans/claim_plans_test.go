@@ -103,15 +103,16 @@ func exec(t *testing.T, pool *pgxpool.Pool, schema string, stmts ...string) {
 }
 
 // claimParams are the parameter types of claim.sql in their $n order:
-// sinks, probe_sink, limit, alive_for, waiter, token, lease.
-const claimParams = "text[], text, bigint, interval, bigint, uuid, interval"
+// sinks, after, probe_sink, limit, alive_for, waiter, token, lease.
+const claimParams = "text[], timestamptz[], text, bigint, interval, bigint, uuid, interval"
 
 // explainClaim runs the claim for sinks with limit in a transaction it
 // rolls back, under the plan mode given ("force_generic_plan": the plan
 // PostgreSQL makes without the values, as a cached statement gets;
 // "force_custom_plan": the plan of the values, as the relay gets with
 // its unnamed statement), and returns EXPLAIN (ANALYZE, BUFFERS) of it.
-func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode string, sinks []string, limit int) (plan, string) {
+// after is claim.sql's @after as an SQL expression ("NULL": no bound).
+func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode string, sinks []string, after string, limit int) (plan, string) {
 	t.Helper()
 	ctx := t.Context()
 	conn, err := pool.Acquire(ctx)
@@ -141,8 +142,8 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode strin
 		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	}
 	var raw []byte
-	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(ARRAY[%s]::text[], '', %d, '1 minute', 0, '%s', '30 seconds')",
-		name, strings.Join(quoted, ", "), limit, uuid.New())).Scan(&raw); err != nil {
+	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(ARRAY[%s]::text[], %s, '', %d, '1 minute', 0, '%s', '30 seconds')",
+		name, strings.Join(quoted, ", "), after, limit, uuid.New())).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, "DEALLOCATE "+name); err != nil {
@@ -167,7 +168,7 @@ func minBuffersOf(t *testing.T, pool *pgxpool.Pool, q *store.Queries, sinks []st
 	var best claimBuffers
 	raw := ""
 	for i := range 3 {
-		p, r := explainClaim(t, pool, q, "force_generic_plan", sinks, limit)
+		p, r := explainClaim(t, pool, q, "force_generic_plan", sinks, "NULL", limit)
 		if int(p.Rows) != want {
 			t.Fatalf("the claim returned %v rows, want %d:\n%s", p.Rows, want, r)
 		}
@@ -302,7 +303,7 @@ func TestClaimPlanWithStatisticsOfAnEmptyOutboxVisitsEachRowOnce(t *testing.T) {
 		`INSERT INTO {s}.messages (sink, dedup_key, payload, ordering_key)
 		 SELECT 'fast', 'p' || g, '{}', CASE WHEN g % 10 = 0 THEN 'k' || (g % 50) END FROM generate_series(1, 5000) g`)
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
-		p, raw := explainClaim(t, pool, q, mode, []string{"fast"}, 1000)
+		p, raw := explainClaim(t, pool, q, mode, []string{"fast"}, "NULL", 1000)
 		if p.Rows != 1000 {
 			t.Fatalf("%s: the claim returned %v rows, want 1000:\n%s", mode, p.Rows, raw)
 		}

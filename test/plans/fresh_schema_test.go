@@ -188,10 +188,10 @@ func checkClaimPlan(t *testing.T, pool *pgxpool.Pool, q *store.Queries, limit in
 		return false
 	}
 	var raw []byte
-	// The relay's parameters, in claim.sql's $n order: sinks, probe_sink,
-	// limit, alive_for, waiter, token, lease.
+	// The relay's parameters, in claim.sql's $n order: sinks, after,
+	// probe_sink, limit, alive_for, waiter, token, lease.
 	if err := pool.QueryRow(t.Context(), "EXPLAIN (FORMAT JSON) "+q.Texts().Claim,
-		[]string{"fast"}, "", limit, time.Minute, 0, uuid.New(), 30*time.Second).Scan(&raw); err != nil {
+		[]string{"fast"}, []time.Time(nil), "", limit, time.Minute, 0, uuid.New(), 30*time.Second).Scan(&raw); err != nil {
 		t.Error(err)
 		return false
 	}

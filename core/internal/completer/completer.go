@@ -12,12 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// Terminal writes are retried while the database is briefly away. Past
-// retryMax between tries and the outcomes' leases, the rows are left to
+// Terminal writes are retried while the database is briefly away: at once
+// (a write that failed on a connection PostgreSQL had ended runs on another
+// one, see package connretry), then after retryInitial, doubling up to
+// retryMax between tries. Past the outcomes' leases, the rows are left to
 // lease expiry: another relay re-delivers them, which the contract allows;
 // they are never marked wrong.
 const (
@@ -240,8 +243,7 @@ func writeDeadline(batch []Outcome) time.Time {
 // with backoff until ctx ends; it returns the ids written.
 func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome) (map[int64]bool, error) {
 	var written map[int64]bool
-	backoff := retry.WithCappedDuration(retryMax, retry.NewExponential(retryInitial))
-	err := retry.Do(ctx, backoff, func(ctx context.Context) error {
+	err := retry.Do(ctx, connretry.New(retryInitial, retryMax), func(ctx context.Context) error {
 		var err error
 		written, err = c.writeOnce(ctx, batch)
 		if err != nil && pgerr.IsTransient(err) {

@@ -30,6 +30,28 @@ func IsTransient(err error) bool {
 	return len(pgErr.Code) == 5 && transientClasses[pgErr.Code[:2]]
 }
 
+// OutcomeUnknown reports whether a statement that failed with err may
+// still have run to its commit: the statement was sent and then the
+// connection was lost (PostgreSQL ended the session with a FATAL or PANIC
+// report, the network failed, the caller's context cut the wait short)
+// before its answer came. A statement that was never sent, or that
+// PostgreSQL refused with an ERROR (its transaction rolled back), did
+// not commit.
+func OutcomeUnknown(err error) bool {
+	if err == nil || pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		severity := pgErr.SeverityUnlocalized
+		if severity == "" { // servers before 9.6 send the localized one only
+			severity = pgErr.Severity
+		}
+		return severity == "FATAL" || severity == "PANIC"
+	}
+	return true
+}
+
 // SQLState names err's SQLSTATE for a stored message, without its text
 // (which may quote the refused data).
 func SQLState(err error) string {

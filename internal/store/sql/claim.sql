@@ -6,7 +6,7 @@
 -- returns: attempts integer as int, max_attempts integer null, created_at timestamptz, reclaimed boolean
 -- returns: route text null, route_version bigint null, thread_key text null
 -- returns: thread_root jsonb null as json.RawMessage, deferrals integer as int
--- returns: lease_from_start interval
+-- returns: lease_from_start interval, available_at timestamptz
 -- Claims up to @limit rows of the sinks @sinks in one statement, each sink's
 -- in available_at order: rows ready for an attempt (pending, or failed and due) and rows
 -- whose lease expired (their relay died or overran). Each gets lease token
@@ -101,12 +101,27 @@
 -- stay asynchronous: losing one only repeats a delivery the row already
 -- knows may have happened.
 --
+-- A sink's walk may start at @after[i] (aligned with @sinks; a missing or
+-- NULL element: from the start): rows of the sink that are not queued and
+-- whose available_at is earlier are not read. Delivered rows leave the
+-- table, but their entries stay at the head of the sink's part of the open
+-- index until vacuum removes them, and a transaction held open keeps
+-- vacuum from doing so: every claim then visited each such entry's heap
+-- tuple, thousands after a few seconds, hundreds of microseconds each
+-- (pickup p99 2.7x under a held XID). The relay passes a bound a little
+-- before the latest row it claimed of the sink, and claims from the start
+-- once per poll interval, which finds what a bound passes over: expired
+-- leases, and rows that became ready with an earlier available_at (a
+-- producer's transaction that committed late, a row handed back). See
+-- relay's claimBounds.
+--
 -- The same statement updates the claiming loop's wake-up registration @waiter
 -- (migration 006): it waits for a wake-up exactly when it got fewer rows
 -- than it asked for, and it stays alive for @alive_for.
 WITH RECURSIVE claimable AS MATERIALIZED (
-    SELECT coalesce(array_agg(s.sink ORDER BY s.ord), '{}') AS sinks
-    FROM unnest(@sinks::text[]) WITH ORDINALITY AS s(sink, ord)
+    SELECT coalesce(array_agg(s.sink ORDER BY s.ord), '{}') AS sinks,
+           coalesce(array_agg(coalesce(s.after, '-infinity') ORDER BY s.ord), '{}') AS afters
+    FROM unnest(@sinks::text[], @after::timestamptz[]) WITH ORDINALITY AS s(sink, after, ord)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.sink_limits l WHERE l.sink = s.sink AND l.paused_until > now())
       AND NOT EXISTS (SELECT 1 FROM {schema}.destination_breakers b
                       WHERE b.sink = s.sink AND b.dest_key = '' AND b.sink <> @probe_sink)
@@ -117,7 +132,7 @@ WITH RECURSIVE claimable AS MATERIALIZED (
     SELECT w.i + 1, w.remaining - cardinality(got.rows), got.rows, got.reclaimed
     FROM walk w CROSS JOIN claimable c
     -- An even share of what is left, rounded up.
-    CROSS JOIN LATERAL (SELECT c.sinks[w.i + 1] AS sink,
+    CROSS JOIN LATERAL (SELECT c.sinks[w.i + 1] AS sink, c.afters[w.i + 1] AS after,
                                (w.remaining + cardinality(c.sinks) - w.i - 1) / (cardinality(c.sinks) - w.i) AS n) share
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(r.ctid), '{}') AS rows,
@@ -129,7 +144,7 @@ WITH RECURSIVE claimable AS MATERIALIZED (
                 -- sink IS NOT NULL: the open index's predicate (migration 012).
                 SELECT * FROM (SELECT m.ctid, m.id, m.status, m.available_at FROM {schema}.messages m
                  WHERE m.sink = share.sink AND m.sink IS NOT NULL AND m.phase = 'open'
-                   AND m.queued_behind = false AND m.available_at <= now()
+                   AND m.queued_behind = false AND m.available_at <= now() AND m.available_at >= share.after
                    AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
                    AND (m.ordering_key IS NULL OR NOT EXISTS (
                          SELECT 1 FROM {schema}.messages e
@@ -189,4 +204,4 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
               SELECT t.root_receipt FROM {schema}.threads t WHERE t.sink = m.sink AND t.thread_key = m.thread_key)
           END,
           m.deferrals,
-          m.lease_expires_at - now()
+          m.lease_expires_at - now(), m.available_at
