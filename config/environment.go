@@ -10,12 +10,18 @@ import (
 )
 
 // Variables the binary reads under EnvOverridePrefix besides the key
-// overrides: the file (FileEnv) and the database URL, which the command
-// line's --database-url precedence reads before database.url.
+// overrides: the file (FileEnv), the database URL, which the command
+// line's --database-url precedence reads before database.url, and
+// SecretsKeyEnv.
 const (
 	configVariable      = "CONFIG"
 	databaseURLVariable = "DATABASE_URL"
 )
+
+// SecretsKeyEnv holds the keys sealing destinations' signing secrets
+// (destinations.EnvSecretsKey, the same name), kept out of the
+// configuration file on purpose.
+const SecretsKeyEnv = EnvOverridePrefix + "SECRETS_KEY"
 
 // LookupPrefixed reads the variable suffix under EnvOverridePrefix
 // (OUTBOXD_SUFFIX), else under DeprecatedEnvPrefix. warning is not empty
@@ -46,11 +52,12 @@ func envSuffix(key string) string {
 }
 
 // unknownVariables warns of each OUTBOXD_ variable of environ (NAME=value
-// pairs) that is neither FileEnv, the database URL nor the override of one
+// pairs) that is neither FileEnv, the database URL, SecretsKeyEnv nor the override of one
 // of keys, naming the nearest one: a typo's override would otherwise be
 // ignored without a word.
 func unknownVariables(environ []string, keys []string) []string {
-	known := map[string]string{FileEnv: "the configuration file", EnvOverridePrefix + databaseURLVariable: "the database URL"}
+	known := map[string]string{FileEnv: "the configuration file", EnvOverridePrefix + databaseURLVariable: "the database URL",
+		SecretsKeyEnv: "the destinations' secrets keys"}
 	for _, k := range keys {
 		known[envName(k)] = k
 	}

@@ -76,8 +76,9 @@ func TestDatabaseOnlyLeavesSinkOptionsOut(t *testing.T) {
 // with a warning, unless an OUTBOXD_ one of the same key is set; an
 // OUTBOXD_ variable that overrides nothing is warned of with the nearest
 // variable and its key.
+// OUTBOXD_SECRETS_KEY, read by package destinations, is no typo.
 // (Mutations: LookupPrefixed not reading DeprecatedEnvPrefix; the warning
-// without the nearest name.)
+// without the nearest name; SecretsKeyEnv left out of the known variables.)
 func TestEnvironmentPrefixes(t *testing.T) {
 	t.Parallel()
 	const doc = "sinks:\n  audit: {type: discard}\n"
@@ -90,7 +91,7 @@ func TestEnvironmentPrefixes(t *testing.T) {
 	if err != nil || loaded.Config.Relay.BatchSize != 9 || len(loaded.Warnings) != 0 {
 		t.Errorf("OUTBOXD_ beside OUTBOX_: %v, batch size %d, warnings %q", err, loaded.Config.Relay.BatchSize, loaded.Warnings)
 	}
-	loaded, err = loadFile(t, doc, Everything, nil, "OUTBOXD_RELAY_LEESE=1s", "OUTBOXD_SINKS_AUDIT_MAX_ATTEMPTS=3", "HOME=/root")
+	loaded, err = loadFile(t, doc, Everything, nil, "OUTBOXD_RELAY_LEESE=1s", "OUTBOXD_SINKS_AUDIT_MAX_ATTEMPTS=3", "HOME=/root", SecretsKeyEnv+"=k1:x")
 	want := "environment variable OUTBOXD_RELAY_LEESE overrides no configuration key and is ignored: did you mean OUTBOXD_RELAY_LEASE (relay.lease)?"
 	if err != nil || !slices.Equal(loaded.Warnings, []string{want}) {
 		t.Errorf("unknown OUTBOXD_ variable: %v, warnings %q", err, loaded.Warnings)

@@ -171,13 +171,17 @@ func (s *Sink) allowed(raw string) error {
 // wrap names the sink in err, keeping its class (Permanent, RetryAfter).
 func (s *Sink) wrap(err error) error { return fmt.Errorf("destinations %q: %w", s.name, err) }
 
-// TemplateShape is the webhook's (a body template, else the Standard
-// Webhooks envelope), for targets that name a tenant.
-func (s *Sink) TemplateShape() sink.Shape {
+// Shape is the webhook's (a body template, else the Standard Webhooks
+// envelope), for targets that name a tenant. The type registers it, so
+// that routes compile without building sinks (outboxd migrate).
+func Shape() sink.Shape {
 	shape := webhook.Shape()
 	shape.Tenants = true
 	return shape
 }
+
+// TemplateShape is Shape.
+func (s *Sink) TemplateShape() sink.Shape { return Shape() }
 
 // DefaultRateLimit spaces each destination's deliveries at DefaultRate
 // per second, per destination (rate_limit.per_key).

@@ -25,9 +25,16 @@ func Types() []registry.Type {
 			Doc: "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"},
 		{Name: email.Type, New: email.New, Options: email.DefaultOptions(), Shape: email.Shape(),
 			Doc: "Sends each message as one mail over SMTP"},
-		registry.Define(destinations.Type, "POSTs each row to the tenant's destination it names, signed the Standard Webhooks way with the destination's secrets",
-			destinations.DefaultOptions(), destinations.New),
+		destinationsType(),
 	}
+}
+
+// destinationsType is the destinations sink's type, with its shape.
+func destinationsType() registry.Type {
+	t := registry.Define(destinations.Type, "POSTs each row to the tenant's destination it names, signed the Standard Webhooks way with the destination's secrets",
+		destinations.DefaultOptions(), destinations.New)
+	t.Shape = destinations.Shape()
+	return t
 }
 
 // Register registers Types; call it once, before cmd.Main.
