@@ -148,6 +148,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	doc, router := openAPISpec(t)
 	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
+		api.Destinations = newDestinationStore(t, api.Outbox.Schema())
 		tel, err := telemetry.New(t.Context(), api.Config.Telemetry, config.EnvMap(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -155,8 +156,6 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 		api.Meters, api.Metrics = tel.MeterProvider, tel.Metrics
 	})
-	// The handlers read the API's store per request: set before the first.
-	a.api.Destinations = newDestinationStore(t, a.ob.Schema())
 	c := &contract{t: t, a: a, router: router, covered: map[string]bool{}}
 	dead := a.deadRows(t, "partner", "HTTP 500: boom", "HTTP 400: rejected", "HTTP 500: again")
 
@@ -215,6 +214,17 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	c.do(exchange{method: "POST", path: "/v1/events", body: `{"type":"order.paid","key":"o-2","data":{"total":3}}`, status: 201})
 
 	c.destinationExchanges()
+
+	// Without OUTBOXD_SECRETS_KEY no secret can be sealed: 503.
+	keyless := newOperatorAPI(t, openAPIConfig, func(api *API) {
+		st, err := destinations.NewStore(api.Outbox.Schema(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.Destinations = st
+	})
+	(&contract{t: t, a: keyless, router: router, covered: c.covered}).do(exchange{method: "POST", path: "/v1/tenants/acme/destinations",
+		body: `{"url":"https://hooks.acme.example/outboxd"}`, status: 503})
 
 	routes := append(a.api.apiRoutes(), a.api.openRoutes()...)
 	registered := map[string]bool{}
