@@ -58,10 +58,10 @@ func (a *app) destinationStore(s session) (*destinations.Store, error) {
 }
 
 // destinationCommand builds one subcommand running fn with the store.
-func (a *app) destinationCommand(use, short string, args cobra.PositionalArgs, needsTenant bool, f *destinationFlags,
+func (a *app) destinationCommand(use, short, example string, args cobra.PositionalArgs, needsTenant bool, f *destinationFlags,
 	fn func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error)) *cobra.Command {
 	c := &cobra.Command{
-		Use: use, Short: short, Args: args,
+		Use: use, Short: short, Example: example, Args: args,
 		PreRunE: f.check(needsTenant),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			st, err := a.destinationStore(s)
@@ -87,6 +87,9 @@ func (a *app) destinationsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "destinations",
 		Short: "Manage tenants' webhook destinations: create, list, change, disable, rotate secrets",
+		Example: `  export OUTBOXD_SECRETS_KEY="$(outboxd destinations keygen --id k1)"
+  outboxd destinations create --tenant acme --url https://hooks.acme.example/outboxd --events 'order.*'
+  outboxd destinations list --tenant acme -o wide`,
 	}
 	c.AddCommand(a.destinationCreateCommand(), a.destinationListCommand(), a.destinationGetCommand(),
 		a.destinationUpdateCommand(), a.destinationDeleteCommand(), a.destinationRotateCommand(),
@@ -103,11 +106,11 @@ type specFlags struct {
 }
 
 func (sf *specFlags) add(c *cobra.Command) {
-	c.Flags().StringVar(&sf.url, "url", "", "the endpoint, http or https")
-	c.Flags().StringSliceVar(&sf.events, "events", nil, "subscribed event-type patterns, comma-separated (order.*, **; default every type)")
-	c.Flags().StringVar(&sf.description, "description", "", "what the destination is, for people")
-	c.Flags().Float64Var(&sf.rateLimit, "rate-limit", 0, "deliveries per second (default the sink's)")
-	c.Flags().StringVar(&sf.metadata, "metadata", "", "a JSON object kept with the destination")
+	c.Flags().StringVar(&sf.url, "url", "", "the endpoint's `URL`, http or https")
+	c.Flags().StringSliceVar(&sf.events, "events", nil, "subscribed event-type `patterns`, comma-separated (order.*, **; default every type)")
+	c.Flags().StringVar(&sf.description, "description", "", "a `text` saying what the destination is, for people")
+	c.Flags().Float64Var(&sf.rateLimit, "rate-limit", 0, "`deliveries` per second (default the sink's)")
+	c.Flags().StringVar(&sf.metadata, "metadata", "", "a `JSON` object kept with the destination")
 }
 
 func (a *app) destinationCreateCommand() *cobra.Command {
@@ -116,6 +119,10 @@ func (a *app) destinationCreateCommand() *cobra.Command {
 		sf specFlags
 	)
 	c := a.destinationCommand("create --tenant T --url URL", "Create a destination; prints its signing secret, shown this once",
+		`  outboxd destinations create --tenant acme --url https://hooks.acme.example/outboxd
+  outboxd destinations create --tenant acme --url https://hooks.acme.example/orders \
+    --events 'order.*,invoice.paid' --description "acme production" --rate-limit 5 \
+    --metadata '{"plan": "pro"}' -o json`,
 		cobra.NoArgs, true, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
 			spec := destinations.Spec{URL: sf.url, Events: sf.events, Description: sf.description, Metadata: json.RawMessage(sf.metadata)}
 			if sf.rateLimit != 0 {
@@ -134,12 +141,14 @@ func (a *app) destinationListCommand() *cobra.Command {
 		limit int
 	)
 	c := a.destinationCommand("list --tenant T", "List a tenant's destinations, a page at a time",
+		`  outboxd destinations list --tenant acme
+  outboxd destinations list --tenant acme --limit 50 --after dst_kx2m4fq7rj3v5wzp -o wide`,
 		cobra.NoArgs, true, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
 			ds, next, err := st.List(ctx, s.pool, f.tenant, after, limit)
 			return destinationList{Destinations: ds, Next: next}, err
 		})
-	c.Flags().StringVar(&after, "after", "", "start after this destination id (the previous page's next)")
-	c.Flags().IntVar(&limit, "limit", destinations.DefaultPageSize, "destinations per page")
+	c.Flags().StringVar(&after, "after", "", "start after this destination `id` (the previous page's next)")
+	c.Flags().IntVar(&limit, "limit", destinations.DefaultPageSize, "`destinations` per page")
 	return c
 }
 
@@ -152,6 +161,8 @@ type destinationList struct {
 func (a *app) destinationGetCommand() *cobra.Command {
 	var f destinationFlags
 	return a.destinationCommand("get ID --tenant T", "Show a destination, with how many of its rows wait",
+		`  outboxd destinations get dst_kx2m4fq7rj3v5wzp --tenant acme
+  outboxd destinations get dst_kx2m4fq7rj3v5wzp --tenant acme -o json`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			return st.Get(ctx, s.pool, f.tenant, args[0])
 		})
@@ -164,6 +175,8 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 		c  *cobra.Command
 	)
 	c = a.destinationCommand("update ID --tenant T [--url U] [--events E] ...", "Change the fields given of a destination",
+		`  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --url https://hooks.acme.example/v2
+  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --events 'order.*' --rate-limit 10`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			var p destinations.Patch
 			set := c.Flags().Changed
@@ -199,6 +212,7 @@ type destinationChange struct {
 func (a *app) destinationDeleteCommand() *cobra.Command {
 	var f destinationFlags
 	return a.destinationCommand("delete ID --tenant T", "Delete a destination, its secrets and the rows still waiting for it (counted)",
+		`  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			n, err := st.Delete(ctx, s.pool, f.tenant, args[0])
 			return destinationChange{ID: args[0], Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
@@ -211,10 +225,12 @@ func (a *app) destinationSetEnabledCommand(enable bool) *cobra.Command {
 		reason string
 	)
 	use, short, verb := "disable ID --tenant T [--reason R]", "Disable a destination: its rows wait, none is dead-lettered", "disabled; rows now waiting"
+	example := `  outboxd destinations disable dst_kx2m4fq7rj3v5wzp --tenant acme --reason "endpoint moving to a new host"`
 	if enable {
 		use, short, verb = "enable ID --tenant T", "Enable a destination: its waiting rows are delivered", "enabled; waiting rows now due"
+		example = `  outboxd destinations enable dst_kx2m4fq7rj3v5wzp --tenant acme`
 	}
-	c := a.destinationCommand(use, short, cobra.ExactArgs(1), true, &f,
+	c := a.destinationCommand(use, short, example, cobra.ExactArgs(1), true, &f,
 		func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			if !enable && reason == "" {
 				reason = "disabled by " + a.actor().Name
@@ -223,7 +239,7 @@ func (a *app) destinationSetEnabledCommand(enable bool) *cobra.Command {
 			return destinationChange{ID: args[0], Rows: n, Verb: verb}, err
 		})
 	if !enable {
-		c.Flags().StringVar(&reason, "reason", "", "why, shown with the destination")
+		c.Flags().StringVar(&reason, "reason", "", "a `text` saying why, shown with the destination")
 	}
 	return c
 }
@@ -241,12 +257,14 @@ func (a *app) destinationRotateCommand() *cobra.Command {
 		overlap time.Duration
 	)
 	c := a.destinationCommand("rotate-secret ID --tenant T [--overlap 24h]", "Give a destination a new signing secret; the old one keeps signing for --overlap",
+		`  outboxd destinations rotate-secret dst_kx2m4fq7rj3v5wzp --tenant acme --overlap 24h
+  outboxd destinations rotate-secret dst_kx2m4fq7rj3v5wzp --tenant acme -o json`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			now := time.Now()
 			secret, err := st.RotateSecret(ctx, s.pool, f.tenant, args[0], overlap)
 			return rotated{ID: args[0], Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 		})
-	c.Flags().DurationVar(&overlap, "overlap", 0, "how long the old secrets keep signing beside the new one")
+	c.Flags().DurationVar(&overlap, "overlap", 0, "the `duration` the old secrets keep signing beside the new one")
 	return c
 }
 
@@ -259,6 +277,8 @@ type rekeyed struct {
 func (a *app) destinationRekeyCommand() *cobra.Command {
 	var f destinationFlags
 	return a.destinationCommand("rekey", "Seal every signing secret again under the first key of "+destinations.EnvSecretsKey,
+		`  export OUTBOXD_SECRETS_KEY="$(outboxd destinations keygen --id k2),$OUTBOXD_SECRETS_KEY"
+  outboxd destinations rekey`,
 		cobra.NoArgs, false, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
 			n, err := st.Rekey(ctx, s.pool)
 			keys, _ := destinations.KeyringFromEnv(a.io.Env)
@@ -275,7 +295,9 @@ func (a *app) destinationKeygenCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "keygen [--id K]",
 		Short: "Print a new random key for " + destinations.EnvSecretsKey,
-		Args:  cobra.NoArgs,
+		Example: `  outboxd destinations keygen
+  export OUTBOXD_SECRETS_KEY="$(outboxd destinations keygen --id k1)"`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			k, err := destinations.NewKey(id)
 			if err != nil {
@@ -285,7 +307,7 @@ func (a *app) destinationKeygenCommand() *cobra.Command {
 			return err
 		},
 	}
-	c.Flags().StringVar(&id, "id", "k"+time.Now().UTC().Format("20060102"), "the key's id, stored beside each secret it seals")
+	c.Flags().StringVar(&id, "id", "k"+time.Now().UTC().Format("20060102"), "the key's `id`, stored beside each secret it seals")
 	return c
 }
 

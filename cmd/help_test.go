@@ -20,8 +20,10 @@ func eachCommand(c *cobra.Command, visit func(*cobra.Command)) {
 
 // Every command's help has an Examples: section, and no flag's help shows
 // its Go type (`--id int64Slice (default [])`): each names its value.
-// Mutation: removing the Example of `dlq list`, or the backquoted `id` of
-// redrive's --id usage, makes this fail.
+// Mutation: removing the Example of `dlq list`, the backquoted `id` of
+// redrive's --id usage, or finishCommands' blanking of "[]" (or blanking a
+// string list's too: "(default )" for destinations create --events) makes
+// this fail.
 func TestEveryCommandHasExamplesAndNamedFlagValues(t *testing.T) {
 	t.Parallel()
 	root := (&app{io: streams{Env: config.EnvMap(nil)}}).rootCommand()
@@ -36,10 +38,12 @@ func TestEveryCommandHasExamplesAndNamedFlagValues(t *testing.T) {
 			if name, _ := pflag.UnquoteUsage(f); name != "" && !strings.Contains(f.Usage, "`") {
 				t.Errorf("%s --%s: its help shows the type %q: name the value with backquotes in the usage", c.CommandPath(), f.Name, name)
 			}
-			if f.DefValue == "[]" {
-				t.Errorf("%s --%s: its help shows (default [])", c.CommandPath(), f.Name)
-			}
 		})
+		for _, empty := range []string{"(default [])", "(default )"} {
+			if strings.Contains(c.LocalFlags().FlagUsages(), empty) {
+				t.Errorf("%s: a flag's help shows %s", c.CommandPath(), empty)
+			}
+		}
 	})
 }
 

@@ -218,7 +218,9 @@ func finishCommands(c *cobra.Command) {
 		finishCommands(sub)
 	}
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.DefValue == "[]" {
+		// pflag itself hides an empty string list's "[]" (and would show a
+		// blanked one as "(default )"), but not other lists' (int64Slice).
+		if f.DefValue == "[]" && !hidesEmptyDefault[f.Value.Type()] {
 			f.DefValue = ""
 		}
 	})
@@ -228,6 +230,10 @@ func finishCommands(c *cobra.Command) {
 		c.RunE = unknownSubcommand
 	}
 }
+
+// hidesEmptyDefault are the flag types whose empty default pflag leaves
+// out of the help by itself.
+var hidesEmptyDefault = map[string]bool{"stringSlice": true, "stringArray": true}
 
 // unknownSubcommand is the body of a command that only groups others: run
 // bare it prints its help; with an argument, that is an unknown command.

@@ -10,8 +10,9 @@ import (
 )
 
 // Variables the binary reads under EnvOverridePrefix besides the key
-// overrides: the file (FileEnv) and the database URL, which the command
-// line's --database-url precedence reads before database.url.
+// overrides: the file (FileEnv), the database URL, which the command
+// line's --database-url precedence reads before database.url (the
+// command's own variables come as Source.Variables).
 const (
 	configVariable      = "CONFIG"
 	databaseURLVariable = "DATABASE_URL"

@@ -92,11 +92,12 @@ type route struct {
 	handler      http.HandlerFunc
 }
 
-// apiRoutes are the endpoints below /v1. Handler registers exactly these,
+// apiRoutes are the endpoints below /v1, the destinations ones
+// (destinations.go) with them. Handler registers exactly these,
 // and TestOpenAPIDescribesEveryEndpoint checks that openapi.json describes
 // and a live answer matches each.
 func (s *API) apiRoutes() []route {
-	return []route{
+	return append([]route{
 		{http.MethodPost, "/v1/messages", access.RoleProduce, s.postMessage},
 		{http.MethodPost, "/v1/events", access.RoleProduce, s.postEvent},
 		{http.MethodGet, "/v1/stats", access.RoleRead, s.getStats},
@@ -110,7 +111,7 @@ func (s *API) apiRoutes() []route {
 		{http.MethodDelete, "/v1/sinks/{name}/pause", access.RoleOperate, s.deletePause},
 		{http.MethodGet, "/v1/audit", access.RoleRead, s.getAudit},
 		{http.MethodGet, openAPIPath, access.RoleRead, serveOpenAPI},
-	}
+	}, s.destinationRoutes()...)
 }
 
 // openRoutes are the endpoints outside /v1, open as probes and scrapers
@@ -168,9 +169,6 @@ func (s *API) Handler() http.Handler {
 	// requireJSON runs once a route matched, so that a method the path
 	// does not have answers 405, not 415.
 	registerRoutes(v1, s.apiRoutes(), requireJSON)
-	// The destinations endpoints are not in openapi.json yet: registered
-	// apart from apiRoutes, with their roles and 405s all the same.
-	registerRoutes(v1, s.destinationRoutes(), requireJSON)
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",

@@ -131,7 +131,9 @@ func (s *API) destinationError(w http.ResponseWriter, r *http.Request, op string
 	case errors.As(err, &req):
 		writeError(w, req.status, req.Error())
 	case errors.As(err, &input):
-		writeError(w, http.StatusBadRequest, input.Error())
+		// A well-formed request with a value refused, as everywhere in
+		// the API.
+		writeError(w, http.StatusUnprocessableEntity, input.Error())
 	case errors.Is(err, destinations.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("tenant %s has no destination %s", r.PathValue("tenant"), r.PathValue("id")))
 	case errors.Is(err, destinations.ErrNoKeyring):
@@ -212,7 +214,7 @@ func (s *API) rotateSecret(r *http.Request, tenant string) (any, error) {
 	if req.Overlap != "" {
 		var err error
 		if overlap, err = time.ParseDuration(req.Overlap); err != nil {
-			return nil, &requestError{http.StatusBadRequest, fmt.Errorf("overlap: want a duration such as 24h, got %q", req.Overlap)}
+			return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("overlap: want a duration such as 24h, got %q", req.Overlap)}
 		}
 	}
 	id, now := r.PathValue("id"), time.Now()

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/routing"
@@ -61,9 +63,10 @@ func openAPISpec(t *testing.T) (*openapi3.T, routers.Router) {
 type exchange struct {
 	method, path, body string
 	status             int
-	// noToken sends no bearer token; contentType replaces
-	// application/json.
+	// noToken sends no bearer token, token another than operatorToken;
+	// contentType replaces application/json.
 	noToken     bool
+	token       string
 	contentType string
 	// invalid says the request breaks the document on purpose (a body
 	// that is not JSON, a parameter out of range): only the answer is
@@ -102,7 +105,7 @@ func (c *contract) do(e exchange) []byte {
 			req.Header.Set("Content-Type", e.contentType)
 		}
 		if !e.noToken {
-			req.Header.Set("Authorization", "Bearer "+operatorToken)
+			req.Header.Set("Authorization", "Bearer "+cmp.Or(e.token, operatorToken))
 		}
 		return req
 	}
@@ -146,7 +149,8 @@ func (c *contract) do(e exchange) []byte {
 func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	doc, router := openAPISpec(t)
-	a := newOperatorAPI(t, operatorConfig+"routes:\n  orders: {events: [order.*], to: [partner]}\n", func(api *API) {
+	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
+		api.Destinations = newDestinationStore(t, api.Outbox.Schema())
 		tel, err := telemetry.New(t.Context(), api.Config.Telemetry, config.EnvMap(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -216,6 +220,19 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	}
 	c.do(exchange{method: "POST", path: "/v1/events", body: `{"type":"order.paid","key":"o-2","data":{"total":3}}`, status: 201})
 
+	c.destinationExchanges()
+
+	// Without OUTBOXD_SECRETS_KEY no secret can be sealed: 503.
+	keyless := newOperatorAPI(t, openAPIConfig, func(api *API) {
+		st, err := destinations.NewStore(api.Outbox.Schema(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.Destinations = st
+	})
+	(&contract{t: t, a: keyless, router: router, covered: c.covered}).do(exchange{method: "POST", path: "/v1/tenants/acme/destinations",
+		body: `{"url":"https://hooks.acme.example/outboxd"}`, status: 503})
+
 	routes := slices.Concat(a.api.apiRoutes(), a.api.openRoutes(), a.api.adminRoutes())
 	registered := map[string]bool{}
 	for _, rt := range routes {
@@ -236,6 +253,123 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 				t.Errorf("openapi.json describes %s, which no route serves", op)
 			}
 		}
+	}
+}
+
+// openAPIConfig is operatorConfig with a read-only token, a destinations
+// sink and a route fanning invoices out to their account's destinations.
+const openAPIConfig = `http:
+  token: ` + operatorToken + `
+  tokens:
+    - {name: viewer, token: ` + viewerToken + `, role: read}
+sinks:
+  partner:
+    type: webhook
+    options: {url: "https://partner.example/hook", secret: "whsec_dGhlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQtMzJieXRlcw=="}
+  customers:
+    type: destinations
+routes:
+  orders: {events: [order.*], to: [partner]}
+  billing: {events: [invoice.*], to: [{sink: customers, tenant: "{{.data.account}}"}]}
+`
+
+// viewerToken is a token of role read.
+const viewerToken = "viewer-test-token"
+
+// newDestinationStore is a Store sealing secrets under a fresh key, as
+// serve makes it from OUTBOXD_SECRETS_KEY.
+func newDestinationStore(t *testing.T, schema string) *destinations.Store {
+	t.Helper()
+	key, err := destinations.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := destinations.ParseKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := destinations.NewStore(schema, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// destinationExchanges runs every destinations endpoint, its successes
+// and the errors a client meets, and a publish fanning out to a tenant's
+// destination and to a tenant without one (the routes applied already).
+// Mutation: dropping tenant from Published's messages, or waiting from
+// Destination, in openapi.json, answering 400 for a refused value (422
+// in the document), or leaving the destinations routes out of apiRoutes
+// makes TestOpenAPIDescribesEveryEndpoint fail.
+func (c *contract) destinationExchanges() {
+	c.t.Helper()
+	const base = "/v1/tenants/acme/destinations"
+	var created struct{ ID string }
+	if err := json.Unmarshal(c.do(exchange{method: "POST", path: base, status: 201,
+		body: `{"url":"https://hooks.acme.example/outboxd","events":["invoice.*"],"description":"acme production","rate_limit":5,"metadata":{"plan":"pro"}}`}), &created); err != nil {
+		c.t.Fatal(err)
+	}
+	one := base + "/" + created.ID
+	for _, e := range []exchange{
+		{method: "POST", path: base, body: `{"url":"ftp://hooks.acme.example/outboxd"}`, status: 422},
+		{method: "POST", path: base, body: `{"url":`, status: 400, invalid: true},
+		{method: "POST", path: base, body: `{"url":"https://hooks.acme.example/x"}`, contentType: "text/plain", status: 415, invalid: true},
+		{method: "POST", path: base, body: `{"url":"https://hooks.acme.example/x"}`, token: viewerToken, status: 403},
+		{method: "POST", path: base, body: `{"url":"https://hooks.acme.example/x"}`, noToken: true, status: 401, invalid: true},
+		{method: "GET", path: "/v1/tenants/" + strings.Repeat("t", destinations.MaxTenantBytes+1) + "/destinations", status: 400, invalid: true},
+		{method: "GET", path: base + "?limit=1", status: 200},
+		{method: "GET", path: base + "?limit=0", status: 400, invalid: true},
+		{method: "GET", path: one, token: viewerToken, status: 200},
+		{method: "GET", path: base + "/dst_nope", status: 404},
+		{method: "PATCH", path: one, body: `{"description":"acme, v2","events":["invoice.*","order.*"],"metadata":{"plan":"team"}}`, status: 200},
+		{method: "PATCH", path: one, body: `{"url":"ftp://hooks.acme.example/outboxd"}`, status: 422},
+		{method: "PATCH", path: one, body: `{"rate_limit":0}`, status: 422, invalid: true},
+		{method: "PATCH", path: base + "/dst_nope", body: `{}`, status: 404},
+		{method: "POST", path: one + "/rotate-secret", body: `{"overlap":"24h"}`, status: 200},
+		{method: "POST", path: one + "/rotate-secret", status: 200},
+		{method: "POST", path: one + "/rotate-secret", body: `{"overlap":"soon"}`, status: 422},
+		{method: "POST", path: one + "/disable", body: `{"reason":"endpoint moving"}`, status: 200},
+		{method: "POST", path: one + "/enable", status: 200},
+		{method: "POST", path: one + "/enable", token: viewerToken, status: 403},
+		{method: "POST", path: base + "/dst_nope/disable", status: 404},
+		{method: "GET", path: base + "/dst_nope/deliveries", status: 404},
+	} {
+		c.do(e)
+	}
+
+	// A publish names each fanned-out row's tenant and count, with a
+	// note when nothing matched.
+	for account, want := range map[string]int{"acme": 1, "nobody": 0} {
+		var published struct {
+			Messages []struct {
+				Tenant       string
+				Destinations *int
+				Note         string
+			}
+		}
+		body := fmt.Sprintf(`{"type":"invoice.paid","key":"i-%s","data":{"account":%q}}`, account, account)
+		if err := json.Unmarshal(c.do(exchange{method: "POST", path: "/v1/events", body: body, status: 201}), &published); err != nil {
+			c.t.Fatal(err)
+		}
+		if m := published.Messages; len(m) != 1 || m[0].Tenant != account || m[0].Destinations == nil || *m[0].Destinations != want || (want == 0) != (m[0].Note != "") {
+			c.t.Errorf("publishing for %s answered %+v, want its tenant and %d destinations", account, m, want)
+		}
+	}
+
+	var deliveries struct{ Deliveries []json.RawMessage }
+	if err := json.Unmarshal(c.do(exchange{method: "GET", path: one + "/deliveries?limit=5", status: 200}), &deliveries); err != nil {
+		c.t.Fatal(err)
+	}
+	if len(deliveries.Deliveries) != 1 {
+		c.t.Errorf("deliveries of %s: %d, want the one fanned out to it", created.ID, len(deliveries.Deliveries))
+	}
+	for _, e := range []exchange{
+		{method: "GET", path: one + "/deliveries?before=0", status: 400, invalid: true},
+		{method: "DELETE", path: one, status: 200},
+		{method: "DELETE", path: one, status: 404},
+	} {
+		c.do(e)
 	}
 }
 

@@ -172,7 +172,8 @@ func (s *Sink) allowed(raw string) error {
 func (s *Sink) wrap(err error) error { return fmt.Errorf("destinations %q: %w", s.name, err) }
 
 // Shape is the webhook's (a body template, else the Standard Webhooks
-// envelope), for targets that name a tenant.
+// envelope), for targets that name a tenant. The type registers it, so
+// that routes compile without building sinks (outboxd migrate).
 func Shape() sink.Shape {
 	shape := webhook.Shape()
 	shape.Tenants = true
