@@ -32,6 +32,14 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 	if r.settleBreaker(ctx, row, span, err) {
 		return
 	}
+	o, rep := r.outcome(ctx, row, sc, span, elapsed, err)
+	o.Done = rep.written
+	r.completer.Submit(o)
+}
+
+// outcome is the terminal write err makes of row's attempt (see finish),
+// and the report to make once it is written.
+func (r *Relay) outcome(ctx context.Context, row claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) (completer.Outcome, *deliveryReport) {
 	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(operator.StatusSent),
 		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
@@ -58,8 +66,7 @@ func (r *Relay) finish(ctx context.Context, row claimedRow, sc SinkConfig, span 
 	rep := &deliveryReport{relay: r, ctx: ctx, id: row.ID, sink: row.Sink, dedupKey: row.DedupKey,
 		attempt: row.Attempt, createdAt: row.CreatedAt, labels: r.labels[sc.Name], span: span,
 		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
-	o.Done = rep.written
-	r.completer.Submit(o)
+	return o, rep
 }
 
 // deferral is how long a Retry-After of d puts row off: d, but no less
@@ -89,11 +96,16 @@ func (r *Relay) pauseFor(ctx context.Context, row claimedRow, sc SinkConfig, d t
 // release hands a claimed row back without spending its attempt, to be
 // claimed again after delay.
 func (r *Relay) release(row claimedRow, delay time.Duration, cause error) {
-	r.completer.Submit(completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
+	r.completer.Submit(r.releaseOutcome(row, delay, cause))
+}
+
+// releaseOutcome is the terminal write that hands row back (see release).
+func (r *Relay) releaseOutcome(row claimedRow, delay time.Duration, cause error) completer.Outcome {
+	return completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
 		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: func(ok bool) {
 			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
-		}})
+		}}
 }
 
 // storedError is err's text as the row stores it, as the dead-letter log

@@ -101,6 +101,11 @@ func (c *Completer) Submit(o Outcome) {
 	}
 }
 
+// WriteNow writes outcomes in one statement, on the caller's goroutine,
+// with the retries of Run's batches: the members of a digest are finished
+// together, never split over two of Run's batches.
+func (c *Completer) WriteNow(outcomes []Outcome) { c.write(outcomes) }
+
 // Stop makes Run write what is queued and return.
 func (c *Completer) Stop() { close(c.quit) }
 
