@@ -58,12 +58,17 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 
 // Deliver POSTs the payload, signed, and maps the response to an outcome.
 func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
-	id := d.DeliveryID()
+	return s.post(ctx, d.DeliveryID(), d.Payload)
+}
+
+// post POSTs body, signed, under webhook-id id, and maps the response to
+// an outcome.
+func (s *Sink) post(ctx context.Context, id string, body []byte) error {
 	if err := checkID(id); err != nil {
 		return sink.Permanent(s.wrap(err))
 	}
 	now := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(d.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		return s.wrap(sinks.TransportError(err))
 	}
@@ -72,7 +77,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	req.Header.Set(headerID, id)
 	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
 	if len(s.secrets) > 0 {
-		req.Header.Set(headerSignature, signatureHeader(s.secrets, id, now, d.Payload))
+		req.Header.Set(headerSignature, signatureHeader(s.secrets, id, now, body))
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
