@@ -80,6 +80,11 @@ func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 	if rl := s.RateLimit; rl != nil {
 		sc.RateLimit = &sink.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
 	}
+	if s.Digest != nil {
+		// A key that does not parse leaves the sink undigested; checkDigests
+		// reports it.
+		sc.Digest, _ = s.Digest.Policy()
+	}
 	return sc
 }
 
@@ -97,6 +102,9 @@ func (s *SinkSpec) takeCore(eff relay.SinkConfig) {
 	s.RateLimit = nil
 	if rl := eff.RateLimit; rl != nil {
 		s.RateLimit = &RateLimitSpec{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
+	}
+	if s.Digest != nil && eff.Digest != nil {
+		s.Digest.MaxMessages = eff.Digest.MaxMessages
 	}
 }
 
@@ -125,6 +133,9 @@ var (
 		"RateLimit.Burst":  "rate_limit.burst",
 		"RateLimit.PerKey": "rate_limit.per_key",
 		"MaxInFlight":      "max_in_flight",
+		"Digest":             "digest",
+		"Digest.Window":      "digest.window",
+		"Digest.MaxMessages": "digest.max_messages",
 
 		"CircuitBreaker.ConsecutiveFailures": "circuit_breaker.consecutive_failures",
 		"CircuitBreaker.FailureRatio":        "circuit_breaker.failure_ratio",

@@ -19,6 +19,9 @@ func (c *Config) compileRoutes() []confschema.Problem {
 	}
 	table, problems := routing.Compile(routing.Config{Routes: c.Routes, Unmatched: c.RoutesUnmatched}, sinks)
 	c.routes = table
+	for i := range c.sinks {
+		c.sinks[i].RouteDigests = table.RouteDigests(c.sinks[i].Name)
+	}
 	return problems
 }
 

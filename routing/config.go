@@ -45,6 +45,8 @@ type Target struct {
 	// UpdateRoot (Slack) also edits a thread's first message to show this
 	// event, with chat.update.
 	UpdateRoot bool `mapstructure:"update_root" doc:"for a sink that posts threads (Slack): also edit the thread's first message to show this event"`
+	// Digest groups the target's rows into digests (see docs/digests.md).
+	Digest *Digest `mapstructure:"digest" defaultdoc:"the sink's digest, if any" doc:"deliver this route's rows of one key that arrive together as one message: window, max_messages, key and template (see docs/digests.md)"`
 }
 
 // Sample is an example event of a route.

@@ -44,6 +44,10 @@ type target struct {
 	updateRoot bool
 	threadKey  []threadPart
 	compiled   *compiled
+	// digest is the target's digest policy and digestTemplate its digest
+	// template, nil for none.
+	digest         *sink.DigestPolicy
+	digestTemplate *compiled
 }
 
 // Compile checks cfg against the configured sinks (by name), parses every
@@ -69,6 +73,10 @@ func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Probl
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
 				t.targets[tg.targetID] = tg
+				if _, ok := sinks[tg.sink].(sink.DigestSink); tg.digest != nil && !ok {
+					ps.add(fmt.Sprintf("routes.%s.%s[%d].%s", name, keyTo, tg.position, keyDigest),
+						"route %s, sink %s: this sink type cannot deliver digests", name, tg.sink)
+				}
 			}
 		}
 	}
@@ -112,6 +120,21 @@ func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *prob
 			}
 			ps.add(key, "route %s, sink %s: rendering the sample event %s/%s: %v", name, tg.sink, r.sample.Type, r.sample.Key, err)
 		}
+		if tg.digestTemplate == nil {
+			continue
+		}
+		data, err := digestData([]sink.Event{r.sample, r.sample})
+		if err == nil {
+			_, err = tg.digestTemplate.renderData(data)
+		}
+		if err != nil {
+			key := fmt.Sprintf("%s.%s[%d].%s.%s", at, keyTo, i, keyDigest, keyDigestTemplate)
+			var re *renderError
+			if errors.As(err, &re) {
+				key += "." + re.field
+			}
+			ps.add(key, "route %s, sink %s: rendering a digest of the sample event %s/%s: %v", name, tg.sink, r.sample.Type, r.sample.Key, err)
+		}
 	}
 	return r
 }
@@ -146,6 +169,9 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		ps.add(key, "route %s, sink %s: %v", routeName, tc.Sink, fe.err)
 	}
 	tg.compiled = c
+	if tc.Digest != nil {
+		compileDigest(at, routeName, tc, shape, tg, ps)
+	}
 	return tg
 }
 
