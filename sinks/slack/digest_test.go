@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -291,4 +293,60 @@ func (k killAfterDigest) DeliverDigest(ctx context.Context, dg *sink.Digest) err
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	return err
+}
+
+// A routed Slack target with a digest keyed by the event's shop and a
+// digest template posts one message per shop, rendered from the members'
+// events at delivery: "20 new orders: A/A-00 ..." and "10 new orders: B/B-00 ...", the
+// orders in publish order. (Mutation: PrepareDigest returning nil posts
+// the default rendering; a key ignoring the template groups both shops
+// into one post.)
+func TestRoutedDigestRendersItsTemplatePerKey(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	pool, ob := testdb.New(t)
+	inner := newSink(t, tokenOptions(fake, nil))
+	// The sample declares the fields the digest template reads inside its
+	// range, which a generated sample does not see.
+	cfg, ps := routing.Parse(map[string]any{"orders": map[string]any{"events": []any{"order.paid"},
+		"sample": map[string]any{"type": "order.paid", "data": map[string]any{"id": "A-00", "shop": "A"}},
+		"to": []any{map[string]any{"sink": testSinkName, "template": map[string]any{"text": "{{.data.id}} paid"},
+			"digest": map[string]any{"window": "1s", "key": "{{.data.shop}}",
+				"template": map[string]any{"text": "{{len .messages}} new orders:{{range .messages}} {{.data.shop}}/{{.data.id}}{{end}}"}}}}}}, "")
+	table, more := routing.Compile(cfg, map[string]sink.Sink{testSinkName: inner})
+	if ps = append(ps, more...); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, shop := range []struct {
+		name string
+		n    int
+	}{{"A", 20}, {"B", 10}} {
+		ids := ""
+		for i := range shop.n {
+			id := fmt.Sprintf("%s-%02d", shop.name, i)
+			ids += " " + shop.name + "/" + id
+			ev := core.Event{Type: "order.paid", Key: id, Data: map[string]string{"id": id, "shop": shop.name}}
+			if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, fmt.Sprintf("%d new orders:%s", shop.n, ids))
+	}
+	signals := &testsignal.Relay{}
+	sc := relay.SinkConfig{Name: testSinkName, Sink: inner, RouteDigests: table.RouteDigests(testSinkName)}
+	runRoutedRelay(t, pool, ob, 30*time.Second, signals, table.Stage(nil), sc)
+	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 30)
+	var got []string
+	for _, p := range fake.Posts() {
+		got = append(got, p.Text)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("posts %q, want %q", got, want)
+	}
 }
