@@ -58,11 +58,15 @@ func (d Digest) Policy() (*sink.DigestPolicy, error) {
 // keyData is what a digest key template sees of row: its event, or, for
 // a row enqueued directly, its payload as .data.
 func keyData(row *sink.Delivery) (map[string]any, error) {
-	ev := sink.Event{Data: row.Payload, CreatedAt: row.CreatedAt}
-	if row.Route != "" {
-		if err := json.Unmarshal(row.Payload, &ev); err != nil {
-			return nil, fmt.Errorf("the row's payload is not an event: %w", err)
-		}
+	ev := sink.Event{CreatedAt: row.CreatedAt}
+	if row.Route == "" {
+		ev.Data = row.Payload
+		return templateData(ev)
+	}
+	// Into an empty event: decoding into Data would reuse, and overwrite,
+	// the payload's own bytes (json.RawMessage appends to itself).
+	if err := json.Unmarshal(row.Payload, &ev); err != nil {
+		return nil, fmt.Errorf("the row's payload is not an event: %w", err)
 	}
 	return templateData(ev)
 }
