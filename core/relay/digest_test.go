@@ -53,10 +53,12 @@ func (s *digestSink) DeliverDigest(_ context.Context, dg *sink.Digest) error {
 // A member the sink refuses is split out of its digest and dead-lettered
 // alone, with the sink's error, while the others go out at once as the
 // same digest; the digest's span links to every delivered member's
-// producer span, and the metrics count one digest of nine members.
+// producer span, the metrics count one digest of nine members, and the
+// lookup of any member names the digest and its siblings.
 // (Mutation: treating a refusal like any error fails all ten members and
 // retries them together until they are dead; dropping the span links
-// leaves the producers' traces without the delivery.)
+// leaves the producers' traces without the delivery; finish.sql not
+// carrying digest_id into history loses the sent members' digest.)
 func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 	b := coretest.Setup(t)
 	tm := newTelemetry(t)
@@ -96,6 +98,20 @@ func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 	}
 	if digests != 1 || members != n-1 {
 		t.Errorf("%d delivered rows in %d digests, want %d in 1", members, digests, n-1)
+	}
+
+	// The lookup of any member names the digest and its siblings: the
+	// delivered one's include the member split out, which went out in none.
+	for _, m := range dead[:1] {
+		got, err := b.Outbox.Message(b.Ctx, b.Pool, m.ID)
+		if err != nil || got.Digest == nil || len(got.Digest.Siblings) != n-1 || got.Digest.SentAt == nil {
+			t.Fatalf("lookup of %s: %+v (%v), want its digest, sent, with %d siblings", poison, got.Digest, err, n-1)
+		}
+		sibling, err := b.Outbox.Message(b.Ctx, b.Pool, got.Digest.Siblings[0])
+		if err != nil || sibling.Status != operator.StatusSent || sibling.Digest == nil || sibling.Digest.ID != got.Digest.ID ||
+			!slices.Contains(sibling.Digest.Siblings, m.ID) || sibling.Digest.DeliveryID != fmt.Sprintf("dg/digest-%d", got.Digest.ID) {
+			t.Fatalf("lookup of sibling %d: %+v %+v (%v), want sent in digest %d with %d among its siblings", got.Digest.Siblings[0], sibling.Status, sibling.Digest, err, got.Digest.ID, m.ID)
+		}
 	}
 
 	spans := tm.Ended("send digest dg")

@@ -1012,7 +1012,7 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 }
 
 const digestOfSQL = `-- name: digest_of
--- The digest the row @id last went out in (migration 018), open, dead or
+-- The digest the row $1 last went out in (migration 018), open, dead or
 -- delivered, and its other members, in id order; no row when it was in
 -- none.
 WITH row AS (
@@ -1028,11 +1028,6 @@ SELECT d.id, d.delivery_id, d.key, d.created, d.sent_at,
 FROM {schema}.digests d WHERE d.id = (SELECT digest_id FROM row)
 `
 
-// DigestOfParams are the parameters of digest_of.sql.
-type DigestOfParams struct {
-	ID int64 // bigint
-}
-
 // DigestOfRow is a row of digest_of.sql.
 type DigestOfRow struct {
 	DigestID   int64      // bigint
@@ -1045,9 +1040,9 @@ type DigestOfRow struct {
 
 // DigestOf runs digest_of.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DigestOf(ctx context.Context, db DBTX, arg DigestOfParams) (DigestOfRow, error) {
+func (q *Queries) DigestOf(ctx context.Context, db DBTX, id int64) (DigestOfRow, error) {
 	var r DigestOfRow
-	err := db.QueryRow(ctx, q.text.DigestOf, arg.ID).Scan(&r.DigestID, &r.DeliveryID, &r.Key, &r.Created, &r.SentAt, &r.Siblings)
+	err := db.QueryRow(ctx, q.text.DigestOf, id).Scan(&r.DigestID, &r.DeliveryID, &r.Key, &r.Created, &r.SentAt, &r.Siblings)
 	return r, err
 }
 
@@ -1741,23 +1736,29 @@ func (q *Queries) PruneDeliveryMinutes(ctx context.Context, db DBTX, olderThan t
 }
 
 const pruneDigestsSQL = `-- name: prune_digests
--- Deletes the digests recorded before @before (the delivered-history
--- retention) whose members are gone; a digest with an open or dead
--- member stays, so a lookup still names it.
-DELETE FROM {schema}.digests d
-WHERE d.created < $1
-  AND NOT EXISTS (SELECT 1 FROM {schema}.messages m WHERE m.digest_id = d.id)
+-- Deletes up to $2 digests (migration 018) recorded more than $1 ago,
+-- oldest first, once none of their members is left in messages (open or
+-- dead): a lookup still names the digest of a member that has not gone to
+-- history. Returns how many.
+WITH gone AS (
+    DELETE FROM {schema}.digests
+    WHERE id IN (
+        SELECT d.id FROM {schema}.digests d
+        WHERE d.created < now() - $1::interval
+          AND NOT EXISTS (SELECT 1 FROM {schema}.messages m WHERE m.digest_id = d.id)
+        ORDER BY d.created
+        LIMIT $2)
+    RETURNING 1
+)
+SELECT count(*) FROM gone
 `
 
-// PruneDigestsParams are the parameters of prune_digests.sql.
-type PruneDigestsParams struct {
-	Before time.Time // timestamptz
-}
-
-// PruneDigests runs prune_digests.sql.
-func (q *Queries) PruneDigests(ctx context.Context, db DBTX, arg PruneDigestsParams) error {
-	_, err := db.Exec(ctx, q.text.PruneDigests, arg.Before)
-	return err
+// PruneDigests runs prune_digests.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) PruneDigests(ctx context.Context, db DBTX, olderThan time.Duration, limit int64) (int64, error) {
+	var r int64
+	err := db.QueryRow(ctx, q.text.PruneDigests, olderThan, limit).Scan(&r)
+	return r, err
 }
 
 const pruneKeyLimitsSQL = `-- name: prune_key_limits
