@@ -13,6 +13,10 @@
 //     channel), for per-destination rate limits.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
+//   - [DigestSink]: delivers a digest's members as one delivery (one post,
+//     one mail, one call with a list); a sink configured with a digest
+//     ([DigestPolicy]) must implement it. Its error may refuse single
+//     members ([RefuseMembers]).
 //   - io.Closer: releases what the sink holds (connections, producers).
 //     Whoever built the sink closes it once, after the relay has stopped
 //     delivering to it.
