@@ -111,6 +111,18 @@ func (ps *problems) add(key, format string, args ...any) {
 	*ps = append(*ps, confschema.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
+// addFieldErrors adds the problems of a template's fields, each at the
+// template's key at, followed by the field's name.
+func (ps *problems) addFieldErrors(at, routeName, sinkName string, errs []fieldError) {
+	for _, fe := range errs {
+		key := at
+		if fe.field != "" {
+			key += "." + fe.field
+		}
+		ps.add(key, "route %s, sink %s: %v", routeName, sinkName, fe.err)
+	}
+}
+
 // sortedRoutes returns the route names of cfg, sorted.
 func sortedRoutes(cfg Config) []string {
 	return slices.Sorted(maps.Keys(cfg.Routes))

@@ -150,12 +150,6 @@ func compileDigest(at, routeName string, tc Target, shape sink.Shape, tg *target
 		return
 	}
 	c, errs := compile(tc.Digest.Template, shape, false)
-	for _, fe := range errs {
-		key := at + "." + keyDigestTemplate
-		if fe.field != "" {
-			key += "." + fe.field
-		}
-		ps.add(key, "route %s, sink %s: %v", routeName, tc.Sink, fe.err)
-	}
+	ps.addFieldErrors(at+"."+keyDigestTemplate, routeName, tc.Sink, errs)
 	tg.digestTemplate = c
 }

@@ -161,13 +161,7 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		tg.threadKey = parts
 	}
 	c, errs := compile(tc.Template, shape, tc.UpdateRoot)
-	for _, fe := range errs {
-		key := at + "." + keyTemplate
-		if fe.field != "" {
-			key += "." + fe.field
-		}
-		ps.add(key, "route %s, sink %s: %v", routeName, tc.Sink, fe.err)
-	}
+	ps.addFieldErrors(at+"."+keyTemplate, routeName, tc.Sink, errs)
 	tg.compiled = c
 	if tc.Digest != nil {
 		compileDigest(at, routeName, tc, shape, tg, ps)

@@ -134,15 +134,8 @@ func (r *Relay) digestLoop(ctx, deliverCtx context.Context, s SinkConfig, w *wai
 		// Many rows make one digest: the claim is bounded by bytes and
 		// the batch size, not by free slots (one per digest).
 		limit := size.rows(r.cfg.BatchSize)
-		rows, err := r.claim(ctx, w, limit, w.sinks)
-		if err != nil {
-			r.claimFailed(ctx, err)
-			continue
-		}
-		size.observe(rows)
-		w.claimed(len(rows) == limit)
-		if len(rows) == 0 {
-			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
+		rows, ok := r.claimOwn(ctx, w, limit, size)
+		if !ok {
 			continue
 		}
 		nextDue := d.dispatch(ctx, deliverCtx, rows, free)

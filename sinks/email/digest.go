@@ -59,17 +59,9 @@ func (s *Sink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
 	if err := s.checkRecipients(p); err != nil {
 		return sink.Permanent(fmt.Errorf("email sink %q, digest %d: %w", s.name, dg.ID, err))
 	}
-	messageID := MessageID(s.name, "digest-"+strconv.FormatInt(dg.ID, 10), s.server.domain)
-	msg, err := s.compose(p, messageID, dg.Members[0].CreatedAt)
+	receipt, err := s.mail(ctx, p, MessageID(s.name, "digest-"+strconv.FormatInt(dg.ID, 10), s.server.domain), dg.Members[0].CreatedAt)
 	if err != nil {
-		return sink.Permanent(fmt.Errorf("email sink %q, digest %d: %w", s.name, dg.ID, err))
-	}
-	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
 		return fmt.Errorf("email sink %q, digest %d: %w", s.name, dg.ID, err)
-	}
-	receipt := map[string]string{"message_id": messageID}
-	if r := msg.ServerResponse(); r != "" {
-		receipt["server_response"] = r
 	}
 	return dg.SetReceipt(receipt)
 }

@@ -79,19 +79,29 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
-	messageID := MessageID(s.name, d.DedupKey, s.server.domain)
-	msg, err := s.compose(p, messageID, d.CreatedAt)
+	receipt, err := s.mail(ctx, p, MessageID(s.name, d.DedupKey, s.server.domain), d.CreatedAt)
 	if err != nil {
-		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
+		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	return d.SetReceipt(receipt)
+}
+
+// mail composes p under messageID and sends it, returning its receipt:
+// the Message-ID and the server's answer. A mail that cannot be composed
+// is a permanent error.
+func (s *Sink) mail(ctx context.Context, p Payload, messageID string, created time.Time) (map[string]string, error) {
+	msg, err := s.compose(p, messageID, created)
+	if err != nil {
+		return nil, sink.Permanent(err)
 	}
 	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
-		return fmt.Errorf("email sink %q: %w", s.name, err)
+		return nil, err
 	}
 	receipt := map[string]string{"message_id": messageID}
 	if r := msg.ServerResponse(); r != "" {
 		receipt["server_response"] = r
 	}
-	return d.SetReceipt(receipt)
+	return receipt, nil
 }
 
 // checkRecipients applies the allowed_recipient_domains option to a
