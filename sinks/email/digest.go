@@ -59,7 +59,7 @@ func (s *Sink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
 	if err := s.checkRecipients(p); err != nil {
 		return sink.Permanent(fmt.Errorf("email sink %q, digest %d: %w", s.name, dg.ID, err))
 	}
-	receipt, err := s.mail(ctx, p, MessageID(s.name, "digest-"+strconv.FormatInt(dg.ID, 10), s.server.domain), dg.Members[0].CreatedAt)
+	receipt, err := s.mail(ctx, p, MessageID(s.name, "digest-"+strconv.FormatInt(dg.ID, 10), s.server.domain), "", dg.Members[0].CreatedAt)
 	if err != nil {
 		return fmt.Errorf("email sink %q, digest %d: %w", s.name, dg.ID, err)
 	}
