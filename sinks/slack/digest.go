@@ -62,7 +62,9 @@ func (s *Sink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
 	if s.api == nil {
 		return s.failDigest(dg, s.postWebhook(ctx, m))
 	}
-	channel = cmp.Or(s.channelOf(m, nil), channel)
+	// The members' channel (they share their destination), unless the
+	// digest template names one.
+	channel = cmp.Or(m.Channel, channel)
 	if err := s.checkChannel(channel); err != nil {
 		return s.failDigest(dg, err)
 	}
