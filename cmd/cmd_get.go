@@ -111,6 +111,10 @@ func writeMessage(w io.Writer, m operator.StoredMessage) error {
 	if m.LastError != "" {
 		line("last error", m.LastError)
 	}
+	if d := m.Digest; d != nil {
+		line("digest", fmt.Sprintf("%d (%s, key %s, %d other members)", d.ID, d.DeliveryID, d.Key, len(d.Siblings)))
+		line("siblings", idList(d.Siblings))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -125,6 +129,15 @@ func writeMessage(w io.Writer, m operator.StoredMessage) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// idList is ids separated by spaces.
+func idList(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, " ")
 }
 
 // prettyJSON indents a stored JSON value; anything it cannot parse is

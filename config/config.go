@@ -205,6 +205,9 @@ type SinkSpec struct {
 	MaxInFlight  int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
 	// CircuitBreaker is relay.SinkConfig.CircuitBreaker.
 	CircuitBreaker CircuitBreakerSpec `mapstructure:"circuit_breaker"`
+	// Digest is relay.SinkConfig.Digest; its template is a route target's
+	// only (config check refuses one here).
+	Digest *routing.Digest `mapstructure:"digest" doc:"deliver the sink's rows of one key that arrive together, or wait behind its rate limit, as one message: window, max_messages and key (see docs/digests.md)"`
 	// Options are decoded by the sink type's factory.
 	Options map[string]any `mapstructure:"options" doc:"the sink type's own options (see the sink types below); names keep their case"`
 }
@@ -254,6 +257,7 @@ func (c *Config) check() []confschema.Problem {
 			Message: fmt.Sprintf("must be positive, got %s", c.HTTP.QueryTimeout)})
 	}
 	problems = append(problems, c.HTTP.checkAccess()...)
+	problems = append(problems, c.checkDigests()...)
 	if u := c.Telemetry.TraceURL; u != "" {
 		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {

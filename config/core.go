@@ -80,6 +80,11 @@ func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 	if rl := s.RateLimit; rl != nil {
 		sc.RateLimit = &sink.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
 	}
+	if s.Digest != nil {
+		// A key that does not parse leaves the sink undigested; checkDigests
+		// reports it.
+		sc.Digest, _ = s.Digest.Policy()
+	}
 	return sc
 }
 
@@ -98,6 +103,9 @@ func (s *SinkSpec) takeCore(eff relay.SinkConfig) {
 	if rl := eff.RateLimit; rl != nil {
 		s.RateLimit = &RateLimitSpec{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
 	}
+	if s.Digest != nil && eff.Digest != nil {
+		s.Digest.MaxMessages = eff.Digest.MaxMessages
+	}
 }
 
 // relayKeys name the key of each relay.Config field a *relay.FieldError may
@@ -114,17 +122,20 @@ var (
 		"ThreadRetention": "retention.threads",
 	}
 	sinkKeys = map[string]string{
-		"MaxAttempts":      "max_attempts",
-		"MaxDeferrals":     "max_deferrals",
-		"Backoff":          "backoff",
-		"Backoff.Initial":  "backoff.initial",
-		"Backoff.Max":      "backoff.max",
-		"RateLimit":        "rate_limit",
-		"RateLimit.Rate":   "rate_limit.rate",
-		"RateLimit.Per":    "rate_limit.per",
-		"RateLimit.Burst":  "rate_limit.burst",
-		"RateLimit.PerKey": "rate_limit.per_key",
-		"MaxInFlight":      "max_in_flight",
+		"MaxAttempts":        "max_attempts",
+		"MaxDeferrals":       "max_deferrals",
+		"Backoff":            "backoff",
+		"Backoff.Initial":    "backoff.initial",
+		"Backoff.Max":        "backoff.max",
+		"RateLimit":          "rate_limit",
+		"RateLimit.Rate":     "rate_limit.rate",
+		"RateLimit.Per":      "rate_limit.per",
+		"RateLimit.Burst":    "rate_limit.burst",
+		"RateLimit.PerKey":   "rate_limit.per_key",
+		"MaxInFlight":        "max_in_flight",
+		"Digest":             "digest",
+		"Digest.Window":      "digest.window",
+		"Digest.MaxMessages": "digest.max_messages",
 
 		"CircuitBreaker.ConsecutiveFailures": "circuit_breaker.consecutive_failures",
 		"CircuitBreaker.FailureRatio":        "circuit_breaker.failure_ratio",

@@ -257,6 +257,11 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		doc += "  " + name + "-sink: {type: " + name + ", rate_limit: {rate: 1, per: 1s}, options: " + options[name] + "}\n"
 		for _, k := range confschema.Keys(Config{}) {
 			if rest, ok := strings.CutPrefix(k.Path, "sinks.<name>."); ok && rest != sinkOptionsKey {
+				// A sink without a digest shows digest: null, one value.
+				rest, _, _ = strings.Cut(rest, "digest.")
+				if rest == "" {
+					rest = "digest"
+				}
 				want["sinks."+name+"-sink."+rest] = true
 			}
 		}

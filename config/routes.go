@@ -31,6 +31,9 @@ func (c *Config) compileRoutes(scope Scope) []confschema.Problem {
 		sinks[sc.Name] = sc.Sink
 	}
 	c.routes, problems = routing.Compile(rc, sinks)
+	for i := range c.sinks {
+		c.sinks[i].RouteDigests = c.routes.RouteDigests(c.sinks[i].Name)
+	}
 	return problems
 }
 

@@ -48,6 +48,8 @@ type Target struct {
 	// Tenant names the tenant whose destinations receive the event, for a
 	// sink of type destinations: one row per matching destination.
 	Tenant string `mapstructure:"tenant" doc:"for a sink of type destinations: the tenant whose destinations get the event, a template of text, {{.type}}, {{.key}} and {{.data.path}} (\"{{.data.account_id}}\"); see docs/destinations.md"`
+	// Digest groups the target's rows into digests (see docs/digests.md).
+	Digest *Digest `mapstructure:"digest" defaultdoc:"the sink's digest, if any" doc:"deliver this route's rows of one key that arrive together as one message: window, max_messages, key and template (see docs/digests.md)"`
 }
 
 // Sample is an example event of a route.
@@ -111,6 +113,18 @@ type problems []confschema.Problem
 
 func (ps *problems) add(key, format string, args ...any) {
 	*ps = append(*ps, confschema.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// addFieldErrors adds the problems of a template's fields, each at the
+// template's key at, followed by the field's name.
+func (ps *problems) addFieldErrors(at, routeName, sinkName string, errs []fieldError) {
+	for _, fe := range errs {
+		key := at
+		if fe.field != "" {
+			key += "." + fe.field
+		}
+		ps.add(key, "route %s, sink %s: %v", routeName, sinkName, fe.err)
+	}
 }
 
 // sortedRoutes returns the route names of cfg, sorted.

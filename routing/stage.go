@@ -50,10 +50,14 @@ func (t *Table) Stage(fallback Fallback) *Stage {
 	digest := t.Digest()
 	for name, shape := range t.shapes {
 		ts := &sinkTargets{sink: name, shape: shape, digest: digest, targets: map[string]*compiled{},
-			fallback: fallback, fetched: map[string]fetchedTarget{}, versioned: map[versionRoute]*compiled{}, own: map[int64]bool{}}
+			fallback: fallback, fetched: map[string]fetchedTarget{}, versioned: map[versionRoute]*compiled{}, own: map[int64]bool{},
+			digestTemplates: map[string]*compiled{}}
 		for id, tg := range t.targets {
 			if id.sink == name {
 				ts.targets[id.route] = tg.compiled
+				if tg.digestTemplate != nil {
+					ts.digestTemplates[id.route] = tg.digestTemplate
+				}
 			}
 		}
 		st.sinks[name] = ts
@@ -86,11 +90,15 @@ func (st *Stage) Prepare(ctx context.Context, sinkName string, d *sink.Delivery)
 
 // sinkTargets are one sink's compiled targets, by route.
 type sinkTargets struct {
-	sink     string
-	shape    sink.Shape
-	digest   string               // the configuration's routes, Table.Digest
-	targets  map[string]*compiled // by route, from the relay's configuration
-	fallback Fallback
+	sink    string
+	shape   sink.Shape
+	digest  string               // the configuration's routes, Table.Digest
+	targets map[string]*compiled // by route, from the relay's configuration
+	// digestTemplates are the targets' digest templates, by route, from
+	// the relay's configuration only: rows of a route this relay does not
+	// configure go out in digests joined by the sink.
+	digestTemplates map[string]*compiled
+	fallback        Fallback
 
 	mu        sync.Mutex
 	fetched   map[string]fetchedTarget // by route, through Fallback.Target

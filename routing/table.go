@@ -45,6 +45,10 @@ type target struct {
 	threadKey  []threadPart
 	tenant     []threadPart
 	compiled   *compiled
+	// digest is the target's digest policy and digestTemplate its digest
+	// template, nil for none.
+	digest         *sink.DigestPolicy
+	digestTemplate *compiled
 }
 
 // Compile checks cfg against the configured sinks (by name), parses every
@@ -57,7 +61,7 @@ func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Probl
 	for name, s := range sinks {
 		shapes[name] = shapeOf(s)
 	}
-	return CompileShapes(cfg, shapes)
+	return compileTable(cfg, shapes, sinks)
 }
 
 // CompileShapes is Compile against sinks known only by their payloads'
@@ -65,6 +69,13 @@ func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Probl
 // their secrets) compiles routes with before it applies them. The Table's
 // Stage renders for such sinks as for built ones.
 func CompileShapes(cfg Config, shapes map[string]sink.Shape) (*Table, []confschema.Problem) {
+	return compileTable(cfg, shapes, nil)
+}
+
+// compileTable is Compile and CompileShapes: with sinks (nil for
+// CompileShapes, which has none to ask), a target's digest also needs its
+// sink to deliver digests.
+func compileTable(cfg Config, shapes map[string]sink.Shape, sinks map[string]sink.Sink) (*Table, []confschema.Problem) {
 	t := &Table{shapes: shapes, unmatched: cfg.Unmatched, targets: map[targetID]*target{}}
 	var ps problems
 	switch t.unmatched {
@@ -79,6 +90,10 @@ func CompileShapes(cfg Config, shapes map[string]sink.Shape) (*Table, []confsche
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
 				t.targets[tg.targetID] = tg
+				if _, ok := sinks[tg.sink].(sink.DigestSink); sinks != nil && tg.digest != nil && !ok {
+					ps.add(fmt.Sprintf("routes.%s.%s[%d].%s", name, keyTo, tg.position, keyDigest),
+						"route %s, sink %s: this sink type cannot deliver digests", name, tg.sink)
+				}
 			}
 		}
 	}
@@ -122,6 +137,21 @@ func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *prob
 			}
 			ps.add(key, "route %s, sink %s: rendering the sample event %s/%s: %v", name, tg.sink, r.sample.Type, r.sample.Key, err)
 		}
+		if tg.digestTemplate == nil {
+			continue
+		}
+		data, err := digestData([]sink.Event{r.sample, r.sample})
+		if err == nil {
+			_, err = tg.digestTemplate.renderData(data)
+		}
+		if err != nil {
+			key := fmt.Sprintf("%s.%s[%d].%s.%s", at, keyTo, i, keyDigest, keyDigestTemplate)
+			var re *renderError
+			if errors.As(err, &re) {
+				key += "." + re.field
+			}
+			ps.add(key, "route %s, sink %s: rendering a digest of the sample event %s/%s: %v", name, tg.sink, r.sample.Type, r.sample.Key, err)
+		}
 	}
 	return r
 }
@@ -160,14 +190,11 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		tg.tenant = parts
 	}
 	c, errs := compile(tc.Template, shape, tc.UpdateRoot)
-	for _, fe := range errs {
-		key := at + "." + keyTemplate
-		if fe.field != "" {
-			key += "." + fe.field
-		}
-		ps.add(key, "route %s, sink %s: %v", routeName, tc.Sink, fe.err)
-	}
+	ps.addFieldErrors(at+"."+keyTemplate, routeName, tc.Sink, errs)
 	tg.compiled = c
+	if tc.Digest != nil {
+		compileDigest(at, routeName, tc, shape, tg, ps)
+	}
 	return tg
 }
 

@@ -120,6 +120,12 @@ func (c *compiled) render(ev sink.Event) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.renderData(data)
+}
+
+// renderData renders the template's fields with data (an event's, or a
+// digest's) into the sink's payload.
+func (c *compiled) renderData(data map[string]any) (json.RawMessage, error) {
 	payload := make(map[string]any, len(c.fields)+1)
 	var buf bytes.Buffer
 	for _, f := range c.fields {

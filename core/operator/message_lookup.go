@@ -46,6 +46,23 @@ type StoredMessage struct {
 	Receipt json.RawMessage `json:"receipt"`
 	// FailedAttempts lists every recorded failed attempt, oldest first.
 	FailedAttempts []AttemptError `json:"failed_attempts"`
+	// Digest is the digest the row last went out in (docs/digests.md),
+	// nil when it was in none.
+	Digest *MessageDigest `json:"digest,omitempty"`
+}
+
+// MessageDigest is a digest as a lookup of one of its members shows it.
+type MessageDigest struct {
+	ID int64 `json:"id"`
+	// DeliveryID is what receivers de-duplicate the digest on
+	// ("<sink>/digest-<id>").
+	DeliveryID string `json:"delivery_id"`
+	// Key is the digest key its members share.
+	Key     string     `json:"key"`
+	Created time.Time  `json:"created"`
+	SentAt  *time.Time `json:"sent_at"`
+	// Siblings are the digest's other members' ids, in enqueue order.
+	Siblings []int64 `json:"siblings"`
 }
 
 // TraceID is the trace the message belongs to, from the W3C traceparent
@@ -85,6 +102,15 @@ func (o *Operator) lookupMessage(ctx context.Context, db core.DBTX, id *int64, s
 		LeaseExpiresAt: r.LeaseExpiresAt, LastError: r.LastError, Receipt: r.Receipt}
 	if err := json.Unmarshal(r.FailedAttempts, &m.FailedAttempts); err != nil {
 		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
+	}
+	d, err := o.q.DigestOf(ctx, db, m.ID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return StoredMessage{}, fmt.Errorf("outbox: look up message %d's digest: %w", m.ID, err)
+	default:
+		m.Digest = &MessageDigest{ID: d.DigestID, DeliveryID: d.DeliveryID, Key: d.Key, Created: d.Created, SentAt: d.SentAt,
+			Siblings: d.Siblings}
 	}
 	return m, nil
 }

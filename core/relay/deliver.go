@@ -98,17 +98,7 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		r.release(row, r.cfg.PollInterval, fmt.Errorf("sink %q is not configured on this relay", row.Sink))
 		return sc, nil, nil, false
 	}
-	row.setMaxAttempts(sc)
-	if row.undecodable != nil {
-		r.finish(ctx, row, sc, nil, 0, sink.Permanent(row.undecodable))
-		return sc, nil, nil, false
-	}
-	if row.Attempt > row.MaxAttempts {
-		// Every attempt so far was abandoned by a relay that died mid-delivery
-		// (attempts count at claim time): this message crash-loops its relays.
-		r.finish(ctx, row, sc, nil, 0, sink.Permanent(fmt.Errorf(
-			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
-			row.Attempt-1, row.MaxAttempts)))
+	if r.refuse(ctx, row, sc) {
 		return sc, nil, nil, false
 	}
 	ctx = propagation.TraceContext{}.Extract(row.deadline.context(ctx), propagation.MapCarrier(row.Headers))
@@ -140,6 +130,26 @@ func (r *Relay) begin(ctx context.Context, row *claimedRow, wait time.Duration) 
 		return sc, nil, nil, false
 	}
 	return sc, ctx, span, true
+}
+
+// refuse sets row's max attempts and dead-letters it, reporting true,
+// when it cannot be delivered at all: its columns do not decode, or it has
+// used its attempts.
+func (r *Relay) refuse(ctx context.Context, row *claimedRow, sc SinkConfig) bool {
+	row.setMaxAttempts(sc)
+	if row.undecodable != nil {
+		r.finish(ctx, row, sc, nil, 0, sink.Permanent(row.undecodable))
+		return true
+	}
+	if row.Attempt > row.MaxAttempts {
+		// Every attempt so far was abandoned by a relay that died mid-delivery
+		// (attempts count at claim time): this message crash-loops its relays.
+		r.finish(ctx, row, sc, nil, 0, sink.Permanent(fmt.Errorf(
+			"attempts exhausted: attempt %d of %d was abandoned without a result (its relay died or overran the lease)",
+			row.Attempt-1, row.MaxAttempts)))
+		return true
+	}
+	return false
 }
 
 // setMaxAttempts fills in the attempt after which the row is

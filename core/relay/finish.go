@@ -32,6 +32,12 @@ func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span
 	if r.settleBreaker(ctx, row, span, err) {
 		return
 	}
+	r.submit(row, r.outcome(ctx, row, sc, span, elapsed, err))
+}
+
+// outcome is the terminal write err makes of row's attempt (see finish);
+// its report, made once it is written, lives in the row.
+func (r *Relay) outcome(ctx context.Context, row *claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) completer.Outcome {
 	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(operator.StatusSent),
 		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
@@ -58,7 +64,7 @@ func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span
 	row.report = deliveryReport{relay: r, ctx: ctx, row: row, labels: r.labels[sc.Name], span: span,
 		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
 	o.Done = &row.report
-	r.submit(row, o)
+	return o
 }
 
 // submit queues o, the outcome of row's attempt, for writing: the attempt
@@ -67,9 +73,16 @@ func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span
 // until the last of them is written, and large payloads held that long
 // doubled a relay's heap (test/faults TestLargePayloadsBoundedMemory).
 func (r *Relay) submit(row *claimedRow, o completer.Outcome) {
+	row.end()
+	r.completer.Submit(o)
+}
+
+// end lets go of row's payload and its part of the claim's shared
+// deadline: its attempt is over (see submit; a digest ends its members
+// so before writing their outcomes at once).
+func (row *claimedRow) end() {
 	row.Payload, row.Headers, row.ThreadRoot = nil, nil, nil
 	row.deadline.done()
-	r.completer.Submit(o)
 }
 
 // deferral is how long a Retry-After of d puts row off: d, but no less
@@ -99,11 +112,16 @@ func (r *Relay) pauseFor(ctx context.Context, row *claimedRow, sc SinkConfig, d 
 // release hands a claimed row back without spending its attempt, to be
 // claimed again after delay.
 func (r *Relay) release(row *claimedRow, delay time.Duration, cause error) {
-	r.submit(row, completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
+	r.submit(row, r.releaseOutcome(row, delay, cause))
+}
+
+// releaseOutcome is the terminal write that hands row back (see release).
+func (r *Relay) releaseOutcome(row *claimedRow, delay time.Duration, cause error) completer.Outcome {
+	return completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
 		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: completer.ReportFunc(func(ok bool) {
 			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
-		})})
+		})}
 }
 
 // storedError is err's text as the row stores it, as the dead-letter log

@@ -56,15 +56,8 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		if rl != nil && !perKey {
 			limit = min(limit, max(1, int(rateReserveHorizon/rl.Interval())))
 		}
-		rows, err := r.claim(ctx, w, limit, w.sinks)
-		if err != nil {
-			r.claimFailed(ctx, w, err)
-			continue
-		}
-		size.observe(rows)
-		w.claimed(len(rows) == limit)
-		if len(rows) == 0 {
-			r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
+		rows, ok := r.claimOwn(ctx, w, limit, size)
+		if !ok {
 			continue
 		}
 		if perKey {
@@ -89,6 +82,24 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 			r.start(deliverCtx, row, waits[i], free.Give)
 		}
 	}
+}
+
+// claimOwn claims up to limit rows for the loop of one sink, w. It
+// reports false when the loop goes round again instead: the claim failed
+// (and claimFailed waited), or found nothing and the loop idled.
+func (r *Relay) claimOwn(ctx context.Context, w *waiter, limit int, size *claimSize) ([]*claimedRow, bool) {
+	rows, err := r.claim(ctx, w, limit, w.sinks)
+	if err != nil {
+		r.claimFailed(ctx, w, err)
+		return nil, false
+	}
+	size.observe(rows)
+	w.claimed(len(rows) == limit)
+	if len(rows) == 0 {
+		r.idle(ctx, w, w.idleFor(r.cfg.PollInterval), nil)
+		return nil, false
+	}
+	return rows, true
 }
 
 // holdWindow is the longest a claimed row may wait in the relay for its

@@ -58,6 +58,11 @@ func (r *Relay) maintainOnce(ctx context.Context) error {
 	if _, err := pruneInBatches(ctx, conn, r.q.PruneAudit, r.cfg.SentRetention); err != nil {
 		return fmt.Errorf("delete audit entries older than %s: %w", r.cfg.SentRetention, err)
 	}
+	// A digest is kept as long as its delivered members can be (a history
+	// slot lives up to 1.25 retentions), so their lookup names it.
+	if _, err := pruneInBatches(ctx, conn, r.q.PruneDigests, r.cfg.SentRetention*5/4); err != nil {
+		return fmt.Errorf("delete digests older than %s: %w", r.cfg.SentRetention*5/4, err)
+	}
 	if err := r.maintainEvents(ctx, conn); err != nil {
 		return err
 	}

@@ -84,6 +84,14 @@ type SinkConfig struct {
 	// destination that is down, and probes it (see CircuitBreaker); on by
 	// default.
 	CircuitBreaker CircuitBreaker
+	// Digest, when set, groups the sink's rows into digests, one delivery
+	// each (see sink.DigestPolicy and digest.go); the sink must implement
+	// sink.DigestSink.
+	Digest *sink.DigestPolicy
+	// RouteDigests are the digest policies of the routes whose target is
+	// this sink, by route name: a route's rows are digested by its
+	// target's policy, only with rows of that route, instead of by Digest.
+	RouteDigests map[string]*sink.DigestPolicy
 }
 
 // effective completes c's policy with the defaults and returns an error per
@@ -131,6 +139,7 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 	var cbErrs []error
 	c.CircuitBreaker, cbErrs = c.CircuitBreaker.effective(c.Name)
 	errs = append(errs, cbErrs...)
+	errs = append(errs, c.digestProblems()...)
 	if c.MaxInFlight < 0 {
 		invalid("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	}

@@ -217,6 +217,10 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 		})
 	}
 	for _, s := range r.sinks {
+		if s.digests() {
+			start([]string{s.Name}, func(w *waiter) { r.digestLoop(ctx, deliverCtx, s, w) })
+			continue
+		}
 		if !r.throttled(s) {
 			shared = append(shared, s.Name)
 			continue

@@ -17,6 +17,10 @@
 //     message, for `outboxd sinks test`; a sink without it (or whose
 //     Check answers [ErrCannotCheck]) is tested with a marked test
 //     message, and only when the operator agrees to one.
+//   - [DigestSink]: delivers a digest's members as one delivery (one post,
+//     one mail, one call with a list); a sink configured with a digest
+//     ([DigestPolicy]) must implement it. Its error may refuse single
+//     members ([RefuseMembers]).
 //   - io.Closer: releases what the sink holds (connections, producers).
 //     Whoever built the sink closes it once, after the relay has stopped
 //     delivering to it.

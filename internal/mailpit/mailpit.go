@@ -157,6 +157,14 @@ func (mp *Server) Full(t *testing.T, summary Message) Message {
 	return full
 }
 
+// Headers reads a stored mail's headers, by name.
+func (mp *Server) Headers(t *testing.T, summary Message) map[string][]string {
+	t.Helper()
+	var headers map[string][]string
+	getJSON(t, mp.API+"/api/v1/message/"+summary.ID+"/headers", &headers)
+	return headers
+}
+
 // WaitMessages waits until n mails with Message-ID id are stored and
 // returns them in full. It polls Mailpit's API: Mailpit is another process,
 // which sends the test no signal when it has stored a mail.

@@ -51,6 +51,8 @@ type Texts struct {
 	Breakers string
 	// Claim is claim.sql.
 	Claim string
+	// ClaimDigestMembers is claim_digest_members.sql.
+	ClaimDigestMembers string
 	// DeadLetterGroups is dead_letter_groups.sql.
 	DeadLetterGroups string
 	// DeadLetters is dead_letters.sql.
@@ -87,6 +89,8 @@ type Texts struct {
 	DestinationsSince string
 	// DestinationsState is destinations_state.sql.
 	DestinationsState string
+	// DigestOf is digest_of.sql.
+	DigestOf string
 	// DroppedEvents is dropped_events.sql.
 	DroppedEvents string
 	// Enqueue is enqueue.sql.
@@ -139,6 +143,8 @@ type Texts struct {
 	PruneAudit string
 	// PruneDeliveryMinutes is prune_delivery_minutes.sql.
 	PruneDeliveryMinutes string
+	// PruneDigests is prune_digests.sql.
+	PruneDigests string
 	// PruneKeyLimits is prune_key_limits.sql.
 	PruneKeyLimits string
 	// PruneSent is prune_sent.sql.
@@ -153,6 +159,8 @@ type Texts struct {
 	PublishBatch string
 	// Purge is purge.sql.
 	Purge string
+	// RecordDigest is record_digest.sql.
+	RecordDigest string
 	// Redrive is redrive.sql.
 	Redrive string
 	// RegisterWaiter is register_waiter.sql.
@@ -209,6 +217,7 @@ func newTexts(ident string) Texts {
 		BreakerTakeProbe:          strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
 		Breakers:                  strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                     strings.ReplaceAll(claimSQL, "{schema}", ident),
+		ClaimDigestMembers:        strings.ReplaceAll(claimDigestMembersSQL, "{schema}", ident),
 		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
@@ -227,6 +236,7 @@ func newTexts(ident string) Texts {
 		DestinationsList:          strings.ReplaceAll(destinationsListSQL, "{schema}", ident),
 		DestinationsSince:         strings.ReplaceAll(destinationsSinceSQL, "{schema}", ident),
 		DestinationsState:         strings.ReplaceAll(destinationsStateSQL, "{schema}", ident),
+		DigestOf:                  strings.ReplaceAll(digestOfSQL, "{schema}", ident),
 		DroppedEvents:             strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                   strings.ReplaceAll(enqueueSQL, "{schema}", ident),
 		EventRouted:               strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
@@ -253,6 +263,7 @@ func newTexts(ident string) Texts {
 		PauseSinkByHand:           strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
 		PruneAudit:                strings.ReplaceAll(pruneAuditSQL, "{schema}", ident),
 		PruneDeliveryMinutes:      strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
+		PruneDigests:              strings.ReplaceAll(pruneDigestsSQL, "{schema}", ident),
 		PruneKeyLimits:            strings.ReplaceAll(pruneKeyLimitsSQL, "{schema}", ident),
 		PruneSent:                 strings.ReplaceAll(pruneSentSQL, "{schema}", ident),
 		PruneThreads:              strings.ReplaceAll(pruneThreadsSQL, "{schema}", ident),
@@ -260,6 +271,7 @@ func newTexts(ident string) Texts {
 		Publish:                   strings.ReplaceAll(publishSQL, "{schema}", ident),
 		PublishBatch:              strings.ReplaceAll(publishBatchSQL, "{schema}", ident),
 		Purge:                     strings.ReplaceAll(purgeSQL, "{schema}", ident),
+		RecordDigest:              strings.ReplaceAll(recordDigestSQL, "{schema}", ident),
 		Redrive:                   strings.ReplaceAll(redriveSQL, "{schema}", ident),
 		RegisterWaiter:            strings.ReplaceAll(registerWaiterSQL, "{schema}", ident),
 		ReleaseLostClaim:          strings.ReplaceAll(releaseLostClaimSQL, "{schema}", ident),
@@ -919,6 +931,86 @@ func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out [
 	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.ThreadRoot, &r.Deferrals, &r.LeaseFromStart, &r.AvailableAt)
 }
 
+const claimDigestMembersSQL = `-- name: claim_digest_members
+-- Follows a claim of a sink that digests (docs/digests.md): of the rows
+-- @ids just claimed under lease token @token, those that belong to a
+-- digest not yet sent (migration 018) come back with it, and the digest's
+-- other open members join the claim under the same token and a lease of
+-- @lease (joined: returned in full, as claim.sql returns its rows), so a
+-- digest that failed or lost its relay is sent again whole, as the same
+-- digest. A member another relay holds under a live lease is not taken;
+-- the relay then hands the digest back (see relay.joinDigests). Rows of
+-- sent digests are not returned: they are digested afresh.
+--
+-- Durable like the claim it follows (see claim.sql).
+WITH mine AS (
+    SELECT m.id, m.digest_id FROM {schema}.messages m
+    WHERE m.id = ANY($1::bigint[]) AND m.lease_token = $2 AND m.digest_id IS NOT NULL
+), live AS (
+    SELECT d.id, d.delivery_id FROM {schema}.digests d
+    WHERE d.id IN (SELECT digest_id FROM mine) AND d.sent_at IS NULL
+), rest AS (
+    SELECT m.ctid, m.id, m.status = 'in_progress' AS reclaimed FROM {schema}.messages m
+    WHERE m.digest_id IN (SELECT id FROM live) AND m.phase = 'open' AND NOT m.id = ANY($1::bigint[])
+      AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
+    FOR UPDATE SKIP LOCKED
+), joined AS (
+    UPDATE {schema}.messages m
+    SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $2,
+        lease_expires_at = clock_timestamp() + $3::interval, updated_at = now()
+    WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM rest))
+      AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
+    RETURNING m.id, m.digest_id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts, m.max_attempts,
+              m.created_at, m.route, m.route_version, m.thread_key, m.lease_expires_at - now() AS lease_from_start
+)
+SELECT mine.id, mine.digest_id, live.delivery_id, false, '', '', 'null'::jsonb, '{}'::jsonb, NULL::text, 0, NULL::int,
+       now(), false, NULL::text, NULL::bigint, NULL::text, interval '0'
+FROM mine JOIN live ON live.id = mine.digest_id
+UNION ALL
+SELECT j.id, j.digest_id, live.delivery_id, true, j.sink, j.dedup_key, j.payload, j.headers, j.ordering_key, j.attempts,
+       j.max_attempts, j.created_at, j.id IN (SELECT id FROM rest WHERE reclaimed), j.route, j.route_version, j.thread_key,
+       j.lease_from_start
+FROM joined j JOIN live ON live.id = j.digest_id
+`
+
+// ClaimDigestMembersParams are the parameters of claim_digest_members.sql.
+type ClaimDigestMembersParams struct {
+	IDs   []int64       // bigint[]
+	Token uuid.UUID     // uuid
+	Lease time.Duration // interval
+}
+
+// ClaimDigestMembersRow is a row of claim_digest_members.sql.
+type ClaimDigestMembersRow struct {
+	ID             int64         // bigint
+	DigestID       int64         // bigint
+	DeliveryID     string        // text
+	Joined         bool          // boolean
+	Sink           string        // text
+	DedupKey       string        // text
+	Payload        []byte        // jsonb
+	Headers        []byte        // jsonb
+	OrderingKey    *string       // text, null
+	Attempts       int           // integer
+	MaxAttempts    *int32        // integer, null
+	CreatedAt      time.Time     // timestamptz
+	Reclaimed      bool          // boolean
+	Route          *string       // text, null
+	RouteVersion   *int64        // bigint, null
+	ThreadKey      *string       // text, null
+	LeaseFromStart time.Duration // interval
+}
+
+// ClaimDigestMembers runs claim_digest_members.sql and returns its rows.
+func (q *Queries) ClaimDigestMembers(ctx context.Context, db DBTX, arg ClaimDigestMembersParams) ([]ClaimDigestMembersRow, error) {
+	rows, err := db.Query(ctx, q.text.ClaimDigestMembers, int8Array(arg.IDs), arg.Token, arg.Lease)
+	if err != nil {
+		return nil, err
+	}
+	var r ClaimDigestMembersRow
+	return collectRows(rows, []ClaimDigestMembersRow{}, &r, &r.ID, &r.DigestID, &r.DeliveryID, &r.Joined, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.LeaseFromStart)
+}
+
 const deadLetterGroupsSQL = `-- name: dead_letter_groups
 -- Dead letters grouped by sink and last error (of sink $1 unless ''),
 -- the largest groups first, at most $2 of them: what an operator reads
@@ -1478,6 +1570,41 @@ func (q *Queries) DestinationsState(ctx context.Context, db DBTX) (DestinationsS
 	return r, err
 }
 
+const digestOfSQL = `-- name: digest_of
+-- The digest the row $1 last went out in (migration 018), open, dead or
+-- delivered, and its other members, in id order; no row when it was in
+-- none.
+WITH row AS (
+    SELECT digest_id FROM {schema}.messages WHERE id = $1 AND digest_id IS NOT NULL
+    UNION ALL
+    SELECT digest_id FROM {schema}.messages_history WHERE id = $1 AND digest_id IS NOT NULL
+    LIMIT 1
+)
+SELECT d.id, d.delivery_id, d.key, d.created, d.sent_at,
+       ARRAY(SELECT id FROM (SELECT id FROM {schema}.messages WHERE digest_id = d.id
+                             UNION ALL SELECT id FROM {schema}.messages_history WHERE digest_id = d.id) s
+             WHERE id <> $1 ORDER BY id)
+FROM {schema}.digests d WHERE d.id = (SELECT digest_id FROM row)
+`
+
+// DigestOfRow is a row of digest_of.sql.
+type DigestOfRow struct {
+	DigestID   int64      // bigint
+	DeliveryID string     // text
+	Key        string     // text
+	Created    time.Time  // timestamptz
+	SentAt     *time.Time // timestamptz, null
+	Siblings   []int64    // bigint[]
+}
+
+// DigestOf runs digest_of.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DigestOf(ctx context.Context, db DBTX, id int64) (DigestOfRow, error) {
+	var r DigestOfRow
+	err := db.QueryRow(ctx, q.text.DigestOf, id).Scan(&r.DigestID, &r.DeliveryID, &r.Key, &r.Created, &r.SentAt, &r.Siblings)
+	return r, err
+}
+
 const droppedEventsSQL = `-- name: dropped_events
 -- The number of events dropped because no route matched them, ever:
 -- the folded totals plus the rows not folded yet.
@@ -1616,6 +1743,9 @@ const finishSQL = `-- name: finish
 -- The first delivered row of a thread (migration 003) becomes its root:
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
+-- A delivered row that went out in a digest (migration 018) keeps its
+-- digest_id in history, and its digest is marked sent: the digest's rows
+-- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
@@ -1627,13 +1757,13 @@ WITH f AS (
     WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
     RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
               m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
-              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version
+              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
-        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version)
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id
     FROM gone g WHERE NOT $9
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
@@ -1645,6 +1775,9 @@ WITH f AS (
     -- Deleted on delivery, the row frees its key at once, as before.
     DELETE FROM {schema}.message_keys k USING gone g
     WHERE $9 AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
+), digests_sent AS (
+    UPDATE {schema}.digests d SET sent_at = now()
+    WHERE d.id IN (SELECT g.digest_id FROM gone g WHERE g.digest_id IS NOT NULL) AND d.sent_at IS NULL
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
     WHERE $9 AND message_id IN (SELECT id FROM gone WHERE attempts > 1)
@@ -2188,6 +2321,32 @@ func (q *Queries) PruneDeliveryMinutes(ctx context.Context, db DBTX, olderThan t
 	return err
 }
 
+const pruneDigestsSQL = `-- name: prune_digests
+-- Deletes up to $2 digests (migration 018) recorded more than $1 ago,
+-- oldest first, once none of their members is left in messages (open or
+-- dead): a lookup still names the digest of a member that has not gone to
+-- history. Returns how many.
+WITH gone AS (
+    DELETE FROM {schema}.digests
+    WHERE id IN (
+        SELECT d.id FROM {schema}.digests d
+        WHERE d.created < now() - $1::interval
+          AND NOT EXISTS (SELECT 1 FROM {schema}.messages m WHERE m.digest_id = d.id)
+        ORDER BY d.created
+        LIMIT $2)
+    RETURNING 1
+)
+SELECT count(*) FROM gone
+`
+
+// PruneDigests runs prune_digests.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) PruneDigests(ctx context.Context, db DBTX, olderThan time.Duration, limit int64) (int64, error) {
+	var r int64
+	err := db.QueryRow(ctx, q.text.PruneDigests, olderThan, limit).Scan(&r)
+	return r, err
+}
+
 const pruneKeyLimitsSQL = `-- name: prune_key_limits
 -- Deletes the per-key rate limit rows (migration 003) whose next permit is
 -- already due: such a row means the same as no row (a reservation starts
@@ -2421,6 +2580,57 @@ type PurgeRow struct {
 func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow, error) {
 	var r PurgeRow
 	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	return r, err
+}
+
+const recordDigestSQL = `-- name: record_digest
+-- Records a digest of sink @sink and digest key @key before it is sent
+-- (migration 018), and marks its members, the rows @ids this relay holds
+-- under lease token @token, with its id, in one statement. Its delivery
+-- id is @delivery_prefix followed by its id. Returns the digest and the
+-- members marked: a row whose lease this relay lost is not one.
+--
+-- The commit waits for the WAL flush even on the relay's asynchronous
+-- connections, as a claim's does (see claim.sql): a digest that may have
+-- been sent must not be forgotten, or its members would be grouped anew
+-- under another delivery id and a receiver could not tell the repeat.
+WITH n AS (
+    SELECT nextval('{schema}.digests_id_seq') AS id
+    WHERE (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
+), d AS (
+    INSERT INTO {schema}.digests (id, sink, key, delivery_id)
+    OVERRIDING SYSTEM VALUE
+    SELECT n.id, $1, $2, $3 || n.id FROM n
+    RETURNING id, delivery_id
+), marked AS (
+    UPDATE {schema}.messages m SET digest_id = (SELECT id FROM d)
+    WHERE m.id = ANY($4::bigint[]) AND m.lease_token = $5
+    RETURNING m.id
+)
+SELECT d.id, d.delivery_id, ARRAY(SELECT id FROM marked ORDER BY id) FROM d
+`
+
+// RecordDigestParams are the parameters of record_digest.sql.
+type RecordDigestParams struct {
+	Sink           string    // text
+	Key            string    // text
+	DeliveryPrefix string    // text
+	IDs            []int64   // bigint[]
+	Token          uuid.UUID // uuid
+}
+
+// RecordDigestRow is a row of record_digest.sql.
+type RecordDigestRow struct {
+	ID         int64   // bigint
+	DeliveryID string  // text
+	Members    []int64 // bigint[]
+}
+
+// RecordDigest runs record_digest.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) RecordDigest(ctx context.Context, db DBTX, arg RecordDigestParams) (RecordDigestRow, error) {
+	var r RecordDigestRow
+	err := db.QueryRow(ctx, q.text.RecordDigest, arg.Sink, arg.Key, arg.DeliveryPrefix, int8Array(arg.IDs), arg.Token).Scan(&r.ID, &r.DeliveryID, &r.Members)
 	return r, err
 }
 

@@ -138,7 +138,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	}
 	// The row's headers (its destination, trace context) are outboxd's,
 	// not the receiver's: only the Standard Webhooks ones are sent.
-	if err := webhook.Post(ctx, s.client, e, d); err != nil {
+	if err := webhook.Post(ctx, s.client, e, d.DeliveryID(), d.Payload); err != nil {
 		return s.wrap(fmt.Errorf("destination %s: %w", id, err))
 	}
 	return nil

@@ -13,8 +13,10 @@ import (
 const userAgent = "outboxd"
 
 // compose builds the mail for one delivery: sender, recipients, subject,
-// bodies and the deterministic headers (Message-ID, Date).
-func (s *Sink) compose(p Payload, messageID string, created time.Time) (*mail.Msg, error) {
+// bodies and the deterministic headers (Message-ID, Date), and, for a
+// reply in a thread, In-Reply-To and References naming root, the thread's
+// first mail's Message-ID ("" for none), so mail clients group them.
+func (s *Sink) compose(p Payload, messageID, root string, created time.Time) (*mail.Msg, error) {
 	m := mail.NewMsg()
 	if err := m.From(s.cfg.From); err != nil {
 		return nil, fmt.Errorf("from: %w", err)
@@ -36,6 +38,10 @@ func (s *Sink) compose(p Payload, messageID string, created time.Time) (*mail.Ms
 		m.SetDateWithValue(created)
 	}
 	m.SetUserAgent(userAgent)
+	if root != "" {
+		m.SetGenHeader(mail.HeaderInReplyTo, root)
+		m.SetGenHeader(mail.HeaderReferences, root)
+	}
 
 	switch {
 	case p.Text != "" && p.HTML != "":

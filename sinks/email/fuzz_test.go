@@ -28,7 +28,7 @@ func FuzzPayload(f *testing.F) {
 		if err != nil {
 			return
 		}
-		m, err := s.compose(p, wantID, created)
+		m, err := s.compose(p, wantID, "", created)
 		if err != nil {
 			t.Fatalf("compose of an accepted payload %q failed: %v", raw, err)
 		}

@@ -2,6 +2,7 @@ package email
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -79,19 +80,49 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
-	messageID := MessageID(s.name, d.DedupKey, s.server.domain)
-	msg, err := s.compose(p, messageID, d.CreatedAt)
+	root, err := threadRoot(d)
 	if err != nil {
 		return sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
 	}
-	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
+	receipt, err := s.mail(ctx, p, MessageID(s.name, d.DedupKey, s.server.domain), root, d.CreatedAt)
+	if err != nil {
 		return fmt.Errorf("email sink %q: %w", s.name, err)
+	}
+	return d.SetReceipt(receipt)
+}
+
+// mail composes p under messageID and sends it, returning its receipt:
+// the Message-ID and the server's answer. A mail that cannot be composed
+// is a permanent error.
+func (s *Sink) mail(ctx context.Context, p Payload, messageID, root string, created time.Time) (map[string]string, error) {
+	msg, err := s.compose(p, messageID, root, created)
+	if err != nil {
+		return nil, sink.Permanent(err)
+	}
+	if err := s.send(ctx, msg, len(p.To)+len(p.Cc)); err != nil {
+		return nil, err
 	}
 	receipt := map[string]string{"message_id": messageID}
 	if r := msg.ServerResponse(); r != "" {
 		receipt["server_response"] = r
 	}
-	return d.SetReceipt(receipt)
+	return receipt, nil
+}
+
+// threadRoot is the Message-ID of the first mail of d's thread (the
+// receipt the relay keeps for a thread_key, as for Slack's root post), ""
+// when d is not a reply.
+func threadRoot(d *sink.Delivery) (string, error) {
+	if d.ThreadRoot == nil {
+		return "", nil
+	}
+	var r struct {
+		MessageID string `json:"message_id"`
+	}
+	if err := json.Unmarshal(d.ThreadRoot, &r); err != nil {
+		return "", fmt.Errorf("thread root receipt %s: %w", d.ThreadRoot, err)
+	}
+	return r.MessageID, nil
 }
 
 // checkRecipients applies the allowed_recipient_domains option to a

@@ -58,7 +58,13 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 
 // Deliver POSTs the payload, signed, and maps the response to an outcome.
 func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
-	return s.wrap(Post(ctx, s.client, Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, d))
+	return s.post(ctx, d.DeliveryID(), d.Payload)
+}
+
+// post POSTs body, signed, under webhook-id id, and maps the response to
+// an outcome.
+func (s *Sink) post(ctx context.Context, id string, body []byte) error {
+	return s.wrap(Post(ctx, s.client, Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, id, body))
 }
 
 // Endpoint is one receiver of Standard Webhooks: where to POST, the
@@ -71,18 +77,17 @@ type Endpoint struct {
 	Headers http.Header
 }
 
-// Post delivers d to e through client (see [sinks.NewHTTPClient] for the
-// SSRF-safe one): the payload as the body, webhook-id the delivery id,
+// Post delivers body to e through client (see [sinks.NewHTTPClient] for the
+// SSRF-safe one) under webhook-id id (a delivery's or a digest's id),
 // webhook-timestamp now and webhook-signature a signature per secret. It
 // maps the answer to Deliver's outcomes (nil, retryable, [sink.Permanent],
 // [sink.RetryAfter]); its errors never repeat the URL or a secret.
-func Post(ctx context.Context, client *http.Client, e Endpoint, d *sink.Delivery) error {
-	id := d.DeliveryID()
+func Post(ctx context.Context, client *http.Client, e Endpoint, id string, body []byte) error {
 	if err := checkID(id); err != nil {
 		return sink.Permanent(err)
 	}
 	now := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(d.Payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL, bytes.NewReader(body))
 	if err != nil {
 		return sinks.TransportError(err)
 	}
@@ -94,7 +99,7 @@ func Post(ctx context.Context, client *http.Client, e Endpoint, d *sink.Delivery
 	req.Header.Set(headerID, id)
 	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
 	if len(e.Secrets) > 0 {
-		req.Header.Set(headerSignature, signatureHeader(e.Secrets, id, now, d.Payload))
+		req.Header.Set(headerSignature, signatureHeader(e.Secrets, id, now, body))
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -119,6 +119,12 @@ func (c *Completer) Submit(o Outcome) {
 	}
 }
 
+// WriteNow writes outcomes in one statement, on the caller's goroutine,
+// with the retries of Run's batches: the members of a digest are finished
+// together, never split over two of Run's batches. Its arrays are its own:
+// Run's are reused by Run alone, and digests write while Run does.
+func (c *Completer) WriteNow(outcomes []Outcome) { c.write(outcomes, &finishParams{}) }
+
 // Stop makes Run write what is queued and return.
 func (c *Completer) Stop() { close(c.quit) }
 
@@ -133,11 +139,11 @@ func (c *Completer) Run() {
 			batch = append(batch[:0], first)
 		case <-c.quit:
 			for batch = c.fill(batch[:0]); len(batch) > 0; batch = c.fill(batch[:0]) {
-				c.write(batch)
+				c.write(batch, &c.params)
 			}
 			return
 		}
-		c.write(c.fillLingering(batch, batch[0].Urgent))
+		c.write(c.fillLingering(batch, batch[0].Urgent), &c.params)
 	}
 }
 
@@ -201,15 +207,15 @@ func (c *Completer) fill(batch []Outcome) []Outcome {
 // would fail the same way until every lease ran out (and the rows were
 // delivered again, then dead-lettered though their receivers accepted
 // them): the batch is written row by row instead, so only the refused row
-// is affected.
-func (c *Completer) write(batch []Outcome) {
+// is affected. p holds the statement's arrays (see finishParams).
+func (c *Completer) write(batch []Outcome, p *finishParams) {
 	ctx, cancel := context.WithDeadline(context.Background(), writeDeadline(batch))
 	defer cancel()
-	written, err := c.writeRetrying(ctx, batch)
+	written, err := c.writeRetrying(ctx, batch, p)
 	if err != nil && !pgerr.IsTransient(err) {
 		c.logger.Error("outbox: PostgreSQL refused a batch of terminal writes; writing its rows one by one",
 			"rows", len(batch), "error", pgerr.Describe(err))
-		written, err = c.writeEach(ctx, batch), nil
+		written, err = c.writeEach(ctx, batch, p), nil
 	}
 	if err != nil {
 		c.logger.Error("outbox: terminal writes failed; the rows will be delivered again after their lease expires",
@@ -241,11 +247,11 @@ func writeDeadline(batch []Outcome) time.Time {
 
 // writeRetrying runs the statement for batch, retrying transient errors
 // with backoff until ctx ends; it returns the ids written.
-func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome) (map[int64]bool, error) {
+func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome, p *finishParams) (map[int64]bool, error) {
 	var written map[int64]bool
 	err := retry.Do(ctx, connretry.New(retryInitial, retryMax), func(ctx context.Context) error {
 		var err error
-		written, err = c.writeOnce(ctx, batch)
+		written, err = c.writeOnce(ctx, batch, p)
 		if err != nil && pgerr.IsTransient(err) {
 			return retry.RetryableError(err)
 		}
@@ -257,14 +263,14 @@ func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome) (map[int
 // writeEach writes every outcome of batch on its own. A row PostgreSQL
 // still refuses is written once more as refused(o): without the text it
 // could not store, with an error that says so.
-func (c *Completer) writeEach(ctx context.Context, batch []Outcome) map[int64]bool {
+func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishParams) map[int64]bool {
 	written := make(map[int64]bool, len(batch))
 	for _, o := range batch {
-		one, err := c.writeRetrying(ctx, []Outcome{o})
+		one, err := c.writeRetrying(ctx, []Outcome{o}, p)
 		if err != nil && !pgerr.IsTransient(err) {
 			c.logger.Error("outbox: PostgreSQL refused a row's terminal write; recording it without the refused text",
 				"id", o.ID, "status", o.Status, "error", pgerr.Describe(err))
-			one, err = c.writeRetrying(ctx, []Outcome{refused(o, err)})
+			one, err = c.writeRetrying(ctx, []Outcome{refused(o, err)}, p)
 		}
 		if err != nil {
 			c.logger.Error("outbox: terminal write failed; the row will be delivered again after its lease expires",
@@ -288,10 +294,10 @@ func refused(o Outcome, cause error) Outcome {
 	return o
 }
 
-func (c *Completer) writeOnce(ctx context.Context, batch []Outcome) (map[int64]bool, error) {
-	p := c.params.fill(batch)
-	p.DeleteSent = c.deleteOnSent
-	done, err := c.finisher.Finish(ctx, c.pool, p)
+func (c *Completer) writeOnce(ctx context.Context, batch []Outcome, p *finishParams) (map[int64]bool, error) {
+	params := p.fill(batch)
+	params.DeleteSent = c.deleteOnSent
+	done, err := c.finisher.Finish(ctx, c.pool, params)
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +308,10 @@ func (c *Completer) writeOnce(ctx context.Context, batch []Outcome) (map[int64]b
 	return written, nil
 }
 
-// finishParams are the arrays of a finish statement, kept from one write
-// to the next: only Run's goroutine writes, one statement at a time, and
-// arrays for a batch of 1,000 outcomes are ~90 KB a statement.
+// finishParams are the arrays of a finish statement. Run's are kept from
+// one write to the next (arrays for a batch of 1,000 outcomes are ~90 KB a
+// statement): only Run's goroutine uses them, one statement at a time. A
+// WriteNow, on a goroutine of its own, fills arrays of its own.
 type finishParams store.FinishParams
 
 // fill sets p's arrays to batch's outcomes and returns them.

@@ -19,6 +19,9 @@
 -- The first delivered row of a thread (migration 003) becomes its root:
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
+-- A delivered row that went out in a digest (migration 018) keeps its
+-- digest_id in history, and its digest is marked sent: the digest's rows
+-- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 WITH f AS (
     SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[], @deferred::int[])
@@ -30,13 +33,13 @@ WITH f AS (
     WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
     RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
               m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
-              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version
+              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
-        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version)
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id
     FROM gone g WHERE NOT @delete_sent
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
@@ -48,6 +51,9 @@ WITH f AS (
     -- Deleted on delivery, the row frees its key at once, as before.
     DELETE FROM {schema}.message_keys k USING gone g
     WHERE @delete_sent AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
+), digests_sent AS (
+    UPDATE {schema}.digests d SET sent_at = now()
+    WHERE d.id IN (SELECT g.digest_id FROM gone g WHERE g.digest_id IS NOT NULL) AND d.sent_at IS NULL
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
     WHERE @delete_sent AND message_id IN (SELECT id FROM gone WHERE attempts > 1)

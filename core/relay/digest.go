@@ -1,0 +1,627 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/internal/completer"
+	"github.com/outboxd/outboxd/core/internal/failurelog"
+	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/core/internal/slots"
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/store"
+)
+
+// A sink that digests (SinkConfig.Digest, RouteDigests; docs/digests.md)
+// claims in a loop of its own. Its claimed rows are grouped by digest
+// key; a fresh group waits (handed back, due when the window closes)
+// until its first row is Window old or it holds MaxMessages rows; then it
+// goes out in digests of up to MaxMessages rows, in enqueue order, each
+// taking one permit of the rate limit. So rows that arrive within the
+// window, and rows that wait behind the rate limit, leave together.
+//
+// Exactly once: a digest is recorded (record_digest.sql) before it is
+// sent, with its members marked, in one durable statement; its members'
+// outcomes are written in one token-guarded finish statement
+// (Completer.WriteNow). A digest that fails, or whose relay dies, keeps
+// its members: a claim that takes any of them takes the others too
+// (claim_digest_members.sql) and sends the same digest again, with the
+// same delivery id, instead of windowing its rows anew.
+
+// DigestStage is a Stage that also renders digests: package routing
+// renders a route target's digest template this way.
+type DigestStage interface {
+	Stage
+	// PrepareDigest renders the digest of route's rows for sinkName from
+	// their events (their payloads before Prepare), in enqueue order. nil
+	// means the target has no digest template: the sink joins the members
+	// as each rendered. An error is every member's outcome.
+	PrepareDigest(ctx context.Context, sinkName, route string, events []json.RawMessage) (json.RawMessage, error)
+}
+
+// Digest span attributes.
+const (
+	attrDigestID      = attribute.Key("outbox.digest.id")
+	attrDigestMembers = attribute.Key("outbox.digest.members")
+)
+
+// digestRef is the recorded digest a claimed row belongs to.
+type digestRef struct {
+	id         int64
+	deliveryID string
+}
+
+// digestGroup is rows that go out as one digest: a recorded digest (ref
+// set), or, before it is chunked, the rows of one fresh digest key.
+type digestGroup struct {
+	id      digestGroupID
+	ref     digestRef
+	destKey string // the rate limit's key ("" for a sink-wide limit)
+	key     string // the digest key
+	route   string // the route whose target's policy applies, "" for the sink's
+	policy  *sink.DigestPolicy
+	rows    []*claimedRow
+	events  []json.RawMessage // the rows' payloads before Prepare, for a digest template
+}
+
+// digestGroupID is what the rows of one group share: a recorded digest,
+// or a fresh digest's route (when its target has a policy of its own),
+// destination and digest key.
+type digestGroupID struct {
+	digest              int64
+	route, dest, digKey string
+}
+
+// digester runs the digest loop of one sink.
+type digester struct {
+	r     *Relay
+	s     SinkConfig
+	ds    sink.DigestSink
+	keyer sink.DestinationKeyer // nil when the sink names no destinations
+	// windows are the open digest windows of this relay, by group, when
+	// each closes (see windowLeft); only the loop's goroutine uses them.
+	windows map[digestGroupID]time.Time
+	digests metric.Int64Counter
+	members metric.Int64Counter
+	attrs   metric.MeasurementOption
+}
+
+func (r *Relay) newDigester(s SinkConfig) (*digester, error) {
+	meter := meterProvider(r.cfg.MeterProvider).Meter(otelscope.Name)
+	d := &digester{r: r, s: s, ds: s.Sink.(sink.DigestSink), attrs: metric.WithAttributes(otelscope.AttrSink.String(s.Name)),
+		windows: map[digestGroupID]time.Time{}}
+	d.keyer, _ = s.Sink.(sink.DestinationKeyer)
+	var err1, err2 error
+	d.digests, err1 = meter.Int64Counter("outbox.digests", metric.WithDescription("Digests delivered, by sink."))
+	d.members, err2 = meter.Int64Counter("outbox.digest.members", metric.WithDescription("Rows delivered in digests, by sink."))
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("outbox: create digest metrics: %w", err)
+	}
+	return d, nil
+}
+
+// digestLoop claims for a sink that digests (see above).
+func (r *Relay) digestLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
+	d, err := r.newDigester(s)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))
+	if !r.register(ctx, w) {
+		return
+	}
+	size := newClaimSize(r.cfg.MaxClaimBytes)
+	for ctx.Err() == nil {
+		if p := r.limiter.PausedFor(s.Name); p > 0 {
+			r.idle(ctx, w, p, nil)
+			continue
+		}
+		if free.WaitFree(ctx) == 0 {
+			return
+		}
+		// Many rows make one digest: the claim is bounded by bytes and
+		// the batch size, not by free slots (one per digest).
+		limit := size.rows(r.cfg.BatchSize)
+		rows, ok := r.claimOwn(ctx, w, limit, size)
+		if !ok {
+			continue
+		}
+		nextDue := d.dispatch(ctx, deliverCtx, rows, free)
+		if len(rows) < limit {
+			r.idle(ctx, w, untilDue(w.idleFor(r.cfg.PollInterval), nextDue), nil)
+		}
+	}
+}
+
+// dispatch groups rows into digests, starts those whose window has closed
+// and that have a permit soon, and hands the others back; it returns how
+// soon the first row handed back comes due (0: none was).
+func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow, free *slots.Slots) time.Duration {
+	r := d.r
+	rows, refs, err := d.join(ctx, rows)
+	if err != nil {
+		r.logger.Warn("outbox: could not claim the other members of claimed rows' digests; releasing the rows", "sink", d.s.Name, "error", err)
+		for _, row := range rows {
+			r.release(row, 0, err)
+		}
+		sleep(ctx, claimRetryDelay)
+		return 0
+	}
+	var ready []digestGroup
+	nextDue := time.Duration(0)
+	later := func(due time.Duration) {
+		if nextDue == 0 || due < nextDue {
+			nextDue = due
+		}
+	}
+	for _, g := range d.group(deliverCtx, rows, refs) {
+		if g.ref.id != 0 {
+			ready = append(ready, g)
+			continue
+		}
+		if wait := d.windowLeft(g); wait > 0 {
+			for _, row := range g.rows {
+				r.release(row, wait, fmt.Errorf("waiting for digest %q's window to close", g.key))
+			}
+			later(wait)
+			continue
+		}
+		ready = append(ready, g.chunks()...)
+	}
+	// Digests of one key leave in the order of their first rows.
+	slices.SortFunc(ready, func(a, b digestGroup) int { return cmp.Compare(a.rows[0].ID, b.rows[0].ID) })
+	waits, due := d.permits(ctx, ready)
+	for i, g := range ready {
+		if waits[i] < 0 {
+			for _, row := range g.rows {
+				r.release(row, due[i], fmt.Errorf("waiting for a permit of %q (rate_limit)", cmp.Or(g.destKey, d.s.Name)))
+			}
+			later(due[i])
+			continue
+		}
+		free.Take()
+		r.deliveries.Add(1)
+		done := sync.OnceFunc(free.Give)
+		go func() {
+			defer r.deliveries.Done()
+			defer done()
+			d.send(deliverCtx, g, waits[i])
+		}()
+	}
+	return nextDue
+}
+
+// join claims the other open members of the digests that rows belong to
+// (rows of a digest not yet sent: it failed, or its relay died) and
+// returns them added to rows, with the digest of every row that has one.
+// The members joined share the claim's token and deadline: their leases,
+// taken after the claim's, end after its earliest.
+func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow, map[int64]digestRef, error) {
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	token, deadline, claimedAt := rows[0].token, rows[0].deadline, time.Now()
+	got, err := d.r.q.ClaimDigestMembers(ctx, d.r.db, store.ClaimDigestMembersParams{IDs: ids, Token: token, Lease: d.r.cfg.Lease})
+	if err != nil {
+		return rows, nil, fmt.Errorf("outbox: claim digest members: %w", err)
+	}
+	refs := make(map[int64]digestRef, len(got))
+	for _, g := range got {
+		refs[g.ID] = digestRef{id: g.DigestID, deliveryID: g.DeliveryID}
+		if !g.Joined {
+			continue
+		}
+		c := &claimedRow{token: token, leaseUntil: claimedAt.Add(g.LeaseFromStart), rowMax: g.MaxAttempts, deadline: deadline}
+		c.ID, c.Sink, c.DedupKey, c.Payload = g.ID, g.Sink, g.DedupKey, g.Payload
+		c.OrderingKey, c.Route, c.ThreadKey = deref(g.OrderingKey), deref(g.Route), deref(g.ThreadKey)
+		c.Attempt, c.CreatedAt, c.Uncertain = g.Attempts, g.CreatedAt, g.Reclaimed
+		if g.RouteVersion != nil {
+			c.RouteVersion = *g.RouteVersion
+		}
+		c.Headers, c.undecodable = decodeHeaders(g.Headers)
+		// No row of the claim is submitted yet: the deadline is still open.
+		deadline.open.Add(1)
+		rows = append(rows, c)
+	}
+	return rows, refs, nil
+}
+
+// group prepares each row (see Stage), names its destination and digest
+// keys, and groups the rows: by recorded digest, else by route, key and
+// destination. A row that cannot be prepared or keyed gets that error as
+// its outcome, alone.
+func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64]digestRef) []digestGroup {
+	r := d.r
+	index := map[digestGroupID]int{}
+	var groups []digestGroup
+	for _, row := range rows {
+		if r.refuse(ctx, row, d.s) {
+			continue
+		}
+		event := row.Payload
+		if err := r.prepare(ctx, row); err != nil {
+			r.finish(ctx, row, d.s, nil, 0, err)
+			continue
+		}
+		id, policy, err := d.keys(row, event)
+		if err != nil {
+			r.finish(ctx, row, d.s, nil, 0, err)
+			continue
+		}
+		ref, recorded := refs[row.ID]
+		if recorded {
+			id = digestGroupID{digest: ref.id}
+		}
+		i, seen := index[id]
+		if !seen {
+			i = len(groups)
+			index[id] = i
+			groups = append(groups, digestGroup{id: id, ref: ref, destKey: id.dest, key: id.digKey, route: id.route, policy: policy})
+		}
+		groups[i].rows = append(groups[i].rows, row)
+		groups[i].events = append(groups[i].events, event)
+	}
+	for _, g := range groups {
+		sortMembers(g)
+	}
+	return groups
+}
+
+// keys names row's destination (for its rate limit) and digest key, and
+// the policy it follows; event is its payload before Prepare.
+func (d *digester) keys(row *claimedRow, event json.RawMessage) (id digestGroupID, policy *sink.DigestPolicy, err error) {
+	if d.keyer != nil {
+		if id.dest, err = destinationKey(d.keyer, &row.Delivery); err != nil {
+			return id, nil, fmt.Errorf("naming the destination: %w", err)
+		}
+		row.destKey = id.dest
+	}
+	policy = d.s.digestPolicy(row.Route)
+	if _, own := d.s.RouteDigests[row.Route]; own {
+		id.route = row.Route
+	}
+	id.digKey = id.dest
+	if policy.Key != nil {
+		raw := row.Delivery
+		raw.Payload = event
+		if id.digKey, err = policy.Key(&raw); err != nil {
+			return id, nil, fmt.Errorf("naming the digest key: %w", err)
+		}
+	}
+	return id, policy, nil
+}
+
+// sortMembers puts g's rows (and their events) in enqueue order.
+func sortMembers(g digestGroup) {
+	order := make([]int, len(g.rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(g.rows[a].ID, g.rows[b].ID) })
+	rows, events := slices.Clone(g.rows), slices.Clone(g.events)
+	for i, j := range order {
+		g.rows[i], g.events[i] = rows[j], events[j]
+	}
+}
+
+// windowLeft is how long a fresh group still waits for others: until the
+// window of its key closes, Window after the oldest row that opened it,
+// unless the group is full already. Rows of the key claimed while its
+// window is open are handed back to come due when it closes, with the
+// rows already waiting, so they leave in one digest. The windows are this
+// relay's: rows of one key claimed by two relays may open two windows,
+// and leave in two digests.
+func (d *digester) windowLeft(g digestGroup) time.Duration {
+	now := time.Now()
+	for k, end := range d.windows {
+		if now.Sub(end) > staleWindow {
+			delete(d.windows, k) // the key's rows went out long ago
+		}
+	}
+	if len(g.rows) >= g.policy.MaxMessages {
+		delete(d.windows, g.id)
+		return 0
+	}
+	end, open := d.windows[g.id]
+	if !open {
+		oldest := g.rows[0].CreatedAt
+		for _, row := range g.rows {
+			if row.CreatedAt.Before(oldest) {
+				oldest = row.CreatedAt
+			}
+		}
+		end = oldest.Add(g.policy.Window)
+	}
+	if left := end.Sub(now); left > windowSlack {
+		d.windows[g.id] = end
+		return left
+	}
+	delete(d.windows, g.id)
+	return 0
+}
+
+const (
+	// windowSlack is how close to its end a window counts as closed: the
+	// rows handed back until its end come due on the database's clock,
+	// which may run a little behind this relay's.
+	windowSlack = 100 * time.Millisecond
+	// staleWindow is how long after its end a window is forgotten.
+	staleWindow = time.Minute
+)
+
+// chunks cuts a fresh group into digests of at most MaxMessages rows.
+func (g digestGroup) chunks() []digestGroup {
+	var out []digestGroup
+	for start := 0; start < len(g.rows); start += g.policy.MaxMessages {
+		end := min(start+g.policy.MaxMessages, len(g.rows))
+		c := g
+		c.rows, c.events = g.rows[start:end], g.events[start:end]
+		out = append(out, c)
+	}
+	return out
+}
+
+// permits reserves one rate-limit permit per digest (see loop_sink.go and
+// loop_keyed.go): waits[i] is digest i's wait, or -1 when it has none within
+// the hold window, and is handed back due[i] from now.
+func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due []time.Duration) {
+	r, rl := d.r, d.s.RateLimit
+	waits, due = make([]time.Duration, len(ready)), make([]time.Duration, len(ready))
+	if rl == nil || len(ready) == 0 {
+		return waits, due
+	}
+	hold, interval := r.holdWindow(), rl.Interval()
+	refuseAll := func(after time.Duration) ([]time.Duration, []time.Duration) {
+		for i := range waits {
+			waits[i], due[i] = -1, after
+		}
+		return waits, due
+	}
+	if !rl.PerKey {
+		g, err := r.limiter.Reserve(ctx, d.s.Name, interval, rl.Burst, len(ready), hold)
+		switch {
+		case err != nil:
+			r.logger.Warn("outbox: rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
+			return refuseAll(claimRetryDelay)
+		case g.Paused > 0:
+			return refuseAll(0)
+		}
+		for i := range ready {
+			if i < len(g.Waits) {
+				waits[i] = g.Waits[i]
+			} else {
+				waits[i], due[i] = -1, max(0, g.Next-hold)
+			}
+		}
+		return waits, due
+	}
+	perKey := max(1, int(rateReserveHorizon/interval))
+	counts := map[string]int{}
+	for _, g := range ready {
+		counts[g.destKey]++
+	}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range counts {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	n := make([]int, len(keys))
+	for i, k := range keys {
+		n[i] = min(counts[k], perKey)
+	}
+	granted, err := r.limiter.ReserveKeys(ctx, d.s.Name, keys, n, interval, rl.Burst)
+	if err != nil {
+		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
+		return refuseAll(claimRetryDelay)
+	}
+	nth := map[string]int{}
+	for i, g := range ready {
+		w, j := granted[g.destKey], nth[g.destKey]
+		nth[g.destKey]++
+		switch {
+		case j < len(w) && w[j] <= hold:
+			waits[i] = w[j]
+		case j < len(w):
+			waits[i], due[i] = -1, w[j]
+		case len(w) > 0:
+			waits[i], due[i] = -1, w[len(w)-1]+time.Duration(j-len(w)+1)*interval
+		default:
+			waits[i], due[i] = -1, time.Duration(j+1)*interval
+		}
+	}
+	return waits, due
+}
+
+// send delivers digest g after wait (its permit): records it when it is
+// new, renders its template, hands it to the sink and writes every
+// member's outcome in one statement.
+func (d *digester) send(ctx context.Context, g digestGroup, wait time.Duration) {
+	r := d.r
+	handBack := func(cause error) {
+		for _, row := range g.rows {
+			r.release(row, 0, cause)
+		}
+	}
+	if wait > 0 && !r.waitForPermit(ctx, wait) {
+		handBack(errors.New("relay shutting down before the rate-limit permit came due"))
+		return
+	}
+	if r.limiter.PausedFor(d.s.Name) > 0 {
+		handBack(fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", d.s.Name))
+		return
+	}
+	if d.budget(g) <= 0 {
+		handBack(errors.New("lease too close to expiry to start the digest"))
+		return
+	}
+	if g.ref.id == 0 {
+		var err error
+		if g, err = d.record(ctx, g); err != nil {
+			handBack(err)
+			return
+		}
+		if len(g.rows) == 0 {
+			return // every lease was lost meanwhile: other relays own the rows
+		}
+	}
+	dg := &sink.Digest{ID: g.ref.id, Sink: d.s.Name, Key: g.key, Members: make([]*sink.Delivery, len(g.rows))}
+	for i := range g.rows {
+		dg.Members[i] = &g.rows[i].Delivery
+		dg.Uncertain = dg.Uncertain || g.rows[i].Uncertain
+	}
+	ctx, span := d.startSpan(ctx, g)
+	dctx, cancel := context.WithTimeout(ctx, d.budget(g))
+	defer cancel()
+	started := time.Now()
+	err := d.render(dctx, g, dg)
+	if err == nil {
+		err = callDigestSink(dctx, d.ds, dg)
+	}
+	d.finish(ctx, g, dg, span, time.Since(started), err)
+}
+
+// budget is how long digest g may take from now: its members' shortest.
+func (d *digester) budget(g digestGroup) time.Duration {
+	b := d.r.budget(g.rows[0])
+	for _, row := range g.rows[1:] {
+		b = min(b, d.r.budget(row))
+	}
+	return b
+}
+
+// record writes the new digest g and marks its members before it is sent
+// (record_digest.sql); members whose lease was lost meanwhile are left out.
+func (d *digester) record(ctx context.Context, g digestGroup) (digestGroup, error) {
+	ids := make([]int64, len(g.rows))
+	for i, row := range g.rows {
+		ids[i] = row.ID
+	}
+	got, err := d.r.q.RecordDigest(ctx, d.r.db, store.RecordDigestParams{Sink: d.s.Name, Key: g.key,
+		DeliveryPrefix: sink.DigestDeliveryPrefix(d.s.Name), IDs: ids, Token: g.rows[0].token})
+	if err != nil {
+		return g, fmt.Errorf("outbox: record digest: %w", err)
+	}
+	g.ref = digestRef{id: got.ID, deliveryID: got.DeliveryID}
+	if len(got.Members) < len(g.rows) {
+		var rows []*claimedRow
+		var events []json.RawMessage
+		for i, row := range g.rows {
+			if !slices.Contains(got.Members, row.ID) {
+				// Another relay holds its lease now: this relay writes
+				// nothing for it, but its attempt here is over.
+				row.end()
+				continue
+			}
+			rows, events = append(rows, row), append(events, g.events[i])
+		}
+		g.rows, g.events = rows, events
+	}
+	return g, nil
+}
+
+// render sets dg's payload from its route target's digest template, when
+// there is one.
+func (d *digester) render(ctx context.Context, g digestGroup, dg *sink.Digest) error {
+	st, ok := d.r.cfg.Stage.(DigestStage)
+	if !ok || g.route == "" {
+		return nil
+	}
+	payload, err := st.PrepareDigest(ctx, d.s.Name, g.route, g.events)
+	dg.Payload = payload
+	return err
+}
+
+// startSpan opens the digest's span, linked to each member's producer
+// span: the members' traces lead to the one delivery that carried them.
+func (d *digester) startSpan(ctx context.Context, g digestGroup) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, len(g.rows))
+	for _, row := range g.rows {
+		pctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(row.Headers))
+		if sc := trace.SpanContextFromContext(pctx); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attrRowID.Int64(row.ID)}})
+		}
+	}
+	ctx, span := d.r.tracer.Start(ctx, "send digest "+d.s.Name, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithNewRoot(), trace.WithLinks(links...))
+	if span.IsRecording() {
+		span.SetAttributes(attrMessagingSystem.String(messagingSystem), attrMessagingDestination.String(d.s.Name),
+			attrMessagingMessageID.String(g.ref.deliveryID), attrMessagingOperation.String("send"),
+			attrSinkType.String(d.s.Type), attrDigestID.Int64(g.ref.id), attrDigestMembers.Int(len(g.rows)),
+			attrMessagingBatchCount.Int(len(g.rows)))
+	}
+	return ctx, span
+}
+
+// attrMessagingBatchCount is the messaging convention's number of
+// messages one operation carried.
+const attrMessagingBatchCount = attribute.Key("messaging.batch.message_count")
+
+// finish writes the outcome err makes of every member of the digest in
+// one statement: all delivered (each keeps the digest's receipt), all
+// failed alike, or, when the sink refused some members, those
+// dead-lettered alone and the others handed back to go again at once as
+// the same digest.
+func (d *digester) finish(ctx context.Context, g digestGroup, dg *sink.Digest, span trace.Span, elapsed time.Duration, err error) {
+	r := d.r
+	refused, split := sink.RefusedMembers(err)
+	outcomes := make([]completer.Outcome, 0, len(g.rows))
+	for i, row := range g.rows {
+		memberErr := err
+		if split {
+			refusal, bad := refused[i]
+			if !bad {
+				outcomes = append(outcomes, r.releaseOutcome(row, 0, fmt.Errorf(
+					"sent again as digest %d without its %d refused member(s)", g.ref.id, len(refused))))
+				continue
+			}
+			memberErr = sink.Permanent(refusal)
+		}
+		if memberErr == nil && dg.Receipt() != nil {
+			if rerr := row.SetReceipt(dg.Receipt()); rerr != nil {
+				memberErr = rerr
+			}
+		}
+		r.failures.Attempted(failurelog.Destination{Sink: row.Sink, Key: row.destKey}, row.ID, memberErr)
+		outcomes = append(outcomes, r.outcome(ctx, row, d.s, nil, elapsed, memberErr))
+	}
+	// What submit does for a row, for every member, before their one write.
+	for _, row := range g.rows {
+		row.end()
+	}
+	r.completer.WriteNow(outcomes)
+	label := outcomeSent
+	var stored *string
+	if err != nil {
+		label, stored = outcomeRetry, r.storedError(err)
+	} else {
+		d.digests.Add(ctx, 1, d.attrs)
+		d.members.Add(ctx, int64(len(g.rows)), d.attrs)
+	}
+	endSpan(span, label, stored)
+}
+
+// callDigestSink calls a DigestSink, turning a panic into a retryable
+// error as callSink does.
+func callDigestSink(ctx context.Context, s sink.DigestSink, dg *sink.Digest) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink panicked: %v", p)
+		}
+	}()
+	return s.DeliverDigest(ctx, dg)
+}
