@@ -21,6 +21,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -136,8 +137,26 @@ func (m *Migrator) MigrateTo(ctx context.Context, db Beginner, version int) ([]i
 	return m.migrateUpTo(ctx, db, Library, version)
 }
 
-// migrateUpTo applies the pending migrations up to version as actor.
+// deadlockAttempts is how often a migration run that PostgreSQL chose as a
+// deadlock's victim is tried: its DDL takes table locks in its own order
+// while producers' enqueues take row locks on the same tables in theirs
+// (message keys, then messages), so under load a run can lose; it was
+// rolled back whole and is simply run again.
+const deadlockAttempts = 5
+
+// migrateUpTo applies the pending migrations up to version as actor,
+// again when the run was a deadlock's victim (see deadlockAttempts).
 func (m *Migrator) migrateUpTo(ctx context.Context, db Beginner, actor audit.Actor, version int) ([]int, error) {
+	for attempt := 1; ; attempt++ {
+		applied, err := m.migrateOnce(ctx, db, actor, version)
+		if err == nil || !pgerr.IsDeadlock(err) || attempt == deadlockAttempts {
+			return applied, err
+		}
+	}
+}
+
+// migrateOnce is one run of migrateUpTo, in one transaction.
+func (m *Migrator) migrateOnce(ctx context.Context, db Beginner, actor audit.Actor, version int) ([]int, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -158,9 +177,16 @@ func (m *Migrator) migrateUpTo(ctx context.Context, db Beginner, actor audit.Act
 		if err := m.q.SetSearchPath(ctx, tx); err != nil {
 			return fmt.Errorf("set search_path: %w", err)
 		}
+		locked := false
 		for _, mg := range all {
 			if done[mg.Version] || mg.Version > version {
 				continue
+			}
+			if !locked {
+				if err := m.q.LockQueueTables(ctx, tx); err != nil {
+					return fmt.Errorf("lock the queue's tables: %w", err)
+				}
+				locked = true
 			}
 			if _, err := tx.Exec(ctx, mg.SQL); err != nil {
 				return fmt.Errorf("apply migration %03d_%s: %w", mg.Version, mg.Name, err)

@@ -111,6 +111,8 @@ type Texts struct {
 	HistoryRotate string
 	// HistoryTruncate is history_truncate.sql.
 	HistoryTruncate string
+	// LockQueueTables is lock_queue_tables.sql.
+	LockQueueTables string
 	// LockTransaction is lock_transaction.sql.
 	LockTransaction string
 	// LookupID is lookup_id.sql.
@@ -247,6 +249,7 @@ func newTexts(ident string) Texts {
 		HistoryExpiring:           strings.ReplaceAll(historyExpiringSQL, "{schema}", ident),
 		HistoryRotate:             strings.ReplaceAll(historyRotateSQL, "{schema}", ident),
 		HistoryTruncate:           strings.ReplaceAll(historyTruncateSQL, "{schema}", ident),
+		LockQueueTables:           strings.ReplaceAll(lockQueueTablesSQL, "{schema}", ident),
 		LockTransaction:           strings.ReplaceAll(lockTransactionSQL, "{schema}", ident),
 		LookupID:                  strings.ReplaceAll(lookupIDSQL, "{schema}", ident),
 		LookupIDs:                 strings.ReplaceAll(lookupIDsSQL, "{schema}", ident),
@@ -1924,6 +1927,32 @@ func (q *Queries) HistoryTruncate(ctx context.Context, db DBTX, slot int32, lock
 	var r bool
 	err := db.QueryRow(ctx, q.text.HistoryTruncate, slot, lockWait).Scan(&r)
 	return r, err
+}
+
+const lockQueueTablesSQL = `-- name: lock_queue_tables
+-- Takes the queue's tables, where they exist, in the order producers take
+-- them (the dedup keys, then the rows: enqueue(), migration 013) and for
+-- the rest of the migration's transaction: the migrations' DDL on them
+-- (ALTER TABLE, CREATE TRIGGER, index rebuilds) would otherwise take its
+-- locks one statement at a time, while a producer holding a key's row lock
+-- waits for messages, a deadlock PostgreSQL breaks by failing the
+-- migration. Producers wait for the migration instead, as ALTER TABLE
+-- makes them wait anyway.
+DO $$
+BEGIN
+    IF to_regclass('{schema}.message_keys') IS NOT NULL THEN
+        LOCK TABLE {schema}.message_keys, {schema}.messages IN ACCESS EXCLUSIVE MODE;
+    ELSIF to_regclass('{schema}.messages') IS NOT NULL THEN
+        LOCK TABLE {schema}.messages IN ACCESS EXCLUSIVE MODE;
+    END IF;
+END
+$$
+`
+
+// LockQueueTables runs lock_queue_tables.sql.
+func (q *Queries) LockQueueTables(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, q.text.LockQueueTables)
+	return err
 }
 
 const lockTransactionSQL = `-- name: lock_transaction

@@ -30,6 +30,17 @@ func IsTransient(err error) bool {
 	return len(pgErr.Code) == 5 && transientClasses[pgErr.Code[:2]]
 }
 
+// deadlockDetected is PostgreSQL's SQLSTATE deadlock_detected.
+const deadlockDetected = "40P01"
+
+// IsDeadlock reports whether err is PostgreSQL choosing this transaction
+// as a deadlock's victim: it was rolled back whole, and running it again
+// usually gets through.
+func IsDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == deadlockDetected
+}
+
 // OutcomeUnknown reports whether a statement that failed with err may
 // still have run to its commit: the statement was sent and then the
 // connection was lost (PostgreSQL ended the session with a FATAL or PANIC
