@@ -10,6 +10,12 @@ import "time"
 // the rows delivered within it.
 const claimBoundMargin = 250 * time.Millisecond
 
+// claimBoundFullEvery is the longest a claim loop goes between full claims
+// however long its poll interval: a row a bound passes over (one left
+// behind while its sink's breaker was open, as a probe took a later row)
+// waits at most this long, not a poll interval of 30 s.
+const claimBoundFullEvery = time.Second
+
 // claimBounds is where one claim loop's claims start reading each sink's
 // rows. Between two full claims, once per poll interval, a sink's walk
 // starts claimBoundMargin before the latest available_at the loop claimed
@@ -26,11 +32,12 @@ type claimBounds struct {
 }
 
 // after returns claim.sql's @after for sinks at now: nil (every walk from
-// the start) when the full claim every poll is due or no sink has a bound,
+// the start) when the full claim every poll (at most claimBoundFullEvery)
+// is due or no sink has a bound,
 // the zero time for the sinks without one.
 func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) []time.Time {
 	if !now.Before(b.fullAt) {
-		b.fullAt = now.Add(poll)
+		b.fullAt = now.Add(min(poll, claimBoundFullEvery))
 		return nil
 	}
 	var out []time.Time
