@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
 	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -114,8 +116,12 @@ func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.S
 			r.closeBreaker(ctx, sb, row.destKey)
 			return false
 		}
-		r.probeFailed(ctx, sb, row.destKey, err)
-		r.holdForProbe(row, span, sb.cfg.ProbeInterval, err)
+		// A probe answered with a Retry-After is asked again when the
+		// receiver said (see breaker_probe_failed.sql), and so is its row.
+		retryAfter, _ := sink.RetryAfterDelay(err)
+		retryAfter = max(retryAfter, 0)
+		r.probeFailed(ctx, sb, row.destKey, err, retryAfter)
+		r.holdForProbe(row, span, cmp.Or(retryAfter, sb.cfg.ProbeInterval), err)
 		return true
 	}
 	if sig == breaker.Neutral {
@@ -246,10 +252,13 @@ func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) 
 	}
 }
 
-// probeFailed records a failed probe; the breaker stays open.
-func (r *Relay) probeFailed(ctx context.Context, sb *sinkBreakers, key string, cause error) {
+// probeFailed records a failed probe; the breaker stays open, its next
+// probe after retryAfter when the receiver answered with one (above zero),
+// else at the doubled interval its take set.
+func (r *Relay) probeFailed(ctx context.Context, sb *sinkBreakers, key string, cause error, retryAfter time.Duration) {
 	failure := safetext.Text(cause.Error(), safetext.MaxErrorBytes)
-	if err := r.q.BreakerProbeFailed(ctx, r.db, sb.name, key, failure); err != nil {
+	p := store.BreakerProbeFailedParams{Sink: sb.name, DestKey: key, LastFailure: failure, RetryAfter: retryAfter}
+	if err := r.q.BreakerProbeFailed(ctx, r.db, p); err != nil {
 		r.logger.Warn("outbox: could not record a failed probe", "sink", sb.name, "key", key, "error", err)
 	}
 }
@@ -374,7 +383,7 @@ func (r *Relay) probeSinks(ctx, deliverCtx context.Context) time.Duration {
 		rows, err := r.claimRows(ctx, store.ClaimParams{Limit: 1, Sinks: []string{name}, ProbeSink: name})
 		if err != nil || len(rows) == 0 {
 			// Nothing to probe with (or no claim): the probe passes.
-			r.probeFailed(ctx, sb, "", cmpErr(err, errors.New("no row to probe with")))
+			r.probeFailed(ctx, sb, "", cmpErr(err, errors.New("no row to probe with")), 0)
 			continue
 		}
 		rows[0].probe = true

@@ -274,6 +274,49 @@ func TestBreakerRetryAfterForever(t *testing.T) {
 	t.Logf("%d requests in all, %d probes in %s", rc.requests.Load(), probes, elapsed.Round(time.Millisecond))
 }
 
+// TestBreakerProbeHonoursRetryAfter: a receiver that is down (503), then
+// up but throttling (429 with Retry-After: 1). Each probe answered so comes
+// back after the second the receiver named, not after the doubling probe
+// interval: a probe that came ever later could meet the receiver's next
+// throttling spell every time and hold the breaker open for good (the
+// chaos test's receiver, throttling the first request after a quiet spell,
+// held 792 rows for 90 s that way). Once the receiver answers 200 the
+// breaker closes and every row is delivered.
+//
+// Checked with the mutation "breaker_probe_failed.sql ignores
+// @retry_after": the probes came 1, 2, 4, 8 and 16 s apart, and the
+// wait for them timed out.
+func TestBreakerProbeHonoursRetryAfter(t *testing.T) {
+	b := coretest.Setup(t)
+	rc := newFlakyReceiver(t, http.StatusServiceUnavailable)
+	hook := webhookSink(t, rc.url())
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
+			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: time.Second, MaxProbeInterval: time.Minute}}}}
+	signals := &testsignal.Relay{}
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	const rows = 10
+	b.EnqueueN(t, "hook", rows, nil)
+	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+
+	rc.mu.Lock()
+	rc.status, rc.retry = http.StatusTooManyRequests, "1"
+	rc.mu.Unlock()
+	start, before := time.Now(), rc.requests.Load()
+	// A delivery in flight as the breaker opened may be answered 429 too:
+	// one request more than the probes.
+	const probes = 4
+	testrelay.WaitFor(t, 30*time.Second, "four probes answered 429", func() bool { return rc.requests.Load() >= before+probes+1 })
+	elapsed := time.Since(start)
+	// One probe interval, then a second after each Retry-After: about 4 s.
+	// Doubling made it 31 s; a probe ignoring the Retry-After, less than 2.
+	if most, least := 8*time.Second, 2*time.Second; elapsed > most || elapsed < least {
+		t.Errorf("%d probes answered Retry-After: 1 took %s, want between %s and %s", probes, elapsed.Round(time.Millisecond), least, most)
+	}
+	rc.answer(http.StatusOK)
+	testrelay.WaitFor(t, 30*time.Second, "every row sent", func() bool { return b.StatusCounts(t)["sent"] == rows })
+}
+
 // TestBreakerPerKeyOpensOnlyThatKey: with per_key, one destination key's
 // outage (destination a answering 503) opens that key's breaker only:
 // destination b's rows keep flowing meanwhile, a's rows wait pending, none

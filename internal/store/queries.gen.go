@@ -609,16 +609,29 @@ func (q *Queries) BreakerOpen(ctx context.Context, db DBTX, arg BreakerOpenParam
 }
 
 const breakerProbeFailedSQL = `-- name: breaker_probe_failed
--- Records that the probe of breaker ($1, $2) failed with $3: it stays
--- open until its next probe.
+-- Records that the probe of breaker (@sink, @dest_key) failed with
+-- @last_failure: it stays open until its next probe. A probe answered with
+-- a Retry-After (@retry_after above zero) comes back when the receiver
+-- said, not after the doubled interval breaker_take_probe set: the
+-- receiver is up and named its time, and a probe that came later than
+-- asked could meet the next throttling spell every time.
 UPDATE {schema}.destination_breakers
-SET probing_until = NULL, last_failure = $3, last_failure_at = now()
-WHERE sink = $1 AND dest_key = $2
+SET probing_until = NULL, last_failure = $1, last_failure_at = now(),
+    next_probe_at = CASE WHEN $2::interval > interval '0' THEN now() + $2::interval ELSE next_probe_at END
+WHERE sink = $3 AND dest_key = $4
 `
 
+// BreakerProbeFailedParams are the parameters of breaker_probe_failed.sql.
+type BreakerProbeFailedParams struct {
+	LastFailure string        // text
+	RetryAfter  time.Duration // interval
+	Sink        string        // text
+	DestKey     string        // text
+}
+
 // BreakerProbeFailed runs breaker_probe_failed.sql.
-func (q *Queries) BreakerProbeFailed(ctx context.Context, db DBTX, sink string, destKey string, lastFailure string) error {
-	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, sink, destKey, lastFailure)
+func (q *Queries) BreakerProbeFailed(ctx context.Context, db DBTX, arg BreakerProbeFailedParams) error {
+	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, arg.LastFailure, arg.RetryAfter, arg.Sink, arg.DestKey)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -303,7 +304,40 @@ func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within t
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("%d rows still open %s after the chaos ended\n%s", open, within, tail(cl.logs(), 100))
+	t.Fatalf("%d rows still open %s after the chaos ended\n%s\nrelay logs (tail):\n%s", open, within, openRows(ctx, pool), tail(cl.logs(), 100))
+}
+
+// openRows describes where the rows that are still open sit: what a claim
+// would need to take them.
+func openRows(ctx context.Context, pool *pgxpool.Pool) string {
+	var b strings.Builder
+	report := func(title, query string) {
+		rows, err := pool.Query(ctx, query)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", title, err)
+			return
+		}
+		defer rows.Close()
+		fmt.Fprintf(&b, "%s:\n", title)
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				fmt.Fprintf(&b, "  %v\n", err)
+				return
+			}
+			fmt.Fprintf(&b, "  %v\n", vals)
+		}
+	}
+	report("open rows by status, phase, queued_behind, keyed, ready, lease expired", `
+		SELECT status, phase, queued_behind, ordering_key IS NOT NULL, available_at <= now(),
+		       coalesce(lease_expires_at <= now(), true), count(*), min(id), max(id)
+		FROM chaos.messages WHERE phase = 'open' GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6`)
+	report("oldest open rows", `
+		SELECT id, status, phase, queued_behind, ordering_key, attempts, available_at - now(), lease_expires_at - now()
+		FROM chaos.messages WHERE phase = 'open' ORDER BY id LIMIT 10`)
+	report("sink limits", `SELECT sink, paused_until - now(), tat - now() FROM chaos.sink_limits`)
+	report("breakers", `SELECT * FROM chaos.destination_breakers`)
+	return b.String()
 }
 
 // checkRows: the table holds exactly the committed messages, each sent or
