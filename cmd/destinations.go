@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/destinations"
 )
 
@@ -44,17 +45,37 @@ func (f *destinationFlags) check(needsTenant bool) func(*cobra.Command, []string
 	})
 }
 
-// destinationStore is the session's Store, sealing with the keys of
-// destinations.EnvSecretsKey when it is set.
-func (a *app) destinationStore(s session) (*destinations.Store, error) {
+// secretsKeyring is the keyring of destinations.EnvSecretsKey, nil when
+// it is not set.
+func (a *app) secretsKeyring() (*destinations.Keyring, error) {
 	keys, err := destinations.KeyringFromEnv(a.io.Env)
 	if errors.Is(err, destinations.ErrNoKeyring) {
-		keys, err = nil, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, badInput(err)
 	}
+	return keys, nil
+}
+
+// destinationStore is the session's Store, sealing with the keys of
+// destinations.EnvSecretsKey when it is set.
+func (a *app) destinationStore(s session) (*destinations.Store, error) {
+	keys, err := a.secretsKeyring()
+	if err != nil {
+		return nil, err
+	}
 	return destinations.NewStore(s.cfg.Database.Schema, keys)
+}
+
+// portalLinks signs the tenant portal's links with keys derived from
+// destinations.EnvSecretsKey; nil when it is not set (no portal).
+func (a *app) portalLinks() (*console.PortalLinks, error) {
+	keys, err := a.secretsKeyring()
+	if err != nil || keys == nil {
+		return nil, err
+	}
+	return console.NewPortalLinks(keys)
 }
 
 // destinationCommand builds one subcommand running fn with the store.
