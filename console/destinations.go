@@ -288,7 +288,7 @@ type destinationForm struct {
 // object (empty: {}).
 func readDestinationForm(r *http.Request) (destinationForm, error) {
 	f := destinationForm{url: strings.TrimSpace(r.PostFormValue("url")), description: strings.TrimSpace(r.PostFormValue("description")),
-		events: strings.FieldsFunc(r.PostFormValue("events"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
+		events:   strings.FieldsFunc(r.PostFormValue("events"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
 		metadata: json.RawMessage(strings.TrimSpace(r.PostFormValue("metadata")))}
 	if v := strings.TrimSpace(r.PostFormValue("rate_limit")); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
