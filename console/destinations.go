@@ -165,7 +165,7 @@ func (c *Console) listDestinations(w http.ResponseWriter, r *http.Request, scope
 		next string
 		err  error
 	)
-	if scope.Tenant == "" {
+	if scope.Tenant == "" && !scope.Portal {
 		page, next, err = c.opt.Destinations.ListAll(ctx, c.opt.DB, after, destinationsPerPage)
 	} else {
 		page, next, err = c.opt.Destinations.List(ctx, c.opt.DB, scope.Tenant, after, destinationsPerPage)
