@@ -76,7 +76,7 @@ func NewPortalLinks(keys *destinations.Keyring) (*PortalLinks, error) {
 // and at most MaxPortalLinkLifetime.
 func CheckLifetime(d time.Duration) error {
 	if d <= 0 || d > MaxPortalLinkLifetime {
-		return fmt.Errorf("expires_in must be a duration above 0 and at most %s, got %s", MaxPortalLinkLifetime, d)
+		return fmt.Errorf("a portal link lasts more than 0 and at most %s, not %s", MaxPortalLinkLifetime, d)
 	}
 	return nil
 }

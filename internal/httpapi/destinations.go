@@ -274,7 +274,7 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 		}
 	}
 	if err := console.CheckLifetime(lifetime); err != nil {
-		return nil, &requestError{http.StatusUnprocessableEntity, err}
+		return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("expires_in: %w", err)}
 	}
 	if s.Portal == nil {
 		return nil, destinations.ErrNoKeyring
