@@ -475,7 +475,7 @@ func (c *Console) sendTestEvent(w http.ResponseWriter, r *http.Request, scope de
 	}
 	c.logChange(r, scope, "sent a test event", id, "message", sent.MessageID)
 	c.render(w, r, http.StatusOK, "destination_done", map[string]any{"Scope": scope, "Self": scope.page(id), "Title": "Test event sent",
-		"Said": fmt.Sprintf("A %s event is on its way as delivery %d (webhook-id %s/%s); it shows among the recent deliveries.",
+		"Said": fmt.Sprintf("A test event (type %s) is on its way as delivery %d (webhook-id %s/%s); it shows among the recent deliveries.",
 			destinations.TestEventType, sent.MessageID, c.opt.TestEventSink, sent.DedupKey), "Message": sent.MessageID})
 }
 
