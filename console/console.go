@@ -1,9 +1,14 @@
 // Package console is outboxd's operator dashboard: an overview of every
 // sink that updates itself, message search and detail, dead letters with
-// redrive and purge, and sink pauses by hand. Its pages are rendered on
-// the server from templates embedded in the binary, with a little plain
-// JavaScript for the live overview: no build step, no CDN, it works
-// offline. It reads and acts through core's operator queries only.
+// redrive and purge, sink pauses by hand, and tenants' destinations. Its
+// pages are rendered on the server from templates embedded in the binary,
+// with a little plain JavaScript for the live overview: no build step, no
+// CDN, it works offline. It reads and acts through core's operator
+// queries and the destinations store only.
+//
+// Beside it, below PortalPath, it serves the tenant portal: the
+// destination pages of one tenant, opened with a link PortalLinks signs,
+// with a session of their own (portal.go).
 //
 // `outboxd serve` mounts it at / on the API's port. With tokens, the
 // browser signs in once with a named token and holds a session cookie
