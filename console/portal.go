@@ -119,6 +119,8 @@ func (c *Console) getPortalOpen(w http.ResponseWriter, r *http.Request) {
 // opens a new one until it expires.
 func (c *Console) postPortalSignOut(w http.ResponseWriter, r *http.Request) {
 	c.setPortalSession(w, r, "", -1)
+	// The page saying so is rendered as for a browser without a session:
+	// no tenant, no form.
 	r = r.WithContext(context.WithValue(r.Context(), portalSessionKey{}, nil))
 	c.render(w, r, http.StatusOK, "portal_open", map[string]any{})
 }

@@ -204,7 +204,6 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 	if !strings.Contains(list, acme.ID) || !strings.Contains(list, acmeBroken.ID) || strings.Contains(list, globex.ID) || strings.Contains(list, "globex") {
 		t.Fatalf("acme's portal lists:\n%s", list)
 	}
-	screenshot(t, p.ctx, "portal-endpoints.png")
 
 	// A dead delivery's attempts, and its redrive.
 	p.click("open the failing endpoint", fmt.Sprintf(`tr[data-id=%q] a`, acmeBroken.ID))
@@ -215,6 +214,7 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 	if strings.Contains(p.text("main"), "globex") {
 		t.Fatal("acme's endpoint page names globex")
 	}
+	screenshot(t, p.ctx, "portal-endpoint.png")
 	p.click("redrive", `#redrive-dead`)
 	p.waitText("the redrive", `#done-said`, "Redriven: 1.")
 
@@ -256,7 +256,6 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 	if !strings.HasPrefix(secret, "whsec_") || secret == acme.Secret {
 		t.Fatalf("the rotated secret %q", secret)
 	}
-	screenshot(t, p.ctx, "portal-secret.png")
 	p.click("back to the endpoint", `#back-to-destination`)
 	p.waitElement("acme's endpoint", `#send-test`)
 	p.click("send a test event", `#send-test`)
@@ -315,5 +314,4 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 		fresh.run("the portal after "+tc.what, chromedp.Navigate(base+"/portal/"))
 		fresh.waitText("no session after "+tc.what, `main [role=alert]`, "Your session has ended")
 	}
-	screenshot(t, fresh.ctx, "portal-refused.png")
 }
