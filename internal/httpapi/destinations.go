@@ -258,6 +258,9 @@ type portalRequest struct {
 	ExpiresIn string `json:"expires_in"`
 }
 
+// errPortalNotServed refuses a portal link no page would open.
+var errPortalNotServed = errors.New("the tenant portal is served with the console, which http.ui: false turns off")
+
 // createPortalLink signs a link to the tenant's portal, below the scheme
 // and host the request came to. The link is a credential: it is answered,
 // never logged.
@@ -278,6 +281,9 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	}
 	if s.Portal == nil {
 		return nil, destinations.ErrNoKeyring
+	}
+	if s.Console == nil {
+		return nil, &requestError{http.StatusServiceUnavailable, errPortalNotServed}
 	}
 	link, expires, err := s.Portal.Link(console.BaseURL(r), tenant, time.Now().Add(lifetime))
 	if err != nil {

@@ -59,10 +59,12 @@ func (a *operatorAPI) portalLink(t *testing.T, tenant, body string, header ...st
 // asked at (https behind a TLS proxy) that expires after expires_in (1h
 // without), never logged; the link opens that tenant's portal through the
 // whole API handler, which shows its destinations only and answers 404 to
-// another tenant's; a read token may not make one.
+// another tenant's; a read token may not make one, nor anyone when the
+// console, which serves the portal, is off.
 // (Mutations, each failing this test: createPortalLink ignoring
 // expires_in; BaseURL always http; the route declared with role read;
-// logging the link; the portal listing every tenant's destinations.)
+// logging the link; the portal listing every tenant's destinations;
+// createPortalLink without its check of the console.)
 func TestPortalLinkOpensOnlyItsTenantsPortal(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
@@ -96,6 +98,13 @@ func TestPortalLinkOpensOnlyItsTenantsPortal(t *testing.T) {
 	}
 	if status := a.do(t, "POST", "/v1/tenants/acme/portal", viewerToken, "", nil); status != http.StatusForbidden {
 		t.Errorf("a read token's portal link: %d, want 403", status)
+	}
+
+	noConsole := newOperatorAPI(t, openAPIConfig, func(api *API) {
+		api.Destinations, api.Portal, api.Console = a.api.Destinations, a.api.Portal, nil
+	})
+	if resp, raw := noConsole.send(t, "POST", "/v1/tenants/acme/portal", operatorToken, ""); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(raw), "http.ui") {
+		t.Errorf("a portal link without the console: %d %s, want 503 naming http.ui", resp.StatusCode, raw)
 	}
 
 	b := consoletest.New(t, a.srv.URL)
