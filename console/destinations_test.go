@@ -134,6 +134,16 @@ func TestDestinationPagesListInspectAndChange(t *testing.T) {
 	if resp, _ := b.Get("/destinations?tenant=" + url.QueryEscape("bad\x01")); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a tenant that is not printable: %d, want 400", resp.StatusCode)
 	}
+	// A tenant id may hold a slash or a space: its pages' paths escape it.
+	odd := s.create(t, "acme/eu west")
+	_, list := b.Get("/destinations?tenant=" + url.QueryEscape("acme/eu west"))
+	link := regexp.MustCompile(`<a href="([^"]+)">` + odd.ID).FindStringSubmatch(list)
+	if link == nil {
+		t.Fatalf("no link to %s:\n%s", odd.ID, list)
+	}
+	if resp, page := b.Get(html.UnescapeString(link[1])); resp.StatusCode != http.StatusOK || !strings.Contains(page, "acme/eu west") {
+		t.Errorf("the page of a destination of tenant %q at %s: %d", "acme/eu west", link[1], resp.StatusCode)
+	}
 
 	// A delivery that failed twice and died, and one waiting.
 	st := s.store(t)
