@@ -121,6 +121,9 @@ func (a *app) serve(ctx context.Context) error {
 	if v.destinations, err = a.destinationStore(s); err != nil {
 		return err
 	}
+	if v.portal, err = a.portalLinks(); err != nil {
+		return err
+	}
 
 	// The API and the console query through a pool of their own whose
 	// statements time out (http.query_timeout); the relay's pool, a copy
@@ -131,7 +134,7 @@ func (a *app) serve(ctx context.Context) error {
 	defer v.apiPool.Close()
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := httpapi.NewConsole(cfg, s.ops, v.apiPool, cfg.SinkConfigs(), log)
+		ui, err := httpapi.NewConsole(cfg, s.ops, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
 		if err != nil {
 			return err
 		}

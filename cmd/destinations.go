@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/httpapi"
 )
 
 // The destinations commands: tenants' webhook endpoints managed as data
@@ -34,27 +37,55 @@ func (f *destinationFlags) add(c *cobra.Command, needsTenant bool) {
 	}
 }
 
-// check validates the flags before anything connects.
-func (f *destinationFlags) check(needsTenant bool) func(*cobra.Command, []string) error {
+// check validates the flags, and then the command's own (more), before
+// anything connects.
+func (f *destinationFlags) check(needsTenant bool, more ...func() error) func(*cobra.Command, []string) error {
 	return checkOutput(&f.out, func(*cobra.Command, []string) error {
 		if needsTenant {
-			return badInputIf(destinations.CheckTenant(f.tenant))
+			if err := destinations.CheckTenant(f.tenant); err != nil {
+				return badInput(err)
+			}
+		}
+		for _, check := range more {
+			if err := check(); err != nil {
+				return badInput(err)
+			}
 		}
 		return nil
 	})
 }
 
-// destinationStore is the session's Store, sealing with the keys of
-// destinations.EnvSecretsKey when it is set.
-func (a *app) destinationStore(s session) (*destinations.Store, error) {
+// secretsKeyring is the keyring of destinations.EnvSecretsKey, nil when
+// it is not set.
+func (a *app) secretsKeyring() (*destinations.Keyring, error) {
 	keys, err := destinations.KeyringFromEnv(a.io.Env)
 	if errors.Is(err, destinations.ErrNoKeyring) {
-		keys, err = nil, nil
+		return nil, nil
 	}
 	if err != nil {
 		return nil, badInput(err)
 	}
+	return keys, nil
+}
+
+// destinationStore is the session's Store, sealing with the keys of
+// destinations.EnvSecretsKey when it is set.
+func (a *app) destinationStore(s session) (*destinations.Store, error) {
+	keys, err := a.secretsKeyring()
+	if err != nil {
+		return nil, err
+	}
 	return destinations.NewStore(s.cfg.Database.Schema, keys)
+}
+
+// portalLinks signs the tenant portal's links with keys derived from
+// destinations.EnvSecretsKey; nil when it is not set (no portal).
+func (a *app) portalLinks() (*console.PortalLinks, error) {
+	keys, err := a.secretsKeyring()
+	if err != nil || keys == nil {
+		return nil, err
+	}
+	return console.NewPortalLinks(keys)
 }
 
 // destinationCommand builds one subcommand running fn with the store.
@@ -94,7 +125,7 @@ func (a *app) destinationsCommand() *cobra.Command {
 	c.AddCommand(a.destinationCreateCommand(), a.destinationListCommand(), a.destinationGetCommand(),
 		a.destinationUpdateCommand(), a.destinationDeleteCommand(), a.destinationRotateCommand(),
 		a.destinationSetEnabledCommand(false), a.destinationSetEnabledCommand(true),
-		a.destinationRekeyCommand(), a.destinationKeygenCommand())
+		a.destinationRekeyCommand(), a.destinationKeygenCommand(), a.destinationPortalCommand())
 	return c
 }
 
@@ -311,11 +342,62 @@ func (a *app) destinationKeygenCommand() *cobra.Command {
 	return c
 }
 
+// defaultPortalBase is where portal links point unless --base-url says:
+// serve's default listen address, which is right on the host serve runs
+// on only.
+const defaultPortalBase = "http://" + config.DefaultListen
+
+func (a *app) destinationPortalCommand() *cobra.Command {
+	var (
+		f         destinationFlags
+		expiresIn time.Duration
+		base      string
+	)
+	c := &cobra.Command{
+		Use:   "portal --tenant T [--expires-in 1h] [--base-url URL]",
+		Short: "Print a signed link to a tenant's portal, where the customer manages its own endpoints until the link expires",
+		Example: `  outboxd destinations portal --tenant acme --base-url https://outboxd.example.com
+  outboxd destinations portal --tenant acme --expires-in 15m --base-url https://outboxd.example.com -o json`,
+		Args: cobra.NoArgs,
+		PreRunE: f.check(true, func() error {
+			if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+				return fmt.Errorf("--base-url %q: want the scheme and host outboxd serves at, such as https://outboxd.example.com", base)
+			}
+			return nil
+		}, func() error {
+			if err := console.CheckLifetime(expiresIn); err != nil {
+				return fmt.Errorf("--expires-in: %w", err)
+			}
+			return nil
+		}),
+		RunE: func(*cobra.Command, []string) error {
+			links, err := a.portalLinks()
+			if err != nil {
+				return err
+			}
+			if links == nil {
+				return badInput(destinations.ErrNoKeyring)
+			}
+			link, expires, err := links.Link(base, f.tenant, time.Now().Add(expiresIn))
+			if err != nil {
+				return badInput(err)
+			}
+			return writeDestinationOutput(a.io.Out, f.out.format, httpapi.PortalLink{URL: link, ExpiresAt: expires})
+		},
+	}
+	f.add(c, true)
+	c.Flags().DurationVar(&expiresIn, "expires-in", console.DefaultPortalLinkLifetime,
+		fmt.Sprintf("the `duration` the link and the session it opens last, at most %s", console.MaxPortalLinkLifetime))
+	c.Flags().StringVar(&base, "base-url", defaultPortalBase, "the `URL` customers reach outboxd's HTTP API at: its scheme and host")
+	return c
+}
+
 // writeDestinationOutput prints v as -o asks.
 func writeDestinationOutput(w io.Writer, format string, v any) error {
 	if format == outputJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // a URL's & stays itself
 		return enc.Encode(v)
 	}
 	wide := format == outputWide
@@ -340,6 +422,8 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 		fmt.Fprintf(tw, "%s: new secret %s\n(shown this once; the old secrets sign until %s)\n", v.ID, v.Secret, v.OldExpireAt.Format(time.RFC3339))
 	case rekeyed:
 		fmt.Fprintf(tw, "resealed %d secrets under key %s\n", v.Resealed, v.Key)
+	case httpapi.PortalLink:
+		fmt.Fprintf(tw, "%s\n(a credential until %s: give it to the customer only)\n", v.URL, v.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

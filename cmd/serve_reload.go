@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/destinations"
@@ -63,6 +64,9 @@ type server struct {
 	// from (the sinks of a reloaded configuration too).
 	destinations *destinations.Store
 	directory    *destinations.Directory
+	// portal signs the tenant portal's links; nil without
+	// destinations.EnvSecretsKey.
+	portal *console.PortalLinks
 
 	mu      sync.Mutex // serialises reloads
 	log     *slog.Logger
@@ -105,7 +109,7 @@ func (v *server) install(g *generation, log *slog.Logger) error {
 	}
 	api := &httpapi.API{Config: g.cfg, Outbox: v.s.ob, Operator: v.s.ops, Migrator: v.s.mig, DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Metrics: v.tel.Metrics, Console: v.console, Reload: v.reload,
-		Destinations: v.destinations}
+		Destinations: v.destinations, Portal: v.portal}
 	h := api.Handler()
 	v.handler.Store(&h)
 	v.current, v.log = g, log

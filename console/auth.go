@@ -197,7 +197,7 @@ func (a *auth) setSession(w http.ResponseWriter, r *http.Request, value string, 
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
+		Secure:   overTLS(r),
 	})
 }
 

@@ -1,9 +1,14 @@
 // Package console is outboxd's operator dashboard: an overview of every
 // sink that updates itself, message search and detail, dead letters with
-// redrive and purge, and sink pauses by hand. Its pages are rendered on
-// the server from templates embedded in the binary, with a little plain
-// JavaScript for the live overview: no build step, no CDN, it works
-// offline. It reads and acts through core's operator queries only.
+// redrive and purge, sink pauses by hand, and tenants' destinations. Its
+// pages are rendered on the server from templates embedded in the binary,
+// with a little plain JavaScript for the live overview: no build step, no
+// CDN, it works offline. It reads and acts through core's operator
+// queries and the destinations store only.
+//
+// Beside it, below PortalPath, it serves the tenant portal: the
+// destination pages of one tenant, opened with a link PortalLinks signs,
+// with a session of their own (portal.go).
 //
 // `outboxd serve` mounts it at / on the API's port. With tokens, the
 // browser signs in once with a named token and holds a session cookie
@@ -25,6 +30,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/apidb"
 )
@@ -64,6 +70,15 @@ type Options struct {
 	// DefaultRefresh.
 	Refresh time.Duration
 	Logger  *slog.Logger
+	// Destinations manages tenants' destinations: the destination pages
+	// and the tenant portal. nil: neither is served.
+	Destinations *destinations.Store
+	// Portal signs and checks the tenant portal's links; nil (no
+	// destinations.EnvSecretsKey): the portal is not served.
+	Portal *PortalLinks
+	// TestEventSink is the sink of type destinations that test events
+	// are sent through; "": none can be sent.
+	TestEventSink string
 }
 
 // Console serves the dashboard. Create it with New; call Close when the
@@ -127,6 +142,12 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /sinks/{name}/resume", c.allow(access.RoleOperate, c.postResume))
 	mux.HandleFunc("POST /sinks/{name}/forget", c.allow(access.RoleOperate, c.postForget))
 	mux.HandleFunc("GET /audit", c.getAudit)
+	mux.HandleFunc("GET /destinations", c.getDestinations)
+	mux.HandleFunc("POST /destinations", c.allow(access.RoleOperate, c.postCreateDestination))
+	mux.HandleFunc("GET /tenants/{tenant}/destinations/{id}", c.operatorScope(c.showDestination))
+	for action, h := range c.destinationActions() {
+		mux.HandleFunc("POST /tenants/{tenant}/destinations/{id}/"+action, c.allow(access.RoleOperate, c.operatorScope(h)))
+	}
 	mux.HandleFunc("GET /signin", c.getSignIn)
 	mux.HandleFunc("POST /signin", c.postSignIn)
 	mux.HandleFunc("POST /signout", c.postSignOut)
@@ -136,7 +157,26 @@ func (c *Console) routes() http.Handler {
 	guard.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusForbidden, "This request came from another site and was refused.")
 	}))
-	return securityHeaders(guard.Handler(c.auth.require(mux, c)))
+	// The tenant portal has sessions of its own (portal.go): the
+	// console's sign-in neither guards nor opens it.
+	top := http.NewServeMux()
+	top.Handle(PortalPath+"/", c.portalRoutes())
+	top.Handle("/", c.auth.require(mux, c))
+	return securityHeaders(guard.Handler(top))
+}
+
+// destinationActions are the actions on one destination, by the last
+// segment of their path, for the console and the portal alike.
+func (c *Console) destinationActions() map[string]destinationHandler {
+	return map[string]destinationHandler{
+		"edit":          c.editDestination,
+		"disable":       c.disableDestination,
+		"enable":        c.enableDestination,
+		"rotate-secret": c.rotateSecret,
+		"delete":        c.deleteDestination,
+		"test":          c.sendTestEvent,
+		"redrive":       c.redriveDestination,
+	}
 }
 
 // context bounds a page's database work.

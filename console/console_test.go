@@ -41,13 +41,18 @@ type site struct {
 	ctx  context.Context
 }
 
-func newSite(t *testing.T, opt console.Options) *site {
+// newSite serves a console of opt on a fresh outbox; each setup
+// completes opt for that outbox first.
+func newSite(t *testing.T, opt console.Options, setups ...func(*console.Options, *testdb.Outbox)) *site {
 	t.Helper()
 	t.Parallel()
 	pool, ob := testdb.New(t)
 	opt.Operator, opt.DB, opt.Logger = ob.Operator, pool, slog.New(slog.DiscardHandler)
 	if opt.Sinks == nil {
 		opt.Sinks = []console.Sink{{Name: "partner", Type: "webhook", RateLimit: "5 per 1s, burst 1"}}
+	}
+	for _, setup := range setups {
+		setup(&opt, ob)
 	}
 	ui, err := console.New(opt)
 	if err != nil {

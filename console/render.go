@@ -54,18 +54,26 @@ var funcs = template.FuncMap{
 	"hasPrefix": strings.HasPrefix,
 }
 
+// parsePages parses each page with the layout and the partials: the
+// files whose names start with "_" define templates pages share (a form's
+// fields) and are no pages themselves.
 func parsePages() (*pages, error) {
 	names, err := fs.Glob(templateFiles, "assets/templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	partials, err := fs.Glob(templateFiles, "assets/templates/_*.html")
 	if err != nil {
 		return nil, err
 	}
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, file := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(file, "assets/templates/"), ".html")
-		if name == "layout" {
+		if name == "layout" || strings.HasPrefix(name, "_") {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "assets/templates/layout.html", file)
+		files := append([]string{"assets/templates/layout.html", file}, partials...)
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, files...)
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", name, err)
 		}
@@ -81,12 +89,21 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if !ok {
 		panic("console: no page " + name) // a programming error every test run catches
 	}
-	v, _ := c.auth.identify(r)
-	data["CSRF"] = c.auth.csrf(v)
-	// A session can be ended here; a proxy's user signs out there.
-	data["SignedIn"] = v.session != ""
-	data["Who"] = v.id
-	data["CanOperate"] = v.id.Role.Allows(access.RoleOperate)
+	if inPortal(r) {
+		// A tenant's page: nothing of the console's own sign-in shows.
+		s, signedIn := portalSessionOf(r)
+		data["Portal"], data["SignedIn"], data["CanOperate"], data["Tenant"] = true, signedIn, signedIn, s.tenant
+		if signedIn {
+			data["CSRF"] = s.csrf()
+		}
+	} else {
+		v, _ := c.auth.identify(r)
+		data["CSRF"] = c.auth.csrf(v)
+		// A session can be ended here; a proxy's user signs out there.
+		data["SignedIn"] = v.session != ""
+		data["Who"] = v.id
+		data["CanOperate"] = v.id.Role.Allows(access.RoleOperate)
+	}
 	data["Path"] = r.URL.Path
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {

@@ -35,3 +35,15 @@ func ExampleNewKey() {
 	fmt.Println(id, len(key))
 	// Output: k1 44
 }
+
+// Derive gives another feature a key of its own from each sealing key:
+// every process holding the same OUTBOXD_SECRETS_KEY derives the same
+// one, and each purpose gets a different one.
+func ExampleKeyring_Derive() {
+	keys, _ := destinations.ParseKeyring(testKey)
+	links, _ := keys.Derive("outboxd tenant portal links")
+	again, _ := keys.Derive("outboxd tenant portal links")
+	other, _ := keys.Derive("another purpose")
+	fmt.Println(len(links["k1"]), string(links["k1"]) == string(again["k1"]), string(links["k1"]) == string(other["k1"]))
+	// Output: 32 true false
+}

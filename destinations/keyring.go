@@ -3,7 +3,9 @@ package destinations
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -31,6 +33,9 @@ type Keyring struct {
 	current string
 	aeads   map[string]cipher.AEAD
 	ids     []string
+	// raw are the keys as given, for Derive only: nothing but sealing
+	// uses them as they are.
+	raw map[string][]byte
 }
 
 // ErrNoKeyring is returned where secrets must be sealed or opened and no
@@ -43,7 +48,7 @@ func ParseKeyring(s string) (*Keyring, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, ErrNoKeyring
 	}
-	k := &Keyring{aeads: map[string]cipher.AEAD{}}
+	k := &Keyring{aeads: map[string]cipher.AEAD{}, raw: map[string][]byte{}}
 	for i, entry := range strings.Split(s, ",") {
 		id, encoded, ok := strings.Cut(strings.TrimSpace(entry), ":")
 		if !ok || !keyIDPattern.MatchString(id) {
@@ -65,6 +70,7 @@ func ParseKeyring(s string) (*Keyring, error) {
 			return nil, fmt.Errorf("%s key %s: %w", EnvSecretsKey, id, err)
 		}
 		k.aeads[id] = aead
+		k.raw[id] = key
 		k.ids = append(k.ids, id)
 	}
 	k.current = k.ids[0]
@@ -95,6 +101,24 @@ func (k *Keyring) Current() string { return k.current }
 
 // String lists the key ids, never a key.
 func (k *Keyring) String() string { return "keyring[" + strings.Join(k.ids, ",") + "]" }
+
+// Derive returns, for each key of the ring by id, a key of KeyBytes
+// derived from it for purpose with HKDF-SHA256 (purpose is its info):
+// what lets another feature sign with a key every process holding
+// EnvSecretsKey shares (the tenant portal's links) without a secret of
+// its own and without using a sealing key for anything but sealing.
+// Keys derived for different purposes are unrelated.
+func (k *Keyring) Derive(purpose string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(k.raw))
+	for id, key := range k.raw {
+		derived, err := hkdf.Key(sha256.New, key, nil, purpose, KeyBytes)
+		if err != nil {
+			return nil, fmt.Errorf("derive a key for %s from key %s: %w", purpose, id, err)
+		}
+		out[id] = derived
+	}
+	return out, nil
+}
 
 // Seal encrypts secret for destination id (bound to it: a sealed secret
 // copied to another destination's row does not open), under the current

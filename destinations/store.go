@@ -101,14 +101,44 @@ func (s *Store) newSecret(id string) (keyID string, sealed []byte, text string, 
 // after ("" for the first page), and the cursor of the next page ("" when
 // this one is the last).
 func (s *Store) List(ctx context.Context, db DB, tenant, after string, limit int) ([]Destination, string, error) {
-	if limit <= 0 {
-		limit = DefaultPageSize
-	}
-	limit = min(limit, MaxPageSize)
+	limit = pageSize(limit)
 	rows, err := s.q.DestinationsList(ctx, db, tenant, after, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("destinations: list tenant %s: %w", tenant, err)
 	}
+	out, next := listed(rows, limit)
+	return out, next, nil
+}
+
+// ListAll returns a page of every tenant's destinations in id order, as
+// List does for one tenant: for operators, who see every tenant. Never
+// use it on a tenant's behalf.
+func (s *Store) ListAll(ctx context.Context, db DB, after string, limit int) ([]Destination, string, error) {
+	limit = pageSize(limit)
+	rows, err := s.q.DestinationsListAll(ctx, db, after, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("destinations: list every tenant's: %w", err)
+	}
+	page := make([]store.DestinationsListRow, len(rows))
+	for i, r := range rows {
+		page[i] = store.DestinationsListRow(r)
+	}
+	out, next := listed(page, limit)
+	return out, next, nil
+}
+
+// pageSize is the page size asked for, DefaultPageSize when none, at
+// most MaxPageSize.
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(limit, MaxPageSize)
+}
+
+// listed is a page of limit destinations out of rows read one past it,
+// and the cursor of the next page ("" when rows held no more).
+func listed(rows []store.DestinationsListRow, limit int) ([]Destination, string) {
 	next := ""
 	if len(rows) > limit {
 		rows, next = rows[:limit], rows[limit-1].ID
@@ -119,7 +149,7 @@ func (s *Store) List(ctx context.Context, db DB, tenant, after string, limit int
 			RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
 			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	}
-	return out, next, nil
+	return out, next
 }
 
 // Get returns destination id of tenant, with how many of its rows wait.
@@ -284,10 +314,7 @@ func (s *Store) Deliveries(ctx context.Context, db DB, tenant, id string, before
 	} else if n == 0 {
 		return nil, 0, ErrNotFound
 	}
-	if limit <= 0 {
-		limit = DefaultPageSize
-	}
-	limit = min(limit, MaxPageSize)
+	limit = pageSize(limit)
 	var cursor *int64
 	if before > 0 {
 		cursor = &before

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/destinations"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -23,10 +22,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/apidb"
 	"github.com/outboxd/outboxd/internal/telemetry"
@@ -76,6 +77,9 @@ type API struct {
 	Console http.Handler
 	// Destinations manages tenants' destinations (destinations.go).
 	Destinations *destinations.Store
+	// Portal signs the tenant portal's links (POST
+	// /v1/tenants/{tenant}/portal); nil without destinations.EnvSecretsKey.
+	Portal *console.PortalLinks
 	// Reload, when set, reloads the configuration for POST /-/reload as
 	// actor: a *config.Error says the file was refused and the running
 	// configuration kept.

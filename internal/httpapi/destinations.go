@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 )
@@ -38,6 +39,7 @@ var destinationEndpoints = []destinationRoute{
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/rotate-secret", access.RoleOperate, "rotate the secret", http.StatusOK, (*API).rotateSecret},
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/disable", access.RoleOperate, "disable destination", http.StatusOK, (*API).disableDestination},
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/enable", access.RoleOperate, "enable destination", http.StatusOK, (*API).enableDestination},
+	{http.MethodPost, "/v1/tenants/{tenant}/portal", access.RoleOperate, "make a portal link", http.StatusOK, (*API).createPortalLink},
 }
 
 // destinationRoutes are the destinations endpoints as routes: the path's
@@ -241,6 +243,55 @@ func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool
 	id := r.PathValue("id")
 	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, tenant, id, enabled, reason)
 	return DestinationChange{ID: id, Rows: n}, err
+}
+
+// PortalLink is POST /v1/tenants/{tenant}/portal's answer: the signed
+// link that opens the tenant's portal, and when it expires.
+type PortalLink struct {
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// portalRequest is POST /v1/tenants/{tenant}/portal's optional body: how
+// long the link lasts ("1h"; none: console.DefaultPortalLinkLifetime).
+type portalRequest struct {
+	ExpiresIn string `json:"expires_in"`
+}
+
+// errPortalNotServed refuses a portal link no page would open.
+var errPortalNotServed = errors.New("the tenant portal is served with the console, which http.ui: false turns off")
+
+// createPortalLink signs a link to the tenant's portal, below the scheme
+// and host the request came to. The link is a credential: it is answered,
+// never logged.
+func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
+	var req portalRequest
+	if err := decodeBody(r, &req, true); err != nil {
+		return nil, err
+	}
+	lifetime := console.DefaultPortalLinkLifetime
+	if req.ExpiresIn != "" {
+		var err error
+		if lifetime, err = time.ParseDuration(req.ExpiresIn); err != nil {
+			return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("expires_in: want a duration such as 1h, got %q", req.ExpiresIn)}
+		}
+	}
+	if err := console.CheckLifetime(lifetime); err != nil {
+		return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("expires_in: %w", err)}
+	}
+	if s.Portal == nil {
+		return nil, destinations.ErrNoKeyring
+	}
+	if s.Console == nil {
+		return nil, &requestError{http.StatusServiceUnavailable, errPortalNotServed}
+	}
+	link, expires, err := s.Portal.Link(console.BaseURL(r), tenant, time.Now().Add(lifetime))
+	if err != nil {
+		return nil, err
+	}
+	who, _ := access.IdentityOf(r.Context())
+	s.Log.InfoContext(r.Context(), "portal link made", "tenant", tenant, "expires_at", expires, "by", who.Name, "source", who.Source)
+	return PortalLink{URL: link, ExpiresAt: expires}, nil
 }
 
 // noDestinationNote is a published row's note when its tenant has no

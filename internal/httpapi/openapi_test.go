@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/telemetry"
@@ -150,7 +151,8 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	doc, router := openAPISpec(t)
 	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
-		api.Destinations = newDestinationStore(t, api.Outbox.Schema())
+		keys := newKeyring(t)
+		api.Destinations, api.Portal = newDestinationStore(t, api.Outbox.Schema(), keys), newPortalLinks(t, keys)
 		tel, err := telemetry.New(t.Context(), api.Config.Telemetry, config.EnvMap(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -230,8 +232,12 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 		}
 		api.Destinations = st
 	})
-	(&contract{t: t, a: keyless, router: router, covered: c.covered}).do(exchange{method: "POST", path: "/v1/tenants/acme/destinations",
-		body: `{"url":"https://hooks.acme.example/outboxd"}`, status: 503})
+	for _, e := range []exchange{
+		{method: "POST", path: "/v1/tenants/acme/destinations", body: `{"url":"https://hooks.acme.example/outboxd"}`, status: 503},
+		{method: "POST", path: "/v1/tenants/acme/portal", status: 503},
+	} {
+		(&contract{t: t, a: keyless, router: router, covered: c.covered}).do(e)
+	}
 
 	routes := slices.Concat(a.api.apiRoutes(), a.api.openRoutes(), a.api.adminRoutes())
 	registered := map[string]bool{}
@@ -276,9 +282,9 @@ routes:
 // viewerToken is a token of role read.
 const viewerToken = "viewer-test-token"
 
-// newDestinationStore is a Store sealing secrets under a fresh key, as
-// serve makes it from OUTBOXD_SECRETS_KEY.
-func newDestinationStore(t *testing.T, schema string) *destinations.Store {
+// newKeyring is a keyring of a fresh key, as serve reads
+// OUTBOXD_SECRETS_KEY.
+func newKeyring(t *testing.T) *destinations.Keyring {
 	t.Helper()
 	key, err := destinations.NewKey("k1")
 	if err != nil {
@@ -288,11 +294,28 @@ func newDestinationStore(t *testing.T, schema string) *destinations.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keys
+}
+
+// newDestinationStore is a Store sealing secrets under keys, as serve
+// makes it from OUTBOXD_SECRETS_KEY.
+func newDestinationStore(t *testing.T, schema string, keys *destinations.Keyring) *destinations.Store {
+	t.Helper()
 	st, err := destinations.NewStore(schema, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// newPortalLinks signs portal links with keys, as serve does.
+func newPortalLinks(t *testing.T, keys *destinations.Keyring) *console.PortalLinks {
+	t.Helper()
+	p, err := console.NewPortalLinks(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // destinationExchanges runs every destinations endpoint, its successes
@@ -334,6 +357,12 @@ func (c *contract) destinationExchanges() {
 		{method: "POST", path: one + "/enable", token: viewerToken, status: 403},
 		{method: "POST", path: base + "/dst_nope/disable", status: 404},
 		{method: "GET", path: base + "/dst_nope/deliveries", status: 404},
+		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"30m"}`, status: 200},
+		{method: "POST", path: "/v1/tenants/acme/portal", status: 200},
+		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"soon"}`, status: 422},
+		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"48h"}`, status: 422},
+		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires":"1h"}`, status: 400, invalid: true},
+		{method: "POST", path: "/v1/tenants/acme/portal", token: viewerToken, status: 403},
 	} {
 		c.do(e)
 	}

@@ -57,7 +57,7 @@ func newOperatorAPI(t *testing.T, cfgYAML string, options ...func(*API)) *operat
 	api := &API{Config: cfg, Outbox: ob.Outbox, Operator: ob.Operator, Migrator: ob.Migrator, DB: apiPool, Log: log, Tracing: tracenoop.NewTracerProvider(),
 		Meters: metricnoop.NewMeterProvider(), Metrics: http.NotFoundHandler()}
 	if cfg.HTTP.UI {
-		ui, err := NewConsole(cfg, ob.Operator, apiPool, cfg.SinkConfigs(), log)
+		ui, err := NewConsole(cfg, ob.Operator, apiPool, cfg.SinkConfigs(), log, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

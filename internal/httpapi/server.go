@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/outboxd/outboxd/config"
@@ -15,7 +16,9 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // IsLoopback reports whether listen, a host:port, is a loopback address.
@@ -66,10 +69,27 @@ func Start(ctx context.Context, listen string, h http.Handler, log *slog.Logger,
 }
 
 // NewConsole builds the operator console of cfg; db is the API's pool
-// (apidb.Open with cfg.HTTP.QueryTimeout).
-func NewConsole(cfg *config.Config, ops *operator.Operator, db audit.DB, sinks []relay.SinkConfig, log *slog.Logger) (*console.Console, error) {
+// (apidb.Open with cfg.HTTP.QueryTimeout); dests manages tenants'
+// destinations, portal signs the tenant portal's links (nil: no portal).
+func NewConsole(cfg *config.Config, ops *operator.Operator, db audit.DB, sinks []relay.SinkConfig, log *slog.Logger,
+	dests *destinations.Store, portal *console.PortalLinks) (*console.Console, error) {
 	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Access: cfg.HTTP.Authenticator(),
-		TraceURL: cfg.Telemetry.TraceURL, Logger: log})
+		TraceURL: cfg.Telemetry.TraceURL, Logger: log, Destinations: dests, Portal: portal, TestEventSink: testEventSink(sinks)})
+}
+
+// testEventSink is the sink test events go through: the first, by name,
+// of type destinations ("" for none).
+func testEventSink(sinks []relay.SinkConfig) string {
+	var names []string
+	for _, s := range sinks {
+		if s.Type == sinkdest.Type {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return slices.Min(names)
 }
 
 // consoleSinks is what the console may show of the configured sinks: name,

@@ -61,10 +61,14 @@ type Texts struct {
 	DeliveryRates string
 	// DestinationCreate is destination_create.sql.
 	DestinationCreate string
+	// DestinationDeadRows is destination_dead_rows.sql.
+	DestinationDeadRows string
 	// DestinationDelete is destination_delete.sql.
 	DestinationDelete string
 	// DestinationDeliveries is destination_deliveries.sql.
 	DestinationDeliveries string
+	// DestinationEnqueue is destination_enqueue.sql.
+	DestinationEnqueue string
 	// DestinationExists is destination_exists.sql.
 	DestinationExists string
 	// DestinationFanOuts is destination_fan_outs.sql.
@@ -85,6 +89,8 @@ type Texts struct {
 	DestinationUpdate string
 	// DestinationsList is destinations_list.sql.
 	DestinationsList string
+	// DestinationsListAll is destinations_list_all.sql.
+	DestinationsListAll string
 	// DestinationsSince is destinations_since.sql.
 	DestinationsSince string
 	// DestinationsState is destinations_state.sql.
@@ -224,8 +230,10 @@ func newTexts(ident string) Texts {
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
 		DestinationCreate:         strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
+		DestinationDeadRows:       strings.ReplaceAll(destinationDeadRowsSQL, "{schema}", ident),
 		DestinationDelete:         strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
 		DestinationDeliveries:     strings.ReplaceAll(destinationDeliveriesSQL, "{schema}", ident),
+		DestinationEnqueue:        strings.ReplaceAll(destinationEnqueueSQL, "{schema}", ident),
 		DestinationExists:         strings.ReplaceAll(destinationExistsSQL, "{schema}", ident),
 		DestinationFanOuts:        strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:            strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
@@ -236,6 +244,7 @@ func newTexts(ident string) Texts {
 		DestinationSetEnabled:     strings.ReplaceAll(destinationSetEnabledSQL, "{schema}", ident),
 		DestinationUpdate:         strings.ReplaceAll(destinationUpdateSQL, "{schema}", ident),
 		DestinationsList:          strings.ReplaceAll(destinationsListSQL, "{schema}", ident),
+		DestinationsListAll:       strings.ReplaceAll(destinationsListAllSQL, "{schema}", ident),
 		DestinationsSince:         strings.ReplaceAll(destinationsSinceSQL, "{schema}", ident),
 		DestinationsState:         strings.ReplaceAll(destinationsStateSQL, "{schema}", ident),
 		DigestOf:                  strings.ReplaceAll(digestOfSQL, "{schema}", ident),
@@ -1177,6 +1186,38 @@ func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, ten
 	return r, err
 }
 
+const destinationDeadRowsSQL = `-- name: destination_dead_rows
+-- Whether tenant $1 has destination $2 (1) or not (0), and the ids of
+-- its dead rows, oldest first, at most $4; only row $3 unless it is 0.
+-- The rows are found through the tenant's destination, so what the
+-- tenant portal redrives is always its own. Walks
+-- messages_destination_all_idx (migration 016) for the destination.
+WITH d AS (
+    SELECT id FROM {schema}.destinations WHERE tenant = $1 AND id = $2
+)
+SELECT (SELECT count(*) FROM d),
+       ARRAY(SELECT m.id FROM {schema}.messages m
+             WHERE (m.headers->>'outboxd-destination') = (SELECT id FROM d) AND m.headers ? 'outboxd-destination'
+               AND m.phase = 'dead'
+               AND ($3::bigint = 0 OR m.id = $3)
+             ORDER BY m.id
+             LIMIT $4)
+`
+
+// DestinationDeadRowsRow is a row of destination_dead_rows.sql.
+type DestinationDeadRowsRow struct {
+	Found int64   // bigint
+	IDs   []int64 // bigint[]
+}
+
+// DestinationDeadRows runs destination_dead_rows.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationDeadRows(ctx context.Context, db DBTX, tenant string, id string, message int64, limit int) (DestinationDeadRowsRow, error) {
+	var r DestinationDeadRowsRow
+	err := db.QueryRow(ctx, q.text.DestinationDeadRows, tenant, id, message, limit).Scan(&r.Found, &r.IDs)
+	return r, err
+}
+
 const destinationDeleteSQL = `-- name: destination_delete
 -- Deletes destination $2 of tenant $1, its secrets (cascade) and its rows
 -- still waiting for delivery (open, not in flight), found on
@@ -1266,6 +1307,31 @@ func (q *Queries) DestinationDeliveriesInto(ctx context.Context, db DBTX, destin
 	}
 	var r DestinationDeliveriesRow
 	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
+}
+
+const destinationEnqueueSQL = `-- name: destination_enqueue
+-- Enqueues payload $5 for sink $3 addressed to destination $2 of tenant
+-- $1 with enqueue_destination() (migration 016): the test event of the
+-- console and the tenant portal. No row when the tenant has no such
+-- destination, so a tenant reaches only its own.
+SELECT e.id, e.created
+FROM {schema}.destinations d
+CROSS JOIN LATERAL {schema}.enqueue_destination($3, d.id, $4, $5) e
+WHERE d.tenant = $1 AND d.id = $2
+`
+
+// DestinationEnqueueRow is a row of destination_enqueue.sql.
+type DestinationEnqueueRow struct {
+	ID      int64 // bigint
+	Created bool  // boolean
+}
+
+// DestinationEnqueue runs destination_enqueue.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationEnqueue(ctx context.Context, db DBTX, tenant string, id string, sink string, dedupKey string, payload json.RawMessage) (DestinationEnqueueRow, error) {
+	var r DestinationEnqueueRow
+	err := db.QueryRow(ctx, q.text.DestinationEnqueue, tenant, id, sink, dedupKey, payload).Scan(&r.ID, &r.Created)
+	return r, err
 }
 
 const destinationExistsSQL = `-- name: destination_exists
@@ -1524,6 +1590,51 @@ func (q *Queries) DestinationsListInto(ctx context.Context, db DBTX, tenant stri
 		return nil, err
 	}
 	var r DestinationsListRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt)
+}
+
+const destinationsListAllSQL = `-- name: destinations_list_all
+-- A page of every tenant's destinations in id order, as destinations_list
+-- returns one tenant's (the operator console lists them without a tenant
+-- filter): at most $2 with ids after $1 ('' starts at the first), walking
+-- the primary key.
+SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at
+FROM {schema}.destinations
+WHERE id > $1
+ORDER BY id
+LIMIT $2
+`
+
+// DestinationsListAllRow is a row of destinations_list_all.sql.
+type DestinationsListAllRow struct {
+	ID             string          // text
+	Tenant         string          // text
+	URL            string          // text
+	Description    string          // text
+	Events         []string        // text[]
+	RateLimit      *float64        // double precision, null
+	Enabled        bool            // boolean
+	DisabledReason string          // text
+	Metadata       json.RawMessage // jsonb
+	CreatedAt      time.Time       // timestamptz
+	UpdatedAt      time.Time       // timestamptz
+}
+
+// DestinationsListAll runs destinations_list_all.sql and returns its rows.
+func (q *Queries) DestinationsListAll(ctx context.Context, db DBTX, after string, limit int) ([]DestinationsListAllRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.DestinationsListAllInto(ctx, db, after, limit, make([]DestinationsListAllRow, 0, limit))
+}
+
+// DestinationsListAllInto runs destinations_list_all.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) DestinationsListAllInto(ctx context.Context, db DBTX, after string, limit int, out []DestinationsListAllRow) ([]DestinationsListAllRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationsListAll, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationsListAllRow
 	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt)
 }
 

@@ -354,12 +354,23 @@ func (p *page) waitText(what, selector, want string) {
 // server's base URL.
 func startOutboxd(t *testing.T, partner, audit *receiver, httpExtra ...string) string {
 	t.Helper()
+	requireChromium(t)
+	return serveConfig(t, writeConfig(t, partner, audit, httpExtra...), proc.Environ())
+}
+
+// requireChromium skips (or, in CI, fails) the test without Chromium.
+func requireChromium(t *testing.T) {
+	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		testenv.SkipOrFail(t, chromium+" is missing (apt-get install chromium; .ci/run installs it)")
 	}
+}
+
+// serveConfig builds outboxd, migrates config and serves it with env
+// until the test ends; it returns the server's base URL.
+func serveConfig(t *testing.T, config string, env []string) string {
+	t.Helper()
 	bin := buildOutboxd(t)
-	config := writeConfig(t, partner, audit, httpExtra...)
-	env := proc.Environ()
 	if r, err := proc.Run(context.Background(), bin, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
 		t.Fatalf("migrate: %v %+v", err, r)
 	}
@@ -389,11 +400,7 @@ func buildOutboxd(t *testing.T) string {
 // end) with sinks partner and audit delivering to the receivers.
 func writeConfig(t *testing.T, partner, audit *receiver, httpExtra ...string) string {
 	t.Helper()
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "browser_" + hex.EncodeToString(suffix)
-	pool := testdb.Pool(t, 1)
-	t.Cleanup(func() { dropSchema(t, pool, schema) })
+	schema := freshSchema(t)
 	sink := func(name string, r *receiver) string {
 		return fmt.Sprintf("  %s:\n    type: webhook\n    max_attempts: 2\n    backoff: {initial: 100ms, max: 200ms}\n"+
 			"    options: {url: %q, secret: \"whsec_YnJvd3Nlci10ZXN0LXNpZ25pbmcta2V5LTMyLWJ5dGVz\", allow_private: true}\n", name, r.URL)
@@ -411,6 +418,23 @@ telemetry:
   trace_url: http://jaeger.example:16686/trace/{trace_id}
 sinks:
 %s%s`, testdb.URL(), schema, token, strings.Join(httpExtra, "\n"), sink("partner", partner), sink("audit", audit))
+	return writeFile(t, cfg)
+}
+
+// freshSchema names a schema of the test's own, dropped at its end.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema := "browser_" + hex.EncodeToString(suffix)
+	pool := testdb.Pool(t, 1)
+	t.Cleanup(func() { dropSchema(t, pool, schema) })
+	return schema
+}
+
+// writeFile writes a configuration into the test's temporary directory.
+func writeFile(t *testing.T, cfg string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "plugins.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
