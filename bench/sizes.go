@@ -128,7 +128,7 @@ var fullSizes = sizes{
 	destPublishEvents:  1000,
 	destClaimEvents:    3000,
 	destHealthyTenants: 100,
-	destRate:           200,
+	destRate:           100,
 	destPhase:          15 * time.Second,
 	destHangPhase:      25 * time.Second,
 	destBreakerWait:    30 * time.Second,
