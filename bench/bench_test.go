@@ -116,21 +116,21 @@ func TestQuickEvents(t *testing.T) {
 }
 
 // TestQuickDestinations runs the destinations scenario at a tiny size
-// (200 destinations over 20 tenants, phases of seconds), so that it
+// (300 destinations over 30 tenants, phases of seconds), so that it
 // cannot rot unnoticed: every publish made the rows it should (3 per
 // fanned-out event), every healthy tenant's row arrived, and the failing
 // tenant's rows were not dead-lettered. (Mutation tried: dropping the
 // pattern test of fan_out_destinations() in migration 016 fans each event
 // out to all 10 of its tenant's destinations; the publish-cost check
-// fails the scenario, "made 1000 rows, want 300", and this test.)
+// fails the scenario, "100 events made 1000 rows, want 300", and this test.)
 func TestQuickDestinations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL")
 	}
 	out := quickRun(t, []string{"-only", "destinations", "-systems", "outboxd"},
-		"### destinations: 200 destinations over 20 tenants",
-		"| publish, fan-out to the tenant's 3 destinations, 200 destinations |",
-		"| 200 ÷ 20 |", "| 6 healthy tenants |", "| one tenant's endpoints answer 500 |", "| one tenant's endpoints time out |")
+		"### destinations: 300 destinations over 30 tenants",
+		"| publish, fan-out to the tenant's 3 destinations, 300 destinations |",
+		"| 300 ÷ 20 |", "| 6 healthy tenants |", "| 6 healthy tenants, again |", "| one tenant's endpoints answer 500 |", "| one tenant's endpoints time out |")
 	for line := range strings.SplitSeq(out, "\n") {
 		if strings.HasPrefix(line, "| one tenant's endpoints") && !strings.HasSuffix(line, "| PASS |") {
 			t.Errorf("the failing tenant's rows were dead-lettered: %s", line)

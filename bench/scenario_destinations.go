@@ -45,7 +45,7 @@ var destClaimRateLimit = sink.RateLimit{Rate: 100_000, Per: time.Second, Burst: 
 // destinations, the claims' cost and the relay's memory with 100 against
 // 10,000 destinations, and one failing tenant among 100 healthy ones.
 func (b *bench) runDestinations(ctx context.Context) error {
-	if need := 3 * (b.sz.destHealthyTenants + 1); need > b.sz.destTenants {
+	if need := len(b.destPhases()) * (b.sz.destHealthyTenants + 1); need > b.sz.destTenants {
 		return fmt.Errorf("the failing-tenant phases need %d tenants, the outbox has %d", need, b.sz.destTenants)
 	}
 	pool := b.store(sysOutboxd).pool()
@@ -378,15 +378,24 @@ type phaseOutcome struct {
 	breakersOpenAfter time.Duration
 }
 
-// destFailingTenant runs the phases, each with tenants of its own (the
-// last of each set is the one that fails) and an empty queue: all
-// healthy, one tenant's endpoints answering 500, one's timing out.
-func (b *bench) destFailingTenant(ctx context.Context, pool *pgxpool.Pool, o *destOutbox, rv *receiver) ([]phaseOutcome, error) {
-	phases := []tenantPhase{
-		{fmt.Sprintf("%d healthy tenants", b.sz.destHealthyTenants+1), failNone, b.sz.destPhase},
+// destPhases are the failing-tenant part's phases: all healthy, one
+// tenant's endpoints answering 500, one's timing out, and all healthy
+// again, whose spread against the first says how much of a ratio is the
+// machine's noise.
+func (b *bench) destPhases() []tenantPhase {
+	healthy := fmt.Sprintf("%d healthy tenants", b.sz.destHealthyTenants+1)
+	return []tenantPhase{
+		{healthy, failNone, b.sz.destPhase},
 		{"one tenant's endpoints answer 500", fail500, b.sz.destPhase},
 		{"one tenant's endpoints time out", failHang, b.sz.destHangPhase},
+		{healthy + ", again", failNone, b.sz.destPhase},
 	}
+}
+
+// destFailingTenant runs the phases, each with tenants of its own (the
+// last of each set is the one that fails) and an empty queue.
+func (b *bench) destFailingTenant(ctx context.Context, pool *pgxpool.Pool, o *destOutbox, rv *receiver) ([]phaseOutcome, error) {
+	phases := b.destPhases()
 	var out []phaseOutcome
 	for i, p := range phases {
 		first := i * (b.sz.destHealthyTenants + 1)
@@ -548,9 +557,9 @@ func publishSteadily(ctx context.Context, pool *pgxpool.Pool, o *destOutbox, ten
 func (b *bench) writeDestPhases(w *strings.Builder, phases []phaseOutcome) {
 	fmt.Fprintf(w, "One failing tenant among %d healthy ones: %d tenants publish %d events/s in all (%d destination rows/s), one event per transaction on %d connections; "+
 		"each phase has tenants of its own and an empty queue, and the relay the destinations sink's defaults (%d deliveries/s per destination, breakers, %d attempts). "+
-		"Latency is commit (when Commit returned) to the receiver's answer, for the %d tenants that never fail, in every phase:\n\n",
+		"Latency is commit (when Commit returned) to the receiver's answer, for the %d tenants that never fail, in every phase; the last phase, all healthy again, shows the machine's noise:\n\n",
 		b.sz.destHealthyTenants, b.sz.destHealthyTenants+1, b.sz.destRate, b.sz.destRate*destsSubscribed, destProducers, destsink.DefaultRate, relay.DefaultMaxAttempts, b.sz.destHealthyTenants)
-	fmt.Fprintln(w, "| phase | length | events/s published | healthy deliveries | p50 (ms) | p99 (ms) | p50 ÷ all healthy | p99 ÷ all healthy | failing tenant's rows | dead-lettered | most attempts | breakers open | last opened after | not dead-lettered early |")
+	fmt.Fprintln(w, "| phase | length | events/s published | healthy deliveries | p50 (ms) | p99 (ms) | p50 ÷ first phase | p99 ÷ first phase | failing tenant's rows | dead-lettered | most attempts | breakers open | last opened after | not dead-lettered early |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	base50, base99 := percentile(phases[0].healthy, 50), percentile(phases[0].healthy, 99)
 	for _, oc := range phases {

@@ -166,7 +166,7 @@ var quickSizes = sizes{
 	soakDuration:       3 * time.Second,
 	soakRate:           300,
 	soakRetention:      time.Second,
-	destTenants:        20,
+	destTenants:        30,
 	destTenantsFew:     2,
 	destPublishEvents:  100,
 	destClaimEvents:    200,
