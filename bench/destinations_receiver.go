@@ -56,6 +56,10 @@ type receiver struct {
 	conns    atomic.Int64 // connections accepted, to tell connection churn apart
 	failing  atomic.Int64 // tenant whose endpoints fail; -1: none
 	mode     atomic.Int32 // failMode of the failing tenant
+	// hanging counts the failing tenant's requests held unanswered now,
+	// peakHanging the most at once since fail: deliveries the relay
+	// cannot spend on other tenants.
+	hanging, peakHanging atomic.Int64
 	// release ends the hanging requests of a failing tenant (closed by
 	// stopFailing), so a relay stops without waiting out their timeout.
 	release   atomic.Pointer[chan struct{}]
@@ -96,11 +100,8 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if int64(tenant) == rv.failing.Load() {
 		if failMode(rv.mode.Load()) == failHang {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-*rv.release.Load():
-			}
+			rv.hang(r.Context())
+			return
 		}
 		http.Error(w, "failing on purpose", http.StatusInternalServerError)
 		return
@@ -122,6 +123,19 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// hang holds a request of the failing tenant until the client gives up
+// or stopFailing, counting the requests held at once.
+func (rv *receiver) hang(ctx context.Context) {
+	n := rv.hanging.Add(1)
+	defer rv.hanging.Add(-1)
+	for peak := rv.peakHanging.Load(); n > peak && !rv.peakHanging.CompareAndSwap(peak, n); peak = rv.peakHanging.Load() {
+	}
+	select {
+	case <-ctx.Done():
+	case <-*rv.release.Load():
+	}
+}
+
 // eventSeq reads the event's sequence number out of a destination row's
 // delivery id.
 func eventSeq(id string) (int64, error) {
@@ -136,6 +150,7 @@ func eventSeq(id string) (int64, error) {
 func (rv *receiver) fail(tenant int, mode failMode) {
 	release := make(chan struct{})
 	rv.release.Store(&release)
+	rv.peakHanging.Store(0)
 	rv.mode.Store(int32(mode))
 	rv.failing.Store(int64(tenant))
 }

@@ -376,6 +376,9 @@ type phaseOutcome struct {
 	// breakersOpenAfter is when the last of the failing tenant's open
 	// breakers opened, from the phase's start.
 	breakersOpenAfter time.Duration
+	// peakHanging is the most requests of the failing tenant held
+	// unanswered at once (its endpoints timing out).
+	peakHanging int64
 }
 
 // destPhases are the failing-tenant part's phases: all healthy, one
@@ -409,8 +412,8 @@ func (b *bench) destFailingTenant(ctx context.Context, pool *pgxpool.Pool, o *de
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		b.logf("    %d events published in %s (%.0f/s)", oc.events, oc.published.Round(time.Millisecond), perSecond(oc.events, oc.published.Nanoseconds()))
-		b.logf("    healthy p50 %.2f ms, p99 %.2f ms over %d deliveries; failing tenant: %d rows, %d dead, %d attempts at most, %d of %d breakers open",
-			percentile(oc.healthy, 50), percentile(oc.healthy, 99), len(oc.healthy), oc.failingRows, oc.failingDead, oc.failingMaxTry, oc.breakersOpen, oc.failingTargets)
+		b.logf("    healthy p50 %.2f ms, p99 %.2f ms over %d deliveries; failing tenant: %d rows, %d dead, %d attempts at most, %d of %d breakers open, %d requests hanging at most",
+			percentile(oc.healthy, 50), percentile(oc.healthy, 99), len(oc.healthy), oc.failingRows, oc.failingDead, oc.failingMaxTry, oc.breakersOpen, oc.failingTargets, oc.peakHanging)
 		out = append(out, oc)
 	}
 	return out, nil
@@ -455,6 +458,7 @@ func (b *bench) destPhase(ctx context.Context, pool *pgxpool.Pool, o *destOutbox
 	if err := b.failingState(ctx, pool, o, failing, start, p.mode != failNone, &oc); err != nil {
 		return oc, err
 	}
+	oc.peakHanging = rv.peakHanging.Load()
 	for _, r := range rv.takeReceipts() {
 		if r.tenant != failing {
 			oc.healthy = append(oc.healthy, ms(r.ns-commits.at[r.seq]))
@@ -559,8 +563,8 @@ func (b *bench) writeDestPhases(w *strings.Builder, phases []phaseOutcome) {
 		"each phase has tenants of its own and an empty queue, and the relay the destinations sink's defaults (%d deliveries/s per destination, breakers, %d attempts). "+
 		"Latency is commit (when Commit returned) to the receiver's answer, for the %d tenants that never fail, in every phase; the last phase, all healthy again, shows the machine's noise:\n\n",
 		b.sz.destHealthyTenants, b.sz.destHealthyTenants+1, b.sz.destRate, b.sz.destRate*destsSubscribed, destProducers, destsink.DefaultRate, relay.DefaultMaxAttempts, b.sz.destHealthyTenants)
-	fmt.Fprintln(w, "| phase | length | events/s published | healthy deliveries | p50 (ms) | p99 (ms) | p50 ÷ first phase | p99 ÷ first phase | failing tenant's rows | dead-lettered | most attempts | breakers open | last opened after | not dead-lettered early |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| phase | length | events/s published | healthy deliveries | p50 (ms) | p99 (ms) | p50 ÷ first phase | p99 ÷ first phase | failing tenant's rows | dead-lettered | most attempts | breakers open | last opened after | requests hanging at once, at most | not dead-lettered early |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	base50, base99 := percentile(phases[0].healthy, 50), percentile(phases[0].healthy, 99)
 	for _, oc := range phases {
 		p50, p99 := percentile(oc.healthy, 50), percentile(oc.healthy, 99)
@@ -571,9 +575,13 @@ func (b *bench) writeDestPhases(w *strings.Builder, phases []phaseOutcome) {
 		if oc.breakersOpen > 0 {
 			opened = oc.breakersOpenAfter.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f | %d | %.2f | %.2f | %s | %s | %d | %d | %d | %d of %d | %s | %s |\n", oc.phase.name, oc.phase.length,
+		hanging := "–"
+		if oc.phase.mode == failHang {
+			hanging = fmt.Sprintf("%d of the relay's %d deliveries", oc.peakHanging, relay.DefaultConcurrency)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.0f | %d | %.2f | %.2f | %s | %s | %d | %d | %d | %d of %d | %s | %s | %s |\n", oc.phase.name, oc.phase.length,
 			perSecond(oc.events, oc.published.Nanoseconds()), len(oc.healthy), p50, p99,
-			format("x", p50/base50), format("x", p99/base99), oc.failingRows, oc.failingDead, oc.failingMaxTry, oc.breakersOpen, oc.failingTargets, opened, failing)
+			format("x", p50/base50), format("x", p99/base99), oc.failingRows, oc.failingDead, oc.failingMaxTry, oc.breakersOpen, oc.failingTargets, opened, hanging, failing)
 	}
 	fmt.Fprintln(w)
 }
