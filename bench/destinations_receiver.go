@@ -57,7 +57,7 @@ type receiver struct {
 	failing  atomic.Int64 // tenant whose endpoints fail; -1: none
 	mode     atomic.Int32 // failMode of the failing tenant
 	// hanging counts the failing tenant's requests held unanswered now,
-	// peakHanging the most at once since fail: deliveries the relay
+	// peakHanging the most at once since stopFailing: deliveries the relay
 	// cannot spend on other tenants.
 	hanging, peakHanging atomic.Int64
 	// release ends the hanging requests of a failing tenant (closed by
@@ -150,15 +150,15 @@ func eventSeq(id string) (int64, error) {
 func (rv *receiver) fail(tenant int, mode failMode) {
 	release := make(chan struct{})
 	rv.release.Store(&release)
-	rv.peakHanging.Store(0)
 	rv.mode.Store(int32(mode))
 	rv.failing.Store(int64(tenant))
 }
 
-// stopFailing makes every endpoint answer 200 again and answers the
-// requests left hanging.
+// stopFailing makes every endpoint answer 200 again, answers the
+// requests left hanging and starts the next phase's count of them.
 func (rv *receiver) stopFailing() {
 	rv.failing.Store(-1)
+	rv.peakHanging.Store(0)
 	if r := rv.release.Load(); r != nil {
 		close(*r)
 		rv.release.Store(nil)
