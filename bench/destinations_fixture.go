@@ -39,6 +39,8 @@ const (
 	destPlainType    = "plain.created"
 	destOrderPattern = "order.*"
 	destOtherPattern = "invoice.*"
+	// destTenantTemplate names an event's tenant, as the guide's route does.
+	destTenantTemplate = "{{.data.account_id}}"
 	// destSeedPerTx is how many destinations one transaction creates, on
 	// each of destSeedWorkers connections.
 	destSeedPerTx   = 250
@@ -68,7 +70,7 @@ func tenantID(i int) string { return fmt.Sprintf("tenant-%04d", i) }
 // destRoutes are the scenario's routes.
 func destRoutes() routing.Config {
 	return routing.Config{Unmatched: routing.UnmatchedDrop, Routes: map[string]routing.Route{
-		destRoute:      {Events: []string{destOrderPattern}, To: []routing.Target{{Sink: destSinkName, Tenant: "{{.data.account_id}}"}}},
+		destRoute:      {Events: []string{destOrderPattern}, To: []routing.Target{{Sink: destSinkName, Tenant: destTenantTemplate}}},
 		destPlainRoute: {Events: []string{"plain.*"}, To: []routing.Target{{Sink: destWebhookSink}}},
 	}}
 }

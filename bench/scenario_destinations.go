@@ -94,10 +94,10 @@ func (b *bench) runDestinations(ctx context.Context) error {
 
 func (b *bench) writeDestHeader(w *strings.Builder, few, many *destOutbox) {
 	fmt.Fprintf(w, "### destinations: %d destinations over %d tenants\n\n", many.destinations(), many.tenants)
-	fmt.Fprintf(w, "Each tenant has %d destinations, %d of them subscribed to `%s` (the others to `%s`); the route target is `{sink: %s, tenant: \"{{.data.account_id}}\"}`. "+
+	fmt.Fprintf(w, "Each tenant has %d destinations, %d of them subscribed to `%s` (the others to `%s`); the route target is `{sink: %s, tenant: \"%s\"}`. "+
 		"Every endpoint is one HTTP server on 127.0.0.1 answering 200 at once; one relay runs in the bench process with the destinations sink's defaults (`allow_private` on). "+
 		"The smaller outbox holds %d destinations over %d tenants.\n\n",
-		destsPerTenant, destsSubscribed, destOrderPattern, destOtherPattern, destSinkName, few.destinations(), few.tenants)
+		destsPerTenant, destsSubscribed, destOrderPattern, destOtherPattern, destSinkName, destTenantTemplate, few.destinations(), few.tenants)
 }
 
 // destWrite is one way of writing an event's rows in the publish-cost
