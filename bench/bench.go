@@ -208,6 +208,7 @@ func (b *bench) scenarioList() []scenario {
 		{name: "idle", run: b.runIdle},
 		{name: "brokers", run: b.runBrokers},
 		{name: "events", run: b.runEvents},
+		{name: "destinations", run: b.runDestinations},
 		{name: "claims-waiting", run: b.runClaimsWaiting, private: true},
 		{name: "stepped", run: b.runStepped, private: true},
 		{name: pressureScenarioName(pressureHeldXID), run: b.pressure(pressureHeldXID), private: true},

@@ -115,6 +115,44 @@ func TestQuickEvents(t *testing.T) {
 		"9 events, 3 target(s), PublishBatch, batches of 100 events (events/s)", "3 target(s): publish ÷ enqueue")
 }
 
+// TestQuickDestinations runs the destinations scenario at a tiny size
+// (300 destinations over 30 tenants, phases of seconds), so that it
+// cannot rot unnoticed: every publish made the rows it should (3 per
+// fanned-out event), every healthy tenant's row arrived, and the failing
+// tenant's rows were not dead-lettered. (Mutation tried: dropping the
+// pattern test of fan_out_destinations() in migration 016 fans each event
+// out to all 10 of its tenant's destinations; the publish-cost check
+// fails the scenario, "100 events made 1000 rows, want 300", and this test.)
+func TestQuickDestinations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	out := quickRun(t, []string{"-only", "destinations", "-systems", "outboxd"},
+		"### destinations: 300 destinations over 30 tenants",
+		"| publish, fan-out to the tenant's 3 destinations, 300 destinations |",
+		"| 300 ÷ 20 |", "| 6 healthy tenants |", "| 6 healthy tenants, again |", "| one tenant's endpoints answer 500 |", "| one tenant's endpoints time out |")
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, "| one tenant's endpoints") && !strings.HasSuffix(line, "| PASS |") {
+			t.Errorf("the failing tenant's rows were dead-lettered: %s", line)
+		}
+	}
+}
+
+// TestEventSeq reads the event's number out of a destination row's
+// delivery id and refuses any other id. (Mutation tried: testing the
+// fourth part, the route, for the key's prefix instead of the third
+// refuses every id and fails this test.)
+func TestEventSeq(t *testing.T) {
+	if n, err := eventSeq("customers/order.created/e42/orders/dst_abc"); err != nil || n != 42 {
+		t.Errorf("eventSeq = %d, %v; want 42", n, err)
+	}
+	for _, id := range []string{"", "hook/plain.created/e1/plain", "customers/order.created/x42/orders/dst_abc"} {
+		if _, err := eventSeq(id); err == nil {
+			t.Errorf("eventSeq(%q) took an id that is not a destination row's", id)
+		}
+	}
+}
+
 // quickRun runs the benchmark with -quick and args and fails the test
 // unless it succeeds and its results hold every one of wants; it returns
 // the results.

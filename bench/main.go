@@ -8,6 +8,7 @@
 //	go run . -only pressure -systems outboxd,river-tuned [-phase 30s] [-rate 2000]
 //	go run . -only stepped|claims-waiting|soak -systems outboxd,river-tuned [-duration 30m] [-retention 5m]
 //	go run . -only burndown,latency -payload 64KiB
+//	go run . -only destinations   # 10,000 destinations over 1,000 tenants (outboxd only)
 //
 // It uses DATABASE_URL, or the local server with trust auth, and creates
 // (and afterwards drops) the databases bench_outboxd and bench_river. A

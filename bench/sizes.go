@@ -52,6 +52,24 @@ type sizes struct {
 	soakRate      int
 	soakRetention time.Duration
 
+	// The destinations scenario (issue 25, item 9): tenants of the large
+	// outbox (10 destinations each) and of the small one; events of each
+	// write in the publish cost; events whose rows (3 each) a claim
+	// burn-down delivers; the healthy tenants beside the failing one,
+	// their publish rate (events/s in all), and the phases' lengths (the
+	// timeout phase's outlasts the sink's 10 s timeout).
+	destTenants        int
+	destTenantsFew     int
+	destPublishEvents  int
+	destClaimEvents    int
+	destHealthyTenants int
+	destRate           int
+	destPhase          time.Duration
+	destHangPhase      time.Duration
+	// destBreakerWait bounds the wait, after a failing phase, for every
+	// breaker of the failing tenant to open.
+	destBreakerWait time.Duration
+
 	// drain bounds any wait for deliveries, so a relay that stopped
 	// delivering fails the scenario instead of hanging the run.
 	drain time.Duration
@@ -105,6 +123,15 @@ var fullSizes = sizes{
 	soakDuration:       30 * time.Minute,
 	soakRate:           5000,
 	soakRetention:      5 * time.Minute,
+	destTenants:        1000,
+	destTenantsFew:     10,
+	destPublishEvents:  1000,
+	destClaimEvents:    3000,
+	destHealthyTenants: 100,
+	destRate:           100,
+	destPhase:          15 * time.Second,
+	destHangPhase:      25 * time.Second,
+	destBreakerWait:    30 * time.Second,
 }
 
 var quickSizes = sizes{
@@ -139,4 +166,13 @@ var quickSizes = sizes{
 	soakDuration:       3 * time.Second,
 	soakRate:           300,
 	soakRetention:      time.Second,
+	destTenants:        30,
+	destTenantsFew:     2,
+	destPublishEvents:  100,
+	destClaimEvents:    200,
+	destHealthyTenants: 5,
+	destRate:           40,
+	destPhase:          2 * time.Second,
+	destHangPhase:      3 * time.Second,
+	destBreakerWait:    15 * time.Second,
 }
