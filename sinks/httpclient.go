@@ -26,6 +26,18 @@ const (
 	// of them make every delivery buffer that much. APIs answer with a few
 	// KiB of headers at most.
 	MaxResponseHeaderBytes = 64 << 10
+	// MaxIdleConnsPerHost is how many idle connections the client keeps
+	// to one host: as many as a relay delivers at once by default
+	// (relay.DefaultConcurrency), so concurrent deliveries to one
+	// receiver, or to many destinations behind one host, reuse their
+	// connections. Go's default of 2 made 46,943 of 54,000 deliveries to
+	// tenants' endpoints on one host open a new connection (a TLS
+	// handshake each, in production).
+	MaxIdleConnsPerHost = 64
+	// MaxIdleConns bounds the idle connections to all hosts together: a
+	// sink delivering to thousands of hosts keeps the busiest warm without
+	// holding a socket per host.
+	MaxIdleConns = 512
 	// maxDrainBytes is how much of an unread response body DiscardBody reads
 	// so the connection can be reused; a larger body is cheaper to abandon
 	// with its connection.
@@ -67,6 +79,8 @@ type HTTPClientOptions struct {
 //     otelhttp would otherwise put the full URL, credential and all, in
 //     the url.full attribute;
 //   - a response's headers may take at most MaxResponseHeaderBytes;
+//   - it keeps up to MaxIdleConnsPerHost idle connections per host, so
+//     concurrent deliveries to one host reuse them;
 //   - unless AllowPrivate, it refuses to connect to non-public addresses.
 //     The check runs in the dialer on the IP address actually being dialled,
 //     after name resolution, so a hostname that resolves (or is re-bound) to
@@ -79,6 +93,7 @@ func NewHTTPClient(opts HTTPClientOptions) *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.DialContext = dialer.DialContext
 	base.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+	base.MaxIdleConns, base.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConnsPerHost
 	if !opts.AllowPrivate {
 		dialer.Control = guardDial
 		base.Proxy = nil
