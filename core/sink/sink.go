@@ -11,6 +11,9 @@
 //     when the configuration sets none.
 //   - [DestinationKeyer]: names each delivery's destination (a Slack
 //     channel), for per-destination rate limits.
+//   - [KeyRateLimiter]: gives some destination keys a rate limit of their
+//     own (a destinations sink's destination with its rate_limit), in
+//     place of the sink's per-key limit.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
 //   - [Checker]: checks credentials or reachability without delivering a
@@ -109,6 +112,20 @@ type RateLimitDefaulter interface {
 // help).
 type DestinationKeyer interface {
 	DestinationKey(d *Delivery) (string, error)
+}
+
+// KeyRateLimiter is implemented by sinks limited per destination key
+// (RateLimit.PerKey) whose destinations may each have a rate limit of
+// their own: the tenants' endpoints of a destinations sink, each with its
+// rate_limit. The relay spaces key's deliveries, cluster-wide, by the
+// limit KeyRateLimit returns, and by the sink's RateLimit for a key it
+// returns none for (ok false) or one out of range (a Rate, Per or Burst
+// below 1, an interval finer than a microsecond). Its PerKey is ignored.
+// The relay asks once per key per reservation, so it must answer from
+// memory, without a round trip.
+type KeyRateLimiter interface {
+	DestinationKeyer
+	KeyRateLimit(key string) (limit RateLimit, ok bool)
 }
 
 // Delivery is one attempt at delivering one outbox row.

@@ -2802,14 +2802,15 @@ func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLost
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits
 -- Moves the GCRA state of each destination key $2[i] of sink $1 forward by
--- $3[i] permits of interval $4 (migration 003's sink_key_limits), in one
--- statement. Keys come sorted, so relays lock shared keys in one order.
--- Returns per key its new tat and the database's now: the key's first
--- permit starts at tat - n * interval. A key idle for a while starts from
--- now, not from its stale tat.
+-- $3[i] permits of interval $4[i] (migration 003's sink_key_limits), in
+-- one statement: each key has its own interval (a destination's own
+-- rate_limit, else the sink's). Keys come sorted, so relays lock shared
+-- keys in one order. Returns per key its new tat and the database's now:
+-- the key's first permit starts at tat - n * interval. A key idle for a
+-- while starts from now, not from its stale tat.
 INSERT INTO {schema}.sink_key_limits AS l (sink, key, tat)
-SELECT $1, k.key, now() + k.n * $4::interval
-FROM unnest($2::text[], $3::int[]) AS k(key, n)
+SELECT $1, k.key, now() + k.n * k.permit
+FROM unnest($2::text[], $3::int[], $4::interval[]) AS k(key, n, permit)
 ORDER BY k.key
 ON CONFLICT (sink, key) DO UPDATE SET tat = GREATEST(l.tat, now()) + (excluded.tat - now())
 RETURNING l.key, l.tat, now()
@@ -2823,8 +2824,8 @@ type ReserveKeyPermitsRow struct {
 }
 
 // ReserveKeyPermits runs reserve_key_permits.sql and returns its rows.
-func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]ReserveKeyPermitsRow, error) {
-	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permit)
+func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permits []time.Duration) ([]ReserveKeyPermitsRow, error) {
+	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permits)
 	if err != nil {
 		return nil, err
 	}

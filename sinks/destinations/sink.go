@@ -69,6 +69,12 @@ type Sink struct {
 	dir     atomic.Pointer[dest.Directory]
 }
 
+// The relay finds what the sink offers by these interfaces.
+var (
+	_ sink.DestinationKeyer = (*Sink)(nil)
+	_ sink.KeyRateLimiter   = (*Sink)(nil)
+)
+
 // New builds the destinations sink called name from its options; the
 // serving process then hands it the destinations with UseDirectory.
 func New(name string, o Options) (sink.Sink, error) {
@@ -187,4 +193,22 @@ func (s *Sink) TemplateShape() sink.Shape { return Shape() }
 // per second, per destination (rate_limit.per_key).
 func (s *Sink) DefaultRateLimit() sink.RateLimit {
 	return sink.RateLimit{Rate: DefaultRate, Per: time.Second, Burst: DefaultRate, PerKey: true}
+}
+
+// KeyRateLimit is the limit of destination key when it has a rate_limit
+// of its own: that many deliveries per second, up to a second's worth
+// back to back after an idle spell (as DefaultRateLimit allows). A
+// destination without one (or not known yet) takes the sink's limit. It
+// reads the directory, in memory: the relay asks on every reservation.
+func (s *Sink) KeyRateLimit(key string) (sink.RateLimit, bool) {
+	dir := s.dir.Load()
+	if dir == nil {
+		return sink.RateLimit{}, false
+	}
+	live, ok := dir.Lookup(key)
+	if !ok || live.RateLimit == nil {
+		return sink.RateLimit{}, false
+	}
+	perSecond := *live.RateLimit
+	return sink.RateLimit{Rate: 1, Per: time.Duration(float64(time.Second) / perSecond), Burst: max(1, int(perSecond))}, true
 }
