@@ -149,6 +149,21 @@ func (s Spec) check() (checked, error) {
 	return c, nil
 }
 
+// fields names the fields p sets, as JSON names them.
+func (p Patch) fields() []string {
+	var names []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"url", p.URL != nil}, {"events", p.Events != nil}, {"description", p.Description != nil},
+		{"rate_limit", p.RateLimit != nil}, {"metadata", p.Metadata != nil}} {
+		if f.set {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
 // apply returns d's spec with p's fields set over it.
 func (p Patch) apply(d Destination) Spec {
 	s := Spec{URL: d.URL, Events: d.Events, Description: d.Description, RateLimit: d.RateLimit, Metadata: d.Metadata}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/breaker"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
-	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
@@ -201,7 +200,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		opened, err = r.q.BreakerOpen(ctx, tx, store.BreakerOpenParams{Sink: sb.name, DestKey: key, Reason: reason,
-			LastFailure: failure, ProbeInterval: sb.cfg.ProbeInterval, Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
+			LastFailure: failure, ProbeInterval: sb.cfg.ProbeInterval, Channel: r.q.Channel, Payload: store.PausePrefix + sb.name})
 		if err != nil || !opened.Opened {
 			return err
 		}
@@ -231,7 +230,7 @@ func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) 
 	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		closed, err = r.q.BreakerClose(ctx, tx, store.BreakerCloseParams{Sink: sb.name, DestKey: key,
-			Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
+			Channel: r.q.Channel, Payload: store.PausePrefix + sb.name})
 		if err != nil || !closed.Closed {
 			return err
 		}

@@ -14,6 +14,9 @@
 //   - [KeyRateLimiter]: gives some destination keys a rate limit of their
 //     own (a destinations sink's destination with its rate_limit), in
 //     place of the sink's per-key limit.
+//   - [AutoDisabler]: delivers to the outbox's destinations (a
+//     destinations sink); one whose breaker stays open too long is
+//     disabled, its rows kept waiting.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
 //   - [Checker]: checks credentials or reachability without delivering a
@@ -126,6 +129,20 @@ type DestinationKeyer interface {
 type KeyRateLimiter interface {
 	DestinationKeyer
 	KeyRateLimit(key string) (limit RateLimit, ok bool)
+}
+
+// AutoDisabler is implemented by sinks that deliver to the outbox's
+// destinations (the destinations table of migration 016; package
+// sinks/destinations): each destination key is a destination's id. When
+// a destination's circuit breaker has stayed open longer than
+// AutoDisableAfter, a relay disables the destination, cluster-wide and
+// once: its rows wait without spending attempts until it is enabled
+// again, its breaker ends (an enabled destination starts afresh), and the
+// event outboxd.destination.disabled goes through the routes. 0 never
+// disables.
+type AutoDisabler interface {
+	DestinationKeyer
+	AutoDisableAfter() time.Duration
 }
 
 // Delivery is one attempt at delivering one outbox row.

@@ -1178,10 +1178,11 @@ func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, ten
 }
 
 const destinationDeleteSQL = `-- name: destination_delete
--- Deletes destination $2 of tenant $1, its secrets (cascade) and its rows
+-- Deletes destination $2 of tenant $1, its secrets (cascade), its rows
 -- still waiting for delivery (open, not in flight), found on
--- messages_destination_idx. Returns whether the destination existed and
--- how many rows went with it.
+-- messages_destination_idx, and its circuit breakers, whose end
+-- notification $4 || <sink> on $3 tells every relay. Returns whether the
+-- destination existed and how many rows went with it.
 WITH gone AS (
     DELETE FROM {schema}.destinations WHERE tenant = $1 AND id = $2 RETURNING id
 ), rows AS (
@@ -1189,8 +1190,14 @@ WITH gone AS (
     WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
       AND m.status <> 'in_progress' AND EXISTS (SELECT FROM gone)
     RETURNING 1
+), ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE b.dest_key = $2 AND EXISTS (SELECT FROM gone)
+    RETURNING b.sink
+), told AS (
+    SELECT count(*) FROM (SELECT pg_notify($3, $4 || e.sink) FROM ended e) x
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM rows)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM told)
 `
 
 // DestinationDeleteRow is a row of destination_delete.sql.
@@ -1201,9 +1208,9 @@ type DestinationDeleteRow struct {
 
 // DestinationDelete runs destination_delete.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string, id string) (DestinationDeleteRow, error) {
+func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string, id string, channel string, pausePrefix string) (DestinationDeleteRow, error) {
 	var r DestinationDeleteRow
-	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id).Scan(&r.Deleted, &r.Rows)
+	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id, channel, pausePrefix).Scan(&r.Deleted, &r.Rows)
 	return r, err
 }
 
@@ -1434,8 +1441,10 @@ const destinationSetEnabledSQL = `-- name: destination_set_enabled
 -- enabling). Its waiting rows follow: disabling makes them due at
 -- infinity, so no relay claims them and nothing is dead-lettered;
 -- enabling makes the ones due at infinity due now and wakes a relay
--- waiting for their sink. Returns whether the destination existed and
--- how many rows moved.
+-- waiting for their sink. Disabling ends the destination's circuit
+-- breakers too (its rows are not claimed; enabled again it starts
+-- afresh), and notification $6 || <sink> on $5 makes every relay reload
+-- them. Returns whether the destination existed and how many rows moved.
 WITH d AS (
     UPDATE {schema}.destinations SET enabled = $3, disabled_reason = CASE WHEN $3 THEN '' ELSE $4 END
     WHERE tenant = $1 AND id = $2
@@ -1449,8 +1458,14 @@ WITH d AS (
     RETURNING m.sink
 ), woken AS (
     SELECT count(*) FROM (SELECT {schema}.wake(w.sink) FROM (SELECT DISTINCT sink FROM moved) w) x
+), ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE NOT $3 AND b.dest_key = $2 AND EXISTS (SELECT FROM d)
+    RETURNING b.sink
+), told AS (
+    SELECT count(*) FROM (SELECT pg_notify($5, $6 || e.sink) FROM ended e) x
 )
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken)
+SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken) + 0 * (SELECT count(*) FROM told)
 `
 
 // DestinationSetEnabledRow is a row of destination_set_enabled.sql.
@@ -1461,9 +1476,9 @@ type DestinationSetEnabledRow struct {
 
 // DestinationSetEnabled runs destination_set_enabled.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string) (DestinationSetEnabledRow, error) {
+func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string, channel string, pausePrefix string) (DestinationSetEnabledRow, error) {
 	var r DestinationSetEnabledRow
-	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason).Scan(&r.Found, &r.Rows)
+	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason, channel, pausePrefix).Scan(&r.Found, &r.Rows)
 	return r, err
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -149,7 +148,7 @@ func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, chann
 	if d <= 0 || !extend(&l.mu, l.paused, sink, d) {
 		return nil
 	}
-	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, listener.PausePrefix+sink); err != nil {
+	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, store.PausePrefix+sink); err != nil {
 		return fmt.Errorf("outbox: pause sink %q for %s: %w", sink, d, err)
 	}
 	return nil
