@@ -307,6 +307,19 @@ type FanOut struct {
 	Destinations int
 }
 
+// noMatchNote is a FanOut's note when it made no row.
+const noMatchNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+
+// Note says what an answer to a publish should add: that nothing was
+// created because the tenant has no destination subscribed to the
+// event's type; "" when the fan-out made rows.
+func (f FanOut) Note() string {
+	if f.Destinations == 0 {
+		return noMatchNote
+	}
+	return ""
+}
+
 // FanOuts returns, for those of the published rows ids that are routed
 // rows of a tenant target, what their fan-out made: how an answer to a
 // publish says "no matching destination".

@@ -243,10 +243,6 @@ func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool
 	return DestinationChange{ID: id, Rows: n}, err
 }
 
-// noDestinationNote is a published row's note when its tenant has no
-// destination subscribed to the event's type.
-const noDestinationNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
-
 // describeFanOuts adds to each published row of a target with a tenant
 // what its fan-out made. A failure to read it is logged: the event is
 // published all the same.
@@ -268,9 +264,6 @@ func (s *API) describeFanOuts(r *http.Request, messages []publishedMessage) {
 		if !ok {
 			continue
 		}
-		messages[i].Tenant, messages[i].Destinations = f.Tenant, &f.Destinations
-		if f.Destinations == 0 {
-			messages[i].Note = noDestinationNote
-		}
+		messages[i].Tenant, messages[i].Destinations, messages[i].Note = f.Tenant, &f.Destinations, f.Note()
 	}
 }
