@@ -3049,7 +3049,8 @@ func (q *Queries) Stats(ctx context.Context, db DBTX) ([]StatsRow, error) {
 
 const statsSnapshotSQL = `-- name: stats_snapshot
 -- The last sink_stats snapshot: when it was computed and by which relay
--- (no row before any was), and per sink its counts and the age in seconds
+-- (no row before any was), and per sink its counts (of its pending and
+-- failed rows, those waiting on a disabled destination) and the age in seconds
 -- of its oldest waiting row (one row with a NULL sink and zeros when no
 -- sink has any). A few rows, whatever the size of the messages table.
 -- LIMIT 1 tells the planner what the table's one-row check says: without
@@ -3060,7 +3061,7 @@ WITH lead AS (
     SELECT computed_at, taken_by FROM {schema}.sink_stats_lead WHERE computed_at IS NOT NULL LIMIT 1
 )
 SELECT lead.computed_at, lead.taken_by, s.sink, COALESCE(s.pending, 0), COALESCE(s.in_progress, 0),
-       COALESCE(s.failed, 0), COALESCE(s.dead, 0), COALESCE(s.sent_last_hour, 0),
+       COALESCE(s.failed, 0), COALESCE(s.dead, 0), COALESCE(s.sent_last_hour, 0), COALESCE(s.waiting_disabled, 0),
        COALESCE(extract(epoch FROM now() - s.oldest_waiting_at), 0)::float8
 FROM lead LEFT JOIN {schema}.sink_stats s ON true
 ORDER BY s.sink
@@ -3076,6 +3077,7 @@ type StatsSnapshotRow struct {
 	Failed               int64     // bigint
 	Dead                 int64     // bigint
 	SentLastHour         int64     // bigint
+	WaitingDisabled      int64     // bigint
 	OldestWaitingSeconds float64   // double precision
 }
 
@@ -3086,7 +3088,7 @@ func (q *Queries) StatsSnapshot(ctx context.Context, db DBTX) ([]StatsSnapshotRo
 		return nil, err
 	}
 	var r StatsSnapshotRow
-	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
+	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.WaitingDisabled, &r.OldestWaitingSeconds)
 }
 
 const takeStatsLeadSQL = `-- name: take_stats_lead
@@ -3113,7 +3115,10 @@ const takeStatsSnapshotSQL = `-- name: take_stats_snapshot
 -- (pending, in progress, failed) through the open index, dead rows through
 -- the dead index and the rows sent in the last $1 through the sent_at index
 -- of messages_history (and messages' sent index, for rows stored before
--- migration 013).
+-- migration 013). Of the pending and failed rows, those of a disabled
+-- destination (due at infinity, migration 021) are counted apart too, and
+-- left out of the oldest waiting row: they wait by the operator's will,
+-- not because delivery is behind.
 -- Older delivered history is never read. Each part is one GROUP BY over a
 -- partial index's rows; the predicates repeat the indexes' own (on phase)
 -- so the planner can use them. Sinks left with no such rows are removed,
@@ -3123,21 +3128,23 @@ WITH parts AS (
     SELECT sink, count(*) FILTER (WHERE status = 'pending') AS pending,
            count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
            count(*) FILTER (WHERE status = 'failed') AS failed, 0::bigint AS dead, 0::bigint AS sent,
-           min(created_at) FILTER (WHERE status IN ('pending', 'failed')) AS oldest
+           count(*) FILTER (WHERE available_at = 'infinity' AND status IN ('pending', 'failed')
+                            AND headers ? 'outboxd-destination') AS waiting_disabled,
+           min(created_at) FILTER (WHERE status IN ('pending', 'failed') AND available_at <> 'infinity') AS oldest
     -- sink IS NOT NULL: the open index's predicate (migration 012).
     FROM {schema}.messages WHERE phase = 'open' AND sink IS NOT NULL GROUP BY sink
     UNION ALL
-    SELECT sink, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
+    SELECT sink, 0, 0, 0, count(*), 0, 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
     UNION ALL
-    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages_history
+    SELECT sink, 0, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages_history
     WHERE sent_at > now() - $1::interval GROUP BY sink
     UNION ALL
     -- Sent rows stored before migration 013, until maintenance moves them.
-    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages
+    SELECT sink, 0, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages
     WHERE phase = 'sent' AND sent_at > now() - $1::interval GROUP BY sink
 ), counts AS (
     SELECT sink, sum(pending) AS pending, sum(in_progress) AS in_progress, sum(failed) AS failed,
-           sum(dead) AS dead, sum(sent) AS sent, min(oldest) AS oldest
+           sum(dead) AS dead, sum(sent) AS sent, sum(waiting_disabled) AS waiting_disabled, min(oldest) AS oldest
     FROM parts GROUP BY sink
 ), gone AS (
     DELETE FROM {schema}.sink_stats s WHERE NOT EXISTS (SELECT 1 FROM counts c WHERE c.sink = s.sink)
@@ -3146,12 +3153,12 @@ WITH parts AS (
     ON CONFLICT (one) DO UPDATE SET computed_at = now()
 )
 INSERT INTO {schema}.sink_stats AS s
-    (sink, pending, in_progress, failed, dead, sent_last_hour, oldest_waiting_at)
-SELECT sink, pending, in_progress, failed, dead, sent, oldest FROM counts
+    (sink, pending, in_progress, failed, dead, sent_last_hour, waiting_disabled, oldest_waiting_at)
+SELECT sink, pending, in_progress, failed, dead, sent, waiting_disabled, oldest FROM counts
 ON CONFLICT (sink) DO UPDATE
 SET pending = EXCLUDED.pending, in_progress = EXCLUDED.in_progress, failed = EXCLUDED.failed,
     dead = EXCLUDED.dead, sent_last_hour = EXCLUDED.sent_last_hour,
-    oldest_waiting_at = EXCLUDED.oldest_waiting_at
+    waiting_disabled = EXCLUDED.waiting_disabled, oldest_waiting_at = EXCLUDED.oldest_waiting_at
 `
 
 // TakeStatsSnapshot runs take_stats_snapshot.sql.
