@@ -414,7 +414,7 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 		counts[g.destKey]++
 	}
 	keys := slices.Sorted(maps.Keys(counts))
-	limits := keyLimits(d.s, keys)
+	limits := keyLimits(ctx, d.s, keys)
 	n := make([]int, len(keys))
 	intervals := make(map[string]time.Duration, len(keys))
 	for i, k := range keys {

@@ -41,7 +41,7 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 	for i, g := range groups {
 		keys[i] = g.key
 	}
-	limits := keyLimits(s, keys)
+	limits := keyLimits(ctx, s, keys)
 	counts := make([]int, len(groups))
 	for i, g := range groups {
 		counts[i] = min(len(g.rows), permitsWithinHorizon(limits[i]))
@@ -92,7 +92,7 @@ func permitsWithinHorizon(l ratelimit.KeyLimit) int {
 
 // keyLimits are the limits of keys of s, in order: each key's own when
 // the sink gives it one (sink.KeyRateLimiter), else the sink's.
-func keyLimits(s SinkConfig, keys []string) []ratelimit.KeyLimit {
+func keyLimits(ctx context.Context, s SinkConfig, keys []string) []ratelimit.KeyLimit {
 	rl := *s.RateLimit
 	own, _ := s.Sink.(sink.KeyRateLimiter)
 	limits := make([]ratelimit.KeyLimit, len(keys))
@@ -101,7 +101,7 @@ func keyLimits(s SinkConfig, keys []string) []ratelimit.KeyLimit {
 		if own == nil {
 			continue
 		}
-		if l, ok := keyRateLimit(own, key); ok {
+		if l, ok := keyRateLimit(ctx, own, key); ok {
 			limits[i] = l
 		}
 	}
@@ -115,13 +115,13 @@ const minKeyInterval = time.Microsecond
 // keyRateLimit asks the sink for key's own limit, as a KeyLimit; a limit
 // out of range, or a panic (turned into no answer, as destinationKey
 // does), leaves the key to the sink's limit.
-func keyRateLimit(k sink.KeyRateLimiter, key string) (l ratelimit.KeyLimit, ok bool) {
+func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l ratelimit.KeyLimit, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
 		}
 	}()
-	rl, ok := k.KeyRateLimit(key)
+	rl, ok := k.KeyRateLimit(ctx, key)
 	if !ok || rl.Rate <= 0 || rl.Per <= 0 || rl.Burst < 0 || rl.Interval() < minKeyInterval {
 		return ratelimit.KeyLimit{}, false
 	}

@@ -264,7 +264,7 @@ type ownLimitSink struct {
 	limits map[string]sink.RateLimit
 }
 
-func (s ownLimitSink) KeyRateLimit(key string) (sink.RateLimit, bool) {
+func (s ownLimitSink) KeyRateLimit(_ context.Context, key string) (sink.RateLimit, bool) {
 	l, ok := s.limits[key]
 	return l, ok
 }

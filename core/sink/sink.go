@@ -122,13 +122,14 @@ type DestinationKeyer interface {
 // their own: the tenants' endpoints of a destinations sink, each with its
 // rate_limit. The relay spaces key's deliveries, cluster-wide, by the
 // limit KeyRateLimit returns, and by the sink's RateLimit for a key it
-// returns none for (ok false) or one out of range (a Rate, Per or Burst
-// below 1, an interval finer than a microsecond). Its PerKey is ignored.
-// The relay asks once per key per reservation, so it must answer from
-// memory, without a round trip.
+// returns none for (ok false) or one out of range (Rate or Per not
+// positive, Burst negative, an interval finer than a microsecond); a
+// Burst of 0 is 1. Its PerKey is ignored. The relay asks once per key per
+// reservation, before the delivery, so it should answer from memory; ctx
+// bounds a read it makes for a key it does not know yet.
 type KeyRateLimiter interface {
 	DestinationKeyer
-	KeyRateLimit(key string) (limit RateLimit, ok bool)
+	KeyRateLimit(ctx context.Context, key string) (limit RateLimit, ok bool)
 }
 
 // AutoDisabler is implemented by sinks that deliver to the outbox's

@@ -59,6 +59,8 @@ type Texts struct {
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
 	DeliveryRates string
+	// DestinationAutoDisable is destination_auto_disable.sql.
+	DestinationAutoDisable string
 	// DestinationCreate is destination_create.sql.
 	DestinationCreate string
 	// DestinationDelete is destination_delete.sql.
@@ -223,6 +225,7 @@ func newTexts(ident string) Texts {
 		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
+		DestinationAutoDisable:    strings.ReplaceAll(destinationAutoDisableSQL, "{schema}", ident),
 		DestinationCreate:         strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDelete:         strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
 		DestinationDeliveries:     strings.ReplaceAll(destinationDeliveriesSQL, "{schema}", ident),
@@ -1147,6 +1150,57 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	}
 	var r DeliveryRatesRow
 	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
+}
+
+const destinationAutoDisableSQL = `-- name: destination_auto_disable
+-- Disables destination $2 because its breaker of sink $1 has been open
+-- for $3 or longer (sink.AutoDisabler), with reason $4: the breaker ends
+-- (deleted: a disabled destination's rows are not claimed, and enabled
+-- again it starts afresh), and the destination's waiting rows are parked
+-- at infinity as destination_set_enabled.sql parks them, none
+-- dead-lettered. A breaker whose destination is disabled or gone already
+-- ends too. Notification $6 on $5 makes every relay reload the breakers.
+-- Only the call that deletes the breaker row disables: relays running it
+-- at once do it once. Returns whether this call disabled the destination,
+-- its tenant, when and with what failure its breaker had opened, and how
+-- many rows it parked.
+WITH ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE b.sink = $1 AND b.dest_key = $2 AND b.opened_at <= now() - $3::interval
+    RETURNING b.opened_at, b.last_failure
+), d AS (
+    UPDATE {schema}.destinations d SET enabled = false, disabled_reason = $4
+    FROM ended
+    WHERE d.id = $2 AND d.enabled
+    RETURNING d.tenant, ended.opened_at, ended.last_failure
+), parked AS (
+    UPDATE {schema}.messages m SET available_at = 'infinity', updated_at = now()
+    WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+      AND m.status <> 'in_progress' AND m.available_at <> 'infinity' AND EXISTS (SELECT FROM d)
+    RETURNING 1
+), told AS (
+    SELECT pg_notify($5, $6) FROM ended
+)
+SELECT EXISTS (SELECT FROM d), (SELECT tenant FROM d), (SELECT opened_at FROM d), (SELECT last_failure FROM d),
+       (SELECT count(*) FROM parked)
+FROM (SELECT 1) one LEFT JOIN told ON true
+`
+
+// DestinationAutoDisableRow is a row of destination_auto_disable.sql.
+type DestinationAutoDisableRow struct {
+	Disabled    bool       // boolean
+	Tenant      *string    // text, null
+	OpenedAt    *time.Time // timestamptz, null
+	LastFailure *string    // text, null
+	Rows        int64      // bigint
+}
+
+// DestinationAutoDisable runs destination_auto_disable.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationAutoDisable(ctx context.Context, db DBTX, sink string, id string, openFor time.Duration, reason string, channel string, payload string) (DestinationAutoDisableRow, error) {
+	var r DestinationAutoDisableRow
+	err := db.QueryRow(ctx, q.text.DestinationAutoDisable, sink, id, openFor, reason, channel, payload).Scan(&r.Disabled, &r.Tenant, &r.OpenedAt, &r.LastFailure, &r.Rows)
+	return r, err
 }
 
 const destinationCreateSQL = `-- name: destination_create
