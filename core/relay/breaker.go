@@ -97,8 +97,8 @@ func newBreakers(sinks map[string]SinkConfig) map[string]*sinkBreakers {
 			continue
 		}
 		out[name] = &sinkBreakers{name: name, cfg: s.CircuitBreaker, th: s.CircuitBreaker.thresholds(),
-			autoDisableAfter: autoDisableAfter(s),
-			windows: map[string]*breaker.Window{}, opening: map[string]bool{}, open: map[string]openBreaker{}}
+			autoDisableAfter: autoDisableAfter(s), windows: map[string]*breaker.Window{}, opening: map[string]bool{},
+			open: map[string]openBreaker{}}
 	}
 	return out
 }
