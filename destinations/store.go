@@ -212,22 +212,30 @@ func (s *Store) Delete(ctx context.Context, db DB, actor audit.Actor, tenant, id
 // they are due. Disabling ends its circuit breakers: enabled again, it
 // starts afresh.
 func (s *Store) SetEnabled(ctx context.Context, db DB, actor audit.Actor, tenant, id string, enabled bool, reason string) (int64, error) {
-	var r store.DestinationSetEnabledRow
-	err := s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
-		var err error
-		if r, err = s.q.DestinationSetEnabled(ctx, tx, tenant, id, enabled, reason, s.q.Channel, store.PausePrefix); err != nil {
-			return audit.Record{}, false, fmt.Errorf("destinations: enable or disable %s of tenant %s: %w", id, tenant, err)
+	var moved int64
+	// The lock first, the rows moved by a statement of its own (which READ
+	// COMMITTED lets see what committed while it waited): a producer
+	// parking a row for the destination meanwhile either commits before
+	// the move reads the rows, or waits and finds it enabled (migration
+	// 021).
+	err := store.ReadCommitted(ctx, db, func(tx pgx.Tx) error {
+		n, err := s.q.DestinationLock(ctx, tx, tenant, id)
+		if err != nil {
+			return fmt.Errorf("destinations: lock %s of tenant %s: %w", id, tenant, err)
 		}
-		if r.Found == 0 {
-			return audit.Record{}, false, ErrNotFound
+		if n == 0 {
+			return ErrNotFound
 		}
-		rec := audit.Record{Action: audit.ActionDestinationEnable, Filter: target{tenant, id}, Count: r.Rows}
+		if moved, err = s.q.DestinationSetEnabled(ctx, tx, tenant, id, enabled, reason, s.q.Channel, store.PausePrefix); err != nil {
+			return fmt.Errorf("destinations: enable or disable %s of tenant %s: %w", id, tenant, err)
+		}
+		rec := audit.Record{Action: audit.ActionDestinationEnable, Filter: target{tenant, id}, Count: moved}
 		if !enabled {
 			rec.Action, rec.Detail = audit.ActionDestinationDisable, map[string]string{"reason": reason}
 		}
-		return rec, true, nil
+		return s.trail.Write(ctx, tx, actor, rec)
 	})
-	return r.Rows, err
+	return moved, err
 }
 
 // RotateSecret gives destination id of tenant a new signing secret, as

@@ -240,6 +240,65 @@ func TestDisabledDestinationsRowsWaitUntilEnabled(t *testing.T) {
 	}
 }
 
+// TestPublishRacingAnEnableLeavesNoRowParked: a producer's transaction
+// that parks a row for a disabled destination, still open while the
+// destination is enabled, does not leave the row parked once both
+// commit: the enable waits for the producer's share lock on the
+// destination and then makes its row due. Both ways round would do; this
+// test holds the producer open, so the enable waits.
+//
+// Mutation: dropping the FOR SHARE of destination_rows()'s disabled CTE
+// (the enable then neither waits nor sees the producer's uncommitted row)
+// leaves it parked, as it did before migration 021; so does running
+// destination_set_enabled without taking destination_lock first.
+func TestPublishRacingAnEnableLeavesNoRowParked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }()
+	f.publish(t, tx, "order.created", "racing", "acme")
+	enabled := make(chan error, 1)
+	go func() {
+		_, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, "")
+		enabled <- err
+	}()
+	var enableErr error
+	finished := false
+	testrelay.WaitFor(t, 10*time.Second, "the enable to finish or wait for the producer's lock", func() bool {
+		select {
+		case enableErr = <-enabled:
+			finished = true
+			return true
+		default:
+		}
+		var waiting bool
+		err := f.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%destination_lock%' AND position($1 in query) > 0)`, f.ob.Schema()).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		enableErr = <-enabled
+	}
+	if enableErr != nil {
+		t.Fatal(enableErr)
+	}
+	for key, r := range f.rows(t) {
+		if r.waiting {
+			t.Errorf("row %s is parked though its destination is enabled", key)
+		}
+	}
+}
+
 // TestDeleteTakesTheWaitingRowsAndCountsThem: deleting a destination
 // deletes its waiting rows and reports how many; another destination's
 // rows stay.

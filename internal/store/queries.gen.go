@@ -1498,7 +1498,9 @@ const destinationSetEnabledSQL = `-- name: destination_set_enabled
 -- waiting for their sink. Disabling ends the destination's circuit
 -- breakers too (its rows are not claimed; enabled again it starts
 -- afresh), and notification $6 || <sink> on $5 makes every relay reload
--- them. Returns whether the destination existed and how many rows moved.
+-- them. Returns how many rows moved. The caller holds the destination's
+-- row lock (destination_lock.sql) and runs this in READ COMMITTED: see
+-- migration 021 for why.
 WITH d AS (
     UPDATE {schema}.destinations SET enabled = $3, disabled_reason = CASE WHEN $3 THEN '' ELSE $4 END
     WHERE tenant = $1 AND id = $2
@@ -1519,20 +1521,14 @@ WITH d AS (
 ), told AS (
     SELECT count(*) FROM (SELECT pg_notify($5, $6 || e.sink) FROM ended e) x
 )
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken) + 0 * (SELECT count(*) FROM told)
+SELECT (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken) + 0 * (SELECT count(*) FROM told)
 `
-
-// DestinationSetEnabledRow is a row of destination_set_enabled.sql.
-type DestinationSetEnabledRow struct {
-	Found int64 // bigint
-	Rows  int64 // bigint
-}
 
 // DestinationSetEnabled runs destination_set_enabled.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string, channel string, pausePrefix string) (DestinationSetEnabledRow, error) {
-	var r DestinationSetEnabledRow
-	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason, channel, pausePrefix).Scan(&r.Found, &r.Rows)
+func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string, channel string, pausePrefix string) (int64, error) {
+	var r int64
+	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason, channel, pausePrefix).Scan(&r)
 	return r, err
 }
 
