@@ -18,6 +18,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/routing"
@@ -296,6 +297,59 @@ func TestPublishRacingAnEnableLeavesNoRowParked(t *testing.T) {
 		if r.waiting {
 			t.Errorf("row %s is parked though its destination is enabled", key)
 		}
+	}
+}
+
+// TestARowReachingTheSinkWhileDisabledIsParked: a row of a disabled
+// destination that is not parked (in flight when the destination was
+// disabled, handed back by the relay afterwards) reaches the sink, which
+// answers Retry-After and has the directory park it, so it waits like
+// the others instead of coming back until its deferrals run out; once
+// the destination is enabled again, a park parks nothing.
+//
+// Mutations: dropping the sink's ParkSoon call leaves the row due (the
+// wait times out); dropping the NOT enabled test of destination_park
+// parks a row of the enabled destination.
+func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	// The row as the relay hands it back after the sink's Retry-After.
+	var id int64
+	if err := f.pool.QueryRow(t.Context(), `SELECT e.id FROM `+f.ob.Schema()+`.enqueue_destination('customers', $1, 'late', '{}') e`, d.ID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(t.Context(), `UPDATE `+f.ob.Schema()+`.messages SET available_at = now() + interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.(*sinkdest.Sink).UseDirectory(dir)
+	err = s.Deliver(t.Context(), &sink.Delivery{ID: id, Sink: "customers", DedupKey: "late", Payload: []byte(`{}`),
+		Headers: map[string]string{destinations.Header: d.ID}, Attempt: 1, MaxAttempts: 10})
+	if _, later := sink.RetryAfterDelay(err); !later {
+		t.Fatalf("delivering to a disabled destination: %v, want a Retry-After", err)
+	}
+	testrelay.WaitFor(t, 10*time.Second, "the row parked", func() bool { return f.rows(t)["late"].waiting })
+
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	q, err := store.New(f.ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.DestinationPark(t.Context(), f.pool, d.ID); err != nil || n != 0 || f.rows(t)["late"].waiting {
+		t.Errorf("a park after enabling parked %d rows (%v), want none", n, err)
 	}
 }
 

@@ -75,6 +75,8 @@ type Texts struct {
 	DestinationGet string
 	// DestinationLock is destination_lock.sql.
 	DestinationLock string
+	// DestinationPark is destination_park.sql.
+	DestinationPark string
 	// DestinationSecretAdd is destination_secret_add.sql.
 	DestinationSecretAdd string
 	// DestinationSecretReseal is destination_secret_reseal.sql.
@@ -233,6 +235,7 @@ func newTexts(ident string) Texts {
 		DestinationFanOuts:        strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:            strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
 		DestinationLock:           strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
+		DestinationPark:           strings.ReplaceAll(destinationParkSQL, "{schema}", ident),
 		DestinationSecretAdd:      strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
 		DestinationSecretReseal:   strings.ReplaceAll(destinationSecretResealSQL, "{schema}", ident),
 		DestinationSecretsSealed:  strings.ReplaceAll(destinationSecretsSealedSQL, "{schema}", ident),
@@ -1415,6 +1418,30 @@ SELECT 1 FROM {schema}.destinations WHERE tenant = $1 AND id = $2 FOR UPDATE
 // DestinationLock runs destination_lock.sql and returns how many rows it affected.
 func (q *Queries) DestinationLock(ctx context.Context, db DBTX, tenant string, id string) (int64, error) {
 	tag, err := db.Exec(ctx, q.text.DestinationLock, tenant, id)
+	return tag.RowsAffected(), err
+}
+
+const destinationParkSQL = `-- name: destination_park
+-- Parks the waiting rows of destination $1 that are not parked yet (due
+-- at infinity, as destination_set_enabled.sql parks them when disabling):
+-- a row that was in flight when the destination was disabled, or that a
+-- producer published as the destination was being disabled. Only while
+-- the destination is disabled, read under a share lock: an enable
+-- waiting for it (it locks the destination first) moves the rows again
+-- afterwards, and one that committed first leaves nothing parked. Rows in
+-- flight stay as they are; the sink asks again when one comes back.
+-- Returns how many rows it parked.
+WITH d AS (
+    SELECT id FROM {schema}.destinations WHERE id = $1 AND NOT enabled FOR SHARE
+)
+UPDATE {schema}.messages m SET available_at = 'infinity', updated_at = now()
+WHERE (m.headers->>'outboxd-destination') = $1 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+  AND m.status <> 'in_progress' AND m.available_at <> 'infinity' AND EXISTS (SELECT FROM d)
+`
+
+// DestinationPark runs destination_park.sql and returns how many rows it affected.
+func (q *Queries) DestinationPark(ctx context.Context, db DBTX, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationPark, id)
 	return tag.RowsAffected(), err
 }
 

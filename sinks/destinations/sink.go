@@ -40,10 +40,10 @@ const (
 	// customer's weekend outage, short enough not to probe a dead
 	// endpoint for ever.
 	DefaultAutoDisableAfter = 72 * time.Hour
-	// disabledRecheck is how soon a row claimed in the moment its
-	// destination was being disabled comes back: by then the disable has
-	// parked the destination's other rows.
-	disabledRecheck = 2 * dest.DefaultBackstop
+	// disabledRecheck is how soon a row that reaches the sink while its
+	// destination is disabled (claimed in the moment of the disable)
+	// comes back: the directory parks it before then (ParkSoon).
+	disabledRecheck = 2 * dest.ParkDelay
 )
 
 // DefaultSchemes are the URL schemes a destination may use unless the
@@ -147,6 +147,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 		return sink.Permanent(s.wrap(fmt.Errorf("destination %s does not exist (deleted)", id)))
 	}
 	if !live.Enabled {
+		dir.ParkSoon(id)
 		return sink.RetryAfter(disabledRecheck, s.wrap(fmt.Errorf("destination %s is disabled", id)))
 	}
 	if err := s.allowed(live.URL); err != nil {
