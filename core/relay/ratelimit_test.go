@@ -248,6 +248,18 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	})
 }
 
+// A sink whose destinations have limits of their own is limited per key
+// or refused. (Mutation: dropping the KeyRateLimiter check in withDefaults
+// lets it run with one limit for all its destinations.)
+func TestKeyRateLimiterNeedsAPerKeyLimit(t *testing.T) {
+	s := ownLimitSink{keyedSinkOf{&keyedSink{}, 0}, nil}
+	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "partners", Sink: s,
+		RateLimit: &sink.RateLimit{Rate: 5, Per: time.Second}}}})
+	if err == nil || !strings.Contains(err.Error(), "PerKey: must be set") {
+		t.Fatalf("relay.New: %v, want an error about PerKey", err)
+	}
+}
+
 func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
