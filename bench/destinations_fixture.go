@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -171,6 +172,10 @@ func (o *destOutbox) seed(ctx context.Context, pool *pgxpool.Pool, rv *receiver)
 	return nil
 }
 
+// benchActor is who the audit trail records the scenario's destinations
+// as created by.
+var benchActor = audit.Actor{Name: "bench", Role: "admin", Source: "bench"}
+
 // createTenant creates tenant t's destinations in tx; each worker
 // creates whole tenants, so subscribed[t] has one writer.
 func (o *destOutbox) createTenant(ctx context.Context, st *destinations.Store, tx pgx.Tx, t int, rv *receiver) error {
@@ -179,7 +184,7 @@ func (o *destOutbox) createTenant(ctx context.Context, st *destinations.Store, t
 		if n < destsSubscribed {
 			pattern = destOrderPattern
 		}
-		c, err := st.Create(ctx, tx, tenantID(t), destinations.Spec{URL: rv.url(t, n), Events: []string{pattern}})
+		c, err := st.Create(ctx, tx, benchActor, tenantID(t), destinations.Spec{URL: rv.url(t, n), Events: []string{pattern}})
 		if err != nil {
 			return err
 		}

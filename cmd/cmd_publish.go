@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/destinations"
 )
 
 type publishFlags struct {
@@ -25,7 +27,10 @@ func (a *app) publishCommand() *cobra.Command {
 outboxd routes apply store plugins.yaml's) turn it into one row per target,
 and the relay renders each with its route's template. Prints one line per
 row, "created <sink> <id>" or "duplicate <sink> <id>" (the same type and
-key were published before). An event no route matches fails (exit 2),
+key were published before); a row of a target with a tenant adds what its
+fan-out made, "fan-out to tenant <t>: <n> rows", and says so when the
+tenant has no destination subscribed to the type (0 rows: nothing is
+sent). An event no route matches fails (exit 2),
 unless the routes say routes_unmatched: drop.
 
 With --file, reads JSON lines {"type", "key", "data", "ordering_key",
@@ -64,7 +69,7 @@ trace: the delivery spans become part of it.`,
 			if err != nil {
 				return publishError(err)
 			}
-			printPublished(cmd.OutOrStdout(), ev, published)
+			printPublished(cmd.OutOrStdout(), ev, published, a.fanOuts(ctx, s, published))
 			return nil
 		}),
 	}
@@ -78,8 +83,9 @@ trace: the delivery spans become part of it.`,
 }
 
 // printPublished prints one line per row of a published event, or says
-// that the routes dropped it.
-func printPublished(w io.Writer, ev core.Event, published []core.Published) {
+// that the routes dropped it; a row of a target with a tenant says what
+// its fan-out made (fanOuts), and when it made nothing, why.
+func printPublished(w io.Writer, ev core.Event, published []core.Published, fanOuts map[int64]destinations.FanOut) {
 	if len(published) == 0 {
 		fmt.Fprintf(w, "dropped %s/%s: no route matches it (routes_unmatched: drop)\n", ev.Type, ev.Key)
 		return
@@ -89,8 +95,38 @@ func printPublished(w io.Writer, ev core.Event, published []core.Published) {
 		if p.Created {
 			word = "created"
 		}
-		fmt.Fprintln(w, word, p.Sink, p.ID)
+		f, fanned := fanOuts[p.ID]
+		switch {
+		case !fanned:
+			fmt.Fprintln(w, word, p.Sink, p.ID)
+		case f.Note() != "":
+			fmt.Fprintf(w, "%s %s %d: fan-out to tenant %s: 0 rows (%s)\n", word, p.Sink, p.ID, terminalCell(f.Tenant), f.Note())
+		default:
+			fmt.Fprintf(w, "%s %s %d: fan-out to tenant %s: %d rows\n", word, p.Sink, p.ID, terminalCell(f.Tenant), f.Destinations)
+		}
 	}
+}
+
+// fanOuts reads what publish's fan-out made of the published rows of
+// targets with a tenant. A failure to read it is a warning: the events
+// are published all the same.
+func (a *app) fanOuts(ctx context.Context, s session, published []core.Published) map[int64]destinations.FanOut {
+	if len(published) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(published))
+	for i, p := range published {
+		ids[i] = p.ID
+	}
+	st, err := destinations.NewStore(s.cfg.Database.Schema, nil)
+	if err == nil {
+		var fanOuts map[int64]destinations.FanOut
+		if fanOuts, err = st.FanOuts(ctx, s.pool, ids); err == nil {
+			return fanOuts
+		}
+	}
+	fmt.Fprintf(a.io.Err, "warning: could not read what the fan-out to tenants made (the events are published): %v\n", err)
+	return nil
 }
 
 // publishError makes a refused event the user's to fix (exit 2).

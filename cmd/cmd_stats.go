@@ -23,8 +23,9 @@ func (a *app) statsCommand() *cobra.Command {
 		Use:   "stats [-o table|wide|json]",
 		Short: "Per sink: pending, in progress, failed, dead and last hour's sent rows, the oldest pending age, and open circuit breakers",
 		Long: `Per sink: pending, in progress, failed, dead and last hour's sent rows, the
-oldest pending message's age, the circuit breaker and any pause, then the
-open circuit breakers by destination. It needs only the database: the
+oldest pending message's age, the circuit breaker and any pause, how many
+rows wait on disabled destinations (waiting_disabled), then the open
+circuit breakers by destination. It needs only the database: the
 sinks' options and their secrets are not read. -o wide adds the sinks'
 types and limits.`,
 		Example: `  DATABASE_URL=postgres://outboxd@db/app outboxd stats
@@ -52,6 +53,11 @@ types and limits.`,
 // not in this configuration.
 const notConfiguredNote = "not configured on this relay"
 
+// waitingDisabledNote says, in the stats table, how many of a sink's
+// pending rows wait on disabled destinations: no relay delivers them until
+// their destination is enabled again.
+const waitingDisabledNote = "%d waiting on disabled destinations"
+
 func writeStatsTable(w io.Writer, r httpapi.StatsReport, cfg *config.Config, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE"
@@ -65,6 +71,9 @@ func writeStatsTable(w io.Writer, r httpapi.StatsReport, cfg *config.Config, wid
 		var notes []string
 		if !s.Configured {
 			notes = append(notes, notConfiguredNote)
+		}
+		if s.WaitingDisabled > 0 {
+			notes = append(notes, fmt.Sprintf(waitingDisabledNote, s.WaitingDisabled))
 		}
 		note := strings.Join(notes, "; ")
 		line := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s", terminalCell(name), s.Pending, s.InProgress, s.Failed, s.SentLastHour, s.Dead, age,

@@ -159,7 +159,7 @@ func (a *app) destinationCreateCommand() *cobra.Command {
 			if sf.rateLimit != 0 {
 				spec.RateLimit = &sf.rateLimit
 			}
-			return st.Create(ctx, s.pool, f.tenant, spec)
+			return st.Create(ctx, s.pool, a.actor(), f.tenant, spec)
 		})
 	sf.add(c)
 	return c
@@ -227,7 +227,7 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 				m := json.RawMessage(sf.metadata)
 				p.Metadata = &m
 			}
-			return st.Update(ctx, s.pool, f.tenant, args[0], p)
+			return st.Update(ctx, s.pool, a.actor(), f.tenant, args[0], p)
 		})
 	sf.add(c)
 	return c
@@ -245,7 +245,7 @@ func (a *app) destinationDeleteCommand() *cobra.Command {
 	return a.destinationCommand("delete ID --tenant T", "Delete a destination, its secrets and the rows still waiting for it (counted)",
 		`  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
-			n, err := st.Delete(ctx, s.pool, f.tenant, args[0])
+			n, err := st.Delete(ctx, s.pool, a.actor(), f.tenant, args[0])
 			return destinationChange{ID: args[0], Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
 		})
 }
@@ -266,7 +266,7 @@ func (a *app) destinationSetEnabledCommand(enable bool) *cobra.Command {
 			if !enable && reason == "" {
 				reason = "disabled by " + a.actor().Name
 			}
-			n, err := st.SetEnabled(ctx, s.pool, f.tenant, args[0], enable, reason)
+			n, err := st.SetEnabled(ctx, s.pool, a.actor(), f.tenant, args[0], enable, reason)
 			return destinationChange{ID: args[0], Rows: n, Verb: verb}, err
 		})
 	if !enable {
@@ -292,7 +292,7 @@ func (a *app) destinationRotateCommand() *cobra.Command {
   outboxd destinations rotate-secret dst_kx2m4fq7rj3v5wzp --tenant acme -o json`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			now := time.Now()
-			secret, err := st.RotateSecret(ctx, s.pool, f.tenant, args[0], overlap)
+			secret, err := st.RotateSecret(ctx, s.pool, a.actor(), f.tenant, args[0], overlap)
 			return rotated{ID: args[0], Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 		})
 	c.Flags().DurationVar(&overlap, "overlap", 0, "the `duration` the old secrets keep signing beside the new one")
@@ -311,7 +311,7 @@ func (a *app) destinationRekeyCommand() *cobra.Command {
 		`  export OUTBOXD_SECRETS_KEY="$(outboxd destinations keygen --id k2),$OUTBOXD_SECRETS_KEY"
   outboxd destinations rekey`,
 		cobra.NoArgs, false, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
-			n, err := st.Rekey(ctx, s.pool)
+			n, err := st.Rekey(ctx, s.pool, a.actor())
 			keys, _ := destinations.KeyringFromEnv(a.io.Env)
 			out := rekeyed{Resealed: n}
 			if keys != nil {

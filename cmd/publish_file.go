@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -63,8 +64,9 @@ func (a *app) publishFile(ctx context.Context, cmd *cobra.Command, s session, fi
 	out := cmd.OutOrStdout()
 	store := &eventBatch{file: file, publish: func(events []core.Event) ([][]core.Published, error) {
 		published, err := s.ob.PublishBatch(ctx, s.pool, events)
+		fanOuts := a.fanOuts(ctx, s, slices.Concat(published...))
 		for i, rows := range published {
-			printPublished(out, events[i], rows)
+			printPublished(out, events[i], rows, fanOuts)
 		}
 		return published, err
 	}}

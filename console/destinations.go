@@ -330,7 +330,7 @@ func (c *Console) createDestination(w http.ResponseWriter, r *http.Request, scop
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
-	created, err := c.opt.Destinations.Create(ctx, c.opt.DB, scope.Tenant, destinations.Spec{URL: f.url, Events: f.events,
+	created, err := c.opt.Destinations.Create(ctx, c.opt.DB, scope.actor(r), scope.Tenant, destinations.Spec{URL: f.url, Events: f.events,
 		Description: f.description, RateLimit: f.rateLimit, Metadata: f.metadata})
 	if err != nil {
 		c.destinationFailed(w, r, scope, "create the destination", err)
@@ -356,7 +356,7 @@ func (c *Console) editDestination(w http.ResponseWriter, r *http.Request, scope 
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	_, err = c.opt.Destinations.Update(ctx, c.opt.DB, scope.Tenant, id, destinations.Patch{URL: &f.url, Events: &f.events,
+	_, err = c.opt.Destinations.Update(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, destinations.Patch{URL: &f.url, Events: &f.events,
 		Description: &f.description, RateLimit: f.rateLimit, Metadata: &f.metadata})
 	if err != nil {
 		c.destinationFailed(w, r, scope, "change the destination", err)
@@ -388,7 +388,7 @@ func (c *Console) setEnabled(w http.ResponseWriter, r *http.Request, scope desti
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	if _, err := c.opt.Destinations.SetEnabled(ctx, c.opt.DB, scope.Tenant, id, enabled, reason); err != nil {
+	if _, err := c.opt.Destinations.SetEnabled(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, enabled, reason); err != nil {
 		c.destinationFailed(w, r, scope, "enable or disable the destination", err)
 		return
 	}
@@ -417,7 +417,7 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, scope des
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	secret, err := c.opt.Destinations.RotateSecret(ctx, c.opt.DB, scope.Tenant, id, overlap)
+	secret, err := c.opt.Destinations.RotateSecret(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, overlap)
 	if err != nil {
 		c.destinationFailed(w, r, scope, "rotate the secret", err)
 		return
@@ -449,7 +449,7 @@ func (c *Console) deleteDestination(w http.ResponseWriter, r *http.Request, scop
 		c.render(w, r, http.StatusOK, "destination_delete", map[string]any{"Scope": scope, "D": viewOf(d, scope), "Self": scope.page(id)})
 		return
 	}
-	rows, err := c.opt.Destinations.Delete(ctx, c.opt.DB, scope.Tenant, id)
+	rows, err := c.opt.Destinations.Delete(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id)
 	if err != nil {
 		c.destinationFailed(w, r, scope, "delete the destination", err)
 		return

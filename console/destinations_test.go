@@ -65,7 +65,7 @@ func (s *site) store(t *testing.T) *destinations.Store {
 // create makes a destination of tenant with the store.
 func (s *site) create(t *testing.T, tenant string) destinations.Created {
 	t.Helper()
-	c, err := s.store(t).Create(s.ctx, s.pool, tenant, destinations.Spec{URL: "https://" + tenant + ".example/hook", Description: tenant + " production"})
+	c, err := s.store(t).Create(s.ctx, s.pool, testdb.Actor, tenant, destinations.Spec{URL: "https://" + tenant + ".example/hook", Description: tenant + " production"})
 	if err != nil {
 		t.Fatal(err)
 	}

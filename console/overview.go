@@ -85,6 +85,11 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 		"errors":      fmt.Sprintf("%d retried, %d dead", r.Retried, r.Dead),
 		"limit":       sink.RateLimit,
 	}
+	if n.WaitingDisabled > 0 {
+		// Counted in pending, but no relay delivers them until their
+		// destination is enabled again: say so where they are counted.
+		row.Cells["pending"] += fmt.Sprintf(" (%s waiting on disabled destinations)", count(n.WaitingDisabled))
+	}
 	if n.OldestPendingAge > 0 {
 		row.Cells["oldest"] = ago(n.OldestPendingAge)
 	}

@@ -24,6 +24,13 @@ const (
 	// listenRetry is the pause before listening again after the listening
 	// connection failed.
 	listenRetry = time.Second
+	// ParkDelay is how soon after ParkSoon a disabled destination's rows
+	// are parked: the relay has written the outcome of the delivery that
+	// asked by then. The destinations sink hands such a row back for
+	// twice as long, so it is pending, not yet due, when the park comes.
+	ParkDelay = DefaultBackstop
+	// parkTimeout bounds one park's statement.
+	parkTimeout = 10 * time.Second
 )
 
 // Live is a destination as a relay delivers to it.
@@ -72,6 +79,9 @@ type Directory struct {
 	revision  int64
 	deletions int64
 	loaded    bool
+
+	parkMu  sync.Mutex
+	parking map[string]bool // destinations with a park scheduled
 }
 
 // NewDirectory returns the Directory of the outbox in schema, read
@@ -85,7 +95,7 @@ func NewDirectory(pool *pgxpool.Pool, schema string, keys *Keyring, log *slog.Lo
 		return nil, ErrNoKeyring
 	}
 	return &Directory{pool: pool, q: q, keys: keys, log: log, channel: "outboxd_destinations_" + schema,
-		backstop: DefaultBackstop, byID: map[string]*Live{}}, nil
+		backstop: DefaultBackstop, byID: map[string]*Live{}, parking: map[string]bool{}}, nil
 }
 
 // Lookup returns destination id as last read.
@@ -175,6 +185,30 @@ func (d *Directory) Refresh(ctx context.Context) error {
 	// reads the rows after it again, which is harmless.
 	d.revision, d.deletions, d.loaded = st.Revision, st.Deletions, true
 	return nil
+}
+
+// ParkSoon parks, after ParkDelay, the rows of destination id that wait
+// unparked while it is disabled (destination_park.sql): a row in flight
+// when it was disabled, or published as it was. Its sink calls it when
+// such a row reaches it; the row's outcome is written by then. A park
+// already scheduled for id covers a second call. It never blocks.
+func (d *Directory) ParkSoon(id string) {
+	d.parkMu.Lock()
+	defer d.parkMu.Unlock()
+	if d.parking[id] {
+		return
+	}
+	d.parking[id] = true
+	time.AfterFunc(ParkDelay, func() {
+		d.parkMu.Lock()
+		delete(d.parking, id)
+		d.parkMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), parkTimeout)
+		defer cancel()
+		if _, err := d.q.DestinationPark(ctx, d.pool, id); err != nil {
+			d.log.Warn("outbox: parking the rows of a disabled destination failed; its sink asks again when one comes back", "destination", id, "error", err)
+		}
+	})
 }
 
 // Run keeps d current until ctx ends: it listens for the notification

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/outboxd/outboxd/internal/safetext"
@@ -28,6 +27,11 @@ const (
 	MaxMetadataBytes = 16384
 	// IDPrefix starts every destination id.
 	IDPrefix = "dst_"
+	// MinRateLimit and MaxRateLimit bound a destination's rate limit, in
+	// deliveries per second: from one every quarter of an hour or so to
+	// one per microsecond, the finest spacing the relay's limiter keeps.
+	MinRateLimit = 0.001
+	MaxRateLimit = 1_000_000
 )
 
 // Header is the row header naming the destination a row is for: set by
@@ -129,8 +133,8 @@ func (s Spec) check() (checked, error) {
 			return c, inputErrorf("events: %v", err)
 		}
 	}
-	if r := s.RateLimit; r != nil && (*r <= 0 || math.IsInf(*r, 0) || math.IsNaN(*r)) {
-		return c, inputErrorf("rate_limit must be a positive number of deliveries per second, got %v", *r)
+	if r := s.RateLimit; r != nil && !(*r >= MinRateLimit && *r <= MaxRateLimit) {
+		return c, inputErrorf("rate_limit must be a number of deliveries per second between %g and %g, got %v", float64(MinRateLimit), float64(MaxRateLimit), *r)
 	}
 	if len(s.Metadata) == 0 || string(s.Metadata) == "null" {
 		c.Metadata = json.RawMessage("{}")
@@ -143,6 +147,21 @@ func (s Spec) check() (checked, error) {
 		return c, inputErrorf("metadata must be a JSON object")
 	}
 	return c, nil
+}
+
+// fields names the fields p sets, as JSON names them.
+func (p Patch) fields() []string {
+	var names []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"url", p.URL != nil}, {"events", p.Events != nil}, {"description", p.Description != nil},
+		{"rate_limit", p.RateLimit != nil}, {"metadata", p.Metadata != nil}} {
+		if f.set {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // apply returns d's spec with p's fields set over it.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
-
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
@@ -35,10 +35,13 @@ type DB interface {
 
 // Store manages the destinations of one outbox schema. Its keyring seals
 // new secrets; a Store without one (nil) can list, change and delete
-// destinations but not create them or rotate their secrets.
+// destinations but not create them or rotate their secrets. Every change
+// is recorded in the audit trail (package audit) as its actor's, in the
+// change's own transaction.
 type Store struct {
-	q    *store.Queries
-	keys *Keyring
+	q     *store.Queries
+	trail *audit.Trail
+	keys  *Keyring
 }
 
 // NewStore returns the Store of the outbox in schema, sealing with keys.
@@ -47,7 +50,17 @@ func NewStore(schema string, keys *Keyring) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{q: q, keys: keys}, nil
+	trail, err := audit.New(schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{q: q, trail: trail, keys: keys}, nil
+}
+
+// target is an audit entry's filter: the destination a change concerned.
+type target struct {
+	Tenant      string `json:"tenant"`
+	Destination string `json:"destination"`
 }
 
 // Created is a new destination with its signing secret, shown this once.
@@ -57,8 +70,9 @@ type Created struct {
 }
 
 // Create makes a destination of tenant from spec, with a fresh signing
-// secret, in db (the caller's transaction, if it is one).
-func (s *Store) Create(ctx context.Context, db DB, tenant string, spec Spec) (Created, error) {
+// secret, in db (a savepoint of the caller's transaction, if it is one),
+// as actor's.
+func (s *Store) Create(ctx context.Context, db DB, actor audit.Actor, tenant string, spec Spec) (Created, error) {
 	if err := CheckTenant(tenant); err != nil {
 		return Created{}, err
 	}
@@ -77,7 +91,12 @@ func (s *Store) Create(ctx context.Context, db DB, tenant string, spec Spec) (Cr
 	if err != nil {
 		return Created{}, err
 	}
-	row, err := s.q.DestinationCreate(ctx, db, id, tenant, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata, keyID, sealed)
+	var row store.DestinationCreateRow
+	err = s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		row, err = s.q.DestinationCreate(ctx, tx, id, tenant, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata, keyID, sealed)
+		return audit.Record{Action: audit.ActionDestinationCreate, Filter: target{tenant, id}, Count: 1,
+			Detail: map[string]any{"events": nonNil(c.Events), "rate_limit": c.RateLimit}}, true, err
+	})
 	if err != nil {
 		return Created{}, fmt.Errorf("destinations: create a destination of tenant %s: %w", tenant, err)
 	}
@@ -167,10 +186,69 @@ func (s *Store) Get(ctx context.Context, db DB, tenant, id string) (Destination,
 }
 
 // Update sets p's fields on destination id of tenant, in one transaction
-// (a concurrent update of another field is not lost), and returns it.
-func (s *Store) Update(ctx context.Context, db DB, tenant, id string, p Patch) (Destination, error) {
+// (a concurrent update of another field is not lost), as actor's, and
+// returns it.
+func (s *Store) Update(ctx context.Context, db DB, actor audit.Actor, tenant, id string, p Patch) (Destination, error) {
 	var d Destination
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		n, err := s.q.DestinationLock(ctx, tx, tenant, id)
+		if err != nil {
+			return audit.Record{}, false, fmt.Errorf("destinations: lock %s of tenant %s: %w", id, tenant, err)
+		}
+		if n == 0 {
+			return audit.Record{}, false, ErrNotFound
+		}
+		if d, err = s.Get(ctx, tx, tenant, id); err != nil {
+			return audit.Record{}, false, err
+		}
+		c, err := p.apply(d).check()
+		if err != nil {
+			return audit.Record{}, false, err
+		}
+		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata)
+		if err != nil {
+			return audit.Record{}, false, fmt.Errorf("destinations: update %s of tenant %s: %w", id, tenant, err)
+		}
+		d.URL, d.Description, d.Events, d.RateLimit, d.Metadata = c.URL, c.Description, nonNil(c.Events), c.RateLimit, c.Metadata
+		// The fields' names, not their values: a URL may hold a token.
+		return audit.Record{Action: audit.ActionDestinationUpdate, Filter: target{tenant, id}, Count: 1,
+			Detail: map[string]any{"changed": p.fields()}}, true, nil
+	})
+	return d, err
+}
+
+// Delete removes destination id of tenant with its secrets, its circuit
+// breakers and the rows still waiting for it, as actor's, and returns how
+// many rows went with it (the audit entry's count).
+func (s *Store) Delete(ctx context.Context, db DB, actor audit.Actor, tenant, id string) (int64, error) {
+	var r store.DestinationDeleteRow
+	err := s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		var err error
+		if r, err = s.q.DestinationDelete(ctx, tx, tenant, id, s.q.Channel, store.PausePrefix); err != nil {
+			return audit.Record{}, false, fmt.Errorf("destinations: delete %s of tenant %s: %w", id, tenant, err)
+		}
+		if r.Deleted == 0 {
+			return audit.Record{}, false, ErrNotFound
+		}
+		return audit.Record{Action: audit.ActionDestinationDelete, Filter: target{tenant, id}, Count: r.Rows,
+			Detail: map[string]any{"waiting_rows_deleted": r.Rows}}, true, nil
+	})
+	return r.Rows, err
+}
+
+// SetEnabled enables or disables destination id of tenant (reason says
+// why it is disabled), as actor's, and returns how many of its waiting
+// rows moved: disabled, they wait without spending attempts; enabled,
+// they are due. Disabling ends its circuit breakers: enabled again, it
+// starts afresh.
+func (s *Store) SetEnabled(ctx context.Context, db DB, actor audit.Actor, tenant, id string, enabled bool, reason string) (int64, error) {
+	var moved int64
+	// The lock first, the rows moved by a statement of its own (which READ
+	// COMMITTED lets see what committed while it waited): a producer
+	// parking a row for the destination meanwhile either commits before
+	// the move reads the rows, or waits and finds it enabled (migration
+	// 021).
+	err := store.ReadCommitted(ctx, db, func(tx pgx.Tx) error {
 		n, err := s.q.DestinationLock(ctx, tx, tenant, id)
 		if err != nil {
 			return fmt.Errorf("destinations: lock %s of tenant %s: %w", id, tenant, err)
@@ -178,54 +256,23 @@ func (s *Store) Update(ctx context.Context, db DB, tenant, id string, p Patch) (
 		if n == 0 {
 			return ErrNotFound
 		}
-		if d, err = s.Get(ctx, tx, tenant, id); err != nil {
-			return err
+		if moved, err = s.q.DestinationSetEnabled(ctx, tx, tenant, id, enabled, reason, s.q.Channel, store.PausePrefix); err != nil {
+			return fmt.Errorf("destinations: enable or disable %s of tenant %s: %w", id, tenant, err)
 		}
-		c, err := p.apply(d).check()
-		if err != nil {
-			return err
+		rec := audit.Record{Action: audit.ActionDestinationEnable, Filter: target{tenant, id}, Count: moved}
+		if !enabled {
+			rec.Action, rec.Detail = audit.ActionDestinationDisable, map[string]string{"reason": reason}
 		}
-		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata)
-		if err != nil {
-			return fmt.Errorf("destinations: update %s of tenant %s: %w", id, tenant, err)
-		}
-		d.URL, d.Description, d.Events, d.RateLimit, d.Metadata = c.URL, c.Description, nonNil(c.Events), c.RateLimit, c.Metadata
-		return nil
+		return s.trail.Write(ctx, tx, actor, rec)
 	})
-	return d, err
+	return moved, err
 }
 
-// Delete removes destination id of tenant with its secrets and the rows
-// still waiting for it, and returns how many rows went with it.
-func (s *Store) Delete(ctx context.Context, db DB, tenant, id string) (int64, error) {
-	r, err := s.q.DestinationDelete(ctx, db, tenant, id)
-	if err != nil {
-		return 0, fmt.Errorf("destinations: delete %s of tenant %s: %w", id, tenant, err)
-	}
-	if r.Deleted == 0 {
-		return 0, ErrNotFound
-	}
-	return r.Rows, nil
-}
-
-// SetEnabled enables or disables destination id of tenant (reason says
-// why it is disabled) and returns how many of its waiting rows moved:
-// disabled, they wait without spending attempts; enabled, they are due.
-func (s *Store) SetEnabled(ctx context.Context, db DB, tenant, id string, enabled bool, reason string) (int64, error) {
-	r, err := s.q.DestinationSetEnabled(ctx, db, tenant, id, enabled, reason)
-	if err != nil {
-		return 0, fmt.Errorf("destinations: enable or disable %s of tenant %s: %w", id, tenant, err)
-	}
-	if r.Found == 0 {
-		return 0, ErrNotFound
-	}
-	return r.Rows, nil
-}
-
-// RotateSecret gives destination id of tenant a new signing secret,
-// returned this once; its current secrets keep signing for overlap (0:
-// they stop at once), so receivers can switch without refusing a request.
-func (s *Store) RotateSecret(ctx context.Context, db DB, tenant, id string, overlap time.Duration) (string, error) {
+// RotateSecret gives destination id of tenant a new signing secret, as
+// actor's, returned this once; its current secrets keep signing for
+// overlap (0: they stop at once), so receivers can switch without
+// refusing a request.
+func (s *Store) RotateSecret(ctx context.Context, db DB, actor audit.Actor, tenant, id string, overlap time.Duration) (string, error) {
 	if overlap < 0 || overlap > MaxOverlap {
 		return "", inputErrorf("overlap must be between 0 and %s, got %s", MaxOverlap, overlap)
 	}
@@ -236,41 +283,57 @@ func (s *Store) RotateSecret(ctx context.Context, db DB, tenant, id string, over
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.q.DestinationSecretAdd(ctx, db, tenant, id, keyID, sealed, overlap); errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrNotFound
-	} else if err != nil {
-		return "", fmt.Errorf("destinations: rotate the secret of %s of tenant %s: %w", id, tenant, err)
+	err = s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		if _, err := s.q.DestinationSecretAdd(ctx, tx, tenant, id, keyID, sealed, overlap); errors.Is(err, pgx.ErrNoRows) {
+			return audit.Record{}, false, ErrNotFound
+		} else if err != nil {
+			return audit.Record{}, false, fmt.Errorf("destinations: rotate the secret of %s of tenant %s: %w", id, tenant, err)
+		}
+		return audit.Record{Action: audit.ActionDestinationRotateSecret, Filter: target{tenant, id}, Count: 1,
+			Detail: map[string]string{"overlap": overlap.String()}}, true, nil
+	})
+	if err != nil {
+		return "", err
 	}
 	return text, nil
 }
 
 // Rekey seals again, under the keyring's current key, every secret sealed
-// under another of its keys, and returns how many it resealed. Run it
-// after putting a new key first in EnvSecretsKey; the old key can go once
-// it returns without error.
-func (s *Store) Rekey(ctx context.Context, db DB) (int, error) {
+// under another of its keys, in one transaction, as actor's (recorded
+// when it resealed any), and returns
+// how many it resealed. Run it after putting a new key first in
+// EnvSecretsKey; the old key can go once it returns without error.
+func (s *Store) Rekey(ctx context.Context, db DB, actor audit.Actor) (int, error) {
 	if s.keys == nil {
 		return 0, ErrNoKeyring
 	}
-	rows, err := s.q.DestinationSecretsSealed(ctx, db, s.keys.Current())
-	if err != nil {
-		return 0, fmt.Errorf("destinations: read sealed secrets: %w", err)
-	}
 	n := 0
-	for _, r := range rows {
-		plain, err := s.keys.Open(r.KeyID, r.DestinationID, r.Sealed)
+	err := s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
+		rows, err := s.q.DestinationSecretsSealed(ctx, tx, s.keys.Current())
 		if err != nil {
-			return n, err
+			return audit.Record{}, false, fmt.Errorf("destinations: read sealed secrets: %w", err)
 		}
-		keyID, sealed, err := s.keys.Seal(r.DestinationID, plain)
-		if err != nil {
-			return n, err
+		for _, r := range rows {
+			plain, err := s.keys.Open(r.KeyID, r.DestinationID, r.Sealed)
+			if err != nil {
+				return audit.Record{}, false, err
+			}
+			keyID, sealed, err := s.keys.Seal(r.DestinationID, plain)
+			if err != nil {
+				return audit.Record{}, false, err
+			}
+			done, err := s.q.DestinationSecretReseal(ctx, tx, r.DestinationID, r.Serial, r.KeyID, keyID, sealed)
+			if err != nil {
+				return audit.Record{}, false, fmt.Errorf("destinations: reseal a secret of %s: %w", r.DestinationID, err)
+			}
+			n += int(done)
 		}
-		done, err := s.q.DestinationSecretReseal(ctx, db, r.DestinationID, r.Serial, r.KeyID, keyID, sealed)
-		if err != nil {
-			return n, fmt.Errorf("destinations: reseal a secret of %s: %w", r.DestinationID, err)
-		}
-		n += int(done)
+		// A rekey that found nothing to reseal changed nothing.
+		return audit.Record{Action: audit.ActionDestinationsRekey, Count: int64(n),
+			Detail: map[string]string{"key": s.keys.Current()}}, n > 0, nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -280,6 +343,19 @@ func (s *Store) Rekey(ctx context.Context, db DB) (int, error) {
 type FanOut struct {
 	Tenant       string
 	Destinations int
+}
+
+// noMatchNote is a FanOut's note when it made no row.
+const noMatchNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+
+// Note says what an answer to a publish should add: that nothing was
+// created because the tenant has no destination subscribed to the
+// event's type; "" when the fan-out made rows.
+func (f FanOut) Note() string {
+	if f.Destinations == 0 {
+		return noMatchNote
+	}
+	return ""
 }
 
 // FanOuts returns, for those of the published rows ids that are routed

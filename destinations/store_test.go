@@ -3,8 +3,11 @@ package destinations_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testdb"
 	"github.com/outboxd/outboxd/internal/testrelay"
 	"github.com/outboxd/outboxd/routing"
@@ -62,7 +67,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) create(t *testing.T, tenant string, events ...string) destinations.Created {
 	t.Helper()
-	c, err := f.store.Create(t.Context(), f.pool, tenant, destinations.Spec{URL: "https://" + tenant + ".example/hook", Events: events})
+	c, err := f.store.Create(t.Context(), f.pool, testdb.Actor, tenant, destinations.Spec{URL: "https://" + tenant + ".example/hook", Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +217,7 @@ func TestDisabledDestinationsRowsWaitUntilEnabled(t *testing.T) {
 	f := newFixture(t)
 	d := f.create(t, "acme")
 	f.publish(t, f.pool, "order.created", "before", "acme")
-	moved, err := f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, false, "customer asked")
+	moved, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "customer asked")
 	if err != nil || moved != 1 {
 		t.Fatalf("disable: %d rows moved, %v; want 1", moved, err)
 	}
@@ -226,13 +231,125 @@ func TestDisabledDestinationsRowsWaitUntilEnabled(t *testing.T) {
 	if err != nil || got.Enabled || got.DisabledReason != "customer asked" || *got.Waiting != 2 {
 		t.Fatalf("get while disabled: %+v %v", got, err)
 	}
-	if moved, err = f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, true, ""); err != nil || moved != 2 {
+	if moved, err = f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil || moved != 2 {
 		t.Fatalf("enable: %d rows moved, %v; want 2", moved, err)
 	}
 	for key, r := range f.rows(t) {
 		if r.waiting {
 			t.Errorf("row %s still parked after enabling", key)
 		}
+	}
+}
+
+// TestPublishRacingAnEnableLeavesNoRowParked: a producer's transaction
+// that parks a row for a disabled destination, still open while the
+// destination is enabled, does not leave the row parked once both
+// commit: the enable waits for the producer's share lock on the
+// destination and then makes its row due. Both ways round would do; this
+// test holds the producer open, so the enable waits.
+//
+// Mutation: dropping the FOR SHARE of destination_rows()'s disabled CTE
+// (the enable then neither waits nor sees the producer's uncommitted row)
+// leaves it parked, as it did before migration 021; so does running
+// destination_set_enabled without taking destination_lock first.
+func TestPublishRacingAnEnableLeavesNoRowParked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }()
+	f.publish(t, tx, "order.created", "racing", "acme")
+	enabled := make(chan error, 1)
+	go func() {
+		_, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, "")
+		enabled <- err
+	}()
+	var enableErr error
+	finished := false
+	testrelay.WaitFor(t, 10*time.Second, "the enable to finish or wait for the producer's lock", func() bool {
+		select {
+		case enableErr = <-enabled:
+			finished = true
+			return true
+		default:
+		}
+		var waiting bool
+		err := f.pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%destination_lock%' AND position($1 in query) > 0)`, f.ob.Schema()).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !finished {
+		enableErr = <-enabled
+	}
+	if enableErr != nil {
+		t.Fatal(enableErr)
+	}
+	for key, r := range f.rows(t) {
+		if r.waiting {
+			t.Errorf("row %s is parked though its destination is enabled", key)
+		}
+	}
+}
+
+// TestARowReachingTheSinkWhileDisabledIsParked: a row of a disabled
+// destination that is not parked (in flight when the destination was
+// disabled, handed back by the relay afterwards) reaches the sink, which
+// answers Retry-After and has the directory park it, so it waits like
+// the others instead of coming back until its deferrals run out; once
+// the destination is enabled again, a park parks nothing.
+//
+// Mutations: dropping the sink's ParkSoon call leaves the row due (the
+// wait times out); dropping the NOT enabled test of destination_park
+// parks a row of the enabled destination.
+func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	// The row as the relay hands it back after the sink's Retry-After.
+	var id int64
+	if err := f.pool.QueryRow(t.Context(), `SELECT e.id FROM `+f.ob.Schema()+`.enqueue_destination('customers', $1, 'late', '{}') e`, d.ID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(t.Context(), `UPDATE `+f.ob.Schema()+`.messages SET available_at = now() + interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.(*sinkdest.Sink).UseDirectory(dir)
+	err = s.Deliver(t.Context(), &sink.Delivery{ID: id, Sink: "customers", DedupKey: "late", Payload: []byte(`{}`),
+		Headers: map[string]string{destinations.Header: d.ID}, Attempt: 1, MaxAttempts: 10})
+	if _, later := sink.RetryAfterDelay(err); !later {
+		t.Fatalf("delivering to a disabled destination: %v, want a Retry-After", err)
+	}
+	testrelay.WaitFor(t, 10*time.Second, "the row parked", func() bool { return f.rows(t)["late"].waiting })
+
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	q, err := store.New(f.ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.DestinationPark(t.Context(), f.pool, d.ID); err != nil || n != 0 || f.rows(t)["late"].waiting {
+		t.Errorf("a park after enabling parked %d rows (%v), want none", n, err)
 	}
 }
 
@@ -247,7 +364,7 @@ func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
 	gone, kept := f.create(t, "acme"), f.create(t, "acme")
 	f.publish(t, f.pool, "order.created", "o1", "acme")
 	f.publish(t, f.pool, "order.paid", "o1", "acme")
-	n, err := f.store.Delete(t.Context(), f.pool, "acme", gone.ID)
+	n, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", gone.ID)
 	if err != nil || n != 2 {
 		t.Fatalf("delete: %d rows, %v; want 2", n, err)
 	}
@@ -256,11 +373,77 @@ func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
 			t.Errorf("row %s of the deleted destination is left", key)
 		}
 	}
-	if _, err := f.store.Delete(t.Context(), f.pool, "acme", gone.ID); !errors.Is(err, destinations.ErrNotFound) {
+	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", gone.ID); !errors.Is(err, destinations.ErrNotFound) {
 		t.Errorf("deleting again: %v, want ErrNotFound", err)
 	}
 	if _, err := f.store.Get(t.Context(), f.pool, "globex", kept.ID); !errors.Is(err, destinations.ErrNotFound) {
 		t.Errorf("another tenant's destination: %v, want ErrNotFound", err)
+	}
+}
+
+// TestChangesAreAuditedWithTheirCounts: every change of a destination is
+// in the audit trail as its actor's, naming tenant and destination, with
+// the rows it moved or took (a delete's count is the waiting rows that
+// went with it); and disabling ends the destination's circuit breaker, so
+// enabled again it starts afresh.
+//
+// Mutations: dropping the trail.Do of Delete (calling the statement on
+// db) leaves no destination_delete entry; dropping the ended CTE of
+// destination_set_enabled leaves the breaker after disabling.
+func TestChangesAreAuditedWithTheirCounts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	rate := 2.0
+	if _, err := f.store.Update(t.Context(), f.pool, testdb.Actor, "acme", d.ID, destinations.Patch{RateLimit: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, f.pool, "order.created", "o1", "acme")
+	f.publish(t, f.pool, "order.paid", "o1", "acme")
+	if _, err := f.pool.Exec(t.Context(), `INSERT INTO `+f.ob.Schema()+`.destination_breakers
+		(sink, dest_key, reason, last_failure, probe_interval, next_probe_at) VALUES ('customers', $1, 'down', '503', '5s', now())`, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "customer asked"); err != nil {
+		t.Fatal(err)
+	}
+	var breakers int
+	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+f.ob.Schema()+`.destination_breakers`).Scan(&breakers); err != nil || breakers != 0 {
+		t.Errorf("after disabling: %d breakers (%v), want the destination's ended", breakers, err)
+	}
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.RotateSecret(t.Context(), f.pool, testdb.Actor, "acme", d.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	trail, err := audit.New(f.ob.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := trail.List(t.Context(), f.pool, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if !strings.HasPrefix(e.Action, "destination") {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %d", e.Action, e.Count))
+		var filter struct{ Tenant, Destination string }
+		if err := json.Unmarshal(e.Filter, &filter); err != nil || e.Actor != testdb.Actor.Name || filter.Tenant != "acme" || filter.Destination != d.ID {
+			t.Errorf("entry %s: actor %q, filter %s", e.Action, e.Actor, e.Filter)
+		}
+	}
+	want := []string{"destination_create 1", "destination_update 1", "destination_disable 2", "destination_enable 2",
+		"destination_rotate_secret 1", "destination_delete 2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit trail:\n got %q\nwant %q", got, want)
 	}
 }
 
@@ -274,7 +457,7 @@ func TestEnqueueDestinationAddressesOneDestination(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	d := f.create(t, "acme")
-	if _, err := f.store.SetEnabled(t.Context(), f.pool, "acme", d.ID, false, "paused"); err != nil {
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "paused"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.pool.Exec(t.Context(), `SELECT * FROM `+f.ob.Schema()+`.enqueue_destination('customers', $1, 'welcome-1', '{"hello": 1}')`, d.ID); err != nil {
@@ -333,7 +516,7 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.Rekey(t.Context(), f.pool); err != nil || n != 1 {
+	if n, err := st.Rekey(t.Context(), f.pool, testdb.Actor); err != nil || n != 1 {
 		t.Fatalf("rekey: %d, %v; want 1 resealed", n, err)
 	}
 	e, ok := f.endpoint(t, onlyNew, c.ID)
@@ -355,7 +538,7 @@ func TestRotationSignsWithBothSecretsUntilTheOldExpires(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	c := f.create(t, "acme")
-	rotated, err := f.store.RotateSecret(t.Context(), f.pool, "acme", c.ID, time.Hour)
+	rotated, err := f.store.RotateSecret(t.Context(), f.pool, testdb.Actor, "acme", c.ID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,13 +550,13 @@ func TestRotationSignsWithBothSecretsUntilTheOldExpires(t *testing.T) {
 	if e.Secrets[0].Sign("id", time.Unix(1, 0), nil) != sign(rotated) || e.Secrets[1].Sign("id", time.Unix(1, 0), nil) != sign(c.Secret) {
 		t.Error("the secrets signing are not the new one then the old one")
 	}
-	if _, err := f.store.RotateSecret(t.Context(), f.pool, "acme", c.ID, 0); err != nil {
+	if _, err := f.store.RotateSecret(t.Context(), f.pool, testdb.Actor, "acme", c.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ = f.endpoint(t, f.keys, c.ID); len(e.Secrets) != 1 {
 		t.Errorf("after a rotation without overlap: %d secrets, want 1", len(e.Secrets))
 	}
-	if _, err := f.store.RotateSecret(t.Context(), f.pool, "globex", c.ID, 0); !errors.Is(err, destinations.ErrNotFound) {
+	if _, err := f.store.RotateSecret(t.Context(), f.pool, testdb.Actor, "globex", c.ID, 0); !errors.Is(err, destinations.ErrNotFound) {
 		t.Errorf("rotating another tenant's destination: %v, want ErrNotFound", err)
 	}
 }
@@ -398,11 +581,11 @@ func TestDirectoryPicksUpChangesWithoutRestart(t *testing.T) {
 	testrelay.WaitFor(t, 10*time.Second, "the first read", func() bool { return dir.Refresh(ctx) == nil })
 	c := f.create(t, "acme")
 	testrelay.WaitFor(t, 5*time.Second, "the new destination", func() bool { _, ok := dir.Lookup(c.ID); return ok })
-	if _, err := f.store.SetEnabled(t.Context(), f.pool, "acme", c.ID, false, "x"); err != nil {
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", c.ID, false, "x"); err != nil {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 5*time.Second, "the disable", func() bool { l, _ := dir.Lookup(c.ID); return !l.Enabled })
-	if _, err := f.store.Delete(t.Context(), f.pool, "acme", c.ID); err != nil {
+	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", c.ID); err != nil {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 5*time.Second, "the deletion", func() bool { _, ok := dir.Lookup(c.ID); return !ok })

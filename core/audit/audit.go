@@ -31,10 +31,29 @@ const (
 	// ActionConfigReload is serve reloading plugins.yaml (SIGHUP or
 	// POST /-/reload); refused reloads change nothing and are not recorded.
 	ActionConfigReload = "config_reload"
+	// The changes of a tenant's destination (package destinations):
+	// their filter names the tenant and the destination; a delete's count
+	// is the waiting rows that went with it, a disable's and an enable's
+	// the rows that moved.
+	ActionDestinationCreate       = "destination_create"
+	ActionDestinationUpdate       = "destination_update"
+	ActionDestinationDelete       = "destination_delete"
+	ActionDestinationDisable      = "destination_disable"
+	ActionDestinationEnable       = "destination_enable"
+	ActionDestinationRotateSecret = "destination_rotate_secret"
+	// ActionDestinationsRekey is every secret sealed again under the
+	// current key; its count is how many.
+	ActionDestinationsRekey = "destinations_rekey"
 )
 
-// SourceCLI is the Source of an action taken with the command line.
-const SourceCLI = "cli"
+// Sources of actions taken by no request.
+const (
+	// SourceCLI is the Source of an action taken with the command line.
+	SourceCLI = "cli"
+	// SourceRelay is the Source of an action a relay took by itself (a
+	// destination disabled after its breaker stayed open too long).
+	SourceRelay = "relay"
+)
 
 // Actor is who takes an action: a token's name, a user named by an
 // authenticating proxy, or $USER@host on the command line; the role they

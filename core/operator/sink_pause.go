@@ -12,7 +12,6 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
-	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -82,7 +81,7 @@ func (o *Operator) PauseSink(ctx context.Context, db audit.DB, actor audit.Actor
 	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
 		var err error
 		until, err = o.q.PauseSinkByHand(ctx, tx, store.PauseSinkByHandParams{Sink: sink, PauseFor: d,
-			UntilResumed: pauseUntilResumed, By: changedBy(p.By, actor), Reason: p.Reason, Channel: o.q.Channel, Payload: listener.PausePrefix + sink})
+			UntilResumed: pauseUntilResumed, By: changedBy(p.By, actor), Reason: p.Reason, Channel: o.q.Channel, Payload: store.PausePrefix + sink})
 		detail := pauseDetail{Reason: p.Reason, UntilResumed: d == nil}
 		if d != nil {
 			detail.For, detail.Until = p.For.String(), &until
@@ -142,7 +141,7 @@ func (o *Operator) ResumeSink(ctx context.Context, db audit.DB, actor audit.Acto
 	var res Resumed
 	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
 		res = Resumed{}
-		row, err := o.q.ResumeSink(ctx, tx, sink, changedBy(by, actor), reason, o.q.Channel, listener.PausePrefix+sink)
+		row, err := o.q.ResumeSink(ctx, tx, sink, changedBy(by, actor), reason, o.q.Channel, store.PausePrefix+sink)
 		if err != nil {
 			return audit.Record{}, false, err
 		}
@@ -225,7 +224,7 @@ func (o *Operator) ForgetSink(ctx context.Context, db audit.DB, actor audit.Acto
 	var was []bool
 	err := o.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
 		var err error
-		was, err = o.q.ForgetSink(ctx, tx, sink, o.q.Channel, listener.PausePrefix+sink)
+		was, err = o.q.ForgetSink(ctx, tx, sink, o.q.Channel, store.PausePrefix+sink)
 		return audit.Record{Action: audit.ActionForget, Sink: sink, Count: 1,
 			Detail: map[string]bool{"was_paused": len(was) > 0 && was[0]}}, len(was) > 0, err
 	})

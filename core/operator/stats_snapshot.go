@@ -26,8 +26,13 @@ type SinkCounts struct {
 	Failed       int64 `json:"failed"`
 	Dead         int64 `json:"dead"`
 	SentLastHour int64 `json:"sent_last_hour"`
+	// WaitingDisabled are the pending and failed rows (counted in Pending
+	// and Failed) that wait on a disabled destination: no relay claims
+	// them until it is enabled again (docs/destinations.md).
+	WaitingDisabled int64 `json:"waiting_disabled"`
 	// OldestPendingAge is the age of the oldest row waiting for delivery
-	// (pending or failed) when the snapshot was read.
+	// (pending or failed, not waiting on a disabled destination) when the
+	// snapshot was read.
 	OldestPendingAge time.Duration `json:"-"`
 }
 
@@ -54,7 +59,7 @@ func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapsh
 		snap.TakenAt, snap.TakenBy = r.ComputedAt, r.TakenBy
 		if r.Sink != nil {
 			snap.Sinks[*r.Sink] = SinkCounts{Pending: r.Pending, InProgress: r.InProgress, Failed: r.Failed,
-				Dead: r.Dead, SentLastHour: r.SentLastHour,
+				Dead: r.Dead, SentLastHour: r.SentLastHour, WaitingDisabled: r.WaitingDisabled,
 				OldestPendingAge: time.Duration(r.OldestWaitingSeconds * float64(time.Second))}
 		}
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/breaker"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
-	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/safetext"
@@ -68,6 +67,10 @@ type sinkBreakers struct {
 	name string
 	cfg  CircuitBreaker
 	th   breaker.Thresholds
+	// autoDisableAfter, above 0, is how long a destination's breaker
+	// may stay open before the relay disables the destination (see
+	// breaker_autodisable.go).
+	autoDisableAfter time.Duration
 
 	mu sync.Mutex
 	// windows count recent outcomes by destination key ("" for the sink);
@@ -94,7 +97,8 @@ func newBreakers(sinks map[string]SinkConfig) map[string]*sinkBreakers {
 			continue
 		}
 		out[name] = &sinkBreakers{name: name, cfg: s.CircuitBreaker, th: s.CircuitBreaker.thresholds(),
-			windows: map[string]*breaker.Window{}, opening: map[string]bool{}, open: map[string]openBreaker{}}
+			autoDisableAfter: autoDisableAfter(s), windows: map[string]*breaker.Window{}, opening: map[string]bool{},
+			open: map[string]openBreaker{}}
 	}
 	return out
 }
@@ -201,7 +205,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		opened, err = r.q.BreakerOpen(ctx, tx, store.BreakerOpenParams{Sink: sb.name, DestKey: key, Reason: reason,
-			LastFailure: failure, ProbeInterval: sb.cfg.ProbeInterval, Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
+			LastFailure: failure, ProbeInterval: sb.cfg.ProbeInterval, Channel: r.q.Channel, Payload: store.PausePrefix + sb.name})
 		if err != nil || !opened.Opened {
 			return err
 		}
@@ -231,7 +235,7 @@ func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) 
 	err := r.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		closed, err = r.q.BreakerClose(ctx, tx, store.BreakerCloseParams{Sink: sb.name, DestKey: key,
-			Channel: r.q.Channel, Payload: listener.PausePrefix + sb.name})
+			Channel: r.q.Channel, Payload: store.PausePrefix + sb.name})
 		if err != nil || !closed.Closed {
 			return err
 		}
@@ -264,15 +268,24 @@ func (r *Relay) probeFailed(ctx context.Context, sb *sinkBreakers, key string, c
 }
 
 // publishBreakerEvent publishes eventType about the breaker of (sinkName,
-// key) through the routes (breakerevent.Publish), in a savepoint of tx: a
-// route that cannot render the event (a thread_key template asking for
-// data it lacks) costs the event, logged, never the breaker's change.
+// key) through the routes (breakerevent.Publish), in a savepoint of tx
+// (see publishInSavepoint).
 func (r *Relay) publishBreakerEvent(ctx context.Context, tx pgx.Tx, eventType, sinkName, key, reason string, since time.Time) error {
+	return r.publishInSavepoint(ctx, tx, eventType, sinkName, key, func(db store.DBTX) error {
+		return breakerevent.Publish(ctx, r.q, db, eventType, breakerevent.Data{Sink: sinkName, Key: key, Reason: reason, Since: since})
+	})
+}
+
+// publishInSavepoint runs publish, which publishes eventType about the
+// breaker of (sinkName, key), in a savepoint of tx: a route that cannot
+// render the event (a thread_key template asking for data it lacks)
+// costs the event, logged, never the breaker's change.
+func (r *Relay) publishInSavepoint(ctx context.Context, tx pgx.Tx, eventType, sinkName, key string, publish func(store.DBTX) error) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := breakerevent.Publish(ctx, r.q, sp, eventType, breakerevent.Data{Sink: sinkName, Key: key, Reason: reason, Since: since}); err != nil {
+	if err := publish(sp); err != nil {
 		r.logger.Warn("outbox: could not publish a circuit breaker's event", "event", eventType, "sink", sinkName, "key", key, "error", err)
 		return sp.Rollback(ctx)
 	}
@@ -293,9 +306,10 @@ func (r *Relay) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
 }
 
 // watchBreakers re-reads the open breakers every poll interval and when
-// kicked (a pause notification), and takes the probes due of the sinks
-// whose rows the claim skips (those limited per key are probed by their
-// dispatch, see holdOpenKeys).
+// kicked (a pause notification), disables the destinations whose
+// breakers stayed open too long (breaker_autodisable.go), and takes the
+// probes due of the sinks whose rows the claim skips (those limited per
+// key are probed by their dispatch, see holdOpenKeys).
 func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 	if len(r.breakers) == 0 {
 		return
@@ -311,8 +325,11 @@ func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 			if ctx.Err() == nil {
 				r.logger.Warn("outbox: could not load circuit breakers", "error", err)
 			}
-		} else if due := r.probeSinks(ctx, deliverCtx); due > 0 {
-			next = min(next, due)
+		} else {
+			r.disableLongOpen(ctx)
+			if due := r.probeSinks(ctx, deliverCtx); due > 0 {
+				next = min(next, due)
+			}
 		}
 		select {
 		case <-ctx.Done():

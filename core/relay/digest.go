@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -383,7 +384,7 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 	if rl == nil || len(ready) == 0 {
 		return waits, due
 	}
-	hold, interval := r.holdWindow(), rl.Interval()
+	hold := r.holdWindow()
 	refuseAll := func(after time.Duration) ([]time.Duration, []time.Duration) {
 		for i := range waits {
 			waits[i], due[i] = -1, after
@@ -391,7 +392,7 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 		return waits, due
 	}
 	if !rl.PerKey {
-		g, err := r.limiter.Reserve(ctx, d.s.Name, interval, rl.Burst, len(ready), hold)
+		g, err := r.limiter.Reserve(ctx, d.s.Name, rl.Interval(), rl.Burst, len(ready), hold)
 		switch {
 		case err != nil:
 			r.logger.Warn("outbox: rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
@@ -408,30 +409,25 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 		}
 		return waits, due
 	}
-	perKey := max(1, int(rateReserveHorizon/interval))
 	counts := map[string]int{}
 	for _, g := range ready {
 		counts[g.destKey]++
 	}
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range counts {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(counts))
+	limits := keyLimits(ctx, d.s, keys)
 	n := make([]int, len(keys))
+	intervals := make(map[string]time.Duration, len(keys))
 	for i, k := range keys {
-		n[i] = min(counts[k], perKey)
+		n[i], intervals[k] = min(counts[k], permitsWithinHorizon(limits[i])), limits[i].Interval
 	}
-	granted, err := r.limiter.ReserveKeys(ctx, d.s.Name, keys, n, interval, rl.Burst)
+	granted, err := r.limiter.ReserveKeys(ctx, d.s.Name, keys, n, limits)
 	if err != nil {
 		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
 		return refuseAll(claimRetryDelay)
 	}
 	nth := map[string]int{}
 	for i, g := range ready {
-		w, j := granted[g.destKey], nth[g.destKey]
+		w, j, interval := granted[g.destKey], nth[g.destKey], intervals[g.destKey]
 		nth[g.destKey]++
 		switch {
 		case j < len(w) && w[j] <= hold:

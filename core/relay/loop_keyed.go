@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outboxd/outboxd/core/internal/ratelimit"
 	"github.com/outboxd/outboxd/core/internal/slots"
 	"github.com/outboxd/outboxd/core/sink"
 )
@@ -18,7 +19,9 @@ import (
 // permits it can use within rateReserveHorizon (one statement for all
 // keys, so relays share each key's permits), starts those rows and hands
 // the others back without spending their attempt, due when their key's
-// turn should come. Rows of other keys never wait behind a busy key.
+// turn should come. Rows of other keys never wait behind a busy key. Each
+// key is limited by the sink's limit, or by its own when the sink gives
+// it one (sink.KeyRateLimiter: a destination's rate_limit).
 
 // keyedRows are the claimed rows of one destination key, in claim order.
 type keyedRows struct {
@@ -34,14 +37,16 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 	if len(groups) == 0 {
 		return 0
 	}
-	rl := *s.RateLimit
-	interval := rl.Interval()
-	perKey := max(1, int(rateReserveHorizon/interval))
-	keys, counts := make([]string, len(groups)), make([]int, len(groups))
+	keys := make([]string, len(groups))
 	for i, g := range groups {
-		keys[i], counts[i] = g.key, min(len(g.rows), perKey)
+		keys[i] = g.key
 	}
-	waits, err := r.limiter.ReserveKeys(ctx, s.Name, keys, counts, interval, rl.Burst)
+	limits := keyLimits(ctx, s, keys)
+	counts := make([]int, len(groups))
+	for i, g := range groups {
+		counts[i] = min(len(g.rows), permitsWithinHorizon(limits[i]))
+	}
+	waits, err := r.limiter.ReserveKeys(ctx, s.Name, keys, counts, limits)
 	if err != nil {
 		// Without permits we must not deliver: hand the rows back.
 		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
@@ -57,8 +62,8 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 	// back to the table.
 	maxHold := r.holdWindow()
 	nextDue := time.Duration(0)
-	for _, g := range groups {
-		w := waits[g.key]
+	for k, g := range groups {
+		w, interval := waits[g.key], limits[k].Interval
 		for i, row := range g.rows {
 			if i < len(w) && w[i] <= maxHold {
 				free.Take()
@@ -77,6 +82,50 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 		}
 	}
 	return nextDue
+}
+
+// permitsWithinHorizon is how many permits of l one reservation takes
+// for a key: those it can use within rateReserveHorizon, at least one.
+func permitsWithinHorizon(l ratelimit.KeyLimit) int {
+	return max(1, int(rateReserveHorizon/l.Interval))
+}
+
+// keyLimits are the limits of keys of s, in order: each key's own when
+// the sink gives it one (sink.KeyRateLimiter), else the sink's.
+func keyLimits(ctx context.Context, s SinkConfig, keys []string) []ratelimit.KeyLimit {
+	rl := *s.RateLimit
+	own, _ := s.Sink.(sink.KeyRateLimiter)
+	limits := make([]ratelimit.KeyLimit, len(keys))
+	for i, key := range keys {
+		limits[i] = ratelimit.KeyLimit{Interval: rl.Interval(), Burst: rl.Burst}
+		if own == nil {
+			continue
+		}
+		if l, ok := keyRateLimit(ctx, own, key); ok {
+			limits[i] = l
+		}
+	}
+	return limits
+}
+
+// minKeyInterval is the finest spacing of a key's own limit that the
+// database's intervals (microseconds) can hold.
+const minKeyInterval = time.Microsecond
+
+// keyRateLimit asks the sink for key's own limit, as a KeyLimit; a limit
+// out of range, or a panic (turned into no answer, as destinationKey
+// does), leaves the key to the sink's limit.
+func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l ratelimit.KeyLimit, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	rl, ok := k.KeyRateLimit(ctx, key)
+	if !ok || rl.Rate <= 0 || rl.Per <= 0 || rl.Burst < 0 || rl.Interval() < minKeyInterval {
+		return ratelimit.KeyLimit{}, false
+	}
+	return ratelimit.KeyLimit{Interval: rl.Interval(), Burst: max(rl.Burst, DefaultRateBurst)}, true
 }
 
 // groupByKey prepares each row (see Stage), asks the sink for its

@@ -134,6 +134,11 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		if _, keyed := c.Sink.(sink.DestinationKeyer); rl.PerKey && !keyed && c.Sink != nil {
 			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.DestinationKeyer); this one does not")
 		}
+		// Such a sink's destinations each have their limit and breaker:
+		// one limit for the whole sink would let one hold up the others.
+		if _, own := c.Sink.(sink.KeyRateLimiter); own && !rl.PerKey {
+			invalid("RateLimit.PerKey", "must be set: this sink limits each destination on its own (a sink.KeyRateLimiter)")
+		}
 		c.RateLimit = &rl
 	}
 	var cbErrs []error

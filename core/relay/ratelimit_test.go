@@ -248,11 +248,75 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	})
 }
 
+// A sink whose destinations have limits of their own is limited per key
+// or refused. (Mutation: dropping the KeyRateLimiter check in withDefaults
+// lets it run with one limit for all its destinations.)
+func TestKeyRateLimiterNeedsAPerKeyLimit(t *testing.T) {
+	s := ownLimitSink{keyedSinkOf{&keyedSink{}, 0}, nil}
+	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "partners", Sink: s,
+		RateLimit: &sink.RateLimit{Rate: 5, Per: time.Second}}}})
+	if err == nil || !strings.Contains(err.Error(), "PerKey: must be set") {
+		t.Fatalf("relay.New: %v, want an error about PerKey", err)
+	}
+}
+
 func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
 		RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
 	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
 		t.Fatalf("relay.New: %v, want an error about PerKey", err)
+	}
+}
+
+// ownLimitSink is a keyedSink whose keys in limits have a rate limit of
+// their own (sink.KeyRateLimiter).
+type ownLimitSink struct {
+	keyedSinkOf
+	limits map[string]sink.RateLimit
+}
+
+func (s ownLimitSink) KeyRateLimit(_ context.Context, key string) (sink.RateLimit, bool) {
+	l, ok := s.limits[key]
+	return l, ok
+}
+
+// A key the sink gives a limit of its own (sink.KeyRateLimiter, as the
+// destinations sink does for a destination's rate_limit) is spaced by it
+// across relays, while the sink's other keys keep the sink's faster limit
+// and do not wait for it. (Mutations: keyLimits ignoring the sink's own
+// limits delivers "a-slow" at the sink's 20 a second; reserve_key_permits
+// spacing every key by the first key's interval slows "b-fast" down to
+// "a-slow"'s pace.)
+func TestKeyRateLimiterGivesADestinationItsOwnLimit(t *testing.T) {
+	b := coretest.Setup(t)
+	const slowRows, fastRows = 7, 20
+	sinkLimit := sink.RateLimit{Rate: 20, Per: time.Second, Burst: 20, PerKey: true}
+	own := map[string]sink.RateLimit{"a-slow": {Rate: 2, Per: time.Second, Burst: 1}}
+	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
+	signals := &testsignal.Relay{}
+	for i := range 2 {
+		cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: ownLimitSink{keyedSinkOf{keyed, i}, own}, MaxInFlight: 4, RateLimit: &sinkLimit}}}
+		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+	}
+	// The keys alternate, so each claim holds both, and "a-slow" comes
+	// first in each reservation (keys go sorted): its rows would hold
+	// "b-fast" up if they shared a pace.
+	b.EnqueueN(t, "keyed", slowRows+fastRows, func(i int, m *core.Message) {
+		m.Payload = map[string]string{"to": map[bool]string{true: "a-slow", false: "b-fast"}[i%2 == 0 && i < 2*slowRows]}
+	})
+	signals.WaitWritten(t, time.Minute, "keyed", "sent", slowRows+fastRows)
+	slow, fast := keyed.starts["a-slow"].sorted(), keyed.starts["b-fast"].sorted()
+	if got := testrelay.MaxInWindow(slow, time.Second); got > 3 {
+		t.Errorf("destination a-slow: %d deliveries within one second, its own limit allows 2+1", got)
+	}
+	// 7 deliveries at 2 a second, the first at once: 3 seconds at least.
+	if span := slow[len(slow)-1].Sub(slow[0]); span < 2700*time.Millisecond {
+		t.Errorf("destination a-slow's %d deliveries took %s, want about 3s at its 2 a second", len(slow), span)
+	}
+	if !fast[len(fast)-1].Before(slow[2]) {
+		t.Errorf("destination b-fast's last delivery (%s after a-slow's first) came after a-slow's third (%s): it waited at a-slow's pace",
+			fast[len(fast)-1].Sub(slow[0]), slow[2].Sub(slow[0]))
 	}
 }

@@ -11,6 +11,12 @@
 //     when the configuration sets none.
 //   - [DestinationKeyer]: names each delivery's destination (a Slack
 //     channel), for per-destination rate limits.
+//   - [KeyRateLimiter]: gives some destination keys a rate limit of their
+//     own (a destinations sink's destination with its rate_limit), in
+//     place of the sink's per-key limit.
+//   - [AutoDisabler]: delivers to the outbox's destinations (a
+//     destinations sink); one whose breaker stays open too long is
+//     disabled, its rows kept waiting.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
 //   - [Checker]: checks credentials or reachability without delivering a
@@ -109,6 +115,35 @@ type RateLimitDefaulter interface {
 // help).
 type DestinationKeyer interface {
 	DestinationKey(d *Delivery) (string, error)
+}
+
+// KeyRateLimiter is implemented by sinks limited per destination key
+// (RateLimit.PerKey) whose destinations may each have a rate limit of
+// their own: the tenants' endpoints of a destinations sink, each with its
+// rate_limit. The relay spaces key's deliveries, cluster-wide, by the
+// limit KeyRateLimit returns, and by the sink's RateLimit for a key it
+// returns none for (ok false) or one out of range (Rate or Per not
+// positive, Burst negative, an interval finer than a microsecond); a
+// Burst of 0 is 1. Its PerKey is ignored. The relay asks once per key per
+// reservation, before the delivery, so it should answer from memory; ctx
+// bounds a read it makes for a key it does not know yet.
+type KeyRateLimiter interface {
+	DestinationKeyer
+	KeyRateLimit(ctx context.Context, key string) (limit RateLimit, ok bool)
+}
+
+// AutoDisabler is implemented by sinks that deliver to the outbox's
+// destinations (the destinations table of migration 016; package
+// sinks/destinations): each destination key is a destination's id. When
+// a destination's circuit breaker has stayed open longer than
+// AutoDisableAfter, a relay disables the destination, cluster-wide and
+// once: its rows wait without spending attempts until it is enabled
+// again, its breaker ends (an enabled destination starts afresh), and the
+// event outboxd.destination.disabled goes through the routes. 0 never
+// disables.
+type AutoDisabler interface {
+	DestinationKeyer
+	AutoDisableAfter() time.Duration
 }
 
 // Delivery is one attempt at delivering one outbox row.

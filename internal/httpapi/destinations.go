@@ -150,7 +150,7 @@ func (s *API) createDestination(r *http.Request, tenant string) (any, error) {
 	if err := decodeBody(r, &spec, false); err != nil {
 		return nil, err
 	}
-	return s.Destinations.Create(r.Context(), s.DB, tenant, spec)
+	return s.Destinations.Create(r.Context(), s.DB, identity(r).Actor(), tenant, spec)
 }
 
 func (s *API) listDestinations(r *http.Request, tenant string) (any, error) {
@@ -193,16 +193,16 @@ func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {
 	if err := decodeBody(r, &p, false); err != nil {
 		return nil, err
 	}
-	return s.Destinations.Update(r.Context(), s.DB, tenant, r.PathValue("id"), p)
+	return s.Destinations.Update(r.Context(), s.DB, identity(r).Actor(), tenant, r.PathValue("id"), p)
 }
 
 func (s *API) removeDestination(r *http.Request, tenant string) (any, error) {
 	id := r.PathValue("id")
-	n, err := s.Destinations.Delete(r.Context(), s.DB, tenant, id)
+	who := identity(r)
+	n, err := s.Destinations.Delete(r.Context(), s.DB, who.Actor(), tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	who, _ := access.IdentityOf(r.Context())
 	s.Log.InfoContext(r.Context(), "destination deleted", "tenant", tenant, "destination", id, "waiting_rows_deleted", n, "by", who.Name, "source", who.Source)
 	return DestinationChange{ID: id, Rows: n}, nil
 }
@@ -220,7 +220,7 @@ func (s *API) rotateSecret(r *http.Request, tenant string) (any, error) {
 		}
 	}
 	id, now := r.PathValue("id"), time.Now()
-	secret, err := s.Destinations.RotateSecret(r.Context(), s.DB, tenant, id, overlap)
+	secret, err := s.Destinations.RotateSecret(r.Context(), s.DB, identity(r).Actor(), tenant, id, overlap)
 	return RotatedSecret{ID: id, Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 }
 
@@ -241,7 +241,7 @@ func (s *API) enableDestination(r *http.Request, tenant string) (any, error) {
 
 func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool, reason string) (any, error) {
 	id := r.PathValue("id")
-	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, tenant, id, enabled, reason)
+	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, identity(r).Actor(), tenant, id, enabled, reason)
 	return DestinationChange{ID: id, Rows: n}, err
 }
 
@@ -294,10 +294,6 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	return PortalLink{URL: link, ExpiresAt: expires}, nil
 }
 
-// noDestinationNote is a published row's note when its tenant has no
-// destination subscribed to the event's type.
-const noDestinationNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
-
 // describeFanOuts adds to each published row of a target with a tenant
 // what its fan-out made. A failure to read it is logged: the event is
 // published all the same.
@@ -319,9 +315,6 @@ func (s *API) describeFanOuts(r *http.Request, messages []publishedMessage) {
 		if !ok {
 			continue
 		}
-		messages[i].Tenant, messages[i].Destinations = f.Tenant, &f.Destinations
-		if f.Destinations == 0 {
-			messages[i].Note = noDestinationNote
-		}
+		messages[i].Tenant, messages[i].Destinations, messages[i].Note = f.Tenant, &f.Destinations, f.Note()
 	}
 }

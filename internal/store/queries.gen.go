@@ -59,6 +59,8 @@ type Texts struct {
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
 	DeliveryRates string
+	// DestinationAutoDisable is destination_auto_disable.sql.
+	DestinationAutoDisable string
 	// DestinationCreate is destination_create.sql.
 	DestinationCreate string
 	// DestinationDeadRows is destination_dead_rows.sql.
@@ -77,6 +79,8 @@ type Texts struct {
 	DestinationGet string
 	// DestinationLock is destination_lock.sql.
 	DestinationLock string
+	// DestinationPark is destination_park.sql.
+	DestinationPark string
 	// DestinationSecretAdd is destination_secret_add.sql.
 	DestinationSecretAdd string
 	// DestinationSecretReseal is destination_secret_reseal.sql.
@@ -229,6 +233,7 @@ func newTexts(ident string) Texts {
 		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
+		DestinationAutoDisable:    strings.ReplaceAll(destinationAutoDisableSQL, "{schema}", ident),
 		DestinationCreate:         strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDeadRows:       strings.ReplaceAll(destinationDeadRowsSQL, "{schema}", ident),
 		DestinationDelete:         strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
@@ -238,6 +243,7 @@ func newTexts(ident string) Texts {
 		DestinationFanOuts:        strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:            strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
 		DestinationLock:           strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
+		DestinationPark:           strings.ReplaceAll(destinationParkSQL, "{schema}", ident),
 		DestinationSecretAdd:      strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
 		DestinationSecretReseal:   strings.ReplaceAll(destinationSecretResealSQL, "{schema}", ident),
 		DestinationSecretsSealed:  strings.ReplaceAll(destinationSecretsSealedSQL, "{schema}", ident),
@@ -1158,6 +1164,57 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
 }
 
+const destinationAutoDisableSQL = `-- name: destination_auto_disable
+-- Disables destination $2 because its breaker of sink $1 has been open
+-- for $3 or longer (sink.AutoDisabler), with reason $4: the breaker ends
+-- (deleted: a disabled destination's rows are not claimed, and enabled
+-- again it starts afresh), and the destination's waiting rows are parked
+-- at infinity as destination_set_enabled.sql parks them, none
+-- dead-lettered. A breaker whose destination is disabled or gone already
+-- ends too. Notification $6 on $5 makes every relay reload the breakers.
+-- Only the call that deletes the breaker row disables: relays running it
+-- at once do it once. Returns whether this call disabled the destination,
+-- its tenant, when and with what failure its breaker had opened, and how
+-- many rows it parked.
+WITH ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE b.sink = $1 AND b.dest_key = $2 AND b.opened_at <= now() - $3::interval
+    RETURNING b.opened_at, b.last_failure
+), d AS (
+    UPDATE {schema}.destinations d SET enabled = false, disabled_reason = $4
+    FROM ended
+    WHERE d.id = $2 AND d.enabled
+    RETURNING d.tenant, ended.opened_at, ended.last_failure
+), parked AS (
+    UPDATE {schema}.messages m SET available_at = 'infinity', updated_at = now()
+    WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+      AND m.status <> 'in_progress' AND m.available_at <> 'infinity' AND EXISTS (SELECT FROM d)
+    RETURNING 1
+), told AS (
+    SELECT pg_notify($5, $6) FROM ended
+)
+SELECT EXISTS (SELECT FROM d), (SELECT tenant FROM d), (SELECT opened_at FROM d), (SELECT last_failure FROM d),
+       (SELECT count(*) FROM parked)
+FROM (SELECT 1) one LEFT JOIN told ON true
+`
+
+// DestinationAutoDisableRow is a row of destination_auto_disable.sql.
+type DestinationAutoDisableRow struct {
+	Disabled    bool       // boolean
+	Tenant      *string    // text, null
+	OpenedAt    *time.Time // timestamptz, null
+	LastFailure *string    // text, null
+	Rows        int64      // bigint
+}
+
+// DestinationAutoDisable runs destination_auto_disable.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationAutoDisable(ctx context.Context, db DBTX, sink string, id string, openFor time.Duration, reason string, channel string, payload string) (DestinationAutoDisableRow, error) {
+	var r DestinationAutoDisableRow
+	err := db.QueryRow(ctx, q.text.DestinationAutoDisable, sink, id, openFor, reason, channel, payload).Scan(&r.Disabled, &r.Tenant, &r.OpenedAt, &r.LastFailure, &r.Rows)
+	return r, err
+}
+
 const destinationCreateSQL = `-- name: destination_create
 -- Creates destination $1 of tenant $2 (migration 016) with its first
 -- signing secret, sealed by package destinations under key $9: both rows
@@ -1219,10 +1276,11 @@ func (q *Queries) DestinationDeadRows(ctx context.Context, db DBTX, tenant strin
 }
 
 const destinationDeleteSQL = `-- name: destination_delete
--- Deletes destination $2 of tenant $1, its secrets (cascade) and its rows
+-- Deletes destination $2 of tenant $1, its secrets (cascade), its rows
 -- still waiting for delivery (open, not in flight), found on
--- messages_destination_idx. Returns whether the destination existed and
--- how many rows went with it.
+-- messages_destination_idx, and its circuit breakers, whose end
+-- notification $4 || <sink> on $3 tells every relay. Returns whether the
+-- destination existed and how many rows went with it.
 WITH gone AS (
     DELETE FROM {schema}.destinations WHERE tenant = $1 AND id = $2 RETURNING id
 ), rows AS (
@@ -1230,8 +1288,14 @@ WITH gone AS (
     WHERE (m.headers->>'outboxd-destination') = $2 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
       AND m.status <> 'in_progress' AND EXISTS (SELECT FROM gone)
     RETURNING 1
+), ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE b.dest_key = $2 AND EXISTS (SELECT FROM gone)
+    RETURNING b.sink
+), told AS (
+    SELECT count(*) FROM (SELECT pg_notify($3, $4 || e.sink) FROM ended e) x
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM rows)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM told)
 `
 
 // DestinationDeleteRow is a row of destination_delete.sql.
@@ -1242,9 +1306,9 @@ type DestinationDeleteRow struct {
 
 // DestinationDelete runs destination_delete.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string, id string) (DestinationDeleteRow, error) {
+func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string, id string, channel string, pausePrefix string) (DestinationDeleteRow, error) {
 	var r DestinationDeleteRow
-	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id).Scan(&r.Deleted, &r.Rows)
+	err := db.QueryRow(ctx, q.text.DestinationDelete, tenant, id, channel, pausePrefix).Scan(&r.Deleted, &r.Rows)
 	return r, err
 }
 
@@ -1423,6 +1487,30 @@ func (q *Queries) DestinationLock(ctx context.Context, db DBTX, tenant string, i
 	return tag.RowsAffected(), err
 }
 
+const destinationParkSQL = `-- name: destination_park
+-- Parks the waiting rows of destination $1 that are not parked yet (due
+-- at infinity, as destination_set_enabled.sql parks them when disabling):
+-- a row that was in flight when the destination was disabled, or that a
+-- producer published as the destination was being disabled. Only while
+-- the destination is disabled, read under a share lock: an enable
+-- waiting for it (it locks the destination first) moves the rows again
+-- afterwards, and one that committed first leaves nothing parked. Rows in
+-- flight stay as they are; the sink asks again when one comes back.
+-- Returns how many rows it parked.
+WITH d AS (
+    SELECT id FROM {schema}.destinations WHERE id = $1 AND NOT enabled FOR SHARE
+)
+UPDATE {schema}.messages m SET available_at = 'infinity', updated_at = now()
+WHERE (m.headers->>'outboxd-destination') = $1 AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+  AND m.status <> 'in_progress' AND m.available_at <> 'infinity' AND EXISTS (SELECT FROM d)
+`
+
+// DestinationPark runs destination_park.sql and returns how many rows it affected.
+func (q *Queries) DestinationPark(ctx context.Context, db DBTX, id string) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationPark, id)
+	return tag.RowsAffected(), err
+}
+
 const destinationSecretAddSQL = `-- name: destination_secret_add
 -- Rotates destination $2's signing secret: adds the secret sealed under
 -- key $3, lets the current ones sign for $5 more (not longer than they
@@ -1500,8 +1588,12 @@ const destinationSetEnabledSQL = `-- name: destination_set_enabled
 -- enabling). Its waiting rows follow: disabling makes them due at
 -- infinity, so no relay claims them and nothing is dead-lettered;
 -- enabling makes the ones due at infinity due now and wakes a relay
--- waiting for their sink. Returns whether the destination existed and
--- how many rows moved.
+-- waiting for their sink. Disabling ends the destination's circuit
+-- breakers too (its rows are not claimed; enabled again it starts
+-- afresh), and notification $6 || <sink> on $5 makes every relay reload
+-- them. Returns how many rows moved. The caller holds the destination's
+-- row lock (destination_lock.sql) and runs this in READ COMMITTED: see
+-- migration 021 for why.
 WITH d AS (
     UPDATE {schema}.destinations SET enabled = $3, disabled_reason = CASE WHEN $3 THEN '' ELSE $4 END
     WHERE tenant = $1 AND id = $2
@@ -1515,21 +1607,21 @@ WITH d AS (
     RETURNING m.sink
 ), woken AS (
     SELECT count(*) FROM (SELECT {schema}.wake(w.sink) FROM (SELECT DISTINCT sink FROM moved) w) x
+), ended AS (
+    DELETE FROM {schema}.destination_breakers b
+    WHERE NOT $3 AND b.dest_key = $2 AND EXISTS (SELECT FROM d)
+    RETURNING b.sink
+), told AS (
+    SELECT count(*) FROM (SELECT pg_notify($5, $6 || e.sink) FROM ended e) x
 )
-SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken)
+SELECT (SELECT count(*) FROM moved) + 0 * (SELECT count(*) FROM woken) + 0 * (SELECT count(*) FROM told)
 `
-
-// DestinationSetEnabledRow is a row of destination_set_enabled.sql.
-type DestinationSetEnabledRow struct {
-	Found int64 // bigint
-	Rows  int64 // bigint
-}
 
 // DestinationSetEnabled runs destination_set_enabled.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string) (DestinationSetEnabledRow, error) {
-	var r DestinationSetEnabledRow
-	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason).Scan(&r.Found, &r.Rows)
+func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant string, id string, enabled bool, reason string, channel string, pausePrefix string) (int64, error) {
+	var r int64
+	err := db.QueryRow(ctx, q.text.DestinationSetEnabled, tenant, id, enabled, reason, channel, pausePrefix).Scan(&r)
 	return r, err
 }
 
@@ -2913,14 +3005,15 @@ func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLost
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits
 -- Moves the GCRA state of each destination key $2[i] of sink $1 forward by
--- $3[i] permits of interval $4 (migration 003's sink_key_limits), in one
--- statement. Keys come sorted, so relays lock shared keys in one order.
--- Returns per key its new tat and the database's now: the key's first
--- permit starts at tat - n * interval. A key idle for a while starts from
--- now, not from its stale tat.
+-- $3[i] permits of interval $4[i] (migration 003's sink_key_limits), in
+-- one statement: each key has its own interval (a destination's own
+-- rate_limit, else the sink's). Keys come sorted, so relays lock shared
+-- keys in one order. Returns per key its new tat and the database's now:
+-- the key's first permit starts at tat - n * interval. A key idle for a
+-- while starts from now, not from its stale tat.
 INSERT INTO {schema}.sink_key_limits AS l (sink, key, tat)
-SELECT $1, k.key, now() + k.n * $4::interval
-FROM unnest($2::text[], $3::int[]) AS k(key, n)
+SELECT $1, k.key, now() + k.n * k.permit
+FROM unnest($2::text[], $3::int[], $4::interval[]) AS k(key, n, permit)
 ORDER BY k.key
 ON CONFLICT (sink, key) DO UPDATE SET tat = GREATEST(l.tat, now()) + (excluded.tat - now())
 RETURNING l.key, l.tat, now()
@@ -2934,8 +3027,8 @@ type ReserveKeyPermitsRow struct {
 }
 
 // ReserveKeyPermits runs reserve_key_permits.sql and returns its rows.
-func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]ReserveKeyPermitsRow, error) {
-	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permit)
+func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permits []time.Duration) ([]ReserveKeyPermitsRow, error) {
+	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permits)
 	if err != nil {
 		return nil, err
 	}
@@ -3144,7 +3237,8 @@ func (q *Queries) Stats(ctx context.Context, db DBTX) ([]StatsRow, error) {
 
 const statsSnapshotSQL = `-- name: stats_snapshot
 -- The last sink_stats snapshot: when it was computed and by which relay
--- (no row before any was), and per sink its counts and the age in seconds
+-- (no row before any was), and per sink its counts (of its pending and
+-- failed rows, those waiting on a disabled destination) and the age in seconds
 -- of its oldest waiting row (one row with a NULL sink and zeros when no
 -- sink has any). A few rows, whatever the size of the messages table.
 -- LIMIT 1 tells the planner what the table's one-row check says: without
@@ -3155,7 +3249,7 @@ WITH lead AS (
     SELECT computed_at, taken_by FROM {schema}.sink_stats_lead WHERE computed_at IS NOT NULL LIMIT 1
 )
 SELECT lead.computed_at, lead.taken_by, s.sink, COALESCE(s.pending, 0), COALESCE(s.in_progress, 0),
-       COALESCE(s.failed, 0), COALESCE(s.dead, 0), COALESCE(s.sent_last_hour, 0),
+       COALESCE(s.failed, 0), COALESCE(s.dead, 0), COALESCE(s.sent_last_hour, 0), COALESCE(s.waiting_disabled, 0),
        COALESCE(extract(epoch FROM now() - s.oldest_waiting_at), 0)::float8
 FROM lead LEFT JOIN {schema}.sink_stats s ON true
 ORDER BY s.sink
@@ -3171,6 +3265,7 @@ type StatsSnapshotRow struct {
 	Failed               int64     // bigint
 	Dead                 int64     // bigint
 	SentLastHour         int64     // bigint
+	WaitingDisabled      int64     // bigint
 	OldestWaitingSeconds float64   // double precision
 }
 
@@ -3181,7 +3276,7 @@ func (q *Queries) StatsSnapshot(ctx context.Context, db DBTX) ([]StatsSnapshotRo
 		return nil, err
 	}
 	var r StatsSnapshotRow
-	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.OldestWaitingSeconds)
+	return collectRows(rows, []StatsSnapshotRow{}, &r, &r.ComputedAt, &r.TakenBy, &r.Sink, &r.Pending, &r.InProgress, &r.Failed, &r.Dead, &r.SentLastHour, &r.WaitingDisabled, &r.OldestWaitingSeconds)
 }
 
 const takeStatsLeadSQL = `-- name: take_stats_lead
@@ -3208,7 +3303,10 @@ const takeStatsSnapshotSQL = `-- name: take_stats_snapshot
 -- (pending, in progress, failed) through the open index, dead rows through
 -- the dead index and the rows sent in the last $1 through the sent_at index
 -- of messages_history (and messages' sent index, for rows stored before
--- migration 013).
+-- migration 013). Of the pending and failed rows, those of a disabled
+-- destination (due at infinity, migration 021) are counted apart too, and
+-- left out of the oldest waiting row: they wait by the operator's will,
+-- not because delivery is behind.
 -- Older delivered history is never read. Each part is one GROUP BY over a
 -- partial index's rows; the predicates repeat the indexes' own (on phase)
 -- so the planner can use them. Sinks left with no such rows are removed,
@@ -3218,21 +3316,23 @@ WITH parts AS (
     SELECT sink, count(*) FILTER (WHERE status = 'pending') AS pending,
            count(*) FILTER (WHERE status = 'in_progress') AS in_progress,
            count(*) FILTER (WHERE status = 'failed') AS failed, 0::bigint AS dead, 0::bigint AS sent,
-           min(created_at) FILTER (WHERE status IN ('pending', 'failed')) AS oldest
+           count(*) FILTER (WHERE available_at = 'infinity' AND status IN ('pending', 'failed')
+                            AND headers ? 'outboxd-destination') AS waiting_disabled,
+           min(created_at) FILTER (WHERE status IN ('pending', 'failed') AND available_at <> 'infinity') AS oldest
     -- sink IS NOT NULL: the open index's predicate (migration 012).
     FROM {schema}.messages WHERE phase = 'open' AND sink IS NOT NULL GROUP BY sink
     UNION ALL
-    SELECT sink, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
+    SELECT sink, 0, 0, 0, count(*), 0, 0, NULL FROM {schema}.messages WHERE phase = 'dead' GROUP BY sink
     UNION ALL
-    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages_history
+    SELECT sink, 0, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages_history
     WHERE sent_at > now() - $1::interval GROUP BY sink
     UNION ALL
     -- Sent rows stored before migration 013, until maintenance moves them.
-    SELECT sink, 0, 0, 0, 0, count(*), NULL FROM {schema}.messages
+    SELECT sink, 0, 0, 0, 0, count(*), 0, NULL FROM {schema}.messages
     WHERE phase = 'sent' AND sent_at > now() - $1::interval GROUP BY sink
 ), counts AS (
     SELECT sink, sum(pending) AS pending, sum(in_progress) AS in_progress, sum(failed) AS failed,
-           sum(dead) AS dead, sum(sent) AS sent, min(oldest) AS oldest
+           sum(dead) AS dead, sum(sent) AS sent, sum(waiting_disabled) AS waiting_disabled, min(oldest) AS oldest
     FROM parts GROUP BY sink
 ), gone AS (
     DELETE FROM {schema}.sink_stats s WHERE NOT EXISTS (SELECT 1 FROM counts c WHERE c.sink = s.sink)
@@ -3241,12 +3341,12 @@ WITH parts AS (
     ON CONFLICT (one) DO UPDATE SET computed_at = now()
 )
 INSERT INTO {schema}.sink_stats AS s
-    (sink, pending, in_progress, failed, dead, sent_last_hour, oldest_waiting_at)
-SELECT sink, pending, in_progress, failed, dead, sent, oldest FROM counts
+    (sink, pending, in_progress, failed, dead, sent_last_hour, waiting_disabled, oldest_waiting_at)
+SELECT sink, pending, in_progress, failed, dead, sent, waiting_disabled, oldest FROM counts
 ON CONFLICT (sink) DO UPDATE
 SET pending = EXCLUDED.pending, in_progress = EXCLUDED.in_progress, failed = EXCLUDED.failed,
     dead = EXCLUDED.dead, sent_last_hour = EXCLUDED.sent_last_hour,
-    oldest_waiting_at = EXCLUDED.oldest_waiting_at
+    waiting_disabled = EXCLUDED.waiting_disabled, oldest_waiting_at = EXCLUDED.oldest_waiting_at
 `
 
 // TakeStatsSnapshot runs take_stats_snapshot.sql.

@@ -26,6 +26,12 @@ import "strings"
 //
 //go:generate go run ./internal/sqlgen/cmd/sqlgen -dir sql -out queries.gen.go
 
+// PausePrefix starts the payload of a notification on Queries.Channel
+// that makes every relay reload its pauses and circuit breakers ("pause
+// <sink>": a sink paused or resumed, a breaker opened or closed); any
+// other notification there wakes every loop.
+const PausePrefix = "pause "
+
 // Queries runs every statement of one outbox, with its schema filled in.
 // They are built once per schema, by New; the methods of queries.gen.go
 // and enqueue_batch.go run them.

@@ -34,10 +34,16 @@ const (
 	// DefaultRate is each destination's rate limit, deliveries per second,
 	// unless rate_limit sets another.
 	DefaultRate = 10
-	// disabledRecheck is how soon a row claimed in the moment its
-	// destination was being disabled comes back: by then the disable has
-	// parked the destination's other rows.
-	disabledRecheck = 2 * dest.DefaultBackstop
+	// DefaultAutoDisableAfter is how long a destination's circuit breaker
+	// may stay open before the relay disables the destination, unless
+	// auto_disable_after sets another: three days, long enough for a
+	// customer's weekend outage, short enough not to probe a dead
+	// endpoint for ever.
+	DefaultAutoDisableAfter = 72 * time.Hour
+	// disabledRecheck is how soon a row that reaches the sink while its
+	// destination is disabled (claimed in the moment of the disable)
+	// comes back: the directory parks it before then (ParkSoon).
+	disabledRecheck = 2 * dest.ParkDelay
 )
 
 // DefaultSchemes are the URL schemes a destination may use unless the
@@ -51,23 +57,34 @@ type Options struct {
 	AllowPrivate bool          `mapstructure:"allow_private" doc:"let destinations be loopback, private and link-local addresses, refused by default"`
 	Schemes      []string      `mapstructure:"schemes" doc:"the URL schemes a destination may use"`
 	Ports        []int         `mapstructure:"ports" defaultdoc:"any" doc:"the ports a destination may use; empty allows any"`
+	// AutoDisableAfter is declared here and given to the relay through
+	// sink.AutoDisabler.
+	AutoDisableAfter time.Duration `mapstructure:"auto_disable_after" doc:"how long a destination's circuit breaker may stay open before the relay disables the destination (its rows wait, none is dead-lettered) and publishes outboxd.destination.disabled; 0 never disables"`
 }
 
 // DefaultOptions returns the options a destinations sink has before its
 // options block applies.
 func DefaultOptions() Options {
-	return Options{Timeout: webhook.DefaultTimeout, Schemes: slices.Clone(DefaultSchemes)}
+	return Options{Timeout: webhook.DefaultTimeout, Schemes: slices.Clone(DefaultSchemes), AutoDisableAfter: DefaultAutoDisableAfter}
 }
 
 // Sink delivers rows to the destinations they name. It is safe for
 // concurrent use.
 type Sink struct {
-	name    string
-	schemes []string
-	ports   []int
-	client  *http.Client
-	dir     atomic.Pointer[dest.Directory]
+	name             string
+	schemes          []string
+	ports            []int
+	autoDisableAfter time.Duration
+	client           *http.Client
+	dir              atomic.Pointer[dest.Directory]
 }
+
+// The relay finds what the sink offers by these interfaces.
+var (
+	_ sink.DestinationKeyer = (*Sink)(nil)
+	_ sink.KeyRateLimiter   = (*Sink)(nil)
+	_ sink.AutoDisabler     = (*Sink)(nil)
+)
 
 // New builds the destinations sink called name from its options; the
 // serving process then hands it the destinations with UseDirectory.
@@ -88,7 +105,10 @@ func New(name string, o Options) (sink.Sink, error) {
 			return nil, fmt.Errorf("option ports[%d]: %d is not a port", i, p)
 		}
 	}
-	return &Sink{name: name, schemes: o.Schemes, ports: o.Ports,
+	if o.AutoDisableAfter < 0 {
+		return nil, fmt.Errorf("option auto_disable_after: must not be negative (0 never disables), got %s", o.AutoDisableAfter)
+	}
+	return &Sink{name: name, schemes: o.Schemes, ports: o.Ports, autoDisableAfter: o.AutoDisableAfter,
 		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: o.AllowPrivate})}, nil
 }
 
@@ -127,6 +147,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 		return sink.Permanent(s.wrap(fmt.Errorf("destination %s does not exist (deleted)", id)))
 	}
 	if !live.Enabled {
+		dir.ParkSoon(id)
 		return sink.RetryAfter(disabledRecheck, s.wrap(fmt.Errorf("destination %s is disabled", id)))
 	}
 	if err := s.allowed(live.URL); err != nil {
@@ -187,4 +208,28 @@ func (s *Sink) TemplateShape() sink.Shape { return Shape() }
 // per second, per destination (rate_limit.per_key).
 func (s *Sink) DefaultRateLimit() sink.RateLimit {
 	return sink.RateLimit{Rate: DefaultRate, Per: time.Second, Burst: DefaultRate, PerKey: true}
+}
+
+// AutoDisableAfter is the auto_disable_after option: the sink implements
+// sink.AutoDisabler.
+func (s *Sink) AutoDisableAfter() time.Duration { return s.autoDisableAfter }
+
+// KeyRateLimit is the limit of destination key when it has a rate_limit
+// of its own: that many deliveries per second, up to a second's worth
+// back to back after an idle spell (as DefaultRateLimit allows). A
+// destination without one (or unknown, or unreadable) takes the sink's
+// limit. It reads the directory, in memory, which reads the destinations
+// again only for a destination it does not know yet (created a moment
+// ago), as Deliver would.
+func (s *Sink) KeyRateLimit(ctx context.Context, key string) (sink.RateLimit, bool) {
+	dir := s.dir.Load()
+	if dir == nil {
+		return sink.RateLimit{}, false
+	}
+	live, ok, err := dir.Find(ctx, key)
+	if err != nil || !ok || live.RateLimit == nil {
+		return sink.RateLimit{}, false
+	}
+	perSecond := *live.RateLimit
+	return sink.RateLimit{Rate: 1, Per: time.Duration(float64(time.Second) / perSecond), Burst: max(1, int(perSecond))}, true
 }

@@ -33,11 +33,14 @@ const deliveryTimeout = 30 * time.Second
 // examplesDir is the npm package holding standardwebhooks.
 const examplesDir = "../../examples/node"
 
-// request is one request a receiver got.
+// request is one request a receiver got, when, and whether it was
+// answered 503.
 type request struct {
 	path   string
 	header http.Header
 	body   string
+	at     time.Time
+	dead   bool
 }
 
 // receiver records every request, by path: one path per tenant. A path
@@ -57,8 +60,8 @@ func newReceiver(t *testing.T, dead ...string) *receiver {
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.got = append(r.got, request{req.URL.Path, req.Header.Clone(), string(body)})
 		dead := r.dead[req.URL.Path]
+		r.got = append(r.got, request{req.URL.Path, req.Header.Clone(), string(body), time.Now(), dead})
 		r.mu.Unlock()
 		if dead {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -96,6 +99,26 @@ func (r *receiver) at(path string) map[string]request {
 // count is how many requests reached path.
 func (r *receiver) count(path string) int { return len(r.at(path)) }
 
+// setDead makes path answer 503 (dead) or 204.
+func (r *receiver) setDead(path string, dead bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dead[path] = dead
+}
+
+// times returns when each request to path arrived, in order.
+func (r *receiver) times(path string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Time
+	for _, q := range r.got {
+		if q.path == path {
+			out = append(out, q.at)
+		}
+	}
+	return out
+}
+
 // outbox is a served outbox with a destinations sink "customers" whose
 // route sends order.* and invoice.* to the tenant in .data.account_id.
 type outbox struct {
@@ -103,9 +126,23 @@ type outbox struct {
 	pool   *pgxpool.Pool
 	srv    *proc.Server
 	api    string
+	config string
+	env    []string
 }
 
-func serve(t *testing.T) *outbox {
+// setup is what a test adds to the outbox's configuration.
+type setup struct {
+	// poll is relay.poll_interval ("" for 10s).
+	poll string
+	// options are more options of the customers sink, YAML flow entries
+	// ("auto_disable_after: 3s").
+	options string
+	// sinks and routes are more sinks and routes, YAML lines indented to
+	// go under sinks: and routes:.
+	sinks, routes string
+}
+
+func serve(t *testing.T, with setup) *outbox {
 	t.Helper()
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
@@ -118,20 +155,26 @@ func serve(t *testing.T) *outbox {
 		}
 	})
 	config := filepath.Join(t.TempDir(), "plugins.yaml")
+	if with.poll == "" {
+		with.poll = "10s"
+	}
+	if with.options != "" {
+		with.options = ", " + with.options
+	}
 	cfg := fmt.Sprintf(`database: {url: %q, schema: %s}
-relay: {poll_interval: 10s}
+relay: {poll_interval: %s}
 http: {listen: 127.0.0.1:0}
 sinks:
   customers:
     type: destinations
-    options: {allow_private: true}
+    options: {allow_private: true%s}
     max_attempts: 100
-routes:
+%sroutes:
   billing:
     events: ["order.*", "invoice.*"]
     to:
       - {sink: customers, tenant: "{{.data.account_id}}"}
-`, testdb.URL(), o.schema)
+%s`, testdb.URL(), o.schema, with.poll, with.options, with.sinks, with.routes)
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -139,18 +182,35 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := proc.Environ(destinations.EnvSecretsKey + "=" + key)
-	if r, err := proc.Run(t.Context(), binary, env, nil, "--config", config, "migrate"); err != nil || r.Code != 0 {
-		t.Fatalf("migrate: %v %+v", err, r)
-	}
-	o.srv = proc.Serve(t, binary, config, env)
-	t.Cleanup(func() {
-		if err := o.srv.Stop(); err != nil {
-			t.Errorf("outboxd serve did not stop cleanly: %v\n%s", err, o.srv.Logs())
-		}
-	})
+	o.config, o.env = config, proc.Environ(destinations.EnvSecretsKey+"="+key)
+	o.run(t, "migrate")
+	o.srv = o.serveAnother(t)
 	o.api = "http://" + o.srv.Addr()
 	return o
+}
+
+// serveAnother starts one more `outboxd serve` of the outbox: another
+// relay of its cluster.
+func (o *outbox) serveAnother(t *testing.T) *proc.Server {
+	t.Helper()
+	srv := proc.Serve(t, binary, o.config, o.env)
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("outboxd serve did not stop cleanly: %v\n%s", err, srv.Logs())
+		}
+	})
+	return srv
+}
+
+// run runs an outboxd command on the outbox's configuration and returns
+// its output; it fails the test unless the command succeeds.
+func (o *outbox) run(t *testing.T, args ...string) string {
+	t.Helper()
+	r, err := proc.Run(t.Context(), binary, o.env, nil, append([]string{"--config", o.config}, args...)...)
+	if err != nil || r.Code != 0 {
+		t.Fatalf("outboxd %s: %v %+v", strings.Join(args, " "), err, r)
+	}
+	return r.Stdout
 }
 
 // call sends a JSON request to the API and decodes its answer into out.
@@ -267,11 +327,11 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 // tenant's delivery.
 //
 // The answer to a publish for a tenant without a matching destination
-// says so; GET .../deliveries lists a destination's recent rows with
-// their failed attempts.
+// says so, by HTTP and by the CLI; GET .../deliveries lists a
+// destination's recent rows with their failed attempts.
 //
 // Mutations checked: not calling describeFanOuts drops the answer's
-// note; making destination_deliveries match other destinations' rows
+// note; printPublished ignoring its fanOuts drops the CLI's; making destination_deliveries match other destinations' rows
 // lists rows that are not initech's; making the sink sign with the first secret only
 // (webhook.Post given e.Secrets[:1]) fails the rotation's second
 // verification; making Directory.Run return at once and Directory.Find
@@ -284,7 +344,7 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, "/initech")
-	o := serve(t)
+	o := serve(t, setup{})
 	acme := o.create(t, rcv, "acme", "order.*")
 	globex := o.create(t, rcv, "globex")
 	initech := o.create(t, rcv, "initech")
@@ -306,6 +366,9 @@ func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	o.call(t, http.MethodPost, "/v1/events", map[string]any{"type": "order.created", "key": "n1", "data": map[string]string{"account_id": "nobody"}}, &answer)
 	if m := answer.Messages; len(m) != 1 || m[0].Tenant != "nobody" || m[0].Destinations == nil || *m[0].Destinations != 0 || !strings.Contains(m[0].Note, "no matching destination") {
 		t.Errorf("answer to an event for a tenant without destinations: %+v", m)
+	}
+	if out := o.run(t, "publish", "--type", "order.created", "--key", "n2", "--data", `{"account_id": "nobody"}`); !strings.Contains(out, "fan-out to tenant nobody: 0 rows (no matching destination") {
+		t.Errorf("outboxd publish for a tenant without destinations says %q", out)
 	}
 	testrelay.WaitFor(t, deliveryTimeout, "acme's and globex's events", func() bool {
 		return rcv.count("/acme") == 2 && rcv.count("/globex") == 1

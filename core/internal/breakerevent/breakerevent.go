@@ -2,7 +2,9 @@
 // sends through the outbox's own routes (outboxd.destination.opened and
 // outboxd.destination.closed), for the relay, whose probes open and close
 // breakers, and for the operator, whose resume closes them by hand: one
-// event data shape and one rule for the unhealthy destination's own rows.
+// event data shape and one rule for the unhealthy destination's own rows;
+// and outboxd.destination.disabled, a tenant's destination the relay
+// disabled because its breaker stayed open too long.
 package breakerevent
 
 import (
@@ -17,8 +19,9 @@ import (
 
 // Event types of a breaker's changes.
 const (
-	Opened = "outboxd.destination.opened"
-	Closed = "outboxd.destination.closed"
+	Opened   = "outboxd.destination.opened"
+	Closed   = "outboxd.destination.closed"
+	Disabled = "outboxd.destination.disabled"
 )
 
 // Data is the data of a breaker's event.
@@ -27,6 +30,25 @@ type Data struct {
 	Key    string    `json:"key"`
 	Reason string    `json:"reason"`
 	Since  time.Time `json:"since"`
+}
+
+// DisabledData is the data of outboxd.destination.disabled: the sink, the
+// tenant and its destination, why it was disabled, and since when and
+// with what failure its breaker had been open.
+type DisabledData struct {
+	Sink        string    `json:"sink"`
+	Tenant      string    `json:"tenant"`
+	Destination string    `json:"destination"`
+	Reason      string    `json:"reason"`
+	LastFailure string    `json:"last_failure"`
+	Since       time.Time `json:"since"`
+}
+
+// PublishDisabled publishes outboxd.destination.disabled about d through
+// the routes, on db, as Publish does: keyed by the breaker and the moment
+// it opened, so it is published once.
+func PublishDisabled(ctx context.Context, q *store.Queries, db store.DBTX, d DisabledData) error {
+	return publish(ctx, q, db, Disabled, d.Sink, d.Destination, d.Since, d)
 }
 
 // Publish publishes eventType about breaker d through the routes, on db:
@@ -38,6 +60,12 @@ type Data struct {
 // the moment it opened, so its opening and its closing are each published
 // once whoever reports them.
 func Publish(ctx context.Context, q *store.Queries, db store.DBTX, eventType string, d Data) error {
+	return publish(ctx, q, db, eventType, d.Sink, d.Key, d.Since, d)
+}
+
+// publish publishes eventType with data about the breaker of (sinkName,
+// key), open since since (see Publish).
+func publish(ctx context.Context, q *store.Queries, db store.DBTX, eventType, sinkName, key string, since time.Time, d any) error {
 	data, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", eventType, err)
@@ -49,22 +77,22 @@ func Publish(ctx context.Context, q *store.Queries, db store.DBTX, eventType str
 	if !routed {
 		return nil
 	}
-	key := d.Sink + "/" + d.Key + "/" + strconv.FormatInt(d.Since.UnixNano(), 10)
-	rows, err := q.Publish(ctx, db, eventType, key, data, "", "", nil)
+	eventKey := sinkName + "/" + key + "/" + strconv.FormatInt(since.UnixNano(), 10)
+	rows, err := q.Publish(ctx, db, eventType, eventKey, data, "", "", nil)
 	if err != nil {
-		return fmt.Errorf("publish %s for sink %q: %w", eventType, d.Sink, err)
+		return fmt.Errorf("publish %s for sink %q: %w", eventType, sinkName, err)
 	}
 	var self []int64
 	for _, row := range rows {
-		if row.Sink == d.Sink && d.Key == "" && row.Created {
+		if row.Sink == sinkName && key == "" && row.Created {
 			self = append(self, row.ID)
 		}
 	}
 	if len(self) == 0 {
 		return nil
 	}
-	if err := q.BreakerDropEvents(ctx, db, self, d.Sink); err != nil {
-		return fmt.Errorf("drop %s rows for sink %q itself: %w", eventType, d.Sink, err)
+	if err := q.BreakerDropEvents(ctx, db, self, sinkName); err != nil {
+		return fmt.Errorf("drop %s rows for sink %q itself: %w", eventType, sinkName, err)
 	}
 	return nil
 }

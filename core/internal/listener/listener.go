@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
@@ -25,11 +26,6 @@ const (
 // ApplicationName is the application_name of a relay's LISTEN connection,
 // so operators can find it in pg_stat_activity.
 const ApplicationName = "outboxd-listener"
-
-// PausePrefix starts the payload of a notification on the outbox's channel
-// that pauses a sink cluster-wide ("pause <sink>"); any other notification
-// there wakes every loop.
-const PausePrefix = "pause "
 
 // Listener is one relay's LISTEN connection. It listens on the outbox's
 // channel, which every relay hears (pauses, and wake-ups for all), and on
@@ -159,7 +155,7 @@ func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 		switch {
 		case n.Channel != l.channel:
 			l.wake(n.Channel)
-		case strings.HasPrefix(n.Payload, PausePrefix):
+		case strings.HasPrefix(n.Payload, store.PausePrefix):
 			l.reload()
 		default:
 			l.wake("")

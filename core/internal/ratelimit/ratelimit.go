@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core/internal/listener"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -20,7 +19,7 @@ import (
 // pause_key.sql and active_pauses.sql); *store.Queries has them.
 type Queries interface {
 	ReservePermits(ctx context.Context, db store.DBTX, arg store.ReservePermitsParams) (store.ReservePermitsRow, error)
-	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permit time.Duration) ([]store.ReserveKeyPermitsRow, error)
+	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permits []time.Duration) ([]store.ReserveKeyPermitsRow, error)
 	PauseSink(ctx context.Context, db store.DBTX, sink string, pause time.Duration, channel string, payload string) error
 	PauseKey(ctx context.Context, db store.DBTX, sink string, key string, pause time.Duration) error
 	ActivePauses(ctx context.Context, db store.DBTX) ([]store.ActivePausesRow, error)
@@ -103,28 +102,37 @@ func (l *Limiter) NextPermitIn(sink string) time.Duration {
 	return max(0, time.Until(l.next[sink]))
 }
 
+// KeyLimit is one destination key's limit: a permit per Interval, at most
+// Burst of them back to back after an idle spell.
+type KeyLimit struct {
+	Interval time.Duration
+	Burst    int
+}
+
 // ReserveKeys takes counts[i] permits of destination keys[i] of sink, each
-// key limited on its own (one permit per interval, burst back to back after
-// an idle spell), in one statement. keys must be sorted and distinct. It
-// returns, per key, how long to wait before starting each delivery; a
-// pause of the whole sink delays them all.
-func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, interval time.Duration, burst int) (map[string][]time.Duration, error) {
-	rows, err := l.q.ReserveKeyPermits(ctx, l.pool, sink, keys, counts, interval)
+// key limited on its own by limits[i], in one statement. keys must be
+// sorted and distinct. It returns, per key, how long to wait before
+// starting each delivery; a pause of the whole sink delays them all.
+func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, limits []KeyLimit) (map[string][]time.Duration, error) {
+	intervals := make([]time.Duration, len(limits))
+	byKey := make(map[string]int, len(keys))
+	for i, k := range keys {
+		intervals[i], byKey[k] = limits[i].Interval, i
+	}
+	rows, err := l.q.ReserveKeyPermits(ctx, l.pool, sink, keys, counts, intervals)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
 	}
-	n := make(map[string]int, len(keys))
-	for i, k := range keys {
-		n[k] = counts[i]
-	}
 	paused := l.PausedFor(sink)
-	tolerance := time.Duration(burst-1) * interval
 	waits := make(map[string][]time.Duration, len(keys))
 	for _, r := range rows {
-		base := r.Tat.Add(-time.Duration(n[r.Key]) * interval)
-		w := make([]time.Duration, n[r.Key])
-		for i := range w {
-			w[i] = max(paused, base.Add(time.Duration(i)*interval-tolerance).Sub(r.Now))
+		i := byKey[r.Key]
+		n, interval := counts[i], limits[i].Interval
+		tolerance := time.Duration(limits[i].Burst-1) * interval
+		base := r.Tat.Add(-time.Duration(n) * interval)
+		w := make([]time.Duration, n)
+		for j := range w {
+			w[j] = max(paused, base.Add(time.Duration(j)*interval-tolerance).Sub(r.Now))
 		}
 		waits[r.Key] = w
 	}
@@ -140,7 +148,7 @@ func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, chann
 	if d <= 0 || !extend(&l.mu, l.paused, sink, d) {
 		return nil
 	}
-	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, listener.PausePrefix+sink); err != nil {
+	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, store.PausePrefix+sink); err != nil {
 		return fmt.Errorf("outbox: pause sink %q for %s: %w", sink, d, err)
 	}
 	return nil

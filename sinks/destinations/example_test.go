@@ -1,0 +1,31 @@
+package destinations_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/sinks/destinations"
+)
+
+// A destinations sink tells the relay how long a destination's breaker
+// may stay open before the destination is disabled (sink.AutoDisabler),
+// and each destination's own rate limit (sink.KeyRateLimiter): none
+// before the serving process hands it the destinations, so every
+// destination takes the sink's limit.
+func Example() {
+	o := destinations.DefaultOptions()
+	o.AutoDisableAfter = 24 * time.Hour
+	s, err := destinations.New("customers", o)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(s.(sink.AutoDisabler).AutoDisableAfter())
+	_, own := s.(sink.KeyRateLimiter).KeyRateLimit(context.Background(), "dst_kx2m4fq7rj3v5wzp")
+	fmt.Println(own, s.(sink.RateLimitDefaulter).DefaultRateLimit().Interval())
+	// Output:
+	// 24h0m0s
+	// false 100ms
+}
