@@ -168,7 +168,7 @@ func alertLines(t *testing.T, posts []fakeslack.Message) map[string]int {
 
 // A burst of 600 alerts to one channel, arriving over three seconds, at
 // Slack's one post per second and a 10 s window, arrives in three posts of
-// at most 200 lines within seconds of the window closing, not as a
+// at most 200 lines (four at worst) within seconds of the window closing, not as a
 // ten-minute queue: every alert is in exactly one post, in enqueue order,
 // and every row is sent exactly once. (Mutation: windowLeft returning 0
 // posts each 100-alert batch as it arrives, 6 posts; counting permits per
@@ -194,8 +194,11 @@ func TestBurstArrivesInAFewDigests(t *testing.T) {
 	took := time.Since(start)
 	posts := fake.Posts()
 	t.Logf("%d alerts arrived in %d posts, %s after the first was enqueued", alerts, len(posts), took.Round(time.Millisecond))
-	if len(posts) != alerts/most {
-		t.Errorf("%d posts, want %d (digests of %d)", len(posts), alerts/most, most)
+	// Three digests of 200; one more when a digest's members were gathered
+	// while a claim held some of them (skipped, they go out in the next):
+	// seen once on a loaded machine.
+	if len(posts) < alerts/most || len(posts) > alerts/most+1 {
+		t.Errorf("%d posts, want %d (digests of %d), or one more", len(posts), alerts/most, most)
 	}
 	seen := alertLines(t, posts)
 	for i := range alerts {
