@@ -43,14 +43,20 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 	}
 	limits := keyLimits(ctx, s, keys)
 	counts := make([]int, len(groups))
+	most := keySlots(s)
 	for i, g := range groups {
-		counts[i] = min(len(g.rows), permitsWithinHorizon(limits[i]))
+		// Only what the key's share of the slots lets start is reserved;
+		// its other rows wait in the table (see keyShareOfSlots).
+		counts[i] = r.keyFlight.take(s.Name, g.key, min(len(g.rows), permitsWithinHorizon(limits[i])), most)
 	}
 	waits, err := r.limiter.ReserveKeys(ctx, s.Name, keys, counts, limits)
 	if err != nil {
 		// Without permits we must not deliver: hand the rows back.
 		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
-		for _, g := range groups {
+		for i, g := range groups {
+			for range counts[i] {
+				r.keyFlight.give(s.Name, g.key)
+			}
 			for _, row := range g.rows {
 				r.release(row, 0, err)
 			}
@@ -67,15 +73,30 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 		for i, row := range g.rows {
 			if i < len(w) && w[i] <= maxHold {
 				free.Take()
-				r.start(deliverCtx, row, w[i], free.Give)
+				key := g.key
+				r.start(deliverCtx, row, w[i], func() { free.Give(); r.keyFlight.give(s.Name, key) })
 				continue
 			}
-			// Due when the key's permits should reach it.
-			due := w[len(w)-1] + time.Duration(i-len(w)+1)*interval
 			if i < len(w) {
-				due = w[i]
+				// Reserved for this row but not started: the key's slot
+				// goes back (its permit is spent).
+				r.keyFlight.give(s.Name, g.key)
 			}
-			r.release(row, due, fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key))
+			var due time.Duration
+			var cause error
+			switch {
+			case len(w) == 0:
+				due, cause = keyFullRecheck, fmt.Errorf("destination %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
+			case i < len(w):
+				due = w[i]
+			default:
+				// Due when the key's permits should reach it.
+				due = w[len(w)-1] + time.Duration(i-len(w)+1)*interval
+			}
+			if cause == nil {
+				cause = fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key)
+			}
+			r.release(row, due, cause)
 			if nextDue == 0 || due < nextDue {
 				nextDue = due
 			}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,4 +321,59 @@ func TestKeyRateLimiterGivesADestinationItsOwnLimit(t *testing.T) {
 		t.Errorf("destination b-fast's last delivery (%s after a-slow's first) came after a-slow's third (%s): it waited at a-slow's pace",
 			fast[len(fast)-1].Sub(slow[0]), slow[2].Sub(slow[0]))
 	}
+}
+
+// hangingKeySink is a keyedSink whose deliveries to key "a-hang" block
+// until release is closed, counting how many are under way at once.
+type hangingKeySink struct {
+	*keyedSink
+	release           chan struct{}
+	hanging, mostHung atomic.Int64
+}
+
+func (s *hangingKeySink) Deliver(ctx context.Context, d *sink.Delivery) error {
+	if key, _ := s.DestinationKey(d); key == "a-hang" {
+		n := s.hanging.Add(1)
+		defer s.hanging.Add(-1)
+		for {
+			most := s.mostHung.Load()
+			if n <= most || s.mostHung.CompareAndSwap(most, n) {
+				break
+			}
+		}
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.keyedSink.Deliver(ctx, d)
+}
+
+// One destination that hangs holds at most its share of a per-key sink's
+// slots (an eighth: 2 of 16), so the sink's other destinations keep being
+// delivered meanwhile, and its rows wait in the table, not in the relay.
+// (Mutation: keySlots returning MaxInFlight fails this test: the hanging
+// destination held all 16 slots and b-fast's rows waited for it.)
+func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
+	b := coretest.Setup(t)
+	const hangRows, fastRows, slots = 40, 40, 16
+	limit := sink.RateLimit{Rate: 1000, Per: time.Second, Burst: 100, PerKey: true}
+	hang := &hangingKeySink{keyedSink: &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}, release: make(chan struct{})}
+	signals := &testsignal.Relay{}
+	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond, Lease: time.Minute,
+		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: hang, MaxInFlight: slots, RateLimit: &limit}}}
+	testrelay.RunWith(t, b.Pool, cfg, signals)
+	// The hanging destination's rows come first in every claim.
+	b.EnqueueN(t, "keyed", hangRows, func(_ int, m *core.Message) { m.Payload = map[string]string{"to": "a-hang"} })
+	testrelay.WaitFor(t, 30*time.Second, "a-hang's deliveries to start", func() bool { return hang.hanging.Load() > 0 })
+	b.EnqueueN(t, "keyed", fastRows, func(i int, m *core.Message) {
+		m.DedupKey, m.Payload = fmt.Sprintf("fast-%d", i), map[string]string{"to": "b-fast"}
+	})
+	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", fastRows)
+	if most := hang.mostHung.Load(); most > slots/8 {
+		t.Errorf("the hanging destination held %d slots at once, want at most %d of %d", most, slots/8, slots)
+	}
+	close(hang.release)
+	signals.WaitWritten(t, time.Minute, "keyed", "sent", hangRows+fastRows)
 }

@@ -65,6 +65,9 @@ type Relay struct {
 	// reused from one claim to the next: a claim loop claims again and
 	// again, and its rows are copied out of the slice at once.
 	claimBuffers sync.Pool
+	// keyFlight counts the deliveries under way per destination key of
+	// the per-key sinks (see keyShareOfSlots).
+	keyFlight keysInFlight
 
 	ran     atomic.Bool // Run may be called once
 	leading atomic.Bool // this relay holds the lead (see lead)
