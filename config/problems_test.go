@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/builtin"
+	destinationssink "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // problemsOf parses doc and returns its problems, failing the test unless
@@ -254,7 +255,13 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		if _, ok := options[name]; !ok {
 			t.Fatalf("no example options for the sink type %s: add them here", name)
 		}
-		doc += "  " + name + "-sink: {type: " + name + ", rate_limit: {rate: 1, per: 1s}, options: " + options[name] + "}\n"
+		// A type whose destinations have limits of their own takes a
+		// limit per destination only.
+		limit := "{rate: 1, per: 1s}"
+		if name == destinationssink.Type {
+			limit = "{rate: 1, per: 1s, per_key: true}"
+		}
+		doc += "  " + name + "-sink: {type: " + name + ", rate_limit: " + limit + ", options: " + options[name] + "}\n"
 		for _, k := range confschema.Keys(Config{}) {
 			if rest, ok := strings.CutPrefix(k.Path, "sinks.<name>."); ok && rest != sinkOptionsKey {
 				// A sink without a digest shows digest: null, one value.
