@@ -68,13 +68,17 @@ func TestServeLogsFailureStreak(t *testing.T) {
 	eventually(t, 30*time.Second, "the first failure's WARN line", func() bool {
 		return len(withMsg(logLines(t, srv.Logs()), "outbox: delivery failed")) > 0
 	})
-	// A second attempt at least, so that the retries are seen not to log.
-	eventually(t, 30*time.Second, "a retry", func() bool {
+	// Three failed attempts at least, so that the retries are seen not to
+	// log: attempts counts the claims, so the third's failure is written
+	// once the row is failed again (a receiver turned healthy while that
+	// attempt was on its way made a streak of two).
+	eventually(t, 30*time.Second, "a third failed attempt", func() bool {
 		var attempts float64
-		if err := e.pool.QueryRow(t.Context(), "SELECT attempts FROM "+e.schema+".messages_all").Scan(&attempts); err != nil {
+		var status string
+		if err := e.pool.QueryRow(t.Context(), "SELECT attempts, status FROM "+e.schema+".messages_all").Scan(&attempts, &status); err != nil {
 			t.Fatal(err)
 		}
-		return attempts >= 3
+		return attempts >= 3 && status == "failed"
 	})
 	rcv.answer(http.StatusOK)
 	eventually(t, 30*time.Second, "the recovery's INFO line", func() bool {
