@@ -207,8 +207,16 @@ func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 				t.Errorf("%d deliveries started within one interval of %s: %v", got, interval, gaps(times))
 			}
 			// At the limit: one permit per interval, a little slack for
-			// the claims that pick each row up.
-			if took, most := times[messages-1].Sub(times[0]), time.Duration(messages-1)*interval+2*time.Second; took > most {
+			// the claims that pick each row up. With several relays, one
+			// interval more: a row whose permit a loaded machine's relay
+			// reserved too late for its hold window is handed back, and
+			// that permit is spent (slower, never faster: seen once under
+			// -race in CI, 24 s).
+			slack := 2 * time.Second
+			if relays > 1 {
+				slack += interval
+			}
+			if took, most := times[messages-1].Sub(times[0]), time.Duration(messages-1)*interval+slack; took > most {
 				t.Errorf("%d deliveries at one per %s took %s, want at most %s", messages, interval, took, most)
 			}
 			for id, c := range rowCounters(t, b) {
