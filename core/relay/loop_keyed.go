@@ -82,19 +82,16 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 				// goes back (its permit is spent).
 				r.keyFlight.give(s.Name, g.key)
 			}
-			var due time.Duration
-			var cause error
+			due := keyFullRecheck
+			cause := fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key)
 			switch {
 			case len(w) == 0:
-				due, cause = keyFullRecheck, fmt.Errorf("destination %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
+				cause = fmt.Errorf("destination %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
 			case i < len(w):
 				due = w[i]
 			default:
 				// Due when the key's permits should reach it.
 				due = w[len(w)-1] + time.Duration(i-len(w)+1)*interval
-			}
-			if cause == nil {
-				cause = fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key)
 			}
 			r.release(row, due, cause)
 			if nextDue == 0 || due < nextDue {
