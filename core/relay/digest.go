@@ -64,7 +64,8 @@ type digestRef struct {
 }
 
 // digestGroup is rows that go out as one digest: a recorded digest (ref
-// set), or, before it is chunked, the rows of one fresh digest key.
+// set), or, before it is chunked, the rows of one fresh digest key; or a
+// single row that is not digested (see undigested).
 type digestGroup struct {
 	id      digestGroupID
 	ref     digestRef
@@ -75,6 +76,10 @@ type digestGroup struct {
 	rows    []*claimedRow
 	events  []json.RawMessage // the rows' payloads before Prepare, for a digest template
 }
+
+// undigested reports whether g is one row whose route has no digest
+// policy: it is delivered as any row is, with a permit of its own.
+func (g digestGroup) undigested() bool { return g.policy == nil && g.ref.id == 0 }
 
 // digestGroupID is what the rows of one group share: a recorded digest,
 // or a fresh digest's route (when its target has a policy of its own),
@@ -168,7 +173,7 @@ func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow,
 		}
 	}
 	for _, g := range d.group(deliverCtx, rows, refs) {
-		if g.ref.id != 0 {
+		if g.ref.id != 0 || g.undigested() {
 			ready = append(ready, g)
 			continue
 		}
@@ -198,6 +203,10 @@ func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow,
 		go func() {
 			defer r.deliveries.Done()
 			defer done()
+			if g.undigested() {
+				r.deliver(deliverCtx, g.rows[0], waits[i], done)
+				return
+			}
 			d.send(deliverCtx, g, waits[i])
 		}()
 	}
@@ -263,8 +272,14 @@ func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64
 			continue
 		}
 		ref, recorded := refs[row.ID]
-		if recorded {
+		switch {
+		case recorded:
 			id = digestGroupID{digest: ref.id}
+		case policy == nil:
+			// No digest for this row's route: a group of its own, which
+			// takes a permit like a digest and is delivered as a row.
+			groups = append(groups, digestGroup{destKey: id.dest, rows: []*claimedRow{row}, events: []json.RawMessage{event}})
+			continue
 		}
 		i, seen := index[id]
 		if !seen {
@@ -291,6 +306,9 @@ func (d *digester) keys(row *claimedRow, event json.RawMessage) (id digestGroupI
 		row.destKey = id.dest
 	}
 	policy = d.s.digestPolicy(row.Route)
+	if policy == nil {
+		return id, nil, nil // a row of an undigested route goes out alone
+	}
 	if _, own := d.s.RouteDigests[row.Route]; own {
 		id.route = row.Route
 	}

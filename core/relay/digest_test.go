@@ -20,16 +20,21 @@ import (
 	"github.com/outboxd/outboxd/internal/testsignal"
 )
 
-// digestSink records the digests it accepts, by dedup keys, and refuses
-// the members its refuse function names (sink.RefuseMembers).
+// digestSink records the digests it accepts, by dedup keys, and the rows
+// delivered alone; it refuses the members its refuse function names
+// (sink.RefuseMembers).
 type digestSink struct {
 	mu       sync.Mutex
 	accepted [][]string
+	alone    []string
 	refuse   func(d *sink.Delivery) error
 }
 
-func (s *digestSink) Deliver(context.Context, *sink.Delivery) error {
-	return errors.New("a digest sink's rows go out in digests")
+func (s *digestSink) Deliver(_ context.Context, d *sink.Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alone = append(s.alone, d.DedupKey)
+	return nil
 }
 
 func (s *digestSink) DeliverDigest(_ context.Context, dg *sink.Digest) error {
@@ -141,5 +146,33 @@ func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 	}
 	if got := coretest.SumByAttrs(t, rm, "outbox.digest.members")[label]; got != n-1 {
 		t.Errorf("outbox.digest.members %d, want %d", got, n-1)
+	}
+}
+
+// A sink whose digest belongs to one route delivers its other rows (of
+// another route, or enqueued directly) one by one, as a sink without a
+// digest does, beside the digested route's digest.
+// (Mutation: the digest loop keying every row by a digest policy, nil for
+// the undigested ones, panics the claim loop and stops the relay.)
+func TestRowsOfAnUndigestedRouteGoOutAlone(t *testing.T) {
+	b := coretest.Setup(t)
+	ids := b.EnqueueN(t, "dg", 6, nil)
+	if _, err := b.Pool.Exec(b.Ctx, "UPDATE "+b.Outbox.Schema()+".messages SET route = 'alerts' WHERE id = ANY($1)", ids[:4]); err != nil {
+		t.Fatal(err)
+	}
+	fake := &digestSink{refuse: func(*sink.Delivery) error { return nil }}
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "dg", Sink: fake, RouteDigests: map[string]*sink.DigestPolicy{"alerts": {MaxMessages: 50}}}}})
+	signals.WaitWritten(t, 20*time.Second, "dg", "sent", 6)
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	var digested []string
+	for _, keys := range fake.accepted {
+		digested = append(digested, keys...)
+	}
+	slices.Sort(digested)
+	slices.Sort(fake.alone)
+	if !slices.Equal(digested, []string{"k-0", "k-1", "k-2", "k-3"}) || !slices.Equal(fake.alone, []string{"k-4", "k-5"}) {
+		t.Fatalf("digested %v and alone %v; want the alerts route's four rows digested and the other two alone", digested, fake.alone)
 	}
 }
