@@ -145,7 +145,7 @@ func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, c
 // this relay knows of (within pauseGrain), is not written: a storm of 429s
 // writes once per change.
 func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, channel string) error {
-	if d <= 0 || !extend(&l.mu, l.paused, sink, d) {
+	if d <= 0 || !extend(&l.mu, &l.paused, sink, d) {
 		return nil
 	}
 	if err := l.q.PauseSink(ctx, l.pool, sink, d, channel, store.PausePrefix+sink); err != nil {
@@ -158,7 +158,7 @@ func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, chann
 // sink's other keys alone: the key's next permits start after it. Like
 // Pause it writes nothing for a zero pause or one already known.
 func (l *Limiter) PauseKey(ctx context.Context, sink, key string, d time.Duration) error {
-	if d <= 0 || !extend(&l.mu, l.keys, destination{sink, key}, d) {
+	if d <= 0 || !extend(&l.mu, &l.keys, destination{sink, key}, d) {
 		return nil
 	}
 	if err := l.q.PauseKey(ctx, l.pool, sink, key, d); err != nil {
@@ -167,16 +167,18 @@ func (l *Limiter) PauseKey(ctx context.Context, sink, key string, d time.Duratio
 	return nil
 }
 
-// extend records a pause of what for d in pauses and reports whether it
-// ends later, by more than pauseGrain, than the one recorded.
-func extend[K comparable](mu *sync.Mutex, pauses map[K]time.Time, what K, d time.Duration) bool {
+// extend records a pause of what for d in *pauses and reports whether it
+// ends later, by more than pauseGrain, than the one recorded. The map is
+// read under mu: RefreshPauses replaces it whole, and a pause recorded in
+// the map it replaced would be lost (and the read of the field raced).
+func extend[K comparable](mu *sync.Mutex, pauses *map[K]time.Time, what K, d time.Duration) bool {
 	until := time.Now().Add(d)
 	mu.Lock()
 	defer mu.Unlock()
-	if !until.After(pauses[what].Add(pauseGrain)) {
+	if !until.After((*pauses)[what].Add(pauseGrain)) {
 		return false
 	}
-	pauses[what] = until
+	(*pauses)[what] = until
 	return true
 }
 
