@@ -123,9 +123,13 @@ func TestDeliveredKeyDeduplicatesForTheRetentionThenFrees(t *testing.T) {
 	if again.ID == first.ID {
 		t.Fatalf("the new row reused id %d", again.ID)
 	}
-	if hot, history := rowsOf(t, b, "order-1"); hot+history != 1 {
-		t.Fatalf("after retention: %d rows in messages, %d in history; want only the new one", hot, history)
-	}
+	// The slot's keys go first, then the slot is truncated: a truncation
+	// that waited too long for its lock (a loaded machine) is done in a
+	// later maintenance round, so the old row may outlive its key briefly.
+	testrelay.WaitFor(t, 30*time.Second, "only the new row left after retention", func() bool {
+		hot, history := rowsOf(t, b, "order-1")
+		return hot+history == 1
+	})
 }
 
 // Producers on every enqueue path (one of them in REPEATABLE READ
