@@ -92,3 +92,69 @@ routes:
 		}
 	}
 }
+
+// TestBrokerSinksAreRefusedADigest: only Slack, email and webhook sinks
+// deliver digests (docs/digests.md); a digest on a Kafka, NATS, RabbitMQ
+// or destinations sink, or on a route's target of one, is a problem at its
+// key, as `outboxd config check` reports it.
+// (Mutation checked: digestProblems in core/relay not requiring a
+// sink.DigestSink drops the sinks' four problems; routing's compileTable
+// not checking a target's sink drops the route's.)
+func TestBrokerSinksAreRefusedADigest(t *testing.T) {
+	t.Parallel()
+	doc := `sinks:
+  stream:
+    type: nats
+    options: {url: "nats://127.0.0.1:4222", subject: orders}
+    digest: {window: 5s}
+  queue:
+    type: rabbitmq
+    options: {url: "amqp://127.0.0.1:5672/orders", exchange: orders, routing_key: orders}
+    digest: {window: 5s}
+  topic:
+    type: kafka
+    options: {brokers: ["127.0.0.1:9092"], topic: orders}
+    digest: {window: 5s}
+  customers:
+    type: destinations
+    rate_limit: {rate: 5, per: 1s, per_key: true}
+    digest: {window: 5s}
+  chat:
+    type: slack
+    options: {token: xoxb-1, channel: C0123}
+    digest: {window: 5s}
+  mail:
+    type: email
+    options: {smtp: "127.0.0.1:1025", tls: none, from: "outboxd@example.com", to: ["ops@example.com"]}
+    digest: {window: 5s}
+  hook:
+    type: webhook
+    options: {url: "https://example.com/hook"}
+    digest: {window: 5s}
+  events:
+    type: kafka
+    options: {brokers: ["127.0.0.1:9092"], topic: events}
+routes:
+  orders:
+    events: [order.*]
+    to:
+      - sink: events
+        digest: {window: 5s}
+`
+	problems := problemsOf(t, doc, nil)
+	joined := strings.Join(problems, "\n")
+	for _, want := range []string{
+		"p.yaml:5:5: sinks.stream.digest: needs a sink that delivers digests",
+		"p.yaml:9:5: sinks.queue.digest: needs a sink that delivers digests",
+		"p.yaml:13:5: sinks.topic.digest: needs a sink that delivers digests",
+		"p.yaml:17:5: sinks.customers.digest: needs a sink that delivers digests",
+		"p.yaml:38:9: routes.orders.to[0].digest: route orders, sink events: this sink type cannot deliver digests",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("problems lack %q:\n%s", want, joined)
+		}
+	}
+	if len(problems) != 5 {
+		t.Errorf("%d problems, want the 5 above (Slack, email and webhook digest):\n%s", len(problems), joined)
+	}
+}
