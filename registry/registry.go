@@ -67,11 +67,70 @@ func (t Type) EffectiveOptions(options map[string]any) (any, error) {
 		return nil, errNoOptions
 	}
 	o := reflect.New(reflect.TypeOf(t.Options))
-	o.Elem().Set(reflect.ValueOf(t.Options))
+	o.Elem().Set(deepCopy(reflect.ValueOf(t.Options)))
 	if err := sinks.DecodeOptions(options, o.Interface()); err != nil {
 		return nil, err
 	}
 	return o.Interface(), nil
+}
+
+// deepCopy returns a copy of v that shares no slice, map or pointer with
+// it. Options are decoded into a copy of the type's defaults, and decoding
+// a list writes its items into the list it finds: into a plain copy, that
+// is the defaults' own array, so one sink's `schemes: [http]` made every
+// later sink of its type, and every later load, default to [http http].
+// Unexported fields are copied as they are.
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Struct:
+		out := reflect.New(v.Type()).Elem()
+		out.Set(v)
+		for i := range v.NumField() {
+			if f := out.Field(i); f.CanSet() {
+				f.Set(deepCopy(v.Field(i)))
+			}
+		}
+		return out
+	case reflect.Array:
+		out := reflect.New(v.Type()).Elem()
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), deepCopy(it.Value()))
+		}
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type().Elem())
+		out.Elem().Set(deepCopy(v.Elem()))
+		return out
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(v.Type()).Elem()
+		out.Set(deepCopy(v.Elem()))
+		return out
+	}
+	return v
 }
 
 // Secrets returns the secret values of options, an options block of this
@@ -104,7 +163,8 @@ var (
 // I/O: configuration checks build every sink.
 func Define[O any](name, doc string, defaults O, build func(name string, options O) (sink.Sink, error)) Type {
 	return Type{Name: name, Doc: doc, Options: defaults, New: func(instance string, options map[string]any) (sink.Sink, error) {
-		o := defaults
+		var o O
+		reflect.ValueOf(&o).Elem().Set(deepCopy(reflect.ValueOf(&defaults).Elem()))
 		if err := sinks.DecodeOptions(options, &o); err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -116,4 +117,53 @@ func Example() {
 	}
 	_ = s.Deliver(context.Background(), &sink.Delivery{Payload: []byte(`{"text":"hello"}`)})
 	// Output: HEAR YE {"text":"hello"}
+}
+
+// listOptions are options with a list, a map and a pointer, the kinds a
+// copy of the defaults could share with them.
+type listOptions struct {
+	Schemes []string          `mapstructure:"schemes" doc:"Schemes."`
+	Headers map[string]string `mapstructure:"headers" doc:"Headers."`
+	Limit   *int              `mapstructure:"limit" doc:"A limit."`
+}
+
+// TestDecodingLeavesTheDefaultsAlone: options that set a list, a map or a
+// pointer of the defaults change that instance's options only; the next
+// instance of the type, and EffectiveOptions, get the defaults as defined.
+// (Mutations, each failing this test: Define decoding into `o :=
+// defaults`, a plain copy, which wrote the first instance's scheme into
+// the defaults' array; EffectiveOptions copying t.Options without
+// deepCopy.)
+func TestDecodingLeavesTheDefaultsAlone(t *testing.T) {
+	ten := 10
+	want := listOptions{Schemes: []string{"https", "http"}, Headers: map[string]string{"a": "1"}, Limit: &ten}
+	defaults := listOptions{Schemes: []string{"https", "http"}, Headers: map[string]string{"a": "1"}, Limit: new(int)}
+	*defaults.Limit = 10
+	var got []listOptions
+	typ := registry.Define("list-test", "Lists", defaults,
+		func(_ string, o listOptions) (sink.Sink, error) { got = append(got, o); return sink.Func(nil), nil })
+	set := map[string]any{"schemes": []any{"http"}, "headers": map[string]any{"b": "2"}, "limit": 3}
+	for _, options := range []map[string]any{set, nil, set, nil} {
+		if _, err := typ.New("x", options); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := typ.EffectiveOptions(options); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range []listOptions{got[1], got[3]} {
+		if !reflect.DeepEqual(o, want) {
+			t.Errorf("instance %d without options: %+v (limit %d), want the defaults %+v", 2*i+1, o, *o.Limit, want)
+		}
+	}
+	if !reflect.DeepEqual(got[0].Schemes, []string{"http"}) || got[0].Headers["b"] != "2" || *got[0].Limit != 3 {
+		t.Errorf("instance with options: %+v", got[0])
+	}
+	eff, err := typ.EffectiveOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := *eff.(*listOptions); !reflect.DeepEqual(o, want) {
+		t.Errorf("EffectiveOptions without options: %+v, want the defaults %+v", o, want)
+	}
 }
