@@ -410,7 +410,12 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 		switch {
 		case errors.As(err, &oe):
 			for _, p := range oe.Problems {
-				l.add(p.Under(at + "." + sinkOptionsKey))
+				p = p.Under(at + "." + sinkOptionsKey)
+				// A value the missing variable should have given (an
+				// empty string where a number goes) is reported already.
+				if !slices.ContainsFunc(l.unexpanded, func(u confschema.Problem) bool { return u.Key == p.Key }) {
+					l.add(p)
+				}
 			}
 		case err != nil && slices.ContainsFunc(l.unexpanded, func(p confschema.Problem) bool { return strings.HasPrefix(p.Key, at+".") }):
 			// Most likely the value the missing variable should give, already reported.

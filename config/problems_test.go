@@ -325,3 +325,60 @@ func flatten(prefix string, v any, into map[string]bool) {
 		flatten(confschema.Join(prefix, k), item, into)
 	}
 }
+
+// TestMissingSecretIsItsOwnOnlyProblem: a sink whose ${VAR} is not set
+// fails to build, and the missing variable is the one problem reported
+// for it: neither the empty value's type nor the routes to the sink are
+// blamed for it (what an unbuilt sink can do, posting in threads,
+// delivering digests or to tenants, is unknown).
+// (Mutations, each failing this test: buildSinks reporting the option
+// problems of a missing variable's key too ("ports[0]: want a whole
+// number, got a string"); compileTarget checking update_root
+// or the tenant against a sink that failed to build, which said "this sink
+// does not post in threads" / "only a sink of type destinations delivers
+// to a tenant"; compileTable checking its digest, which said "this sink
+// type cannot deliver digests".)
+func TestMissingSecretIsItsOwnOnlyProblem(t *testing.T) {
+	t.Parallel()
+	doc := `sinks:
+  alerts:
+    type: slack
+    options: {token: "${SLACK_BOT_TOKEN}", channel: C0123ABCD}
+  customers:
+    type: destinations
+    rate_limit: {rate: 5, per: 1s, per_key: true}
+    options: {schemes: ["${DEST_SCHEME}"], ports: ["${DEST_PORT}"]}
+routes:
+  incidents:
+    events: [incident.*]
+    to:
+      - sink: alerts
+        template: {text: "{{.type}}", thread_key: "{{.key}}"}
+        update_root: true
+  digests:
+    events: [deploy.*]
+    to:
+      - sink: alerts
+        template: {text: "{{.type}}"}
+        digest: {window: 10s}
+  tenants:
+    events: [order.*]
+    to:
+      - sink: customers
+        tenant: "{{.data.account_id}}"
+`
+	got := problemsOf(t, doc, nil)
+	want := []string{
+		"p.yaml:4:15: sinks.alerts.options.token: environment variable SLACK_BOT_TOKEN is not set",
+		"p.yaml:8:25: sinks.customers.options.schemes[0]: environment variable DEST_SCHEME is not set",
+		"p.yaml:8:52: sinks.customers.options.ports[0]: environment variable DEST_PORT is not set",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d:\n got %s\nwant %s...", i, got[i], want[i])
+		}
+	}
+}

@@ -56,6 +56,11 @@ type target struct {
 // generated from the route's patterns and the fields its templates read),
 // so that a typo fails at load, not at delivery. It returns every problem found, each at
 // its plugins.yaml key and naming route, sink and the template's line.
+//
+// A nil sink in sinks is a configured sink that failed to build (a
+// missing secret, a wrong option): its own problem is reported where it
+// was built, so its targets are not checked for what the sink can do
+// (threads, tenants, digests), which would only blame the route for it.
 func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Problem) {
 	shapes := make(map[string]sink.Shape, len(sinks))
 	for name, s := range sinks {
@@ -85,12 +90,18 @@ func compileTable(cfg Config, shapes map[string]sink.Shape, sinks map[string]sin
 	default:
 		ps.add("routes_unmatched", "want %q or %q, got %q", UnmatchedError, UnmatchedDrop, t.unmatched)
 	}
+	// unbuilt are the sinks that failed to build (see Compile): what they
+	// can do is unknown.
+	unbuilt := map[string]bool{}
+	for name, s := range sinks {
+		unbuilt[name] = s == nil
+	}
 	for _, name := range sortedRoutes(cfg) {
-		if r := compileRoute(name, cfg.Routes[name], t.shapes, &ps); r != nil {
+		if r := compileRoute(name, cfg.Routes[name], t.shapes, unbuilt, &ps); r != nil {
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
 				t.targets[tg.targetID] = tg
-				if _, ok := sinks[tg.sink].(sink.DigestSink); sinks != nil && tg.digest != nil && !ok {
+				if _, ok := sinks[tg.sink].(sink.DigestSink); sinks != nil && !unbuilt[tg.sink] && tg.digest != nil && !ok {
 					ps.add(fmt.Sprintf("routes.%s.%s[%d].%s", name, keyTo, tg.position, keyDigest),
 						"route %s, sink %s: this sink type cannot deliver digests", name, tg.sink)
 				}
@@ -100,7 +111,7 @@ func compileTable(cfg Config, shapes map[string]sink.Shape, sinks map[string]sin
 	return t, ps
 }
 
-func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *problems) *route {
+func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, unbuilt map[string]bool, ps *problems) *route {
 	at := "routes." + name
 	if !routeNamePattern.MatchString(name) {
 		ps.add(at, "a route name is letters, digits, '_', '-' and '.', starting with a letter or digit, at most 63")
@@ -120,7 +131,7 @@ func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *prob
 		ps.add(at+"."+keyTo, "is required: a list of sink names or {sink, template} mappings")
 	}
 	for i, tc := range cfg.To {
-		if tg := compileTarget(fmt.Sprintf("%s.%s[%d]", at, keyTo, i), name, i, tc, shapes, r.targets, ps); tg != nil {
+		if tg := compileTarget(fmt.Sprintf("%s.%s[%d]", at, keyTo, i), name, i, tc, shapes, unbuilt[tc.Sink], r.targets, ps); tg != nil {
 			r.targets = append(r.targets, tg)
 		}
 	}
@@ -156,7 +167,9 @@ func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, ps *prob
 	return r
 }
 
-func compileTarget(at, routeName string, position int, tc Target, shapes map[string]sink.Shape, earlier []*target, ps *problems) *target {
+// compileTarget compiles the target tc of route routeName; unbuilt says
+// its sink failed to build, so its capabilities are not checked.
+func compileTarget(at, routeName string, position int, tc Target, shapes map[string]sink.Shape, unbuilt bool, earlier []*target, ps *problems) *target {
 	shape, known := shapes[tc.Sink]
 	if !known {
 		ps.add(at+"."+keySink, "route %s: no sink named %q is configured", routeName, tc.Sink)
@@ -166,7 +179,7 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		ps.add(at, "route %s targets sink %s twice; a second message to the same sink takes a route of its own", routeName, tc.Sink)
 		return nil
 	}
-	if tc.UpdateRoot && !shape.Threads {
+	if tc.UpdateRoot && !shape.Threads && !unbuilt {
 		ps.add(at+"."+keyUpdateRoot, "route %s, sink %s: this sink does not post in threads", routeName, tc.Sink)
 	}
 	tg := &target{targetID: targetID{routeName, tc.Sink}, position: position, template: tc.Template, updateRoot: tc.UpdateRoot}
@@ -178,7 +191,7 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 		tg.threadKey = parts
 	}
 	switch {
-	case tc.Tenant != "" && !shape.Tenants:
+	case tc.Tenant != "" && !shape.Tenants && !unbuilt:
 		ps.add(at+"."+keyTenant, "route %s, sink %s: only a sink of type destinations delivers to a tenant", routeName, tc.Sink)
 	case tc.Tenant == "" && shape.Tenants:
 		ps.add(at, "route %s, sink %s: a destinations sink needs the target's tenant (tenant: \"{{.data.account_id}}\")", routeName, tc.Sink)
