@@ -17,7 +17,7 @@ func (a *app) configCommand() *cobra.Command {
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "show",
-		Short: "Print the effective configuration: every key, defaults, ${VAR} expansion and OUTBOX_* overrides applied, secrets redacted",
+		Short: "Print the effective configuration: every key, defaults, ${VAR} expansion and OUTBOXD_* overrides applied, secrets redacted",
 		Example: `  outboxd config show
   OUTBOXD_RELAY_BATCH_SIZE=500 outboxd config show | grep batch_size`,
 		Args: cobra.NoArgs,

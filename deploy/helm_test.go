@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,11 +419,35 @@ func TestHelmChartConfigRollsPods(t *testing.T) {
 	}
 }
 
+// deployGuide is the guide whose `kubectl create secret` command names
+// the keys of the chart's existing Secret.
+const deployGuide = "../docs/deploy.md"
+
+// documentedSecretKeys are the keys the guide's `kubectl create secret`
+// puts in the chart's Secret (its --from-literal=KEY=... flags).
+func documentedSecretKeys(t *testing.T) []string {
+	t.Helper()
+	guide, err := os.ReadFile(deployGuide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, m := range regexp.MustCompile(`--from-literal=([A-Za-z_][A-Za-z0-9_]*)=`).FindAllSubmatch(guide, -1) {
+		keys = append(keys, string(m[1]))
+	}
+	if len(keys) == 0 {
+		t.Fatalf("%s creates no Secret with --from-literal", deployGuide)
+	}
+	return keys
+}
+
 // TestHelmChartConfigChecks runs `outboxd config check` on the chart's
-// plugins.yaml with the variables its existing Secret must hold, as the
-// pods will.
-// Mutation: a default config naming a ${VAR} the documented Secret keys
-// lack, or an invalid key, makes this fail.
+// plugins.yaml with the variables the guide's Secret holds, as the pods
+// will, and refuses any warning about them (a deprecated OUTBOX_ name).
+// Mutations, each failing this test: a default config naming a ${VAR}
+// the documented Secret keys lack, or an invalid key; the chart or the
+// guide back at OUTBOX_HTTP_TOKEN (deprecated, or a variable the other
+// does not set).
 func TestHelmChartConfigChecks(t *testing.T) {
 	t.Parallel()
 	r := renderChart(t)
@@ -430,10 +455,22 @@ func TestHelmChartConfigChecks(t *testing.T) {
 	if err := os.WriteFile(file, []byte(r.configMap.Data["plugins.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var env []string
+	for _, key := range documentedSecretKeys(t) {
+		value := "a-long-random-value"
+		if key == "DATABASE_URL" {
+			value = "postgres://outboxd@postgres:5432/app"
+		}
+		env = append(env, key+"="+value)
+	}
 	cmd := exec.Command(binary, "--config", file, "config", "check")
-	cmd.Env = proc.Environ("DATABASE_URL=postgres://outboxd@postgres:5432/app", "OUTBOX_HTTP_TOKEN=a-long-random-token")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "is valid") {
-		t.Fatalf("config check of the chart's plugins.yaml: %v\n%s", err, out)
+	cmd.Env = proc.Environ(env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "is valid") {
+		t.Fatalf("config check of the chart's plugins.yaml with %v: %v\n%s", env, err, out)
+	}
+	if strings.Contains(strings.ToLower(string(out)), "warning") || strings.Contains(string(out), "deprecated") {
+		t.Errorf("config check of the chart's plugins.yaml with %v warns:\n%s", env, out)
 	}
 }
 

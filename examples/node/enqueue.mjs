@@ -4,7 +4,8 @@
 //
 //   DATABASE_URL=postgres://... node enqueue.mjs SINK DEDUP_KEY '{"order": 42}'
 //
-// OUTBOX_SCHEMA names the outbox's schema (default "outbox"); ROLLBACK=1
+// OUTBOXD_DATABASE_SCHEMA names the outbox's schema (default "outbox",
+// the variable that sets database.schema for outboxd too); ROLLBACK=1
 // rolls the transaction back instead of committing, as a failed business
 // write would: the message then never exists and is never delivered.
 // TRACEPARENT, when set, is passed in the message's headers so the delivery
@@ -16,7 +17,7 @@ if (!sink || !dedupKey || !payload) {
   console.error("usage: node enqueue.mjs SINK DEDUP_KEY JSON_PAYLOAD");
   process.exit(2);
 }
-const schema = process.env.OUTBOX_SCHEMA || "outbox";
+const schema = process.env.OUTBOXD_DATABASE_SCHEMA || "outbox";
 const headers = process.env.TRACEPARENT ? { traceparent: process.env.TRACEPARENT } : {};
 
 const client = new pg.Client({ connectionString: process.env.DATABASE_URL });

@@ -6,7 +6,8 @@
 //
 //   DATABASE_URL=postgres://... node publish.mjs TYPE KEY '{"id": 42}' [THREAD_KEY]
 //
-// OUTBOX_SCHEMA names the outbox's schema (default "outbox"); ROLLBACK=1
+// OUTBOXD_DATABASE_SCHEMA names the outbox's schema (default "outbox",
+// the variable that sets database.schema for outboxd too); ROLLBACK=1
 // rolls the transaction back instead of committing, as a failed business
 // write would: the event then makes no row and nothing is delivered.
 // Prints one line per target: "created SINK ID" or "duplicate SINK ID".
@@ -17,7 +18,7 @@ if (!type || !key || !data) {
   console.error("usage: node publish.mjs TYPE KEY JSON_DATA [THREAD_KEY]");
   process.exit(2);
 }
-const schema = process.env.OUTBOX_SCHEMA || "outbox";
+const schema = process.env.OUTBOXD_DATABASE_SCHEMA || "outbox";
 
 const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
 await client.connect();

@@ -121,7 +121,7 @@ func TestNodeEnqueueIsDeliveredOnCommitOnly(t *testing.T) {
 	rcv := newReceiver(t)
 	o := newOutbox(t, webhookSink("hook", rcv.URL, ""))
 	o.serve(t)
-	env := []string{"DATABASE_URL=" + testdb.URL(), "OUTBOX_SCHEMA=" + o.schema}
+	env := []string{"DATABASE_URL=" + testdb.URL(), "OUTBOXD_DATABASE_SCHEMA=" + o.schema}
 
 	if out, code := node(t, append(env, "ROLLBACK=1"), "enqueue.mjs", "hook", "node-rolled-back", `{"from":"node"}`); code != 0 || !strings.HasPrefix(out, "rolled back ") {
 		t.Fatalf("rollback: exit %d\n%s", code, out)

@@ -27,7 +27,7 @@ func TestNodePublishIsDeliveredOnCommitOnly(t *testing.T) {
 	rcv := newReceiver(t)
 	o := newOutbox(t, webhookSink("hook", rcv.URL, "")+publishRoutes)
 	o.serve(t)
-	env := []string{"DATABASE_URL=" + testdb.URL(), "OUTBOX_SCHEMA=" + o.schema}
+	env := []string{"DATABASE_URL=" + testdb.URL(), "OUTBOXD_DATABASE_SCHEMA=" + o.schema}
 
 	if out, code := node(t, append(env, "ROLLBACK=1"), "publish.mjs", "order.created", "node-rolled-back", `{"id": 1}`); code != 0 || out != "rolled back 1 rows\n" {
 		t.Fatalf("rollback: exit %d\n%s", code, out)

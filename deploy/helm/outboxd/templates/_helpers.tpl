@@ -55,7 +55,7 @@ is refused. */}}
 
 {{/* outboxd.secret is the existing Secret holding the environment. */}}
 {{- define "outboxd.secret" -}}
-{{- required "existingSecret: name the Secret that holds DATABASE_URL, OUTBOX_HTTP_TOKEN and the ${VAR}s of config" .Values.existingSecret -}}
+{{- required "existingSecret: name the Secret that holds DATABASE_URL, OUTBOXD_HTTP_TOKEN and the ${VAR}s of config" .Values.existingSecret -}}
 {{- end -}}
 
 {{/* outboxd.pluginsYAML is plugins.yaml, from config. */}}
