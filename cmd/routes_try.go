@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +52,10 @@ reported with what publish would do (routes_unmatched).`,
 				return badInputf("routes test: --data is not a JSON object")
 			}
 			ev.Data = json.RawMessage(data)
+			// Published now, as far as a template or an envelope can
+			// tell (created_at, a webhook's "timestamp"), to the
+			// microsecond the database stores.
+			ev.CreatedAt = time.Now().UTC().Truncate(time.Microsecond)
 			return nil
 		}),
 		RunE: func(cmd *cobra.Command, _ []string) error {
