@@ -12,6 +12,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/telemetry"
+	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // Environment variables through which a non-Go producer hands its W3C trace
@@ -24,12 +25,15 @@ const (
 type enqueueFlags struct {
 	sink, key, orderingKey string
 	text, payload, file    string
+	// destination addresses one tenant's destination (a sink of type
+	// destinations), as enqueue_destination() does.
+	destination string
 }
 
 func (a *app) enqueueCommand() *cobra.Command {
 	var f enqueueFlags
 	c := &cobra.Command{
-		Use:   "enqueue --sink NAME --key KEY (--text T | --payload JSON | --file F)",
+		Use:   "enqueue --sink NAME --key KEY [--destination ID] (--text T | --payload JSON | --file F)",
 		Short: "Enqueue one message, or JSON lines from a file (- for stdin) in batches",
 		Long: `Enqueue one message and print "created <id>" or "duplicate <id>", or, with
 --file, read JSON lines {"sink","dedup_key","payload","ordering_key"} (--sink
@@ -40,10 +44,16 @@ database cannot store) exits with code 2 naming it, and nothing is
 enqueued. A rerun after a database failure is safe: lines already stored
 are reported as duplicates.
 
+--destination sends the one message to one tenant's destination (its id,
+dst_...) through --sink, a sink of type destinations, as the SQL function
+enqueue_destination() does: the row waits while the destination is
+disabled, and an unknown destination exits with code 2.
+
 A TRACEPARENT (and TRACESTATE) environment variable continues the caller's
 trace: the delivery spans become part of it.`,
 		Example: `  outboxd enqueue --sink ops-slack --key deploy-4711 --text "Deploy 4711 finished"
   outboxd enqueue --sink partner-webhook --key order-42 --payload '{"order": 42}'
+  outboxd enqueue --sink customers --destination dst_... --key welcome --payload '{"hello": "acme"}'
   outboxd enqueue --file messages.jsonl`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
@@ -58,6 +68,8 @@ trace: the delivery spans become part of it.`,
 				return badInputf("enqueue: give exactly one of --text, --payload or --file")
 			case f.file != "" && f.key != "":
 				return badInputf("enqueue: --key does not go with --file; each line carries its dedup_key")
+			case f.file != "" && f.destination != "":
+				return badInputf("enqueue: --destination does not go with --file; it addresses one message")
 			case f.file == "" && (f.sink == "" || f.key == ""):
 				return badInputf("enqueue: --sink and --key are required")
 			}
@@ -79,6 +91,7 @@ trace: the delivery spans become part of it.`,
 	c.Flags().StringVar(&f.sink, "sink", "", "configured `sink` name (with --file: the default for lines without one)")
 	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
 	c.Flags().StringVar(&f.key, "key", "", "dedup `key`, unique per sink")
+	c.Flags().StringVar(&f.destination, "destination", "", "the `id` of one tenant's destination to send the message to (--sink of type destinations)")
 	c.Flags().StringVar(&f.orderingKey, "ordering-key", "", "deliver in order with other messages of this `key`")
 	c.Flags().StringVar(&f.text, "text", "", "a `text` payload, stored as {\"text\": T}")
 	c.Flags().StringVar(&f.payload, "payload", "", "`JSON` payload")
@@ -109,7 +122,19 @@ func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFla
 		}
 		payload = json.RawMessage(f.payload)
 	}
-	res, err := s.ob.Enqueue(ctx, s.pool, core.Message{Sink: f.sink, DedupKey: f.key, Payload: payload, OrderingKey: f.orderingKey})
+	msg := core.Message{Sink: f.sink, DedupKey: f.key, Payload: payload, OrderingKey: f.orderingKey}
+	var (
+		res core.EnqueueResult
+		err error
+	)
+	if f.destination != "" {
+		if err := s.cfg.CheckSinkType(f.sink, sinkdest.Type); err != nil {
+			return badInputf("enqueue: --sink: %w; --destination goes with a sink of type %s", err, sinkdest.Type)
+		}
+		res, err = s.ob.EnqueueDestination(ctx, s.pool, f.destination, msg)
+	} else {
+		res, err = s.ob.Enqueue(ctx, s.pool, msg)
+	}
 	if err != nil {
 		return enqueueError(err)
 	}

@@ -230,7 +230,12 @@ func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	res, err := s.Outbox.Enqueue(r.Context(), s.DB, req.Message())
+	var res core.EnqueueResult
+	if req.Destination != "" {
+		res, err = s.Outbox.EnqueueDestination(r.Context(), s.DB, req.Destination, req.Message.Message())
+	} else {
+		res, err = s.Outbox.Enqueue(r.Context(), s.DB, req.Message.Message())
+	}
 	switch {
 	case errors.Is(err, core.ErrInvalidMessage):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
@@ -280,11 +285,13 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 	messages := make([]publishedMessage, len(published))
 	for i, p := range published {
 		messages[i] = publishedMessage{Sink: p.Sink, ID: p.ID, Created: p.Created}
+		if f := p.FanOut; f != nil {
+			messages[i].Tenant, messages[i].Destinations, messages[i].Note = f.Tenant, &f.Destinations, f.Note()
+		}
 		if p.Created {
 			status = http.StatusCreated
 		}
 	}
-	s.describeFanOuts(r, messages)
 	writeBody(w, status, map[string]any{"messages": messages})
 }
 

@@ -9,14 +9,24 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/internal/jsonl"
+	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
+
+// messageRequest is a POST /v1/messages body: a message, addressed to
+// one destination (docs/destinations.md) when Destination is set.
+type messageRequest struct {
+	jsonl.Message
+	// Destination is the id of a tenant's destination the message is for
+	// (enqueue_destination()); Sink must then be of type destinations.
+	Destination string `json:"destination"`
+}
 
 // decodeMessageRequest reads and checks a POST /v1/messages body. It
 // returns the HTTP status to answer with on error: 400 for a body that is
 // not the expected JSON, 413 for one over MaxRequestBodyBytes, 422 for a
 // well-formed request with a missing or unknown field value.
-func decodeMessageRequest(body io.Reader, cfg *config.Config) (jsonl.Message, int, error) {
-	var req jsonl.Message
+func decodeMessageRequest(body io.Reader, cfg *config.Config) (messageRequest, int, error) {
+	var req messageRequest
 	if status, err := decodeStrict(body, &req); err != nil {
 		return req, status, err
 	}
@@ -30,6 +40,11 @@ func decodeMessageRequest(body io.Reader, cfg *config.Config) (jsonl.Message, in
 	}
 	if err := cfg.CheckSink(req.Sink); err != nil {
 		return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w", err)
+	}
+	if req.Destination != "" {
+		if err := cfg.CheckSinkType(req.Sink, sinkdest.Type); err != nil {
+			return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w; a message for a destination goes through a sink of type %s", err, sinkdest.Type)
+		}
 	}
 	return req, 0, nil
 }

@@ -105,6 +105,8 @@ type Texts struct {
 	DroppedEvents string
 	// Enqueue is enqueue.sql.
 	Enqueue string
+	// EnqueueDestination is enqueue_destination.sql.
+	EnqueueDestination string
 	// EventRouted is event_routed.sql.
 	EventRouted string
 	// ExpireHistoryKeys is expire_history_keys.sql.
@@ -256,6 +258,7 @@ func newTexts(ident string) Texts {
 		DigestOf:                  strings.ReplaceAll(digestOfSQL, "{schema}", ident),
 		DroppedEvents:             strings.ReplaceAll(droppedEventsSQL, "{schema}", ident),
 		Enqueue:                   strings.ReplaceAll(enqueueSQL, "{schema}", ident),
+		EnqueueDestination:        strings.ReplaceAll(enqueueDestinationSQL, "{schema}", ident),
 		EventRouted:               strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
 		ExpireHistoryKeys:         strings.ReplaceAll(expireHistoryKeysSQL, "{schema}", ident),
 		Finish:                    strings.ReplaceAll(finishSQL, "{schema}", ident),
@@ -969,9 +972,10 @@ const claimDigestMembersSQL = `-- name: claim_digest_members
 -- other open members join the claim under the same token and a lease of
 -- @lease (joined: returned in full, as claim.sql returns its rows), so a
 -- digest that failed or lost its relay is sent again whole, as the same
--- digest. A member another relay holds under a live lease is not taken;
--- the relay then hands the digest back (see relay.joinDigests). Rows of
--- sent digests are not returned: they are digested afresh.
+-- digest. A member another relay holds under a live lease is not taken:
+-- the relay sends the digest with the members it holds (see
+-- (*digester).join and group in core/relay/digest.go). Rows of sent
+-- digests are not returned: they are digested afresh.
 --
 -- Durable like the claim it follows (see claim.sql).
 WITH mine AS (
@@ -1890,6 +1894,22 @@ func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) (int6
 	return r, err
 }
 
+const enqueueDestinationSQL = "-- name: enqueue_destination\n-- Enqueues payload $4 for sink $1 (a sink of type destinations) addressed\n-- to destination $2 under dedup key $3, with ordering key $5 (NULL for\n-- none) and headers $6, through the enqueue_destination() function\n-- (migrations 016 and 021): the row carries the destination, waits while\n-- it is disabled, and an unknown destination is refused (SQLSTATE\n-- 22023). Go's core.Outbox.EnqueueDestination, POST /v1/messages with a\n-- destination and `outboxd enqueue --destination` run it, so the rules\n-- are the function's alone. Returns the row's id and whether it was made\n-- (false: the dedup key was taken).\nSELECT id, created FROM {schema}.enqueue_destination($1, $2, $3, $4, $5, $6)\n"
+
+// EnqueueDestinationRow is a row of enqueue_destination.sql.
+type EnqueueDestinationRow struct {
+	ID      int64 // bigint
+	Created bool  // boolean
+}
+
+// EnqueueDestination runs enqueue_destination.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) EnqueueDestination(ctx context.Context, db DBTX, sink string, destination string, dedupKey string, payload []byte, orderingKey *string, headers []byte) (EnqueueDestinationRow, error) {
+	var r EnqueueDestinationRow
+	err := db.QueryRow(ctx, q.text.EnqueueDestination, sink, destination, dedupKey, payload, orderingKey, headers).Scan(&r.ID, &r.Created)
+	return r, err
+}
+
 const eventRoutedSQL = `-- name: event_routed
 -- Reports whether a route of the applied version matches event type $1,
 -- so that a circuit breaker's event (outboxd.destination.*) is published
@@ -2693,8 +2713,19 @@ func (q *Queries) PruneWaiters(ctx context.Context, db DBTX, deadFor time.Durati
 const publishSQL = `-- name: publish
 -- Publishes one event through the publish() function of migration 003:
 -- $1 type, $2 key, $3 data, $4 ordering key, $5 thread key ('' for none),
--- $6 headers (trace context, NULL for none). Returns each target's row.
-SELECT sink, id, created FROM {schema}.publish($1, $2, $3, $4, $5, $6)
+-- $6 headers (trace context, NULL for none). Returns each target's row,
+-- and whether its sink is one a target with a tenant of the applied routes
+-- sends to (migration 016): then the row may be a routed row whose
+-- fan-out to the tenant's destinations destination_fan_outs.sql reads. The
+-- routes are read once, as this statement's snapshot has them (a route
+-- change committed while publish() runs can make the answer stale for
+-- that one publish); no row is read: publish()'s rows are not visible to
+-- this statement's own snapshot.
+SELECT p.sink, p.id, p.created,
+       p.sink = ANY(ARRAY(SELECT rt.sink FROM {schema}.routes_active a
+                          JOIN {schema}.route_targets rt ON rt.version = a.version
+                          WHERE rt.tenant IS NOT NULL))
+FROM {schema}.publish($1, $2, $3, $4, $5, $6) p
 `
 
 // PublishRow is a row of publish.sql.
@@ -2702,6 +2733,7 @@ type PublishRow struct {
 	Sink    string // text
 	ID      int64  // bigint
 	Created bool   // boolean
+	FansOut bool   // boolean
 }
 
 // Publish runs publish.sql and returns its rows.
@@ -2711,7 +2743,7 @@ func (q *Queries) Publish(ctx context.Context, db DBTX, eventType string, key st
 		return nil, err
 	}
 	var r PublishRow
-	return collectRows(rows, []PublishRow{}, &r, &r.Sink, &r.ID, &r.Created)
+	return collectRows(rows, []PublishRow{}, &r, &r.Sink, &r.ID, &r.Created, &r.FansOut)
 }
 
 const publishBatchSQL = `-- name: publish_batch
@@ -2719,9 +2751,13 @@ const publishBatchSQL = `-- name: publish_batch
 -- migration 003: $1 types, $2 keys, $3 data, $4 ordering keys, $5 thread
 -- keys ('' for none), $6 the headers of them all (trace context, NULL for
 -- none). Returns every target's row with the index (from 1) of its event,
--- in event order, then in each event's route order.
-SELECT event, sink, id, created
-FROM {schema}.publish_batch($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::jsonb)
+-- in event order, then in each event's route order, and whether the row's
+-- sink is one a target with a tenant sends to, as publish.sql says.
+SELECT p.event, p.sink, p.id, p.created,
+       p.sink = ANY(ARRAY(SELECT rt.sink FROM {schema}.routes_active a
+                          JOIN {schema}.route_targets rt ON rt.version = a.version
+                          WHERE rt.tenant IS NOT NULL))
+FROM {schema}.publish_batch($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::text[], $6::jsonb) p
 `
 
 // PublishBatchRow is a row of publish_batch.sql.
@@ -2730,6 +2766,7 @@ type PublishBatchRow struct {
 	Sink    string // text
 	ID      int64  // bigint
 	Created bool   // boolean
+	FansOut bool   // boolean
 }
 
 // PublishBatch runs publish_batch.sql and returns its rows.
@@ -2739,16 +2776,19 @@ func (q *Queries) PublishBatch(ctx context.Context, db DBTX, eventTypes []string
 		return nil, err
 	}
 	var r PublishBatchRow
-	return collectRows(rows, []PublishBatchRow{}, &r, &r.Event, &r.Sink, &r.ID, &r.Created)
+	return collectRows(rows, []PublishBatchRow{}, &r, &r.Event, &r.Sink, &r.ID, &r.Created, &r.FansOut)
 }
 
 const purgeSQL = `-- name: purge
 -- Deletes dead rows with their recorded failed attempts and their keys: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
--- contains @error_contains (ignoring case; unless ''). With @waiting the rows of sink @sink
--- still waiting for delivery (pending or failed) go too: the way to drop
--- the rows of a sink no relay will ever have. With @dry_run (a dry run) nothing
--- is deleted.
+-- contains @error_contains (ignoring case; unless '') and, unless @destination is '',
+-- that is addressed to destination @destination (its outboxd-destination
+-- header, docs/destinations.md). With @waiting the rows of sink @sink (or
+-- of destination @destination) still waiting for delivery (pending or
+-- failed) go too: the way to drop the rows of a sink no relay will ever
+-- have, or those parked for a disabled destination. With @dry_run (a dry
+-- run) nothing is deleted.
 -- A confirmation passes what its dry run returned (operator's token): the
 -- selection is bounded to ids up to @up_to_id and rows that last changed
 -- (died) by @dead_until, so rows that died after the count are left out
@@ -2766,9 +2806,10 @@ WITH target AS (
     SELECT id, updated_at FROM {schema}.messages
     WHERE (phase = 'dead' OR ($1 AND status IN ('pending', 'failed')))
       AND (id = ANY($2) OR ($3 AND ($4 = '' OR sink = $4)
-           AND ($5 = '' OR strpos(lower(last_error), lower($5)) > 0)))
-      AND ($6::bigint = 0 OR id <= $6)
-      AND ($7::timestamptz IS NULL OR updated_at <= $7)
+           AND ($5 = '' OR headers->>'outboxd-destination' = $5)
+           AND ($6 = '' OR strpos(lower(last_error), lower($6)) > 0)))
+      AND ($7::bigint = 0 OR id <= $7)
+      AND ($8::timestamptz IS NULL OR updated_at <= $8)
 ), counted AS (
     -- The digest names the set: each id with its death time in
     -- microseconds (text of a timestamptz would follow the session's
@@ -2777,10 +2818,10 @@ WITH target AS (
            md5(COALESCE(string_agg(id::text || '@' || (extract(epoch FROM updated_at) * 1000000)::bigint::text, ',' ORDER BY id), '')) AS digest
     FROM target
 ), confirmed AS (
-    SELECT c.*, $8 = '' OR c.digest = $8 AS ok FROM counted c
+    SELECT c.*, $9 = '' OR c.digest = $9 AS ok FROM counted c
 ), gone AS (
     DELETE FROM {schema}.messages m
-    WHERE NOT $9 AND (SELECT ok FROM confirmed)
+    WHERE NOT $10 AND (SELECT ok FROM confirmed)
       AND (m.phase = 'dead' OR ($1 AND m.status IN ('pending', 'failed')))
       AND m.id = ANY(ARRAY(SELECT id FROM target))
     RETURNING m.id, m.sink, m.dedup_key
@@ -2791,7 +2832,7 @@ WITH target AS (
     DELETE FROM {schema}.message_keys k USING gone g
     WHERE k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 )
-SELECT CASE WHEN $9 OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM gone) END,
+SELECT CASE WHEN $10 OR NOT c.ok THEN c.rows ELSE (SELECT count(*) FROM gone) END,
        c.last_id, c.dead_until, c.digest, NOT c.ok,
        ARRAY(SELECT unnest($2::bigint[]) EXCEPT SELECT id FROM target)
 FROM confirmed c
@@ -2803,6 +2844,7 @@ type PurgeParams struct {
 	IDs           []int64    // bigint[]
 	All           bool       // boolean
 	Sink          string     // text
+	Destination   string     // text
 	ErrorContains string     // text
 	UpToID        int64      // bigint
 	DeadUntil     *time.Time // timestamptz, null
@@ -2824,7 +2866,7 @@ type PurgeRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Purge(ctx context.Context, db DBTX, arg PurgeParams) (PurgeRow, error) {
 	var r PurgeRow
-	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, int8Array(arg.IDs), arg.All, arg.Sink, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
+	err := db.QueryRow(ctx, q.text.Purge, pgx.QueryExecModeCacheDescribe, arg.Waiting, int8Array(arg.IDs), arg.All, arg.Sink, arg.Destination, arg.ErrorContains, arg.UpToID, arg.DeadUntil, arg.Digest, arg.DryRun).Scan(&r.Rows, &r.LastID, &r.DeadUntil, &r.Digest, &r.Changed, &r.Missing)
 	return r, err
 }
 

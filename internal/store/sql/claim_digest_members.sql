@@ -11,9 +11,10 @@
 -- other open members join the claim under the same token and a lease of
 -- @lease (joined: returned in full, as claim.sql returns its rows), so a
 -- digest that failed or lost its relay is sent again whole, as the same
--- digest. A member another relay holds under a live lease is not taken;
--- the relay then hands the digest back (see relay.joinDigests). Rows of
--- sent digests are not returned: they are digested afresh.
+-- digest. A member another relay holds under a live lease is not taken:
+-- the relay sends the digest with the members it holds (see
+-- (*digester).join and group in core/relay/digest.go). Rows of sent
+-- digests are not returned: they are digested afresh.
 --
 -- Durable like the claim it follows (see claim.sql).
 WITH mine AS (

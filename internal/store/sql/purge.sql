@@ -1,13 +1,16 @@
 -- name: purge :one
 -- mode: cache_describe
--- params: all boolean, sink text, error_contains text, dry_run boolean, waiting boolean, digest text, dead_until timestamptz null
+-- params: all boolean, sink text, destination text, error_contains text, dry_run boolean, waiting boolean, digest text, dead_until timestamptz null
 -- returns: rows bigint, last_id bigint, dead_until timestamptz null, digest text, changed boolean, missing bigint[]
 -- Deletes dead rows with their recorded failed attempts and their keys: the rows with ids
 -- @ids, or with @all every dead row of sink @sink (unless '') whose last error
--- contains @error_contains (ignoring case; unless ''). With @waiting the rows of sink @sink
--- still waiting for delivery (pending or failed) go too: the way to drop
--- the rows of a sink no relay will ever have. With @dry_run (a dry run) nothing
--- is deleted.
+-- contains @error_contains (ignoring case; unless '') and, unless @destination is '',
+-- that is addressed to destination @destination (its outboxd-destination
+-- header, docs/destinations.md). With @waiting the rows of sink @sink (or
+-- of destination @destination) still waiting for delivery (pending or
+-- failed) go too: the way to drop the rows of a sink no relay will ever
+-- have, or those parked for a disabled destination. With @dry_run (a dry
+-- run) nothing is deleted.
 -- A confirmation passes what its dry run returned (operator's token): the
 -- selection is bounded to ids up to @up_to_id and rows that last changed
 -- (died) by @dead_until, so rows that died after the count are left out
@@ -25,6 +28,7 @@ WITH target AS (
     SELECT id, updated_at FROM {schema}.messages
     WHERE (phase = 'dead' OR (@waiting AND status IN ('pending', 'failed')))
       AND (id = ANY(@ids) OR (@all AND (@sink = '' OR sink = @sink)
+           AND (@destination = '' OR headers->>'outboxd-destination' = @destination)
            AND (@error_contains = '' OR strpos(lower(last_error), lower(@error_contains)) > 0)))
       AND (@up_to_id::bigint = 0 OR id <= @up_to_id)
       AND (@dead_until::timestamptz IS NULL OR updated_at <= @dead_until)

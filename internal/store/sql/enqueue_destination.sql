@@ -1,0 +1,13 @@
+-- name: enqueue_destination :one
+-- params: sink text, destination text, dedup_key text, payload jsonb, ordering_key text null, headers jsonb
+-- returns: id bigint, created boolean
+-- Enqueues payload $4 for sink $1 (a sink of type destinations) addressed
+-- to destination $2 under dedup key $3, with ordering key $5 (NULL for
+-- none) and headers $6, through the enqueue_destination() function
+-- (migrations 016 and 021): the row carries the destination, waits while
+-- it is disabled, and an unknown destination is refused (SQLSTATE
+-- 22023). Go's core.Outbox.EnqueueDestination, POST /v1/messages with a
+-- destination and `outboxd enqueue --destination` run it, so the rules
+-- are the function's alone. Returns the row's id and whether it was made
+-- (false: the dedup key was taken).
+SELECT id, created FROM {schema}.enqueue_destination($1, $2, $3, $4, $5, $6)
