@@ -31,7 +31,9 @@ relays leave them pending, untouched, for a relay configured with their sink
 (during a rolling deploy that adds a sink, the new pods deliver them).
 outboxd stats lists such sinks as not configured. If the sink is a mistake (a
 typo in a producer's sink name, a removed sink), configure it or delete its
-rows: outboxd dlq purge --all --waiting --sink NAME.`,
+rows: outboxd dlq purge --all --waiting --sink NAME. The rows waiting on one
+disabled destination go the same way, counted first: outboxd dlq purge --all
+--waiting --destination ID.`,
 	}
 	c.AddCommand(a.dlqListCommand(),
 		a.dlqActionCommand("redrive", "Move dead letters back to pending with their attempts reset", "redriven", (*operator.Operator).Redrive),
@@ -100,7 +102,7 @@ func writeDeadLetters(w io.Writer, letters []operator.DeadLetter, wide bool) err
 }
 
 // cliSelection are the flags of a dead-letter selection.
-var cliSelection = httpapi.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting"}
+var cliSelection = httpapi.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting", Destination: "--destination"}
 
 // dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
 // it counts the selection with a dry run first and asks before acting on
@@ -178,7 +180,9 @@ selection first and asks before acting on exactly the rows counted, unless
 	addOutputFlags(c, &o, fmt.Sprintf(`{"%s", "dry_run", "last_id", "token", "missing"}, as the API answers`, done))
 	if name == "purge" {
 		c.Flags().BoolVar(&filter.Waiting, "waiting", false,
-			"with --all --sink: also delete the sink's rows still waiting for delivery (for a sink no relay is configured with)")
+			"with --all and --sink or --destination: also delete their rows still waiting for delivery (for a sink no relay is configured with, a disabled destination)")
+		c.Flags().StringVar(&filter.Destination, "destination", "", "with --all: only the rows of this destination `id` (dst_...; with --waiting, its waiting rows too)")
+		c.Example += fmt.Sprintf("\n  outboxd dlq %s --all --waiting --destination dst_kx2m4fq7rj3v5wzp --dry-run", name)
 	}
 	return c
 }
@@ -195,6 +199,9 @@ func describeSelection(f operator.RedriveFilter) string {
 	}
 	if f.Sink != "" {
 		fmt.Fprintf(&b, " of sink %s", terminalText(f.Sink))
+	}
+	if f.Destination != "" {
+		fmt.Fprintf(&b, " of destination %s", terminalText(f.Destination))
 	}
 	if f.ErrorContains != "" {
 		fmt.Fprintf(&b, " whose last error contains %q", terminalText(f.ErrorContains))

@@ -153,10 +153,17 @@ type RedriveFilter struct {
 	// nothing is done and the error wraps ErrSelectionChanged, with the
 	// selection's new count and token in the result.
 	Token string
-	// Waiting makes Purge delete Sink's rows still waiting for delivery
-	// (pending or failed) as well: the way to drop the rows of a sink that
-	// no relay is configured with (a typo in a producer's sink name, a
-	// removed sink). It needs All and a Sink; Redrive refuses it.
+	// Destination, with All, keeps the rows addressed to this destination
+	// (a tenant's endpoint, docs/destinations.md: the rows whose
+	// outboxd-destination header names it). Purge only; Redrive refuses
+	// it.
+	Destination string
+	// Waiting makes Purge delete the rows of Sink (or of Destination)
+	// still waiting for delivery (pending or failed) as well: the way to
+	// drop the rows of a sink that no relay is configured with (a typo in
+	// a producer's sink name, a removed sink), or those parked for a
+	// disabled destination. It needs All and a Sink or a Destination;
+	// Redrive refuses it.
 	Waiting bool
 	// DryRun changes nothing: the result says what would be done.
 	DryRun bool
@@ -175,10 +182,10 @@ func (f RedriveFilter) validate() error {
 	switch {
 	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("outbox: select dead letters by id or ask for all of them")
-	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != ""):
-		return fmt.Errorf("outbox: select dead letters by id or all (of a sink, with an error), not both")
-	case f.Waiting && (!f.All || f.Sink == ""):
-		return fmt.Errorf("outbox: deleting waiting rows needs all rows of one sink")
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.Destination != ""):
+		return fmt.Errorf("outbox: select dead letters by id or all (of a sink, of a destination, with an error), not both")
+	case f.Waiting && (!f.All || (f.Sink == "" && f.Destination == "")):
+		return fmt.Errorf("outbox: deleting waiting rows needs all rows of one sink or of one destination")
 	case f.Token != "" && f.DryRun:
 		return fmt.Errorf("outbox: a dry run takes no confirmation token")
 	}
@@ -249,6 +256,9 @@ func (o *Operator) Redrive(ctx context.Context, db audit.DB, actor audit.Actor, 
 	if f.Waiting {
 		return ActionResult{}, fmt.Errorf("outbox: redrive moves dead letters only; waiting rows are already waiting")
 	}
+	if f.Destination != "" {
+		return ActionResult{}, fmt.Errorf("outbox: redrive selects by id, sink and error, not by destination")
+	}
 	return o.act(ctx, db, actor, audit.ActionRedrive, f, func(tx pgx.Tx, f RedriveFilter, c confirmation) (store.PurgeRow, error) {
 		row, err := o.q.Redrive(ctx, tx, store.RedriveParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
 			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun})
@@ -256,24 +266,25 @@ func (o *Operator) Redrive(ctx context.Context, db audit.DB, actor audit.Actor, 
 	})
 }
 
-// Purge deletes the selected dead rows (and, with Waiting, the sink's
-// waiting rows) and their recorded errors, as actor's (recorded in the
-// audit trail in the same transaction); a dry run only counts them and
-// records nothing.
+// Purge deletes the selected dead rows (and, with Waiting, the waiting
+// rows of the sink or the destination) and their recorded errors, as
+// actor's (recorded in the audit trail in the same transaction, with the
+// selection); a dry run only counts them and records nothing.
 func (o *Operator) Purge(ctx context.Context, db audit.DB, actor audit.Actor, f RedriveFilter) (ActionResult, error) {
 	return o.act(ctx, db, actor, audit.ActionPurge, f, func(tx pgx.Tx, f RedriveFilter, c confirmation) (store.PurgeRow, error) {
-		return o.q.Purge(ctx, tx, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink,
+		return o.q.Purge(ctx, tx, store.PurgeParams{IDs: selectedIDs(f), All: f.All, Sink: f.Sink, Destination: f.Destination,
 			ErrorContains: f.ErrorContains, UpToID: c.upToID, DeadUntil: c.deadUntil, Digest: c.digest, DryRun: f.DryRun, Waiting: f.Waiting})
 	})
 }
 
 // auditFilter is a dead-letter selection as the audit trail records it.
 type auditFilter struct {
-	IDs     []int64 `json:"ids,omitempty"`
-	All     bool    `json:"all,omitempty"`
-	Sink    string  `json:"sink,omitempty"`
-	Error   string  `json:"error,omitempty"`
-	Waiting bool    `json:"waiting,omitempty"`
+	IDs         []int64 `json:"ids,omitempty"`
+	All         bool    `json:"all,omitempty"`
+	Sink        string  `json:"sink,omitempty"`
+	Destination string  `json:"destination,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Waiting     bool    `json:"waiting,omitempty"`
 }
 
 // act validates f and runs its statement in a transaction that records
@@ -307,7 +318,7 @@ func (o *Operator) act(ctx context.Context, db audit.DB, actor audit.Actor, name
 		}
 		res = actionResult(f, row)
 		return audit.Record{Action: name, Sink: f.Sink, Count: res.Rows,
-			Filter: auditFilter{IDs: f.IDs, All: f.All, Sink: f.Sink, Error: f.ErrorContains, Waiting: f.Waiting}}, !f.DryRun, nil
+			Filter: auditFilter{IDs: f.IDs, All: f.All, Sink: f.Sink, Destination: f.Destination, Error: f.ErrorContains, Waiting: f.Waiting}}, !f.DryRun, nil
 	})
 	if err != nil && !errors.Is(err, ErrSelectionChanged) {
 		return ActionResult{}, err

@@ -130,13 +130,15 @@ type deadLetterActionRequest struct {
 	Token   string  `json:"token"`
 	Waiting bool    `json:"waiting"`
 	DryRun  bool    `json:"dry_run"`
+	// Destination keeps the rows of one destination (purge only).
+	Destination string `json:"destination"`
 	// UpToID is refused: an id bound let a confirmation act on older rows
 	// that died after the count.
 	UpToID *int64 `json:"up_to_id"`
 }
 
 func (req deadLetterActionRequest) filter() operator.RedriveFilter {
-	return operator.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink, ErrorContains: req.Error,
+	return operator.RedriveFilter{IDs: req.IDs, All: req.All, Sink: req.Sink, Destination: req.Destination, ErrorContains: req.Error,
 		Token: req.Token, Waiting: req.Waiting, DryRun: req.DryRun}
 }
 
@@ -146,10 +148,10 @@ const errUpToID = `up_to_id: an id bound does not name what a dry run counted (r
 
 // SelectionWords spell the fields of a dead-letter selection the way its
 // callers know them: JSON fields of the API, flags of the CLI.
-type SelectionWords struct{ IDs, All, Sink, Error, Waiting string }
+type SelectionWords struct{ IDs, All, Sink, Error, Waiting, Destination string }
 
 // apiSelection are the JSON fields of a selection.
-var apiSelection = SelectionWords{`"ids"`, `"all": true`, `"sink"`, `"error"`, `"waiting"`}
+var apiSelection = SelectionWords{`"ids"`, `"all": true`, `"sink"`, `"error"`, `"waiting"`, `"destination"`}
 
 // CheckSelection refuses a selection of nothing and ids mixed with the
 // filters of "all", naming the fields in words.
@@ -157,10 +159,10 @@ func CheckSelection(f operator.RedriveFilter, w SelectionWords) error {
 	switch {
 	case len(f.IDs) == 0 && !f.All:
 		return fmt.Errorf("give %s or %s", w.IDs, w.All)
-	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.Waiting):
-		return fmt.Errorf("%s cannot be combined with %s, %s, %s or %s", w.IDs, w.All, w.Sink, w.Error, w.Waiting)
-	case f.Waiting && (!f.All || f.Sink == ""):
-		return fmt.Errorf("%s needs %s and %s", w.Waiting, w.All, w.Sink)
+	case len(f.IDs) > 0 && (f.All || f.Sink != "" || f.ErrorContains != "" || f.Waiting || f.Destination != ""):
+		return fmt.Errorf("%s cannot be combined with %s, %s, %s, %s or %s", w.IDs, w.All, w.Sink, w.Error, w.Waiting, w.Destination)
+	case f.Waiting && (!f.All || (f.Sink == "" && f.Destination == "")):
+		return fmt.Errorf("%s needs %s and %s or %s", w.Waiting, w.All, w.Sink, w.Destination)
 	}
 	return nil
 }
@@ -198,6 +200,10 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 	}
 	if f.Waiting && name == "redrive" {
 		writeError(w, http.StatusUnprocessableEntity, "waiting: redrive moves dead letters only")
+		return
+	}
+	if f.Destination != "" && name == "redrive" {
+		writeError(w, http.StatusUnprocessableEntity, "destination: purge only; redrive selects by ids, sink and error")
 		return
 	}
 	res, err := action(s.Operator, r.Context(), s.DB, identity(r).Actor(), f)
