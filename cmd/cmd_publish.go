@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/destinations"
 )
 
 type publishFlags struct {
@@ -69,7 +67,7 @@ trace: the delivery spans become part of it.`,
 			if err != nil {
 				return publishError(err)
 			}
-			printPublished(cmd.OutOrStdout(), ev, published, a.fanOuts(ctx, s, published))
+			printPublished(cmd.OutOrStdout(), ev, published)
 			return nil
 		}),
 	}
@@ -84,8 +82,8 @@ trace: the delivery spans become part of it.`,
 
 // printPublished prints one line per row of a published event, or says
 // that the routes dropped it; a row of a target with a tenant says what
-// its fan-out made (fanOuts), and when it made nothing, why.
-func printPublished(w io.Writer, ev core.Event, published []core.Published, fanOuts map[int64]destinations.FanOut) {
+// its fan-out made (core.Published.FanOut), and when it made nothing, why.
+func printPublished(w io.Writer, ev core.Event, published []core.Published) {
 	if len(published) == 0 {
 		fmt.Fprintf(w, "dropped %s/%s: no route matches it (routes_unmatched: drop)\n", ev.Type, ev.Key)
 		return
@@ -95,9 +93,9 @@ func printPublished(w io.Writer, ev core.Event, published []core.Published, fanO
 		if p.Created {
 			word = "created"
 		}
-		f, fanned := fanOuts[p.ID]
+		f := p.FanOut
 		switch {
-		case !fanned:
+		case f == nil:
 			fmt.Fprintln(w, word, p.Sink, p.ID)
 		case f.Note() != "":
 			fmt.Fprintf(w, "%s %s %d: fan-out to tenant %s: 0 rows (%s)\n", word, p.Sink, p.ID, terminalCell(f.Tenant), f.Note())
@@ -105,28 +103,6 @@ func printPublished(w io.Writer, ev core.Event, published []core.Published, fanO
 			fmt.Fprintf(w, "%s %s %d: fan-out to tenant %s: %d rows\n", word, p.Sink, p.ID, terminalCell(f.Tenant), f.Destinations)
 		}
 	}
-}
-
-// fanOuts reads what publish's fan-out made of the published rows of
-// targets with a tenant. A failure to read it is a warning: the events
-// are published all the same.
-func (a *app) fanOuts(ctx context.Context, s session, published []core.Published) map[int64]destinations.FanOut {
-	if len(published) == 0 {
-		return nil
-	}
-	ids := make([]int64, len(published))
-	for i, p := range published {
-		ids[i] = p.ID
-	}
-	st, err := destinations.NewStore(s.cfg.Database.Schema, nil)
-	if err == nil {
-		var fanOuts map[int64]destinations.FanOut
-		if fanOuts, err = st.FanOuts(ctx, s.pool, ids); err == nil {
-			return fanOuts
-		}
-	}
-	fmt.Fprintf(a.io.Err, "warning: could not read what the fan-out to tenants made (the events are published): %v\n", err)
-	return nil
 }
 
 // publishError makes a refused event the user's to fix (exit 2).

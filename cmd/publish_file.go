@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -64,9 +63,8 @@ func (a *app) publishFile(ctx context.Context, cmd *cobra.Command, s session, fi
 	out := cmd.OutOrStdout()
 	store := &eventBatch{file: file, publish: func(events []core.Event) ([][]core.Published, error) {
 		published, err := s.ob.PublishBatch(ctx, s.pool, events)
-		fanOuts := a.fanOuts(ctx, s, slices.Concat(published...))
 		for i, rows := range published {
-			printPublished(out, events[i], rows, fanOuts)
+			printPublished(out, events[i], rows)
 		}
 		return published, err
 	}}

@@ -44,6 +44,34 @@ type Published struct {
 	// Created is false when the row existed already: the same (type, key)
 	// was published before.
 	Created bool
+	// FanOut is set for the row of a route target with a tenant (a sink
+	// of type destinations, docs/destinations.md): what the fan-out to
+	// that tenant's destinations made of the event, in the same
+	// transaction; nil for the rows of other targets.
+	FanOut *FanOut
+}
+
+// FanOut is what publishing an event made for a route target with a
+// tenant: the tenant the event named and how many destination rows it
+// created (0: the tenant has no destination subscribed to the event's
+// type, and nothing was created for it).
+type FanOut struct {
+	Tenant       string
+	Destinations int
+}
+
+// noMatchingDestination is a FanOut's note when it made no row.
+const noMatchingDestination = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+
+// Note says what an answer to a publish should add: that nothing was
+// created because the tenant has no destination subscribed to the
+// event's type; "" when the fan-out made rows. POST /v1/events and
+// `outboxd publish` print it.
+func (f FanOut) Note() string {
+	if f.Destinations == 0 {
+		return noMatchingDestination
+	}
+	return ""
 }
 
 // Publishing errors. Both are the producer's to fix, not the database's:
@@ -71,6 +99,11 @@ func Publish(ctx context.Context, db DBTX, ev Event) ([]Published, error) {
 // already (the same type and key were published before) have Created
 // false. An event that matches no route returns an error wrapping
 // ErrNoRoute, or, when the routes say routes_unmatched: drop, no rows.
+// The row of a route target with a tenant carries its FanOut: how many
+// of the tenant's destinations the event reached, none saying so in its
+// Note (one more statement, run only when the event reached such a
+// target; should it fail, the error is returned, and through a pool the
+// event is stored already: publishing it again finds its rows).
 //
 // Publish calls the SQL function <schema>.publish(), which producers in any
 // language can call inside their own transactions: every producer gets the
@@ -85,11 +118,44 @@ func (o *Outbox) Publish(ctx context.Context, db DBTX, ev Event) ([]Published, e
 		return nil, publishError(ev, err)
 	}
 	published := make([]Published, len(rows))
+	var fanning []*Published
 	for i, r := range rows {
 		published[i] = Published{Sink: r.Sink, ID: r.ID, Created: r.Created}
+		if r.FansOut {
+			fanning = append(fanning, &published[i])
+		}
+	}
+	if err := o.readFanOuts(ctx, db, fanning); err != nil {
+		return nil, fmt.Errorf("outbox: publish %s/%s: %w", ev.Type, ev.Key, err)
 	}
 	o.countPublished(ctx, published)
 	return published, nil
+}
+
+// readFanOuts sets the FanOut of the rows of sinks a target with a tenant
+// sends to (publish.sql's fans_out): what destination_rows() (migration
+// 016) recorded on each routed row. It costs a statement only when the
+// publish reached such a sink.
+func (o *Outbox) readFanOuts(ctx context.Context, db DBTX, rows []*Published) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(rows))
+	for i, p := range rows {
+		ids[i] = p.ID
+	}
+	found, err := o.q.DestinationFanOuts(ctx, db, ids)
+	if err != nil {
+		return fmt.Errorf("read what its fan-out to destinations made: %w", err)
+	}
+	byID := make(map[int64]*FanOut, len(found))
+	for _, f := range found {
+		byID[f.ID] = &FanOut{Tenant: f.Tenant, Destinations: f.Destinations}
+	}
+	for _, p := range rows {
+		p.FanOut = byID[p.ID]
+	}
+	return nil
 }
 
 // PublishBatch publishes events in one statement, in their order, and
@@ -116,11 +182,33 @@ func (o *Outbox) PublishBatch(ctx context.Context, db DBTX, events []Event) ([][
 		return nil, batchPublishError(len(events), err)
 	}
 	out := make([][]Published, len(events))
+	var fansOut map[int64]bool
 	for _, r := range rows {
 		if r.Event < 1 || r.Event > len(events) {
 			return nil, batchPublishError(len(events), fmt.Errorf("event index %d out of range", r.Event))
 		}
 		out[r.Event-1] = append(out[r.Event-1], Published{Sink: r.Sink, ID: r.ID, Created: r.Created})
+		if r.FansOut {
+			if fansOut == nil {
+				fansOut = map[int64]bool{}
+			}
+			fansOut[r.ID] = true
+		}
+	}
+	if fansOut != nil {
+		// Pointers into out, taken once every event's slice has stopped
+		// growing.
+		var fanning []*Published
+		for i := range out {
+			for j := range out[i] {
+				if fansOut[out[i][j].ID] {
+					fanning = append(fanning, &out[i][j])
+				}
+			}
+		}
+		if err := o.readFanOuts(ctx, db, fanning); err != nil {
+			return nil, fmt.Errorf("outbox: publish batch of %d events: %w", len(events), err)
+		}
 	}
 	for _, published := range out {
 		o.countPublished(ctx, published)

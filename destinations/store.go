@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
@@ -339,24 +340,9 @@ func (s *Store) Rekey(ctx context.Context, db DB, actor audit.Actor) (int, error
 }
 
 // FanOut is what publishing an event did for a route target with a
-// tenant: the tenant and how many destination rows it made.
-type FanOut struct {
-	Tenant       string
-	Destinations int
-}
-
-// noMatchNote is a FanOut's note when it made no row.
-const noMatchNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
-
-// Note says what an answer to a publish should add: that nothing was
-// created because the tenant has no destination subscribed to the
-// event's type; "" when the fan-out made rows.
-func (f FanOut) Note() string {
-	if f.Destinations == 0 {
-		return noMatchNote
-	}
-	return ""
-}
+// tenant: the tenant and how many destination rows it made. Go's publish
+// answers it too, as core.Published.FanOut.
+type FanOut = core.FanOut
 
 // FanOuts returns, for those of the published rows ids that are routed
 // rows of a tenant target, what their fan-out made: how an answer to a

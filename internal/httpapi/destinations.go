@@ -293,28 +293,3 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	s.Log.InfoContext(r.Context(), "portal link made", "tenant", tenant, "expires_at", expires, "by", who.Name, "source", who.Source)
 	return PortalLink{URL: link, ExpiresAt: expires}, nil
 }
-
-// describeFanOuts adds to each published row of a target with a tenant
-// what its fan-out made. A failure to read it is logged: the event is
-// published all the same.
-func (s *API) describeFanOuts(r *http.Request, messages []publishedMessage) {
-	if s.Destinations == nil || len(messages) == 0 {
-		return
-	}
-	ids := make([]int64, len(messages))
-	for i, m := range messages {
-		ids[i] = m.ID
-	}
-	fanOuts, err := s.Destinations.FanOuts(r.Context(), s.DB, ids)
-	if err != nil {
-		s.Log.WarnContext(r.Context(), "http api: reading what a publish fanned out to failed", "error", err)
-		return
-	}
-	for i, m := range messages {
-		f, ok := fanOuts[m.ID]
-		if !ok {
-			continue
-		}
-		messages[i].Tenant, messages[i].Destinations, messages[i].Note = f.Tenant, &f.Destinations, f.Note()
-	}
-}

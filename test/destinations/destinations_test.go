@@ -330,8 +330,9 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 // says so, by HTTP and by the CLI; GET .../deliveries lists a
 // destination's recent rows with their failed attempts.
 //
-// Mutations checked: not calling describeFanOuts drops the answer's
-// note; printPublished ignoring its fanOuts drops the CLI's; making destination_deliveries match other destinations' rows
+// Mutations checked: postEvent not copying core.Published.FanOut into
+// its messages drops the answer's note; printPublished ignoring FanOut
+// drops the CLI's; making destination_deliveries match other destinations' rows
 // lists rows that are not initech's; making the sink sign with the first secret only
 // (webhook.Post given e.Secrets[:1]) fails the rotation's second
 // verification; making Directory.Run return at once and Directory.Find
