@@ -393,7 +393,18 @@ func (c *contract) destinationExchanges() {
 	if len(deliveries.Deliveries) != 1 {
 		c.t.Errorf("deliveries of %s: %d, want the one fanned out to it", created.ID, len(deliveries.Deliveries))
 	}
+	// A message of its own for the destination (enqueue_destination()),
+	// through a sink of type destinations only.
+	welcome := func(sink, destination string) string {
+		return fmt.Sprintf(`{"sink":%q,"destination":%q,"dedup_key":"welcome","payload":{"hello":"acme"}}`, sink, destination)
+	}
 	for _, e := range []exchange{
+		{method: "POST", path: "/v1/messages", body: welcome("customers", created.ID), status: 201},
+		{method: "POST", path: "/v1/messages", body: welcome("customers", created.ID), status: 200},
+		{method: "POST", path: "/v1/messages", body: welcome("customers", "dst_nope"), status: 422},
+		{method: "POST", path: "/v1/messages", body: welcome("partner", created.ID), status: 422},
+		{method: "POST", path: "/v1/dlq/purge", body: fmt.Sprintf(`{"all":true,"waiting":true,"destination":%q,"dry_run":true}`, created.ID), status: 200},
+		{method: "POST", path: "/v1/dlq/redrive", body: fmt.Sprintf(`{"all":true,"destination":%q}`, created.ID), status: 422},
 		{method: "GET", path: one + "/deliveries?before=0", status: 400, invalid: true},
 		{method: "DELETE", path: one, status: 200},
 		{method: "DELETE", path: one, status: 404},
