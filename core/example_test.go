@@ -158,3 +158,13 @@ func ExampleOutbox_Validate() {
 	// Output:
 	// message 2 refused: true
 }
+
+// A fan-out that made no row says why, for the answer to the publish.
+func ExampleFanOut_Note() {
+	for _, f := range []core.FanOut{{Tenant: "acme", Destinations: 2}, {Tenant: "nobody"}} {
+		fmt.Printf("%s: %d rows %q\n", f.Tenant, f.Destinations, f.Note())
+	}
+	// Output:
+	// acme: 2 rows ""
+	// nobody: 0 rows "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+}

@@ -47,13 +47,3 @@ func ExampleKeyring_Derive() {
 	fmt.Println(len(links["k1"]), string(links["k1"]) == string(again["k1"]), string(links["k1"]) == string(other["k1"]))
 	// Output: 32 true false
 }
-
-// A fan-out that made no row says why, for the answer to the publish.
-func ExampleFanOut_Note() {
-	for _, f := range []destinations.FanOut{{Tenant: "acme", Destinations: 2}, {Tenant: "nobody"}} {
-		fmt.Printf("%s: %d rows %q\n", f.Tenant, f.Destinations, f.Note())
-	}
-	// Output:
-	// acme: 2 rows ""
-	// nobody: 0 rows "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
-}

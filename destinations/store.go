@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
@@ -337,26 +336,6 @@ func (s *Store) Rekey(ctx context.Context, db DB, actor audit.Actor) (int, error
 		return 0, err
 	}
 	return n, nil
-}
-
-// FanOut is what publishing an event did for a route target with a
-// tenant: the tenant and how many destination rows it made. Go's publish
-// answers it too, as core.Published.FanOut.
-type FanOut = core.FanOut
-
-// FanOuts returns, for those of the published rows ids that are routed
-// rows of a tenant target, what their fan-out made: how an answer to a
-// publish says "no matching destination".
-func (s *Store) FanOuts(ctx context.Context, db store.DBTX, ids []int64) (map[int64]FanOut, error) {
-	rows, err := s.q.DestinationFanOuts(ctx, db, ids)
-	if err != nil {
-		return nil, fmt.Errorf("destinations: read the fan-out of published rows: %w", err)
-	}
-	out := make(map[int64]FanOut, len(rows))
-	for _, r := range rows {
-		out[r.ID] = FanOut{Tenant: r.Tenant, Destinations: r.Destinations}
-	}
-	return out, nil
 }
 
 // Delivery is one row of a destination with its attempts, as GET
