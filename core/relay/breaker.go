@@ -305,11 +305,11 @@ func (r *Relay) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
-// watchBreakers re-reads the open breakers every poll interval and when
-// kicked (a pause notification), disables the destinations whose
-// breakers stayed open too long (breaker_autodisable.go), and takes the
-// probes due of the sinks whose rows the claim skips (those limited per
-// key are probed by their dispatch, see holdOpenKeys).
+// watchBreakers re-reads the open breakers every poll interval (when
+// kicked, refreshPauses has just read them), disables the destinations
+// whose breakers stayed open too long (breaker_autodisable.go), and takes
+// the probes due of the sinks whose rows the claim skips (those limited
+// per key are probed by their dispatch, see holdOpenKeys).
 func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 	if len(r.breakers) == 0 {
 		return
@@ -319,9 +319,14 @@ func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 	} else {
 		defer func() { _ = reg.Unregister() }()
 	}
+	loaded := false // by refreshPauses, which kicked this loop
 	for ctx.Err() == nil {
 		next := r.cfg.PollInterval
-		if err := r.loadBreakers(ctx); err != nil {
+		var err error
+		if !loaded {
+			err = r.loadBreakers(ctx)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Warn("outbox: could not load circuit breakers", "error", err)
 			}
@@ -331,15 +336,18 @@ func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 				next = min(next, due)
 			}
 		}
+		loaded = false
 		select {
 		case <-ctx.Done():
 		case <-r.breakerKick:
+			loaded = true
 		case <-time.After(next):
 		}
 	}
 }
 
-// kickBreakers makes watchBreakers re-read the breakers now.
+// kickBreakers makes watchBreakers act on the breakers refreshPauses has
+// just read, now.
 func (r *Relay) kickBreakers() {
 	select {
 	case r.breakerKick <- struct{}{}:

@@ -276,13 +276,27 @@ func (r *Relay) drain(abortDeliveries context.CancelFunc) {
 
 // refreshPauses loads the cluster's sink pauses: at start, after a pause
 // notification, after the listener (re)connected, and once per poll
-// interval (see rereadPauses); and has the circuit breakers re-read (a
-// breaker's change sends a pause notification too).
+// interval (see rereadPauses); and the circuit breakers (a breaker's
+// change sends a pause notification too), here rather than in
+// watchBreakers, which it then kicks to take the probes due: a breaker
+// closed by another relay's probe wakes the claim loops right after this
+// reload, and a loop that claimed the destination's rows while this relay
+// still thought it open held them until the next probe (see
+// heldByBreaker), an interval later.
 func (r *Relay) refreshPauses(ctx context.Context) {
 	if err := r.limiter.RefreshPauses(ctx); err != nil {
 		r.logger.Warn("outbox: could not load sink pauses", "error", err)
 	} else {
 		r.signals.EmitPausesLoaded()
+	}
+	if len(r.breakers) == 0 {
+		return
+	}
+	if err := r.loadBreakers(ctx); err != nil {
+		if ctx.Err() == nil {
+			r.logger.Warn("outbox: could not load circuit breakers", "error", err)
+		}
+		return
 	}
 	r.kickBreakers()
 }
