@@ -231,17 +231,26 @@ sinks:
 	if !strings.Contains(all, "otlp /v1/traces") || !strings.Contains(all, "send slackbot") {
 		t.Errorf("no spans of the Slack bot sink were exported; the span check proves nothing")
 	}
+	refuseSecrets(t, all, secrets, "outboxd-secrets-output.txt")
+}
+
+// refuseSecrets fails t for every secret (by what it is) that appears in
+// output as it is or URL-escaped, and then keeps output in a file named
+// name in the temporary directory, for reading what leaked around it.
+func refuseSecrets(t *testing.T, output string, secrets map[string]string, name string) {
+	t.Helper()
 	for what, secret := range secrets {
 		for _, form := range []string{secret, url.QueryEscape(secret), url.PathEscape(secret)} {
-			if i := strings.Index(all, form); i >= 0 {
-				t.Errorf("the %s appears in the output: ...%s...", what, excerpt(all, i))
+			if i := strings.Index(output, form); i >= 0 {
+				t.Errorf("the %s appears in the output: ...%s...", what, excerpt(output, i))
 				break
 			}
 		}
 	}
 	if t.Failed() {
-		os.WriteFile(filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"), []byte(all), 0o600)
-		t.Logf("full output written to %s", filepath.Join(os.TempDir(), "outboxd-secrets-output.txt"))
+		path := filepath.Join(os.TempDir(), name)
+		_ = os.WriteFile(path, []byte(output), 0o600)
+		t.Logf("full output written to %s", path)
 	}
 }
 
