@@ -616,3 +616,62 @@ func mustSecret(t *testing.T, text string) webhook.Secret {
 	}
 	return s
 }
+
+// Enabling a disabled destination starts it afresh: a row a failure put
+// off while it was being disabled (a delivery or probe in flight at the
+// disable, its error stored, due at its next probe) comes due at once, as
+// a breaker's close makes it, and a breaker that failure opened again is
+// ended. Enabling an enabled destination changes neither: it is no way
+// around a breaker or a backoff.
+//
+// Mutations: destination_set_enabled moving only the rows parked at
+// infinity leaves the put-off row due in an hour (the auto-disable test
+// with the binary then waited out the next probe, past its 30 s, in a
+// loaded CI run); ending breakers on disable only leaves the re-opened
+// one; dropping "NOT (SELECT enabled FROM was)" makes the second enable
+// move the row and end the breaker.
+func TestEnablingStartsTheDestinationAfresh(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.create(t, "acme")
+	f.publish(t, f.pool, "order.created", "k", "acme")
+	s := f.ob.Schema()
+	putOff := func() {
+		t.Helper()
+		if _, err := f.pool.Exec(t.Context(), `UPDATE `+s+`.messages SET available_at = now() + interval '1 hour', last_error = '503'
+			WHERE headers->>'outboxd-destination' = $1`, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pool.Exec(t.Context(), `INSERT INTO `+s+`.destination_breakers (sink, dest_key, reason, last_failure, probe_interval, next_probe_at)
+			VALUES ('customers', $1, 'down', '503', interval '10 seconds', now() + interval '10 seconds')`, d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func() (due bool, breakers int) {
+		t.Helper()
+		if err := f.pool.QueryRow(t.Context(), `SELECT bool_and(available_at <= now()), (SELECT count(*) FROM `+s+`.destination_breakers WHERE dest_key = $1)
+			FROM `+s+`.messages WHERE headers->>'outboxd-destination' = $1`, d.ID).Scan(&due, &breakers); err != nil {
+			t.Fatal(err)
+		}
+		return due, breakers
+	}
+
+	if _, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, false, "down"); err != nil {
+		t.Fatal(err)
+	}
+	putOff() // what a delivery in flight at the disable wrote afterwards
+	if moved, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil || moved != 1 {
+		t.Fatalf("enable: %d rows moved, %v; want the put-off row", moved, err)
+	}
+	if due, breakers := state(); !due || breakers != 0 {
+		t.Errorf("after enabling: row due %v, %d breakers; want it due and none", due, breakers)
+	}
+
+	putOff()
+	if moved, err := f.store.SetEnabled(t.Context(), f.pool, testdb.Actor, "acme", d.ID, true, ""); err != nil || moved != 0 {
+		t.Fatalf("enabling again: %d rows moved, %v; want none", moved, err)
+	}
+	if due, breakers := state(); due || breakers != 1 {
+		t.Errorf("after enabling an enabled destination: row due %v, %d breakers; want it put off and its breaker open", due, breakers)
+	}
+}
