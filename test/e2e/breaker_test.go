@@ -118,6 +118,15 @@ func eventOf(evs []breakerEvent, typ string) (breakerEvent, bool) {
 // sinkYAML is the sinks block entry of a webhook sink to url with the
 // given max_attempts, a 100ms..200ms backoff and extra lines (indented by
 // four spaces).
+// outageMaxAttempts is the max_attempts of a sink whose receiver is down
+// in a test that wants none of its rows dead: still spent in about two
+// seconds at the backoff sinkYAML sets, long before the outage ends, but a
+// row's attempts can only all fail once one of two relays has seen
+// consecutive_failures of them in a row and opened the breaker. With 3, a
+// loaded machine dead-lettered a row before its relay saw the fifth
+// failure: what docs/guarantees.md says the breaker does not promise.
+const outageMaxAttempts = 2 * relay.DefaultBreakerConsecutiveFailures
+
 func sinkYAML(name, url string, maxAttempts int, extra string) string {
 	return fmt.Sprintf("  %s:\n    type: webhook\n    max_attempts: %d\n    backoff: {initial: 100ms, max: 200ms}\n%s    options: {url: %q, secret: %q, allow_private: true}\n",
 		name, maxAttempts, extra, url, webhookSecret)
@@ -238,7 +247,7 @@ func metricValue(t *testing.T, servers []*server, name string, labels ...string)
 
 // TestServeOutageBesideAHealthySink is issue 21's acceptance run, on two
 // relays with the breaker's defaults: a receiver answering 503 for longer
-// than the retry budget (3 attempts 100-200ms apart) beside a healthy sink
+// than the retry budget (10 attempts 100-200ms apart) beside a healthy sink
 // that also gets poison messages, and a route sending
 // outboxd.destination.* to both. Once the down receiver recovers, every
 // one of its messages is sent, none dead, after a bounded number of
@@ -259,7 +268,7 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 	healthy := newFlakyReceiver(t, http.StatusOK)
 	const maxAttempts = 3
 	routes := "routes:\n  breaker-news:\n    events: [outboxd.destination.*]\n    to: [ops, down]\nroutes_unmatched: drop\n"
-	e := newEnv(t, sinkYAML("down", down.URL, maxAttempts, "")+sinkYAML("ops", healthy.URL, maxAttempts, ""), routes)
+	e := newEnv(t, sinkYAML("down", down.URL, outageMaxAttempts, "")+sinkYAML("ops", healthy.URL, maxAttempts, ""), routes)
 	e.mustRun("migrate")
 	servers := []*server{e.serve(), e.serve()}
 
@@ -331,7 +340,7 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 	// flight meanwhile (every row, here), then one probe. Without the
 	// breaker: every message max_attempts times.
 	if most := messages + 2*relay.DefaultBreakerConsecutiveFailures + 2; downRequests > most {
-		t.Errorf("%d requests to the down receiver, want at most %d (without a breaker: %d)", downRequests, most, messages*maxAttempts)
+		t.Errorf("%d requests to the down receiver, want at most %d (without a breaker: %d)", downRequests, most, messages*outageMaxAttempts)
 	}
 	byStatus, attempts, _ := e.rowCounts("ops")
 	if byStatus["dead"] != poison || attempts != maxAttempts {
@@ -359,8 +368,11 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 	eventually(t, 10*time.Second, "outbox_sink_circuit_state 0 on both relays", func() bool {
 		return metricValue(t, servers, "outbox_sink_circuit_state", `sink="down"`) == 0
 	})
-	if n := metricValue(t, servers, "outbox_sink_circuit_probes_total", `sink="down"`); n != 1 {
-		t.Errorf("outbox_sink_circuit_probes_total{sink=down} summed over the relays: %g, want 1", n)
+	// One probe, or two on a machine slow enough that the first was taken
+	// before the recovery (the stats read before it may not show it yet):
+	// never one per row or per relay.
+	if n := metricValue(t, servers, "outbox_sink_circuit_probes_total", `sink="down"`); n < 1 || n > 2 {
+		t.Errorf("outbox_sink_circuit_probes_total{sink=down} summed over the relays: %g, want 1 (2 on a slow machine)", n)
 	}
 	logs := servers[0].Logs() + servers[1].Logs()
 	if n := strings.Count(logs, "circuit breaker opened"); n != 1 {
@@ -514,7 +526,7 @@ func TestServeResumeClosesTheBreaker(t *testing.T) {
 	t.Parallel()
 	down, ops := newFlakyReceiver(t, http.StatusBadGateway), newFlakyReceiver(t, http.StatusOK)
 	routes := "routes:\n  breaker-news:\n    events: [outboxd.destination.*]\n    to: [ops]\n"
-	e := newEnv(t, sinkYAML("down", down.URL, 3, "")+sinkYAML("ops", ops.URL, 3, ""), routes)
+	e := newEnv(t, sinkYAML("down", down.URL, outageMaxAttempts, "")+sinkYAML("ops", ops.URL, 3, ""), routes)
 	e.mustRun("migrate")
 	srv := e.serve()
 	const messages = 10

@@ -142,6 +142,13 @@ func (e *env) serve() *server {
 	e.t.Helper()
 	s := &server{proc.Serve(e.t, outboxdBinary(e.t), e.config, e.environ())}
 	e.t.Cleanup(func() { s.stop(e.t) })
+	// Registered after stop, so run before it: a failing test shows what
+	// each server logged up to the failure.
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("outboxd serve at %s logged:\n%s", s.Addr(), s.Logs())
+		}
+	})
 	return s
 }
 
