@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/audit"
@@ -81,6 +82,20 @@ func (c *destCLI) json(out any, args ...string) string {
 // signs reports whether the destination's stored secrets, opened as a
 // relay opens them, include the secret text: a signature made with it
 // is among the relay's.
+// texts runs query, which selects one text column, and returns its rows.
+func (c *destCLI) texts(t *testing.T, query string) []string {
+	t.Helper()
+	r, err := c.pool.Query(t.Context(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(r, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func (c *destCLI) signs(id, text string) bool {
 	c.t.Helper()
 	dir, err := destinations.NewDirectory(c.pool, c.ob.Schema(), c.keys, slog.New(slog.DiscardHandler))
@@ -224,20 +239,9 @@ func TestEnqueueToOneDestination(t *testing.T) {
 			t.Errorf("enqueue %s: exit %d, %q %q; want %d saying %s", strings.Join(tc.args, " "), code, out, errOut, exitConfig, tc.says)
 		}
 	}
-	var rows []string
-	r, err := c.pool.Query(t.Context(), `SELECT sink || ' ' || dedup_key || ' ' || coalesce(headers->>'outboxd-destination', '-') FROM `+c.ob.Schema()+`.messages`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var s string
-		if err := r.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, s)
-	}
-	if r.Err() != nil || !slices.Equal(rows, []string{"customers welcome " + id}) {
-		t.Errorf("rows: %q (%v); want the one for %s", rows, r.Err(), id)
+	rows := c.texts(t, `SELECT sink || ' ' || dedup_key || ' ' || coalesce(headers->>'outboxd-destination', '-') FROM `+c.ob.Schema()+`.messages`)
+	if !slices.Equal(rows, []string{"customers welcome " + id}) {
+		t.Errorf("rows: %q; want the one for %s", rows, id)
 	}
 }
 
@@ -273,20 +277,9 @@ func TestPurgeOneDestinationsWaitingRows(t *testing.T) {
 	if code != exitOK || out != "purged 2\n" || !strings.Contains(errOut, "purge 2 dead letter(s) and waiting rows of destination "+gone.ID+"? [y/N]") {
 		t.Fatalf("purge on a terminal: exit %d, out %q, err %q", code, out, errOut)
 	}
-	var left []string
-	r, err := c.pool.Query(t.Context(), `SELECT headers->>'outboxd-destination' FROM `+c.ob.Schema()+`.messages`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var s string
-		if err := r.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, s)
-	}
-	if r.Err() != nil || !slices.Equal(left, []string{kept.ID}) {
-		t.Errorf("rows left: %q (%v); want the one of %s", left, r.Err(), kept.ID)
+	left := c.texts(t, `SELECT headers->>'outboxd-destination' FROM `+c.ob.Schema()+`.messages`)
+	if !slices.Equal(left, []string{kept.ID}) {
+		t.Errorf("rows left: %q; want the one of %s", left, kept.ID)
 	}
 	trail, err := audit.New(c.ob.Schema())
 	if err != nil {
