@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/internal/store"
@@ -125,25 +126,35 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode strin
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	name := "claim_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	for _, s := range []string{
-		"SET LOCAL plan_cache_mode = " + mode,
-		"SET LOCAL jit = off", // as on the relay's connections
-		fmt.Sprintf("PREPARE %s(%s) AS %s", name, claimParams, q.Texts().Claim),
-	} {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
 	// EXPLAIN takes no parameters: the values are written out (the
 	// sinks are the tests' own names).
 	quoted := make([]string, len(sinks))
 	for i, s := range sinks {
 		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	}
+	return explainPrepared(t, tx, mode, claimParams, q.Texts().Claim, fmt.Sprintf("ARRAY[%s]::text[], %s, '', %d, '1 minute', 0, '%s', '30 seconds'",
+		strings.Join(quoted, ", "), after, limit, uuid.New()))
+}
+
+// explainPrepared prepares text, whose parameters have the types params,
+// in tx under the plan mode given, and returns EXPLAIN (ANALYZE, BUFFERS)
+// of executing it with args (SQL expressions: EXPLAIN EXECUTE takes no
+// parameters of its own).
+func explainPrepared(t *testing.T, tx pgx.Tx, mode, params, text, args string) (plan, string) {
+	t.Helper()
+	ctx := t.Context()
+	name := "explained_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	for _, s := range []string{
+		"SET LOCAL plan_cache_mode = " + mode,
+		"SET LOCAL jit = off", // as on the relay's connections
+		fmt.Sprintf("PREPARE %s(%s) AS %s", name, params, text),
+	} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 	var raw []byte
-	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(ARRAY[%s]::text[], %s, '', %d, '1 minute', 0, '%s', '30 seconds')",
-		name, strings.Join(quoted, ", "), after, limit, uuid.New())).Scan(&raw); err != nil {
+	if err := tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(%s)", name, args)).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, "DEALLOCATE "+name); err != nil {
