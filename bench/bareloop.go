@@ -14,7 +14,7 @@ import (
 // The bare loop is the limit row of the burn-down: a claim/finish loop on
 // outboxd's own table and indexes that does nothing else. No sink, no
 // goroutine per message, no batching of outcomes across claims: claim up to
-// bareBatch rows, record them delivered, mark them sent, commit without
+// bareBatch rows, record them delivered, move them to history, commit without
 // waiting for the WAL flush (like outboxd's relay by default), repeat. What
 // it reaches is what the table's design allows; outboxd's share of it is
 // what the relay costs on top. A better table raises both.
@@ -25,9 +25,12 @@ const bareBatch = 1000
 const bareIdlePoll = 10 * time.Millisecond
 
 // bareClaim and bareFinish are the loop's two statements: the essentials
-// of outboxd's claim (open rows in order, locked without waiting, leased)
-// and of its terminal write, without ordering keys, pauses or expired
-// leases.
+// of outboxd's claim (one sink's open rows in order through the sink-led
+// open index, locked without waiting, leased) and of its terminal write
+// (the row leaves the hot table for the current history slot, its key
+// stays), without ordering keys, pauses, breakers, expired leases or
+// failed attempts. They follow the table's design: when a migration
+// changes how rows are found or kept, these change with it.
 const (
 	bareClaim = `
 UPDATE outbox.messages m
@@ -35,15 +38,25 @@ SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $2,
     lease_expires_at = now() + interval '30 seconds', updated_at = now()
 WHERE m.id IN (
     SELECT id FROM outbox.messages
-    WHERE phase = 'open' AND available_at <= now() AND status <> 'in_progress'
+    WHERE sink = $3 AND NOT queued_behind AND phase = 'open' AND available_at <= now()
     ORDER BY available_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED)
 RETURNING m.id`
 	bareFinish = `
-UPDATE outbox.messages
-SET status = 'sent', sent_at = now(), lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE id = ANY($1)`
+WITH gone AS (
+    DELETE FROM outbox.messages m WHERE m.id = ANY($1)
+    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.attempts, m.max_attempts, m.available_at, m.created_at
+), history AS (
+    INSERT INTO outbox.messages_history (slot, id, sink, dedup_key, payload, headers, attempts, max_attempts,
+        deferrals, available_at, created_at, updated_at, sent_at)
+    SELECT (SELECT s.slot FROM outbox.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
+           g.headers, g.attempts, g.max_attempts, 0, g.available_at, g.created_at, now(), now()
+    FROM gone g
+)
+INSERT INTO outbox.message_keys (sink, dedup_key, id)
+SELECT g.sink, g.dedup_key, g.id FROM gone g
+ON CONFLICT (sink, dedup_key) DO NOTHING`
 )
 
 // bareLoop claims and finishes until ctx ends; it returns nil then. Like
@@ -77,7 +90,7 @@ func bareLoop(ctx context.Context, pool *pgxpool.Pool, rec *recorder) error {
 // bareClaims claims batches and hands them to the finisher.
 func bareClaims(ctx context.Context, pool *pgxpool.Pool, rec *recorder, batches chan<- []int64) error {
 	for ctx.Err() == nil {
-		rows, err := pool.Query(ctx, bareClaim, bareBatch, uuid.New())
+		rows, err := pool.Query(ctx, bareClaim, bareBatch, uuid.New(), noopSink)
 		if err != nil {
 			return bareErr(ctx, err)
 		}

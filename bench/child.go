@@ -87,7 +87,7 @@ func childMain(args []string) error {
 	fs.BoolVar(&f.deleteSent, "delete-on-sent", false, "outboxd DeleteOnSent (experiments only)")
 	fs.BoolVar(&f.asyncCommit, "async-commit", false, "synchronous_commit=off on the relay's connections (experiments only)")
 	fs.DurationVar(&f.retention, "retention", 0, "how long delivered rows are kept (0: the system's default)")
-	fs.BoolVar(&f.pausedSink, "paused-sink", false, "also configure the sink (River: queue) "+pausedSinkName)
+	fs.BoolVar(&f.pausedSink, "paused-sink", false, "also configure the sinks (River: queue) "+pausedSinkName+" and "+throttledSinkName+" (River: not worked)")
 	fs.BoolVar(&f.countOnly, "count-only", false, "count deliveries without recording each")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -193,7 +193,11 @@ func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder, earl
 		record := sink.Func(func(_ context.Context, d *sink.Delivery) error { rec.add(d.ID); return nil })
 		sinks := []relay.SinkConfig{{Name: noopSink, Sink: record}}
 		if f.pausedSink {
-			sinks = append(sinks, relay.SinkConfig{Name: pausedSinkName, Sink: record})
+			// The throttled sink's one permit an hour goes to a sink that
+			// records nothing: its row is none of the measurement's.
+			discard := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
+			sinks = append(sinks, relay.SinkConfig{Name: pausedSinkName, Sink: record},
+				relay.SinkConfig{Name: throttledSinkName, Sink: discard, RateLimit: &throttledRate})
 		}
 		relay, err := relay.New(pool, relay.Config{
 			Sinks:         sinks,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 )
@@ -213,3 +214,46 @@ func stmtSummary(stmts []stmtSample) string {
 	}
 	return out
 }
+
+// cpuMark is where the machine's CPU time stood at one moment: the relay
+// children's, this process's (the producers, in the stepped and pressure
+// scenarios), and the machine's busy and total ticks. Two marks split an
+// interval's CPU between the relays, the producers and the rest (on this
+// machine: PostgreSQL).
+type cpuMark struct{ relays, self, busy, total int64 }
+
+func markCPU(procs []*relayProc) cpuMark {
+	self, _ := procCPUTicks(os.Getpid())
+	busy, total, _ := machineCPUTicks()
+	return cpuMark{relays: childrenCPU(procs), self: self, busy: busy, total: total}
+}
+
+// cpuSplit is the CPU of an interval between two marks.
+type cpuSplit struct {
+	relayUsPerMsg float64 // the relays' CPU per message delivered in it, µs
+	// Shares of the machine's CPU (all cores): the relays', the
+	// producers' and the rest's; idle is what is left.
+	relays, producers, rest float64
+}
+
+func splitCPU(from, to cpuMark, delivered int) cpuSplit {
+	total := float64(to.total - from.total)
+	if total <= 0 {
+		return cpuSplit{}
+	}
+	relays, self := float64(to.relays-from.relays), float64(to.self-from.self)
+	s := cpuSplit{relays: relays / total, producers: self / total, rest: (float64(to.busy-from.busy) - relays - self) / total}
+	if delivered > 0 {
+		s.relayUsPerMsg = cpuMicrosPerMsg(to.relays-from.relays, delivered)
+	}
+	return s
+}
+
+// String is the split as the scenarios' tables print it.
+func (s cpuSplit) String() string {
+	return fmt.Sprintf("%.1f µs/msg; %.0f/%.0f/%.0f %%", s.relayUsPerMsg, 100*s.relays, 100*s.producers, 100*s.rest)
+}
+
+// cpuColumnNote explains the CPU column of the stepped and pressure
+// tables.
+const cpuColumnNote = "The CPU column gives the relays' CPU per delivered message, then the shares of the machine's CPU (all cores) taken by the relays, by the producers (the benchmark's own process) and by the rest (PostgreSQL, serving both): the burn-down that measures capacity has no producers, so there the relays and PostgreSQL have the whole machine."

@@ -83,6 +83,7 @@ type phaseFigures struct {
 	offered, delivered float64 // msg/s
 	p50, p99           float64 // pickup (commit to first delivery), ms
 	depthMax, deadMax  int64
+	cpu                cpuSplit
 }
 
 func (f phaseFigures) completion() float64 { return f.delivered / f.offered }
@@ -125,6 +126,7 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 	expect := int((2*float64(clean) + float64(peak)) * phase.Seconds() * 1.2)
 	var commits []commit
 	var marks [4]int64 // clean, pressure, recovery starts; recovery end
+	var cpuMarks [4]cpuMark
 	var samples []sample
 	var drainedAt int64
 	r, err := b.drive(relayOpts{sys: sys, count: steadyRelays, expect: expect, tolerateExits: true}, func(procs []*relayProc, _ int64) error {
@@ -135,9 +137,9 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 			_, _ = pr.stop()
 			_, _ = sm.stop()
 		}
-		marks[0] = time.Now().UnixNano()
+		marks[0], cpuMarks[0] = time.Now().UnixNano(), markCPU(procs)
 		time.Sleep(phase)
-		marks[1] = time.Now().UnixNano()
+		marks[1], cpuMarks[1] = time.Now().UnixNano(), markCPU(procs)
 		release, err := b.applyPressure(ctx, k, sys, s, pr, peak, tables)
 		if err != nil {
 			stopAll()
@@ -145,13 +147,13 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 		}
 		time.Sleep(phase)
 		out.note, err = release()
-		marks[2] = time.Now().UnixNano()
+		marks[2], cpuMarks[2] = time.Now().UnixNano(), markCPU(procs)
 		if err != nil {
 			stopAll()
 			return fmt.Errorf("release the pressure: %w", err)
 		}
 		time.Sleep(phase)
-		marks[3] = time.Now().UnixNano()
+		marks[3], cpuMarks[3] = time.Now().UnixNano(), markCPU(procs)
 		commits, err = pr.stop()
 		if err != nil {
 			_, _ = sm.stop()
@@ -199,6 +201,7 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 			p50: percentile(l, 50), p99: percentile(l, 99),
 			depthMax: maxOf(in, func(s sample) int64 { return s.Depth }),
 			deadMax:  maxOf(in, func(s sample) int64 { return s.Dead }),
+			cpu:      splitCPU(cpuMarks[i], cpuMarks[i+1], done),
 		}
 	}
 	out.recovery, out.recovered = recoveryTime(lat, marks[2], marks[3], out.phases[0].p99)
@@ -432,14 +435,14 @@ func drainTime(samples []sample, from, to int64, cleanDepth int64) (time.Duratio
 func (b *bench) pressureSection(k pressureKind, outs []pressureOutcome) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "### %s: %s\n\n", pressureScenarioName(k), pressureTitles[k])
-	fmt.Fprintf(&w, "%d relays per system; producers are asked for %d msg/s (single-message transactions on %d connections, batches on %d) throughout, and the table shows what they managed; phases of %s: clean, pressure, recovery.\n\n",
-		steadyRelays, b.sz.pressureRate, singleProducers, batchProducers, b.sz.phase)
-	fmt.Fprintln(&w, "| system | phase | offered (msg/s) | delivered (msg/s) | completion | pickup p50 (ms) | pickup p99 (ms) | queue depth max | dead tuples max |")
-	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(&w, "%d relays per system; producers are asked for %d msg/s (single-message transactions on %d connections, batches on %d) throughout, and the table shows what they managed; phases of %s: clean, pressure, recovery. %s\n\n",
+		steadyRelays, b.sz.pressureRate, singleProducers, batchProducers, b.sz.phase, cpuColumnNote)
+	fmt.Fprintln(&w, "| system | phase | offered (msg/s) | delivered (msg/s) | completion | pickup p50 (ms) | pickup p99 (ms) | queue depth max | dead tuples max | CPU: relays per msg; relays/producers/rest |")
+	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, o := range outs {
 		for i, p := range o.phases {
-			fmt.Fprintf(&w, "| %s | %s | %.0f | %.0f | %.1f%% | %.2f | %.2f | %d | %d |\n", o.sys.label, phaseNames[i],
-				p.offered, p.delivered, 100*p.completion(), p.p50, p.p99, p.depthMax, p.deadMax)
+			fmt.Fprintf(&w, "| %s | %s | %.0f | %.0f | %.1f%% | %.2f | %.2f | %d | %d | %s |\n", o.sys.label, phaseNames[i],
+				p.offered, p.delivered, 100*p.completion(), p.p50, p.p99, p.depthMax, p.deadMax, p.cpu)
 		}
 	}
 	fmt.Fprintln(&w)

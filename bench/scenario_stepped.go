@@ -24,6 +24,7 @@ type stepFigures struct {
 	undelivered        int     // messages of the step never delivered
 	claimP99           float64 // ms
 	backlog            int64   // at the step's end
+	cpu                cpuSplit
 }
 
 // steppedOutcome is one system's stepped run.
@@ -75,6 +76,7 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 	}
 	expect := int(sum * capacity * step.Seconds() * 1.1)
 	marks := make([]int64, len(stepFactors)+1)
+	cpuMarks := make([]cpuMark, len(stepFactors)+1)
 	var commits []commit
 	var samples []sample
 	var endAt int64
@@ -84,11 +86,11 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 		sm := startSampler(ctx, s, tables, func() int64 { return pr.produced.Load() - delivered(procs) }, sampleEvery)
 		for i, f := range stepFactors {
 			pr.setRate(int(f * capacity))
-			marks[i] = time.Now().UnixNano()
+			marks[i], cpuMarks[i] = time.Now().UnixNano(), markCPU(procs)
 			b.logf("    step %.1f× (%d msg/s offered)", f, int(f*capacity))
 			time.Sleep(step)
 		}
-		marks[len(stepFactors)] = time.Now().UnixNano()
+		marks[len(stepFactors)], cpuMarks[len(stepFactors)] = time.Now().UnixNano(), markCPU(procs)
 		commits, err = pr.stop()
 		if err != nil {
 			_, _ = sm.stop()
@@ -132,6 +134,7 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 		}
 		sf.offered, sf.delivered = float64(offered)/secs, float64(done)/secs
 		sf.p50, sf.p99 = percentile(lat, 50), percentile(lat, 99)
+		sf.cpu = splitCPU(cpuMarks[i], cpuMarks[i+1], done)
 		sf.claimP99 = percentile(claimDurations(r.statements(from, to)), 99)
 		if in := between(samples, from, to); len(in) > 0 {
 			sf.backlog = in[len(in)-1].Depth
@@ -149,14 +152,14 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 func (b *bench) steppedSection(outs []steppedOutcome) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "### stepped: offered load stepped past capacity on a fresh, never analyzed database\n\n")
-	fmt.Fprintf(&w, "%d relays per system; steps of %s; producers write single-message transactions on %d connections (up to %d msg/s) and batches on %d; capacity is a %d-message burn-down of the same relays (or -capacity).\n\n",
-		steadyRelays, b.sz.phase, singleProducers, singleShareMax, batchProducers, b.sz.capacityBacklog)
-	fmt.Fprintln(&w, "| system | step | offered target (msg/s) | offered (msg/s) | delivered (msg/s) | delivered/offered | delivered/capacity | pickup p50 (ms) | pickup p99 (ms) | claim p99 (ms) | backlog at end |")
-	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(&w, "%d relays per system; steps of %s; producers write single-message transactions on %d connections (up to %d msg/s) and batches on %d; capacity is a %d-message burn-down of the same relays (or -capacity). %s\n\n",
+		steadyRelays, b.sz.phase, singleProducers, singleShareMax, batchProducers, b.sz.capacityBacklog, cpuColumnNote)
+	fmt.Fprintln(&w, "| system | step | offered target (msg/s) | offered (msg/s) | delivered (msg/s) | delivered/offered | delivered/capacity | pickup p50 (ms) | pickup p99 (ms) | claim p99 (ms) | backlog at end | CPU: relays per msg; relays/producers/rest |")
+	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, o := range outs {
 		for _, s := range o.steps {
-			fmt.Fprintf(&w, "| %s | %.1f× | %d | %.0f | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f | %d |\n", o.sys.label, s.factor, s.target,
-				s.offered, s.delivered, s.delivered/s.offered, s.delivered/o.capacity, s.p50, s.p99, s.claimP99, s.backlog)
+			fmt.Fprintf(&w, "| %s | %.1f× | %d | %.0f | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f | %d | %s |\n", o.sys.label, s.factor, s.target,
+				s.offered, s.delivered, s.delivered/s.offered, s.delivered/o.capacity, s.p50, s.p99, s.claimP99, s.backlog, s.cpu)
 		}
 	}
 	fmt.Fprintln(&w)
@@ -166,6 +169,12 @@ func (b *bench) steppedSection(outs []steppedOutcome) string {
 		last := o.steps[len(o.steps)-1]
 		fmt.Fprintf(&w, "| %s | at %.0f× offered, delivered ≥ %.1f× capacity (%.0f msg/s) | %.0f msg/s (%.2f×) | %s |\n", o.sys.label,
 			last.factor, steppedTarget, o.capacity, last.delivered, last.delivered/o.capacity, passFail(last.delivered >= steppedTarget*o.capacity))
+		best := 0.0
+		for _, s := range o.steps {
+			best = max(best, s.delivered)
+		}
+		fmt.Fprintf(&w, "| %s | no collapse: at %.0f× offered, delivered ≥ %.1f× the best step (%.0f msg/s) | %.0f msg/s (%.2f×) | %s |\n", o.sys.label,
+			last.factor, steppedTarget, best, last.delivered, last.delivered/best, passFail(last.delivered >= steppedTarget*best))
 		fmt.Fprintf(&w, "| %s | the backlog drains once the load stops | %s | %s |\n", o.sys.label, recoveryText(o.drain, o.drained), passFail(o.drained))
 		fmt.Fprintf(&w, "| %s | no relay exits, nothing lost | %d exits, %d never delivered | %s |\n", o.sys.label, len(o.exits), o.missing,
 			passFail(len(o.exits) == 0 && o.missing == 0))

@@ -14,9 +14,10 @@ import (
 const waitingTarget = 1.2
 
 // runClaimsWaiting is scenario 8: the claims of an active sink on an empty
-// table, then beside waitingRows waiting rows of a paused sink and as many
-// of a sink no relay is configured for (River: a paused queue and a queue
-// no client works), all older than the active sink's rows.
+// table, then beside waitingRows waiting rows of a paused sink, as many of
+// a throttled sink and as many of a sink no relay is configured for (River:
+// a paused queue and two queues no client works), all older than the
+// active sink's rows.
 func (b *bench) runClaimsWaiting(ctx context.Context) error {
 	for run := range b.sz.pressureRuns {
 		order := rotated(b.systems, run)
@@ -32,7 +33,7 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 		seeded := map[string]bool{}
 		for _, sys := range order {
 			if db := sys.database(); !seeded[db] {
-				b.logf("  run %d seeding %d paused and %d unconfigured waiting rows into %s", run+1, b.sz.waitingRows, b.sz.waitingRows, db)
+				b.logf("  run %d seeding %d paused, %d throttled and %d unconfigured waiting rows into %s", run+1, b.sz.waitingRows, b.sz.waitingRows, b.sz.waitingRows, db)
 				if err := b.seedWaiting(ctx, b.store(sys)); err != nil {
 					return err
 				}
@@ -47,7 +48,7 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 		}
 	}
 	var w strings.Builder
-	fmt.Fprintf(&w, "### claims-waiting: claims beside %d paused and %d unconfigured waiting rows\n\n", b.sz.waitingRows, b.sz.waitingRows)
+	fmt.Fprintf(&w, "### claims-waiting: claims beside %d paused, %d throttled and %d unconfigured waiting rows\n\n", b.sz.waitingRows, b.sz.waitingRows, b.sz.waitingRows)
 	fmt.Fprintln(&w, "| system | target | measured | verdict |")
 	fmt.Fprintln(&w, "|---|---|---|---|")
 	for _, sys := range b.systems {
@@ -62,14 +63,14 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 	return nil
 }
 
-// seedWaiting empties s's table, then adds the paused and the unconfigured
-// sinks' waiting rows, pauses the one, and vacuums as autovacuum would
+// seedWaiting empties s's table, then adds the paused, the throttled and
+// the unconfigured sinks' waiting rows, pauses the one, and vacuums as autovacuum would
 // have by then.
 func (b *bench) seedWaiting(ctx context.Context, s store) error {
 	if err := s.reset(ctx); err != nil {
 		return err
 	}
-	for _, sink := range []string{pausedSinkName, ghostSinkName} {
+	for _, sink := range []string{pausedSinkName, throttledSinkName, ghostSinkName} {
 		if err := s.seedWaiting(ctx, sink, b.sz.waitingRows); err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ func (b *bench) seedWaiting(ctx context.Context, s store) error {
 }
 
 // waitingClaims enqueues fresh rows of the active sink, lets one relay
-// (configured for the paused sink too) burn them down, checks it delivered
+// (configured for the paused and throttled sinks too) burn them down, checks it delivered
 // exactly those, and records the claims' cost per 1,000 rows as perRows
 // and their median as p50 (side names the table's state in the breakdown).
 func (b *bench) waitingClaims(ctx context.Context, sys system, side string, perRows, p50 metric) error {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // store is what the parent does to one engine's database: empty it, enqueue
@@ -42,12 +45,20 @@ type store interface {
 var seq atomic.Int64
 
 // Sinks (River: queues) besides noopSink: pausedSinkName is configured and
-// paused; ghostSinkName is configured on no relay (a sink of another
-// deployment, or one removed from the configuration).
+// paused; throttledSinkName is configured with throttledRate, so it has a
+// permit at most once per hour (River has no rate limit: its queue of
+// that name is worked by no client, as ghostSinkName's); ghostSinkName is
+// configured on no relay (a sink of another deployment, or one removed
+// from the configuration).
 const (
-	pausedSinkName = "paused"
-	ghostSinkName  = "ghost"
+	pausedSinkName    = "paused"
+	throttledSinkName = "throttled"
+	ghostSinkName     = "ghost"
 )
+
+// throttledRate is throttledSinkName's rate limit: one delivery an hour,
+// a sink whose backlog waits for permits throughout a measurement.
+var throttledRate = sink.RateLimit{Rate: 1, Per: time.Hour, Burst: 1}
 
 // padding is the filler a payload of about size bytes carries besides its
 // number ("" for the default, smallest payload).
