@@ -14,8 +14,9 @@ import (
 // The bare loop is the limit row of the burn-down: a claim/finish loop on
 // outboxd's own table and indexes that does nothing else. No sink, no
 // goroutine per message, no batching of outcomes across claims: claim up to
-// bareBatch rows, record them delivered, move them to history, commit without
-// waiting for the WAL flush (like outboxd's relay by default), repeat. What
+// bareBatch rows, record them delivered, move them to history, commit as
+// outboxd's relay does (a claim waits for the WAL flush, a terminal write
+// does not), repeat. What
 // it reaches is what the table's design allows; outboxd's share of it is
 // what the relay costs on top. A better table raises both.
 const bareBatch = 1000
@@ -38,10 +39,11 @@ SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $2,
     lease_expires_at = now() + interval '30 seconds', updated_at = now()
 WHERE m.id IN (
     SELECT id FROM outbox.messages
-    WHERE sink = $3 AND NOT queued_behind AND phase = 'open' AND available_at <= now()
+    WHERE sink = $3 AND NOT queued_behind AND phase = 'open' AND available_at <= now() AND status <> 'in_progress'
     ORDER BY available_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED)
+  AND (SELECT set_config('synchronous_commit', 'on', true) = 'on')
 RETURNING m.id`
 	bareFinish = `
 WITH gone AS (

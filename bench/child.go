@@ -104,7 +104,9 @@ func childMain(args []string) error {
 	tracer := newStmtTracer()
 	cfg.ConnConfig.Tracer = tracer
 	cfg.ConnConfig.RuntimeParams["application_name"] = relayAppName
-	if f.asyncCommit {
+	if f.asyncCommit || sys.bare {
+		// The bare loop commits as the relay does: its terminal writes
+		// asynchronously, its claims durably (see bareClaim).
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
