@@ -67,8 +67,11 @@ type claimedRow struct {
 // registered as w, and traces the claim when it did something.
 func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]*claimedRow, error) {
 	claimedAt := time.Now()
-	after := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
+	after, full := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
 	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, After: after, Waiter: w.id})
+	if full {
+		w.bounds.fullTook(claimedAt, time.Since(claimedAt))
+	}
 	w.bounds.observe(claimed)
 	// The span is made after the fact, and only for claims that did
 	// something: an idle relay polls every second and must not fill the

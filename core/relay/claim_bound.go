@@ -16,6 +16,22 @@ const claimBoundMargin = 250 * time.Millisecond
 // waits at most this long, not a poll interval of 30 s.
 const claimBoundFullEvery = time.Second
 
+// claimBoundFullSlowdown spaces full claims out when one is slow: the next
+// comes no sooner than this many times the last one took. A full claim
+// reads the entries of every row delivered since vacuum last ran, which a
+// transaction held open keeps for as long as it stays open: tens of
+// thousands after a minute at a few thousand messages a second, 50-60 ms
+// a claim. Every second, that was one claim in a hundred, and the rows it
+// took were the 99th percentile's pickup. At most one claim's time in
+// claimBoundFullSlowdown goes to full claims; a fast one (a few ms) still
+// comes every claimBoundFullEvery.
+const claimBoundFullSlowdown = 50
+
+// claimBoundFullMax bounds how far apart a slow full claim spaces the next:
+// a row only a full claim finds (an expired lease, a late commit) waits at
+// most this long.
+const claimBoundFullMax = 5 * time.Second
+
 // claimBounds is where one claim loop's claims start reading each sink's
 // rows. Between two full claims, once per poll interval, a sink's walk
 // starts claimBoundMargin before the latest available_at the loop claimed
@@ -25,7 +41,8 @@ const claimBoundFullEvery = time.Second
 // over: expired leases, rows of another relay's claim that rolled back,
 // and rows that became ready with an earlier available_at (a producer's
 // transaction that committed late, a row whose claim's answer was lost);
-// they wait at most a poll interval longer.
+// they wait at most a poll interval longer (claimBoundFullMax when full
+// claims are slow).
 type claimBounds struct {
 	latest map[string]time.Time // by sink
 	fullAt time.Time            // the next full claim is due then
@@ -34,11 +51,12 @@ type claimBounds struct {
 // after returns claim.sql's @after for sinks at now: nil (every walk from
 // the start) when the full claim every poll (at most claimBoundFullEvery)
 // is due or no sink has a bound,
-// the zero time for the sinks without one.
-func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) []time.Time {
+// the zero time for the sinks without one. full says the claim is a full
+// one: its caller reports how long it took to fullTook.
+func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) (after []time.Time, full bool) {
 	if !now.Before(b.fullAt) {
 		b.fullAt = now.Add(min(poll, claimBoundFullEvery))
-		return nil
+		return nil, true
 	}
 	var out []time.Time
 	for i, s := range sinks {
@@ -51,7 +69,16 @@ func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) [
 		}
 		out[i] = t.Add(-claimBoundMargin)
 	}
-	return out
+	return out, false
+}
+
+// fullTook records that the full claim started at start took took: a slow
+// one puts the next off to claimBoundFullSlowdown times as long after its
+// start, at most claimBoundFullMax.
+func (b *claimBounds) fullTook(start time.Time, took time.Duration) {
+	if next := start.Add(min(claimBoundFullSlowdown*took, claimBoundFullMax)); next.After(b.fullAt) {
+		b.fullAt = next
+	}
 }
 
 // observe records the rows a claim took.
