@@ -64,8 +64,8 @@ func (b *bench) runClaimsWaiting(ctx context.Context) error {
 }
 
 // seedWaiting empties s's table, then adds the paused, the throttled and
-// the unconfigured sinks' waiting rows, pauses the one, and vacuums as autovacuum would
-// have by then.
+// the unconfigured sinks' waiting rows and pauses the one; then it vacuums
+// and counts them, as autovacuum and running relays would have by then.
 func (b *bench) seedWaiting(ctx context.Context, s store) error {
 	if err := s.reset(ctx); err != nil {
 		return err
@@ -78,8 +78,10 @@ func (b *bench) seedWaiting(ctx context.Context, s store) error {
 	if err := s.pauseSink(ctx, pausedSinkName); err != nil {
 		return fmt.Errorf("pause %s: %w", pausedSinkName, err)
 	}
-	_, err := s.pool().Exec(ctx, "VACUUM ANALYZE "+s.table())
-	return err
+	if _, err := s.pool().Exec(ctx, "VACUUM ANALYZE "+s.table()); err != nil {
+		return err
+	}
+	return s.countBacklog(ctx)
 }
 
 // waitingClaims enqueues fresh rows of the active sink, lets one relay

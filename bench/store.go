@@ -30,6 +30,10 @@ type store interface {
 	seedWaiting(ctx context.Context, sink string, n int) error
 	// pauseSink pauses sink (River: queue) until resumed.
 	pauseSink(ctx context.Context, sink string) error
+	// countBacklog does what the engine's running relays would have done
+	// while a backlog seeded at once built up: outboxd's leading relay
+	// counts it into its stats snapshot; River keeps no counts.
+	countBacklog(ctx context.Context) error
 	// hotTables names the tables a relay's claims and finishes work on.
 	hotTables(ctx context.Context) ([]string, error)
 	// seedHistory adds n delivered rows (sent / completed) and vacuums.

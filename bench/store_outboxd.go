@@ -73,6 +73,14 @@ func (s outboxdStore) seedWaiting(ctx context.Context, sink string, n int) error
 	return nil
 }
 
+func (s outboxdStore) countBacklog(ctx context.Context) error {
+	op, err := operator.New(core.DefaultSchema)
+	if err != nil {
+		return err
+	}
+	return op.RefreshStatsSnapshot(ctx, s.p, "bench")
+}
+
 func (s outboxdStore) pauseSink(ctx context.Context, sink string) error {
 	op, err := operator.New(core.DefaultSchema)
 	if err != nil {

@@ -17,6 +17,17 @@ const DefaultStatsInterval = 5 * time.Second
 // sent index is walked over this window only.
 const statsSentWindow = time.Hour
 
+// A sink's open rows are counted by reading each of them: seconds of a
+// core for a million. A sink with at least statsLargeBacklog open rows at
+// its last count (a paused or throttled sink, one no relay is configured
+// for) keeps that count for up to statsLargeBacklogEvery, or until a
+// hundredth of it has been delivered, so a stuck backlog costs the
+// database one count every few minutes, not one every few seconds.
+const (
+	statsLargeBacklog      = 100_000
+	statsLargeBacklogEvery = 5 * time.Minute
+)
+
 // SinkCounts is one sink's rows in the cluster's snapshot. Every count
 // comes from a partial index (or, for SentLastHour, the last hour of the
 // sent index): delivered history is never counted.
@@ -72,7 +83,7 @@ func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapsh
 // from tools and tests that run no relay. It reads the partial indexes
 // and the last hour of the sent index, never older delivered history.
 func (o *Operator) RefreshStatsSnapshot(ctx context.Context, db core.DBTX, by string) error {
-	if err := o.q.TakeStatsSnapshot(ctx, db, statsSentWindow, by); err != nil {
+	if err := o.q.TakeStatsSnapshot(ctx, db, statsSentWindow, by, statsLargeBacklog, statsLargeBacklogEvery); err != nil {
 		return fmt.Errorf("outbox: recompute the stats snapshot: %w", err)
 	}
 	return nil

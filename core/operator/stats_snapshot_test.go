@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestStatsSnapshotPlanSkipsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, raw := b.Explain(t, q.Texts().TakeStatsSnapshot, time.Hour, "test")
+	plan, raw := b.Explain(t, q.Texts().TakeStatsSnapshot, time.Hour, "test", int64(100_000), 5*time.Minute)
 	indexes := map[string]bool{}
 	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {
@@ -107,4 +108,53 @@ func TestStatsSnapshotOfAnEmptyOutbox(t *testing.T) {
 	if err != nil || snap.TakenAt.IsZero() || snap.TakenBy != "test" || len(snap.Sinks) != 0 {
 		t.Fatalf("snapshot = %+v, %v", snap, err)
 	}
+}
+
+// A large backlog is not counted every few seconds: a sink with 100,000
+// open rows or more at its last count keeps that count (the snapshot does
+// not read its rows) for five minutes, or until a hundredth of it has been
+// delivered; other sinks are counted each time. (Mutations, each failing
+// this test: take_stats_snapshot.sql without the kept sinks, at the
+// second snapshot; the kept sinks' counts not carried over, at the same
+// point, big showing no pending row; the delivered hundredth ignored, at
+// the third.)
+func TestStatsSnapshotCountsALargeBacklogEveryFewMinutes(t *testing.T) {
+	b := coretest.Setup(t)
+	exec := func(stmt string) {
+		t.Helper()
+		if _, err := b.Pool.Exec(b.Ctx, strings.ReplaceAll(stmt, "{s}", b.Outbox.Schema())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add := func(sink string, from, to int) {
+		t.Helper()
+		exec(fmt.Sprintf(`INSERT INTO {s}.messages (sink, dedup_key, payload) SELECT '%s', 'k' || g, '{}' FROM generate_series(%d, %d) g`, sink, from, to))
+	}
+	pending := func(when string, wantBig, wantSmall int64) {
+		t.Helper()
+		if err := b.Outbox.RefreshStatsSnapshot(b.Ctx, b.Pool, "test"); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if big, small := snap.Sinks["big"], snap.Sinks["small"]; big.Pending != wantBig || small.Pending != wantSmall {
+			t.Fatalf("%s: pending big %d, small %d; want %d, %d", when, big.Pending, small.Pending, wantBig, wantSmall)
+		}
+	}
+	add("big", 1, 100_000)
+	add("small", 1, 10)
+	pending("first count", 100_000, 10)
+	add("big", 100_001, 100_005)
+	add("small", 11, 15)
+	pending("a large backlog counted just now", 100_000, 15)
+	exec(`INSERT INTO {s}.delivery_minutes (sink, minute, sent, retried, dead, latency_buckets)
+	      VALUES ('big', date_trunc('minute', now()), 999, 0, 1, '{}')`)
+	pending("a hundredth of it delivered since", 100_005, 15)
+	add("big", 100_006, 100_010)
+	exec(`DELETE FROM {s}.delivery_minutes`)
+	pending("counted again just now", 100_005, 15)
+	exec(`UPDATE {s}.sink_stats SET open_counted_at = now() - interval '5 minutes 1 second'`)
+	pending("five minutes after its count", 100_010, 15)
 }
