@@ -343,11 +343,18 @@ func actionResult(f RedriveFilter, row store.PurgeRow) ActionResult {
 		Token: confirmation{upToID: row.LastID, deadUntil: row.DeadUntil, digest: row.Digest}.token()}
 }
 
+// UnconfiguredCountLimit is the most waiting rows UnconfiguredSinks counts
+// of one sink: every relay looks once a minute, and counting a removed
+// sink's million rows took a core for seconds each time.
+const UnconfiguredCountLimit = 10_000
+
 // WaitingSink is a sink with rows waiting for delivery.
 type WaitingSink struct {
 	Sink string
-	// Waiting counts its pending and failed rows.
+	// Waiting counts its pending and failed rows, up to
+	// UnconfiguredCountLimit; AtLeast says it has that many or more.
 	Waiting int64
+	AtLeast bool
 	// OldestPendingAge is how long the oldest of them has waited.
 	OldestPendingAge time.Duration
 }
@@ -356,8 +363,9 @@ type WaitingSink struct {
 // waiting for delivery, by name. A relay leaves such rows alone; they are
 // delivered by a relay configured with their sink (a rolling deploy adding
 // a sink), or wait until an operator configures the sink or purges them
-// (RedriveFilter.Waiting). The cost follows the number of distinct sinks
-// and the waiting rows of the unconfigured ones, not the table's size.
+// (RedriveFilter.Waiting). The cost follows the number of distinct sinks,
+// and at most UnconfiguredCountLimit waiting rows of each unconfigured
+// one, not the table's size.
 func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configured []string) ([]WaitingSink, error) {
 	if configured == nil {
 		configured = []string{} // NOT (sink = ANY(NULL)) would match nothing
@@ -371,12 +379,12 @@ func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configur
 	// through the index, where a join would plan for every row of the table.
 	var found []WaitingSink
 	for _, name := range names {
-		w, err := o.q.WaitingRows(ctx, db, name)
+		w, err := o.q.WaitingRows(ctx, db, name, UnconfiguredCountLimit)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: count the rows waiting for sink %q: %w", name, err)
 		}
 		if w.Waiting > 0 {
-			found = append(found, WaitingSink{Sink: name, Waiting: w.Waiting,
+			found = append(found, WaitingSink{Sink: name, Waiting: w.Waiting, AtLeast: w.Waiting == UnconfiguredCountLimit,
 				OldestPendingAge: time.Duration(w.OldestWaitingSeconds * float64(time.Second))})
 		}
 	}

@@ -255,3 +255,26 @@ func TestConfirmationActsOnExactlyTheRowsCounted(t *testing.T) {
 		}
 	}
 }
+
+// UnconfiguredSinks counts at most UnconfiguredCountLimit waiting rows of
+// a sink, saying when there are more, and finds the oldest among them: a
+// removed sink's large backlog costs each relay's check once a minute a
+// bounded read. (Mutation: waiting_rows.sql without its LIMIT fails this
+// test with the whole count; ordered by id instead of the open index's
+// order, it finds the wrong oldest row.)
+func TestUnconfiguredSinksCountsABoundedNumberOfRows(t *testing.T) {
+	b := coretest.Setup(t)
+	if _, err := b.Pool.Exec(b.Ctx, fmt.Sprintf(`INSERT INTO %s.messages (sink, dedup_key, payload, available_at, created_at)
+		SELECT 'removed', 'k' || g, '{}', now() - CASE WHEN g = %d THEN interval '2 hours' ELSE interval '1 minute' END,
+		       now() - CASE WHEN g = %[2]d THEN interval '2 hours' ELSE interval '1 minute' END
+		FROM generate_series(1, %[2]d) g`, b.Outbox.Schema(), operator.UnconfiguredCountLimit+5)); err != nil {
+		t.Fatal(err)
+	}
+	found, err := b.Outbox.UnconfiguredSinks(b.Ctx, b.Pool, []string{"known"})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("UnconfiguredSinks = %+v, %v", found, err)
+	}
+	if s := found[0]; s.Sink != "removed" || s.Waiting != operator.UnconfiguredCountLimit || !s.AtLeast || s.OldestPendingAge < 119*time.Minute {
+		t.Errorf("UnconfiguredSinks = %+v, want %d or more rows of removed, the oldest 2 hours old", s, operator.UnconfiguredCountLimit)
+	}
+}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -70,8 +71,12 @@ func (r *Relay) checkUnconfiguredSinks(ctx context.Context, configured []string,
 	var oldest time.Duration
 	names := make([]string, 0, len(found))
 	for _, s := range found {
+		var count any = s.Waiting
+		if s.AtLeast {
+			count = fmt.Sprintf("%d or more", s.Waiting)
+		}
 		r.logger.Warn("outbox: rows are waiting for a sink this relay does not have; they stay pending until a relay configured with it delivers them (configure the sink, or delete them with outboxd dlq purge --all --waiting --sink NAME)",
-			"sink", s.Sink, "waiting", s.Waiting, "oldest_pending_age", s.OldestPendingAge.Round(time.Second))
+			"sink", s.Sink, "waiting", count, "oldest_pending_age", s.OldestPendingAge.Round(time.Second))
 		waiting += s.Waiting
 		oldest = max(oldest, s.OldestPendingAge)
 		names = append(names, s.Sink)
