@@ -9,9 +9,14 @@
 -- deployment's claims ran for minutes on a table never analyzed. The
 -- queue table is vacuumed unthrottled, once 2 % of it is dead, and
 -- analyzed once 2 % of it changed: its passes are short because they come
--- often. (docs/performance.md, "Offered load stepped past capacity".)
+-- often. Vacuum does not truncate it: giving empty pages at its end back
+-- takes the table's ACCESS EXCLUSIVE lock, which stops every claim,
+-- terminal write and enqueue while it is held, and the next inserts would
+-- only extend the table again. (docs/performance.md, "Issue 22 on a quiet
+-- machine".)
 ALTER TABLE messages SET (
     autovacuum_vacuum_cost_delay = 0,
     autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_analyze_scale_factor = 0.02
+    autovacuum_analyze_scale_factor = 0.02,
+    vacuum_truncate = false
 );
