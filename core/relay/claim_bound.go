@@ -27,6 +27,12 @@ const claimBoundFullEvery = time.Second
 // a fast one (a few ms) still comes every claimBoundFullEvery.
 const claimBoundFullSlowdown = 50
 
+// claimBoundSlowFull is how long a full claim takes before it spaces the
+// next out: one that reads only live rows takes a few ms, and a relay with
+// a short poll interval (tests poll every 50 ms) relies on its full claims
+// to find rows handed back by a per-key limit soon.
+const claimBoundSlowFull = 25 * time.Millisecond
+
 // claimBoundFullMax bounds how far apart a slow full claim spaces the next:
 // a row only a full claim finds (an expired lease, a late commit) waits at
 // most this long.
@@ -73,9 +79,12 @@ func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) (
 }
 
 // fullTook records that the full claim started at start took took: a slow
-// one puts the next off to claimBoundFullSlowdown times as long after its
+// one (claimBoundSlowFull or longer) puts the next off to claimBoundFullSlowdown times as long after its
 // start, at most claimBoundFullMax.
 func (b *claimBounds) fullTook(start time.Time, took time.Duration) {
+	if took < claimBoundSlowFull {
+		return
+	}
 	if next := start.Add(min(claimBoundFullSlowdown*took, claimBoundFullMax)); next.After(b.fullAt) {
 		b.fullAt = next
 	}

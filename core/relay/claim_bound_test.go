@@ -40,9 +40,11 @@ func TestClaimBoundsClaimFromTheStartOncePerPoll(t *testing.T) {
 
 // A slow full claim (a transaction held open leaves it the entries of
 // every row delivered since) spaces the next out to claimBoundFullSlowdown
-// times its duration, at most claimBoundFullMax; a fast one changes
-// nothing. (Mutation: fullTook doing nothing fails this test at the slow
-// claim's second; claimBoundFullMax removed fails it at the cap.)
+// times its duration, at most claimBoundFullMax; a fast one (under
+// claimBoundSlowFull) changes nothing. (Mutations: fullTook doing nothing
+// fails this test at the slow claim's second; claimBoundFullMax removed
+// fails it at the cap; claimBoundSlowFull ignored fails it after the fast
+// claim.)
 func TestSlowFullClaimsComeLessOften(t *testing.T) {
 	t.Parallel()
 	const poll = time.Second
@@ -52,7 +54,7 @@ func TestSlowFullClaimsComeLessOften(t *testing.T) {
 	if _, full := b.after([]string{""}, start, poll); !full {
 		t.Fatal("first claim: want a full one")
 	}
-	b.fullTook(start, 2*time.Millisecond)
+	b.fullTook(start, claimBoundSlowFull-time.Millisecond)
 	if _, full := b.after([]string{""}, start.Add(poll), poll); !full {
 		t.Fatal("after a fast full claim: want the next a poll interval later")
 	}
