@@ -176,19 +176,9 @@ func TestMigrateRecordsItselfInTheAuditTrail(t *testing.T) {
 // fails.)
 func TestQueueTableIsVacuumedToKeepUp(t *testing.T) {
 	t.Parallel()
-	pool := testdb.Pool(t, 2)
-	ctx := t.Context()
-	schema := fmt.Sprintf("vacuum_migrate_%d", time.Now().UnixNano())
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
-	m, err := migrate.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	pool, ob := testdb.New(t)
 	var options []string
-	if err := pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ($1 || '.messages')::regclass`, schema).Scan(&options); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = ($1 || '.messages')::regclass`, ob.Schema()).Scan(&options); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"autovacuum_vacuum_cost_delay=0", "autovacuum_vacuum_scale_factor=0.02", "autovacuum_analyze_scale_factor=0.02", "vacuum_truncate=false"} {
