@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,13 +238,13 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 }
 
 // openPool returns the pool the relay claims and writes through: a copy of
-// the application's whose connections do not JIT-compile (a claim's
-// generic plan over a large backlog is estimated above jit_above_cost, and
-// compiling it would cost more than the whole claim) and, unless
-// DurableRelayWrites, whose commits do not wait for the WAL flush.
+// the application's whose connections have the settings its statements'
+// plans are written for (store.RelaySession: no JIT, no sequential scan
+// where an index serves) and, unless DurableRelayWrites, whose commits do
+// not wait for the WAL flush.
 func (r *Relay) openPool() (*pgxpool.Pool, error) {
 	pc := r.pool.Config()
-	pc.ConnConfig.RuntimeParams["jit"] = "off"
+	maps.Copy(pc.ConnConfig.RuntimeParams, store.RelaySession())
 	if !r.cfg.DurableRelayWrites {
 		pc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}

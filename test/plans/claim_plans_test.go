@@ -110,8 +110,8 @@ const claimParams = "text[], timestamptz[], text, bigint, interval, bigint, uuid
 // explainClaim runs the claim for sinks with limit in a transaction it
 // rolls back, under the plan mode given ("force_generic_plan": the plan
 // PostgreSQL makes without the values, as a cached statement gets;
-// "force_custom_plan": the plan of the values, as the relay gets with
-// its unnamed statement), and returns EXPLAIN (ANALYZE, BUFFERS) of it.
+// "force_custom_plan": the plan of the values, as the relay gets for its
+// first five claims on a connection), and returns EXPLAIN (ANALYZE, BUFFERS) of it.
 // after is claim.sql's @after as an SQL expression ("NULL": no bound).
 func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode string, sinks []string, after string, limit int) (plan, string) {
 	t.Helper()
@@ -137,18 +137,19 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode strin
 }
 
 // explainPrepared prepares text, whose parameters have the types params,
-// in tx under the plan mode given, and returns EXPLAIN (ANALYZE, BUFFERS)
+// in tx under the plan mode given and the relay's session settings, and
+// returns EXPLAIN (ANALYZE, BUFFERS)
 // of executing it with args (SQL expressions: EXPLAIN EXECUTE takes no
 // parameters of its own).
 func explainPrepared(t *testing.T, tx pgx.Tx, mode, params, text, args string) (plan, string) {
 	t.Helper()
 	ctx := t.Context()
 	name := "explained_" + strings.ReplaceAll(uuid.NewString(), "-", "")
-	for _, s := range []string{
-		"SET LOCAL plan_cache_mode = " + mode,
-		"SET LOCAL jit = off", // as on the relay's connections
-		fmt.Sprintf("PREPARE %s(%s) AS %s", name, params, text),
-	} {
+	stmts := []string{"SET LOCAL plan_cache_mode = " + mode}
+	for k, v := range store.RelaySession() { // as on the relay's connections
+		stmts = append(stmts, fmt.Sprintf("SET LOCAL %s = %s", k, v))
+	}
+	for _, s := range append(stmts, fmt.Sprintf("PREPARE %s(%s) AS %s", name, params, text)) {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
