@@ -3,20 +3,16 @@ package plans_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testrelay"
 )
@@ -63,14 +59,8 @@ func TestClaimsOnAFreshSchemaUnderSteadyLoadStayIndexPlans(t *testing.T) {
 	ob, q := schemaOn(t, pool, "fresh")
 	ctx := t.Context()
 
-	spans := tracetest.NewSpanRecorder()
-	tracing := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { _ = tracing.Shutdown(context.Background()) })
-	var delivered atomic.Int64
-	fast := sink.Func(func(context.Context, *sink.Delivery) error { delivered.Add(1); return nil })
 	const batchSize = relay.DefaultBatchSize
-	testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), BatchSize: batchSize, TracerProvider: tracing,
-		Sinks: []relay.SinkConfig{{Name: "fast", Sink: fast}}})
+	r := runTracedRelay(t, pool, ob.Schema(), batchSize)
 
 	stopSampling := make(chan struct{})
 	var sampled atomic.Int64
@@ -110,18 +100,12 @@ func TestClaimsOnAFreshSchemaUnderSteadyLoadStayIndexPlans(t *testing.T) {
 	close(stopSampling)
 	sampler.Wait()
 
-	var claims []time.Duration
-	for _, s := range spans.Ended() {
-		if s.Name() == "outbox claim" {
-			claims = append(claims, s.EndTime().Sub(s.StartTime()))
-		}
-	}
-	slices.Sort(claims)
+	claims := r.claimsSince(time.Time{})
 	if len(claims) == 0 {
 		t.Fatal("the relay recorded no claim")
 	}
 	p50, p99, worst := claims[len(claims)/2], claims[len(claims)*99/100], claims[len(claims)-1]
-	t.Logf("%d claims: p50 %s, p99 %s, slowest %s; %d plans sampled; %d deliveries", len(claims), p50, p99, worst, sampled.Load(), delivered.Load())
+	t.Logf("%d claims: p50 %s, p99 %s, slowest %s; %d plans sampled; %d deliveries", len(claims), p50, p99, worst, sampled.Load(), r.delivered.Load())
 	if p99 > freshClaimP99 {
 		t.Errorf("claim p99 is %s, want under %s (p50 %s, slowest %s)", p99, freshClaimP99, p50, worst)
 	}
