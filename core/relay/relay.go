@@ -239,8 +239,8 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 
 // openPool returns the pool the relay claims and writes through: a copy of
 // the application's whose connections have the settings its statements'
-// plans are written for (store.RelaySession: no JIT, no sequential scan
-// where an index serves) and, unless DurableRelayWrites, whose commits do
+// plans are written for (store.RelaySession: no JIT, no sequential or
+// bitmap scan where an index serves) and, unless DurableRelayWrites, whose commits do
 // not wait for the WAL flush.
 func (r *Relay) openPool() (*pgxpool.Pool, error) {
 	pc := r.pool.Config()

@@ -17,6 +17,16 @@ package store
 //     statement of the relay should read a growing table whole; a table
 //     without a usable index is still read whole (the setting only
 //     prices that plan out where another exists).
+//   - enable_bitmapscan off: the claim must read a sink's rows in the
+//     open index's order and stop at its limit. Where the statistics say
+//     the sink has a row or two (a small table analyzed, a table since
+//     truncated or emptied: the normal state of a healthy outbox, then a
+//     burst), the planner gathered all of them with a bitmap scan to sort
+//     them instead: under overload, beside a million waiting rows, each
+//     claim took 2-3 s and delivery collapsed to a tenth of capacity
+//     (bench pressure-overload; test/plans
+//     TestClaimReadsOnlyWhatItTakesWhateverTheStatistics). The relay's
+//     other statements find their rows by key.
 func RelaySession() map[string]string {
-	return map[string]string{"jit": "off", "enable_seqscan": "off"}
+	return map[string]string{"jit": "off", "enable_seqscan": "off", "enable_bitmapscan": "off"}
 }

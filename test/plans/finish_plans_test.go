@@ -154,6 +154,6 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 		deferred = append(deferred, deferral)
 	}
 	array := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
-	return explainPrepared(t, tx, mode, finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
+	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
 		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(receipts), array(zeros), array(deferred), deleteSent))
 }
