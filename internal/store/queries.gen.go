@@ -1999,6 +1999,17 @@ const finishSQL = `-- name: finish
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
+--
+-- The delete and the update also name their rows by m.id = ANY(@ids),
+-- which the join to the outcomes already implies: the relay keeps this
+-- statement's generic plan, and one made while the table's statistics
+-- said it held a few dozen rows (after a vacuum of a drained queue) read
+-- messages_pkey whole for every terminal write, the join a filter above
+-- it. In a 3-minute soak at 5,000 msg/s on a fresh database that took up
+-- to 20 s per write and the backlog grew to 292,000; with the condition
+-- the scan reads the batch's rows only (peak backlog 16,000-22,000, the
+-- join still a nested loop over the outcomes: docs/performance.md,
+-- "Issue 22, second pass").
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
@@ -2006,7 +2017,7 @@ WITH f AS (
     -- A delivered row leaves the hot table (migration 013): it moves to
     -- messages_history, or with @delete_sent it is deleted.
     DELETE FROM {schema}.messages m USING f
-    WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token
+    WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token AND m.id = ANY($1::bigint[])
     RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
               m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
               COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
@@ -2043,7 +2054,7 @@ WITH f AS (
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND f.status <> 'sent'
+    WHERE m.id = f.id AND m.lease_token = f.token AND f.status <> 'sent' AND m.id = ANY($1::bigint[])
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
