@@ -2000,16 +2000,18 @@ const finishSQL = `-- name: finish
 -- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 --
--- The delete and the update also name their rows by m.id = ANY(@ids),
--- which the join to the outcomes already implies: the relay keeps this
--- statement's generic plan, and one made while the table's statistics
--- said it held a few dozen rows (after a vacuum of a drained queue) read
--- messages_pkey whole for every terminal write, the join a filter above
--- it. In a 3-minute soak at 5,000 msg/s on a fresh database that took up
--- to 20 s per write and the backlog grew to 292,000; with the condition
--- the scan reads the batch's rows only (peak backlog 16,000-22,000, the
--- join still a nested loop over the outcomes: docs/performance.md,
--- "Issue 22, second pass").
+-- Planned with its values at each run (mode cache_describe), and the
+-- delete and the update also name their rows by m.id = ANY(@ids), which
+-- the join to the outcomes already implies. A generic plan, cached while
+-- the table's statistics said it held a few dozen rows (after a vacuum of
+-- a drained queue), read messages_pkey whole for every terminal write,
+-- the join a filter above it: in a 3-minute soak at 5,000 msg/s on a
+-- fresh database, up to 20 s per write and a backlog of 292,000. With
+-- the condition alone the scan read the batch's rows only, but joined
+-- them to the outcomes by a nested loop (0.2-0.6 s a write, peak backlog
+-- 16,000-22,000); planned with the values, the planner sees 1,000
+-- outcomes and hashes them (peak 6,000; docs/performance.md, "Issue 22,
+-- second pass").
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
@@ -2091,7 +2093,7 @@ type FinishParams struct {
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
-	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), bytesArray(arg.Receipts), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, pgx.QueryExecModeCacheDescribe, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), bytesArray(arg.Receipts), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,5 @@
 -- name: finish :many
+-- mode: cache_describe
 -- params: tokens as [][16]byte, errors as []*string, delete_sent boolean
 -- returns: id bigint
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
@@ -24,16 +25,18 @@
 -- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 --
--- The delete and the update also name their rows by m.id = ANY(@ids),
--- which the join to the outcomes already implies: the relay keeps this
--- statement's generic plan, and one made while the table's statistics
--- said it held a few dozen rows (after a vacuum of a drained queue) read
--- messages_pkey whole for every terminal write, the join a filter above
--- it. In a 3-minute soak at 5,000 msg/s on a fresh database that took up
--- to 20 s per write and the backlog grew to 292,000; with the condition
--- the scan reads the batch's rows only (peak backlog 16,000-22,000, the
--- join still a nested loop over the outcomes: docs/performance.md,
--- "Issue 22, second pass").
+-- Planned with its values at each run (mode cache_describe), and the
+-- delete and the update also name their rows by m.id = ANY(@ids), which
+-- the join to the outcomes already implies. A generic plan, cached while
+-- the table's statistics said it held a few dozen rows (after a vacuum of
+-- a drained queue), read messages_pkey whole for every terminal write,
+-- the join a filter above it: in a 3-minute soak at 5,000 msg/s on a
+-- fresh database, up to 20 s per write and a backlog of 292,000. With
+-- the condition alone the scan read the batch's rows only, but joined
+-- them to the outcomes by a nested loop (0.2-0.6 s a write, peak backlog
+-- 16,000-22,000); planned with the values, the planner sees 1,000
+-- outcomes and hashes them (peak 6,000; docs/performance.md, "Issue 22,
+-- second pass").
 WITH f AS (
     SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[], @deferred::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
