@@ -2000,26 +2000,39 @@ const finishSQL = `-- name: finish
 -- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 --
--- Planned with its values at each run (mode cache_describe), and the
--- delete and the update also name their rows by m.id = ANY(@ids), which
--- the join to the outcomes already implies. A generic plan, cached while
--- the table's statistics said it held a few dozen rows (after a vacuum of
--- a drained queue), read messages_pkey whole for every terminal write,
--- the join a filter above it: in a 3-minute soak at 5,000 msg/s on a
--- fresh database, up to 20 s per write and a backlog of 292,000. With
--- the condition alone the scan read the batch's rows only, but joined
--- them to the outcomes by a nested loop (0.2-0.6 s a write, peak backlog
--- 16,000-22,000); planned with the values, the planner sees 1,000
--- outcomes and hashes them (peak 6,000; docs/performance.md, "Issue 22,
--- second pass").
+-- Plans that do not depend on statistics: each outcome finds its row by
+-- one probe of the primary key (a LATERAL lookup, so the outcomes are the
+-- outer side whatever the estimates), and the delete and the update then
+-- take the rows by their TIDs, one heap visit each. Joined to the outcomes
+-- by id, the plan's shape followed the table's statistics, which for a
+-- queue table say it holds next to nothing (autovacuum analyzes it
+-- drained): a cached generic plan read messages_pkey whole for every write
+-- (a 3-minute soak at 5,000 msg/s: up to 20 s per write, a backlog of
+-- 292,000); a plan made with the values, with the rows also named by
+-- id = ANY(ids), scanned the 1,000 outcomes once per row, a nested loop
+-- of a million steps (0.2-0.9 s per write: the terminal writes fell
+-- behind the deliveries, a backlog of 96,000 in a 15-minute soak;
+-- docs/performance.md, "Issue 22, third pass"). The TID is the version the
+-- statement's snapshot saw: a row changed since by another transaction
+-- (re-claimed after its lease expired, purged) is left alone, as a token
+-- that no longer matches leaves it. Still planned with its values at each
+-- run (mode cache_describe).
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[], $6::jsonb[], $7::int[], $8::int[])
         AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
+), leased AS MATERIALIZED (
+    -- Each outcome with its row's TID, while this relay's lease holds.
+    -- LIMIT 1 (an id names one row) keeps the lookup a subquery run per
+    -- outcome: without it the planner pulls it up into a plain join and
+    -- orders that by the statistics again.
+    SELECT r.row_tid, f.* FROM f CROSS JOIN LATERAL (
+        SELECT m.ctid AS row_tid FROM {schema}.messages m WHERE m.id = f.id AND m.lease_token = f.token LIMIT 1
+    ) r
 ), gone AS (
     -- A delivered row leaves the hot table (migration 013): it moves to
     -- messages_history, or with @delete_sent it is deleted.
-    DELETE FROM {schema}.messages m USING f
-    WHERE f.status = 'sent' AND m.id = f.id AND m.lease_token = f.token AND m.id = ANY($1::bigint[])
+    DELETE FROM {schema}.messages m USING leased f
+    WHERE f.status = 'sent' AND m.ctid = f.row_tid AND m.lease_token = f.token
     RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
               m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
               COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
@@ -2055,8 +2068,8 @@ WITH f AS (
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE(f.receipt, m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-    FROM f
-    WHERE m.id = f.id AND m.lease_token = f.token AND f.status <> 'sent' AND m.id = ANY($1::bigint[])
+    FROM leased f
+    WHERE f.status <> 'sent' AND m.ctid = f.row_tid AND m.lease_token = f.token
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
