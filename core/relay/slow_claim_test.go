@@ -21,6 +21,11 @@ import (
 // up for longer than that.
 const slowClaimLease = 2 * time.Second
 
+// slowClaimBatch is the slow-claim test's claim size, a quarter of its
+// rows: the relays' first claims are full, so they mark their waiting
+// registrations busy, which needs the registrations' lock.
+const slowClaimBatch = 10
+
 // preparedConns is the size of the pool whose connections all have the
 // claim prepared.
 const preparedConns = 6
@@ -31,14 +36,16 @@ const preparedConns = 6
 const sinkLatency = 300 * time.Millisecond
 
 // A claim held up for longer than the lease after it leased its rows (the
-// test holds the claiming loops' wake-up registrations, which every claim
-// updates last) never has its rows delivered by two relays: the relay that
-// claimed them finds their lease spent and hands them back, and the others,
-// one of them started as the lock goes, deliver them. This already held on
-// 23581da (the relay counted leases from before the claim); the test keeps
-// it. (Mutations: begin without its check of the lease's budget delivers
-// all 40 rows twice; the relay counting the lease from when the claim
-// returned, time.Now() plus the configured lease, delivers rows twice.)
+// test holds the claiming loops' wake-up registrations, which a claim
+// updates last when it changes them: a full claim of slowClaimBatch rows
+// marks a waiting loop busy) never has its rows delivered by two relays:
+// the relay that claimed them finds their lease spent and hands them back,
+// and the others, one of them started as the lock goes, deliver them. This
+// already held on 23581da (the relay counted leases from before the
+// claim); the test keeps it. (Mutations: begin without its check of the
+// lease's budget delivers the held claims' rows twice; the relay counting
+// the lease from when the claim returned, time.Now() plus the configured
+// lease, delivers rows twice.)
 func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 	b := coretest.Setup(t)
 	const n = 40
@@ -48,7 +55,7 @@ func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 		return nil
 	}
 	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Lease: slowClaimLease,
-		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}
+		BatchSize: slowClaimBatch, Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
 		testrelay.RunWith(t, b.Pool, cfg, signals)

@@ -170,8 +170,10 @@ const receiverLatency = 500 * time.Millisecond
 // TestSlowClaimsDeliverOnce runs two `outboxd serve` whose claims the test
 // holds up past the lease twice: once after they leased their rows (it
 // locks the claim loops' wake-up registrations, which a claim updates
-// last), a third starting as the lock goes, and once before (it locks a
-// table the claim reads). Every message reaches the receiver once.
+// last when it changes them: with batch_size 1 every claim of a row is
+// full and marks its waiting loop busy), a third starting as the lock
+// goes, and once before (it locks a table the claim reads). Every message
+// reaches the receiver once.
 // (Mutation: the relay counting a lease from when the claim returned,
 // time.Now() plus the configured lease, delivers rows twice.)
 func TestSlowClaimsDeliverOnce(t *testing.T) {
@@ -184,7 +186,7 @@ func TestSlowClaimsDeliverOnce(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	e := newEnv(t, webhookSink("partner", &receiver{Server: slow}), "")
-	e.editConfig("lease: 10s", "lease: "+slowClaimLease.String())
+	e.editConfig("lease: 10s", "lease: "+slowClaimLease.String()+"\n  batch_size: 1")
 	e.mustRun("migrate")
 	e.serve()
 	e.serve()
