@@ -67,7 +67,11 @@ type claimedRow struct {
 // registered as w, and traces the claim when it did something.
 func (r *Relay) claim(ctx context.Context, w *waiter, limit int, sinks []string) ([]*claimedRow, error) {
 	claimedAt := time.Now()
-	after, full := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
+	r.collectLookout(ctx, w)
+	after, full, look := w.bounds.after(sinks, claimedAt, r.cfg.PollInterval)
+	if look {
+		r.lookAside(ctx, w, sinks, after)
+	}
 	claimed, err := r.claimRows(ctx, store.ClaimParams{Limit: limit, Sinks: sinks, After: after, Waiter: w.id})
 	if full {
 		w.bounds.fullTook(claimedAt, time.Since(claimedAt))

@@ -48,22 +48,32 @@ const claimBoundFullMax = 5 * time.Second
 // and rows that became ready with an earlier available_at (a producer's
 // transaction that committed late, a row whose claim's answer was lost);
 // they wait at most a poll interval longer (claimBoundFullMax when full
-// claims are slow).
+// claims are slow). A slow full claim held its loop for the whole walk,
+// and every row committed meanwhile waited for it; while full claims are
+// slow, the loop looks for the rows its bounds pass over beside its claims
+// instead (a lookout, see lookAside) and starts the next claim's walk of a
+// sink at the row found.
 type claimBounds struct {
 	latest map[string]time.Time // by sink
 	fullAt time.Time            // the next full claim is due then
+	// aside says the last full claim or lookout was slow (claimBoundSlowFull
+	// or longer): the full claims due are then lookouts, run beside the
+	// loop's claims (see lookAside), until one is fast again.
+	aside bool
+	// found holds, by sink, the oldest row a lookout found passed over:
+	// the next claim's walk of the sink starts there.
+	found map[string]time.Time
 }
 
 // after returns claim.sql's @after for sinks at now: nil (every walk from
 // the start) when the full claim every poll (at most claimBoundFullEvery)
-// is due or no sink has a bound,
-// the zero time for the sinks without one. full says the claim is a full
-// one: its caller reports how long it took to fullTook.
-func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) (after []time.Time, full bool) {
-	if !now.Before(b.fullAt) {
-		b.fullAt = now.Add(min(poll, claimBoundFullEvery))
-		return nil, true
-	}
+// is due or no sink has a bound, the zero time for the sinks without one.
+// full says the claim is a full one: its caller reports how long it took
+// to fullTook. While full claims are slow (aside), a due one is a lookout
+// instead: look says to start one with the bounds returned, and the claim
+// itself stays bounded. A sink a lookout found a row of starts its walk
+// at that row, once.
+func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) (after []time.Time, full, look bool) {
 	var out []time.Time
 	for i, s := range sinks {
 		t, ok := b.latest[s]
@@ -74,15 +84,47 @@ func (b *claimBounds) after(sinks []string, now time.Time, poll time.Duration) (
 			out = make([]time.Time, len(sinks))
 		}
 		out[i] = t.Add(-claimBoundMargin)
+		if f, ok := b.found[s]; ok {
+			if f.Before(out[i]) {
+				out[i] = f
+			}
+			delete(b.found, s)
+		}
 	}
-	return out, false
+	due := !now.Before(b.fullAt)
+	if !due {
+		return out, false, false
+	}
+	b.fullAt = now.Add(min(poll, claimBoundFullEvery))
+	if !b.aside || out == nil {
+		clear(b.found) // a full claim reads every row they name
+		return nil, true, false
+	}
+	return out, false, true
 }
 
-// fullTook records that the full claim started at start took took: a slow
-// one (claimBoundSlowFull or longer) puts the next off to claimBoundFullSlowdown times as long after its
-// start, at most claimBoundFullMax.
+// lookedOut records a lookout started at start that took took and found
+// the rows it found (the oldest passed-over row's available_at, by sink).
+func (b *claimBounds) lookedOut(start time.Time, took time.Duration, found map[string]time.Time) {
+	b.fullTook(start, took)
+	for s, t := range found {
+		if b.found == nil {
+			b.found = make(map[string]time.Time)
+		}
+		if f, ok := b.found[s]; !ok || t.Before(f) {
+			b.found[s] = t
+		}
+	}
+}
+
+// fullTook records that the full claim or lookout started at start took
+// took: a slow one (claimBoundSlowFull or longer) puts the next off to
+// claimBoundFullSlowdown times as long after its start, at most
+// claimBoundFullMax, and makes it a lookout; a fast one makes it a full
+// claim again.
 func (b *claimBounds) fullTook(start time.Time, took time.Duration) {
-	if took < claimBoundSlowFull {
+	b.aside = took >= claimBoundSlowFull
+	if !b.aside {
 		return
 	}
 	if next := start.Add(min(claimBoundFullSlowdown*took, claimBoundFullMax)); next.After(b.fullAt) {

@@ -217,6 +217,7 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 					r.fail(fmt.Errorf("a claim loop panicked: %v", p))
 				}
 			}()
+			defer w.lookoutRunning.Wait()
 			loop(w)
 		})
 	}

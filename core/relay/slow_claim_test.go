@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/coretest"
@@ -175,4 +176,66 @@ func waitForHeldClaim(t *testing.T, b coretest.Bundle) {
 			  AND clock_timestamp() - xact_start > $1::interval`, 3*slowClaimLease/2).Scan(&held)
 		return held > 0
 	})
+}
+
+// lookoutLateBy is how much later than the late producer's transaction
+// started the rows that move the claims' bound past it are made: more
+// than the bound's margin (claimBoundMargin, 250 ms).
+const lookoutLateBy = 400 * time.Millisecond
+
+// A row that the claims' bounds pass over (a producer's transaction that
+// started before rows already delivered and committed after them) is still
+// delivered while full claims are slow: the loop then looks for such rows
+// beside its claims (a lookout, sql/passed_over.sql) and starts its next
+// claim of the sink at the row found. The test makes one full claim slow
+// by holding a table every claim reads, as the entries a transaction held
+// open keeps make it slow. (Mutations: the loop never starting a lookout
+// never delivers the row; passed_over.sql finding nothing, the same; a
+// lookout's row not starting the next claim, the same.)
+func TestRowsBoundsPassOverAreFoundAsideWhileFullClaimsAreSlow(t *testing.T) {
+	b := coretest.Setup(t)
+	schema := b.Outbox.Schema()
+	rec := coretest.NewRecordingSink()
+	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: schema, PollInterval: 50 * time.Millisecond,
+		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}})
+	signals.Idle.WaitCount(t, 10*time.Second, "a first empty claim", 1)
+
+	late, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback(b.Ctx) }()
+	if _, err := b.Outbox.Enqueue(b.Ctx, late, core.Message{Sink: "s", DedupKey: "late", Payload: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 10*time.Second, "the database clock past the late row by more than the margin", func() bool {
+		var past bool
+		err := late.QueryRow(b.Ctx, "SELECT clock_timestamp() - now() > $1::interval", lookoutLateBy).Scan(&past)
+		return err == nil && past
+	})
+	b.EnqueueN(t, "s", 5, nil)
+	signals.WaitWritten(t, 10*time.Second, "s", "sent", 5)
+
+	holder, err := b.Pool.Begin(b.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(b.Ctx) }()
+	if _, err := holder.Exec(b.Ctx, "LOCK TABLE "+schema+".sink_limits IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	testrelay.WaitFor(t, 10*time.Second, "a claim held up for 100 ms", func() bool {
+		var held int
+		_ = b.Pool.QueryRow(b.Ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- name: claim%'
+			  AND clock_timestamp() - query_start > interval '100 ms'`).Scan(&held)
+		return held > 0
+	})
+	if err := holder.Commit(b.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Commit(b.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	signals.WaitWritten(t, 20*time.Second, "s", "sent", 6)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -51,6 +52,11 @@ type waiter struct {
 	// claimFailed); nil after a claim that succeeded.
 	retries retry.Backoff
 	bounds  claimBounds // where its claims start reading each sink
+	// looking says a lookout (see lookAside) runs; it reports on
+	// lookouts, and the loop waits for it on lookoutRunning before it ends.
+	looking        bool
+	lookouts       chan lookout
+	lookoutRunning sync.WaitGroup
 }
 
 // claimed records whether a claim got all the rows it asked for. When the
