@@ -78,6 +78,7 @@ func parseFlags(args []string) (options, error) {
 	duration := fs.Duration("duration", 0, "soak: how long producers write (default 30m, 3s with -quick)")
 	phase := fs.Duration("phase", 0, "pressure scenarios: length of each phase (clean, pressure, recovery); stepped: of each step")
 	rate := fs.Int("rate", 0, "offered msg/s of the pressure scenarios' clean load and of the soak")
+	relays := fs.Int("relays", 0, fmt.Sprintf("relays per system in the pressure and stepped scenarios and their capacity burn-down (default %d)", steadyRelays))
 	retention := fs.Duration("retention", 0, "soak: how long delivered rows are kept (default 5m)")
 	fs.Float64Var(&o.capacity, "capacity", 0, "overload and stepped: the relays' capacity in msg/s instead of measuring it by a burn-down")
 	if err := fs.Parse(args); err != nil {
@@ -103,8 +104,11 @@ func parseFlags(args []string) (options, error) {
 			*d.to = d.v
 		}
 	}
-	if *rate < 0 || o.capacity < 0 {
-		return o, fmt.Errorf("-rate and -capacity must not be negative")
+	if *rate < 0 || o.capacity < 0 || *relays < 0 {
+		return o, fmt.Errorf("-rate, -relays and -capacity must not be negative")
+	}
+	if *relays > 0 {
+		o.sz.pressureRelays = *relays
 	}
 	if *rate > 0 {
 		o.sz.pressureRate, o.sz.soakRate = *rate, *rate

@@ -110,7 +110,7 @@ func (b *bench) burnDownOnce(ctx context.Context, sys system, relays, n int, pro
 	return bd, nil
 }
 
-// capacity is the msg/s steadyRelays relays of sys deliver in a burn-down
+// capacity is the msg/s the pressure scenarios' relays of sys (-relays) deliver in a burn-down
 // (or -capacity): the yardstick of the overload and stepped scenarios.
 func (b *bench) capacity(ctx context.Context, sys system) (float64, error) {
 	if b.options.capacity > 0 {
@@ -119,8 +119,8 @@ func (b *bench) capacity(ctx context.Context, sys system) (float64, error) {
 	if c, ok := b.capacities[sys.name]; ok {
 		return c, nil
 	}
-	b.logf("  %s: capacity, a burn-down of %d messages with %d relays", sys.name, b.sz.capacityBacklog, steadyRelays)
-	bd, err := b.burnDownOnce(ctx, sys, steadyRelays, b.sz.capacityBacklog, "")
+	b.logf("  %s: capacity, a burn-down of %d messages with %d relays", sys.name, b.sz.capacityBacklog, b.sz.pressureRelays)
+	bd, err := b.burnDownOnce(ctx, sys, b.sz.pressureRelays, b.sz.capacityBacklog, "")
 	if err != nil {
 		return 0, fmt.Errorf("capacity: %w", err)
 	}

@@ -129,7 +129,7 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 	var cpuMarks [4]cpuMark
 	var samples []sample
 	var drainedAt int64
-	r, err := b.drive(relayOpts{sys: sys, count: steadyRelays, expect: expect, tolerateExits: true}, func(procs []*relayProc, _ int64) error {
+	r, err := b.drive(relayOpts{sys: sys, count: b.sz.pressureRelays, expect: expect, tolerateExits: true}, func(procs []*relayProc, _ int64) error {
 		time.Sleep(min(latencySettle, phase))
 		pr := startProducers(ctx, s, clean, true)
 		sm := startSampler(ctx, s, tables, func() int64 { return pr.produced.Load() - delivered(procs) }, sampleEvery)
@@ -203,6 +203,12 @@ func (b *bench) pressureRun(ctx context.Context, k pressureKind, sys system) (pr
 			deadMax:  maxOf(in, func(s sample) int64 { return s.Dead }),
 			cpu:      splitCPU(cpuMarks[i], cpuMarks[i+1], done),
 		}
+	}
+	for i, name := range phaseNames {
+		stmts := r.statements(marks[i], marks[i+1])
+		claims := claimDurations(stmts)
+		b.logf("    %s: claims p50 %.2f, p99 %.2f, max %.2f ms; %s", name,
+			percentile(claims, 50), percentile(claims, 99), percentile(claims, 100), stmtSummary(stmts))
 	}
 	out.recovery, out.recovered = recoveryTime(lat, marks[2], marks[3], out.phases[0].p99)
 	out.drain, out.drained = drainTime(samples, marks[2], drainedAt, out.phases[0].depthMax)
@@ -435,8 +441,8 @@ func drainTime(samples []sample, from, to int64, cleanDepth int64) (time.Duratio
 func (b *bench) pressureSection(k pressureKind, outs []pressureOutcome) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "### %s: %s\n\n", pressureScenarioName(k), pressureTitles[k])
-	fmt.Fprintf(&w, "%d relays per system; producers are asked for %d msg/s (single-message transactions on %d connections, batches on %d) throughout, and the table shows what they managed; phases of %s: clean, pressure, recovery. %s\n\n",
-		steadyRelays, b.sz.pressureRate, singleProducers, batchProducers, b.sz.phase, cpuColumnNote)
+	fmt.Fprintf(&w, "Relays per system: %d; producers are asked for %d msg/s (single-message transactions on %d connections, batches on %d) throughout, and the table shows what they managed; phases of %s: clean, pressure, recovery. %s\n\n",
+		b.sz.pressureRelays, b.sz.pressureRate, singleProducers, batchProducers, b.sz.phase, cpuColumnNote)
 	fmt.Fprintln(&w, "| system | phase | offered (msg/s) | delivered (msg/s) | completion | pickup p50 (ms) | pickup p99 (ms) | queue depth max | dead tuples max | CPU: relays per msg; relays/producers/rest |")
 	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, o := range outs {

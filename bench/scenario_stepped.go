@@ -80,7 +80,7 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 	var commits []commit
 	var samples []sample
 	var endAt int64
-	r, err := b.drive(relayOpts{sys: sys, count: steadyRelays, expect: expect, tolerateExits: true}, func(procs []*relayProc, _ int64) error {
+	r, err := b.drive(relayOpts{sys: sys, count: b.sz.pressureRelays, expect: expect, tolerateExits: true}, func(procs []*relayProc, _ int64) error {
 		time.Sleep(min(latencySettle, step))
 		pr := startProducers(ctx, s, int(stepFactors[0]*capacity), true)
 		sm := startSampler(ctx, s, tables, func() int64 { return pr.produced.Load() - delivered(procs) }, sampleEvery)
@@ -152,8 +152,8 @@ func (b *bench) steppedRun(ctx context.Context, sys system, capacity float64) (s
 func (b *bench) steppedSection(outs []steppedOutcome) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "### stepped: offered load stepped past capacity on a fresh, never analyzed database\n\n")
-	fmt.Fprintf(&w, "%d relays per system; steps of %s; producers write single-message transactions on %d connections (up to %d msg/s) and batches on %d; capacity is a %d-message burn-down of the same relays (or -capacity). %s\n\n",
-		steadyRelays, b.sz.phase, singleProducers, singleShareMax, batchProducers, b.sz.capacityBacklog, cpuColumnNote)
+	fmt.Fprintf(&w, "Relays per system: %d; steps of %s; producers write single-message transactions on %d connections (up to %d msg/s) and batches on %d; capacity is a %d-message burn-down of the same relays (or -capacity). %s\n\n",
+		b.sz.pressureRelays, b.sz.phase, singleProducers, singleShareMax, batchProducers, b.sz.capacityBacklog, cpuColumnNote)
 	fmt.Fprintln(&w, "| system | step | offered target (msg/s) | offered (msg/s) | delivered (msg/s) | delivered/offered | delivered/capacity | pickup p50 (ms) | pickup p99 (ms) | claim p99 (ms) | backlog at end | CPU: relays per msg; relays/producers/rest |")
 	fmt.Fprintln(&w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, o := range outs {

@@ -38,11 +38,13 @@ type sizes struct {
 
 	// Pressure scenarios and the stepped load: phase is the length of
 	// each phase (clean, pressure, recovery) and of each step;
-	// pressureRate the clean load (msg/s) of the pressure scenarios;
+	// pressureRate the clean load (msg/s) of the pressure scenarios,
+	// pressureRelays how many relays per system deliver it;
 	// capacityBacklog the burn-down that measures the relays' capacity.
 	phase           time.Duration
 	pressureRuns    int // runs of the pressure, stepped and claims-waiting scenarios
 	pressureRate    int
+	pressureRelays  int
 	capacityBacklog int
 
 	waitingRows    int // rows of the paused and of the unconfigured sink beside the measured one
@@ -117,6 +119,7 @@ var fullSizes = sizes{
 	phase:              30 * time.Second,
 	pressureRuns:       1,
 	pressureRate:       2000,
+	pressureRelays:     steadyRelays,
 	capacityBacklog:    100_000,
 	waitingRows:        1_000_000,
 	waitingPending:     20_000,
@@ -160,6 +163,7 @@ var quickSizes = sizes{
 	phase:              time.Second,
 	pressureRuns:       1,
 	pressureRate:       300,
+	pressureRelays:     steadyRelays,
 	capacityBacklog:    3000,
 	waitingRows:        5000,
 	waitingPending:     500,
