@@ -17,10 +17,13 @@ const (
 	grownWarmups  = 30
 	grownRows     = 1_000_000
 	grownMeasured = 100
-	// grownClaimP99 bounds the claims after the load: a plan that reads
+	// grownClaimP90 bounds the claims after the load: a plan that reads
 	// the table whole takes over 100 ms per claim at this size, an index
-	// plan about a millisecond.
-	grownClaimP99 = 40 * time.Millisecond
+	// plan about a millisecond. The 90th percentile, not the 99th (the
+	// slowest of 100): one claim of a loaded machine may wait 40 ms for
+	// its commit's WAL flush behind the million rows just written (CI,
+	// beside the other packages' tests: p50 1.0 ms, slowest 42 ms).
+	grownClaimP90 = 40 * time.Millisecond
 )
 
 // Plans that do not depend on luck, for the plan the relay keeps: the
@@ -31,8 +34,8 @@ const (
 // before autovacuum's first analyze of a new deployment), a relay
 // delivers 30 messages one at a time, then 1,000,000 older rows of a sink
 // it does not have are loaded, then it delivers 100 more one at a time;
-// the 99th percentile of those claims ("outbox claim" spans) stays under
-// 40 ms. Measured: p50 0.6-0.8 ms, p99 2.5-8.2 ms. (Mutation: without
+// the 90th percentile of those claims ("outbox claim" spans) stays under
+// 40 ms. Measured: p50 0.6-1.0 ms, p99 2.5-8.2 ms alone. (Mutation: without
 // enable_seqscan = off in store.RelaySession this test fails: the plan
 // cached on the empty table reads the table whole and sorts the sink's
 // rows, p50 317 ms, p99 398 ms.)
@@ -63,9 +66,9 @@ func TestClaimPlanCachedOnAnEmptyTableStaysAnIndexPlanWhenTheTableGrows(t *testi
 	if len(claims) < grownMeasured {
 		t.Fatalf("%d claims after the load, want at least %d", len(claims), grownMeasured)
 	}
-	p50, p99 := claims[len(claims)/2], claims[len(claims)*99/100]
-	t.Logf("%d claims after the load: p50 %s, p99 %s, slowest %s", len(claims), p50, p99, claims[len(claims)-1])
-	if p99 > grownClaimP99 {
-		t.Errorf("claim p99 after the table grew is %s, want under %s (p50 %s)", p99, grownClaimP99, p50)
+	p50, p90, p99 := claims[len(claims)/2], claims[len(claims)*90/100], claims[len(claims)*99/100]
+	t.Logf("%d claims after the load: p50 %s, p90 %s, p99 %s, slowest %s", len(claims), p50, p90, p99, claims[len(claims)-1])
+	if p90 > grownClaimP90 {
+		t.Errorf("claim p90 after the table grew is %s, want under %s (p50 %s)", p90, grownClaimP90, p50)
 	}
 }
