@@ -113,6 +113,14 @@ func (d *Directory) Find(ctx context.Context, id string) (*Live, bool, error) {
 	if l, ok := d.Lookup(id); ok {
 		return l, true, nil
 	}
+	return d.Reread(ctx, id)
+}
+
+// Reread returns destination id as the database has it now, reading what
+// changed first: for what the last read must not decide alone, such as
+// turning a row away because its destination was disabled when the
+// enable that made the row due may not have reached d yet.
+func (d *Directory) Reread(ctx context.Context, id string) (*Live, bool, error) {
 	if err := d.Refresh(ctx); err != nil {
 		return nil, false, err
 	}

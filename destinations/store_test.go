@@ -305,11 +305,16 @@ func TestPublishRacingAnEnableLeavesNoRowParked(t *testing.T) {
 // disabled, handed back by the relay afterwards) reaches the sink, which
 // answers Retry-After and has the directory park it, so it waits like
 // the others instead of coming back until its deferrals run out; once
-// the destination is enabled again, a park parks nothing.
+// the destination is enabled again, a park parks nothing, and the sink
+// delivers the row although its directory last read the destination
+// disabled (the enable made the row due before the directory heard of
+// it: turned away, five such rows opened the destination's breaker and
+// had it disabled again).
 //
 // Mutations: dropping the sink's ParkSoon call leaves the row due (the
 // wait times out); dropping the NOT enabled test of destination_park
-// parks a row of the enabled destination.
+// parks a row of the enabled destination; dropping the sink's Reread
+// turns the row away after the enable.
 func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -350,6 +355,23 @@ func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 	}
 	if n, err := q.DestinationPark(t.Context(), f.pool, d.ID); err != nil || n != 0 || f.rows(t)["late"].waiting {
 		t.Errorf("a park after enabling parked %d rows (%v), want none", n, err)
+	}
+	if l, _ := dir.Lookup(d.ID); l.Enabled {
+		t.Fatal("the directory read the enable by itself: the test cannot tell a stale read from a fresh one")
+	}
+	// Port 1 only: the delivery stops at the sink's own check of the URL,
+	// which comes after the disabled test, and never leaves the machine.
+	opts := sinkdest.DefaultOptions()
+	opts.Ports = []int{1}
+	portOne, err := sinkdest.New("customers", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	portOne.(*sinkdest.Sink).UseDirectory(dir)
+	err = portOne.Deliver(t.Context(), &sink.Delivery{ID: id, Sink: "customers", DedupKey: "late", Payload: []byte(`{}`),
+		Headers: map[string]string{destinations.Header: d.ID}, Attempt: 2, MaxAttempts: 10})
+	if !sink.IsPermanent(err) {
+		t.Errorf("delivering after the enable: %v, want the port refused (the destination enabled)", err)
 	}
 }
 

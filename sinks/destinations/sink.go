@@ -140,6 +140,12 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 		return s.wrap(errNoDirectory)
 	}
 	live, ok, err := dir.Find(ctx, id)
+	if err == nil && ok && !live.Enabled {
+		// The row may have been made due by an enable this process has not
+		// read yet: turned away, it would count against the destination's
+		// breaker, and five such rows would open it and disable it again.
+		live, ok, err = dir.Reread(ctx, id)
+	}
 	if err != nil {
 		return s.wrap(err)
 	}
