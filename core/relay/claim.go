@@ -20,11 +20,14 @@ import (
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// A failed claim is retried at once, failures in a row after
-// claimRetryInitial, doubling up to claimRetryDelay (see package
-// connretry): a claim that failed on a connection PostgreSQL had ended is
-// retried on a live one without delay, while a database that is away is
-// tried once a second.
+// A claim that failed on a connection PostgreSQL had ended is retried at
+// once, as many times in a row as the pool holds connections; a failure
+// to connect, and failures in a row past those, wait claimRetryInitial,
+// doubling up to claimRetryDelay (see connretry.Pooled): a loop that
+// waited after such failures found more of its pool ended when it woke,
+// and under connections ended ten times a second on a loaded machine it
+// failed in a row until it waited a second each time, and delivered
+// little. A database that is away is tried once a second.
 const (
 	claimRetryInitial = 10 * time.Millisecond
 	claimRetryDelay   = time.Second
@@ -261,9 +264,9 @@ func (r *Relay) claimFailed(ctx context.Context, w *waiter, err error) {
 		r.fail(fmt.Errorf("claims fail with an error retrying cannot fix: %s", pgerr.Describe(err)))
 	default:
 		if w.retries == nil {
-			w.retries = connretry.New(claimRetryInitial, claimRetryDelay)
+			w.retries = connretry.NewPooled(claimRetryInitial, claimRetryDelay, int(r.db.Config().MaxConns))
 		}
-		wait, _ := w.retries.Next()
+		wait := w.retries.Next(err)
 		r.logger.Warn("outbox: claim failed", "error", err, "retry_in", wait)
 		sleep(ctx, wait)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sethvargo/go-retry"
+	"github.com/outboxd/outboxd/core/internal/connretry"
 )
 
 // Wake-up registration of claim loops (migration 006): each loop has a
@@ -50,7 +50,7 @@ type waiter struct {
 	recheck time.Time // claim again by then, whatever wakes the loop first
 	// retries paces the loop's retries of failed claims (see
 	// claimFailed); nil after a claim that succeeded.
-	retries retry.Backoff
+	retries *connretry.Pooled
 	bounds  claimBounds // where its claims start reading each sink
 	// looking says a lookout (see lookAside) runs; it reports on
 	// lookouts, and the loop waits for it on lookoutRunning before it ends.

@@ -12,12 +12,21 @@
 // failed again, and delivered a fraction of its load. Failures in a row
 // then back off exponentially, so a database that is really away is not
 // hammered.
+//
+// New's schedule cannot see the errors, and one immediate retry is not
+// always enough: a pool may hold several connections ended while idle,
+// and the longer a loop waits the more of them are. Pooled sees each
+// error: it retries failures on open connections at once, as many in a
+// row as the pool holds connections, and backs off for failures to
+// connect.
 package connretry
 
 import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+
+	"github.com/outboxd/outboxd/core/internal/pgerr"
 )
 
 // New returns a schedule that retries at once, then after initial, doubling
@@ -32,4 +41,34 @@ func New(initial, max time.Duration) retry.Backoff {
 		}
 		return next.Next()
 	})
+}
+
+// Pooled is the retry schedule of a statement run through a pool of
+// connections, for a caller that has each failure's error.
+type Pooled struct {
+	// atOnce is how many more failures on open connections are retried
+	// without a wait.
+	atOnce  int
+	backoff retry.Backoff
+}
+
+// NewPooled returns the schedule of a statement run through a pool of at
+// most conns connections. Each failure on a connection that had been open
+// is retried at once, conns+1 in a row at most: such a failure ends its
+// connection, so by then the pool has opened a fresh one. A failure to
+// connect, and each failure after those, waits initial, doubling up to
+// max.
+func NewPooled(initial, max time.Duration, conns int) *Pooled {
+	return &Pooled{atOnce: conns + 1, backoff: retry.WithCappedDuration(max, retry.NewExponential(initial))}
+}
+
+// Next returns how long to wait before retrying the statement that has
+// just failed with err.
+func (p *Pooled) Next(err error) time.Duration {
+	if !pgerr.ConnectFailed(err) && p.atOnce > 0 {
+		p.atOnce--
+		return 0
+	}
+	wait, _ := p.backoff.Next()
+	return wait
 }

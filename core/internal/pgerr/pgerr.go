@@ -63,6 +63,15 @@ func OutcomeUnknown(err error) bool {
 	return true
 }
 
+// ConnectFailed reports whether err is a failure to open a connection:
+// the database is away, or refuses new sessions (starting up, shutting
+// down, out of connections). Any other failure happened on a connection
+// that had been open, and another one may work at once.
+func ConnectFailed(err error) bool {
+	var connect *pgconn.ConnectError
+	return errors.As(err, &connect)
+}
+
 // SQLState names err's SQLSTATE for a stored message, without its text
 // (which may quote the refused data).
 func SQLState(err error) string {
