@@ -22,10 +22,7 @@ import "strings"
 // cache_describe, as an unnamed statement that PostgreSQL plans with the
 // values given: the tests of unused filters ('' or NULL) fold away and the
 // plan can use the index the given filters call for. A cached, generic
-// plan would have to serve every combination with one scan. The terminal
-// write (finish) runs so too: its generic plan, cached on the statistics
-// of a drained queue, joined 1,000 outcomes by a nested loop (see its
-// comment).
+// plan would have to serve every combination with one scan.
 //
 //go:generate go run ./internal/sqlgen/cmd/sqlgen -dir sql -out queries.gen.go
 
