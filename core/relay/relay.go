@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -242,12 +243,25 @@ func (r *Relay) startLoops(ctx, deliverCtx context.Context, loops *sync.WaitGrou
 // the application's whose connections have the settings its statements'
 // plans are written for (store.RelaySession: no JIT, no sequential or
 // bitmap scan where an index serves) and, unless DurableRelayWrites, whose commits do
-// not wait for the WAL flush.
+// not wait for the WAL flush. Each connection it opens is warmed first
+// (warmConnection), after the application's AfterConnect, and it opens
+// relayMinConns of them as it starts and keeps them.
 func (r *Relay) openPool() (*pgxpool.Pool, error) {
 	pc := r.pool.Config()
 	maps.Copy(pc.ConnConfig.RuntimeParams, store.RelaySession())
 	if !r.cfg.DurableRelayWrites {
 		pc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	pc.MinConns = max(pc.MinConns, min(pc.MaxConns, relayMinConns))
+	appConnect := pc.AfterConnect
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if appConnect != nil {
+			if err := appConnect(ctx, conn); err != nil {
+				return err
+			}
+		}
+		r.warmConnection(ctx, conn)
+		return nil
 	}
 	db, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
