@@ -389,7 +389,8 @@ func TestServeOutageBesideAHealthySink(t *testing.T) {
 // this was thousands of requests a second, attempts never spent; now the
 // repeated Retry-Afters open the breaker and the cluster sends one probe
 // per probe interval: over several seconds the requests stay bounded, no
-// row spends an attempt, dies or comes near its deferral budget.
+// row spends an attempt, dies or comes near its deferral budget (50; a
+// row is deferred at most once per failure before the opening).
 //
 // Checked with the mutation "breaker.Classify returns Answered for a
 // Retry-After": the breaker never opened (timed out waiting for it).
@@ -424,9 +425,13 @@ func TestServeRetryAfterZero(t *testing.T) {
 		byStatus, attempts, deferrals = e.rowCounts("storm")
 		return byStatus["in_progress"] == 0
 	})
-	if byStatus["pending"] != messages || attempts != 0 || deferrals > 3 {
-		t.Errorf("rows %v, most attempts %d, most deferrals %d: want all %d pending, no attempt spent, a few deferrals at most",
-			byStatus, attempts, deferrals, messages)
+	// Retry-After 0 makes a row due at once, so until the breaker opens
+	// the relays may claim the same row again after each answer: at most
+	// the failures that open it, on each relay (a CI run saw 4), far from
+	// the budget of relay.DefaultMaxDeferrals.
+	if most := 2 * relay.DefaultBreakerConsecutiveFailures; byStatus["pending"] != messages || attempts != 0 || deferrals > most {
+		t.Errorf("rows %v, most attempts %d, most deferrals %d: want all %d pending, no attempt spent, at most %d deferrals",
+			byStatus, attempts, deferrals, messages, most)
 	}
 	t.Logf("%d requests, %d before the breaker opened; most deferrals of a row %d", requests, opened, deferrals)
 }
