@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/sethvargo/go-retry"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -207,14 +206,8 @@ func (d *claimDeadline) done() {
 func (r *Relay) releaseLostClaim(ctx context.Context, p store.ClaimParams) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLostClaimFor)
 	defer cancel()
-	var released int64
-	err := retry.Do(ctx, connretry.New(claimRetryInitial, claimRetryDelay), func(ctx context.Context) error {
-		var err error
-		released, err = r.q.ReleaseLostClaim(ctx, r.db, store.ReleaseLostClaimParams{Token: p.Token, Sinks: p.Sinks})
-		if err != nil && pgerr.IsTransient(err) {
-			return retry.RetryableError(err)
-		}
-		return err
+	released, err := connretry.Do(ctx, claimRetryInitial, claimRetryDelay, int(r.db.Config().MaxConns), func(ctx context.Context) (int64, error) {
+		return r.q.ReleaseLostClaim(ctx, r.db, store.ReleaseLostClaimParams{Token: p.Token, Sinks: p.Sinks})
 	})
 	switch {
 	case err != nil:

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sethvargo/go-retry"
 
 	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
@@ -18,9 +17,10 @@ import (
 )
 
 // Terminal writes are retried while the database is briefly away: at once
-// (a write that failed on a connection PostgreSQL had ended runs on another
-// one, see package connretry), then after retryInitial, doubling up to
-// retryMax between tries. Past the outcomes' leases, the rows are left to
+// while the failures are on connections PostgreSQL had ended (the write
+// runs on another one; as many in a row as the pool holds connections, see
+// package connretry), then after retryInitial, doubling up to retryMax
+// between tries. Past the outcomes' leases, the rows are left to
 // lease expiry: another relay re-delivers them, which the contract allows;
 // they are never marked wrong.
 const (
@@ -248,16 +248,9 @@ func writeDeadline(batch []Outcome) time.Time {
 // writeRetrying runs the statement for batch, retrying transient errors
 // with backoff until ctx ends; it returns the ids written.
 func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome, p *finishParams) (map[int64]bool, error) {
-	var written map[int64]bool
-	err := retry.Do(ctx, connretry.New(retryInitial, retryMax), func(ctx context.Context) error {
-		var err error
-		written, err = c.writeOnce(ctx, batch, p)
-		if err != nil && pgerr.IsTransient(err) {
-			return retry.RetryableError(err)
-		}
-		return err
+	return connretry.Do(ctx, retryInitial, retryMax, int(c.pool.Config().MaxConns), func(ctx context.Context) (map[int64]bool, error) {
+		return c.writeOnce(ctx, batch, p)
 	})
-	return written, err
 }
 
 // writeEach writes every outcome of batch on its own. A row PostgreSQL

@@ -13,35 +13,23 @@
 // then back off exponentially, so a database that is really away is not
 // hammered.
 //
-// New's schedule cannot see the errors, and one immediate retry is not
-// always enough: a pool may hold several connections ended while idle,
-// and the longer a loop waits the more of them are. Pooled sees each
-// error: it retries failures on open connections at once, as many in a
-// row as the pool holds connections, and backs off for failures to
-// connect.
+// One immediate retry is not always enough: a pool may hold several
+// connections ended while idle, and the longer a loop waits the more of
+// them are. Pooled sees each error: it retries failures on open
+// connections at once, as many in a row as the pool holds connections,
+// and backs off for failures to connect. Do runs a statement on that
+// schedule; a loop that retries across iterations of its own keeps a
+// Pooled itself.
 package connretry
 
 import (
+	"context"
 	"time"
 
 	"github.com/sethvargo/go-retry"
 
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 )
-
-// New returns a schedule that retries at once, then after initial, doubling
-// up to max, forever (the caller's context ends it).
-func New(initial, max time.Duration) retry.Backoff {
-	next := retry.WithCappedDuration(max, retry.NewExponential(initial))
-	first := true
-	return retry.BackoffFunc(func() (time.Duration, bool) {
-		if first {
-			first = false
-			return 0, false
-		}
-		return next.Next()
-	})
-}
 
 // Pooled is the retry schedule of a statement run through a pool of
 // connections, for a caller that has each failure's error.
@@ -71,4 +59,22 @@ func (p *Pooled) Next(err error) time.Duration {
 	}
 	wait, _ := p.backoff.Next()
 	return wait
+}
+
+// Do runs f until it succeeds, fails with an error a retry cannot get past
+// (see pgerr.IsTransient), or ctx ends, and returns its value. Between
+// attempts it waits on the schedule of NewPooled(initial, max, conns),
+// conns being the most connections of the pool f runs on.
+func Do[T any](ctx context.Context, initial, max time.Duration, conns int, f func(context.Context) (T, error)) (T, error) {
+	schedule := NewPooled(initial, max, conns)
+	var last error
+	next := retry.BackoffFunc(func() (time.Duration, bool) { return schedule.Next(last), false })
+	return retry.DoValue(ctx, next, func(ctx context.Context) (T, error) {
+		v, err := f(ctx)
+		last = err
+		if err != nil && pgerr.IsTransient(err) {
+			return v, retry.RetryableError(err)
+		}
+		return v, err
+	})
 }

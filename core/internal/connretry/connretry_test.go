@@ -1,6 +1,7 @@
 package connretry_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,18 +12,37 @@ import (
 	"github.com/outboxd/outboxd/core/internal/connretry"
 )
 
-// The first retry is immediate, the next ones double from initial up to
-// max. Mutation: returning initial for the first retry (the old schedule)
-// makes this fail.
-func TestScheduleRetriesAtOnceThenBacksOff(t *testing.T) {
+// Do retries a statement whose connections were ended as many times in a
+// row as the pool holds connections, and once more, without waiting (an
+// hour's backoff would outlast the test's deadline), and stops at the
+// first error a retry cannot get past. Mutations: the completer's former
+// schedule (one retry at once, then backing off) fails the first part;
+// retrying every error fails the second.
+func TestDoRetriesEndedConnectionsAtOnceAndStopsAtAPermanentError(t *testing.T) {
 	t.Parallel()
-	b := connretry.New(10*time.Millisecond, 35*time.Millisecond)
-	want := []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 35 * time.Millisecond, 35 * time.Millisecond}
-	for i, w := range want {
-		got, stop := b.Next()
-		if stop || got != w {
-			t.Fatalf("retry %d: got %v (stop %v), want %v", i+1, got, stop, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ended := fmt.Errorf("outbox: finish: %w", &pgconn.PgError{Severity: "FATAL", Code: "57P01"})
+	calls := 0
+	got, err := connretry.Do(ctx, time.Hour, time.Hour, 2, func(context.Context) (string, error) {
+		calls++
+		if calls <= 3 {
+			return "", ended
 		}
+		return "written", nil
+	})
+	if err != nil || got != "written" || calls != 4 {
+		t.Fatalf("three ended connections: got %q, %v after %d calls, want \"written\" after 4", got, err, calls)
+	}
+
+	refused := fmt.Errorf("outbox: finish: %w", &pgconn.PgError{Severity: "ERROR", Code: "22P05"})
+	calls = 0
+	_, err = connretry.Do(ctx, time.Hour, time.Hour, 2, func(context.Context) (string, error) {
+		calls++
+		return "", refused
+	})
+	if !errors.Is(err, refused) || calls != 1 {
+		t.Fatalf("a permanent error: %v after %d calls, want it after 1", err, calls)
 	}
 }
 
