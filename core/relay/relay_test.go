@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -531,9 +530,6 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 // test, and so does claimFailed never stopping the relay: each case times
 // out with "Run kept going"; class 25 made transient fails the read-only
 // case.)
-// sqlstateDeadlock is PostgreSQL's deadlock_detected.
-const sqlstateDeadlock = "40P01"
-
 func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -543,19 +539,7 @@ func TestRunReturnsAnErrorWhenClaimsCannotSucceed(t *testing.T) {
 		ob := testdb.NewSchema(t, pool)
 		r, done, signals := runRelayOn(t, pool, ob)
 		signals.Listening.Wait(t, 10*time.Second, "the relay to listen", func(all []struct{}) bool { return len(all) > 0 })
-		// The drop locks every table of the schema while the relay's
-		// statements lock some of them in their own order: PostgreSQL may
-		// pick the drop as a deadlock's victim, and it is tried again.
-		var pgErr *pgconn.PgError
-		for attempt := 1; ; attempt++ {
-			_, err := pool.Exec(ctx, "DROP SCHEMA "+ob.Schema()+" CASCADE")
-			if err == nil {
-				break
-			}
-			if !errors.As(err, &pgErr) || pgErr.Code != sqlstateDeadlock || attempt == 5 {
-				t.Fatal(err)
-			}
-		}
+		testdb.DropSchemaUnderLoad(ctx, t, pool, ob.Schema())
 		t.Cleanup(func() { _, _ = ob.Migrate(ctx, pool) }) // for testdb's own cleanup
 		waitRunError(t, done, "42P01", "the missing relation")
 		if err := r.Run(ctx); err == nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core"
@@ -263,6 +265,33 @@ func HoldMigrationLock(ctx context.Context, t testing.TB, pool *pgxpool.Pool, sc
 	}
 	return holder
 }
+
+// DropSchemaUnderLoad drops schema and all it holds while relays still
+// run statements on it. The drop locks every table of the schema in one
+// order and the relays' statements lock some of them in theirs, so
+// PostgreSQL may pick the drop as a deadlock's victim; it is then tried
+// again, up to dropAttempts times.
+func DropSchemaUnderLoad(ctx context.Context, t testing.TB, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		_, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		var pgErr *pgconn.PgError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &pgErr) || pgErr.Code != sqlstateDeadlockDetected || attempt == dropAttempts {
+			t.Fatalf("testdb: drop schema %s (attempt %d): %v", schema, attempt, err)
+		}
+	}
+}
+
+// dropAttempts bounds DropSchemaUnderLoad's retries: a deadlock needs the
+// relays' statements to interleave with the drop's locks, which is rare,
+// and five in a row would be a bug rather than bad luck.
+const dropAttempts = 5
+
+// sqlstateDeadlockDetected is PostgreSQL's deadlock_detected.
+const sqlstateDeadlockDetected = "40P01"
 
 // WaitForLockWaiters waits, until ctx ends, for n sessions of pool's
 // database to wait for a lock (any heavyweight lock: advisory, row,

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/testdb"
 )
 
 // TestServeExitsWhenClaimsCannotSucceed: when the relay's claims fail for
@@ -18,9 +20,7 @@ func TestServeExitsWhenClaimsCannotSucceed(t *testing.T) {
 	e.mustRun("migrate")
 	s := e.serve()
 	eventually(t, 30*time.Second, "the relay to run", func() bool { return strings.Contains(s.Logs(), "relay running") })
-	if _, err := e.pool.Exec(t.Context(), "DROP SCHEMA "+e.schema+" CASCADE"); err != nil {
-		t.Fatal(err)
-	}
+	testdb.DropSchemaUnderLoad(t.Context(), t, e.pool, e.schema)
 	eventually(t, 30*time.Second, "serve to exit", s.Exited)
 	if err := s.Stop(); err == nil {
 		t.Fatalf("serve exited 0 although its claims cannot succeed:\n%s", s.Logs())
