@@ -35,7 +35,7 @@ func (r *Relay) warmConnection(ctx context.Context, conn *pgx.Conn) {
 		AliveFor: r.aliveFor(), Lease: r.cfg.Lease}, nil)
 	if err == nil {
 		_, err = r.q.Finish(ctx, db, store.FinishParams{IDs: []int64{0}, Tokens: [][16]byte{{}}, Statuses: []string{"sent"},
-			Delays: []float64{0}, Errors: []*string{nil}, Receipts: [][]byte{nil}, Refunds: []int32{0}, Deferred: []int32{0},
+			Delays: []float64{0}, Errors: []*string{nil}, Refunds: []int32{0}, Deferred: []int32{0},
 			DeleteSent: r.cfg.DeleteOnSent})
 	}
 	if err != nil {

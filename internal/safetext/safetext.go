@@ -126,8 +126,6 @@ func Receipt(receipt []byte) []byte {
 	return out
 }
 
-// plainJSON reports whether b holds printable ASCII only and no \u escape,
-// so that as JSON it can only hold what jsonb stores.
 // plainJSON reports whether b holds printable ASCII only, no \u escape and
 // no number with an exponent (jsonb refuses one beyond its numeric range,
 // such as 1e1000000), so that as JSON it can only hold what jsonb stores.

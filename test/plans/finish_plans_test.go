@@ -13,13 +13,13 @@ import (
 )
 
 // finishParams are the parameter types of finish.sql in their $n order:
-// ids, tokens, statuses, delays, errors, receipts, refunds, deferred,
+// ids, tokens, statuses, delays, errors, refunds, deferred, receipts,
 // delete_sent.
-const finishParams = "bigint[], uuid[], text[], float8[], text[], jsonb[], int[], int[], boolean"
+const finishParams = "bigint[], uuid[], text[], float8[], text[], int[], int[], jsonb, boolean"
 
 // finishOutcomes is how many outcomes each EXPLAIN of finish.sql writes,
 // as one terminal write of a busy relay does: half delivered (moved to
-// history, keys kept), a quarter failed with an error (recorded in
+// history with a receipt each, keys kept), a quarter failed with an error (recorded in
 // failed_attempts), a quarter put off by a Retry-After.
 const finishOutcomes = 1000
 
@@ -171,11 +171,14 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 		statuses = append(statuses, status)
 		delays = append(delays, delay)
 		errs = append(errs, errText)
-		receipts = append(receipts, "NULL")
+		if status == "sent" {
+			receipts = append(receipts, fmt.Sprintf(`"%d/%s": {"ts": "1712345678.%06d"}`, c.ID, c.Token, i))
+		}
 		zeros = append(zeros, "0")
 		deferred = append(deferred, deferral)
 	}
 	array := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
+	object := array // a JSON object's literal is written as an array's
 	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
-		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(receipts), array(zeros), array(deferred), deleteSent))
+		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(zeros), array(deferred), object(receipts), deleteSent))
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/internal/connretry"
@@ -44,6 +46,8 @@ const DefaultLinger = 10 * time.Millisecond
 // Outcome is the result of one delivery attempt, waiting to be written.
 // Its text fields must already be safe to store (core sanitises them); the
 // completer only protects the rest of a batch from one it cannot store.
+// A delivered ("sent") outcome has no Err, Refund or Deferred: the
+// terminal write keeps only its receipt (see finish.sql).
 type Outcome struct {
 	ID      int64
 	Token   [16]byte // the lease token the row was claimed under
@@ -313,14 +317,46 @@ func (p *finishParams) fill(batch []Outcome) store.FinishParams {
 	p.IDs, p.Statuses, p.Delays = resize(p.IDs, n), resize(p.Statuses, n), resize(p.Delays, n)
 	// [16]byte takes pgx's binary uuid codec; uuid.UUID would go through
 	// driver.Valuer and text, per element.
-	p.Tokens, p.Errors, p.Receipts = resize(p.Tokens, n), resize(p.Errors, n), resize(p.Receipts, n)
+	p.Tokens, p.Errors = resize(p.Tokens, n), resize(p.Errors, n)
 	p.Refunds, p.Deferred = resize(p.Refunds, n), resize(p.Deferred, n)
 	for i, o := range batch {
 		p.IDs[i], p.Tokens[i], p.Statuses[i] = o.ID, o.Token, o.Status
-		p.Delays[i], p.Errors[i], p.Receipts[i], p.Refunds[i] = o.Delay.Seconds(), o.Err, o.Receipt, int32(o.Refund)
+		p.Delays[i], p.Errors[i], p.Refunds[i] = o.Delay.Seconds(), o.Err, int32(o.Refund)
 		p.Deferred[i] = int32(o.Deferred)
 	}
+	p.Receipts = receiptsByLease(p.Receipts, batch)
 	return store.FinishParams(*p)
+}
+
+// receiptsByLease is the JSON object finish.sql finds each row's receipt
+// in: batch's receipts keyed by "id/token", the row and the lease it was
+// delivered under (two outcomes of one row, a late one and the current
+// one, keep theirs apart), written over buf's array; nil when no outcome
+// has a receipt. One object the row looks itself up in, by a binary
+// search of its keys, keeps the terminal write free of a join whose plan
+// would follow the statistics (see finish.sql).
+func receiptsByLease(buf []byte, batch []Outcome) []byte {
+	buf = buf[:0]
+	for _, o := range batch {
+		if o.Receipt == nil {
+			continue
+		}
+		if len(buf) == 0 {
+			buf = append(buf, '{')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '"')
+		buf = strconv.AppendInt(buf, o.ID, 10)
+		buf = append(buf, '/')
+		buf = append(buf, uuid.UUID(o.Token).String()...)
+		buf = append(buf, '"', ':')
+		buf = append(buf, o.Receipt...)
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	return append(buf, '}')
 }
 
 // resize returns s with length n, reusing its array when it is large

@@ -3,9 +3,13 @@
 -- returns: id bigint
 -- Writes a batch of delivery outcomes in one statement. The arrays hold, per
 -- outcome: @ids id, @tokens lease token, @statuses new status, @delays delay in seconds before
--- the next attempt, @errors error, @receipts receipt, @refunds refund (1 gives the attempt
+-- the next attempt, @errors error, @refunds refund (1 gives the attempt
 -- back), @deferred deferral (1: a Retry-After put the row off, counted in
--- deferrals, migration 010). Delivered rows move to messages_history
+-- deferrals, migration 010). @receipts is one JSON object of the outcomes'
+-- receipts keyed "id/token" (NULL: none has one; see the completer's
+-- receiptsByLease): a row looks its own up by a binary search of the
+-- keys, where a join of the rows to the receipts would follow the
+-- statistics. Delivered rows move to messages_history
 -- (migration 013) in the same statement, keeping their dedup keys; with
 -- @delete_sent (Config.DeleteOnSent) they are deleted with their keys.
 --
@@ -24,47 +28,60 @@
 -- are all finished in this one statement (see relay's digests).
 -- Returns the ids written; an id missing from the answer was a zombie's.
 --
--- Plans that do not depend on statistics: each outcome finds its row by
--- one probe of the primary key (a LATERAL lookup, so the outcomes are the
--- outer side whatever the estimates), and the delete and the update then
--- take the rows by their TIDs, one heap visit each. Joined to the outcomes
--- by id, the plan's shape followed the table's statistics, which for a
--- queue table say it holds next to nothing (autovacuum analyzes it
--- drained): a cached generic plan read messages_pkey whole for every write
--- (a 3-minute soak at 5,000 msg/s: up to 20 s per write, a backlog of
--- 292,000); a plan made with the values, with the rows also named by
--- id = ANY(ids), scanned the 1,000 outcomes once per row, a nested loop
--- of a million steps (0.2-0.9 s per write: the terminal writes fell
--- behind the deliveries, a backlog of 96,000 in a 15-minute soak;
--- docs/performance.md, "Issue 22, third pass"). The TID is the version the
--- statement's snapshot saw: a row changed since by another transaction
--- (re-claimed after its lease expired, purged) is left alone, as a token
--- that no longer matches leaves it. As no shape follows an estimate, the
--- statement is prepared once per connection and its generic plan cached
--- (test/plans TestFinishPlansStayIndexPlansWithoutStatistics checks
--- generic and custom plans alike). Planned with its values at each run,
--- as it was while its joins followed the statistics, it cost the
--- 1-relay burn-down 5 % (50.1k against 52.6k msg/s, median of 3;
--- docs/performance.md, "Issue 22, fourth pass").
+-- Plans that do not depend on statistics. Delivered rows, almost every
+-- outcome, are found as the bare loop of bench/ finds them: one scan of
+-- the primary key for all their ids, the lease test a hash of the
+-- (id, token) pairs built once. Every other outcome finds its row by one
+-- probe of the primary key (a LATERAL lookup, so the outcomes are the
+-- outer side whatever the estimates) and the update takes the rows by
+-- their TIDs, the versions the statement's snapshot saw. Either way a row
+-- changed since by another transaction (re-claimed after its lease
+-- expired, purged) is left alone: PostgreSQL tests the changed row again
+-- and its token no longer matches. Joined to the outcomes by id, the
+-- plan's shape followed the table's statistics, which for a queue table
+-- say it holds next to nothing (autovacuum analyzes it drained): a cached
+-- generic plan read messages_pkey whole for every write (a 3-minute soak
+-- at 5,000 msg/s: up to 20 s per write, a backlog of 292,000); a plan made
+-- with the values scanned the 1,000 outcomes once per row, a nested loop
+-- of a million steps (0.2-0.9 s per write; docs/performance.md, "Issue 22,
+-- third pass"). As no shape follows an estimate, the statement is
+-- prepared once per connection and its generic plan cached (test/plans
+-- TestFinishPlansStayIndexPlansWithoutStatistics checks generic and
+-- custom plans alike). Finding the delivered rows by one probe each and
+-- deleting them by TID, as every outcome was until the sixth pass, cost
+-- 13.5 ms per 1,000 delivered rows against 9.8 now and the bare loop's
+-- 7.9 (18.3 against 10.6 with a receipt each; docs/performance.md,
+-- "Issue 22, sixth pass").
 WITH f AS (
-    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @receipts::jsonb[], @refunds::int[], @deferred::int[])
-        AS t(id, token, status, delay_seconds, error, receipt, refund, deferred)
+    SELECT * FROM unnest(@ids::bigint[], @tokens::uuid[], @statuses::text[], @delays::float8[], @errors::text[], @refunds::int[], @deferred::int[])
+        AS t(id, token, status, delay_seconds, error, refund, deferred)
+), sent AS MATERIALIZED (
+    -- The delivered outcomes. A delivered attempt is never refunded or
+    -- put off and has no error: only its receipt is written.
+    SELECT f.id, f.token FROM f WHERE f.status = 'sent'
 ), leased AS MATERIALIZED (
-    -- Each outcome with its row's TID, while this relay's lease holds.
-    -- LIMIT 1 (an id names one row) keeps the lookup a subquery run per
-    -- outcome: without it the planner pulls it up into a plain join and
-    -- orders that by the statistics again.
+    -- Each other outcome with its row's TID, while this relay's lease
+    -- holds. LIMIT 1 (an id names one row) keeps the lookup a subquery
+    -- run per outcome: without it the planner pulls it up into a plain
+    -- join and orders that by the statistics again.
     SELECT r.row_tid, f.* FROM f CROSS JOIN LATERAL (
         SELECT m.ctid AS row_tid FROM {schema}.messages m WHERE m.id = f.id AND m.lease_token = f.token LIMIT 1
     ) r
+    WHERE f.status <> 'sent'
 ), gone AS (
     -- A delivered row leaves the hot table (migration 013): it moves to
-    -- messages_history, or with @delete_sent it is deleted.
-    DELETE FROM {schema}.messages m USING leased f
-    WHERE f.status = 'sent' AND m.ctid = f.row_tid AND m.lease_token = f.token
-    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts - f.refund AS attempts,
-              m.max_attempts, m.deferrals + f.deferred AS deferrals, m.available_at, COALESCE(f.error, m.last_error) AS last_error,
-              COALESCE(f.receipt, m.receipt) AS receipt, m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
+    -- messages_history, or with @delete_sent it is deleted. The rows are
+    -- found as the bare loop finds them, one scan of the primary key for
+    -- all ids; the lease test is a hash of the (id, token) pairs built
+    -- once. IS TRUE keeps that test a filter: a plain IN would be pulled
+    -- up into a join ordered by the statistics.
+    DELETE FROM {schema}.messages m
+    WHERE m.id = ANY(ARRAY(SELECT s.id FROM sent s))
+      AND ((m.id, m.lease_token) IN (SELECT s.id, s.token FROM sent s)) IS TRUE
+    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts,
+              m.max_attempts, m.deferrals, m.available_at, m.last_error,
+              COALESCE(@receipts::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) AS receipt,
+              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
         deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id)
@@ -95,10 +112,10 @@ WITH f AS (
         deferrals = m.deferrals + f.deferred,
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
         last_error = COALESCE(f.error, m.last_error),
-        receipt = COALESCE(f.receipt, m.receipt),
+        receipt = COALESCE(@receipts::jsonb -> (f.id::text || '/' || f.token::text), m.receipt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM leased f
-    WHERE f.status <> 'sent' AND m.ctid = f.row_tid AND m.lease_token = f.token
+    WHERE m.ctid = f.row_tid AND m.lease_token = f.token
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
