@@ -2051,11 +2051,17 @@ WITH f AS (
     -- Each other outcome with its row's TID, while this relay's lease
     -- holds. LIMIT 1 (an id names one row) keeps the lookup a subquery
     -- run per outcome: without it the planner pulls it up into a plain
-    -- join and orders that by the statistics again.
+    -- join and orders that by the statistics again. The other statuses
+    -- are named rather than "not sent": the planner estimates an IN list
+    -- at a few rows whatever the batch's size, and "not sent" at nearly
+    -- every outcome, which made a small batch's plan made with its values
+    -- look cheaper than the cached generic plan, so that the plan cache
+    -- planned every terminal write anew (test/plans
+    -- TestFinishKeepsItsGenericPlanForAnyBatchSize).
     SELECT r.row_tid, f.* FROM f CROSS JOIN LATERAL (
         SELECT m.ctid AS row_tid FROM {schema}.messages m WHERE m.id = f.id AND m.lease_token = f.token LIMIT 1
     ) r
-    WHERE f.status <> 'sent'
+    WHERE f.status IN ('pending', 'failed', 'dead')
 ), gone AS (
     -- A delivered row leaves the hot table (migration 013): it moves to
     -- messages_history, or with @delete_sent it is deleted. The rows are

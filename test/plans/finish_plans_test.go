@@ -182,3 +182,66 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
 		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(zeros), array(deferred), object(receipts), deleteSent))
 }
+
+// The terminal write keeps the generic plan the plan cache makes after
+// its first five runs, for batches of one outcome and of a thousand, with
+// delete_sent or not. Planned anew at every write, a write of a few
+// outcomes took 0.15-0.35 ms longer (bench latency: 1.03-1.23 ms against
+// 0.88-0.90), and planning a 1,000-row write takes 1.4-2.3 ms. (Mutation: the leased outcomes filtered by status <> 'sent', as
+// when this test was written, fails it: every run of the small batches is
+// planned anew, 0 generic plans of 12.)
+func TestFinishKeepsItsGenericPlanForAnyBatchSize(t *testing.T) {
+	pool := longCluster(t, "a cluster of its own: the plan cache's choice depends on the server's settings", 4)
+	ob, q := schemaOn(t, pool, "finishcache")
+	exec(t, pool, ob.Schema(), `INSERT INTO {s}.messages (sink, dedup_key, payload)
+		SELECT 'fast', 'f' || g, '{"n":1}' FROM generate_series(1, 20000) g`, `VACUUM ANALYZE {s}.messages`)
+	const runs = 12
+	for _, size := range []int{1, 6, finishOutcomes} {
+		for _, deleteSent := range []bool{false, true} {
+			what := fmt.Sprintf("%d outcomes, delete_sent %t", size, deleteSent)
+			generic, custom := finishPlansMade(t, pool, q, size, deleteSent, runs)
+			t.Logf("%s: %d generic plans, %d custom", what, generic, custom)
+			if generic != runs-5 {
+				t.Errorf("%s: %d of %d runs used the generic plan, want all but the first five (%d planned with their values)", what, generic, runs, custom)
+			}
+		}
+	}
+}
+
+// finishPlansMade runs finish.sql runs times on a connection of its own
+// with size outcomes (of rows that do not exist: the plan is what is
+// measured), under the relay's session settings, and returns how many of
+// the runs used the cached generic plan and how many were planned anew.
+func finishPlansMade(t *testing.T, pool *pgxpool.Pool, q *store.Queries, size int, deleteSent bool, runs int) (generic, custom int64) {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	defer conn.Conn().Close(context.Background()) // its prepared statements with it
+	for k, v := range store.RelaySession() {
+		if _, err := conn.Exec(ctx, fmt.Sprintf("SET %s = %s", k, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := store.FinishParams{DeleteSent: deleteSent}
+	for i := range size {
+		status := []string{"sent", "sent", "failed", "pending"}[i%4]
+		p.IDs, p.Tokens, p.Statuses = append(p.IDs, -int64(i+1)), append(p.Tokens, [16]byte{1}), append(p.Statuses, status)
+		p.Delays, p.Errors = append(p.Delays, 0), append(p.Errors, nil)
+		p.Refunds, p.Deferred = append(p.Refunds, 0), append(p.Deferred, 0)
+	}
+	for range runs {
+		if _, err := q.Finish(ctx, conn, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+		q.Texts().Finish).Scan(&generic, &custom)
+	if err != nil {
+		t.Fatalf("the finish statement's plans: %v", err)
+	}
+	return generic, custom
+}
