@@ -3,6 +3,7 @@ package plans_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -215,17 +216,13 @@ func TestFinishKeepsItsGenericPlanForAnyBatchSize(t *testing.T) {
 func finishPlansMade(t *testing.T, pool *pgxpool.Pool, q *store.Queries, size int, deleteSent bool, runs int) (generic, custom int64) {
 	t.Helper()
 	ctx := t.Context()
-	conn, err := pool.Acquire(ctx)
+	config := pool.Config().ConnConfig.Copy()
+	maps.Copy(config.RuntimeParams, store.RelaySession()) // as the relay's pool does
+	conn, err := pgx.ConnectConfig(ctx, config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
-	defer conn.Conn().Close(context.Background()) // its prepared statements with it
-	for k, v := range store.RelaySession() {
-		if _, err := conn.Exec(ctx, fmt.Sprintf("SET %s = %s", k, v)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defer func() { _ = conn.Close(context.Background()) }()
 	p := store.FinishParams{DeleteSent: deleteSent}
 	for i := range size {
 		status := []string{"sent", "sent", "failed", "pending"}[i%4]
