@@ -79,6 +79,7 @@ type Directory struct {
 	revision  int64
 	deletions int64
 	loaded    bool
+	readAt    time.Time // database time of the last read: it holds every change committed before
 
 	parkMu  sync.Mutex
 	parking map[string]bool // destinations with a park scheduled
@@ -116,6 +117,26 @@ func (d *Directory) Find(ctx context.Context, id string) (*Live, bool, error) {
 	return d.Reread(ctx, id)
 }
 
+// FindAsOf returns destination id as it stood at least when a row was
+// enqueued at enqueued (database clock), reading what changed first when
+// the last read is older: a change committed before the row (a rotated
+// secret, an edited URL, an enable) applies to it, even when the row's
+// notification reached the relay before the change's did. Deliveries of
+// rows enqueued at once share one read.
+func (d *Directory) FindAsOf(ctx context.Context, id string, enqueued time.Time) (*Live, bool, error) {
+	d.mu.RLock()
+	current := d.loaded && d.readAt.After(enqueued)
+	d.mu.RUnlock()
+	if current {
+		return d.Find(ctx, id)
+	}
+	if err := d.refreshAfter(ctx, enqueued); err != nil {
+		return nil, false, err
+	}
+	l, ok := d.Lookup(id)
+	return l, ok, nil
+}
+
 // Reread returns destination id as the database has it now, reading what
 // changed first: for what the last read must not decide alone, such as
 // turning a row away because its destination was disabled when the
@@ -138,18 +159,35 @@ func (d *Directory) Len() int {
 // Refresh reads what changed since the last read: the destinations whose
 // revision moved, or all of them after a deletion.
 func (d *Directory) Refresh(ctx context.Context) error {
+	return d.refreshAfter(ctx, time.Time{})
+}
+
+// refreshAfter is Refresh, skipped when a read that began after t
+// finished while it waited for its turn.
+func (d *Directory) refreshAfter(ctx context.Context, t time.Time) error {
 	db := d.pool
 	d.refreshMu.Lock()
 	defer d.refreshMu.Unlock()
+	if !t.IsZero() {
+		d.mu.RLock()
+		current := d.loaded && d.readAt.After(t)
+		d.mu.RUnlock()
+		if current {
+			return nil
+		}
+	}
 	st, err := d.q.DestinationsState(ctx, db)
 	if err != nil {
 		return fmt.Errorf("destinations: read their state: %w", err)
 	}
-	d.mu.RLock()
+	d.mu.Lock()
 	full := !d.loaded || st.Deletions != d.deletions
 	since := d.revision
 	unchanged := !full && st.Revision == d.revision
-	d.mu.RUnlock()
+	if unchanged {
+		d.readAt = st.ReadAt
+	}
+	d.mu.Unlock()
 	if unchanged {
 		return nil
 	}
@@ -191,7 +229,7 @@ func (d *Directory) Refresh(ctx context.Context) error {
 	}
 	// The state read first may be older than the rows: the next refresh
 	// reads the rows after it again, which is harmless.
-	d.revision, d.deletions, d.loaded = st.Revision, st.Deletions, true
+	d.revision, d.deletions, d.loaded, d.readAt = st.Revision, st.Deletions, true, st.ReadAt
 	return nil
 }
 

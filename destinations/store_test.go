@@ -613,6 +613,57 @@ func TestDirectoryPicksUpChangesWithoutRestart(t *testing.T) {
 	testrelay.WaitFor(t, 5*time.Second, "the deletion", func() bool { _, ok := dir.Lookup(c.ID); return !ok })
 }
 
+// A row enqueued after a rotation committed is signed with the rotated
+// secret by a directory that has not heard of the rotation: FindAsOf
+// reads again when the row is newer than the directory's last read, and
+// keeps what it holds for a row older than that read. (Run is not
+// started: no notification ever arrives, as when the row's notification
+// reaches the relay first. On 123323f the sink used Find: CI saw a row
+// published right after a rotation signed with the old secret alone.
+// Mutation: FindAsOf returning Find's answer fails this test with 1
+// secret.)
+func TestARowNewerThanTheDirectorysReadSeesTheChangesBeforeIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.create(t, "acme")
+	ctx := t.Context()
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var before time.Time // a row enqueued before the rotation
+	if err := f.pool.QueryRow(ctx, "SELECT now()").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.RotateSecret(ctx, f.pool, testdb.Actor, "acme", c.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var after time.Time // a row enqueued once the rotation committed
+	if err := f.pool.QueryRow(ctx, "SELECT now()").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	secrets := func(enqueued time.Time) int {
+		l, ok, err := dir.FindAsOf(ctx, c.ID, enqueued)
+		if err != nil || !ok {
+			t.Fatalf("find %s: %v %v", c.ID, ok, err)
+		}
+		e, err := l.Endpoint(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(e.Secrets)
+	}
+	if n := secrets(before.Add(-time.Minute)); n != 1 {
+		t.Errorf("a row older than the directory's read: %d secrets, want the 1 it holds", n)
+	}
+	if n := secrets(after); n != 2 {
+		t.Errorf("a row enqueued after the rotation: %d secrets, want 2 (the new and the old)", n)
+	}
+}
+
 // endpoint reads destination id through a fresh directory opening with
 // keys; false when it cannot sign.
 func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e webhook.Endpoint, ok bool) {

@@ -1800,21 +1800,24 @@ func (q *Queries) DestinationsSince(ctx context.Context, db DBTX, revision int64
 
 const destinationsStateSQL = `-- name: destinations_state
 -- What a relay polls to learn that destinations changed (migration 016's
--- destinations_state): one row.
-SELECT revision, deletions FROM {schema}.destinations_state
+-- destinations_state): one row, with the database time it was read at.
+-- Every change committed before read_at is counted in it, so a row
+-- enqueued before read_at names no change the read missed.
+SELECT revision, deletions, now() AS read_at FROM {schema}.destinations_state
 `
 
 // DestinationsStateRow is a row of destinations_state.sql.
 type DestinationsStateRow struct {
-	Revision  int64 // bigint
-	Deletions int64 // bigint
+	Revision  int64     // bigint
+	Deletions int64     // bigint
+	ReadAt    time.Time // timestamptz
 }
 
 // DestinationsState runs destinations_state.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
 func (q *Queries) DestinationsState(ctx context.Context, db DBTX) (DestinationsStateRow, error) {
 	var r DestinationsStateRow
-	err := db.QueryRow(ctx, q.text.DestinationsState).Scan(&r.Revision, &r.Deletions)
+	err := db.QueryRow(ctx, q.text.DestinationsState).Scan(&r.Revision, &r.Deletions, &r.ReadAt)
 	return r, err
 }
 

@@ -139,7 +139,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if dir == nil {
 		return s.wrap(errNoDirectory)
 	}
-	live, ok, err := dir.Find(ctx, id)
+	live, ok, err := dir.FindAsOf(ctx, id, d.CreatedAt)
 	if err == nil && ok && !live.Enabled {
 		// The row may have been made due by an enable this process has not
 		// read yet: turned away, it would count against the destination's
