@@ -124,10 +124,7 @@ func (d *Directory) Find(ctx context.Context, id string) (*Live, bool, error) {
 // notification reached the relay before the change's did. Deliveries of
 // rows enqueued at once share one read.
 func (d *Directory) FindAsOf(ctx context.Context, id string, enqueued time.Time) (*Live, bool, error) {
-	d.mu.RLock()
-	current := d.loaded && d.readAt.After(enqueued)
-	d.mu.RUnlock()
-	if current {
+	if d.readSince(enqueued) {
 		return d.Find(ctx, id)
 	}
 	if err := d.refreshAfter(ctx, enqueued); err != nil {
@@ -135,6 +132,13 @@ func (d *Directory) FindAsOf(ctx context.Context, id string, enqueued time.Time)
 	}
 	l, ok := d.Lookup(id)
 	return l, ok, nil
+}
+
+// readSince reports whether d's last read began after t (database clock).
+func (d *Directory) readSince(t time.Time) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.loaded && d.readAt.After(t)
 }
 
 // Reread returns destination id as the database has it now, reading what
@@ -168,13 +172,8 @@ func (d *Directory) refreshAfter(ctx context.Context, t time.Time) error {
 	db := d.pool
 	d.refreshMu.Lock()
 	defer d.refreshMu.Unlock()
-	if !t.IsZero() {
-		d.mu.RLock()
-		current := d.loaded && d.readAt.After(t)
-		d.mu.RUnlock()
-		if current {
-			return nil
-		}
+	if !t.IsZero() && d.readSince(t) {
+		return nil
 	}
 	st, err := d.q.DestinationsState(ctx, db)
 	if err != nil {

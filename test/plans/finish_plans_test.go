@@ -20,8 +20,9 @@ const finishParams = "bigint[], uuid[], text[], float8[], text[], int[], int[], 
 
 // finishOutcomes is how many outcomes each EXPLAIN of finish.sql writes,
 // as one terminal write of a busy relay does: half delivered (moved to
-// history with a receipt each, keys kept), a quarter failed with an error (recorded in
-// failed_attempts), a quarter put off by a Retry-After.
+// history with a receipt each, keys kept), a quarter failed with an
+// error (recorded in failed_attempts), a quarter put off by a
+// Retry-After.
 const finishOutcomes = 1000
 
 // finishTables are the tables finish.sql reads or writes by key that grow
@@ -188,8 +189,9 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 // its first five runs, for batches of one outcome and of a thousand, with
 // delete_sent or not. Planned anew at every write, a write of a few
 // outcomes took 0.15-0.35 ms longer (bench latency: 1.03-1.23 ms against
-// 0.88-0.90), and planning a 1,000-row write takes 1.4-2.3 ms. (Mutation: the leased outcomes filtered by status <> 'sent', as
-// when this test was written, fails it: every run of the small batches is
+// 0.88-0.90), and planning a 1,000-row write takes 1.4-2.3 ms.
+// (Mutation: the leased outcomes filtered by status <> 'sent', as when
+// this test was written, fails it: every run of the small batches is
 // planned anew, 0 generic plans of 12.)
 func TestFinishKeepsItsGenericPlanForAnyBatchSize(t *testing.T) {
 	pool := longCluster(t, "a cluster of its own: the plan cache's choice depends on the server's settings", 4)
