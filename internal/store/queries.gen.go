@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // DBTX runs statements: a *pgx.Conn, a pgx.Tx or a *pgxpool.Pool.
@@ -2017,7 +2018,11 @@ const finishSQL = `-- name: finish
 -- A delivered row that went out in a digest (migration 018) keeps its
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
--- Returns the ids written; an id missing from the answer was a zombie's.
+-- Returns the outcomes written, each as its row's id and the lease token
+-- it was delivered under; an outcome missing from the answer was a
+-- zombie's. The token tells two outcomes of one row apart (a late one
+-- under an expired lease and the current one can share a batch): by the
+-- id alone, both were reported written.
 --
 -- Plans that do not depend on statistics. Delivered rows, almost every
 -- outcome, are found as the bare loop of bench/ finds them: one scan of
@@ -2075,7 +2080,7 @@ WITH f AS (
     DELETE FROM {schema}.messages m
     WHERE m.id = ANY(ARRAY(SELECT s.id FROM sent s))
       AND ((m.id, m.lease_token) IN (SELECT s.id, s.token FROM sent s)) IS TRUE
-    RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts,
+    RETURNING m.id, m.lease_token, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts,
               m.max_attempts, m.deferrals, m.available_at, m.last_error,
               COALESCE($8::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) AS receipt,
               m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
@@ -2115,7 +2120,7 @@ WITH f AS (
     WHERE m.ctid = f.row_tid AND m.lease_token = f.token
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
-    RETURNING m.id, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
+    RETURNING m.id, f.token, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
               CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
 ), recorded AS (
     -- Reads the outcome back from RETURNING: joining done to f again would
@@ -2131,7 +2136,7 @@ WITH f AS (
     ORDER BY s.sink, s.thread_key, s.id
     ON CONFLICT (sink, thread_key) DO UPDATE SET last_sent_at = now()
 )
-SELECT id FROM done UNION ALL SELECT id FROM gone
+SELECT id, token FROM done UNION ALL SELECT id, lease_token FROM gone
 `
 
 // FinishParams are the parameters of finish.sql.
@@ -2147,14 +2152,20 @@ type FinishParams struct {
 	DeleteSent bool       // boolean
 }
 
+// FinishRow is a row of finish.sql.
+type FinishRow struct {
+	ID    int64       // bigint
+	Token pgtype.UUID // uuid
+}
+
 // Finish runs finish.sql and returns its rows.
-func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]int64, error) {
+func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]FinishRow, error) {
 	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.Receipts, arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
-	var r int64
-	return collectRows(rows, []int64{}, &r, &r)
+	var r FinishRow
+	return collectRows(rows, []FinishRow{}, &r, &r.ID, &r.Token)
 }
 
 const foldDroppedEventsSQL = `-- name: fold_dropped_events

@@ -85,11 +85,26 @@ type ReportFunc func(written bool)
 func (f ReportFunc) Written(written bool) { f(written) }
 
 // Finisher runs the finish statement (internal/store's finish.sql), which
-// takes the outcomes as arrays and returns the ids it wrote;
-// *store.Queries is one.
+// takes the outcomes as arrays and returns those it wrote, by row and
+// lease; *store.Queries is one.
 type Finisher interface {
-	Finish(ctx context.Context, db store.DBTX, arg store.FinishParams) ([]int64, error)
+	Finish(ctx context.Context, db store.DBTX, arg store.FinishParams) ([]store.FinishRow, error)
 }
+
+// lease names one outcome of a batch: its row and the lease token it was
+// delivered under. Two outcomes of one row may share a batch (a late one
+// under an expired lease and the current one), and only one of them is
+// written.
+type lease struct {
+	id    int64
+	token [16]byte
+}
+
+// leaseOf is o's lease.
+func leaseOf(o Outcome) lease { return lease{o.ID, o.Token} }
+
+// written is the set of a batch's outcomes that were written.
+type written map[lease]bool
 
 // Completer batches terminal writes in one finish statement each.
 type Completer struct {
@@ -215,18 +230,18 @@ func (c *Completer) fill(batch []Outcome) []Outcome {
 func (c *Completer) write(batch []Outcome, p *finishParams) {
 	ctx, cancel := context.WithDeadline(context.Background(), writeDeadline(batch))
 	defer cancel()
-	written, err := c.writeRetrying(ctx, batch, p)
+	done, err := c.writeRetrying(ctx, batch, p)
 	if err != nil && !pgerr.IsTransient(err) {
 		c.logger.Error("outbox: PostgreSQL refused a batch of terminal writes; writing its rows one by one",
 			"rows", len(batch), "error", pgerr.Describe(err))
-		written, err = c.writeEach(ctx, batch, p), nil
+		done, err = c.writeEach(ctx, batch, p), nil
 	}
 	if err != nil {
 		c.logger.Error("outbox: terminal writes failed; the rows will be delivered again after their lease expires",
 			"rows", len(batch), "error", pgerr.Describe(err))
 	}
 	for _, o := range batch {
-		ok := written[o.ID]
+		ok := done[leaseOf(o)]
 		if !ok && err == nil {
 			c.logger.Warn("outbox: late completion ignored: the lease expired and another relay owns the row (zombie)",
 				"id", o.ID, "status", o.Status)
@@ -250,9 +265,9 @@ func writeDeadline(batch []Outcome) time.Time {
 }
 
 // writeRetrying runs the statement for batch, retrying transient errors
-// with backoff until ctx ends; it returns the ids written.
-func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome, p *finishParams) (map[int64]bool, error) {
-	return connretry.Do(ctx, retryInitial, retryMax, int(c.pool.Config().MaxConns), func(ctx context.Context) (map[int64]bool, error) {
+// with backoff until ctx ends; it returns the outcomes written.
+func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome, p *finishParams) (written, error) {
+	return connretry.Do(ctx, retryInitial, retryMax, int(c.pool.Config().MaxConns), func(ctx context.Context) (written, error) {
 		return c.writeOnce(ctx, batch, p)
 	})
 }
@@ -260,8 +275,8 @@ func (c *Completer) writeRetrying(ctx context.Context, batch []Outcome, p *finis
 // writeEach writes every outcome of batch on its own. A row PostgreSQL
 // still refuses is written once more as refused(o): without the text it
 // could not store, with an error that says so.
-func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishParams) map[int64]bool {
-	written := make(map[int64]bool, len(batch))
+func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishParams) written {
+	done := make(written, len(batch))
 	for _, o := range batch {
 		one, err := c.writeRetrying(ctx, []Outcome{o}, p)
 		if err != nil && !pgerr.IsTransient(err) {
@@ -274,9 +289,10 @@ func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishPar
 				"id", o.ID, "error", pgerr.Describe(err))
 			continue
 		}
-		written[o.ID] = one[o.ID]
+		// Written again as refused(o), the outcome keeps its lease.
+		done[leaseOf(o)] = one[leaseOf(o)]
 	}
-	return written
+	return done
 }
 
 // refused is o without the error text and receipt PostgreSQL would not
@@ -291,18 +307,18 @@ func refused(o Outcome, cause error) Outcome {
 	return o
 }
 
-func (c *Completer) writeOnce(ctx context.Context, batch []Outcome, p *finishParams) (map[int64]bool, error) {
+func (c *Completer) writeOnce(ctx context.Context, batch []Outcome, p *finishParams) (written, error) {
 	params := p.fill(batch)
 	params.DeleteSent = c.deleteOnSent
-	done, err := c.finisher.Finish(ctx, c.pool, params)
+	rows, err := c.finisher.Finish(ctx, c.pool, params)
 	if err != nil {
 		return nil, err
 	}
-	written := make(map[int64]bool, len(batch))
-	for _, id := range done {
-		written[id] = true
+	done := make(written, len(rows))
+	for _, r := range rows {
+		done[lease{r.ID, r.Token.Bytes}] = true
 	}
-	return written, nil
+	return done, nil
 }
 
 // finishParams are the arrays of a finish statement. Run's are kept from
