@@ -39,6 +39,12 @@ const (
 // the destinations sink, never sent to the receiver.
 const Header = "outboxd-destination"
 
+// RevisionHeader is the row header holding the destinations' revision its
+// producer saw (destinations_state's, migration 025), set beside Header:
+// the sink delivers the row once its directory has read that revision
+// (Directory.FindAtRevision). Never sent to the receiver.
+const RevisionHeader = "outboxd-destinations-revision"
+
 // Destination is one endpoint of a tenant, as the API shows it. Its
 // secrets are never part of it.
 type Destination struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -661,6 +662,89 @@ func TestARowNewerThanTheDirectorysReadSeesTheChangesBeforeIt(t *testing.T) {
 	}
 	if n := secrets(after); n != 2 {
 		t.Errorf("a row enqueued after the rotation: %d secrets, want 2 (the new and the old)", n)
+	}
+}
+
+// A row carries the destinations' revision its producer saw
+// (RevisionHeader, migration 025), from publish's fan-out and from
+// enqueue_destination() alike, and the directory delivers it as that
+// revision or newer: one that has not read the revision reads first (the
+// rotated secret signs), one that has answers from what it holds (a row
+// older than the rotation keeps the one secret the directory read; no
+// read of the database). (Mutations: FindAtRevision answering from what it
+// holds whatever the revision fails this test with 1 secret for the rows
+// made after the rotation; migration 025's trigger left out fails it with
+// no revision on either row.)
+func TestARowCarriesTheRevisionItsProducerSaw(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.create(t, "acme", "order.*")
+	ctx := t.Context()
+	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	revision := func() int64 {
+		var r int64
+		if err := f.pool.QueryRow(ctx, "SELECT revision FROM "+f.ob.Schema()+".destinations_state").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	before := revision()
+	if _, err := f.store.RotateSecret(ctx, f.pool, testdb.Actor, "acme", c.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	after := revision()
+	if after <= before {
+		t.Fatalf("the rotation left the revision at %d (before: %d)", after, before)
+	}
+	f.publish(t, f.pool, "order.created", "o-1", "acme")
+	direct, err := f.ob.EnqueueDestination(ctx, f.pool, c.ID, core.Message{Sink: "customers", DedupKey: "direct-1", Payload: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried := map[string]string{}
+	rows, err := f.pool.Query(ctx, `SELECT CASE WHEN id = $1 THEN 'enqueue_destination()' ELSE 'publish' END,
+		coalesce(headers->>'`+destinations.RevisionHeader+`', '')
+		FROM `+f.ob.Schema()+`.messages WHERE headers->>'`+destinations.Header+`' = $2`, direct.ID, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var by, rev string
+		if err := rows.Scan(&by, &rev); err != nil {
+			t.Fatal(err)
+		}
+		carried[by] = rev
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, by := range []string{"publish", "enqueue_destination()"} {
+		if got, want := carried[by], strconv.FormatInt(after, 10); got != want {
+			t.Errorf("the row made by %s carries revision %q, want %q (the rotation's)", by, got, want)
+		}
+	}
+	secrets := func(rev int64) int {
+		l, ok, err := dir.FindAtRevision(ctx, c.ID, rev)
+		if err != nil || !ok {
+			t.Fatalf("find %s: %v %v", c.ID, ok, err)
+		}
+		e, err := l.Endpoint(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(e.Secrets)
+	}
+	if n := secrets(before); n != 1 {
+		t.Errorf("a row of the revision before the rotation: %d secrets, want the 1 the directory holds (no read)", n)
+	}
+	if n := secrets(after); n != 2 {
+		t.Errorf("a row of the rotation's revision: %d secrets, want 2 (the new and the old)", n)
 	}
 }
 

@@ -139,7 +139,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if dir == nil {
 		return s.wrap(errNoDirectory)
 	}
-	live, ok, err := dir.FindAsOf(ctx, id, d.CreatedAt)
+	live, ok, err := findFor(ctx, dir, id, d)
 	if err == nil && ok && !live.Enabled {
 		// The row may have been made due by an enable this process has not
 		// read yet: turned away, it would count against the destination's
@@ -169,6 +169,16 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 		return s.wrap(fmt.Errorf("destination %s: %w", id, err))
 	}
 	return nil
+}
+
+// findFor returns the row's destination as its producer saw it or newer:
+// at the revision the row carries, or, for a row made before migration
+// 025, as of its creation.
+func findFor(ctx context.Context, dir *dest.Directory, id string, d *sink.Delivery) (*dest.Live, bool, error) {
+	if rev, err := strconv.ParseInt(d.Headers[dest.RevisionHeader], 10, 64); err == nil {
+		return dir.FindAtRevision(ctx, id, rev)
+	}
+	return dir.FindAsOf(ctx, id, d.CreatedAt)
 }
 
 // allowed checks a destination's URL against the schemes and ports
