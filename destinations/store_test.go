@@ -647,15 +647,7 @@ func TestARowNewerThanTheDirectorysReadSeesTheChangesBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := func(enqueued time.Time) int {
-		l, ok, err := dir.FindAsOf(ctx, c.ID, enqueued)
-		if err != nil || !ok {
-			t.Fatalf("find %s: %v %v", c.ID, ok, err)
-		}
-		e, err := l.Endpoint(time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(e.Secrets)
+		return signingSecrets(t, c.ID)(dir.FindAsOf(ctx, c.ID, enqueued))
 	}
 	if n := secrets(before.Add(-time.Minute)); n != 1 {
 		t.Errorf("a row older than the directory's read: %d secrets, want the 1 it holds", n)
@@ -730,21 +722,31 @@ func TestARowCarriesTheRevisionItsProducerSaw(t *testing.T) {
 		}
 	}
 	secrets := func(rev int64) int {
-		l, ok, err := dir.FindAtRevision(ctx, c.ID, rev)
-		if err != nil || !ok {
-			t.Fatalf("find %s: %v %v", c.ID, ok, err)
-		}
-		e, err := l.Endpoint(time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(e.Secrets)
+		return signingSecrets(t, c.ID)(dir.FindAtRevision(ctx, c.ID, rev))
 	}
 	if n := secrets(before); n != 1 {
 		t.Errorf("a row of the revision before the rotation: %d secrets, want the 1 the directory holds (no read)", n)
 	}
 	if n := secrets(after); n != 2 {
 		t.Errorf("a row of the rotation's revision: %d secrets, want 2 (the new and the old)", n)
+	}
+}
+
+// signingSecrets returns how many secrets sign for destination id now,
+// given a find's answer for it; it fails the test when the find did not
+// find it.
+func signingSecrets(t *testing.T, id string) func(l *destinations.Live, ok bool, err error) int {
+	t.Helper()
+	return func(l *destinations.Live, ok bool, err error) int {
+		t.Helper()
+		if err != nil || !ok {
+			t.Fatalf("find %s: %v %v", id, ok, err)
+		}
+		e, err := l.Endpoint(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(e.Secrets)
 	}
 }
 
