@@ -34,8 +34,9 @@ func (r *Relay) warmConnection(ctx context.Context, conn *pgx.Conn) {
 	_, err := r.q.ClaimInto(ctx, db, store.ClaimParams{Sinks: slices.Sorted(maps.Keys(r.sinks)), Limit: r.cfg.BatchSize,
 		AliveFor: r.aliveFor(), Lease: r.cfg.Lease}, nil)
 	if err == nil {
-		_, err = r.q.Finish(ctx, db, store.FinishParams{IDs: []int64{0}, Tokens: [][16]byte{{}}, Statuses: []string{"sent"},
-			Delays: []float64{0}, Errors: []*string{nil}, Refunds: []int32{0}, Deferred: []int32{0},
+		// One delivered outcome: an id and a token alone (see finish.sql).
+		_, err = r.q.Finish(ctx, db, store.FinishParams{IDs: []int64{0}, Tokens: [][16]byte{{}}, Statuses: []string{},
+			Delays: []float64{}, Errors: []*string{}, Refunds: []int32{}, Deferred: []int32{},
 			DeleteSent: r.cfg.DeleteOnSent})
 	}
 	if err != nil {

@@ -159,26 +159,29 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the completer passes them: the outcomes that are not deliveries
+	// with all their arrays, then the delivered ones with an id and a
+	// token alone.
 	var ids, tokens, statuses, delays, errs, receipts, zeros, deferred []string
+	var sentIDs, sentTokens []string
 	for i, c := range leased {
-		status, delay, errText, deferral := "sent", "0", "NULL", "0"
+		delay, errText, deferral := "30", `"receiver answered 503"`, "0"
 		switch i % 4 {
-		case 1:
-			status, delay, errText = "failed", "30", `"receiver answered 503"`
+		case 0, 2:
+			sentIDs, sentTokens = append(sentIDs, fmt.Sprint(c.ID)), append(sentTokens, c.Token)
+			receipts = append(receipts, fmt.Sprintf(`"%d/%s": {"ts": "1712345678.%06d"}`, c.ID, c.Token, i))
+			continue
 		case 3:
-			status, delay, deferral = "pending", "60", "1"
+			delay, errText, deferral = "60", "NULL", "1"
 		}
-		ids = append(ids, fmt.Sprint(c.ID))
-		tokens = append(tokens, c.Token)
-		statuses = append(statuses, status)
+		ids, tokens = append(ids, fmt.Sprint(c.ID)), append(tokens, c.Token)
+		statuses = append(statuses, map[bool]string{true: "failed", false: "pending"}[i%4 == 1])
 		delays = append(delays, delay)
 		errs = append(errs, errText)
-		if status == "sent" {
-			receipts = append(receipts, fmt.Sprintf(`"%d/%s": {"ts": "1712345678.%06d"}`, c.ID, c.Token, i))
-		}
 		zeros = append(zeros, "0")
 		deferred = append(deferred, deferral)
 	}
+	ids, tokens = append(ids, sentIDs...), append(tokens, sentTokens...)
 	array := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
 	object := array // a JSON object's literal is written as an array's
 	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
@@ -225,12 +228,25 @@ func finishPlansMade(t *testing.T, pool *pgxpool.Pool, q *store.Queries, size in
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	p := store.FinishParams{DeleteSent: deleteSent}
+	// As the completer passes them: the outcomes that are not deliveries
+	// with all their arrays, then the delivered ones with an id and a
+	// token alone.
+	p := store.FinishParams{DeleteSent: deleteSent, Statuses: []string{}, Delays: []float64{}, Errors: []*string{},
+		Refunds: []int32{}, Deferred: []int32{}}
+	var sent []int64
 	for i := range size {
+		id := -int64(i + 1)
 		status := []string{"sent", "sent", "failed", "pending"}[i%4]
-		p.IDs, p.Tokens, p.Statuses = append(p.IDs, -int64(i+1)), append(p.Tokens, [16]byte{1}), append(p.Statuses, status)
+		if status == "sent" {
+			sent = append(sent, id)
+			continue
+		}
+		p.IDs, p.Tokens, p.Statuses = append(p.IDs, id), append(p.Tokens, [16]byte{1}), append(p.Statuses, status)
 		p.Delays, p.Errors = append(p.Delays, 0), append(p.Errors, nil)
 		p.Refunds, p.Deferred = append(p.Refunds, 0), append(p.Deferred, 0)
+	}
+	for _, id := range sent {
+		p.IDs, p.Tokens = append(p.IDs, id), append(p.Tokens, [16]byte{1})
 	}
 	for range runs {
 		if _, err := q.Finish(ctx, conn, p); err != nil {

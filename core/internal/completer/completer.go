@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -300,7 +301,7 @@ func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishPar
 // keeps its status and loses only its receipt).
 func refused(o Outcome, cause error) Outcome {
 	o.Receipt = nil
-	if o.Err != nil || o.Status != "sent" {
+	if o.Err != nil || o.Status != statusSent {
 		msg := fmt.Sprintf("outboxd could not store this attempt's error or receipt (%s); see the relay's log", pgerr.SQLState(cause))
 		o.Err = &msg
 	}
@@ -327,22 +328,40 @@ func (c *Completer) writeOnce(ctx context.Context, batch []Outcome, p *finishPar
 // WriteNow, on a goroutine of its own, fills arrays of its own.
 type finishParams store.FinishParams
 
-// fill sets p's arrays to batch's outcomes and returns them.
+// fill sets p's arrays to batch's outcomes and returns them: every
+// outcome's id and token, the others' status, delay, error, refund and
+// deferral first, then the delivered ones', which have only their id and
+// token (see finish.sql).
 func (p *finishParams) fill(batch []Outcome) store.FinishParams {
-	n := len(batch)
-	p.IDs, p.Statuses, p.Delays = resize(p.IDs, n), resize(p.Statuses, n), resize(p.Delays, n)
+	n, others := len(batch), 0
+	for i := range batch {
+		if batch[i].Status != statusSent {
+			others++
+		}
+	}
 	// [16]byte takes pgx's binary uuid codec; uuid.UUID would go through
 	// driver.Valuer and text, per element.
-	p.Tokens, p.Errors = resize(p.Tokens, n), resize(p.Errors, n)
-	p.Refunds, p.Deferred = resize(p.Refunds, n), resize(p.Deferred, n)
-	for i, o := range batch {
-		p.IDs[i], p.Tokens[i], p.Statuses[i] = o.ID, o.Token, o.Status
-		p.Delays[i], p.Errors[i], p.Refunds[i] = o.Delay.Seconds(), o.Err, int32(o.Refund)
-		p.Deferred[i] = int32(o.Deferred)
+	p.IDs, p.Tokens = resize(p.IDs, n), resize(p.Tokens, n)
+	p.Statuses, p.Delays, p.Errors = resize(p.Statuses, others), resize(p.Delays, others), resize(p.Errors, others)
+	p.Refunds, p.Deferred = resize(p.Refunds, others), resize(p.Deferred, others)
+	other, sent := 0, others
+	for _, o := range batch {
+		if o.Status == statusSent {
+			p.IDs[sent], p.Tokens[sent] = o.ID, o.Token
+			sent++
+			continue
+		}
+		p.IDs[other], p.Tokens[other], p.Statuses[other] = o.ID, o.Token, o.Status
+		p.Delays[other], p.Errors[other], p.Refunds[other] = o.Delay.Seconds(), o.Err, int32(o.Refund)
+		p.Deferred[other] = int32(o.Deferred)
+		other++
 	}
 	p.Receipts = receiptsByLease(p.Receipts, batch)
 	return store.FinishParams(*p)
 }
+
+// statusSent is a delivered outcome's status.
+const statusSent = string(operator.StatusSent)
 
 // receiptsByLease is the JSON object finish.sql finds each row's receipt
 // in: batch's receipts keyed by "id/token", the row and the lease it was

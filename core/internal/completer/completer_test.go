@@ -25,7 +25,10 @@ import (
 // delivered rows fails it, a row re-claimed by another relay is delivered
 // by the late one; the written outcomes keyed by id alone in the completer,
 // as before this test checked the reports, fails it: the late outcome
-// beside the current one is reported written.)
+// beside the current one is reported written; finish.sql taking only
+// outcomes with the status 'sent' as delivered, as before the completer
+// passed them with an id and a token alone, fails it: no delivered row is
+// written.)
 func TestOneWriteLandsEachOutcomeOnItsOwnRow(t *testing.T) {
 	b := coretest.Setup(t)
 	ids := b.EnqueueN(t, "s", 5, nil)
