@@ -331,10 +331,7 @@ func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 	if _, err := f.pool.Exec(t.Context(), `UPDATE `+f.ob.Schema()+`.messages SET available_at = now() + interval '1 second' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := f.directory(t, f.keys)
 	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -594,10 +591,7 @@ func TestRotationSignsWithBothSecretsUntilTheOldExpires(t *testing.T) {
 func TestDirectoryPicksUpChangesWithoutRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := f.directory(t, f.keys)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go dir.Run(ctx)
@@ -628,10 +622,7 @@ func TestARowNewerThanTheDirectorysReadSeesTheChangesBeforeIt(t *testing.T) {
 	f := newFixture(t)
 	c := f.create(t, "acme")
 	ctx := t.Context()
-	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := f.directory(t, f.keys)
 	if err := dir.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -672,10 +663,7 @@ func TestARowCarriesTheRevisionItsProducerSaw(t *testing.T) {
 	f := newFixture(t)
 	c := f.create(t, "acme", "order.*")
 	ctx := t.Context()
-	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), f.keys, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := f.directory(t, f.keys)
 	if err := dir.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -750,14 +738,22 @@ func signingSecrets(t *testing.T, id string) func(l *destinations.Live, ok bool,
 	}
 }
 
-// endpoint reads destination id through a fresh directory opening with
-// keys; false when it cannot sign.
-func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e webhook.Endpoint, ok bool) {
+// directory returns a new directory of f's outbox opening secrets with
+// keys, not yet read.
+func (f *fixture) directory(t *testing.T, keys *destinations.Keyring) *destinations.Directory {
 	t.Helper()
 	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), keys, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// endpoint reads destination id through a fresh directory opening with
+// keys; false when it cannot sign.
+func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e webhook.Endpoint, ok bool) {
+	t.Helper()
+	dir := f.directory(t, keys)
 	l, found, err := dir.Find(t.Context(), id)
 	if err != nil || !found {
 		t.Fatalf("find %s: %v %v", id, found, err)

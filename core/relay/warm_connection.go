@@ -35,9 +35,7 @@ func (r *Relay) warmConnection(ctx context.Context, conn *pgx.Conn) {
 		AliveFor: r.aliveFor(), Lease: r.cfg.Lease}, nil)
 	if err == nil {
 		// One delivered outcome: an id and a token alone (see finish.sql).
-		_, err = r.q.Finish(ctx, db, store.FinishParams{IDs: []int64{0}, Tokens: [][16]byte{{}}, Statuses: []string{},
-			Delays: []float64{}, Errors: []*string{}, Refunds: []int32{}, Deferred: []int32{},
-			DeleteSent: r.cfg.DeleteOnSent})
+		_, err = r.q.Finish(ctx, db, store.FinishParams{IDs: []int64{0}, Tokens: [][16]byte{{}}, DeleteSent: r.cfg.DeleteOnSent})
 	}
 	if err != nil {
 		r.logger.Debug("outbox: could not plan the relay's statements on a new connection before its first use", "error", err)

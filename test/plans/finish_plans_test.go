@@ -165,17 +165,17 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 	var ids, tokens, statuses, delays, errs, receipts, zeros, deferred []string
 	var sentIDs, sentTokens []string
 	for i, c := range leased {
-		delay, errText, deferral := "30", `"receiver answered 503"`, "0"
+		status, delay, errText, deferral := "failed", "30", `"receiver answered 503"`, "0"
 		switch i % 4 {
 		case 0, 2:
 			sentIDs, sentTokens = append(sentIDs, fmt.Sprint(c.ID)), append(sentTokens, c.Token)
 			receipts = append(receipts, fmt.Sprintf(`"%d/%s": {"ts": "1712345678.%06d"}`, c.ID, c.Token, i))
 			continue
 		case 3:
-			delay, errText, deferral = "60", "NULL", "1"
+			status, delay, errText, deferral = "pending", "60", "NULL", "1"
 		}
 		ids, tokens = append(ids, fmt.Sprint(c.ID)), append(tokens, c.Token)
-		statuses = append(statuses, map[bool]string{true: "failed", false: "pending"}[i%4 == 1])
+		statuses = append(statuses, status)
 		delays = append(delays, delay)
 		errs = append(errs, errText)
 		zeros = append(zeros, "0")
