@@ -2085,7 +2085,8 @@ WITH f AS (
     -- found as the bare loop finds them, one scan of the primary key for
     -- all ids; the lease test is a hash of the (id, token) pairs built
     -- once. IS TRUE keeps that test a filter: a plain IN would be pulled
-    -- up into a join ordered by the statistics.
+    -- up into a join ordered by the statistics. Without a receipt object
+    -- (NULL, the usual batch) no row builds its "id/token" key.
     DELETE FROM {schema}.messages m
     WHERE m.id = ANY(ARRAY(SELECT s.id FROM sent s))
       AND ((m.id, m.lease_token) IN (SELECT s.id, s.token FROM sent s)) IS TRUE
