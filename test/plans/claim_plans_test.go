@@ -336,6 +336,42 @@ func TestClaimPlanWithStatisticsOfAnEmptyOutboxVisitsEachRowOnce(t *testing.T) {
 	}
 }
 
+// Plans that do not depend on statistics, for the ordering check (is there
+// an earlier open row of the candidate's key?): it probes
+// messages_ordering_idx whatever the statistics say, never the primary
+// key, which would read every older row of the table for a key's head.
+// Statistics of a table vacuumed while empty (autovacuum often finds a
+// healthy outbox so) and of a table analyzed at 500 rows; then 20,000
+// rows, every tenth under one of 50 keys. Measured: no node on messages
+// but the key probes runs more than once. (Mutation: the probe written
+// "e.id < m.id", as before migration 026, fails this test with the
+// statistics of 500 rows, under the generic and the custom plan: the
+// primary key, with "id < m.id", probed once per keyed candidate. CI
+// sampled the same plan once under
+// TestClaimsOnAFreshSchemaUnderSteadyLoadStayIndexPlans.)
+func TestOrderingCheckProbesTheOrderingIndexWhateverTheStatistics(t *testing.T) {
+	t.Parallel()
+	pg := pgcluster.Start(t)
+	pool := pg.Pool(4)
+	for _, analyzedAt := range []int{0, 500} {
+		ob, q := schemaOn(t, pool, fmt.Sprintf("probe%d", analyzedAt))
+		rows := func(n int, prefix string) string {
+			return fmt.Sprintf(`INSERT INTO {s}.messages (sink, dedup_key, payload, ordering_key)
+				SELECT 'fast', '%s' || g, '{}', CASE WHEN g %% 10 = 0 THEN 'k' || (g %% 50) END
+				FROM generate_series(1, %d) g`, prefix, n)
+		}
+		exec(t, pool, ob.Schema(),
+			`ALTER TABLE {s}.messages SET (autovacuum_enabled = off)`,
+			rows(analyzedAt, "analyzed"),
+			`VACUUM ANALYZE {s}.messages`,
+			rows(20000, "new"))
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			p, raw := explainClaim(t, pool, q, mode, []string{"fast"}, "NULL", 1000)
+			checkVisitsOnce(t, fmt.Sprintf("statistics of %d rows, %s", analyzedAt, mode), p, raw)
+		}
+	}
+}
+
 // checkReadsWhatItTakes fails the test when a scan of messages in p
 // returns more rows than the claim's limit: the walk must read the sink's
 // rows in the open index's order and stop at the limit, never gather all

@@ -79,7 +79,9 @@
 --
 -- A row with an ordering key is only ready when no earlier row of its key
 -- is open (pending, in flight or failed): every keyed candidate, queued or
--- not, is checked (the mark decides only where the claim looks). Rows of sinks not in @sinks are never
+-- not, is checked (the mark decides only where the claim looks), through
+-- messages_ordering_idx alone: "e.id + 0" is that index's column and no
+-- other's (migration 026). Rows of sinks not in @sinks are never
 -- touched: a relay claims only what it can deliver, so an older relay
 -- leaves a newly added sink's rows alone. Sinks paused by a Retry-After are
 -- skipped on the database's word, so a relay that has not heard of the
@@ -155,7 +157,7 @@ WITH RECURSIVE claimable AS MATERIALIZED (
                    AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
                    AND (m.ordering_key IS NULL OR NOT EXISTS (
                          SELECT 1 FROM {schema}.messages e
-                         WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
+                         WHERE e.ordering_key = m.ordering_key AND e.id + 0 < m.id AND e.phase = 'open'))
                  ORDER BY m.available_at, m.id
                  LIMIT share.n
                  FOR UPDATE SKIP LOCKED) unqueued
@@ -181,7 +183,7 @@ WITH RECURSIVE claimable AS MATERIALIZED (
                    AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
                    AND NOT EXISTS (
                          SELECT 1 FROM {schema}.messages e
-                         WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open')
+                         WHERE e.ordering_key = m.ordering_key AND e.id + 0 < m.id AND e.phase = 'open')
                  ORDER BY m.available_at, m.id
                  LIMIT share.n
                  FOR UPDATE SKIP LOCKED) heads

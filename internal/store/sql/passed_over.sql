@@ -25,7 +25,7 @@ CROSS JOIN LATERAL (
       AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
       AND (m.ordering_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM {schema}.messages e
-            WHERE e.ordering_key = m.ordering_key AND e.id < m.id AND e.phase = 'open'))
+            WHERE e.ordering_key = m.ordering_key AND e.id + 0 < m.id AND e.phase = 'open'))
     ORDER BY m.available_at, m.id
     LIMIT 1
 ) r
