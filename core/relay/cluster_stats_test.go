@@ -108,22 +108,26 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 		return out
 	}
 
-	first := leader("")
-	// Polls the gauges too: the pods are collected one after another, and
-	// on a loaded machine the lead may change hands between two of them
-	// (each pod then rightly reports at its own moment). What must never
-	// hold is more than one pod reporting while one relay keeps the lead.
-	testrelay.WaitFor(t, 5*time.Second, "the leader reporting alone", func() bool {
+	// reportingAlone is the one pod reporting the table gauges, when it is
+	// the relay that took the latest snapshot. The pods are collected one
+	// after another and on a loaded machine the lead may change hands
+	// between two of them (each pod then rightly reports at its own
+	// moment), so the checks below poll for such a moment; with every pod
+	// reporting (the first mutation above) there is none.
+	reportingAlone := func() (int, bool) {
 		got := reporting()
 		if len(got) != 1 {
-			return false
+			return 0, false
 		}
 		snap, err := b.Outbox.StatsSnapshot(b.Ctx, b.Pool)
-		if err != nil || pods[got[0]].relay.ID() != snap.TakenBy {
-			return false
-		}
-		first = got[0] // the lead may have moved since leader() saw it
-		return true
+		return got[0], err == nil && pods[got[0]].relay.ID() == snap.TakenBy
+	}
+
+	first := leader("")
+	testrelay.WaitFor(t, 5*time.Second, "the leader reporting alone", func() bool {
+		var ok bool
+		first, ok = reportingAlone() // the lead may have moved since leader() saw it
+		return ok
 	})
 	// The lead sticks: the next snapshots, taken while every relay tries
 	// for the lead each round, stay with one relay, changing hands only
@@ -152,8 +156,8 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	// Polls the gauges: each pod's reader reports what its relay last
 	// learnt at its own refresh.
 	testrelay.WaitFor(t, 5*time.Second, "the new leader reporting alone", func() bool {
-		got := reporting()
-		return len(got) == 1 && got[0] == second
+		at, ok := reportingAlone()
+		return ok && at == second
 	})
 }
 
