@@ -9,6 +9,9 @@ BIN       ?= bin/outboxd
 TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
+# goimports for `make lint`: imports in three groups (standard library,
+# others, outboxd's own), which gofmt does not check.
+GOIMPORTS_VERSION ?= v0.53.0
 # Every fuzz target, as package:function. `go test -fuzz` takes one target
 # of one package at a time.
 FUZZ_TARGETS = \
@@ -78,6 +81,7 @@ fuzz-ci:
 
 lint:
 	gofmt -l . | (! grep .)
+	$(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -local github.com/outboxd/outboxd -l . | (! grep .)
 	$(GO) vet ./...
 	staticcheck ./...
 	cd deploy && $(GO) vet ./... && staticcheck ./...

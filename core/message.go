@@ -12,9 +12,10 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/outboxd/outboxd/internal/store"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // MaxDedupKeyBytes bounds a dedup key's length.

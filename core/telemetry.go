@@ -3,9 +3,10 @@ package core
 import (
 	"context"
 
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 )
 
 // Values of the result label of the enqueue counter.

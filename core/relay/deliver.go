@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxd/outboxd/core/sink"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 // deliveryShareOfLease is the part of the lease a delivery may use; the rest

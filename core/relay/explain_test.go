@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
 	"github.com/outboxd/outboxd/internal/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )

@@ -6,11 +6,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Relay defaults. Every one can be changed in Config.

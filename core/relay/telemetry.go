@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/outboxd/outboxd/core/internal/otelscope"
-	"github.com/outboxd/outboxd/internal/store"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Span attributes. The messaging.* keys follow the OpenTelemetry messaging

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/outboxd/outboxd/core/internal/otelscope"
 )
 
 // unconfiguredCheckInterval is how often a relay looks for rows waiting for

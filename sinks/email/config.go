@@ -3,12 +3,13 @@ package email
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/confschema"
 	"net"
 	"net/mail"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 )
 
 // Type is the sink type name in plugins.yaml.

@@ -3,9 +3,10 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/confschema"
 	"net"
 	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 
 	"github.com/outboxd/outboxd/sinks"
 )

@@ -3,9 +3,10 @@ package nats
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/confschema"
 	"net/url"
 	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 
 	"github.com/outboxd/outboxd/sinks"
 )

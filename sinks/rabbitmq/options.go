@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"errors"
 	"fmt"
+
 	"github.com/outboxd/outboxd/confschema"
 
 	amqp "github.com/rabbitmq/amqp091-go"

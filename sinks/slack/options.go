@@ -3,9 +3,10 @@ package slack
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/confschema"
 	"net/url"
 	"strings"
+
+	"github.com/outboxd/outboxd/confschema"
 
 	slackapi "github.com/slack-go/slack"
 

@@ -3,11 +3,12 @@ package webhook
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/confschema"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/outboxd/outboxd/confschema"
 
 	"golang.org/x/net/http/httpguts"
 
