@@ -123,10 +123,13 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 		return got[0], err == nil && pods[got[0]].relay.ID() == snap.TakenBy
 	}
 
-	first := leader("")
+	// A fresh snapshot that has counted the rows; which pod reports it is
+	// asked again below, as the lead may move before the gauges are read.
+	leader("")
+	var first int
 	testrelay.WaitFor(t, 5*time.Second, "the leader reporting alone", func() bool {
 		var ok bool
-		first, ok = reportingAlone() // the lead may have moved since leader() saw it
+		first, ok = reportingAlone()
 		return ok
 	})
 	// The lead sticks: the next snapshots, taken while every relay tries
