@@ -9,9 +9,10 @@ BIN       ?= bin/outboxd
 TEST_FLAGS ?= -count=1 -timeout 15m
 RACE_PKGS  ?= ./core/...
 FUZZTIME   ?= 30s
-# goimports for `make lint`: imports in three groups (standard library,
-# others, outboxd's own), which gofmt does not check.
-GOIMPORTS_VERSION ?= v0.53.0
+# gci for `make lint`: imports in three groups, in this order (standard
+# library, others, outboxd's own), which neither gofmt nor goimports checks.
+GCI_VERSION ?= v0.14.0
+GCI_SECTIONS = -s standard -s default -s 'prefix(github.com/outboxd/outboxd)'
 # Every fuzz target, as package:function. `go test -fuzz` takes one target
 # of one package at a time.
 FUZZ_TARGETS = \
@@ -81,7 +82,7 @@ fuzz-ci:
 
 lint:
 	gofmt -l . | (! grep .)
-	$(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -local github.com/outboxd/outboxd -l . | (! grep .)
+	$(GO) run github.com/daixiang0/gci@$(GCI_VERSION) list --skip-generated $(GCI_SECTIONS) . | (! grep .)
 	$(GO) vet ./...
 	staticcheck ./...
 	cd deploy && $(GO) vet ./... && staticcheck ./...

@@ -3,7 +3,6 @@ package confschema
 import (
 	"errors"
 	"fmt"
-
 	"reflect"
 	"regexp"
 	"slices"

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-
 	"time"
 
 	"github.com/outboxd/outboxd/core/audit"

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/outboxd/outboxd/confschema"
-
 	"github.com/outboxd/outboxd/sinks"
 )
 

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/outboxd/outboxd/confschema"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/sinks"
 )
 

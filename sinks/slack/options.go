@@ -6,10 +6,9 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/outboxd/outboxd/confschema"
-
 	slackapi "github.com/slack-go/slack"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/sinks"
 )
 

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxd/outboxd/confschema"
-
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/sinks"
 )
 
