@@ -17,7 +17,7 @@ GCI_SECTIONS = -s standard -s default -s 'prefix(github.com/outboxd/outboxd)'
 # of one package at a time.
 FUZZ_TARGETS = \
 	config:FuzzParseConfig \
-	internal/httpapi:FuzzDecodeMessageRequest \
+	server/api:FuzzDecodeMessageRequest \
 	sinks/webhook:FuzzWebhookDeliver \
 	sinks/email:FuzzPayload \
 	sinks/slack:FuzzParsePayload \

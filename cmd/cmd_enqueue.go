@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/server/telemetry"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 func (a *app) getCommand() *cobra.Command {

@@ -17,8 +17,8 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/httpapi"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 // cli runs the command line in this process against a fresh schema: the

@@ -17,10 +17,10 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/internal/apidb"
-	"github.com/outboxd/outboxd/internal/httpapi"
-	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
+	"github.com/outboxd/outboxd/server/api"
+	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 // startupRetryInitial and startupRetryMax shape the backoff while the

@@ -11,7 +11,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 func (a *app) sinksCommand() *cobra.Command {

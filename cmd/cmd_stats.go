@@ -14,7 +14,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 func (a *app) statsCommand() *cobra.Command {

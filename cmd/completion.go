@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 // completionTimeout bounds the database lookups of a shell completion: a

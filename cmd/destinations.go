@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
+	"github.com/outboxd/outboxd/server/console"
 )
 
 // The destinations commands: tenants' webhook endpoints managed as data

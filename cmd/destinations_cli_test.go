@@ -18,7 +18,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
+	"github.com/outboxd/outboxd/server/console"
 )
 
 // portalKey is a fixed key in destinations.EnvSecretsKey's form.

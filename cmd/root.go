@@ -29,7 +29,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/secret"
-	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 // Exit codes of the binary.

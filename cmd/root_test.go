@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 // A configuration's problems, and unusable telemetry settings, are the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 func (a *app) routesCommand() *cobra.Command {

@@ -16,14 +16,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/console"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/internal/httpapi"
-	"github.com/outboxd/outboxd/internal/telemetry"
 	"github.com/outboxd/outboxd/routing"
+	"github.com/outboxd/outboxd/server/api"
+	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 // sighupActor is who reloads the configuration on SIGHUP: whoever may

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestServeFailingEarlyLeaksNoPool: when serve gives up before its relay

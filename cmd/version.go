@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/internal/telemetry"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 // Version is the version `outboxd version` and `outboxd --version` print.

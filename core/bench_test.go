@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // BenchmarkEnqueueBatch enqueues batches of 1,000 messages, each batch its

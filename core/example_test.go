@@ -15,7 +15,7 @@ import (
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/routing"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 // jsonbCases are JSON texts at the edge of what PostgreSQL's jsonb stores

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 func TestEnqueueCountsCreatedAndDuplicates(t *testing.T) {

@@ -3,7 +3,7 @@ package deploy_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // binary is outboxd built from this checkout by TestMain.

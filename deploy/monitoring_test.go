@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestGoEnqueueAddressesOneDestination: core's EnqueueDestination, in

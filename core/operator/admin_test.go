@@ -13,9 +13,9 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/coretest"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // Sizes of the overview benchmark's outbox: a day of delivered history

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/coretest"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // A second pause by hand replaces the first, shortening it if asked.

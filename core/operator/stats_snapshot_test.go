@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // The overview flags a sink whose rows wait while nobody delivers them.

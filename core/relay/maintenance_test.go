@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/internal/coretest"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // Maintenance deletes the sent rows and the audit entries older than

@@ -23,7 +23,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // shutdownAbandonAfter is how long Run still waits, after cancelling the

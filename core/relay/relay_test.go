@@ -23,10 +23,10 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/coretest"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.

@@ -11,11 +11,11 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // slowClaimLease is the lease of the slow-claim test: its claims are held

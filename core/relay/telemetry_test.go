@@ -20,9 +20,9 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/coretest"
-	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // telemetry is coretest's in-memory providers with what the relay's tests

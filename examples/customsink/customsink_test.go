@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestCustomBuildDeliversThroughFileSink builds this custom outboxd and

@@ -19,8 +19,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/outboxd/outboxd/core/audit"
 )
 
 // Role is what an identity may do.
@@ -112,11 +110,6 @@ type Identity struct {
 	// Proxied says a proxy named the user (it signs in and out there,
 	// not in the console).
 	Proxied bool
-}
-
-// Actor is the identity as the audit trail records it.
-func (id Identity) Actor() audit.Actor {
-	return audit.Actor{Name: id.Name, Role: string(id.Role), Source: id.Source}
 }
 
 // RecordedBy is who a pause or resume records with the sink: the

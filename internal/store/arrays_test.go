@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestArrayParamsEncodeAsPgxDoes: each array type the generated methods

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/store/internal/sqlgen"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestGeneratedIsFresh fails when queries.gen.go is not what sql/*.sql

@@ -3,7 +3,7 @@ package email
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // Check connects to the SMTP server and says EHLO without sending a mail;

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/mailpit"
+	"github.com/outboxd/outboxd/internal/testkit/mailpit"
 )
 
 // Mailpit is the real SMTP server of the integration tests

@@ -3,8 +3,8 @@ package kafka_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // Check asks the brokers for their metadata without producing; with no

@@ -3,7 +3,7 @@ package kafka_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // A relay SIGKILLed mid-produce leaves acknowledged records whose rows are

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 func delivery(key string) *sink.Delivery {

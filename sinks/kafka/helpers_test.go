@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/kafka"
 )

@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // A cluster that is down when the relay starts, and again mid-run (kfake

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // TestRelayProducesToKafka enqueues traced messages into the real outbox,

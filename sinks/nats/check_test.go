@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // Check connects to the server and reads the JetStream account without

@@ -3,7 +3,7 @@ package nats_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // A relay SIGKILLed mid-publish leaves messages in the stream whose rows

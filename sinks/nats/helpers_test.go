@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/registry"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )

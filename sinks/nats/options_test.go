@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )
 

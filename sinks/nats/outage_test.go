@@ -3,7 +3,7 @@ package nats_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // A server that is down when the relay starts, and again mid-run (a

@@ -3,8 +3,8 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // Check connects to the broker and opens the confirming channel without

@@ -9,7 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 

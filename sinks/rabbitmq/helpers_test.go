@@ -9,7 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )

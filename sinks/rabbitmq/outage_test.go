@@ -3,7 +3,7 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/brokertest"
+	"github.com/outboxd/outboxd/internal/testkit/brokertest"
 )
 
 // A broker that is unreachable when the relay starts, and again mid-run (a

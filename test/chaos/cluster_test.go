@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // sinkName is the webhook sink every chaos message goes to.

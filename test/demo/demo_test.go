@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // runDemo runs scripts/demo.sh with databaseURL as $DATABASE_URL and the

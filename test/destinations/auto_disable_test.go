@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // TestDeadDestinationIsDisabledAndItsRowsWait runs outboxd serve with

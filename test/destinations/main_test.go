@@ -8,7 +8,7 @@ package destinations_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // binary is the outboxd binary, built once by TestMain.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // TestDestinationRateLimitHoldsAcrossRelays runs two `outboxd serve`

@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // repoRoot is the repository, from this package's directory.

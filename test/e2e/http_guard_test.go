@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/httpapi"
+	"github.com/outboxd/outboxd/server/api"
 )
 
 // TestHTTPAPIRefusesBrowsersOnOtherSites: with the default loopback listen

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestConcurrentMigrateUnderRepeatableRead runs two `outboxd migrate` at

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/proc"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
 // echoingEnv is a migrated env whose sink "partner" (1000 attempts,

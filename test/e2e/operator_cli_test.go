@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
 

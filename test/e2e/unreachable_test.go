@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // gate is a TCP proxy to PostgreSQL that refuses service (closes every

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // digestConfig is a routed Slack target at Slack's one post per second per

@@ -26,10 +26,10 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/outboxd/outboxd/internal/mailpit"
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/mailpit"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // enqueue stores n messages for sink with keys prefix-0 ... prefix-(n-1).

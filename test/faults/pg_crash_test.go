@@ -6,11 +6,11 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
-	"github.com/outboxd/outboxd/test/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // crashLease is the lease of the relay whose database crashes: the row

@@ -13,9 +13,9 @@ import (
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
-	"github.com/outboxd/outboxd/test/internal/pgcluster"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // The terminated-connections test: what it offers per phase, how often it

@@ -7,7 +7,7 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // The grown-table case: the relay claims grownWarmups single rows on an

@@ -13,7 +13,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // tracedRelay is a relay of the tests' schema delivering sink fast's

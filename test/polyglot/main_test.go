@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // binary is the outboxd binary, built once by TestMain.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // wokenWithin is how soon after a commit a woken relay must have delivered:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // publishRoutes sends order events to the webhook sink "hook", in the

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 func whsec(key string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(key)) }

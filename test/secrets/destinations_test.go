@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/internal/proc"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/proc"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // TestDestinationSecretsNeverLeak: the signing secrets of tenants'

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestHostileSchemaNamesRefused: the schema name is the one piece of

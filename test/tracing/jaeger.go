@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/internal/testenv"
+	"github.com/outboxd/outboxd/internal/testkit/testenv"
 )
 
 // StartupTimeout bounds how long Start waits for Jaeger to report healthy.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
-	"github.com/outboxd/outboxd/internal/testdb"
-	"github.com/outboxd/outboxd/internal/testrelay"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/webhook"
 	"github.com/outboxd/outboxd/test/tracing"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/sethvargo/go-retry"
 
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testsignal"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // Reconnect backoff of the LISTEN connection.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
-	"github.com/outboxd/outboxd/internal/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
 )
 

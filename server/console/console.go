@@ -1,0 +1,221 @@
+// Package console is outboxd's operator dashboard: an overview of every
+// sink that updates itself, message search and detail, dead letters with
+// redrive and purge, sink pauses by hand, and tenants' destinations. Its
+// pages are rendered on the server from templates embedded in the binary,
+// with a little plain JavaScript for the live overview: no build step, no
+// CDN, it works offline. It reads and acts through core's operator
+// queries and the destinations store only.
+//
+// Beside it, below PortalPath, it serves the tenant portal: the
+// destination pages of one tenant, opened with a link PortalLinks signs,
+// with a session of their own (portal.go).
+//
+// `outboxd serve` mounts it at / on the API's port. With tokens, the
+// browser signs in once with a named token and holds a session cookie
+// derived from it (never the token itself); behind a trusted
+// authenticating proxy, the proxy names the user. The pages show who is
+// signed in and offer only the actions their role grants (the server
+// refuses the others too); every form that changes anything carries a
+// CSRF token, and requests from other sites are refused.
+package console
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/apidb"
+)
+
+// DefaultRefresh is how often the overview is read from the database while
+// someone watches it: once per interval for all viewers together.
+const DefaultRefresh = 2 * time.Second
+
+// Sink is what the console may show of a configured sink: never its
+// options, which hold the secrets.
+type Sink struct {
+	Name string
+	Type string
+	// RateLimit describes its cluster-wide limit in words ("" for none).
+	RateLimit string
+}
+
+// Options configure a Console.
+type Options struct {
+	Operator *operator.Operator
+	// DB is the console's pool: the API's (package apidb), whose
+	// statements time out after QueryTimeout.
+	DB audit.DB
+	// QueryTimeout is DB's statement timeout; 0 means
+	// config.DefaultQueryTimeout. A page whose query ran out of it answers
+	// 503 saying so.
+	QueryTimeout time.Duration
+	// Sinks are the sinks this relay is configured with; sinks that have
+	// rows but are not among them are shown as not configured here.
+	Sinks []Sink
+	// Access holds the tokens one signs in with (the API's) and the
+	// trusted proxy; nil means none: everyone may do everything.
+	Access *access.Authenticator
+	// TraceURL links a message to its trace: {trace_id} is replaced.
+	TraceURL string
+	// Refresh is how often live viewers get a new overview; 0 means
+	// DefaultRefresh.
+	Refresh time.Duration
+	Logger  *slog.Logger
+	// Destinations manages tenants' destinations: the destination pages
+	// and the tenant portal. nil: neither is served.
+	Destinations *destinations.Store
+	// Portal signs and checks the tenant portal's links; nil (no
+	// destinations.EnvSecretsKey): the portal is not served.
+	Portal *PortalLinks
+	// TestEventSink is the sink of type destinations that test events
+	// are sent through; "": none can be sent.
+	TestEventSink string
+}
+
+// Console serves the dashboard. Create it with New; call Close when the
+// server shuts down, to end the live overview streams.
+type Console struct {
+	opt      Options
+	sinks    map[string]Sink
+	auth     *auth
+	pages    *pages
+	overview *overviewFeed
+	handler  http.Handler
+}
+
+// New returns the console described by opt.
+func New(opt Options) (*Console, error) {
+	if opt.Refresh <= 0 {
+		opt.Refresh = DefaultRefresh
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.QueryTimeout <= 0 {
+		opt.QueryTimeout = config.DefaultQueryTimeout
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{opt: opt, sinks: map[string]Sink{}, pages: pages}
+	for _, s := range opt.Sinks {
+		c.sinks[s.Name] = s
+	}
+	if opt.Access == nil {
+		opt.Access = access.New(nil, nil)
+	}
+	if c.auth, err = newAuth(opt.Access); err != nil {
+		return nil, err
+	}
+	c.overview = newOverviewFeed(c.readOverview, opt.Refresh, opt.Logger)
+	c.handler = c.routes()
+	return c, nil
+}
+
+// ServeHTTP serves the console's pages below /.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Close ends the live overview streams, so that a graceful shutdown of the
+// HTTP server does not wait for them.
+func (c *Console) Close() { c.overview.close() }
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", c.getOverview)
+	mux.HandleFunc("GET /overview/events", c.getOverviewEvents)
+	mux.HandleFunc("GET /messages", c.getMessages)
+	mux.HandleFunc("GET /messages/{id}", c.getMessage)
+	mux.HandleFunc("GET /dead-letters", c.getDeadLetters)
+	mux.HandleFunc("POST /dead-letters/confirm", c.allow(access.RoleOperate, c.postConfirm))
+	mux.HandleFunc("POST /dead-letters/apply", c.allow(access.RoleOperate, c.postApply))
+	mux.HandleFunc("POST /sinks/{name}/pause", c.allow(access.RoleOperate, c.postPause))
+	mux.HandleFunc("POST /sinks/{name}/resume", c.allow(access.RoleOperate, c.postResume))
+	mux.HandleFunc("POST /sinks/{name}/forget", c.allow(access.RoleOperate, c.postForget))
+	mux.HandleFunc("GET /audit", c.getAudit)
+	mux.HandleFunc("GET /destinations", c.getDestinations)
+	mux.HandleFunc("POST /destinations", c.allow(access.RoleOperate, c.postCreateDestination))
+	mux.HandleFunc("GET /tenants/{tenant}/destinations/{id}", c.operatorScope(c.showDestination))
+	for action, h := range c.destinationActions() {
+		mux.HandleFunc("POST /tenants/{tenant}/destinations/{id}/"+action, c.allow(access.RoleOperate, c.operatorScope(h)))
+	}
+	mux.HandleFunc("GET /signin", c.getSignIn)
+	mux.HandleFunc("POST /signin", c.postSignIn)
+	mux.HandleFunc("POST /signout", c.postSignOut)
+	mux.Handle("GET /static/", staticFiles())
+	mux.HandleFunc("/", c.notFound)
+	guard := http.NewCrossOriginProtection()
+	guard.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, "This request came from another site and was refused.")
+	}))
+	// The tenant portal has sessions of its own (portal.go): the
+	// console's sign-in neither guards nor opens it.
+	top := http.NewServeMux()
+	top.Handle(PortalPath+"/", c.portalRoutes())
+	top.Handle("/", c.auth.require(mux, c))
+	return securityHeaders(guard.Handler(top))
+}
+
+// destinationActions are the actions on one destination, by the last
+// segment of their path, for the console and the portal alike.
+func (c *Console) destinationActions() map[string]destinationHandler {
+	return map[string]destinationHandler{
+		"edit":          c.editDestination,
+		"disable":       c.disableDestination,
+		"enable":        c.enableDestination,
+		"rotate-secret": c.rotateSecret,
+		"delete":        c.deleteDestination,
+		"test":          c.sendTestEvent,
+		"redrive":       c.redriveDestination,
+	}
+}
+
+// context bounds a page's database work.
+func (c *Console) context(r *http.Request) (context.Context, context.CancelFunc) {
+	return apidb.Context(r.Context(), c.opt.QueryTimeout)
+}
+
+// sinkNames are the configured sinks' names, sorted.
+func (c *Console) sinkNames() []string {
+	names := make([]string, 0, len(c.sinks))
+	for name := range c.sinks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// traceLink is the URL of a trace, or "" without TraceURL or trace id.
+func (c *Console) traceLink(traceID string) string {
+	if c.opt.TraceURL == "" || traceID == "" {
+		return ""
+	}
+	return strings.ReplaceAll(c.opt.TraceURL, "{trace_id}", traceID)
+}
+
+// securityHeaders keep the pages from being framed, from loading anything
+// but their own files and from leaking their URLs to other sites.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// actorOf is the identity as the audit trail records it.
+func actorOf(id access.Identity) audit.Actor {
+	return audit.Actor{Name: id.Name, Role: string(id.Role), Source: id.Source}
+}
