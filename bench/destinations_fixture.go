@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
@@ -57,7 +57,7 @@ const (
 type destOutbox struct {
 	schema  string
 	tenants int
-	ob      *core.Outbox
+	ob      *outboxd.Outbox
 	keys    *destinations.Keyring
 	// subscribed are the ids of each tenant's destinations subscribed to
 	// order.*, by tenant index.
@@ -112,7 +112,7 @@ func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenan
 	if _, err := m.Migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("migrate %s: %w", schema, err)
 	}
-	ob, err := core.New(core.Options{Schema: schema})
+	ob, err := outboxd.New(outboxd.Options{Schema: schema})
 	if err != nil {
 		return nil, err
 	}
@@ -211,16 +211,16 @@ func (o *destOutbox) reset(ctx context.Context, pool *pgxpool.Pool) error {
 
 // order is the event publish() fans out to tenant's subscribed
 // destinations, keyed with the next sequence number.
-func order(tenant int) (core.Event, int64) {
+func order(tenant int) (outboxd.Event, int64) {
 	n := seq.Add(1)
-	return core.Event{Type: destEventType, Key: fmt.Sprintf("%s%d", eventKeyPrefix, n), Data: map[string]any{"account_id": tenantID(tenant), "n": n}}, n
+	return outboxd.Event{Type: destEventType, Key: fmt.Sprintf("%s%d", eventKeyPrefix, n), Data: map[string]any{"account_id": tenantID(tenant), "n": n}}, n
 }
 
 // publishBacklog publishes events order events over o's tenants, in turn,
 // destPublishBatch to a transaction.
 func (o *destOutbox) publishBacklog(ctx context.Context, pool *pgxpool.Pool, events int) error {
 	for done := 0; done < events; done += destPublishBatch {
-		batch := make([]core.Event, min(destPublishBatch, events-done))
+		batch := make([]outboxd.Event, min(destPublishBatch, events-done))
 		for i := range batch {
 			batch[i], _ = order((done + i) % o.tenants)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -126,9 +126,9 @@ func publishPlain(ctx context.Context, tx pgx.Tx, o *destOutbox, tenant int) err
 
 func enqueueThree(ctx context.Context, tx pgx.Tx, o *destOutbox, tenant int) error {
 	ev, _ := order(tenant)
-	msgs := make([]core.Message, destsSubscribed)
+	msgs := make([]outboxd.Message, destsSubscribed)
 	for i := range msgs {
-		msgs[i] = core.Message{Sink: destWebhookSink, DedupKey: fmt.Sprintf("%s/%d", ev.Key, i), Payload: ev.Data}
+		msgs[i] = outboxd.Message{Sink: destWebhookSink, DedupKey: fmt.Sprintf("%s/%d", ev.Key, i), Payload: ev.Data}
 	}
 	_, err := o.ob.EnqueueBatch(ctx, tx, msgs)
 	return err

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/sink"
@@ -41,7 +41,7 @@ var eventModes = []string{modePublishOne, modeEnqueueOne, modePublishBatch, mode
 // on one connection, the modes alternating from run to run.
 func (b *bench) runEvents(ctx context.Context) error {
 	pool := b.store(sysOutboxd).pool()
-	ob, err := core.New(core.Options{Schema: eventsSchema})
+	ob, err := outboxd.New(outboxd.Options{Schema: eventsSchema})
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func eventsRef(targets int, mode string) string {
 
 // applyEventRoutes makes bench.* events go to targets sinks and returns
 // their names, in the order publish() creates their rows.
-func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, targets int) ([]string, error) {
+func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *outboxd.Outbox, targets int) ([]string, error) {
 	var sinks []string
 	configs := map[string]sink.Sink{}
 	var to []any
@@ -105,7 +105,7 @@ func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, 
 // measureEvents empties the outbox and writes events (b.sz.eventsSingle
 // one per transaction, or b.sz.eventsBatches batches) in mode; it returns
 // events per second.
-func (b *bench) measureEvents(ctx context.Context, pool *pgxpool.Pool, ob *core.Outbox, sinks []string, mode string) (float64, error) {
+func (b *bench) measureEvents(ctx context.Context, pool *pgxpool.Pool, ob *outboxd.Outbox, sinks []string, mode string) (float64, error) {
 	if _, err := pool.Exec(ctx, "TRUNCATE "+eventsSchema+".messages RESTART IDENTITY"); err != nil {
 		return 0, err
 	}
@@ -115,10 +115,10 @@ func (b *bench) measureEvents(ctx context.Context, pool *pgxpool.Pool, ob *core.
 	}
 	start := time.Now()
 	for range txs {
-		events := make([]core.Event, perTx)
+		events := make([]outboxd.Event, perTx)
 		for i := range events {
 			n := seq.Add(1)
-			events[i] = core.Event{Type: "bench.created", Key: fmt.Sprintf("e%d", n), Data: map[string]int64{"n": n}}
+			events[i] = outboxd.Event{Type: "bench.created", Key: fmt.Sprintf("e%d", n), Data: map[string]int64{"n": n}}
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			switch mode {
@@ -141,12 +141,12 @@ func (b *bench) measureEvents(ctx context.Context, pool *pgxpool.Pool, ob *core.
 
 // sameRows are the messages publish() makes of events for the route
 // "bench": one per sink, keyed type/key/route, the event as payload.
-func sameRows(events []core.Event, sinks []string) []core.Message {
-	msgs := make([]core.Message, 0, len(events)*len(sinks))
+func sameRows(events []outboxd.Event, sinks []string) []outboxd.Message {
+	msgs := make([]outboxd.Message, 0, len(events)*len(sinks))
 	for _, ev := range events {
 		payload := map[string]any{"type": ev.Type, "key": ev.Key, "data": ev.Data}
 		for _, sink := range sinks {
-			msgs = append(msgs, core.Message{Sink: sink, DedupKey: ev.Type + "/" + ev.Key + "/bench", Payload: payload})
+			msgs = append(msgs, outboxd.Message{Sink: sink, DedupKey: ev.Type + "/" + ev.Key + "/bench", Payload: payload})
 		}
 	}
 	return msgs

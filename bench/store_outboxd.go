@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
@@ -31,17 +31,17 @@ func (s outboxdStore) reset(ctx context.Context) error {
 	return err
 }
 
-func (s outboxdStore) nextMessage() core.Message {
+func (s outboxdStore) nextMessage() outboxd.Message {
 	n := seq.Add(1)
 	payload := fmt.Sprintf(`{"n":%d}`, n)
 	if s.pad != "" {
 		payload = fmt.Sprintf(`{"n":%d,"pad":%q}`, n, s.pad)
 	}
-	return core.Message{Sink: noopSink, DedupKey: fmt.Sprintf("k%d", n), Payload: json.RawMessage(payload)}
+	return outboxd.Message{Sink: noopSink, DedupKey: fmt.Sprintf("k%d", n), Payload: json.RawMessage(payload)}
 }
 
 func (s outboxdStore) enqueueOne(ctx context.Context, tx pgx.Tx) (int64, error) {
-	res, err := core.Enqueue(ctx, tx, s.nextMessage())
+	res, err := outboxd.Enqueue(ctx, tx, s.nextMessage())
 	return res.ID, err
 }
 
@@ -51,11 +51,11 @@ func (s outboxdStore) enqueueBatch(ctx context.Context, tx pgx.Tx, n int) error 
 }
 
 func (s outboxdStore) enqueueBatchIDs(ctx context.Context, tx pgx.Tx, n int) ([]int64, error) {
-	msgs := make([]core.Message, n)
+	msgs := make([]outboxd.Message, n)
 	for i := range msgs {
 		msgs[i] = s.nextMessage()
 	}
-	res, err := core.EnqueueBatch(ctx, tx, msgs)
+	res, err := outboxd.EnqueueBatch(ctx, tx, msgs)
 	ids := make([]int64, len(res))
 	for i, r := range res {
 		ids[i] = r.ID
@@ -74,7 +74,7 @@ func (s outboxdStore) seedWaiting(ctx context.Context, sink string, n int) error
 }
 
 func (s outboxdStore) countBacklog(ctx context.Context) error {
-	op, err := operator.New(core.DefaultSchema)
+	op, err := operator.New(outboxd.DefaultSchema)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s outboxdStore) countBacklog(ctx context.Context) error {
 }
 
 func (s outboxdStore) pauseSink(ctx context.Context, sink string) error {
-	op, err := operator.New(core.DefaultSchema)
+	op, err := operator.New(outboxd.DefaultSchema)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (s outboxdStore) pauseSink(ctx context.Context, sink string) error {
 // hotTables are the outbox schema's tables: the queue, and whatever else
 // the version under test keeps beside it (history, attempts, counters).
 func (s outboxdStore) hotTables(ctx context.Context) ([]string, error) {
-	rows, err := s.p.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1`, core.DefaultSchema)
+	rows, err := s.p.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1`, outboxd.DefaultSchema)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s outboxdStore) unfinished(ctx context.Context) (int64, error) {
 
 // migrateOutboxd creates outboxd's schema in a fresh database.
 func migrateOutboxd(ctx context.Context, p *pgxpool.Pool) error {
-	m, err := migrate.New(core.DefaultSchema)
+	m, err := migrate.New(outboxd.DefaultSchema)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/server/telemetry"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
@@ -122,9 +122,9 @@ func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFla
 		}
 		payload = json.RawMessage(f.payload)
 	}
-	msg := core.Message{Sink: f.sink, DedupKey: f.key, Payload: payload, OrderingKey: f.orderingKey}
+	msg := outboxd.Message{Sink: f.sink, DedupKey: f.key, Payload: payload, OrderingKey: f.orderingKey}
 	var (
-		res core.EnqueueResult
+		res outboxd.EnqueueResult
 		err error
 	)
 	if f.destination != "" {
@@ -142,7 +142,7 @@ func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFla
 	return nil
 }
 
-func resultWord(res core.EnqueueResult) string {
+func resultWord(res outboxd.EnqueueResult) string {
 	if res.Created {
 		return "created"
 	}
@@ -151,7 +151,7 @@ func resultWord(res core.EnqueueResult) string {
 
 // enqueueError makes invalid messages the user's to fix (exit 2).
 func enqueueError(err error) error {
-	if errors.Is(err, core.ErrInvalidMessage) {
+	if errors.Is(err, outboxd.ErrInvalidMessage) {
 		return badInput(err)
 	}
 	return err

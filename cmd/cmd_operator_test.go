@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/server/api"
@@ -218,7 +218,7 @@ func TestGetAndMessagesList(t *testing.T) {
 	ctx := c.api.ctx
 	var ids []int64
 	for i := range 3 {
-		res, err := c.api.ob.Enqueue(ctx, c.api.pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i),
+		res, err := c.api.ob.Enqueue(ctx, c.api.pool, outboxd.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i),
 			Payload: map[string]string{"note": "line\x1b[31m"}})
 		if err != nil {
 			t.Fatal(err)

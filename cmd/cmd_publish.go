@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 )
 
 type publishFlags struct {
@@ -59,7 +59,7 @@ trace: the delivery spans become part of it.`,
 			if f.file != "" {
 				return a.publishFile(ctx, cmd, s, f.file)
 			}
-			ev := core.Event{Type: f.typ, Key: f.key, OrderingKey: f.orderingKey, ThreadKey: f.threadKey}
+			ev := outboxd.Event{Type: f.typ, Key: f.key, OrderingKey: f.orderingKey, ThreadKey: f.threadKey}
 			if f.data != "" {
 				ev.Data = json.RawMessage(f.data)
 			}
@@ -82,8 +82,8 @@ trace: the delivery spans become part of it.`,
 
 // printPublished prints one line per row of a published event, or says
 // that the routes dropped it; a row of a target with a tenant says what
-// its fan-out made (core.Published.FanOut), and when it made nothing, why.
-func printPublished(w io.Writer, ev core.Event, published []core.Published) {
+// its fan-out made (outboxd.Published.FanOut), and when it made nothing, why.
+func printPublished(w io.Writer, ev outboxd.Event, published []outboxd.Published) {
 	if len(published) == 0 {
 		fmt.Fprintf(w, "dropped %s/%s: no route matches it (routes_unmatched: drop)\n", ev.Type, ev.Key)
 		return
@@ -107,7 +107,7 @@ func printPublished(w io.Writer, ev core.Event, published []core.Published) {
 
 // publishError makes a refused event the user's to fix (exit 2).
 func publishError(err error) error {
-	if errors.Is(err, core.ErrInvalidEvent) || errors.Is(err, core.ErrNoRoute) {
+	if errors.Is(err, outboxd.ErrInvalidEvent) || errors.Is(err, outboxd.ErrNoRoute) {
 		return badInput(err)
 	}
 	return err

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 )
@@ -113,7 +113,7 @@ type session struct {
 	cfg    *config.Config
 	pool   *pgxpool.Pool
 	target dbTarget
-	ob     *core.Outbox       // enqueue and publish
+	ob     *outboxd.Outbox    // enqueue and publish
 	ops    *operator.Operator // stats, dead letters, lookups, pauses
 	mig    *migrate.Migrator  // migrate, readiness
 }
@@ -139,7 +139,7 @@ func newSession(cfg *config.Config) (session, error) {
 // countWith makes s's outbox count its enqueues with mp: the Outbox takes
 // its meter provider when it is made.
 func (s *session) countWith(mp metric.MeterProvider) error {
-	ob, err := core.New(core.Options{Schema: s.cfg.Database.Schema, MeterProvider: mp})
+	ob, err := outboxd.New(outboxd.Options{Schema: s.cfg.Database.Schema, MeterProvider: mp})
 	if err != nil {
 		return err
 	}

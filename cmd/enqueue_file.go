@@ -13,9 +13,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/jsonl"
+	"github.com/outboxd/outboxd/server/jsonl"
 )
 
 // Bulk enqueue limits.
@@ -25,7 +25,7 @@ const (
 	enqueueFileBatchSize = 500
 	// maxEnqueueLineBytes bounds one JSON line: a payload at the core's
 	// limit plus room for the other fields.
-	maxEnqueueLineBytes = core.DefaultMaxPayloadBytes + 64<<10
+	maxEnqueueLineBytes = outboxd.DefaultMaxPayloadBytes + 64<<10
 	// progressRefresh throttles the progress bar's redraws.
 	progressRefresh = 100 * time.Millisecond
 )
@@ -90,12 +90,12 @@ func (a *app) enqueueFile(ctx context.Context, cmd *cobra.Command, s session, f 
 // their results.
 type fileBatch struct {
 	s                   session
-	msgs                []core.Message
+	msgs                []outboxd.Message
 	firstLine, lastLine int
 	created, duplicates int
 }
 
-func (b *fileBatch) add(ctx context.Context, lineNo int, msg core.Message) error {
+func (b *fileBatch) add(ctx context.Context, lineNo int, msg outboxd.Message) error {
 	if len(b.msgs) == 0 {
 		b.firstLine = lineNo
 	}
@@ -218,19 +218,19 @@ func (r *rewinder) Close() error {
 	return errors.Join(r.remove.Close(), os.Remove(r.remove.Name()))
 }
 
-func parseFileLine(line []byte, defaultSink string, cfg *config.Config) (core.Message, error) {
+func parseFileLine(line []byte, defaultSink string, cfg *config.Config) (outboxd.Message, error) {
 	var l jsonl.Message
 	if err := jsonl.Decode(bytes.NewReader(line), &l); err != nil {
-		return core.Message{}, fmt.Errorf("not a JSON object with sink, dedup_key, payload and ordering_key: %w", err)
+		return outboxd.Message{}, fmt.Errorf("not a JSON object with sink, dedup_key, payload and ordering_key: %w", err)
 	}
 	if l.Sink == "" {
 		l.Sink = defaultSink
 	}
 	if err := checkSink(cfg, l.Sink); err != nil {
-		return core.Message{}, err
+		return outboxd.Message{}, err
 	}
 	if len(l.Payload) == 0 {
-		return core.Message{}, fmt.Errorf("payload is missing")
+		return outboxd.Message{}, fmt.Errorf("payload is missing")
 	}
 	return l.Message(), nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/internal/jsonl"
+	"github.com/outboxd/outboxd"
+	"github.com/outboxd/outboxd/server/jsonl"
 )
 
 // publishFileBatchSize is how many events of `outboxd publish --file` go
@@ -36,8 +36,8 @@ func (a *app) publishFile(ctx context.Context, cmd *cobra.Command, s session, fi
 	}
 	defer again.Close()
 
-	check := &eventBatch{file: file, publish: func(events []core.Event) ([][]core.Published, error) {
-		var published [][]core.Published
+	check := &eventBatch{file: file, publish: func(events []outboxd.Event) ([][]outboxd.Published, error) {
+		var published [][]outboxd.Published
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
 			if published, err = s.ob.PublishBatch(ctx, tx, events); err == nil {
@@ -61,7 +61,7 @@ func (a *app) publishFile(ctx context.Context, cmd *cobra.Command, s session, fi
 	}
 
 	out := cmd.OutOrStdout()
-	store := &eventBatch{file: file, publish: func(events []core.Event) ([][]core.Published, error) {
+	store := &eventBatch{file: file, publish: func(events []outboxd.Event) ([][]outboxd.Published, error) {
 		published, err := s.ob.PublishBatch(ctx, s.pool, events)
 		for i, rows := range published {
 			printPublished(out, events[i], rows)
@@ -84,8 +84,8 @@ var errDryRun = errors.New("dry run")
 // eventBatch collects the events of a file's lines into publish calls.
 type eventBatch struct {
 	file    string
-	publish func([]core.Event) ([][]core.Published, error)
-	events  []core.Event
+	publish func([]outboxd.Event) ([][]outboxd.Published, error)
+	events  []outboxd.Event
 	lines   []int // the line of each event
 }
 
@@ -115,7 +115,7 @@ func (b *eventBatch) flush() error {
 	_, err := b.publish(b.events)
 	if err != nil {
 		where := fmt.Sprintf("lines %d-%d", b.lines[0], b.lines[len(b.lines)-1])
-		if be := (*core.BatchError)(nil); errors.As(err, &be) && be.Index < len(b.lines) {
+		if be := (*outboxd.BatchError)(nil); errors.As(err, &be) && be.Index < len(b.lines) {
 			where = fmt.Sprintf("line %d", b.lines[be.Index])
 		}
 		return publishError(fmt.Errorf("%s %s: %w", b.file, where, err))

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -272,7 +272,7 @@ func (c *Config) check() []confschema.Problem {
 // starts from it.
 func defaultConfig() *Config {
 	return &Config{
-		Database:        DatabaseConfig{Schema: core.DefaultSchema},
+		Database:        DatabaseConfig{Schema: outboxd.DefaultSchema},
 		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true, QueryTimeout: DefaultQueryTimeout},
 		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
 		RoutesUnmatched: routing.UnmatchedError,

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/registry"
@@ -114,7 +114,7 @@ func TestCustomSinkSecretOptionsAreRedactedEverywhere(t *testing.T) {
 
 	// The relay's stored errors and spans, with the binary's wiring.
 	pool, ob := testdb.New(t)
-	if _, err := ob.Enqueue(t.Context(), pool, core.Message{Sink: "signer", DedupKey: "k1", Payload: map[string]int{"n": 1}}); err != nil {
+	if _, err := ob.Enqueue(t.Context(), pool, outboxd.Message{Sink: "signer", DedupKey: "k1", Payload: map[string]int{"n": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	tel := coretest.NewTelemetry(t)

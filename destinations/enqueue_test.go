@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -20,7 +20,7 @@ import (
 // Mutations, each failing this test: enqueue_destination.sql calling
 // enqueue() instead of enqueue_destination() (the row carries no
 // destination and an unknown one is stored); classifyEnqueueError
-// returning nil (the refusal no longer wraps core.ErrInvalidMessage);
+// returning nil (the refusal no longer wraps outboxd.ErrInvalidMessage);
 // EnqueueDestination taking its Created from anything but the function's
 // answer (the duplicate reported created).
 func TestGoEnqueueAddressesOneDestination(t *testing.T) {
@@ -32,13 +32,13 @@ func TestGoEnqueueAddressesOneDestination(t *testing.T) {
 	if _, err := f.store.SetEnabled(ctx, f.pool, testdb.Actor, "acme", paused.ID, false, "paused"); err != nil {
 		t.Fatal(err)
 	}
-	welcome := core.Message{Sink: "customers", DedupKey: "welcome-1", Payload: map[string]string{"hello": "acme"}, OrderingKey: "onboarding"}
+	welcome := outboxd.Message{Sink: "customers", DedupKey: "welcome-1", Payload: map[string]string{"hello": "acme"}, OrderingKey: "onboarding"}
 
 	tx, err := f.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ob.EnqueueDestination(ctx, tx, d.ID, core.Message{Sink: "customers", DedupKey: "rolled-back", Payload: "x"}); err != nil {
+	if _, err := f.ob.EnqueueDestination(ctx, tx, d.ID, outboxd.Message{Sink: "customers", DedupKey: "rolled-back", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -59,7 +59,7 @@ func TestGoEnqueueAddressesOneDestination(t *testing.T) {
 	if err != nil || again.Created || again.ID != first.ID {
 		t.Errorf("the same dedup key again: %+v %v; want the row %d, not created", again, err, first.ID)
 	}
-	if _, err := f.ob.EnqueueDestination(ctx, f.pool, paused.ID, core.Message{Sink: "customers", DedupKey: "welcome-2", Payload: "x"}); err != nil {
+	if _, err := f.ob.EnqueueDestination(ctx, f.pool, paused.ID, outboxd.Message{Sink: "customers", DedupKey: "welcome-2", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,12 +81,12 @@ func TestGoEnqueueAddressesOneDestination(t *testing.T) {
 		t.Errorf("welcome-1: ordering key %q, payload %s", ordering, payload)
 	}
 
-	_, err = f.ob.EnqueueDestination(ctx, f.pool, "dst_nope", core.Message{Sink: "customers", DedupKey: "k", Payload: "x"})
-	if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), `no destination "dst_nope"`) {
+	_, err = f.ob.EnqueueDestination(ctx, f.pool, "dst_nope", outboxd.Message{Sink: "customers", DedupKey: "k", Payload: "x"})
+	if !errors.Is(err, outboxd.ErrInvalidMessage) || !strings.Contains(err.Error(), `no destination "dst_nope"`) {
 		t.Errorf("an unknown destination: %v; want an invalid message naming it", err)
 	}
-	_, err = f.ob.EnqueueDestination(ctx, f.pool, d.ID, core.Message{Sink: "customers", DedupKey: "later", Payload: "x", AvailableAt: time.Now().Add(time.Hour)})
-	if !errors.Is(err, core.ErrInvalidMessage) {
+	_, err = f.ob.EnqueueDestination(ctx, f.pool, d.ID, outboxd.Message{Sink: "customers", DedupKey: "later", Payload: "x", AvailableAt: time.Now().Add(time.Hour)})
+	if !errors.Is(err, outboxd.ErrInvalidMessage) {
 		t.Errorf("a delayed message: %v; want an invalid message", err)
 	}
 	if len(f.rows(t)) != 2 {

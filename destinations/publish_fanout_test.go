@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/routing"
@@ -13,7 +13,7 @@ import (
 
 // TestGoPublishSaysWhenNoDestinationMatched: Go's Publish and
 // PublishBatch answer, for the row of a target with a tenant, what its
-// fan-out made (core.Published.FanOut): the tenant and how many
+// fan-out made (outboxd.Published.FanOut): the tenant and how many
 // destination rows, with the note "no matching destination" when none,
 // in the producer's transaction; the row of a target without a tenant
 // has none. The note is the one HTTP and the CLI print.
@@ -45,9 +45,9 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 	f.create(t, "acme", "order.*")
 
 	// fanOuts is what each row of an event says, by sink.
-	fanOuts := func(published []core.Published) map[string]*core.FanOut {
+	fanOuts := func(published []outboxd.Published) map[string]*outboxd.FanOut {
 		t.Helper()
-		out := map[string]*core.FanOut{}
+		out := map[string]*outboxd.FanOut{}
 		for _, p := range published {
 			out[p.Sink] = p.FanOut
 		}
@@ -56,7 +56,7 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 		}
 		return out
 	}
-	check := func(what string, published []core.Published, tenant string, destinations int) {
+	check := func(what string, published []outboxd.Published, tenant string, destinations int) {
 		t.Helper()
 		got := fanOuts(published)
 		if got["ledger"] != nil {
@@ -82,7 +82,7 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := f.ob.PublishBatch(ctx, f.pool, []core.Event{
+	batch, err := f.ob.PublishBatch(ctx, f.pool, []outboxd.Event{
 		{Type: "order.paid", Key: "o1", Data: map[string]any{"account_id": "nobody"}},
 		{Type: "order.paid", Key: "o2", Data: map[string]any{"account_id": "acme"}},
 	})

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -36,7 +36,7 @@ func TestPurgeCountsThenDeletesOneDestinationsWaitingRows(t *testing.T) {
 	}
 	f.publish(t, f.pool, "order.created", "o1", "acme")
 	f.publish(t, f.pool, "order.paid", "o1", "acme")
-	dead, err := f.ob.EnqueueDestination(ctx, f.pool, gone.ID, core.Message{Sink: "customers", DedupKey: "welcome", Payload: "x"})
+	dead, err := f.ob.EnqueueDestination(ctx, f.pool, gone.ID, outboxd.Message{Sink: "customers", DedupKey: "welcome", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

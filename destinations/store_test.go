@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
@@ -76,9 +76,9 @@ func (f *fixture) create(t *testing.T, tenant string, events ...string) destinat
 }
 
 // publish publishes order.created key for account in one transaction.
-func (f *fixture) publish(t *testing.T, db core.DBTX, typ, key, account string) []core.Published {
+func (f *fixture) publish(t *testing.T, db outboxd.DBTX, typ, key, account string) []outboxd.Published {
 	t.Helper()
-	p, err := f.ob.Publish(t.Context(), db, core.Event{Type: typ, Key: key, Data: map[string]any{"account_id": account}})
+	p, err := f.ob.Publish(t.Context(), db, outboxd.Event{Type: typ, Key: key, Data: map[string]any{"account_id": account}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestPublishFansOutToTheTenantsSubscribedDestinations(t *testing.T) {
 func TestPublishWithoutTheTenantFieldIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	_, err := f.ob.Publish(t.Context(), f.pool, core.Event{Type: "order.created", Key: "o1", Data: map[string]any{"other": 1}})
+	_, err := f.ob.Publish(t.Context(), f.pool, outboxd.Event{Type: "order.created", Key: "o1", Data: map[string]any{"other": 1}})
 	if err == nil || !strings.Contains(err.Error(), "route billing takes its tenant from .data.account_id, which the event lacks") {
 		t.Fatalf("publish without account_id: %v", err)
 	}
@@ -683,7 +683,7 @@ func TestARowCarriesTheRevisionItsProducerSaw(t *testing.T) {
 		t.Fatalf("the rotation left the revision at %d (before: %d)", after, before)
 	}
 	f.publish(t, f.pool, "order.created", "o-1", "acme")
-	direct, err := f.ob.EnqueueDestination(ctx, f.pool, c.ID, core.Message{Sink: "customers", DedupKey: "direct-1", Payload: "x"})
+	direct, err := f.ob.EnqueueDestination(ctx, f.pool, c.ID, outboxd.Message{Sink: "customers", DedupKey: "direct-1", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -39,7 +38,7 @@ type Applied struct {
 // run it, from several pods at once under any default isolation level. Publishes in flight keep the version they started with; the next
 // ones use t. Routes that change the active version are recorded in the
 // audit trail as actor's, in the same transaction.
-func Apply(ctx context.Context, db core.DBTX, schema string, t *Table, actor audit.Actor) (Applied, error) {
+func Apply(ctx context.Context, db store.DBTX, schema string, t *Table, actor audit.Actor) (Applied, error) {
 	q, err := queries(schema)
 	if err != nil {
 		return Applied{}, err
@@ -53,7 +52,7 @@ func Apply(ctx context.Context, db core.DBTX, schema string, t *Table, actor aud
 		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
 	}
 	var r store.ApplyRoutesRow
-	apply := func(db core.DBTX) (err error) {
+	apply := func(db store.DBTX) (err error) {
 		if r, err = q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets); err != nil || !r.Changed {
 			return err
 		}
@@ -78,7 +77,7 @@ func Apply(ctx context.Context, db core.DBTX, schema string, t *Table, actor aud
 // ob's schema; version 0 when none were ever applied. A relay whose
 // configuration's Digest differs renders with its own templates but routes
 // what the database says: serve warns about it.
-func Active(ctx context.Context, db core.DBTX, schema string) (version int64, digest string, err error) {
+func Active(ctx context.Context, db store.DBTX, schema string) (version int64, digest string, err error) {
 	q, err := queries(schema)
 	if err != nil {
 		return 0, "", err
@@ -123,7 +122,7 @@ type Fallback interface {
 
 // DBFallback is the Fallback that reads the routes applied to schema
 // through db.
-func DBFallback(db core.DBTX, schema string) (Fallback, error) {
+func DBFallback(db store.DBTX, schema string) (Fallback, error) {
 	q, err := queries(schema)
 	if err != nil {
 		return nil, err
@@ -132,7 +131,7 @@ func DBFallback(db core.DBTX, schema string) (Fallback, error) {
 }
 
 type dbFallback struct {
-	db core.DBTX
+	db store.DBTX
 	q  *store.Queries
 }
 

@@ -11,12 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/routing"
 )
 
-func apply(t *testing.T, db core.DBTX, ob *testdb.Outbox, table *routing.Table) routing.Applied {
+func apply(t *testing.T, db outboxd.DBTX, ob *testdb.Outbox, table *routing.Table) routing.Applied {
 	t.Helper()
 	a, err := routing.Apply(context.Background(), db, ob.Schema(), table, testdb.Actor)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestApplyIsIdempotentAndPublishMatchesLikeGo(t *testing.T) {
 		t.Fatalf("Active: %d %s %v, want version %d with the table's digest", v, digest, err, first.Version)
 	}
 	for i, typ := range []string{"order.created", "order", "order.created.eu", "orders.created", "x-y_z.q", "a.b.c", "a.c", "a.b.b.c", "a.b.cd", "b"} {
-		published, err := ob.Publish(ctx, pool, core.Event{Type: typ, Key: "k" + string(rune('a'+i))})
+		published, err := ob.Publish(ctx, pool, outboxd.Event{Type: typ, Key: "k" + string(rune('a'+i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	old := compile(t, map[string]any{"orders": map[string]any{"events": []any{"order.*"}, "to": []any{
 		map[string]any{"sink": "custom", "template": map[string]any{"line": "old {{.key}}"}}}}}, "")
 	v1 := apply(t, pool, ob, old)
-	if _, err := ob.Publish(ctx, pool, core.Event{Type: "order.created", Key: "1"}); err != nil {
+	if _, err := ob.Publish(ctx, pool, outboxd.Event{Type: "order.created", Key: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	renamed := compile(t, map[string]any{"sales": map[string]any{"events": []any{"order.*"}, "to": []any{
@@ -108,7 +108,7 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	if want := []string{strconv.FormatInt(v2.Version, 10) + " order.created sales"}; !slices.Equal(resolved, want) {
 		t.Errorf("route_matches after the apply: %v, want %v", resolved, want)
 	}
-	published, err := ob.Publish(ctx, pool, core.Event{Type: "order.created", Key: "1"})
+	published, err := ob.Publish(ctx, pool, outboxd.Event{Type: "order.created", Key: "1"})
 	if err != nil || len(published) != 1 || !published[0].Created {
 		t.Fatalf("publish under the new routes: %v %v, want a new row for route sales", published, err)
 	}
@@ -135,7 +135,7 @@ func TestThreadKeyTemplateIsEvaluatedWhenPublished(t *testing.T) {
 	apply(t, pool, ob, compile(t, map[string]any{"incidents": map[string]any{"events": []any{"incident.*"}, "to": []any{
 		map[string]any{"sink": "custom", "template": map[string]any{"thread_key": "{{.type}}/{{.data.service.name}}#{{.key}}"}},
 		"partner"}}}, ""))
-	if _, err := ob.Publish(ctx, pool, core.Event{Type: "incident.opened", Key: "7", ThreadKey: "inc-7",
+	if _, err := ob.Publish(ctx, pool, outboxd.Event{Type: "incident.opened", Key: "7", ThreadKey: "inc-7",
 		Data: map[string]any{"service": map[string]any{"name": "db"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +154,8 @@ func TestThreadKeyTemplateIsEvaluatedWhenPublished(t *testing.T) {
 	if got["custom"] != "incident.opened/db#7 custom/incident.opened/db#7" || got["partner"] != "inc-7 partner/inc-7" {
 		t.Errorf("thread and ordering keys: %v", got)
 	}
-	_, err = ob.Publish(ctx, pool, core.Event{Type: "incident.opened", Key: "8", Data: map[string]any{}})
-	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), "route incidents takes its thread_key from .data.service.name, which the event lacks") {
+	_, err = ob.Publish(ctx, pool, outboxd.Event{Type: "incident.opened", Key: "8", Data: map[string]any{}})
+	if !errors.Is(err, outboxd.ErrInvalidEvent) || !strings.Contains(err.Error(), "route incidents takes its thread_key from .data.service.name, which the event lacks") {
 		t.Errorf("publish without the thread key's field: %v", err)
 	}
 }

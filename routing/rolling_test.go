@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -71,7 +71,7 @@ func TestRollingDeployRendersEachRowWithItsVersion(t *testing.T) {
 
 	publish := func(key string, data map[string]any) {
 		t.Helper()
-		if _, err := ob.Publish(ctx, pool, core.Event{Type: "order.created", Key: key, Data: data}); err != nil {
+		if _, err := ob.Publish(ctx, pool, outboxd.Event{Type: "order.created", Key: key, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -69,7 +68,7 @@ type Actor struct {
 // connection, or the caller's transaction (the action then runs in a
 // savepoint of it, and is recorded only if the caller commits).
 type DB interface {
-	core.DBTX
+	store.DBTX
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -108,10 +107,10 @@ type Trail struct {
 }
 
 // New returns the Trail of the outbox in schema ("" means
-// core.DefaultSchema).
+// store.DefaultSchema).
 func New(schema string) (*Trail, error) {
 	if schema == "" {
-		schema = core.DefaultSchema
+		schema = store.DefaultSchema
 	}
 	q, err := store.New(schema)
 	if err != nil {
@@ -137,7 +136,7 @@ func (t *Trail) Do(ctx context.Context, db DB, actor Actor, act func(tx pgx.Tx) 
 
 // Write records rec as actor's through db: callers that hold the action's
 // transaction themselves (migrate) write with it.
-func (t *Trail) Write(ctx context.Context, db core.DBTX, actor Actor, rec Record) error {
+func (t *Trail) Write(ctx context.Context, db store.DBTX, actor Actor, rec Record) error {
 	filter, err := marshalOrNull(rec.Filter)
 	if err != nil {
 		return fmt.Errorf("outbox: audit %s: encode the filter: %w", rec.Action, err)
@@ -175,7 +174,7 @@ type Filter struct {
 }
 
 // List returns the entries f selects, newest first.
-func (t *Trail) List(ctx context.Context, db core.DBTX, f Filter) ([]Entry, error) {
+func (t *Trail) List(ctx context.Context, db store.DBTX, f Filter) ([]Entry, error) {
 	limit := f.Limit
 	switch {
 	case limit <= 0:

@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
 	"github.com/outboxd/outboxd/internal/store"
@@ -90,10 +89,10 @@ const checksumVersion = 15
 var Library = audit.Actor{Name: "migrate.Migrate", Role: "admin", Source: "library"}
 
 // New returns the Migrator of the outbox in schema ("" means
-// core.DefaultSchema).
+// store.DefaultSchema).
 func New(schema string) (*Migrator, error) {
 	if schema == "" {
-		schema = core.DefaultSchema
+		schema = store.DefaultSchema
 	}
 	q, err := store.New(schema)
 	if err != nil {
@@ -221,7 +220,7 @@ func (m *Migrator) migrateOnce(ctx context.Context, db Beginner, actor audit.Act
 
 // Pending returns the versions not yet applied; empty means the
 // schema is current. A missing schema counts as every migration pending.
-func (m *Migrator) Pending(ctx context.Context, db core.DBTX) ([]int, error) {
+func (m *Migrator) Pending(ctx context.Context, db store.DBTX) ([]int, error) {
 	status, err := m.Status(ctx, db)
 	if err != nil {
 		return nil, err
@@ -281,7 +280,7 @@ type Migration struct {
 // Status lists every migration of this binary and of the ledger, in
 // order: applied (when, with which checksum) or pending. A schema that
 // does not exist has every migration pending.
-func (m *Migrator) Status(ctx context.Context, db core.DBTX) ([]Migration, error) {
+func (m *Migrator) Status(ctx context.Context, db store.DBTX) ([]Migration, error) {
 	all, err := migrations()
 	if err != nil {
 		return nil, err
@@ -342,7 +341,7 @@ type PendingMigration struct {
 
 // PendingScript returns the SQL Migrate would run on the schema in db now,
 // running none of it.
-func (m *Migrator) PendingScript(ctx context.Context, db core.DBTX) (Script, error) {
+func (m *Migrator) PendingScript(ctx context.Context, db store.DBTX) (Script, error) {
 	all, err := migrations()
 	if err != nil {
 		return Script{}, err
@@ -361,7 +360,7 @@ func (m *Migrator) PendingScript(ctx context.Context, db core.DBTX) (Script, err
 	return s, nil
 }
 
-func (m *Migrator) appliedVersions(ctx context.Context, db core.DBTX) (map[int]bool, error) {
+func (m *Migrator) appliedVersions(ctx context.Context, db store.DBTX) (map[int]bool, error) {
 	versions, err := m.q.MigrationsApplied(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations: %w", err)

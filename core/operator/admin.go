@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -44,7 +43,7 @@ type SinkStats struct {
 
 // Stats returns per-sink row counts by status and the age of the oldest
 // waiting row, measured on the database clock.
-func (o *Operator) Stats(ctx context.Context, db core.DBTX) (map[string]SinkStats, error) {
+func (o *Operator) Stats(ctx context.Context, db store.DBTX) (map[string]SinkStats, error) {
 	rows, err := o.q.Stats(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: stats: %w", err)
@@ -116,7 +115,7 @@ const DefaultDeadLetterLimit = 100
 // DeadLetters lists dead rows, oldest first, with their payloads and
 // recorded errors, one page at a time: pass the last id of a page as
 // DeadLetterFilter.After for the next.
-func (o *Operator) DeadLetters(ctx context.Context, db core.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
+func (o *Operator) DeadLetters(ctx context.Context, db store.DBTX, f DeadLetterFilter) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultDeadLetterLimit
 	}
@@ -366,7 +365,7 @@ type WaitingSink struct {
 // (RedriveFilter.Waiting). The cost follows the number of distinct sinks,
 // and at most UnconfiguredCountLimit waiting rows of each unconfigured
 // one, not the table's size.
-func (o *Operator) UnconfiguredSinks(ctx context.Context, db core.DBTX, configured []string) ([]WaitingSink, error) {
+func (o *Operator) UnconfiguredSinks(ctx context.Context, db store.DBTX, configured []string) ([]WaitingSink, error) {
 	if configured == nil {
 		configured = []string{} // NOT (sink = ANY(NULL)) would match nothing
 	}
@@ -405,7 +404,7 @@ const MaxDeadLetterGroups = 100
 
 // DeadLetterGroups groups the dead letters (of sink, unless "") by sink
 // and last error, the largest groups first, at most MaxDeadLetterGroups.
-func (o *Operator) DeadLetterGroups(ctx context.Context, db core.DBTX, sink string) ([]DeadLetterGroup, error) {
+func (o *Operator) DeadLetterGroups(ctx context.Context, db store.DBTX, sink string) ([]DeadLetterGroup, error) {
 	rows, err := o.q.DeadLetterGroups(ctx, db, sink, MaxDeadLetterGroups)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: group dead letters: %w", err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
@@ -29,7 +29,7 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 		return nil
 	}
 	b.EnqueueN(t, "s", 3, nil)
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	relayCfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
@@ -171,8 +171,8 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 }
 
 // keyed gives EnqueueN's messages dedup keys of their own.
-func keyed(prefix string) func(int, *core.Message) {
-	return func(i int, m *core.Message) { m.DedupKey = fmt.Sprintf("%s-%d", prefix, i) }
+func keyed(prefix string) func(int, *outboxd.Message) {
+	return func(i int, m *outboxd.Message) { m.DedupKey = fmt.Sprintf("%s-%d", prefix, i) }
 }
 
 // setDead makes row id die now with a 503, as a relay's finish would.

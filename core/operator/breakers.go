@@ -3,9 +3,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"github.com/outboxd/outboxd/internal/store"
 	"time"
-
-	"github.com/outboxd/outboxd/core"
 )
 
 // Breaker states as BreakerState.State names them.
@@ -39,7 +38,7 @@ type BreakerState struct {
 
 // Breakers lists the open circuit breakers by sink, each sink's sorted by
 // key. It reads a table that is empty while every destination is healthy.
-func (o *Operator) Breakers(ctx context.Context, db core.DBTX) (map[string][]BreakerState, error) {
+func (o *Operator) Breakers(ctx context.Context, db store.DBTX) (map[string][]BreakerState, error) {
 	rows, err := o.q.Breakers(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read circuit breakers: %w", err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -30,7 +29,7 @@ type DeliveryRate struct {
 // DeliveryRates returns, by sink, the deliveries of the last window
 // (rounded up to whole minutes; 0 means DefaultRateWindow). It reads a few
 // rows per sink of the per-minute counts, never a message.
-func (o *Operator) DeliveryRates(ctx context.Context, db core.DBTX, window time.Duration) (map[string]DeliveryRate, error) {
+func (o *Operator) DeliveryRates(ctx context.Context, db store.DBTX, window time.Duration) (map[string]DeliveryRate, error) {
 	if window <= 0 {
 		window = DefaultRateWindow
 	}

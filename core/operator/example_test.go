@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
@@ -17,7 +17,7 @@ import (
 // exampleOutbox migrates an outbox in schema for an example and returns a
 // pool on it, the outbox's producer and operator APIs, and a cleanup that
 // drops the schema and closes the pool.
-func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *core.Outbox, *operator.Operator, func()) {
+func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *outboxd.Outbox, *operator.Operator, func()) {
 	pool, err := pgxpool.New(ctx, testdb.URL())
 	if err != nil {
 		panic(err)
@@ -29,7 +29,7 @@ func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *core.Out
 	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
-	ob, err := core.New(core.Options{Schema: schema})
+	ob, err := outboxd.New(outboxd.Options{Schema: schema})
 	if err != nil {
 		panic(err)
 	}
@@ -115,7 +115,7 @@ func ExampleOperator_Overview() {
 	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_overview")
 	defer cleanup()
 	for _, key := range []string{"a", "b"} {
-		if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: key, Payload: "x"}); err != nil {
+		if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "partner", DedupKey: key, Payload: "x"}); err != nil {
 			panic(err)
 		}
 	}

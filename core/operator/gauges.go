@@ -3,14 +3,14 @@ package operator
 import (
 	"context"
 	"fmt"
+	"github.com/outboxd/outboxd/internal/store"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/outboxd/outboxd/core"
-	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/internal/otelscope"
 )
 
 // DefaultGaugeRefresh is how long one read of the stats snapshot serves
@@ -86,7 +86,7 @@ type GaugeConfig struct {
 // Nothing is reported while the snapshot is missing or stale, or, with
 // cfg.Relay, while another relay computes it. Labels are sink names and
 // statuses only. Call Unregister on the result to stop (before closing db).
-func (o *Operator) RegisterGauges(mp metric.MeterProvider, db core.DBTX, cfg GaugeConfig) (metric.Registration, error) {
+func (o *Operator) RegisterGauges(mp metric.MeterProvider, db store.DBTX, cfg GaugeConfig) (metric.Registration, error) {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = DefaultGaugeRefresh
 	}
@@ -194,7 +194,7 @@ func foldUnknownSinks(stats map[string]SinkCounts, known map[string]bool) map[st
 // starting their own.
 type statsCache struct {
 	ob      *Operator
-	db      core.DBTX
+	db      store.DBTX
 	refresh time.Duration
 
 	mu      sync.Mutex
@@ -242,7 +242,7 @@ type activePause struct {
 }
 
 // sinkPauses returns the pause of each paused sink.
-func (o *Operator) sinkPauses(ctx context.Context, db core.DBTX) (map[string]activePause, error) {
+func (o *Operator) sinkPauses(ctx context.Context, db store.DBTX) (map[string]activePause, error) {
 	rows, err := o.q.ActivePauses(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("sink pauses: %w", err)

@@ -10,7 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -92,7 +92,7 @@ func ExampleOperator_RegisterGauges() {
 	ctx := context.Background()
 	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_gauges")
 	defer cleanup()
-	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "alerts", DedupKey: "disk-full", Payload: "disk full"}); err != nil {
+	if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "alerts", DedupKey: "disk-full", Payload: "disk full"}); err != nil {
 		panic(err)
 	}
 

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -78,17 +77,17 @@ func (m StoredMessage) TraceID() string {
 
 // Message returns the message with id, with its failed attempts, or
 // ErrMessageNotFound.
-func (o *Operator) Message(ctx context.Context, db core.DBTX, id int64) (StoredMessage, error) {
+func (o *Operator) Message(ctx context.Context, db store.DBTX, id int64) (StoredMessage, error) {
 	return o.lookupMessage(ctx, db, &id, "", "")
 }
 
 // MessageByKey returns the message stored under (sink, dedupKey), with its
 // failed attempts, or ErrMessageNotFound.
-func (o *Operator) MessageByKey(ctx context.Context, db core.DBTX, sink, dedupKey string) (StoredMessage, error) {
+func (o *Operator) MessageByKey(ctx context.Context, db store.DBTX, sink, dedupKey string) (StoredMessage, error) {
 	return o.lookupMessage(ctx, db, nil, sink, dedupKey)
 }
 
-func (o *Operator) lookupMessage(ctx context.Context, db core.DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
+func (o *Operator) lookupMessage(ctx context.Context, db store.DBTX, id *int64, sink, dedupKey string) (StoredMessage, error) {
 	r, err := o.q.Message(ctx, db, id, sink, dedupKey)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -163,7 +162,7 @@ type MessagePage struct {
 // dead walks the dead-letter index; the other searches walk the primary key
 // from the cursor until the page is full, so a filter that matches
 // nothing recent reads far.
-func (o *Operator) Messages(ctx context.Context, db core.DBTX, f MessageFilter) (MessagePage, error) {
+func (o *Operator) Messages(ctx context.Context, db store.DBTX, f MessageFilter) (MessagePage, error) {
 	if f.Limit <= 0 {
 		f.Limit = DefaultMessageLimit
 	}

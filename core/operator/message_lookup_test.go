@@ -12,7 +12,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -27,7 +27,7 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 	b := coretest.Setup(t)
 	tp := sdktrace.NewTracerProvider()
 	ctx, span := tp.Tracer("test").Start(b.Ctx, "checkout")
-	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: "partner", DedupKey: "order-7", Payload: map[string]int{"order": 7},
+	res, err := b.Outbox.Enqueue(ctx, b.Pool, outboxd.Message{Sink: "partner", DedupKey: "order-7", Payload: map[string]int{"order": 7},
 		OrderingKey: "customer-1", Headers: map[string]string{"x-tenant": "acme"}})
 	span.End()
 	if err != nil {
@@ -161,7 +161,7 @@ func ExampleOperator_MessageByKey() {
 	ctx := context.Background()
 	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_lookup")
 	defer cleanup()
-	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: "order-42", Payload: map[string]int{"order": 42}}); err != nil {
+	if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "partner", DedupKey: "order-42", Payload: map[string]int{"order": 42}}); err != nil {
 		panic(err)
 	}
 	m, err := ops.MessageByKey(ctx, pool, "partner", "order-42")
@@ -182,7 +182,7 @@ func ExampleOperator_Messages() {
 	pool, ob, ops, cleanup := exampleOutbox(ctx, "example_search")
 	defer cleanup()
 	for i := range 5 {
-		if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i), Payload: "x"}); err != nil {
+		if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "partner", DedupKey: fmt.Sprint("order-", i), Payload: "x"}); err != nil {
 			panic(err)
 		}
 	}

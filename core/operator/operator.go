@@ -6,7 +6,6 @@
 package operator
 
 import (
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -21,10 +20,10 @@ type Operator struct {
 }
 
 // New returns the Operator of the outbox in schema ("" means
-// core.DefaultSchema).
+// store.DefaultSchema).
 func New(schema string) (*Operator, error) {
 	if schema == "" {
-		schema = core.DefaultSchema
+		schema = store.DefaultSchema
 	}
 	q, err := store.New(schema)
 	if err != nil {

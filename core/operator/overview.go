@@ -2,11 +2,10 @@ package operator
 
 import (
 	"context"
+	"github.com/outboxd/outboxd/internal/store"
 	"maps"
 	"slices"
 	"time"
-
-	"github.com/outboxd/outboxd/core"
 )
 
 // SinkOverview is what an operator wants to know about one sink at a
@@ -46,7 +45,7 @@ type Overview struct {
 // last window (0 means DefaultRateWindow) and the sinks' pauses. It reads
 // four small tables, never the messages: its cost does not grow with the
 // outbox, so it can be polled.
-func (o *Operator) Overview(ctx context.Context, db core.DBTX, window time.Duration) (Overview, error) {
+func (o *Operator) Overview(ctx context.Context, db store.DBTX, window time.Duration) (Overview, error) {
 	if window <= 0 {
 		window = DefaultRateWindow
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
 	"github.com/outboxd/outboxd/internal/store"
@@ -178,7 +177,7 @@ func (r Resumed) LogClosed(ctx context.Context, log *slog.Logger, by string) {
 
 // SinkStates lists, by sink name, the sinks paused now and those paused or
 // resumed by hand at some time.
-func (o *Operator) SinkStates(ctx context.Context, db core.DBTX) (map[string]SinkState, error) {
+func (o *Operator) SinkStates(ctx context.Context, db store.DBTX) (map[string]SinkState, error) {
 	rows, err := o.q.SinkPauses(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read sink pauses: %w", err)
@@ -196,7 +195,7 @@ func (o *Operator) SinkStates(ctx context.Context, db core.DBTX) (map[string]Sin
 // state of it. The CLI, the HTTP API and the console check before a pause
 // unless forced: a typo must not pause a sink no relay delivers to, while
 // the sink meant goes on delivering.
-func (o *Operator) CheckSinkKnown(ctx context.Context, db core.DBTX, sink string, configured bool) error {
+func (o *Operator) CheckSinkKnown(ctx context.Context, db store.DBTX, sink string, configured bool) error {
 	if configured {
 		return nil
 	}

@@ -3,9 +3,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"github.com/outboxd/outboxd/internal/store"
 	"time"
-
-	"github.com/outboxd/outboxd/core"
 )
 
 // DefaultStatsInterval is how often the cluster's row counts are
@@ -60,7 +59,7 @@ type StatsSnapshot struct {
 // StatsSnapshot reads the cluster's last row counts: a few rows, whatever
 // the size of the outbox. Relays recompute them every
 // Config.StatsInterval; see TakenAt for their age.
-func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapshot, error) {
+func (o *Operator) StatsSnapshot(ctx context.Context, db store.DBTX) (StatsSnapshot, error) {
 	rows, err := o.q.StatsSnapshot(ctx, db)
 	if err != nil {
 		return StatsSnapshot{}, fmt.Errorf("outbox: read the stats snapshot: %w", err)
@@ -82,7 +81,7 @@ func (o *Operator) StatsSnapshot(ctx context.Context, db core.DBTX) (StatsSnapsh
 // leads. Relays do it every Config.StatsInterval on their own; call it
 // from tools and tests that run no relay. It reads the partial indexes
 // and the last hour of the sent index, never older delivered history.
-func (o *Operator) RefreshStatsSnapshot(ctx context.Context, db core.DBTX, by string) error {
+func (o *Operator) RefreshStatsSnapshot(ctx context.Context, db store.DBTX, by string) error {
 	if err := o.q.TakeStatsSnapshot(ctx, db, statsSentWindow, by, statsLargeBacklog, statsLargeBacklogEvery); err != nil {
 		return fmt.Errorf("outbox: recompute the stats snapshot: %w", err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 

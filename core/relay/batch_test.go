@@ -12,9 +12,9 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // batchSink records the batches it is handed and fails the deliveries its

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -25,9 +25,9 @@ func enqueueBacklog(b testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, n int) 
 	b.Helper()
 	const chunk = 5000
 	for start := 0; start < n; start += chunk {
-		var msgs []core.Message
+		var msgs []outboxd.Message
 		for i := start; i < min(n, start+chunk); i++ {
-			msgs = append(msgs, core.Message{Sink: "noop", DedupKey: fmt.Sprint(i), Payload: `{}`})
+			msgs = append(msgs, outboxd.Message{Sink: "noop", DedupKey: fmt.Sprint(i), Payload: `{}`})
 		}
 		if _, err := ob.EnqueueBatch(context.Background(), pool, msgs); err != nil {
 			b.Fatal(err)

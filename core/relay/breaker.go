@@ -14,8 +14,8 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/breaker"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/store"
 )

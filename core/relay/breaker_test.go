@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
@@ -153,7 +153,7 @@ func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
 			rc.refuse()
 			refused = true
 		}
-		b.EnqueueN(t, "hook", 10, func(j int, m *core.Message) { m.DedupKey = fmt.Sprintf("m-%d", i+j) })
+		b.EnqueueN(t, "hook", 10, func(j int, m *outboxd.Message) { m.DedupKey = fmt.Sprintf("m-%d", i+j) })
 		i += 10
 	}
 	if d := time.Until(recoverAt); d > 0 {
@@ -211,13 +211,13 @@ func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
 			Backoff: relay.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}}})
 	// The poison message first, then healthy traffic trickling in: its
 	// first failures come when the window holds little else.
-	poison := b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = "poison" })[0]
+	poison := b.EnqueueN(t, "hook", 1, func(_ int, m *outboxd.Message) { m.DedupKey = "poison" })[0]
 	const healthy = 40
 	ticker := time.NewTicker(50 * time.Millisecond)
 	defer ticker.Stop()
 	for i := range healthy {
 		<-ticker.C
-		b.EnqueueN(t, "hook", 1, func(_ int, m *core.Message) { m.DedupKey = fmt.Sprintf("ok-%d", i) })
+		b.EnqueueN(t, "hook", 1, func(_ int, m *outboxd.Message) { m.DedupKey = fmt.Sprintf("ok-%d", i) })
 	}
 	signals.WaitWritten(t, time.Minute, "hook", "dead", 1)
 	signals.WaitWritten(t, time.Minute, "hook", "sent", healthy)
@@ -348,8 +348,8 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 			RateLimit:      &sink.RateLimit{Rate: 100, Per: time.Second, PerKey: true},
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: probe, MaxProbeInterval: probe}}}})
 	const n = 10
-	to := func(key string) func(int, *core.Message) {
-		return func(i int, m *core.Message) {
+	to := func(key string) func(int, *outboxd.Message) {
+		return func(i int, m *outboxd.Message) {
 			m.DedupKey = fmt.Sprintf("%s-%d", key, i)
 			m.Payload = map[string]string{"to": key}
 		}

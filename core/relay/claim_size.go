@@ -1,13 +1,13 @@
 package relay
 
-import "github.com/outboxd/outboxd/core"
+import "github.com/outboxd/outboxd/internal/store"
 
 // claimSize sizes a claim loop's claims in bytes as well as rows: a claim
 // takes BatchSize rows, or fewer when the payloads the loop's last claim
 // returned say that BatchSize of them would hold more than MaxClaimBytes.
 // Rows are claimed by one statement whose size is chosen before their
 // payloads are seen, so the estimate is the last claim's average payload,
-// starting from core.DefaultMaxPayloadBytes (the largest a producer with
+// starting from store.DefaultMaxPayloadBytes (the largest a producer with
 // default options may enqueue): a relay's first claim is bounded whatever
 // the backlog holds, and small payloads reach full batches from the
 // second claim on, with no statement added to any claim. A claim right
@@ -18,7 +18,7 @@ type claimSize struct {
 }
 
 func newClaimSize(maxBytes int) *claimSize {
-	return &claimSize{maxBytes: maxBytes, perRow: core.DefaultMaxPayloadBytes}
+	return &claimSize{maxBytes: maxBytes, perRow: store.DefaultMaxPayloadBytes}
 }
 
 // rows is how many rows the next claim may take: batch, or fewer (at least

@@ -18,9 +18,9 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/completer"
 	"github.com/outboxd/outboxd/core/internal/failurelog"
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/internal/slots"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/store"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 // With a long delivered history and a backlog, the claim must read ready rows

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
@@ -36,7 +36,7 @@ func TestRelayLogsAFailureStreakOnceAndItsRecovery(t *testing.T) {
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Logger: logger,
 		Redact: func(s string) string { return strings.ReplaceAll(s, token, "[REDACTED]") },
 		Sinks:  []relay.SinkConfig{{Name: "flaky", Sink: flaky, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}}})
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "flaky", DedupKey: "m", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "flaky", DedupKey: "m", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 20*time.Second, "flaky", "sent", 1)

@@ -11,8 +11,8 @@ import (
 	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/internal/relaysignal"
+	"github.com/outboxd/outboxd/internal/safetext"
 )
 
 // finish turns a delivery's error into the row's next state and queues the

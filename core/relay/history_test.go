@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -22,27 +22,27 @@ import (
 // refuse a key the retention window holds.
 type enqueuePath struct {
 	name    string
-	enqueue func(ctx context.Context, b coretest.Bundle, db core.DBTX, key string) (core.EnqueueResult, error)
+	enqueue func(ctx context.Context, b coretest.Bundle, db outboxd.DBTX, key string) (outboxd.EnqueueResult, error)
 }
 
 var enqueuePaths = []enqueuePath{
-	{"Enqueue", func(ctx context.Context, b coretest.Bundle, db core.DBTX, key string) (core.EnqueueResult, error) {
-		return b.Outbox.Enqueue(ctx, db, core.Message{Sink: "s", DedupKey: key, Payload: map[string]string{"k": key}})
+	{"Enqueue", func(ctx context.Context, b coretest.Bundle, db outboxd.DBTX, key string) (outboxd.EnqueueResult, error) {
+		return b.Outbox.Enqueue(ctx, db, outboxd.Message{Sink: "s", DedupKey: key, Payload: map[string]string{"k": key}})
 	}},
-	{"EnqueueBatch", func(ctx context.Context, b coretest.Bundle, db core.DBTX, key string) (core.EnqueueResult, error) {
-		res, err := b.Outbox.EnqueueBatch(ctx, db, []core.Message{
+	{"EnqueueBatch", func(ctx context.Context, b coretest.Bundle, db outboxd.DBTX, key string) (outboxd.EnqueueResult, error) {
+		res, err := b.Outbox.EnqueueBatch(ctx, db, []outboxd.Message{
 			{Sink: "s", DedupKey: key, Payload: map[string]string{"k": key}},
 			{Sink: "s", DedupKey: key, Payload: map[string]string{"k": key, "again": "yes"}}})
 		if err != nil {
-			return core.EnqueueResult{}, err
+			return outboxd.EnqueueResult{}, err
 		}
 		if res[1].Created || res[1].ID != res[0].ID {
 			return res[0], fmt.Errorf("a key repeated within the batch: %+v", res)
 		}
 		return res[0], nil
 	}},
-	{"enqueue()", func(ctx context.Context, b coretest.Bundle, db core.DBTX, key string) (core.EnqueueResult, error) {
-		var r core.EnqueueResult
+	{"enqueue()", func(ctx context.Context, b coretest.Bundle, db outboxd.DBTX, key string) (outboxd.EnqueueResult, error) {
+		var r outboxd.EnqueueResult
 		err := db.QueryRow(ctx, "SELECT id, created FROM "+b.Outbox.Schema()+".enqueue('s', $1, jsonb_build_object('k', $1::text))", key).
 			Scan(&r.ID, &r.Created)
 		return r, err
@@ -72,7 +72,7 @@ func rowsOf(t *testing.T, b coretest.Bundle, key string) (hot, history int) {
 func TestDeliveredKeyDeduplicatesForTheRetentionThenFrees(t *testing.T) {
 	b := coretest.Setup(t)
 	const retention = 3 * time.Second
-	first, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "order-1", Payload: map[string]int{"n": 1}})
+	first, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "order-1", Payload: map[string]int{"n": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDeliveredKeyDeduplicatesForTheRetentionThenFrees(t *testing.T) {
 
 	// Each try rolls back unless it created the row, so the key is only
 	// taken once retention freed it.
-	var again core.EnqueueResult
+	var again outboxd.EnqueueResult
 	var acceptedAt time.Time
 	testrelay.WaitFor(t, 30*time.Second, "the key accepted again after retention", func() bool {
 		tx, err := b.Pool.Begin(b.Ctx)
@@ -110,7 +110,7 @@ func TestDeliveredKeyDeduplicatesForTheRetentionThenFrees(t *testing.T) {
 			return false
 		}
 		defer tx.Rollback(b.Ctx) //nolint:errcheck // committed when created
-		again, err = b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "s", DedupKey: "order-1", Payload: map[string]int{"n": 2}})
+		again, err = b.Outbox.Enqueue(b.Ctx, tx, outboxd.Message{Sink: "s", DedupKey: "order-1", Payload: map[string]int{"n": 2}})
 		if err != nil || !again.Created {
 			return false
 		}
@@ -204,12 +204,12 @@ func TestConcurrentProducersAndRelayNeverDuplicateAKey(t *testing.T) {
 // enqueueRetrying enqueues key through path, in a REPEATABLE READ
 // transaction when repeatable, retrying the serialization failures such a
 // transaction gets when a concurrent one took the key first.
-func enqueueRetrying(b coretest.Bundle, path enqueuePath, repeatable bool, key string) (core.EnqueueResult, error) {
+func enqueueRetrying(b coretest.Bundle, path enqueuePath, repeatable bool, key string) (outboxd.EnqueueResult, error) {
 	if !repeatable {
 		return path.enqueue(b.Ctx, b, b.Pool, key)
 	}
 	for {
-		var res core.EnqueueResult
+		var res outboxd.EnqueueResult
 		err := pgx.BeginTxFunc(b.Ctx, b.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 			var err error
 			res, err = path.enqueue(b.Ctx, b, tx, key)

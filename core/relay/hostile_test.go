@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // A receiver's answer is text from outside: with a NUL and invalid UTF-8 in
@@ -55,9 +55,9 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: fake, MaxAttempts: 1}}})
 	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3", "long-error", "long-receipt"}
-	msgs := make([]core.Message, len(keys))
+	msgs := make([]outboxd.Message, len(keys))
 	for i, k := range keys {
-		msgs[i] = core.Message{Sink: "hook", DedupKey: k, Payload: "x"}
+		msgs[i] = outboxd.Message{Sink: "hook", DedupKey: k, Payload: "x"}
 	}
 	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, msgs); err != nil {
 		t.Fatal(err)

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // startTimes records when each delivery started.
@@ -133,7 +133,7 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		t.Fatalf("only %d of %d deliveries started after the pause; the 429 came too late to test it", resumed, messages)
 	}
 	// Other sinks keep flowing while one is paused.
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 5*time.Second, "other", "sent", 1)
@@ -209,7 +209,7 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{keyed, i}, MaxInFlight: 2, RateLimit: &limit}}}
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	b.EnqueueN(t, "keyed", 2*perKey+1, func(i int, m *core.Message) {
+	b.EnqueueN(t, "keyed", 2*perKey+1, func(i int, m *outboxd.Message) {
 		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
 	})
 	signals.WaitWritten(t, time.Minute, "keyed", "sent", 2*perKey)
@@ -305,7 +305,7 @@ func TestKeyRateLimiterGivesADestinationItsOwnLimit(t *testing.T) {
 	// The keys alternate, so each claim holds both, and "a-slow" comes
 	// first in each reservation (keys go sorted): its rows would hold
 	// "b-fast" up if they shared a pace.
-	b.EnqueueN(t, "keyed", slowRows+fastRows, func(i int, m *core.Message) {
+	b.EnqueueN(t, "keyed", slowRows+fastRows, func(i int, m *outboxd.Message) {
 		m.Payload = map[string]string{"to": map[bool]string{true: "a-slow", false: "b-fast"}[i%2 == 0 && i < 2*slowRows]}
 	})
 	signals.WaitWritten(t, time.Minute, "keyed", "sent", slowRows+fastRows)
@@ -370,9 +370,9 @@ func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: hang, MaxInFlight: slots, RateLimit: &limit}}}
 	testrelay.RunWith(t, b.Pool, cfg, signals)
 	// The hanging destination's rows come first in every claim.
-	b.EnqueueN(t, "keyed", hangRows, func(_ int, m *core.Message) { m.Payload = map[string]string{"to": "a-hang"} })
+	b.EnqueueN(t, "keyed", hangRows, func(_ int, m *outboxd.Message) { m.Payload = map[string]string{"to": "a-hang"} })
 	testrelay.WaitFor(t, 30*time.Second, "a-hang's deliveries to start", func() bool { return hang.hanging.Load() > 0 })
-	b.EnqueueN(t, "keyed", fastRows, func(i int, m *core.Message) {
+	b.EnqueueN(t, "keyed", fastRows, func(i int, m *outboxd.Message) {
 		m.DedupKey, m.Payload = fmt.Sprintf("fast-%d", i), map[string]string{"to": "b-fast"}
 	})
 	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", fastRows)

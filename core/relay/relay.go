@@ -18,12 +18,12 @@ import (
 	"github.com/outboxd/outboxd/core/internal/completer"
 	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/internal/listener"
-	"github.com/outboxd/outboxd/core/internal/otelscope"
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/relaysignal"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // shutdownAbandonAfter is how long Run still waits, after cancelling the

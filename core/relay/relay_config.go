@@ -3,13 +3,13 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"github.com/outboxd/outboxd/internal/store"
 	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
 )
@@ -49,7 +49,7 @@ const (
 // Config configures a Relay. Zero fields take the defaults above.
 type Config struct {
 	// Schema is the PostgreSQL schema of the outbox to relay; "" means
-	// core.DefaultSchema.
+	// store.DefaultSchema.
 	Schema string
 	// Sinks are the configured sink instances. The relay claims only their
 	// rows; a row naming any other sink waits, untouched, for a relay that
@@ -198,7 +198,7 @@ func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
 		return c, nil, err
 	}
 	if c.Schema == "" {
-		c.Schema = core.DefaultSchema
+		c.Schema = store.DefaultSchema
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -19,14 +19,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -115,7 +115,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	signals := &testsignal.Relay{}
 	testrelay.RunWith(t, b.Pool, cfg, signals)
 	testrelay.RunWith(t, testdb.Pool(t, 2), cfg, signals)
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	<-firstStarted
@@ -137,7 +137,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 
 func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	b := coretest.Setup(t)
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "poison", Payload: "x", MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	// Three relays claim the message and die before writing anything. This
@@ -189,7 +189,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
-		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,7 +229,7 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	for range 4 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
-	b.EnqueueN(t, "s", keys*perKey, func(i int, m *core.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
+	b.EnqueueN(t, "s", keys*perKey, func(i int, m *outboxd.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
 	signals.WaitWritten(t, 2*time.Minute, "s", "sent", keys*perKey)
 	mu.Lock()
 	defer mu.Unlock()
@@ -349,7 +349,7 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	if pid := listenerPID(); pid == first {
 		t.Fatalf("the listener signalled a reconnection but still runs on backend %d", pid)
 	}
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "rec", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "rec", "sent", 2)

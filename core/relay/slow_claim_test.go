@@ -8,14 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // slowClaimLease is the lease of the slow-claim test: its claims are held
@@ -205,7 +205,7 @@ func TestRowsBoundsPassOverAreFoundAsideWhileFullClaimsAreSlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = late.Rollback(b.Ctx) }()
-	if _, err := b.Outbox.Enqueue(b.Ctx, late, core.Message{Sink: "s", DedupKey: "late", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, late, outboxd.Message{Sink: "s", DedupKey: "late", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 10*time.Second, "the database clock past the late row by more than the margin", func() bool {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
@@ -83,7 +83,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 		{Name: "keyed", Sink: keyed, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second, PerKey: true}},
 		{Name: "plain", Sink: plain},
 	}})
-	for i, m := range []core.Message{
+	for i, m := range []outboxd.Message{
 		{Sink: "keyed", DedupKey: "k1", Payload: map[string]string{"to": "alpha"}},
 		{Sink: "keyed", DedupKey: "k2", Payload: map[string]string{"to": "beta"}},
 		{Sink: "plain", DedupKey: "p1", Payload: map[string]string{"to": "gamma"}},

@@ -16,13 +16,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // telemetry is coretest's in-memory providers with what the relay's tests
@@ -80,7 +80,7 @@ func (tm telemetry) produce(t *testing.T, b coretest.Bundle, sink, key string) (
 	t.Helper()
 	ctx, span := tm.TracerProvider.Tracer("producer").Start(b.Ctx, "POST /orders")
 	defer span.End()
-	res, err := b.Outbox.Enqueue(ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "hi"})
+	res, err := b.Outbox.Enqueue(ctx, b.Pool, outboxd.Message{Sink: sink, DedupKey: key, Payload: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}

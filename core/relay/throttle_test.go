@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -253,9 +253,9 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedFunc{s, keyed}, MaxInFlight: 2,
 			RateLimit: &sink.RateLimit{Rate: 10, Per: time.Second, PerKey: true}}}})
 	// a's first row meets the 429; then b's rows come, during a's pause.
-	b.EnqueueN(t, "keyed", 1, func(_ int, m *core.Message) { m.Payload = map[string]string{"to": "a"} })
+	b.EnqueueN(t, "keyed", 1, func(_ int, m *outboxd.Message) { m.Payload = map[string]string{"to": "a"} })
 	signals.WaitWritten(t, 10*time.Second, "keyed", "pending", 1)
-	b.EnqueueN(t, "keyed", 6, func(i int, m *core.Message) {
+	b.EnqueueN(t, "keyed", 6, func(i int, m *outboxd.Message) {
 		m.DedupKey = fmt.Sprintf("later-%d", i)
 		m.Payload = map[string]string{"to": []string{"a", "b", "b", "b", "b", "b"}[i]}
 	})

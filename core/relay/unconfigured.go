@@ -9,7 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/internal/otelscope"
 )
 
 // unconfiguredCheckInterval is how often a relay looks for rows waiting for

@@ -7,9 +7,9 @@ import (
 
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // A row whose headers do not decode (a number where a string belongs,

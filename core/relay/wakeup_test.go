@@ -7,12 +7,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // An enqueue wakes one waiting loop that claims for its sink, not every
@@ -50,7 +50,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	before := counter.n.Load()
 	const n = 20
 	for i := range n {
-		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: fmt.Sprint(i), Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		signals.WaitWritten(t, 10*time.Second, "s", "sent", i+1)

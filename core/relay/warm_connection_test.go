@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -54,7 +54,7 @@ func TestRelayWarmsItsConnectionsBeforeTheyClaim(t *testing.T) {
 		}
 		return warmed >= 4
 	})
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "k", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "k", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)

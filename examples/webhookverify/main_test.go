@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -55,7 +55,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 	}
 	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, PollInterval: 50 * time.Millisecond})
 
-	for _, m := range []core.Message{
+	for _, m := range []outboxd.Message{
 		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
 		{Sink: "wrong", DedupKey: "order-2", Payload: json.RawMessage(`{"order": 2}`)},
 	} {

@@ -19,6 +19,13 @@ const wakeupChannelSuffix = "_outbox_wakeup"
 // longer names are silently truncated, or refused as a channel name.
 const maxIdentifierBytes = 63
 
+// DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
+// told otherwise.
+const DefaultSchema = "outbox"
+
+// DefaultMaxPayloadBytes bounds one message's payload unless told otherwise.
+const DefaultMaxPayloadBytes = 256 << 10
+
 // MaxSchemaNameBytes bounds a schema name so that the names derived from it
 // (the notification channel) still fit in a PostgreSQL identifier.
 const MaxSchemaNameBytes = maxIdentifierBytes - len(wakeupChannelSuffix)

@@ -21,8 +21,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
@@ -37,7 +37,7 @@ import (
 const (
 	// MaxRequestBodyBytes bounds a request body: one message at the core's
 	// payload limit plus room for the other fields.
-	MaxRequestBodyBytes = core.DefaultMaxPayloadBytes + 64<<10
+	MaxRequestBodyBytes = outboxd.DefaultMaxPayloadBytes + 64<<10
 	// ReadinessTimeout bounds the database checks behind /readyz.
 	ReadinessTimeout = 2 * time.Second
 	// ReadHeaderTimeout bounds how long a client may take to send headers.
@@ -62,7 +62,7 @@ const (
 // API serves the HTTP endpoints of `outboxd serve`.
 type API struct {
 	Config   *config.Config
-	Outbox   *core.Outbox       // enqueues and publishes
+	Outbox   *outboxd.Outbox    // enqueues and publishes
 	Operator *operator.Operator // the operator endpoints
 	Migrator *migrate.Migrator  // readiness: the schema is current
 	// DB is the API's own pool (apidb.Open), whose statements time out
@@ -230,14 +230,14 @@ func (s *API) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error())
 		return
 	}
-	var res core.EnqueueResult
+	var res outboxd.EnqueueResult
 	if req.Destination != "" {
 		res, err = s.Outbox.EnqueueDestination(r.Context(), s.DB, req.Destination, req.Message.Message())
 	} else {
 		res, err = s.Outbox.Enqueue(r.Context(), s.DB, req.Message.Message())
 	}
 	switch {
-	case errors.Is(err, core.ErrInvalidMessage):
+	case errors.Is(err, outboxd.ErrInvalidMessage):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	case err != nil:
@@ -274,7 +274,7 @@ func (s *API) postEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	published, err := s.Outbox.Publish(r.Context(), s.DB, req.Event())
 	switch {
-	case errors.Is(err, core.ErrInvalidEvent), errors.Is(err, core.ErrNoRoute):
+	case errors.Is(err, outboxd.ErrInvalidEvent), errors.Is(err, outboxd.ErrNoRoute):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	case err != nil:

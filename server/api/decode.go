@@ -8,7 +8,7 @@ import (
 	"net/http"
 
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/internal/jsonl"
+	"github.com/outboxd/outboxd/server/jsonl"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 

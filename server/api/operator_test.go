@@ -17,8 +17,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/consoletest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -172,7 +172,7 @@ func TestMessageEndpoints(t *testing.T) {
 	a := newOperatorAPI(t, operatorConfig)
 	var ids []int64
 	for i := range 7 {
-		res, err := a.ob.Enqueue(a.ctx, a.pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("k-", i), Payload: map[string]int{"n": i}})
+		res, err := a.ob.Enqueue(a.ctx, a.pool, outboxd.Message{Sink: "partner", DedupKey: fmt.Sprint("k-", i), Payload: map[string]int{"n": i}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestMessageLookupShowsItsDigest(t *testing.T) {
 	c := &contract{t: t, a: a, router: router, covered: map[string]bool{}}
 	var ids []int64
 	for i := range 4 {
-		res, err := a.ob.Enqueue(a.ctx, a.pool, core.Message{Sink: "partner", DedupKey: fmt.Sprint("k-", i), Payload: map[string]int{"n": i}})
+		res, err := a.ob.Enqueue(a.ctx, a.pool, outboxd.Message{Sink: "partner", DedupKey: fmt.Sprint("k-", i), Payload: map[string]int{"n": i}})
 		if err != nil {
 			t.Fatal(err)
 		}

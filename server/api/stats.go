@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core"
 	"github.com/outboxd/outboxd/core/operator"
 )
 
@@ -60,7 +60,7 @@ func circuitOf(breakers []operator.BreakerState) string {
 // Recomputing reads the partial indexes and the last hour of sent rows
 // only. A sink with pause state is listed too, so a pause of a name no
 // relay delivers to shows (`sinks forget` removes it).
-func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db core.DBTX, by string, maxAge time.Duration) (StatsReport, error) {
+func Stats(ctx context.Context, cfg *config.Config, ops *operator.Operator, db outboxd.DBTX, by string, maxAge time.Duration) (StatsReport, error) {
 	snap, err := ops.StatsSnapshot(ctx, db)
 	if err != nil {
 		return StatsReport{}, err

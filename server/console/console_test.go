@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/testkit/consoletest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -311,7 +311,7 @@ func TestPagesEscapeStoredText(t *testing.T) {
 	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>`
 	tp := sdktrace.NewTracerProvider()
 	ctx, span := tp.Tracer("t").Start(s.ctx, "produce")
-	res, err := s.ob.Enqueue(ctx, s.pool, core.Message{Sink: "partner", DedupKey: "k" + evil, Payload: map[string]string{"note": evil},
+	res, err := s.ob.Enqueue(ctx, s.pool, outboxd.Message{Sink: "partner", DedupKey: "k" + evil, Payload: map[string]string{"note": evil},
 		Headers: map[string]string{"x-note": evil}})
 	span.End()
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
@@ -169,7 +169,7 @@ func TestAttemptsReadInOrderAfterARedrive(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler),
 		Sinks: []relay.SinkConfig{{Name: "partner", Type: "webhook", Sink: rec, MaxAttempts: 2,
 			Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}, CircuitBreaker: relay.CircuitBreaker{Disabled: true}}}})
-	res, err := s.ob.Enqueue(s.ctx, s.pool, core.Message{Sink: "partner", DedupKey: "k", Payload: map[string]int{"n": 1}})
+	res, err := s.ob.Enqueue(s.ctx, s.pool, outboxd.Message{Sink: "partner", DedupKey: "k", Payload: map[string]int{"n": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

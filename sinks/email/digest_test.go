@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -30,16 +30,16 @@ func TestDigestMailsOneListPerRecipients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []core.Message
+	var msgs []outboxd.Message
 	for i := range 5 {
-		msgs = append(msgs, core.Message{Sink: "ops-mail", DedupKey: fmt.Sprint("ops-", i),
+		msgs = append(msgs, outboxd.Message{Sink: "ops-mail", DedupKey: fmt.Sprint("ops-", i),
 			Payload: map[string]string{"subject": fmt.Sprint("disk ", i), "text": fmt.Sprintf("host %d is full", i)}})
 	}
 	for i := range 3 {
-		msgs = append(msgs, core.Message{Sink: "ops-mail", DedupKey: fmt.Sprint("sales-", i),
+		msgs = append(msgs, outboxd.Message{Sink: "ops-mail", DedupKey: fmt.Sprint("sales-", i),
 			Payload: map[string]any{"subject": fmt.Sprint("lead ", i), "text": "call back", "to": "sales@example.com"}})
 	}
-	msgs = append(msgs, core.Message{Sink: "ops-mail", DedupKey: "no-body", Payload: map[string]string{"subject": "empty"}})
+	msgs = append(msgs, outboxd.Message{Sink: "ops-mail", DedupKey: "no-body", Payload: map[string]string{"subject": "empty"}})
 	if _, err := ob.EnqueueBatch(context.Background(), pool, msgs); err != nil {
 		t.Fatal(err)
 	}

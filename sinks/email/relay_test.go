@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -32,11 +32,11 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	good, err := ob.Enqueue(ctx, pool, core.Message{Sink: "ops-mail", DedupKey: "invoice-9", Payload: "a plain string"})
+	good, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "ops-mail", DedupKey: "invoice-9", Payload: "a plain string"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := ob.Enqueue(ctx, pool, core.Message{Sink: "ops-mail", DedupKey: "no-body", Payload: map[string]string{"subject": "empty"}})
+	bad, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "ops-mail", DedupKey: "no-body", Payload: map[string]string{"subject": "empty"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 }
 
 // readFinished returns row id's status, receipt message_id and last error.
-func readFinished(t *testing.T, ob *testdb.Outbox, pool core.DBTX, id int64) (status, receiptID, lastError string) {
+func readFinished(t *testing.T, ob *testdb.Outbox, pool outboxd.DBTX, id int64) (status, receiptID, lastError string) {
 	t.Helper()
 	err := pool.QueryRow(context.Background(),
 		"SELECT status, COALESCE(receipt->>'message_id', ''), COALESCE(last_error, '') FROM "+ob.Schema()+".messages_all WHERE id = $1",

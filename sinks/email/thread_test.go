@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -41,7 +41,7 @@ func TestThreadedMailsReplyToTheFirst(t *testing.T) {
 	}
 	var keys []string
 	for i, typ := range []string{"incident.opened", "incident.updated", "incident.resolved"} {
-		ev := core.Event{Type: typ, Key: "inc-7", ThreadKey: "inc-7", Data: map[string]string{"title": fmt.Sprint("DB down ", i)}}
+		ev := outboxd.Event{Type: typ, Key: "inc-7", ThreadKey: "inc-7", Data: map[string]string{"title": fmt.Sprint("DB down ", i)}}
 		if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
 			t.Fatal(err)
 		}

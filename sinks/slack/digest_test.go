@@ -14,13 +14,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/crashchild"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
@@ -113,9 +113,9 @@ func digestSink(t *testing.T, fake *fakeslack.Server, window time.Duration, maxM
 // sink in one statement.
 func enqueueAlerts(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, first, n int) {
 	t.Helper()
-	msgs := make([]core.Message, n)
+	msgs := make([]outboxd.Message, n)
 	for i := range msgs {
-		msgs[i] = core.Message{Sink: testSinkName, DedupKey: fmt.Sprintf("alert-%04d", first+i),
+		msgs[i] = outboxd.Message{Sink: testSinkName, DedupKey: fmt.Sprintf("alert-%04d", first+i),
 			Payload: map[string]string{"text": fmt.Sprintf("alert %d", first+i)}}
 	}
 	if _, err := ob.EnqueueBatch(context.Background(), pool, msgs); err != nil {
@@ -332,7 +332,7 @@ func TestRoutedDigestRendersItsTemplatePerKey(t *testing.T) {
 		for i := range shop.n {
 			id := fmt.Sprintf("%s-%02d", shop.name, i)
 			ids += " " + shop.name + "/" + id
-			ev := core.Event{Type: "order.paid", Key: id, Data: map[string]string{"id": id, "shop": shop.name}}
+			ev := outboxd.Event{Type: "order.paid", Key: id, Data: map[string]string{"id": id, "shop": shop.name}}
 			if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
 				t.Fatal(err)
 			}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // relayPoolSize keeps each relay's pool small: the database is shared by
@@ -36,9 +36,9 @@ func runRoutedRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease t
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.
 func enqueueTexts(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, sink string, n int) []int64 {
 	t.Helper()
-	msgs := make([]core.Message, n)
+	msgs := make([]outboxd.Message, n)
 	for i := range msgs {
-		msgs[i] = core.Message{Sink: sink, DedupKey: fmt.Sprintf("msg-%03d", i), Payload: fmt.Sprintf("message %d", i)}
+		msgs[i] = outboxd.Message{Sink: sink, DedupKey: fmt.Sprintf("msg-%03d", i), Payload: fmt.Sprintf("message %d", i)}
 	}
 	res, err := ob.EnqueueBatch(context.Background(), pool, msgs)
 	if err != nil {

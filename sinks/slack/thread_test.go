@@ -10,13 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/crashchild"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
 )
@@ -73,7 +73,7 @@ func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 	pool, ob := testdb.New(t)
 	routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil))) // applies the routes
 	for i, typ := range []string{"incident.opened", "incident.updated", "incident.resolved"} {
-		ev := core.Event{Type: typ, Key: fmt.Sprint("inc-7-", i), ThreadKey: "inc-7", Data: map[string]string{"title": "DB down"}}
+		ev := outboxd.Event{Type: typ, Key: fmt.Sprint("inc-7-", i), ThreadKey: "inc-7", Data: map[string]string{"title": "DB down"}}
 		if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	}
 	for i := range perChannel {
 		for _, ch := range channels {
-			ev := core.Event{Type: "alert.fired", Key: fmt.Sprintf("%s-%d", ch, i), Data: map[string]string{"channel": ch}}
+			ev := outboxd.Event{Type: "alert.fired", Key: fmt.Sprintf("%s-%d", ch, i), Data: map[string]string{"channel": ch}}
 			if _, err := ob.Publish(context.Background(), pool, ev); err != nil {
 				t.Fatal(err)
 			}

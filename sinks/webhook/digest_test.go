@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -36,9 +36,9 @@ func TestDigestIsOneSignedCallRetriedAsTheSameDigest(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	msgs := make([]core.Message, rows)
+	msgs := make([]outboxd.Message, rows)
 	for i := range msgs {
-		msgs[i] = core.Message{Sink: "hook", DedupKey: fmt.Sprintf("order-%02d", i), Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+		msgs[i] = outboxd.Message{Sink: "hook", DedupKey: fmt.Sprintf("order-%02d", i), Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
 	}
 	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 		t.Fatal(err)

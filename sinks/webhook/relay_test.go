@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -46,7 +46,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	for i := range 20 {
 		key := fmt.Sprintf("order-%02d", i)
 		want[key] = fmt.Sprintf(`{"n": %d, "note": "héllo ✓ \"quoted\"", "items": [1, 2, 3]}`, i)
-		if _, err := ob.Enqueue(t.Context(), tx, core.Message{Sink: "hook", DedupKey: key, Payload: json.RawMessage(want[key])}); err != nil {
+		if _, err := ob.Enqueue(t.Context(), tx, outboxd.Message{Sink: "hook", DedupKey: key, Payload: json.RawMessage(want[key])}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ob.Enqueue(t.Context(), rolledBack, core.Message{Sink: "hook", DedupKey: "rolled-back", Payload: json.RawMessage(`{}`)}); err != nil {
+	if _, err := ob.Enqueue(t.Context(), rolledBack, outboxd.Message{Sink: "hook", DedupKey: "rolled-back", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rolledBack.Rollback(t.Context()); err != nil {
@@ -130,7 +130,7 @@ func TestWebhookIDsAreUniqueAcrossRouteTargetsAndStableAcrossRetries(t *testing.
 	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ob.Publish(t.Context(), pool, core.Event{Type: "order.created", Key: "42"}); err != nil {
+	if _, err := ob.Publish(t.Context(), pool, outboxd.Event{Type: "order.created", Key: "42"}); err != nil {
 		t.Fatal(err)
 	}
 	backoff := relay.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}

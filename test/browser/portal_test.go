@@ -17,10 +17,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/outboxd/outboxd/server/console"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/server/console"
 )
 
 // secretsKey is the OUTBOXD_SECRETS_KEY the portal's outboxd runs with.

@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
-	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // ModeEnv selects the scenario size: "full" for CI's full run.

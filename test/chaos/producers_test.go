@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
@@ -129,8 +129,8 @@ func pace(ctx context.Context, start time.Time, d time.Duration, i, n int) {
 	}
 }
 
-// libraryProducer commits total messages with core.EnqueueBatch and
-// core.Enqueue inside transactions of txSize, rolling back one in
+// libraryProducer commits total messages with outboxd.EnqueueBatch and
+// outboxd.Enqueue inside transactions of txSize, rolling back one in
 // rollbackEvery (those messages must never be delivered). A transaction that fails
 // (the database restarting) is retried with the same dedup keys, which
 // makes an ambiguous commit harmless.
@@ -179,9 +179,9 @@ func libraryProducer(ctx context.Context, pool *pgxpool.Pool, ob *testdb.Outbox,
 var errRollback = fmt.Errorf("roll back on purpose")
 
 func enqueueIn(ctx context.Context, tx pgx.Tx, ob *testdb.Outbox, msgs []msg, single bool) error {
-	batch := make([]core.Message, len(msgs))
+	batch := make([]outboxd.Message, len(msgs))
 	for i, m := range msgs {
-		batch[i] = core.Message{Sink: sinkName, DedupKey: m.key, Payload: m.payload(), OrderingKey: m.orderingKey}
+		batch[i] = outboxd.Message{Sink: sinkName, DedupKey: m.key, Payload: m.payload(), OrderingKey: m.orderingKey}
 	}
 	if !single {
 		_, err := ob.EnqueueBatch(ctx, tx, batch)

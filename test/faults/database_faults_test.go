@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // binary is the outboxd binary, built on first use.

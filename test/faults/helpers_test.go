@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
@@ -19,9 +19,9 @@ import (
 // enqueue stores n messages for sink with keys prefix-0 ... prefix-(n-1).
 func enqueue(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, sink, prefix string, n int) {
 	t.Helper()
-	msgs := make([]core.Message, n)
+	msgs := make([]outboxd.Message, n)
 	for i := range msgs {
-		msgs[i] = core.Message{Sink: sink, DedupKey: fmt.Sprintf("%s-%d", prefix, i), Payload: map[string]int{"n": i}}
+		msgs[i] = outboxd.Message{Sink: sink, DedupKey: fmt.Sprintf("%s-%d", prefix, i), Payload: map[string]int{"n": i}}
 	}
 	if _, err := ob.EnqueueBatch(context.Background(), pool, msgs); err != nil {
 		t.Fatal(err)

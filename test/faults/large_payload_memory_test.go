@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -46,15 +46,15 @@ func TestLargePayloadsBoundedMemory(t *testing.T) {
 	// jsonb prints {"p": "xx...x"}: the payload is exactly the limit.
 	if _, err := pool.Exec(ctx, `INSERT INTO `+ob.Schema()+`.messages (sink, dedup_key, payload)
 		SELECT 'count', 'k' || g, jsonb_build_object('p', repeat('x', $2::int - length('{"p": ""}')))
-		FROM generate_series(1, $1::int) g`, largeRows, core.DefaultMaxPayloadBytes); err != nil {
+		FROM generate_series(1, $1::int) g`, largeRows, outboxd.DefaultMaxPayloadBytes); err != nil {
 		t.Fatal(err)
 	}
 	var deliveries atomic.Int64
 	done, allDelivered := context.WithCancel(context.Background())
 	defer allDelivered()
 	counter := sink.Func(func(_ context.Context, d *sink.Delivery) error {
-		if len(d.Payload) != core.DefaultMaxPayloadBytes {
-			t.Errorf("payload of %d bytes, want %d", len(d.Payload), core.DefaultMaxPayloadBytes)
+		if len(d.Payload) != outboxd.DefaultMaxPayloadBytes {
+			t.Errorf("payload of %d bytes, want %d", len(d.Payload), outboxd.DefaultMaxPayloadBytes)
 		}
 		if deliveries.Add(1) == largeRows {
 			allDelivered()
@@ -71,13 +71,13 @@ func TestLargePayloadsBoundedMemory(t *testing.T) {
 		runRelayFor(ctx, t, pool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
 	})
 	t.Logf("delivered %d of %d payloads of %d bytes in %s; live heap %.1f MiB before, %.1f MiB peak; heap in use %.1f MiB before, %.1f MiB peak",
-		deliveries.Load(), largeRows, core.DefaultMaxPayloadBytes, time.Since(start).Round(time.Millisecond),
+		deliveries.Load(), largeRows, outboxd.DefaultMaxPayloadBytes, time.Since(start).Round(time.Millisecond),
 		mib(base.live), mib(peak.live), mib(base.inUse), mib(peak.inUse))
 	if n := deliveries.Load(); n < largeRows {
 		t.Errorf("only %d of %d deliveries within %s", n, largeRows, deliverLargeWithin)
 	}
 	if grew := int64(peak.live) - int64(base.live); grew > largePayloadHeapBudget {
 		t.Errorf("live heap grew by %.1f MiB delivering %d payloads of %d bytes, budget %.1f MiB",
-			mib(uint64(grew)), largeRows, core.DefaultMaxPayloadBytes, mib(largePayloadHeapBudget))
+			mib(uint64(grew)), largeRows, outboxd.DefaultMaxPayloadBytes, mib(largePayloadHeapBudget))
 	}
 }

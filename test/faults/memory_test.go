@@ -12,8 +12,8 @@ import (
 
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // Sizes of the memory test.

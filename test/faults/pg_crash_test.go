@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
-	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // crashLease is the lease of the relay whose database crashes: the row
@@ -47,7 +47,7 @@ func TestPostgresCrashAfterSlackPostDeliversOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "ops", DedupKey: "incident-1", Payload: map[string]string{"text": "DB down"}}); err != nil {
+	if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "ops", DedupKey: "incident-1", Payload: map[string]string{"text": "DB down"}}); err != nil {
 		t.Fatal(err)
 	}
 

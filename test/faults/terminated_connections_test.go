@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // The terminated-connections test: what it offers per phase, how often it
@@ -168,9 +168,9 @@ func runTerminatedPhase(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, rec
 	tick := time.NewTicker(terminatedEvery)
 	defer tick.Stop()
 	for b := range terminatedBatches {
-		msgs := make([]core.Message, terminatedBatchSize)
+		msgs := make([]outboxd.Message, terminatedBatchSize)
 		for i := range msgs {
-			msgs[i] = core.Message{Sink: "hook", DedupKey: fmt.Sprintf("%s-%d-%d", phase, b, i), Payload: map[string]int{"n": i}}
+			msgs[i] = outboxd.Message{Sink: "hook", DedupKey: fmt.Sprintf("%s-%d-%d", phase, b, i), Payload: map[string]int{"n": i}}
 		}
 		if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 			t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
-	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 const (
@@ -224,7 +224,7 @@ func TestRetentionTruncatesHistoryPartitions(t *testing.T) {
 	pg.Start()
 	ctx := t.Context()
 	pool := pg.Pool(6)
-	ob, err := core.New(core.Options{Schema: "ret"})
+	ob, err := outboxd.New(outboxd.Options{Schema: "ret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,9 +246,9 @@ func TestRetentionTruncatesHistoryPartitions(t *testing.T) {
 	nextSample := start
 	for time.Since(start) < 6*retention {
 		<-tick.C
-		msgs := make([]core.Message, batch)
+		msgs := make([]outboxd.Message, batch)
 		for i := range msgs {
-			msgs[i] = core.Message{Sink: "s", DedupKey: fmt.Sprintf("k-%d", sent+i), Payload: map[string]string{"pad": "0123456789abcdef"}}
+			msgs[i] = outboxd.Message{Sink: "s", DedupKey: fmt.Sprintf("k-%d", sent+i), Payload: map[string]string{"pad": "0123456789abcdef"}}
 		}
 		if _, err := ob.EnqueueBatch(ctx, pool, msgs); err != nil {
 			t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
@@ -50,7 +50,7 @@ func TestClaimPlanCachedOnAnEmptyTableStaysAnIndexPlanWhenTheTableGrows(t *testi
 	deliverOneByOne := func(from, n int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
-			if _, err := ob.Enqueue(ctx, pool, core.Message{Sink: "fast", DedupKey: fmt.Sprint(i), Payload: map[string]int{"n": i}}); err != nil {
+			if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "fast", DedupKey: fmt.Sprint(i), Payload: map[string]int{"n": i}}); err != nil {
 				t.Fatal(err)
 			}
 			testrelay.WaitFor(t, 30*time.Second, fmt.Sprintf("message %d delivered", i), func() bool { return r.delivered.Load() == int64(i+1) })

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // plan is the part of a node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -116,14 +116,14 @@ func TestClaimsOnAFreshSchemaUnderSteadyLoadStayIndexPlans(t *testing.T) {
 
 // produce enqueues freshBatches batches, one per freshPace: producers of
 // even p through EnqueueBatch, the others one message at a time.
-func produce(ctx context.Context, ob *core.Outbox, pool *pgxpool.Pool, p int) error {
+func produce(ctx context.Context, ob *outboxd.Outbox, pool *pgxpool.Pool, p int) error {
 	tick := time.NewTicker(freshPace)
 	defer tick.Stop()
 	for b := range freshBatches {
-		msgs := make([]core.Message, freshBatchSize)
+		msgs := make([]outboxd.Message, freshBatchSize)
 		for i := range msgs {
 			n := (b*freshBatchSize + i)
-			msgs[i] = core.Message{Sink: "fast", DedupKey: fmt.Sprintf("p%d-%d", p, n), Payload: map[string]int{"n": n}}
+			msgs[i] = outboxd.Message{Sink: "fast", DedupKey: fmt.Sprintf("p%d-%d", p, n), Payload: map[string]int{"n": n}}
 			if n%10 == 0 {
 				msgs[i].OrderingKey = fmt.Sprintf("key-%d", n/10%freshKeys)
 			}

@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/slack/fakeslack"
-	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 )
 
 // collector gathers everything that left the binary.

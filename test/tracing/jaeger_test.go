@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -65,7 +65,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	})
 
 	producerCtx, producer := tp.Tracer("producer").Start(ctx, "POST /orders")
-	res, err := ob.Enqueue(producerCtx, pool, core.Message{Sink: "hooks", DedupKey: "order-42", Payload: map[string]int{"order": 42}})
+	res, err := ob.Enqueue(producerCtx, pool, outboxd.Message{Sink: "hooks", DedupKey: "order-42", Payload: map[string]int{"order": 42}})
 	producer.End()
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 // One terminal write holding every kind of outcome lands each on its own

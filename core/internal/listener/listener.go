@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sethvargo/go-retry"
 
-	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/relaysignal"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Reconnect backoff of the LISTEN connection.

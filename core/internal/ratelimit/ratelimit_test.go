@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 // A Retry-After pause recorded while the pauses are re-read from the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -33,15 +33,15 @@ type Payload struct {
 // Messages returns n messages for sink with dedup keys "<prefix>-0000"...
 // When orderingKeys are given, message i gets orderingKeys[i%len] and is
 // the i/len-th of that key, so the keys interleave.
-func Messages(sink, prefix string, n int, orderingKeys ...string) []core.Message {
-	msgs := make([]core.Message, n)
+func Messages(sink, prefix string, n int, orderingKeys ...string) []outboxd.Message {
+	msgs := make([]outboxd.Message, n)
 	for i := range msgs {
 		p := Payload{Seq: i}
 		if len(orderingKeys) > 0 {
 			p.Key, p.Seq = orderingKeys[i%len(orderingKeys)], i/len(orderingKeys)
 		}
 		body, _ := json.Marshal(p)
-		msgs[i] = core.Message{
+		msgs[i] = outboxd.Message{
 			Sink: sink, DedupKey: fmt.Sprintf("%s-%04d", prefix, i), Payload: json.RawMessage(body),
 			OrderingKey: p.Key, Headers: map[string]string{MetadataHeader: "acme"},
 		}
@@ -134,7 +134,7 @@ type Received struct {
 // with the enqueued payload and the row's metadata
 // header, and nothing else; with exactlyOnce, once. It returns the number
 // of extra copies.
-func CheckDelivered(t testing.TB, want []core.Message, got []Received, exactlyOnce bool) (duplicates int) {
+func CheckDelivered(t testing.TB, want []outboxd.Message, got []Received, exactlyOnce bool) (duplicates int) {
 	t.Helper()
 	byID := map[string][]Received{}
 	for _, r := range got {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
@@ -135,7 +135,7 @@ func Outage(t *testing.T, tg Target, sink string, down, up func()) {
 	t.Helper()
 	pool, ob := testdb.New(t)
 	signals := Relay(t, pool, ob, nil, relay.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
-	var all []core.Message
+	var all []outboxd.Message
 	for phase, prefix := range []string{"before", "during"} {
 		if phase > 0 {
 			down()

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -30,7 +30,7 @@ func NewTracing(t testing.TB) *Tracing {
 
 // Enqueue enqueues msgs in one transaction inside a producer span, whose
 // context core stores in each row's headers, and returns that context.
-func (tr *Tracing) Enqueue(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, msgs []core.Message) trace.SpanContext {
+func (tr *Tracing) Enqueue(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, msgs []outboxd.Message) trace.SpanContext {
 	t.Helper()
 	ctx, span := tr.Provider.Tracer("brokertest").Start(context.Background(), "produce")
 	defer span.End()

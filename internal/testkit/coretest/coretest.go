@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -58,13 +58,13 @@ func (b Bundle) StatusCounts(t testing.TB) map[string]int {
 // EnqueueN enqueues n messages for sink, in batches, and returns their ids
 // in order. Message i has dedup key "k-<i>" and payload {"n": i}; mutate,
 // if not nil, changes each message before it is enqueued.
-func (b Bundle) EnqueueN(t testing.TB, sink string, n int, mutate func(i int, m *core.Message)) []int64 {
+func (b Bundle) EnqueueN(t testing.TB, sink string, n int, mutate func(i int, m *outboxd.Message)) []int64 {
 	t.Helper()
 	ids := make([]int64, 0, n)
 	for start := 0; start < n; start += enqueueChunk {
-		var msgs []core.Message
+		var msgs []outboxd.Message
 		for i := start; i < min(n, start+enqueueChunk); i++ {
-			m := core.Message{Sink: sink, DedupKey: fmt.Sprintf("k-%d", i), Payload: map[string]int{"n": i}}
+			m := outboxd.Message{Sink: sink, DedupKey: fmt.Sprintf("k-%d", i), Payload: map[string]int{"n": i}}
 			if mutate != nil {
 				mutate(i, &m)
 			}

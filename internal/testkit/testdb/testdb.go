@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
@@ -73,7 +73,7 @@ func poolOn(t testing.TB, url string, size int) *pgxpool.Pool {
 // operator queries and the migrations of that one schema, so a test can
 // enqueue, inspect and migrate through one value.
 type Outbox struct {
-	*core.Outbox
+	*outboxd.Outbox
 	*operator.Operator
 	*migrate.Migrator
 }
@@ -84,7 +84,7 @@ func (o *Outbox) Schema() string { return o.Outbox.Schema() }
 // Open returns the Outbox of an existing schema.
 func Open(t testing.TB, schema string) *Outbox {
 	t.Helper()
-	ob, err := core.New(core.Options{Schema: schema})
+	ob, err := outboxd.New(outboxd.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -17,11 +17,11 @@ import (
 func BenchmarkEnqueueBatch(b *testing.B) {
 	pool, ob := testdb.New(b)
 	ctx := context.Background()
-	msgs := make([]core.Message, 1000)
+	msgs := make([]outboxd.Message, 1000)
 	b.ResetTimer()
 	for n := range b.N {
 		for i := range msgs {
-			msgs[i] = core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-%d", n, i), Payload: json.RawMessage(`{"order": 1, "total": "12.50"}`)}
+			msgs[i] = outboxd.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-%d", n, i), Payload: json.RawMessage(`{"order": 1, "total": "12.50"}`)}
 		}
 		if _, err := ob.EnqueueBatch(ctx, pool, msgs); err != nil {
 			b.Fatal(err)

@@ -20,4 +20,4 @@
 // contract a sink implements, core/relay claims and delivers, core/operator
 // answers the people running it (dead letters, redrive, pauses, stats) and
 // core/migrate creates the schema.
-package core
+package outboxd

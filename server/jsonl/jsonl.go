@@ -11,7 +11,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 )
 
 // ErrTrailingData says a JSON object was followed by more than whitespace.
@@ -48,8 +48,8 @@ type Message struct {
 }
 
 // Message returns m as core enqueues it.
-func (m Message) Message() core.Message {
-	return core.Message{Sink: m.Sink, DedupKey: m.DedupKey, Payload: m.Payload, OrderingKey: m.OrderingKey}
+func (m Message) Message() outboxd.Message {
+	return outboxd.Message{Sink: m.Sink, DedupKey: m.DedupKey, Payload: m.Payload, OrderingKey: m.OrderingKey}
 }
 
 // Event is an event as POST /v1/events and `outboxd publish --file` lines
@@ -63,8 +63,8 @@ type Event struct {
 }
 
 // Event returns e as core publishes it.
-func (e Event) Event() core.Event {
-	return core.Event{Type: e.Type, Key: e.Key, Data: e.Data, OrderingKey: e.OrderingKey, ThreadKey: e.ThreadKey}
+func (e Event) Event() outboxd.Event {
+	return outboxd.Event{Type: e.Type, Key: e.Key, Data: e.Data, OrderingKey: e.OrderingKey, ThreadKey: e.ThreadKey}
 }
 
 // Check reports a missing field; everything else is publish()'s to judge.

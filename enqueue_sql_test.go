@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 // Tests of the SQL enqueue() function (migrations/002_enqueue_function.sql,
 // redefined by 011_enqueue_sink_name.sql)
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
@@ -31,7 +31,7 @@ const sqlInvalidMessage = "22023"
 
 // sqlEnqueue calls the schema's enqueue() with every argument by name and
 // returns its answer.
-func sqlEnqueue(ctx context.Context, db core.DBTX, ob *testdb.Outbox, m core.Message, payload any, headers any) (core.EnqueueResult, error) {
+func sqlEnqueue(ctx context.Context, db outboxd.DBTX, ob *testdb.Outbox, m outboxd.Message, payload any, headers any) (outboxd.EnqueueResult, error) {
 	var orderingKey, availableAt, maxAttempts any
 	if m.OrderingKey != "" {
 		orderingKey = m.OrderingKey
@@ -42,7 +42,7 @@ func sqlEnqueue(ctx context.Context, db core.DBTX, ob *testdb.Outbox, m core.Mes
 	if m.MaxAttempts != 0 {
 		maxAttempts = m.MaxAttempts
 	}
-	var r core.EnqueueResult
+	var r outboxd.EnqueueResult
 	err := db.QueryRow(ctx, `SELECT id, created FROM `+pgx.Identifier{ob.Schema()}.Sanitize()+`.enqueue(
 		sink => $1, dedup_key => $2, payload => $3::jsonb, ordering_key => $4,
 		headers => $5::jsonb, available_at => $6, max_attempts => $7)`,
@@ -73,11 +73,11 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 	payloadOf := func(size int) string { // {"p": "xx...x"} of size bytes, as jsonb prints it
 		return `{"p": "` + strings.Repeat("x", size-len(`{"p": ""}`)) + `"}`
 	}
-	ok := core.Message{Sink: "s", DedupKey: "k"}
-	with := func(f func(m *core.Message)) core.Message { m := ok; f(&m); return m }
+	ok := outboxd.Message{Sink: "s", DedupKey: "k"}
+	with := func(f func(m *outboxd.Message)) outboxd.Message { m := ok; f(&m); return m }
 	cases := []struct {
 		name    string
-		msg     core.Message
+		msg     outboxd.Message
 		payload any // JSON text, or nil for SQL NULL / a Go nil payload
 		// sameWords is false where the key is quoted differently (Go's %q
 		// escapes non-ASCII; to_json does not): then only the wording
@@ -85,25 +85,25 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 		sameWords bool
 	}{
 		{"valid", ok, `{"n": 1}`, true},
-		{"empty sink", with(func(m *core.Message) { m.Sink = "" }), `{}`, true},
-		{"sink at the limit", with(func(m *core.Message) { m.Sink = strings.Repeat("s", core.MaxDedupKeyBytes) }), `{}`, true},
-		{"sink over the limit", with(func(m *core.Message) { m.Sink = strings.Repeat("s", 3000) }), `{}`, true},
-		{"multi-byte sink over the limit", with(func(m *core.Message) { m.Sink = strings.Repeat("é", core.MaxDedupKeyBytes/2+1) }), `{}`, true},
-		{"newline in sink", with(func(m *core.Message) { m.Sink = "a\nb" }), `{}`, true},
-		{"no-break space in sink", with(func(m *core.Message) { m.Sink = "a\u00a0b" }), `{}`, false},
-		{"empty dedup key", with(func(m *core.Message) { m.DedupKey = "" }), `{}`, true},
-		{"dedup key at the limit", with(func(m *core.Message) { m.DedupKey = strings.Repeat("k", core.MaxDedupKeyBytes) }), `{}`, true},
-		{"dedup key over the limit", with(func(m *core.Message) { m.DedupKey = strings.Repeat("k", core.MaxDedupKeyBytes+1) }), `{}`, true},
-		{"multi-byte dedup key over the limit", with(func(m *core.Message) { m.DedupKey = strings.Repeat("é", core.MaxDedupKeyBytes/2+1) }), `{}`, true},
-		{"printable non-ASCII dedup key", with(func(m *core.Message) { m.DedupKey = "commande-été-✓" }), `{}`, true},
-		{"newline in dedup key", with(func(m *core.Message) { m.DedupKey = "a\nb" }), `{}`, true},
-		{"no-break space in dedup key", with(func(m *core.Message) { m.DedupKey = "a\u00a0b" }), `{}`, false},
-		{"zero-width space in ordering key", with(func(m *core.Message) { m.OrderingKey = "a\u200bb" }), `{}`, false},
-		{"ordering key over the limit", with(func(m *core.Message) { m.OrderingKey = strings.Repeat("o", core.MaxDedupKeyBytes+1) }), `{}`, true},
-		{"negative max attempts", with(func(m *core.Message) { m.MaxAttempts = -1 }), `{}`, true},
+		{"empty sink", with(func(m *outboxd.Message) { m.Sink = "" }), `{}`, true},
+		{"sink at the limit", with(func(m *outboxd.Message) { m.Sink = strings.Repeat("s", outboxd.MaxDedupKeyBytes) }), `{}`, true},
+		{"sink over the limit", with(func(m *outboxd.Message) { m.Sink = strings.Repeat("s", 3000) }), `{}`, true},
+		{"multi-byte sink over the limit", with(func(m *outboxd.Message) { m.Sink = strings.Repeat("é", outboxd.MaxDedupKeyBytes/2+1) }), `{}`, true},
+		{"newline in sink", with(func(m *outboxd.Message) { m.Sink = "a\nb" }), `{}`, true},
+		{"no-break space in sink", with(func(m *outboxd.Message) { m.Sink = "a\u00a0b" }), `{}`, false},
+		{"empty dedup key", with(func(m *outboxd.Message) { m.DedupKey = "" }), `{}`, true},
+		{"dedup key at the limit", with(func(m *outboxd.Message) { m.DedupKey = strings.Repeat("k", outboxd.MaxDedupKeyBytes) }), `{}`, true},
+		{"dedup key over the limit", with(func(m *outboxd.Message) { m.DedupKey = strings.Repeat("k", outboxd.MaxDedupKeyBytes+1) }), `{}`, true},
+		{"multi-byte dedup key over the limit", with(func(m *outboxd.Message) { m.DedupKey = strings.Repeat("é", outboxd.MaxDedupKeyBytes/2+1) }), `{}`, true},
+		{"printable non-ASCII dedup key", with(func(m *outboxd.Message) { m.DedupKey = "commande-été-✓" }), `{}`, true},
+		{"newline in dedup key", with(func(m *outboxd.Message) { m.DedupKey = "a\nb" }), `{}`, true},
+		{"no-break space in dedup key", with(func(m *outboxd.Message) { m.DedupKey = "a\u00a0b" }), `{}`, false},
+		{"zero-width space in ordering key", with(func(m *outboxd.Message) { m.OrderingKey = "a\u200bb" }), `{}`, false},
+		{"ordering key over the limit", with(func(m *outboxd.Message) { m.OrderingKey = strings.Repeat("o", outboxd.MaxDedupKeyBytes+1) }), `{}`, true},
+		{"negative max attempts", with(func(m *outboxd.Message) { m.MaxAttempts = -1 }), `{}`, true},
 		{"no payload", ok, nil, true},
-		{"payload at the limit", ok, payloadOf(core.DefaultMaxPayloadBytes), true},
-		{"payload over the limit", ok, payloadOf(core.DefaultMaxPayloadBytes + 1), true},
+		{"payload at the limit", ok, payloadOf(outboxd.DefaultMaxPayloadBytes), true},
+		{"payload over the limit", ok, payloadOf(outboxd.DefaultMaxPayloadBytes + 1), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,7 +121,7 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 				return
 			case goErr == nil || sqlErr == nil:
 				t.Fatalf("Go: %v; SQL: %v", goErr, sqlErr)
-			case !errors.Is(goErr, core.ErrInvalidMessage):
+			case !errors.Is(goErr, outboxd.ErrInvalidMessage):
 				t.Fatalf("Go failed for another reason than validation: %v", goErr)
 			}
 			var pgErr *pgconn.PgError
@@ -147,7 +147,7 @@ func TestSQLEnqueueValidatesLikeGo(t *testing.T) {
 func TestSQLEnqueueHeadersMustBeStrings(t *testing.T) {
 	b := coretest.Setup(t)
 	for _, headers := range []string{`[]`, `"traceparent"`, `{"n": 1}`, `{"a": null}`} {
-		_, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, core.Message{Sink: "s", DedupKey: "k"}, `{}`, headers)
+		_, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, outboxd.Message{Sink: "s", DedupKey: "k"}, `{}`, headers)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != sqlInvalidMessage || !strings.Contains(pgErr.Message, "headers") {
 			t.Errorf("headers %s: got %v, want SQLSTATE %s naming headers", headers, err, sqlInvalidMessage)
@@ -220,7 +220,7 @@ func nonPrintablePattern(t *testing.T) string {
 func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 	b := coretest.Setup(t)
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	m := core.Message{Sink: "s", OrderingKey: "customer-7", AvailableAt: at, MaxAttempts: 3,
+	m := outboxd.Message{Sink: "s", OrderingKey: "customer-7", AvailableAt: at, MaxAttempts: 3,
 		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	headers, _ := json.Marshal(m.Headers)
 
@@ -235,7 +235,7 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 		t.Fatalf("SQL enqueue: %+v, %v", first, err)
 	}
 	again, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, m, `{"order": 43}`, nil)
-	if err != nil || again != (core.EnqueueResult{ID: first.ID, Created: false}) {
+	if err != nil || again != (outboxd.EnqueueResult{ID: first.ID, Created: false}) {
 		t.Fatalf("duplicate: %+v, %v; want id %d, created false", again, err, first.ID)
 	}
 
@@ -251,10 +251,10 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 		t.Fatalf("rows differ:\nGo:  %s\nSQL: %s", g, s)
 	}
 	// Without the optional fields the defaults are Go's too.
-	if _, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, core.Message{Sink: "s", DedupKey: "plain-sql"}, `{}`, nil); err != nil {
+	if _, err := sqlEnqueue(b.Ctx, b.Pool, b.Outbox, outboxd.Message{Sink: "s", DedupKey: "plain-sql"}, `{}`, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "plain-go", Payload: json.RawMessage(`{}`)}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "plain-go", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var differing int
@@ -273,7 +273,7 @@ func TestSQLEnqueueStoresWhatGoStores(t *testing.T) {
 // (Mutation: the function reporting a duplicate as created fails this test.)
 func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 	b := coretest.Setup(t)
-	m := core.Message{Sink: "s", DedupKey: "race"}
+	m := outboxd.Message{Sink: "s", DedupKey: "race"}
 	first, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	type answer struct {
-		res core.EnqueueResult
+		res outboxd.EnqueueResult
 		err error
 	}
 	second := make(chan answer, 1)
@@ -298,7 +298,7 @@ func TestSQLEnqueueDuplicateCommittedConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := <-second
-	if a.err != nil || a.res != (core.EnqueueResult{ID: created.ID, Created: false}) {
+	if a.err != nil || a.res != (outboxd.EnqueueResult{ID: created.ID, Created: false}) {
 		t.Fatalf("second enqueue: %+v, %v; want id %d, created false", a.res, a.err, created.ID)
 	}
 }
@@ -345,7 +345,7 @@ func TestSQLEnqueueWakesRelaysOnCommitOnly(t *testing.T) {
 		if _, err := tx.Exec(b.Ctx, "SET LOCAL search_path TO public"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sqlEnqueue(b.Ctx, tx, b.Outbox, core.Message{Sink: "s", DedupKey: key}, `{}`, nil); err != nil {
+		if _, err := sqlEnqueue(b.Ctx, tx, b.Outbox, outboxd.Message{Sink: "s", DedupKey: key}, `{}`, nil); err != nil {
 			t.Fatal(err)
 		}
 		// Uncommitted: nothing may be heard yet.

@@ -1,11 +1,11 @@
-package core_test
+package outboxd_test
 
 import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
@@ -13,16 +13,16 @@ func TestEnqueueCountsCreatedAndDuplicates(t *testing.T) {
 	b := coretest.Setup(t)
 	tm := coretest.NewTelemetry(t)
 	// The Outbox is immutable: one recording into tm, on b's schema.
-	ob, err := core.New(core.Options{Schema: b.Outbox.Schema(), MeterProvider: tm.MeterProvider})
+	ob, err := outboxd.New(outboxd.Options{Schema: b.Outbox.Schema(), MeterProvider: tm.MeterProvider})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := ob.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "one", Payload: "x"}); err != nil {
+		if _, err := ob.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "one", Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ob.EnqueueBatch(b.Ctx, b.Pool, []core.Message{
+	if _, err := ob.EnqueueBatch(b.Ctx, b.Pool, []outboxd.Message{
 		{Sink: "s", DedupKey: "one", Payload: "x"}, {Sink: "s", DedupKey: "two", Payload: "x"},
 	}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -22,7 +22,7 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 	heard := func() bool { return loop.heard(200 * time.Millisecond) }
 	enqueue := func(sink, key string) {
 		t.Helper()
-		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
+		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: sink, DedupKey: key, Payload: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,24 +52,24 @@ func TestWakeNotifiesOnlyAWaitingLoopOfTheSink(t *testing.T) {
 func TestEveryEnqueueWakesAWaitingLoop(t *testing.T) {
 	b := coretest.Setup(t)
 	loop := listenAsWaitingLoop(t, b, "s")
-	msg := func(key string) core.Message { return core.Message{Sink: "s", DedupKey: key, Payload: "x"} }
+	msg := func(key string) outboxd.Message { return outboxd.Message{Sink: "s", DedupKey: key, Payload: "x"} }
 	enqueues := []struct {
 		name    string
 		enqueue func() error
 	}{
 		{"Enqueue", func() error { _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, msg("single")); return err }},
 		{"EnqueueBatch", func() error {
-			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{msg("b1"), msg("b2")})
+			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []outboxd.Message{msg("b1"), msg("b2")})
 			return err
 		}},
 		{"EnqueueBatch in a transaction", func() error {
 			return pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
-				_, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{msg("t1"), msg("t2")})
+				_, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []outboxd.Message{msg("t1"), msg("t2")})
 				return err
 			})
 		}},
 		{"EnqueueBatch with a duplicate", func() error {
-			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{msg("b1"), msg("d1")})
+			_, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []outboxd.Message{msg("b1"), msg("d1")})
 			return err
 		}},
 		{"Redrive", func() error {

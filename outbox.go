@@ -1,4 +1,4 @@
-package core
+package outboxd
 
 import (
 	"sync"
@@ -12,10 +12,10 @@ import (
 
 // DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
 // told otherwise.
-const DefaultSchema = "outbox"
+const DefaultSchema = store.DefaultSchema
 
 // DefaultMaxPayloadBytes bounds one message's payload.
-const DefaultMaxPayloadBytes = 256 << 10
+const DefaultMaxPayloadBytes = store.DefaultMaxPayloadBytes
 
 // MaxSchemaNameBytes bounds a schema name so that the names derived from it
 // (the notification channel) still fit in a PostgreSQL identifier.

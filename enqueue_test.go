@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -21,11 +21,11 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 	b := coretest.Setup(t)
 	const producers = 50
 	var wg sync.WaitGroup
-	results := make([]core.EnqueueResult, producers)
+	results := make([]outboxd.EnqueueResult, producers)
 	errs := make([]error, producers)
 	for i := range producers {
 		wg.Go(func() {
-			results[i], errs[i] = b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "same", Payload: "hello"})
+			results[i], errs[i] = b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "same", Payload: "hello"})
 		})
 	}
 	wg.Wait()
@@ -62,7 +62,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "rec", DedupKey: "rolled-back", Payload: "no"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, tx, outboxd.Message{Sink: "rec", DedupKey: "rolled-back", Payload: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(b.Ctx); err != nil {
@@ -71,7 +71,7 @@ func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	// A committed message enqueued afterwards is the witness that the relay
 	// ran through the table after the rollback.
 	err = pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
-		_, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "rec", DedupKey: "committed", Payload: "yes"})
+		_, err := b.Outbox.Enqueue(b.Ctx, tx, outboxd.Message{Sink: "rec", DedupKey: "committed", Payload: "yes"})
 		return err
 	})
 	if err != nil {
@@ -95,26 +95,26 @@ func TestEnqueueValidation(t *testing.T) {
 	b := coretest.Setup(t)
 	tests := []struct {
 		name string
-		msg  core.Message
+		msg  outboxd.Message
 		want string
 	}{
-		{"empty sink", core.Message{DedupKey: "k", Payload: "x"}, "sink is empty"},
-		{"empty key", core.Message{Sink: "s", Payload: "x"}, "dedup key is empty"},
-		{"long key", core.Message{Sink: "s", DedupKey: strings.Repeat("k", 256), Payload: "x"}, "over the limit of 255"},
-		{"unprintable key", core.Message{Sink: "s", DedupKey: "a\x00b", Payload: "x"}, "not printable"},
-		{"invalid JSON", core.Message{Sink: "s", DedupKey: "k", Payload: json.RawMessage(`{"a":`)}, "not valid JSON"},
-		{"no payload", core.Message{Sink: "s", DedupKey: "k"}, "payload is empty"},
-		{"too big", core.Message{Sink: "s", DedupKey: "k", Payload: strings.Repeat("x", core.DefaultMaxPayloadBytes)}, "over the limit"},
-		{"negative max attempts", core.Message{Sink: "s", DedupKey: "k", Payload: "x", MaxAttempts: -1}, "max attempts"},
+		{"empty sink", outboxd.Message{DedupKey: "k", Payload: "x"}, "sink is empty"},
+		{"empty key", outboxd.Message{Sink: "s", Payload: "x"}, "dedup key is empty"},
+		{"long key", outboxd.Message{Sink: "s", DedupKey: strings.Repeat("k", 256), Payload: "x"}, "over the limit of 255"},
+		{"unprintable key", outboxd.Message{Sink: "s", DedupKey: "a\x00b", Payload: "x"}, "not printable"},
+		{"invalid JSON", outboxd.Message{Sink: "s", DedupKey: "k", Payload: json.RawMessage(`{"a":`)}, "not valid JSON"},
+		{"no payload", outboxd.Message{Sink: "s", DedupKey: "k"}, "payload is empty"},
+		{"too big", outboxd.Message{Sink: "s", DedupKey: "k", Payload: strings.Repeat("x", outboxd.DefaultMaxPayloadBytes)}, "over the limit"},
+		{"negative max attempts", outboxd.Message{Sink: "s", DedupKey: "k", Payload: "x", MaxAttempts: -1}, "max attempts"},
 		// encoding/json writes a Go string's NUL as \u0000, which jsonb refuses.
-		{"NUL in a string payload", core.Message{Sink: "s", DedupKey: "k", Payload: "a\x00b"}, `payload: \u0000`},
-		{"NUL in a payload's field", core.Message{Sink: "s", DedupKey: "k", Payload: map[string]string{"k": "\x00"}}, `payload: \u0000`},
-		{"NUL in a header", core.Message{Sink: "s", DedupKey: "k", Payload: "x", Headers: map[string]string{"x-id": "1\x002"}}, `headers: \u0000`},
+		{"NUL in a string payload", outboxd.Message{Sink: "s", DedupKey: "k", Payload: "a\x00b"}, `payload: \u0000`},
+		{"NUL in a payload's field", outboxd.Message{Sink: "s", DedupKey: "k", Payload: map[string]string{"k": "\x00"}}, `payload: \u0000`},
+		{"NUL in a header", outboxd.Message{Sink: "s", DedupKey: "k", Payload: "x", Headers: map[string]string{"x-id": "1\x002"}}, `headers: \u0000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := b.Outbox.Enqueue(b.Ctx, b.Pool, tt.msg)
-			if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, outboxd.ErrInvalidMessage) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want ErrInvalidMessage mentioning %q", err, tt.want)
 			}
 		})
@@ -126,7 +126,7 @@ func TestEnqueueValidation(t *testing.T) {
 
 func TestEnqueueStoresPlainStringAsText(t *testing.T) {
 	b := coretest.Setup(t)
-	res, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "k", Payload: "hello"})
+	res, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "k", Payload: "hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +141,11 @@ func TestEnqueueStoresPlainStringAsText(t *testing.T) {
 
 func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 	b := coretest.Setup(t)
-	first, err := b.Outbox.Enqueue(b.Ctx, b.Pool, core.Message{Sink: "s", DedupKey: "old", Payload: "x"})
+	first, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "old", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := []core.Message{
+	msgs := []outboxd.Message{
 		{Sink: "s", DedupKey: "new-1", Payload: "a"},
 		{Sink: "s", DedupKey: "old", Payload: "b"},
 		{Sink: "s", DedupKey: "new-2", Payload: "c", OrderingKey: "o", MaxAttempts: 3},
@@ -171,10 +171,10 @@ func TestEnqueueBatchReportsCreatedAndDuplicates(t *testing.T) {
 	if res[2].ID <= res[0].ID {
 		t.Errorf("ids must follow the batch order: %+v", res)
 	}
-	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, core.ErrInvalidMessage) {
+	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []outboxd.Message{{Sink: "s", DedupKey: "ok", Payload: "x"}, {Sink: "", DedupKey: "k", Payload: "x"}}); !errors.Is(err, outboxd.ErrInvalidMessage) {
 		t.Fatalf("an invalid message must fail the whole batch, got %v", err)
-	} else if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
-		t.Errorf("the invalid second message: %#v, want a *core.BatchError with Index 1", err)
+	} else if be := (*outboxd.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
+		t.Errorf("the invalid second message: %#v, want a *outboxd.BatchError with Index 1", err)
 	}
 	if n := b.StatusCounts(t)["pending"]; n != 4 {
 		t.Fatalf("pending = %d, want 4", n)
@@ -191,7 +191,7 @@ func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
 	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	for combo := range 16 {
 		set := func(bit int) bool { return combo&(1<<bit) != 0 }
-		first := core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-a", combo), Payload: "a"}
+		first := outboxd.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-a", combo), Payload: "a"}
 		if set(0) {
 			first.Headers = map[string]string{"h": "v"}
 		}
@@ -204,8 +204,8 @@ func TestEnqueueBatchStoresEveryOptionalColumn(t *testing.T) {
 		if set(3) {
 			first.AvailableAt = later
 		}
-		plain := core.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-b", combo), Payload: "b"}
-		res, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []core.Message{first, plain})
+		plain := outboxd.Message{Sink: "s", DedupKey: fmt.Sprintf("%d-b", combo), Payload: "b"}
+		res, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, []outboxd.Message{first, plain})
 		if err != nil {
 			t.Fatalf("combination %04b: %v", combo, err)
 		}
@@ -247,11 +247,11 @@ func TestEnqueueBatchInTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(b.Ctx)
-	before, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "s", DedupKey: "before", Payload: "x"})
+	before, err := b.Outbox.Enqueue(b.Ctx, tx, outboxd.Message{Sink: "s", DedupKey: "before", Payload: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{
+	fresh, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []outboxd.Message{
 		{Sink: "s", DedupKey: "f1", Payload: "x"}, {Sink: "s", DedupKey: "f2", Payload: "x"}, {Sink: "t", DedupKey: "f1", Payload: "x"},
 	})
 	if err != nil {
@@ -263,7 +263,7 @@ func TestEnqueueBatchInTransaction(t *testing.T) {
 			break
 		}
 	}
-	mixed, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []core.Message{
+	mixed, err := b.Outbox.EnqueueBatch(b.Ctx, tx, []outboxd.Message{
 		{Sink: "s", DedupKey: "m1", Payload: "x"}, {Sink: "s", DedupKey: "before", Payload: "x"}, {Sink: "s", DedupKey: "m2", Payload: "x"},
 	})
 	if err != nil {
@@ -272,7 +272,7 @@ func TestEnqueueBatchInTransaction(t *testing.T) {
 	if !mixed[0].Created || mixed[1].Created || mixed[1].ID != before.ID || !mixed[2].Created || mixed[2].ID <= mixed[0].ID {
 		t.Errorf("mixed batch: %+v, want created, duplicate of %d, created", mixed, before.ID)
 	}
-	if _, err := b.Outbox.Enqueue(b.Ctx, tx, core.Message{Sink: "s", DedupKey: "after", Payload: "x"}); err != nil {
+	if _, err := b.Outbox.Enqueue(b.Ctx, tx, outboxd.Message{Sink: "s", DedupKey: "after", Payload: "x"}); err != nil {
 		t.Fatalf("the transaction must stay usable after a batch with a duplicate: %v", err)
 	}
 	if err := tx.Commit(b.Ctx); err != nil {

@@ -1,4 +1,4 @@
-package core
+package outboxd
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/outboxd/outboxd/core/internal/otelscope"
+	"github.com/outboxd/outboxd/internal/otelscope"
 )
 
 // Values of the result label of the enqueue counter.

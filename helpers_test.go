@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
 // waitingLoop stands for a relay's claim loop waiting for work: registered

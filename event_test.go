@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
-	"github.com/outboxd/outboxd/internal/relaysignal"
 )
 
 // testTarget is one target of a route, as apply_routes() takes it; core's
@@ -67,7 +67,7 @@ func orderRoutes(t *testing.T, b coretest.Bundle) {
 func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
 	b := coretest.Setup(t)
 	orderRoutes(t, b)
-	ev := core.Event{Type: "order.created", Key: "order-42", Data: map[string]any{"id": 42}}
+	ev := outboxd.Event{Type: "order.created", Key: "order-42", Data: map[string]any{"id": 42}}
 	first, err := b.Outbox.Publish(b.Ctx, b.Pool, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestPublishCreatesOneRowPerTargetAndThenNothing(t *testing.T) {
 	}
 }
 
-func sinksOf(published []core.Published) []string {
+func sinksOf(published []outboxd.Published) []string {
 	var out []string
 	for _, p := range published {
 		out = append(out, p.Sink)
@@ -134,14 +134,14 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Outbox.Publish(b.Ctx, tx, core.Event{Type: "order.created", Key: "rolled-back"}); err != nil {
+	if _, err := b.Outbox.Publish(b.Ctx, tx, outboxd.Event{Type: "order.created", Key: "rolled-back"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	err = pgx.BeginFunc(b.Ctx, b.Pool, func(tx pgx.Tx) error {
-		_, err := b.Outbox.Publish(b.Ctx, tx, core.Event{Type: "order.created", Key: "committed"})
+		_, err := b.Outbox.Publish(b.Ctx, tx, outboxd.Event{Type: "order.created", Key: "committed"})
 		return err
 	})
 	if err != nil {
@@ -161,32 +161,32 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 // this test: the unrouted type publishes with no error.)
 func TestPublishRefusesWhatItCannotRoute(t *testing.T) {
 	b := coretest.Setup(t)
-	ev := core.Event{Type: "order.created", Key: "k"}
-	if _, err := b.Outbox.Publish(b.Ctx, b.Pool, ev); !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "outboxd routes apply") {
+	ev := outboxd.Event{Type: "order.created", Key: "k"}
+	if _, err := b.Outbox.Publish(b.Ctx, b.Pool, ev); !errors.Is(err, outboxd.ErrNoRoute) || !strings.Contains(err.Error(), "outboxd routes apply") {
 		t.Errorf("publish without routes: %v, want ErrNoRoute telling how to apply routes", err)
 	}
 	orderRoutes(t, b)
 	for _, c := range []struct {
-		ev   core.Event
+		ev   outboxd.Event
 		want string
 	}{
-		{core.Event{Type: "order..created", Key: "k"}, "type"},
-		{core.Event{Type: "", Key: "k"}, "type"},
-		{core.Event{Type: "order.created", Key: ""}, "key is empty"},
-		{core.Event{Type: "order.created", Key: "a\x01b"}, "control character"},
-		{core.Event{Type: "order.created", Key: "k", Data: []int{1}}, "data must be a JSON object, got array"},
-		{core.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{`)}, "not valid JSON"},
-		{core.Event{Type: "order.created", Key: "k", ThreadKey: strings.Repeat("t", 256)}, "thread_key is 256 bytes"},
+		{outboxd.Event{Type: "order..created", Key: "k"}, "type"},
+		{outboxd.Event{Type: "", Key: "k"}, "type"},
+		{outboxd.Event{Type: "order.created", Key: ""}, "key is empty"},
+		{outboxd.Event{Type: "order.created", Key: "a\x01b"}, "control character"},
+		{outboxd.Event{Type: "order.created", Key: "k", Data: []int{1}}, "data must be a JSON object, got array"},
+		{outboxd.Event{Type: "order.created", Key: "k", Data: json.RawMessage(`{`)}, "not valid JSON"},
+		{outboxd.Event{Type: "order.created", Key: "k", ThreadKey: strings.Repeat("t", 256)}, "thread_key is 256 bytes"},
 	} {
 		_, err := b.Outbox.Publish(b.Ctx, b.Pool, c.ev)
-		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, outboxd.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("publish %+v: %v, want ErrInvalidEvent saying %q", c.ev, err, c.want)
 		}
 	}
 	// Only "audit" (**) would match; without it, nothing does.
 	applyRoutes(t, b, "error", testTarget{Route: "orders", Sink: "slack", Patterns: []string{reOrderAny}})
-	_, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "invoice.paid", Key: "k"})
-	if !errors.Is(err, core.ErrNoRoute) || !strings.Contains(err.Error(), "invoice.paid") {
+	_, err := b.Outbox.Publish(b.Ctx, b.Pool, outboxd.Event{Type: "invoice.paid", Key: "k"})
+	if !errors.Is(err, outboxd.ErrNoRoute) || !strings.Contains(err.Error(), "invoice.paid") {
 		t.Errorf("publish of an unrouted type: %v, want ErrNoRoute naming the type", err)
 	}
 	if got := b.StatusCounts(t); len(got) != 0 {
@@ -202,7 +202,7 @@ func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 	b := coretest.Setup(t)
 	applyRoutes(t, b, "drop", testTarget{Route: "orders", Sink: "rec", Patterns: []string{reOrderAny}})
 	for i := range 3 {
-		published, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "invoice.paid", Key: fmt.Sprint(i)})
+		published, err := b.Outbox.Publish(b.Ctx, b.Pool, outboxd.Event{Type: "invoice.paid", Key: fmt.Sprint(i)})
 		if err != nil || len(published) != 0 {
 			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
 		}
@@ -220,7 +220,7 @@ func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
 	b := coretest.Setup(t)
 	orderRoutes(t, b)
-	events := []core.Event{
+	events := []outboxd.Event{
 		{Type: "order.created", Key: "1"},
 		{Type: "user.created", Key: "2"},
 		{Type: "order.created", Key: "1"}, // a duplicate of the first, within the batch
@@ -240,12 +240,12 @@ func TestPublishBatchAnswersPerEventInOrder(t *testing.T) {
 	if !(got[0][0].ID < got[1][0].ID) {
 		t.Errorf("ids do not follow the batch's order: %v", got)
 	}
-	_, err = b.Outbox.PublishBatch(b.Ctx, b.Pool, []core.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
-	if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
+	_, err = b.Outbox.PublishBatch(b.Ctx, b.Pool, []outboxd.Event{{Type: "order.created", Key: "3"}, {Type: "bad..type", Key: "4"}})
+	if !errors.Is(err, outboxd.ErrInvalidEvent) || !strings.Contains(err.Error(), `event 2: type "bad..type"`) {
 		t.Fatalf("a batch with a bad event: %v, want ErrInvalidEvent naming event 2", err)
 	}
-	if be := (*core.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
-		t.Errorf("a batch with a bad second event: %#v, want a *core.BatchError with Index 1", err)
+	if be := (*outboxd.BatchError)(nil); !errors.As(err, &be) || be.Index != 1 {
+		t.Errorf("a batch with a bad second event: %#v, want a *outboxd.BatchError with Index 1", err)
 	}
 	if n := b.StatusCounts(t)["pending"]; n != 4 {
 		t.Errorf("%d rows after the failed batch, want the 4 of the first batch", n)
@@ -301,7 +301,7 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
 	}
 	for i := range 3 {
-		ev := core.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}
+		ev := outboxd.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}
 		if _, err := b.Outbox.Publish(b.Ctx, b.Pool, ev); err != nil {
 			t.Fatal(err)
 		}
@@ -352,15 +352,15 @@ func TestPublishRefusesDerivedKeysLikeExplicitOnes(t *testing.T) {
 		{strings.Repeat("x", 3000), "thread key of 3002 bytes"},
 		{"a\x01b", "holds a control character"},
 	} {
-		_, err := b.Outbox.Publish(b.Ctx, b.Pool, core.Event{Type: "order.created", Key: "k", Data: map[string]string{"customer": c.customer}})
-		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
+		_, err := b.Outbox.Publish(b.Ctx, b.Pool, outboxd.Event{Type: "order.created", Key: "k", Data: map[string]string{"customer": c.customer}})
+		if !errors.Is(err, outboxd.ErrInvalidEvent) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("publish with a %d-byte customer: %v, want ErrInvalidEvent saying %q", len(c.customer), err, c.want)
 		}
 	}
-	_, err := b.Outbox.PublishBatch(b.Ctx, b.Pool, []core.Event{
+	_, err := b.Outbox.PublishBatch(b.Ctx, b.Pool, []outboxd.Event{
 		{Type: "order.created", Key: "ok", Data: map[string]string{"customer": "ann"}},
 		{Type: "order.created", Key: "long", Data: map[string]string{"customer": strings.Repeat("x", 300)}}})
-	var batchErr *core.BatchError
+	var batchErr *outboxd.BatchError
 	if !errors.As(err, &batchErr) || batchErr.Index != 1 || !strings.Contains(err.Error(), "event 2: event order.created/long, route customers") {
 		t.Errorf("batch with a long derived key second: %v, want a BatchError for index 1 naming it", err)
 	}
@@ -375,13 +375,13 @@ func TestPublishRefusesDerivedKeysLikeExplicitOnes(t *testing.T) {
 	}
 
 	for _, data := range []string{`{"customer": "a\u0000b"}`, `{"customer": "\ud800"}`, "{\"customer\": \"\xff\"}"} {
-		_, err := b.Outbox.Publish(b.Ctx, refusingDB{}, core.Event{Type: "order.created", Key: "k", Data: json.RawMessage(data)})
-		if !errors.Is(err, core.ErrInvalidEvent) || !strings.Contains(err.Error(), "data: ") {
+		_, err := b.Outbox.Publish(b.Ctx, refusingDB{}, outboxd.Event{Type: "order.created", Key: "k", Data: json.RawMessage(data)})
+		if !errors.Is(err, outboxd.ErrInvalidEvent) || !strings.Contains(err.Error(), "data: ") {
 			t.Errorf("publish of data %q: %v, want ErrInvalidEvent naming data before any statement", data, err)
 		}
 	}
-	_, err = b.Outbox.Enqueue(b.Ctx, refusingDB{}, core.Message{Sink: strings.Repeat("s", 256), DedupKey: "k", Payload: map[string]int{"n": 1}})
-	if !errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), "sink is 256 bytes") {
+	_, err = b.Outbox.Enqueue(b.Ctx, refusingDB{}, outboxd.Message{Sink: strings.Repeat("s", 256), DedupKey: "k", Payload: map[string]int{"n": 1}})
+	if !errors.Is(err, outboxd.ErrInvalidMessage) || !strings.Contains(err.Error(), "sink is 256 bytes") {
 		t.Errorf("enqueue to a 256-byte sink name: %v, want ErrInvalidMessage", err)
 	}
 	if got := b.StatusCounts(t); len(got) != 0 {

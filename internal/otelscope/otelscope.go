@@ -6,7 +6,7 @@ package otelscope
 import "go.opentelemetry.io/otel/attribute"
 
 // Name is the instrumentation scope of every tracer and meter of the engine.
-const Name = "github.com/outboxd/outboxd/core"
+const Name = "github.com/outboxd/outboxd"
 
 // AttrSink labels spans and series with a sink name.
 const AttrSink = attribute.Key("sink")

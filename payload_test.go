@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 )
 
@@ -50,12 +50,12 @@ func TestEnqueueRefusesPayloadsJSONBCannotStore(t *testing.T) {
 			if (pgErr == nil) != tt.storable {
 				t.Fatalf("PostgreSQL's verdict (%v) is not the table's (storable: %v)", pgErr, tt.storable)
 			}
-			msg := core.Message{Sink: "s", DedupKey: fmt.Sprint("case-", i), Payload: json.RawMessage(tt.json)}
+			msg := outboxd.Message{Sink: "s", DedupKey: fmt.Sprint("case-", i), Payload: json.RawMessage(tt.json)}
 			_, err := b.Outbox.Enqueue(b.Ctx, b.Pool, msg)
 			switch {
 			case tt.storable && err != nil:
 				t.Fatalf("PostgreSQL stores it, Enqueue refused it: %v", err)
-			case !tt.storable && (!errors.Is(err, core.ErrInvalidMessage) || !strings.Contains(err.Error(), "payload: ")):
+			case !tt.storable && (!errors.Is(err, outboxd.ErrInvalidMessage) || !strings.Contains(err.Error(), "payload: ")):
 				t.Fatalf("Enqueue: %v, want ErrInvalidMessage naming the payload", err)
 			}
 		})

@@ -1,4 +1,4 @@
-package core_test
+package outboxd_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core"
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
@@ -32,13 +32,13 @@ func Example() {
 	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
-	ob, _ := core.New(core.Options{Schema: "example_outbox"})
+	ob, _ := outboxd.New(outboxd.Options{Schema: "example_outbox"})
 	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_outbox CASCADE") }()
 
 	// The producer: business data and message commit together.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// ... INSERT INTO orders ... through tx ...
-		res, err := ob.Enqueue(ctx, tx, core.Message{Sink: "greetings", DedupKey: "order-42", Payload: "Order 42 shipped"})
+		res, err := ob.Enqueue(ctx, tx, outboxd.Message{Sink: "greetings", DedupKey: "order-42", Payload: "Order 42 shipped"})
 		fmt.Println("created:", res.Created)
 		return err
 	})
@@ -72,7 +72,7 @@ func ExamplePublish() {
 	if _, err := m.Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
-	ob, _ := core.New(core.Options{Schema: "example_events"})
+	ob, _ := outboxd.New(outboxd.Options{Schema: "example_events"})
 	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_events CASCADE") }()
 
 	// The sink, and routes as plugins.yaml would give them: order events
@@ -99,7 +99,7 @@ func ExamplePublish() {
 	// The producer: business data and event commit together.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// ... UPDATE orders ... through tx ...
-		published, err := ob.Publish(ctx, tx, core.Event{Type: "order.shipped", Key: "order-42",
+		published, err := ob.Publish(ctx, tx, outboxd.Event{Type: "order.shipped", Key: "order-42",
 			Data: map[string]any{"id": 42, "status": "shipped"}})
 		for _, p := range published {
 			fmt.Println("row for", p.Sink, "created:", p.Created)
@@ -145,14 +145,14 @@ func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg relay.Conf
 // Validate checks messages without touching the database, so a whole set
 // can be refused before any of it is stored.
 func ExampleOutbox_Validate() {
-	ob, _ := core.New(core.Options{Schema: "outbox"})
-	lines := []core.Message{
+	ob, _ := outboxd.New(outboxd.Options{Schema: "outbox"})
+	lines := []outboxd.Message{
 		{Sink: "partner", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
 		{Sink: "partner", DedupKey: "order-2", Payload: json.RawMessage(`{"note": "\u0000"}`)},
 	}
 	for i, m := range lines {
 		if err := ob.Validate(context.Background(), m); err != nil {
-			fmt.Println("message", i+1, "refused:", errors.Is(err, core.ErrInvalidMessage))
+			fmt.Println("message", i+1, "refused:", errors.Is(err, outboxd.ErrInvalidMessage))
 		}
 	}
 	// Output:
@@ -161,7 +161,7 @@ func ExampleOutbox_Validate() {
 
 // A fan-out that made no row says why, for the answer to the publish.
 func ExampleFanOut_Note() {
-	for _, f := range []core.FanOut{{Tenant: "acme", Destinations: 2}, {Tenant: "nobody"}} {
+	for _, f := range []outboxd.FanOut{{Tenant: "acme", Destinations: 2}, {Tenant: "nobody"}} {
 		fmt.Printf("%s: %d rows %q\n", f.Tenant, f.Destinations, f.Note())
 	}
 	// Output:
