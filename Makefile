@@ -7,7 +7,7 @@ BIN       ?= bin/outboxd
 # package again under the race detector: -race on everything would triple
 # the time for packages whose concurrency lives in core anyway.
 TEST_FLAGS ?= -count=1 -timeout 15m
-RACE_PKGS  ?= ./core/...
+RACE_PKGS  ?= . ./core/...
 FUZZTIME   ?= 30s
 # gci for `make lint`: imports in three groups, in this order (standard
 # library, others, outboxd's own), which neither gofmt nor goimports checks.
