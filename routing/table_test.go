@@ -316,7 +316,7 @@ func TestStageRendersWhatTheSinkNamesDestinationsFrom(t *testing.T) {
 	if rl := cfg.Sinks[0].RateLimit; rl == nil || rl.Rate != slack.DefaultRate {
 		t.Errorf("rate limit %+v, want Slack's default", rl)
 	}
-	keyer, ok := sinks["ops-slack"].(sink.DestinationKeyer)
+	keyer, ok := sinks["ops-slack"].(sink.RateKeyer)
 	if !ok {
 		t.Fatal("the Slack sink does not name destinations")
 	}
@@ -325,18 +325,18 @@ func TestStageRendersWhatTheSinkNamesDestinationsFrom(t *testing.T) {
 	if err := stage.Prepare(context.Background(), "ops-slack", published); err != nil {
 		t.Fatal(err)
 	}
-	key, err := keyer.DestinationKey(published)
+	key, err := keyer.RateKey(published)
 	if err != nil || key != "#db" {
-		t.Errorf("DestinationKey of a published row: %q %v, want #db", key, err)
+		t.Errorf("RateKey of a published row: %q %v, want #db", key, err)
 	}
 	enqueued := &sink.Delivery{Payload: json.RawMessage(`{"text":"plain"}`)}
 	if err := stage.Prepare(context.Background(), "ops-slack", enqueued); err != nil || string(enqueued.Payload) != `{"text":"plain"}` {
 		t.Fatalf("an enqueued row through the stage: %s %v, want it untouched", enqueued.Payload, err)
 	}
-	if key, err := keyer.DestinationKey(enqueued); err != nil || key != "C0OPS" {
-		t.Errorf("DestinationKey of an enqueued row: %q %v, want the sink's channel", key, err)
+	if key, err := keyer.RateKey(enqueued); err != nil || key != "C0OPS" {
+		t.Errorf("RateKey of an enqueued row: %q %v, want the sink's channel", key, err)
 	}
-	if _, ok := sinks["partner"].(sink.DestinationKeyer); ok {
+	if _, ok := sinks["partner"].(sink.RateKeyer); ok {
 		t.Error("the webhook sink claims to name destinations")
 	}
 }

@@ -333,7 +333,7 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 	aDown.Store(true)
 	var aRequests atomic.Int64
 	s := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
-		if key, _ := keyed.DestinationKey(d); key == "a" {
+		if key, _ := keyed.RateKey(d); key == "a" {
 			aRequests.Add(1)
 			if aDown.Load() {
 				return sink.HTTPStatus(http.StatusServiceUnavailable, errors.New("destination a: 503"))

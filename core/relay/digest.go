@@ -94,7 +94,7 @@ type digester struct {
 	r     *Relay
 	s     SinkConfig
 	ds    sink.DigestSink
-	keyer sink.DestinationKeyer // nil when the sink names no destinations
+	keyer sink.RateKeyer // nil when the sink names no destinations
 	// windows are the open digest windows of this relay, by group, when
 	// each closes (see windowLeft); only the loop's goroutine uses them.
 	windows map[digestGroupID]time.Time
@@ -107,7 +107,7 @@ func (r *Relay) newDigester(s SinkConfig) (*digester, error) {
 	meter := meterProvider(r.cfg.MeterProvider).Meter(otelscope.Name)
 	d := &digester{r: r, s: s, ds: s.Sink.(sink.DigestSink), attrs: metric.WithAttributes(otelscope.AttrSink.String(s.Name)),
 		windows: map[digestGroupID]time.Time{}}
-	d.keyer, _ = s.Sink.(sink.DestinationKeyer)
+	d.keyer, _ = s.Sink.(sink.RateKeyer)
 	var err1, err2 error
 	d.digests, err1 = meter.Int64Counter("outbox.digests", metric.WithDescription("Digests delivered, by sink."))
 	d.members, err2 = meter.Int64Counter("outbox.digest.members", metric.WithDescription("Rows delivered in digests, by sink."))

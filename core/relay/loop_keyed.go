@@ -151,7 +151,7 @@ func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l rat
 // relays lock them in). A row the stage refuses, or whose key the sink
 // cannot name, gets that error as its outcome.
 func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow) []keyedRows {
-	keyer := s.Sink.(sink.DestinationKeyer) // checked by SinkConfig.withDefaults
+	keyer := s.Sink.(sink.RateKeyer) // checked by SinkConfig.withDefaults
 	index := map[string]int{}
 	var groups []keyedRows
 	for _, row := range rows {
@@ -180,13 +180,13 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow
 
 // destinationKey asks the sink for d's key, turning a panic into an error
 // as callSink does.
-func destinationKey(k sink.DestinationKeyer, d *sink.Delivery) (key string, err error) {
+func destinationKey(k sink.RateKeyer, d *sink.Delivery) (key string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sink panicked: %v", p)
 		}
 	}()
-	return k.DestinationKey(d)
+	return k.RateKey(d)
 }
 
 // untilDue is how long a loop idles when rows it handed back come due in

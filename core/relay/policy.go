@@ -131,8 +131,8 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		// A policy checked without its sink (config.DatabaseOnly, or a
 		// sink whose options failed) cannot be asked; New refuses a nil
 		// sink anyway.
-		if _, keyed := c.Sink.(sink.DestinationKeyer); rl.PerKey && !keyed && c.Sink != nil {
-			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.DestinationKeyer); this one does not")
+		if _, keyed := c.Sink.(sink.RateKeyer); rl.PerKey && !keyed && c.Sink != nil {
+			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.RateKeyer); this one does not")
 		}
 		// Such a sink's destinations each have their limit and breaker:
 		// one limit for the whole sink would let one hold up the others.

@@ -157,7 +157,7 @@ type keyedSinkOf struct {
 }
 
 func (s keyedSinkOf) Deliver(ctx context.Context, d *sink.Delivery) error {
-	if key, err := s.DestinationKey(d); err == nil {
+	if key, err := s.RateKey(d); err == nil {
 		s.mu.Lock()
 		if s.relays[key] == nil {
 			s.relays[key] = map[int]bool{}
@@ -168,7 +168,7 @@ func (s keyedSinkOf) Deliver(ctx context.Context, d *sink.Delivery) error {
 	return s.keyedSink.Deliver(ctx, d)
 }
 
-func (s *keyedSink) DestinationKey(d *sink.Delivery) (string, error) {
+func (s *keyedSink) RateKey(d *sink.Delivery) (string, error) {
 	var p struct{ To string }
 	if err := json.Unmarshal(d.Payload, &p); err != nil || p.To == "" {
 		return "", sink.Permanent(errors.New("no destination"))
@@ -177,7 +177,7 @@ func (s *keyedSink) DestinationKey(d *sink.Delivery) (string, error) {
 }
 
 func (s *keyedSink) Deliver(_ context.Context, d *sink.Delivery) error {
-	key, err := s.DestinationKey(d)
+	key, err := s.RateKey(d)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func TestKeyRateLimiterNeedsAPerKeyLimit(t *testing.T) {
 	}
 }
 
-func TestPerKeyRateLimitNeedsADestinationKeyer(t *testing.T) {
+func TestPerKeyRateLimitNeedsARateKeyer(t *testing.T) {
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
 		RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
@@ -337,7 +337,7 @@ type hangingKeySink struct {
 }
 
 func (s *hangingKeySink) Deliver(ctx context.Context, d *sink.Delivery) error {
-	if key, _ := s.DestinationKey(d); key == "a-hang" {
+	if key, _ := s.RateKey(d); key == "a-hang" {
 		n := s.hanging.Add(1)
 		defer s.hanging.Add(-1)
 		for {

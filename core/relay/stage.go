@@ -7,7 +7,7 @@ import (
 )
 
 // Stage prepares a claimed row's delivery before the relay uses it: before
-// DestinationKey (for a per-key rate limit), Deliver and DeliverBatch. It
+// RateKey (for a per-key rate limit), Deliver and DeliverBatch. It
 // may rewrite d (its Payload, say); it must not keep d. ctx is the
 // delivery's own context, carrying its span and a deadline inside the
 // row's lease. An error is the delivery's outcome, classified as a sink's

@@ -50,7 +50,7 @@ type keyedRecorder struct {
 	got  []string
 }
 
-func (k *keyedRecorder) DestinationKey(d *sink.Delivery) (string, error) {
+func (k *keyedRecorder) RateKey(d *sink.Delivery) (string, error) {
 	var p struct{ To string }
 	if err := json.Unmarshal(d.Payload, &p); err != nil {
 		return "", err
@@ -71,7 +71,7 @@ func (k *keyedRecorder) Deliver(_ context.Context, d *sink.Delivery) error {
 // The relay runs its Stage on every row before it asks a per-key sink for
 // the destination and before Deliver, under a deadline, once per attempt;
 // a row the stage refuses ends with the stage's error. (Mutations:
-// calling the stage after DestinationKey fails the keys check, which then
+// calling the stage after RateKey fails the keys check, which then
 // sees the lower-case key; calling it without the budget's timeout fails
 // the deadline check; calling it twice per row fails the count.)
 func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {

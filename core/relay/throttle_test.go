@@ -243,7 +243,7 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 	var throttled atomic.Bool
 	var throttledAt atomic.Int64
 	s := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
-		if key, _ := keyed.DestinationKey(d); key == "a" && throttled.CompareAndSwap(false, true) {
+		if key, _ := keyed.RateKey(d); key == "a" && throttled.CompareAndSwap(false, true) {
 			throttledAt.Store(time.Now().UnixNano())
 			return sink.RetryAfter(pause, fmt.Errorf("429 from destination a"))
 		}
@@ -288,7 +288,7 @@ type keyedFunc struct {
 	keys *keyedSink
 }
 
-func (k keyedFunc) DestinationKey(d *sink.Delivery) (string, error) { return k.keys.DestinationKey(d) }
+func (k keyedFunc) RateKey(d *sink.Delivery) (string, error) { return k.keys.RateKey(d) }
 
 // A resume whose notification the relay missed is seen within one poll
 // interval: when the relay's listener was reconnecting at the time (its

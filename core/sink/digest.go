@@ -13,10 +13,10 @@ import (
 )
 
 // DigestPolicy groups the rows of a sink (or of a route's target) that
-// arrive faster than their destination takes them into digests: one
+// arrive faster than their receiver takes them into digests: one
 // delivery each (docs/digests.md). The rows of one digest key that become
 // deliverable within Window of the first of them, or that wait behind the
-// destination's rate limit, go out together, up to MaxMessages at a time;
+// receiver's rate limit, go out together, up to MaxMessages at a time;
 // a digest counts as one delivery for the rate limit.
 type DigestPolicy struct {
 	// Window is how long the first row of a key waits for others.
@@ -24,8 +24,8 @@ type DigestPolicy struct {
 	// MaxMessages bounds a digest's members.
 	MaxMessages int
 	// Key names a row's digest key from its event (or payload), before the
-	// row is rendered; nil groups by the destination key (a Slack channel),
-	// or the sink as a whole when it names no destinations. An error is
+	// row is rendered; nil groups by the rate key (a Slack channel,
+	// [RateKeyer]), or the sink as a whole when it names none. An error is
 	// the row's outcome, as the sink's would be.
 	Key func(d *Delivery) (string, error)
 }
@@ -59,7 +59,7 @@ type Digest struct {
 	Payload json.RawMessage
 	// Uncertain reports that an earlier attempt at this digest may have
 	// gone through (its relay died or overran its lease): a sink without
-	// an idempotency key at the destination checks before sending again.
+	// an idempotency key at the receiver checks before sending again.
 	Uncertain bool
 
 	receipt json.RawMessage
@@ -78,7 +78,7 @@ func DigestDeliveryPrefix(sinkName string) string {
 	return url.PathEscape(sinkName) + "/digest-"
 }
 
-// SetReceipt records what the destination returned for the digest; every
+// SetReceipt records what the receiver returned for the digest; every
 // member stores it.
 func (dg *Digest) SetReceipt(v any) error {
 	b, err := json.Marshal(v)
@@ -103,7 +103,7 @@ func (e *refusedMembers) Error() string {
 
 // RefuseMembers is what DeliverDigest returns, having sent nothing, when
 // some members cannot be delivered whatever happens (a payload the
-// destination cannot take): refused maps their indexes in
+// receiver cannot take): refused maps their indexes in
 // Digest.Members to why. The relay dead-letters each of them alone, with
 // its error, and sends the others at once as the same digest.
 func RefuseMembers(refused map[int]error) error {

@@ -15,7 +15,7 @@ type partnerSink struct{ premium map[string]bool }
 
 func (partnerSink) Deliver(context.Context, *sink.Delivery) error { return nil }
 
-func (partnerSink) DestinationKey(d *sink.Delivery) (string, error) { return d.Headers["partner"], nil }
+func (partnerSink) RateKey(d *sink.Delivery) (string, error) { return d.Headers["partner"], nil }
 
 func (s partnerSink) KeyRateLimit(_ context.Context, partner string) (sink.RateLimit, bool) {
 	if !s.premium[partner] {

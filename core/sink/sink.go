@@ -1,19 +1,21 @@
 // Package sink is the contract between outboxd's relay and the sinks that
 // deliver its messages: the one package a sink author imports. It depends
-// on nothing of outboxd and on nothing outside the standard library.
+// on nothing of outboxd; outside the standard library it imports only
+// OpenTelemetry's trace and metric API packages, for the providers of the
+// environment a sink is built in ([Env]).
 //
 // A sink implements [Sink]. Everything else is optional, and every optional
 // interface the relay looks for is listed here, in one place:
 //
-//   - [BatchSink]: hands many messages to the destination per round trip;
+//   - [BatchSink]: hands many messages to the receiver per round trip;
 //     the relay gives the sink a claim loop of its own.
-//   - [RateLimitDefaulter]: the destination documents a rate limit, used
+//   - [RateLimitDefaulter]: the receiver documents a rate limit, used
 //     when the configuration sets none.
-//   - [DestinationKeyer]: names each delivery's destination (a Slack
-//     channel), for per-destination rate limits.
-//   - [KeyRateLimiter]: gives some destination keys a rate limit of their
-//     own (a destinations sink's destination with its rate_limit), in
-//     place of the sink's per-key limit.
+//   - [RateKeyer]: names the key each delivery's per-key rate limit
+//     counts by (a Slack channel), for rate_limit.per_key.
+//   - [KeyRateLimiter]: gives some rate keys a rate limit of their own (a
+//     destinations sink's destination with its rate_limit), in place of
+//     the sink's per-key limit.
 //   - [AutoDisabler]: delivers to the outbox's destinations (a
 //     destinations sink); one whose breaker stays open too long is
 //     disabled, its rows kept waiting.
@@ -34,6 +36,13 @@
 // Deliver's error says what happens next: nil (delivered), [Permanent]
 // (dead-letter now), [RetryAfter] (come back later, attempt not spent) or
 // any other error (retry with backoff).
+//
+// A sink's life: its host (the configuration's loader, or a program that
+// builds sinks in Go) builds it from its options and an [Env], without any
+// I/O, since checking a configuration builds every sink; the relay
+// delivers through it; whoever built it closes it. Package registry turns
+// a type's options struct and constructor into a sink type that
+// plugins.yaml can name.
 package sink
 
 import (
@@ -52,9 +61,9 @@ type RateLimit struct {
 	Rate  int
 	Per   time.Duration
 	Burst int
-	// PerKey applies the limit to each destination of the sink on its own
+	// PerKey applies the limit to each rate key of the sink on its own
 	// (for Slack: each channel) instead of to the sink as a whole. The sink
-	// must implement DestinationKeyer.
+	// must implement RateKeyer.
 	PerKey bool
 }
 
@@ -62,11 +71,12 @@ type RateLimit struct {
 // Rate.
 func (r RateLimit) Interval() time.Duration { return r.Per / time.Duration(r.Rate) }
 
-// Sink delivers one message to an external system. It is the one interface a
-// user implements to add a destination; the relay calls it outside any
-// database transaction, possibly concurrently for different rows.
+// Sink delivers one message to an external system, its receiver. It is the
+// one interface a user implements to add an integration; the relay calls
+// it outside any database transaction, possibly concurrently for different
+// rows.
 //
-// Deliver returns nil when the message was accepted by the destination. Any
+// Deliver returns nil when the message was accepted by the receiver. Any
 // other error is retryable unless wrapped with [Permanent] (dead-letter now)
 // or [RetryAfter] (come back later without spending an attempt).
 //
@@ -83,7 +93,7 @@ type Func func(ctx context.Context, d *Delivery) error
 func (f Func) Deliver(ctx context.Context, d *Delivery) error { return f(ctx, d) }
 
 // BatchSink is implemented by sinks that can hand many messages to their
-// destination per round trip (a broker's asynchronous publishes, whose
+// receiver per round trip (a broker's asynchronous publishes, whose
 // acknowledgements are awaited together). The relay then gives the sink a
 // claim loop of its own and hands it its claimed rows together instead of
 // one Deliver call each. Simple sinks need not implement it.
@@ -99,27 +109,28 @@ type BatchSink interface {
 	DeliverBatch(ctx context.Context, ds []*Delivery) []error
 }
 
-// RateLimitDefaulter is implemented by sinks whose destination documents a
+// RateLimitDefaulter is implemented by sinks whose receiver documents a
 // rate limit (Slack's one message per second per channel, for example). The
 // relay uses it when the sink's configuration sets no rate_limit.
 type RateLimitDefaulter interface {
 	DefaultRateLimit() RateLimit
 }
 
-// DestinationKeyer is implemented by sinks that deliver to several
-// destinations and can name a delivery's destination before delivering it
-// (Slack: the channel it posts to). A sink whose RateLimit has PerKey set
-// must implement it: the relay then spaces deliveries per destination key,
-// cluster-wide, instead of per sink. An error is the delivery's outcome, as
-// if Deliver had returned it (wrap it with [Permanent] when retrying cannot
-// help).
-type DestinationKeyer interface {
-	DestinationKey(d *Delivery) (string, error)
+// RateKeyer is implemented by sinks that deliver to several places of
+// their receiver and can name, before delivering, the key a delivery's
+// per-key rate limit counts by (Slack: the channel it posts to; a mail:
+// its recipients). A sink whose RateLimit has PerKey set must implement
+// it: the relay then spaces deliveries per rate key, cluster-wide, instead
+// of per sink, and keeps a key's pauses, circuit breaker and digests apart
+// from the other keys'. An error is the delivery's outcome, as if Deliver
+// had returned it (wrap it with [Permanent] when retrying cannot help).
+type RateKeyer interface {
+	RateKey(d *Delivery) (string, error)
 }
 
-// KeyRateLimiter is implemented by sinks limited per destination key
-// (RateLimit.PerKey) whose destinations may each have a rate limit of
-// their own: the tenants' endpoints of a destinations sink, each with its
+// KeyRateLimiter is implemented by sinks limited per rate key
+// (RateLimit.PerKey) whose keys may each have a rate limit of their own:
+// the tenants' destinations of a destinations sink, each with its
 // rate_limit. The relay spaces key's deliveries, cluster-wide, by the
 // limit KeyRateLimit returns, and by the sink's RateLimit for a key it
 // returns none for (ok false) or one out of range (Rate or Per not
@@ -128,13 +139,13 @@ type DestinationKeyer interface {
 // reservation, before the delivery, so it should answer from memory; ctx
 // bounds a read it makes for a key it does not know yet.
 type KeyRateLimiter interface {
-	DestinationKeyer
+	RateKeyer
 	KeyRateLimit(ctx context.Context, key string) (limit RateLimit, ok bool)
 }
 
 // AutoDisabler is implemented by sinks that deliver to the outbox's
 // destinations (the destinations table of migration 016; package
-// sinks/destinations): each destination key is a destination's id. When
+// sinks/destinations): each rate key is a destination's id. When
 // a destination's circuit breaker has stayed open longer than
 // AutoDisableAfter, a relay disables the destination, cluster-wide and
 // once: its rows wait without spending attempts until it is enabled
@@ -142,7 +153,7 @@ type KeyRateLimiter interface {
 // event outboxd.destination.disabled goes through the routes. 0 never
 // disables.
 type AutoDisabler interface {
-	DestinationKeyer
+	RateKeyer
 	AutoDisableAfter() time.Duration
 }
 
@@ -161,7 +172,7 @@ type Delivery struct {
 	// Uncertain reports that an earlier attempt's outcome is unknown: the
 	// relay that made it lost its lease (it crashed, or the delivery outlived
 	// the lease) before recording a result. A sink without an idempotency key
-	// at the destination (Slack) checks whether that attempt went through
+	// at the receiver (Slack) checks whether that attempt went through
 	// before sending again.
 	Uncertain bool
 
@@ -217,7 +228,7 @@ func (d *Delivery) Context() context.Context {
 	return d.ctx
 }
 
-// SetReceipt records what the destination returned for a successful delivery
+// SetReceipt records what the receiver returned for a successful delivery
 // (Slack's channel and ts, an SMTP message id, ...). It is stored as JSON in
 // the row's receipt column so an operator can find the delivered message.
 func (d *Delivery) SetReceipt(v any) error {
@@ -253,7 +264,7 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// retryAfterError asks for a later attempt at a time the destination chose.
+// retryAfterError asks for a later attempt at a time the receiver chose.
 type retryAfterError struct {
 	after time.Duration
 	err   error
@@ -264,17 +275,17 @@ func (e *retryAfterError) Error() string {
 }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
-// MaxRetryAfter caps the wait a destination's Retry-After may impose. The
-// pause holds the whole sink (or destination) across the cluster, so a
+// MaxRetryAfter caps the wait a receiver's Retry-After may impose. The
+// pause holds the whole sink (or rate key) across the cluster, so a
 // receiver answering "Retry-After: 99999999" must not stop it for years;
 // after the cap the relay simply asks again.
 const MaxRetryAfter = time.Hour
 
-// RetryAfter wraps err to say the destination asked us to wait d (HTTP 429 or
+// RetryAfter wraps err to say the receiver asked us to wait d (HTTP 429 or
 // 503 with Retry-After), at most MaxRetryAfter. The row is rescheduled
 // without spending an attempt, because rate limiting is not failure, no
 // sooner than the sink's backoff would retry it (a Retry-After of 0 is no
-// licence to hammer), and the whole sink (a per_key sink: the destination)
+// licence to hammer), and the whole sink (a per_key sink: the rate key)
 // pauses cluster-wide for d. Its deferrals are bounded by the sink's
 // max_deferrals, after which it is dead-lettered.
 func RetryAfter(d time.Duration, err error) error {
@@ -302,7 +313,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// statusError carries the status code a destination answered with.
+// statusError carries the status code a receiver answered with.
 type statusError struct {
 	code int
 	err  error
@@ -311,10 +322,10 @@ type statusError struct {
 func (e *statusError) Error() string { return errString(e.err) }
 func (e *statusError) Unwrap() error { return e.err }
 
-// HTTPStatus wraps err, a destination's unsuccessful answer, with its HTTP
+// HTTPStatus wraps err, a receiver's unsuccessful answer, with its HTTP
 // status code. It changes neither the error's text nor its class
 // ([Permanent], [RetryAfter]); it lets the relay's circuit breaker tell a
-// destination that is unwell (502, 503, 504, a run of 5xx) from a message
+// receiver that is unwell (502, 503, 504, a run of 5xx) from a message
 // it refuses (4xx).
 func HTTPStatus(code int, err error) error {
 	if err == nil {
@@ -337,7 +348,7 @@ func StatusCode(err error) (int, bool) {
 // message, whether they could deliver now: their credentials are accepted
 // (Slack's auth.test), their server answers (an SMTP EHLO, a broker's
 // handshake). `outboxd sinks test` calls it. Check must not deliver or
-// store anything at the destination, and must honour ctx.
+// store anything at the receiver, and must honour ctx.
 type Checker interface {
 	Check(ctx context.Context) error
 }

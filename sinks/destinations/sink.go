@@ -81,9 +81,9 @@ type Sink struct {
 
 // The relay finds what the sink offers by these interfaces.
 var (
-	_ sink.DestinationKeyer = (*Sink)(nil)
-	_ sink.KeyRateLimiter   = (*Sink)(nil)
-	_ sink.AutoDisabler     = (*Sink)(nil)
+	_ sink.RateKeyer      = (*Sink)(nil)
+	_ sink.KeyRateLimiter = (*Sink)(nil)
+	_ sink.AutoDisabler   = (*Sink)(nil)
 )
 
 // New builds the destinations sink called name from its options; the
@@ -119,8 +119,8 @@ func (s *Sink) UseDirectory(d *dest.Directory) { s.dir.Store(d) }
 // errNoDirectory is a delivery's outcome before UseDirectory.
 var errNoDirectory = errors.New("the destinations are not loaded yet")
 
-// DestinationKey names a row's destination: its destination id.
-func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
+// RateKey names a row's destination: its destination id.
+func (s *Sink) RateKey(d *sink.Delivery) (string, error) {
 	id := d.Headers[dest.Header]
 	if id == "" {
 		return "", sink.Permanent(s.wrap(fmt.Errorf("the row names no destination (header %s): publish it through a route target with a tenant, or enqueue it with enqueue_destination()", dest.Header)))
@@ -131,7 +131,7 @@ func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
 // Deliver POSTs the payload to the row's destination, signed with each of
 // its signing secrets.
 func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
-	id, err := s.DestinationKey(d)
+	id, err := s.RateKey(d)
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,14 @@ import (
 )
 
 var (
-	_ sink.DigestSink       = (*Sink)(nil)
-	_ sink.DestinationKeyer = (*Sink)(nil)
+	_ sink.DigestSink = (*Sink)(nil)
+	_ sink.RateKeyer  = (*Sink)(nil)
 )
 
-// DestinationKey is a delivery's recipients (to, then cc, each sorted):
+// RateKey is a delivery's recipients (to, then cc, each sorted):
 // a digest goes to one set of recipients, so rows for others never share
 // one, and a per_key rate limit holds per recipient list.
-func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
+func (s *Sink) RateKey(d *sink.Delivery) (string, error) {
 	p, err := parsePayload(d.Payload, s.cfg.To)
 	if err != nil {
 		return "", sink.Permanent(fmt.Errorf("email sink %q: %w", s.name, err))
@@ -69,7 +69,7 @@ func (s *Sink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
 // digestMail is the default mail of a digest: "N messages: <first
 // subject>", and a plain-text list of the members, each its subject and
 // text, to the first member's recipients (a digest's members share them,
-// see DestinationKey).
+// see RateKey).
 func digestMail(members []Payload) Payload {
 	p := Payload{To: members[0].To, Cc: members[0].Cc}
 	p.Subject = fmt.Sprintf("%d messages: %s", len(members), members[0].Subject)

@@ -18,7 +18,7 @@ import (
 // An email sink that digests sends one mail per set of recipients,
 // listing its members' subjects and texts in enqueue order, under the
 // digest's own Message-ID, through Mailpit; a row no mail can carry is
-// dead-lettered alone. (Mutation: DestinationKey ignoring the recipients
+// dead-lettered alone. (Mutation: RateKey ignoring the recipients
 // mails the sales rows to ops; digestMail dropping the list loses the
 // members' texts.)
 func TestDigestMailsOneListPerRecipients(t *testing.T) {

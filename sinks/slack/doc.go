@@ -76,7 +76,7 @@
 // ([DefaultRate] per [DefaultPer]) for the sink as a whole; Slack counts it
 // per channel, so a sink posting to several channels sets
 // rate_limit: {rate: 1, per: 1s, per_key: true}: the sink names each
-// delivery's channel ([Sink.DestinationKey]) and the relay spaces the posts
+// delivery's channel ([Sink.RateKey]) and the relay spaces the posts
 // of each channel on its own.
 //
 // # Threads

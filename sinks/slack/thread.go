@@ -51,17 +51,17 @@ func (s *Sink) updateRoot(ctx context.Context, root *threadRoot, m message) erro
 	return classify(s.call("chat.update", root.Channel), err)
 }
 
-var _ sink.DestinationKeyer = (*Sink)(nil)
+var _ sink.RateKeyer = (*Sink)(nil)
 
-// webhookDestination is the destination key of every post of a sink in
+// webhookRateKey is the rate key of every post of a sink in
 // incoming-webhook mode.
-const webhookDestination = "incoming-webhook"
+const webhookRateKey = "incoming-webhook"
 
-// DestinationKey is the channel a delivery posts to, for rate_limit.per_key
+// RateKey is the channel a delivery posts to, for rate_limit.per_key
 // (Slack limits posting per channel): a reply's thread's channel, else the
 // payload's, else the sink's. A channel named two ways ("#ops" and its ID)
 // counts as two keys.
-func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
+func (s *Sink) RateKey(d *sink.Delivery) (string, error) {
 	m, err := parsePayload(d.Payload, s.opts.EscapeMentions)
 	if err != nil {
 		return "", s.fail(d, err)
@@ -69,7 +69,7 @@ func (s *Sink) DestinationKey(d *sink.Delivery) (string, error) {
 	if s.api == nil {
 		// An incoming webhook posts to the one channel it is bound to (its
 		// URL is a secret: it must not become a key in the database).
-		return webhookDestination, nil
+		return webhookRateKey, nil
 	}
 	root, err := parseThreadRoot(d)
 	if err != nil {

@@ -340,7 +340,7 @@ func verify(t *testing.T, secrets []string, reqs ...request) [][]bool {
 // runs unknown (their events are dead-lettered); making destination_rows() ignore
 // d.enabled and the sink ignore Live.Enabled (either alone still holds
 // the row back) delivers the disabled destination's event before
-// enabling; making DestinationKey name one key for every destination
+// enabling; making RateKey name one key for every destination
 // holds acme's events behind initech's failures (its breaker and backoff).
 func TestTenantsReceiveTheirSignedEvents(t *testing.T) {
 	t.Parallel()
