@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/server"
 )
 
 func (a *app) configCommand() *cobra.Command {
@@ -47,7 +48,7 @@ serve starts with. A missing or empty configuration file is an error;
 			if err != nil {
 				return err
 			}
-			if err := serveProblems(cfg); err != nil {
+			if err := server.Check(cfg); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "configuration %s is valid (%d sinks, %d routes)\n", config.DescribeFile(cfg.File), len(cfg.Sinks), len(cfg.Routes))

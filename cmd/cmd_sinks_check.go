@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
+	"github.com/outboxd/outboxd/server"
 )
 
 // sinkTestTimeout bounds `sinks test`'s check or test delivery.
@@ -59,7 +60,7 @@ delivered to it directly (no row is stored). Exit 0: the sink works;
 			if err != nil {
 				return err
 			}
-			defer closeSinks(sinks, log)
+			defer server.CloseSinks(sinks, log)
 			ctx, cancel := context.WithTimeout(cmd.Context(), sinkTestTimeout)
 			defer cancel()
 			out := cmd.OutOrStdout()

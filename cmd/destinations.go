@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/server"
 	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/console"
 )
@@ -55,37 +55,14 @@ func (f *destinationFlags) check(needsTenant bool, more ...func() error) func(*c
 	})
 }
 
-// secretsKeyring is the keyring of destinations.EnvSecretsKey, nil when
-// it is not set.
-func (a *app) secretsKeyring() (*destinations.Keyring, error) {
-	keys, err := destinations.KeyringFromEnv(a.io.Env)
-	if errors.Is(err, destinations.ErrNoKeyring) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, badInput(err)
-	}
-	return keys, nil
-}
-
 // destinationStore is the session's Store, sealing with the keys of
 // destinations.EnvSecretsKey when it is set.
 func (a *app) destinationStore(s session) (*destinations.Store, error) {
-	keys, err := a.secretsKeyring()
+	keys, err := server.Keyring(a.io.Env)
 	if err != nil {
 		return nil, err
 	}
 	return destinations.NewStore(s.cfg.Database.Schema, keys)
-}
-
-// portalLinks signs the tenant portal's links with keys derived from
-// destinations.EnvSecretsKey; nil when it is not set (no portal).
-func (a *app) portalLinks() (*console.PortalLinks, error) {
-	keys, err := a.secretsKeyring()
-	if err != nil || keys == nil {
-		return nil, err
-	}
-	return console.NewPortalLinks(keys)
 }
 
 // destinationCommand builds one subcommand running fn with the store.
@@ -371,7 +348,7 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 			return nil
 		}),
 		RunE: func(*cobra.Command, []string) error {
-			links, err := a.portalLinks()
+			links, err := server.PortalLinks(a.io.Env)
 			if err != nil {
 				return err
 			}
@@ -454,49 +431,5 @@ func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination
 			line += fmt.Sprintf("\t%s\t%s\t%s", rate, d.Description, d.UpdatedAt.Format(time.RFC3339))
 		}
 		fmt.Fprintln(w, line)
-	}
-}
-
-// directoryUser is a sink that delivers to destinations (package
-// sinks/destinations) and needs them loaded.
-type directoryUser interface {
-	UseDirectory(*destinations.Directory)
-}
-
-// followDestinations gives every destinations sink the outbox's
-// destinations; it returns the directory, to run once the database is
-// up (a reloaded configuration's sinks get it too), or nil when no sink needs it.
-func (a *app) followDestinations(s session, log *slog.Logger) (*destinations.Directory, error) {
-	if !usesDirectory(s.cfg) {
-		return nil, nil
-	}
-	keys, err := destinations.KeyringFromEnv(a.io.Env)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("a sink of type destinations is configured: %w", err))
-	}
-	dir, err := destinations.NewDirectory(s.pool, s.cfg.Database.Schema, keys, log)
-	if err != nil {
-		return nil, err
-	}
-	useDirectory(s.cfg, dir)
-	return dir, nil
-}
-
-// usesDirectory reports whether a sink of cfg reads destinations.
-func usesDirectory(cfg *config.Config) bool {
-	for _, sc := range cfg.SinkConfigs() {
-		if _, ok := sc.Sink.(directoryUser); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// useDirectory gives every destinations sink of cfg the directory dir.
-func useDirectory(cfg *config.Config, dir *destinations.Directory) {
-	for _, sc := range cfg.SinkConfigs() {
-		if u, ok := sc.Sink.(directoryUser); ok {
-			u.UseDirectory(dir)
-		}
 	}
 }

@@ -1,12 +1,15 @@
-// Package cmd is the outboxd command line: the cobra commands, built on
-// package config (plugins.yaml), internal/httpapi (the HTTP API of serve)
-// and internal/telemetry. It is importable so that a custom build of
-// outboxd gets the same binary by calling [Main] once it has registered
-// its sink types (the stock binary registers package sinks/builtin's):
+// Package cmd is the outboxd command line: the cobra commands only (their
+// flags, arguments, output and exit codes). `outboxd serve` hands over to
+// the server room (package server), the other commands call the engine.
+//
+// [Main] is the whole of main() in the stock binary, and in a custom
+// build: register the sink types the build links (package sinks/builtin's,
+// or nobrokers' without the broker clients, and your own through package
+// registry), then call Main. examples/customsink is such a build:
 //
 //	func main() {
 //		nobrokers.Register()
-//		registry.Register("file", newFileSink)
+//		// register your own sink types here (package registry)
 //		cmd.Main()
 //	}
 package cmd
@@ -29,6 +32,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/server"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 
@@ -68,13 +72,14 @@ func exitCode(err error) int {
 	var (
 		ce *config.Error
 		te *telemetry.InputError
+		se *server.InputError
 	)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ce), errors.As(err, &te):
+	case errors.As(err, &ce), errors.As(err, &te), errors.As(err, &se):
 		return exitConfig
 	}
 	return exitFailure

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/routing"
-	"github.com/outboxd/outboxd/server/telemetry"
 )
 
 func (a *app) routesCommand() *cobra.Command {
@@ -55,31 +52,4 @@ func applyRoutes(ctx context.Context, out io.Writer, s session, actor audit.Acto
 		fmt.Fprintf(out, "routes unchanged: version %d is active\n", applied.Version)
 	}
 	return nil
-}
-
-// serveActor is who applies the routes when serve finds none applied.
-var serveActor = audit.Actor{Name: "outboxd serve", Role: string(access.RoleAdmin), Source: "serve"}
-
-// checkAppliedRoutes, as actor (who applies them, when it does), compares the routes this relay renders with to the
-// ones applied to the database, which route every publish. When none were
-// ever applied it applies its own (a first start without outboxd migrate:
-// no other version exists that a rolling deploy could flip back); when
-// others are applied it warns, since the two should match once a deploy
-// is done.
-func checkAppliedRoutes(ctx context.Context, s session, log *slog.Logger, actor audit.Actor) {
-	version, digest, err := routing.Active(ctx, s.pool, s.ob.Schema())
-	switch {
-	case err != nil:
-		log.Warn("could not read the routes applied to the database", telemetry.ErrAttr(err))
-	case version == 0 && s.cfg.HasRoutes():
-		applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable(), actor)
-		if err != nil {
-			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", telemetry.ErrAttr(err))
-			return
-		}
-		log.Info("applied this configuration's routes: none were applied yet", "version", applied.Version)
-	case version != 0 && digest != s.cfg.RouteTable().Digest():
-		log.Warn("the routes of this configuration are not the ones applied to the database: events are routed by the database's (run outboxd routes apply) and rendered with the templates of the version they were published under",
-			"applied_version", version)
-	}
 }

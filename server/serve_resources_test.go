@@ -1,17 +1,17 @@
-package cmd
+package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -21,26 +21,27 @@ import (
 // Relay.Run closed, so this path leaked it (its health-check goroutine
 // stayed behind).
 func TestServeFailingEarlyLeaksNoPool(t *testing.T) {
-	_, ob := testdb.New(t)
+	pool, ob := testdb.New(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	config := filepath.Join(t.TempDir(), "plugins.yaml")
 	yaml := fmt.Sprintf("database: {schema: %s}\nhttp: {listen: %q}\nsinks:\n  audit: {type: log}\n", ob.Schema(), taken.Addr().String())
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+	cfg, err := config.Parse([]byte(yaml), "plugins.yaml", config.EnvMap(nil))
+	if err != nil {
 		t.Fatal(err)
 	}
 	before := poolGoroutines()
-	var stderr bytes.Buffer
-	env := map[string]string{"DATABASE_URL": testdb.URL()}
-	code := execute(context.Background(), []string{"--config", config, "serve"}, streams{
-		In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &stderr,
-		Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok },
+	log := slog.New(slog.DiscardHandler)
+	err = Run(context.Background(), Options{Config: cfg, Pool: pool, Operator: ob.Operator, Migrator: ob.Migrator, Env: config.EnvMap(nil),
+		Load:        func() (*config.Config, []string, error) { return cfg, nil, nil },
+		Logger:      func() (*slog.Logger, error) { return log, nil },
+		Scrubber:    func() secret.Scrubber { return secret.NewScrubber() },
+		DatabaseURL: func(configured string) string { return configured },
 	})
-	if code == 0 || !strings.Contains(stderr.String(), "address already in use") {
-		t.Fatalf("serve with its port taken: exit %d, stderr:\n%s", code, stderr.String())
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve with its port taken: %v", err)
 	}
 	// Pools stop their background goroutines as they close; give them the
 	// moment that takes, then none may be left.

@@ -1,4 +1,4 @@
-package cmd
+package server
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func (s *closingSink) Close() error { s.closed++; return s.err }
 func TestCloseSinksClosesEveryCloser(t *testing.T) {
 	a, b := &closingSink{err: errors.New("already gone")}, &closingSink{}
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
-	closeSinks([]relay.SinkConfig{{Name: "a", Sink: a}, {Name: "plain", Sink: plain}, {Name: "b", Sink: b}},
+	CloseSinks([]relay.SinkConfig{{Name: "a", Sink: a}, {Name: "plain", Sink: plain}, {Name: "b", Sink: b}},
 		slog.New(slog.DiscardHandler))
 	if a.closed != 1 || b.closed != 1 {
 		t.Fatalf("closed a %d, b %d times; want once each", a.closed, b.closed)

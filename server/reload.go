@@ -1,4 +1,4 @@
-package cmd
+package server
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/relay"
@@ -47,12 +47,12 @@ type generation struct {
 	retired atomic.Bool
 }
 
-// server is serve once it has started: what every generation shares (the
+// daemon is serve once it has started: what every generation shares (the
 // pool, the telemetry, the API's pool and console), the running
 // generation, and the HTTP handler of its configuration.
-type server struct {
-	a              *app
-	s              session // the configuration serve started with, and its pools
+type daemon struct {
+	o              Options // the configuration serve started with, its pool, and how to reload
+	ob             *outboxd.Outbox
 	tel            *telemetry.Telemetry
 	registerGauges func(*relay.Relay, []string) error
 	stage          routing.Fallback
@@ -78,20 +78,20 @@ type server struct {
 }
 
 // ServeHTTP serves the API of the running configuration.
-func (v *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (v *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*v.handler.Load()).ServeHTTP(w, r)
 }
 
 // newGeneration builds the relay of cfg, ready to run, with the logger
 // log.
-func (v *server) newGeneration(cfg *config.Config, log *slog.Logger) (*generation, error) {
+func (v *daemon) newGeneration(cfg *config.Config, log *slog.Logger) (*generation, error) {
 	rc := cfg.RelayConfig()
-	rc.Schema, rc.Logger, rc.TracerProvider, rc.MeterProvider = v.s.ob.Schema(), log, v.tel.TracerProvider, v.tel.MeterProvider
-	rc.Redact = v.a.scrub.String // delivery errors, in rows and spans, lose the configuration's secrets
+	rc.Schema, rc.Logger, rc.TracerProvider, rc.MeterProvider = v.ob.Schema(), log, v.tel.TracerProvider, v.tel.MeterProvider
+	rc.Redact = v.o.Scrubber().String // delivery errors, in rows and spans, lose the configuration's secrets
 	// Published rows reach each sink rendered with their route's template;
 	// a route this configuration lacks is rendered as the database has it.
 	rc.Stage = cfg.RouteTable().Stage(v.stage)
-	r, err := relay.New(v.s.pool, rc)
+	r, err := relay.New(v.o.Pool, rc)
 	if err != nil {
 		return nil, &config.Error{File: cfg.File, Problems: []string{err.Error()}}
 	}
@@ -100,14 +100,14 @@ func (v *server) newGeneration(cfg *config.Config, log *slog.Logger) (*generatio
 
 // install makes g the running generation: its gauges are reported and
 // the API serves its configuration.
-func (v *server) install(g *generation, log *slog.Logger) error {
+func (v *daemon) install(g *generation, log *slog.Logger) error {
 	if err := v.registerGauges(g.relay, slices.Sorted(maps.Keys(g.cfg.Sinks))); err != nil {
 		return err
 	}
 	if v.directory != nil {
 		useDirectory(g.cfg, v.directory)
 	}
-	api := &httpapi.API{Config: g.cfg, Outbox: v.s.ob, Operator: v.s.ops, Migrator: v.s.mig, DB: v.apiPool, Log: log,
+	api := &httpapi.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Metrics: v.tel.Metrics, Console: v.console, Reload: v.reload,
 		Destinations: v.destinations, Portal: v.portal}
 	h := api.Handler()
@@ -119,7 +119,7 @@ func (v *server) install(g *generation, log *slog.Logger) error {
 // start runs g's relay until it is retired or serve stops. A relay that
 // stops by itself (see relay.Run) stops serve through v.failed, unless a
 // reload retired it meanwhile.
-func (v *server) start(g *generation) {
+func (v *daemon) start(g *generation) {
 	ctx, stop := context.WithCancel(v.runCtx)
 	g.stop = stop
 	go func() {
@@ -137,9 +137,10 @@ func (v *server) start(g *generation) {
 	}()
 }
 
-// run runs the first generation and reloads on each signal from hup until ctx is
-// cancelled (then every relay drains) or a relay fails.
-func (v *server) run(ctx context.Context, hup <-chan os.Signal) error {
+// run runs the first generation and reloads on each signal of
+// Options.Hangup until ctx is cancelled (then every relay drains) or a
+// relay fails.
+func (v *daemon) run(ctx context.Context) error {
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	v.mu.Lock()
@@ -149,7 +150,7 @@ func (v *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	var failure error
 	for failure == nil && ctx.Err() == nil {
 		select {
-		case <-hup:
+		case <-v.o.Hangup:
 			_ = v.reload(ctx, sighupActor) // it logs its outcome
 		case err := <-v.failed:
 			failure = fmt.Errorf("relay: %w", err)
@@ -162,7 +163,7 @@ func (v *server) run(ctx context.Context, hup <-chan os.Signal) error {
 	v.mu.Unlock()
 	<-last.done
 	v.retired.Wait()
-	closeSinks(last.cfg.SinkConfigs(), v.log)
+	CloseSinks(last.cfg.SinkConfigs(), v.log)
 	return failure
 }
 
@@ -175,7 +176,7 @@ func (v *server) run(ctx context.Context, hup <-chan os.Signal) error {
 // claims skip locked rows, so both relays run side by side safely) and
 // its sinks close. On any problem the running configuration stays and
 // every problem is logged. Either way the reload gauges record it.
-func (v *server) reload(ctx context.Context, actor audit.Actor) error {
+func (v *daemon) reload(ctx context.Context, actor audit.Actor) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.runCtx != nil && v.runCtx.Err() != nil {
@@ -187,23 +188,23 @@ func (v *server) reload(ctx context.Context, actor audit.Actor) error {
 	v.status.Record(err == nil, time.Now())
 	if err != nil {
 		v.logRefused(v.scrubbedLogger(), actor, err)
-		return v.a.scrub.Error(err)
+		return v.o.Scrubber().Error(err)
 	}
 	return nil
 }
 
 // scrubbedLogger is a logger that scrubs every secret loaded so far, the
 // file just read included.
-func (v *server) scrubbedLogger() *slog.Logger {
-	if log, err := v.a.logger(); err == nil {
+func (v *daemon) scrubbedLogger() *slog.Logger {
+	if log, err := v.o.Logger(); err == nil {
 		return log
 	}
 	return v.log // the flags were checked at start: not reached
 }
 
 // swap does reload's work under its lock.
-func (v *server) swap(ctx context.Context, actor audit.Actor) error {
-	cfg, warnings, err := v.a.load(config.Everything, "")
+func (v *daemon) swap(ctx context.Context, actor audit.Actor) error {
+	cfg, warnings, err := v.o.Load()
 	log := v.scrubbedLogger() // the new configuration's secrets are known now
 	for _, w := range warnings {
 		log.Warn("reload: " + w)
@@ -211,43 +212,41 @@ func (v *server) swap(ctx context.Context, actor audit.Actor) error {
 	if err != nil {
 		return err
 	}
-	if err := serveProblems(cfg); err != nil {
-		closeSinks(cfg.SinkConfigs(), log)
+	if err := Check(cfg); err != nil {
+		CloseSinks(cfg.SinkConfigs(), log)
 		return err
 	}
 	old := v.current
-	keepRestartOnly(cfg, old.cfg, v.a, log)
+	keepRestartOnly(cfg, old.cfg, v.o.DatabaseURL, log)
 	g, err := v.newGeneration(cfg, log)
 	if err != nil {
-		closeSinks(cfg.SinkConfigs(), log)
+		CloseSinks(cfg.SinkConfigs(), log)
 		return err
 	}
 	if err := v.install(g, log); err != nil {
-		closeSinks(cfg.SinkConfigs(), log)
+		CloseSinks(cfg.SinkConfigs(), log)
 		return fmt.Errorf("reload: %w", err)
 	}
 	slog.SetDefault(log)
 	if v.runCtx == nil {
 		// Still waiting for the database: run starts the new relay.
-		closeSinks(old.cfg.SinkConfigs(), log)
+		CloseSinks(old.cfg.SinkConfigs(), log)
 	} else {
 		v.start(g)
 		old.retired.Store(true)
 		old.stop()
 		v.retired.Go(func() {
 			<-old.done
-			closeSinks(old.cfg.SinkConfigs(), log)
+			CloseSinks(old.cfg.SinkConfigs(), log)
 			log.Info("reload: the previous configuration's relay drained its deliveries in flight")
 		})
 	}
 
-	next := v.s
-	next.cfg = cfg
-	checkAppliedRoutes(ctx, next, log, actor)
+	checkAppliedRoutes(ctx, v.o.Pool, v.ob.Schema(), cfg, log, actor)
 	added, removed := sinkChanges(old.cfg, cfg)
-	trail, err := audit.New(v.s.ob.Schema())
+	trail, err := audit.New(v.ob.Schema())
 	if err == nil {
-		err = trail.Write(ctx, v.s.pool, actor, audit.Record{Action: audit.ActionConfigReload, Count: int64(len(cfg.Sinks)),
+		err = trail.Write(ctx, v.o.Pool, actor, audit.Record{Action: audit.ActionConfigReload, Count: int64(len(cfg.Sinks)),
 			Detail: map[string]any{"file": cfg.File, "sinks_added": added, "sinks_removed": removed}})
 	}
 	if err != nil {
@@ -261,7 +260,7 @@ func (v *server) swap(ctx context.Context, actor audit.Actor) error {
 
 // logRefused logs a refused reload, each problem on its own record (a
 // config.Error's problems name their key, file and line).
-func (v *server) logRefused(log *slog.Logger, actor audit.Actor, err error) {
+func (v *daemon) logRefused(log *slog.Logger, actor audit.Actor, err error) {
 	const msg = "reload refused: the running configuration stays"
 	var ce *config.Error
 	if !errors.As(err, &ce) {
@@ -278,9 +277,9 @@ func (v *server) logRefused(log *slog.Logger, actor audit.Actor, err error) {
 // change, logging those the file changed: the database (its pools are
 // open), the http block (the listener, its tokens and the console
 // sign-in are set up once) and the telemetry block (its exporters).
-func keepRestartOnly(cfg, running *config.Config, a *app, log *slog.Logger) {
+func keepRestartOnly(cfg, running *config.Config, databaseURL func(configured string) string, log *slog.Logger) {
 	var changed []string
-	if a.resolveDatabaseURL(cfg.Database.URL) != a.resolveDatabaseURL(running.Database.URL) {
+	if databaseURL(cfg.Database.URL) != databaseURL(running.Database.URL) {
 		changed = append(changed, "database.url")
 	}
 	if cfg.Database.Schema != running.Database.Schema {
