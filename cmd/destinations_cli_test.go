@@ -19,7 +19,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // destCLI runs the command line in this process against a fresh schema
@@ -110,12 +110,12 @@ func (c *destCLI) signs(id, text string) bool {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	s, err := webhook.ParseSecret(text)
+	s, err := standardwebhooks.ParseSecret(text)
 	if err != nil {
 		c.t.Fatalf("the secret printed is not a signing secret: %v", err)
 	}
 	at := time.Unix(1700000000, 0)
-	return slices.ContainsFunc(e.Secrets, func(x webhook.Secret) bool { return x.Sign("msg", at, nil) == s.Sign("msg", at, nil) })
+	return slices.ContainsFunc(e.Secrets, func(x standardwebhooks.Secret) bool { return x.Sign("msg", at, nil) == s.Sign("msg", at, nil) })
 }
 
 // compact is the JSON text raw without its spaces.

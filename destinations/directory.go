@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // Timing of a Directory.
@@ -39,7 +39,7 @@ type Live struct {
 	URL       string
 	Enabled   bool
 	RateLimit *float64
-	secrets   []webhook.Secret
+	secrets   []standardwebhooks.Secret
 	expires   []time.Time
 	// err is why its secrets could not be opened (a key missing from
 	// EnvSecretsKey): deliveries fail with it, and are retried.
@@ -48,11 +48,11 @@ type Live struct {
 
 // Endpoint is where and how to post to l at now: its URL and every secret
 // still signing (during a rotation, the new one and the old one).
-func (l *Live) Endpoint(now time.Time) (webhook.Endpoint, error) {
+func (l *Live) Endpoint(now time.Time) (standardwebhooks.Endpoint, error) {
 	if l.err != nil {
-		return webhook.Endpoint{}, l.err
+		return standardwebhooks.Endpoint{}, l.err
 	}
-	e := webhook.Endpoint{URL: l.URL}
+	e := standardwebhooks.Endpoint{URL: l.URL}
 	for i, s := range l.secrets {
 		if now.Before(l.expires[i]) {
 			e.Secrets = append(e.Secrets, s)
@@ -231,8 +231,8 @@ func (d *Directory) refreshUnless(ctx context.Context, current func() bool) erro
 		for i, sealed := range r.Sealed {
 			plain, err := d.keys.Open(r.KeyIDs[i], r.ID, sealed)
 			if err == nil {
-				var s webhook.Secret
-				if s, err = webhook.ParseSecret(string(plain)); err != nil {
+				var s standardwebhooks.Secret
+				if s, err = standardwebhooks.ParseSecret(string(plain)); err != nil {
 					err = fmt.Errorf("destination %s: its secret does not parse: %w", r.ID, err)
 				}
 				l.secrets = append(l.secrets, s)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/internal/safetext"
 	"github.com/outboxd/outboxd/routing"
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // Bounds of what a destination holds.
@@ -124,7 +124,7 @@ func (s Spec) check() (checked, error) {
 	if len(s.URL) > MaxURLBytes {
 		return c, inputErrorf("url is %d bytes, over the limit of %d", len(s.URL), MaxURLBytes)
 	}
-	if err := webhook.CheckURL(s.URL); err != nil {
+	if err := standardwebhooks.CheckURL(s.URL); err != nil {
 		return c, inputErrorf("url: %v", err)
 	}
 	if len(s.Description) > MaxDescriptionBytes {

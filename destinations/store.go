@@ -12,7 +12,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/store"
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // Paging of List.
@@ -108,7 +108,7 @@ func (s *Store) Create(ctx context.Context, db DB, actor audit.Actor, tenant str
 
 // newSecret makes a signing secret for destination id and seals it.
 func (s *Store) newSecret(id string) (keyID string, sealed []byte, text string, err error) {
-	_, text, err = webhook.NewSecret()
+	_, text, err = standardwebhooks.NewSecret()
 	if err != nil {
 		return "", nil, "", err
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/routing"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // testKey is a fixed sealing key, in EnvSecretsKey's form.
@@ -751,7 +751,7 @@ func (f *fixture) directory(t *testing.T, keys *destinations.Keyring) *destinati
 
 // endpoint reads destination id through a fresh directory opening with
 // keys; false when it cannot sign.
-func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e webhook.Endpoint, ok bool) {
+func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) (e standardwebhooks.Endpoint, ok bool) {
 	t.Helper()
 	dir := f.directory(t, keys)
 	l, found, err := dir.Find(t.Context(), id)
@@ -763,9 +763,9 @@ func (f *fixture) endpoint(t *testing.T, keys *destinations.Keyring, id string) 
 }
 
 // mustSecret parses a secret's text.
-func mustSecret(t *testing.T, text string) webhook.Secret {
+func mustSecret(t *testing.T, text string) standardwebhooks.Secret {
 	t.Helper()
-	s, err := webhook.ParseSecret(text)
+	s, err := standardwebhooks.ParseSecret(text)
 	if err != nil {
 		t.Fatal(err)
 	}

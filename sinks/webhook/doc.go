@@ -31,7 +31,9 @@
 // rotation configure both the new and the old one, so receivers holding
 // either can verify. With no secret configured no webhook-signature header
 // is sent at all: do that only when the receiver authenticates requests some
-// other way (a token in headers, mutual TLS on a proxy).
+// other way (a token in headers, mutual TLS on a proxy). Package
+// standardwebhooks signs the requests (the destinations sink's too); a
+// receiver written in Go can verify with it.
 //
 // A delivery id that cannot travel in an HTTP header unchanged (control
 // characters, leading or trailing spaces) cannot be signed verifiably; such

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // DefaultTimeout bounds one webhook request when the timeout option is not
@@ -21,7 +21,7 @@ const DefaultTimeout = 10 * time.Second
 // reservedHeaders are set by the sink itself; the headers option may not
 // override them, or signatures and bodies would no longer match.
 var reservedHeaders = []string{
-	headerID, headerTimestamp, headerSignature,
+	standardwebhooks.HeaderID, standardwebhooks.HeaderTimestamp, standardwebhooks.HeaderSignature,
 	"Content-Type", "Content-Length", "Host", "Transfer-Encoding",
 }
 
@@ -43,7 +43,7 @@ func DefaultOptions() Options { return Options{Timeout: DefaultTimeout} }
 // config is Options checked and decoded.
 type config struct {
 	url          string
-	secrets      []Secret
+	secrets      []standardwebhooks.Secret
 	timeout      time.Duration
 	headers      http.Header
 	allowPrivate bool
@@ -58,7 +58,7 @@ func parseOptions(options map[string]any) (config, error) {
 		return config{}, err
 	}
 	c := config{url: o.URL, timeout: o.Timeout, allowPrivate: o.AllowPrivate}
-	if err := CheckURL(o.URL); err != nil {
+	if err := standardwebhooks.CheckURL(o.URL); err != nil {
 		return c, fmt.Errorf("option url: %w", err)
 	}
 	if c.timeout <= 0 {
@@ -74,30 +74,7 @@ func parseOptions(options map[string]any) (config, error) {
 	return c, nil
 }
 
-// CheckURL reports whether raw is an http or https URL with a host; its
-// errors never repeat the URL, which may carry a token.
-func CheckURL(raw string) error {
-	if raw == "" {
-		return errors.New("is required")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // without the URL itself
-		}
-		return fmt.Errorf("not a valid URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return errors.New("has no host")
-	}
-	return nil
-}
-
-func parseSecrets(secret confschema.Secret, secrets []confschema.Secret) ([]Secret, error) {
+func parseSecrets(secret confschema.Secret, secrets []confschema.Secret) ([]standardwebhooks.Secret, error) {
 	if secret != "" && len(secrets) > 0 {
 		return nil, errors.New("options secret and secrets: set one of them (list every secret under secrets)")
 	}
@@ -105,10 +82,10 @@ func parseSecrets(secret confschema.Secret, secrets []confschema.Secret) ([]Secr
 	if secret != "" {
 		name, secrets = "secret", []confschema.Secret{secret}
 	}
-	parsed := make([]Secret, len(secrets))
+	parsed := make([]standardwebhooks.Secret, len(secrets))
 	for i, s := range secrets {
 		var err error
-		if parsed[i], err = ParseSecret(string(s)); err != nil {
+		if parsed[i], err = standardwebhooks.ParseSecret(string(s)); err != nil {
 			if name == "secret" {
 				return nil, fmt.Errorf("option secret: %w", err)
 			}

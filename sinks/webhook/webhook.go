@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,24 +14,18 @@ import (
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // Type is the sink type name used in plugins.yaml.
 const Type = "webhook"
-
-// The Standard Webhooks headers.
-const (
-	headerID        = "webhook-id"
-	headerTimestamp = "webhook-timestamp"
-	headerSignature = "webhook-signature"
-)
 
 // Sink delivers messages to one webhook endpoint. It is safe for concurrent
 // use.
 type Sink struct {
 	name    string
 	url     string
-	secrets []Secret
+	secrets []standardwebhooks.Secret
 	headers http.Header
 	client  *http.Client
 }
@@ -64,17 +57,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 // post POSTs body, signed, under webhook-id id, and maps the response to
 // an outcome.
 func (s *Sink) post(ctx context.Context, id string, body []byte) error {
-	return s.wrap(Post(ctx, s.client, Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, id, body))
-}
-
-// Endpoint is one receiver of Standard Webhooks: where to POST, the
-// secrets that sign each request (one signature each; none sends
-// unsigned) and extra static headers. The webhook sink has one; the
-// destinations sink one per destination.
-type Endpoint struct {
-	URL     string
-	Secrets []Secret
-	Headers http.Header
+	return s.wrap(Post(ctx, s.client, standardwebhooks.Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, id, body))
 }
 
 // Post delivers body to e through client (see [sinks.NewHTTPClient] for the
@@ -82,7 +65,7 @@ type Endpoint struct {
 // webhook-timestamp now and webhook-signature a signature per secret. It
 // maps the answer to Deliver's outcomes (nil, retryable, [sink.Permanent],
 // [sink.RetryAfter]); its errors never repeat the URL or a secret.
-func Post(ctx context.Context, client *http.Client, e Endpoint, id string, body []byte) error {
+func Post(ctx context.Context, client *http.Client, e standardwebhooks.Endpoint, id string, body []byte) error {
 	if err := checkID(id); err != nil {
 		return sink.Permanent(err)
 	}
@@ -96,11 +79,7 @@ func Post(ctx context.Context, client *http.Client, e Endpoint, id string, body 
 		req.Header = http.Header{}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerID, id)
-	req.Header.Set(headerTimestamp, strconv.FormatInt(now.Unix(), 10))
-	if len(e.Secrets) > 0 {
-		req.Header.Set(headerSignature, signatureHeader(e.Secrets, id, now, body))
-	}
+	standardwebhooks.SetHeaders(req.Header, e.Secrets, id, now, body)
 	resp, err := client.Do(req)
 	if err != nil {
 		return sinks.TransportError(err)

@@ -1,15 +1,15 @@
-package webhook_test
+package standardwebhooks_test
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/outboxd/outboxd/sinks/webhook"
+	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
 // The signature of the Standard Webhooks specification's example message.
 func ExampleSecret_Sign() {
-	secret, err := webhook.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	secret, err := standardwebhooks.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		panic(err)
 	}

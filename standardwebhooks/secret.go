@@ -1,4 +1,4 @@
-package webhook
+package standardwebhooks
 
 import (
 	"crypto/hmac"
@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,18 @@ const (
 	MaxSecretBytes = 64
 	// signatureVersion tags an HMAC-SHA256 signature.
 	signatureVersion = "v1"
+)
+
+// The Standard Webhooks headers of a request.
+const (
+	// HeaderID is the message's id, the same on every retry, so that a
+	// receiver can drop redeliveries.
+	HeaderID = "webhook-id"
+	// HeaderTimestamp is the time of the attempt, in Unix seconds.
+	HeaderTimestamp = "webhook-timestamp"
+	// HeaderSignature holds one signature per signing secret,
+	// space-separated.
+	HeaderSignature = "webhook-signature"
 )
 
 // Secret is a Standard Webhooks signing key. Its String method never shows
@@ -65,18 +78,32 @@ func (Secret) String() string { return SecretPrefix + "<redacted>" }
 // Sign returns the signature of one message, "v1," followed by the base64
 // HMAC-SHA256 of id, timestamp (Unix seconds) and body joined by dots.
 func (s Secret) Sign(id string, timestamp time.Time, body []byte) string {
-	mac := hmac.New(sha256.New, s.key)
-	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp.Unix(), 10) + "."))
-	mac.Write(body)
-	return signatureVersion + "," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return signatureVersion + "," + base64.StdEncoding.EncodeToString(s.mac(id, strconv.FormatInt(timestamp.Unix(), 10), body))
 }
 
-// signatureHeader is the webhook-signature value: one signature per secret,
-// space-separated.
-func signatureHeader(secrets []Secret, id string, timestamp time.Time, body []byte) string {
+// mac is the HMAC-SHA256 of id, timestamp and body joined by dots: the
+// timestamp as written in the header, so that a receiver checks the very
+// bytes that were signed.
+func (s Secret) mac(id, timestamp string, body []byte) []byte {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(id + "." + timestamp + "."))
+	mac.Write(body)
+	return mac.Sum(nil)
+}
+
+// SetHeaders sets the Standard Webhooks headers of one request on h:
+// webhook-id id, webhook-timestamp timestamp and webhook-signature a
+// signature per secret. With no secret no webhook-signature is set: the
+// request goes unsigned.
+func SetHeaders(h http.Header, secrets []Secret, id string, timestamp time.Time, body []byte) {
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, strconv.FormatInt(timestamp.Unix(), 10))
+	if len(secrets) == 0 {
+		return
+	}
 	sigs := make([]string, len(secrets))
 	for i, s := range secrets {
 		sigs[i] = s.Sign(id, timestamp, body)
 	}
-	return strings.Join(sigs, " ")
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 }
