@@ -45,8 +45,9 @@ const root = "."
 // (testkit), which takes its packages out of the shorter one's (internal).
 // Production code may import its own floor and the floors below it.
 var floors = [][]string{
-	// Leaves on the standard library: plugins.yaml's key declarations and
-	// Standard Webhooks signing, which sinks and destinations share.
+	// Leaves that import nothing of outboxd's: plugins.yaml's key
+	// declarations, and Standard Webhooks signing, which sinks and
+	// destinations share.
 	{"confschema", "standardwebhooks"},
 	// Foundations: the store and its SQL, the scrubber of secrets, the
 	// sanitizer of outside text, access control, the instrumentation
