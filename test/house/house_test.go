@@ -34,11 +34,22 @@ import (
 	"testing"
 )
 
-// testkit is the room of test support inside internal/.
-const testkit = "internal/testkit"
-
-// root is the room of the module's root package.
-const root = "."
+// The rooms that the rules below name.
+const (
+	// root is the room of the module's root package.
+	root = "."
+	// foundations is internal/, less test support.
+	foundations = "internal"
+	// commands is the room of the command package.
+	commands = "cmd"
+	// customBuilds is where the main packages that run the commands
+	// (cmd.Main) live, besides cmd/outboxd.
+	customBuilds = "examples"
+	// tests holds the suites that test across packages.
+	tests = "test"
+	// testkit is test support, a room inside internal/.
+	testkit = "internal/testkit"
+)
 
 // floors are the module's rooms, bottom to top: a room is a top-level
 // folder, the root package (root), or a folder named by a longer path
@@ -52,7 +63,7 @@ var floors = [][]string{
 	// Foundations: the store and its SQL, the scrubber of secrets, the
 	// sanitizer of outside text, access control, the instrumentation
 	// scope, the relay's test signals.
-	{"internal"},
+	{foundations},
 	// The engine: the sink contract, the relay and its services, the
 	// operator, migrations, the audit trail.
 	{"core"},
@@ -72,22 +83,18 @@ var floors = [][]string{
 	// mux, and beneath it the API, the console and telemetry.
 	{"server"},
 	// The cobra commands, and cmd.Main for custom builds.
-	{"cmd"},
+	{commands},
 	// Built on everything: example programs (custom builds, receivers), the
 	// suites that test across packages, and test support.
-	{"examples", "test", testkit},
+	{customBuilds, tests, testkit},
 }
 
-// testSupport are the rooms that hold tests and test support only: they may
-// link package testing, and no production package may import them.
-var testSupport = []string{"test", testkit}
-
-// cmdRoom is the room of the command package; only custom builds' main
-// packages in customBuilds import it from outside.
-const (
-	cmdRoom      = "cmd"
-	customBuilds = "examples"
-)
+// testSupport are the folders that hold tests and test support only: the
+// rooms of the test suites and of outboxd's own test support, and the public
+// test kit of sink authors (core/sink/sinktest), whose checks take a
+// *testing.T. They may link package testing, and no production package may
+// import them.
+var testSupport = []string{tests, testkit, "core/sink/sinktest"}
 
 // goPackage is what the tests read of a package in `go list -json`.
 type goPackage struct {
@@ -163,18 +170,35 @@ func (m *module) inModule(importPath string) bool {
 	return importPath == m.path || strings.HasPrefix(importPath, m.path+"/")
 }
 
+// rel returns the folder of one of the module's packages, root for the
+// root package.
+func (m *module) rel(importPath string) string {
+	if importPath == m.path {
+		return root
+	}
+	return strings.TrimPrefix(importPath, m.path+"/")
+}
+
+// in reports whether folder rel is folder or inside it.
+func in(rel, folder string) bool {
+	return rel == folder || strings.HasPrefix(rel, folder+"/")
+}
+
+// testSupport reports whether one of the module's packages is test support.
+func (m *module) testSupport(importPath string) bool {
+	rel := m.rel(importPath)
+	return slices.ContainsFunc(testSupport, func(folder string) bool { return in(rel, folder) })
+}
+
 // room returns the room of one of the module's packages and its floor
 // (0 at the bottom), or floor -1 and the package's top-level folder when
 // no room holds it.
 func (m *module) room(importPath string) (string, int) {
-	rel := strings.TrimPrefix(strings.TrimPrefix(importPath, m.path), "/")
-	if rel == "" {
-		rel = root
-	}
+	rel := m.rel(importPath)
 	best, floor := "", -1
 	for f, rooms := range floors {
 		for _, r := range rooms {
-			if (rel == r || strings.HasPrefix(rel, r+"/")) && len(r) > len(best) {
+			if in(rel, r) && len(r) > len(best) {
 				best, floor = r, f
 			}
 		}
@@ -242,7 +266,7 @@ func TestInternalHoldsFoundationsOnly(t *testing.T) {
 	m := load(t)
 	for _, p := range m.packages {
 		room, internalFloor := m.room(p.ImportPath)
-		if room != "internal" {
+		if room != foundations {
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -262,14 +286,11 @@ func TestProductionUsesNoTestSupport(t *testing.T) {
 	t.Parallel()
 	m := load(t)
 	for _, p := range m.packages {
-		if room, _ := m.room(p.ImportPath); slices.Contains(testSupport, room) {
+		if m.testSupport(p.ImportPath) {
 			continue
 		}
 		for _, imp := range p.Imports {
-			if !m.inModule(imp) {
-				continue
-			}
-			if room, _ := m.room(imp); slices.Contains(testSupport, room) {
+			if m.inModule(imp) && m.testSupport(imp) {
 				t.Errorf("production package %s imports test support %s", p.ImportPath, imp)
 			}
 		}
@@ -297,15 +318,15 @@ func (m *module) linksTesting(p *goPackage) string {
 func TestOnlyCustomBuildsImportTheCommands(t *testing.T) {
 	t.Parallel()
 	m := load(t)
-	commands := m.path + "/" + cmdRoom
+	cmd := m.path + "/" + commands
 	for _, p := range m.packages {
 		room, _ := m.room(p.ImportPath)
-		if room == cmdRoom || room == customBuilds && p.Name == "main" {
+		if room == commands || room == customBuilds && p.Name == "main" {
 			continue
 		}
 		for _, imports := range [][]string{p.Imports, p.TestImports, p.XTestImports} {
-			if slices.Contains(imports, commands) {
-				t.Errorf("%s imports the command package %s; only cmd and the main packages of custom builds (cmd/outboxd, examples/*) may", p.ImportPath, commands)
+			if slices.Contains(imports, cmd) {
+				t.Errorf("%s imports the command package %s; only cmd and the main packages of custom builds (cmd/outboxd, examples/*) may", p.ImportPath, cmd)
 				break
 			}
 		}
