@@ -102,13 +102,13 @@ func writeDeadLetters(w io.Writer, letters []operator.DeadLetter, wide bool) err
 }
 
 // cliSelection are the flags of a dead-letter selection.
-var cliSelection = httpapi.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting", Destination: "--destination"}
+var cliSelection = api.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting", Destination: "--destination"}
 
 // dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
 // it counts the selection with a dry run first and asks before acting on
 // exactly the rows counted. Ids that name no dead letter make it exit 1
 // after acting on the others.
-func (a *app) dlqActionCommand(name, short, done string, action httpapi.DeadLetterAction) *cobra.Command {
+func (a *app) dlqActionCommand(name, short, done string, action api.DeadLetterAction) *cobra.Command {
 	var (
 		filter operator.RedriveFilter
 		yes    bool
@@ -125,7 +125,7 @@ selection first and asks before acting on exactly the rows counted, unless
   outboxd dlq %[1]s --all --yes`, name),
 		Args: cobra.NoArgs,
 		PreRunE: checkOutput(&o, func(*cobra.Command, []string) error {
-			if err := httpapi.CheckSelection(filter, cliSelection); err != nil {
+			if err := api.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
 			}
 			return nil
@@ -159,7 +159,7 @@ selection first and asks before acting on exactly the rows counted, unless
 			}
 			switch {
 			case o.json():
-				if err := writeJSON(cmd.OutOrStdout(), httpapi.ActionAnswer(done, res)); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), api.ActionAnswer(done, res)); err != nil {
 					return err
 				}
 			case res.DryRun:

@@ -65,7 +65,7 @@ is the same as the table.`,
 				return err
 			}
 			if o.json() {
-				return writeJSON(cmd.OutOrStdout(), httpapi.NewMessageReport(m))
+				return writeJSON(cmd.OutOrStdout(), api.NewMessageReport(m))
 			}
 			return writeMessage(cmd.OutOrStdout(), m)
 		}),
@@ -191,7 +191,7 @@ message was last updated and sent.`,
 		Args: cobra.NoArgs,
 		PreRunE: checkOutput(&o, func(*cobra.Command, []string) error {
 			f.Status = operator.Status(status)
-			if err := httpapi.CheckStatus(f.Status); err != nil {
+			if err := api.CheckStatus(f.Status); err != nil {
 				return badInput(err)
 			}
 			now := time.Now()

@@ -230,7 +230,7 @@ func TestGetAndMessagesList(t *testing.T) {
 		t.Fatalf("get by id: code %d\n%s", code, out)
 	}
 	out, _, code = c.run(false, "", "get", "--sink", "partner", "--key", "order-2", "--json")
-	var m httpapi.MessageReport
+	var m api.MessageReport
 	if code != exitOK || json.Unmarshal([]byte(out), &m) != nil || m.ID != ids[2] {
 		t.Fatalf("get by key: code %d\n%s", code, out)
 	}

@@ -72,7 +72,7 @@ typo's pause would stop nothing; --force pauses it anyway.`,
 			if duration < 0 {
 				return badInputf("--for must not be negative")
 			}
-			return badInputIf(httpapi.CheckSinkName(args[0]))
+			return badInputIf(api.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
@@ -115,7 +115,7 @@ and closes its open circuit breakers. It needs only the database.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeSinkArg,
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			return badInputIf(httpapi.CheckSinkName(args[0]))
+			return badInputIf(api.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)
@@ -152,7 +152,7 @@ name without recorded state is an error (exit 1).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeSinkArg,
 		PreRunE: func(_ *cobra.Command, args []string) error {
-			return badInputIf(httpapi.CheckSinkName(args[0]))
+			return badInputIf(api.CheckSinkName(args[0]))
 		},
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			sink := cmd.Flags().Arg(0)

@@ -35,7 +35,7 @@ types and limits.`,
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			// A command run by hand shows the counts of now: it recomputes
 			// the snapshot (partial indexes and the last hour of sent rows).
-			report, err := httpapi.Stats(cmd.Context(), s.cfg, s.ops, s.pool, "outboxd stats", 0)
+			report, err := api.Stats(cmd.Context(), s.cfg, s.ops, s.pool, "outboxd stats", 0)
 			if err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ const notConfiguredNote = "not configured on this relay"
 // their destination is enabled again.
 const waitingDisabledNote = "%d waiting on disabled destinations"
 
-func writeStatsTable(w io.Writer, r httpapi.StatsReport, cfg *config.Config, wide bool) error {
+func writeStatsTable(w io.Writer, r api.StatsReport, cfg *config.Config, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "SINK\tPENDING\tIN_PROGRESS\tFAILED\tSENT_LAST_HOUR\tDEAD\tOLDEST_PENDING\tCIRCUIT\tPAUSE\tNOTE"
 	if wide {
@@ -117,7 +117,7 @@ func pauseCell(p *operator.SinkState) string {
 // writeBreakersTable lists the open circuit breakers under the stats, if
 // any: each destination's state, since when, its last failure and its
 // next probe.
-func writeBreakersTable(w io.Writer, r httpapi.StatsReport) error {
+func writeBreakersTable(w io.Writer, r api.StatsReport) error {
 	var open []operator.BreakerState
 	for _, name := range slices.Sorted(maps.Keys(r.Sinks)) {
 		open = append(open, r.Sinks[name].Breakers...)

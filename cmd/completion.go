@@ -94,7 +94,7 @@ func (a *app) completeRoutes(cmd *cobra.Command, _ []string, prefix string) ([]s
 // completeStatuses completes a message status.
 func completeStatuses(_ *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
 	var out []string
-	for _, s := range httpapi.MessageStatuses() {
+	for _, s := range api.MessageStatuses() {
 		out = append(out, string(s))
 	}
 	return withPrefix(out, prefix), cobra.ShellCompDirectiveNoFileComp

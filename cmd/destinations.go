@@ -359,7 +359,7 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 			if err != nil {
 				return badInput(err)
 			}
-			return writeDestinationOutput(a.io.Out, f.out.format, httpapi.PortalLink{URL: link, ExpiresAt: expires})
+			return writeDestinationOutput(a.io.Out, f.out.format, api.PortalLink{URL: link, ExpiresAt: expires})
 		},
 	}
 	f.add(c, true)
@@ -399,7 +399,7 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 		fmt.Fprintf(tw, "%s: new secret %s\n(shown this once; the old secrets sign until %s)\n", v.ID, v.Secret, v.OldExpireAt.Format(time.RFC3339))
 	case rekeyed:
 		fmt.Fprintf(tw, "resealed %d secrets under key %s\n", v.Resealed, v.Key)
-	case httpapi.PortalLink:
+	case api.PortalLink:
 		fmt.Fprintf(tw, "%s\n(a credential until %s: give it to the customer only)\n", v.URL, v.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()

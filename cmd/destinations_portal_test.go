@@ -40,7 +40,7 @@ func TestDestinationsPortalPrintsALinkServeOpens(t *testing.T) {
 	env := map[string]string{destinations.EnvSecretsKey: portalKey}
 	before := time.Now()
 	code, out, errOut := runPortal(env, "--tenant", "acme", "--base-url", "https://outboxd.example.com", "--expires-in", "15m", "-o", "json")
-	var link httpapi.PortalLink
+	var link api.PortalLink
 	if err := json.Unmarshal([]byte(out), &link); code != exitOK || err != nil || !strings.HasPrefix(link.URL, "https://outboxd.example.com"+console.PortalOpenPath+"?") {
 		t.Fatalf("exit %d, stdout %q, stderr %q (%v)", code, out, errOut, err)
 	}

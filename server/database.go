@@ -32,9 +32,9 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, m *migrate.Migrato
 	attempt := 0
 	return retry.Do(ctx, backoff, func(ctx context.Context) error {
 		attempt++
-		cctx, cancel := context.WithTimeout(ctx, httpapi.ReadinessTimeout)
+		cctx, cancel := context.WithTimeout(ctx, api.ReadinessTimeout)
 		defer cancel()
-		nr := httpapi.Ready(cctx, pool, m)
+		nr := api.Ready(cctx, pool, m)
 		if nr == nil {
 			if attempt > 1 {
 				log.Info("database ready", "attempts", attempt)

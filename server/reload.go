@@ -107,10 +107,10 @@ func (v *daemon) install(g *generation, log *slog.Logger) error {
 	if v.directory != nil {
 		useDirectory(g.cfg, v.directory)
 	}
-	api := &httpapi.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
+	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Metrics: v.tel.Metrics, Console: v.console, Reload: v.reload,
 		Destinations: v.destinations, Portal: v.portal}
-	h := api.Handler()
+	h := served.Handler()
 	v.handler.Store(&h)
 	v.current, v.log = g, log
 	return nil

@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	defer v.apiPool.Close()
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := httpapi.NewConsole(cfg, o.Operator, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
+		ui, err := api.NewConsole(cfg, o.Operator, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := v.install(first, log); err != nil {
 		return err
 	}
-	stopHTTP, err := httpapi.Start(ctx, cfg.HTTP.Listen, v, log, onShutdown)
+	stopHTTP, err := api.Start(ctx, cfg.HTTP.Listen, v, log, onShutdown)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func Run(ctx context.Context, o Options) error {
 // it passes is one serve starts with. It refuses to expose the API beyond
 // this host without a token or a trusted proxy.
 func Check(cfg *config.Config) error {
-	if cfg.HTTP.Authenticates() || httpapi.IsLoopback(cfg.HTTP.Listen) {
+	if cfg.HTTP.Authenticates() || api.IsLoopback(cfg.HTTP.Listen) {
 		return nil
 	}
 	return &config.Error{File: cfg.File, Problems: []string{fmt.Sprintf(

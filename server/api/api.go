@@ -1,8 +1,8 @@
-// Package httpapi is the HTTP API of `outboxd serve`: enqueue and publish
+// Package api is the HTTP API of `outboxd serve`: enqueue and publish
 // (/v1/messages, /v1/events), the operator endpoints (stats, dead letters,
 // message lookup, sink pauses), the probes and /metrics, the operator
 // console mounted beside them, and the middleware that guards them all.
-package httpapi
+package api
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package httpapi
+package api
 
 import "github.com/outboxd/outboxd/sinks/builtin"
 

@@ -31,7 +31,7 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 	e.mustRun("migrate")
 	// Dead letters to redrive and to list: more than one page's cap.
 	if _, err := e.pool.Exec(context.Background(), "INSERT INTO "+e.schema+".messages (sink, dedup_key, payload, status, attempts) "+
-		"SELECT 'audit', 'dead-' || g, '{}', 'dead', 1 FROM generate_series(1, $1) g", httpapi.MaxDeadLetterLimit+1); err != nil {
+		"SELECT 'audit', 'dead-' || g, '{}', 'dead', 1 FROM generate_series(1, $1) g", api.MaxDeadLetterLimit+1); err != nil {
 		t.Fatal(err)
 	}
 	srv := e.serve()
@@ -61,10 +61,10 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d with an error", r.name, code, body, r.code)
 		}
 	}
-	if rows := e.rowCount(); rows != httpapi.MaxDeadLetterLimit+1 {
+	if rows := e.rowCount(); rows != api.MaxDeadLetterLimit+1 {
 		t.Errorf("refused requests changed the table: %d rows", rows)
 	}
-	if s := e.stats()["audit"]; s["dead"] != httpapi.MaxDeadLetterLimit+1 {
+	if s := e.stats()["audit"]; s["dead"] != api.MaxDeadLetterLimit+1 {
 		t.Errorf("a refused redrive redrove: %v", s)
 	}
 
@@ -84,7 +84,7 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 			t.Errorf("%s: %d %v, want 201", a.name, code, body)
 		}
 	}
-	if rows := e.rowCount(); rows != httpapi.MaxDeadLetterLimit+1+len(accepted) {
+	if rows := e.rowCount(); rows != api.MaxDeadLetterLimit+1+len(accepted) {
 		t.Errorf("%d rows after %d accepted enqueues", rows, len(accepted))
 	}
 
@@ -100,8 +100,8 @@ func TestHTTPAPIRefusesBrowsersOnOtherSites(t *testing.T) {
 	var letters []json.RawMessage
 	err = json.NewDecoder(resp.Body).Decode(&letters)
 	resp.Body.Close()
-	if err != nil || len(letters) != httpapi.MaxDeadLetterLimit {
-		t.Errorf("GET /v1/dlq?limit=100000: %d dead letters (%v), want the cap of %d", len(letters), err, httpapi.MaxDeadLetterLimit)
+	if err != nil || len(letters) != api.MaxDeadLetterLimit {
+		t.Errorf("GET /v1/dlq?limit=100000: %d dead letters (%v), want the cap of %d", len(letters), err, api.MaxDeadLetterLimit)
 	}
 }
 
@@ -161,7 +161,7 @@ func TestHTTPMetricsBoundedWhateverClientsSend(t *testing.T) {
 }
 
 // TestHTTPServerCutsOffSlowClients: a client trickling its request body a
-// byte a second (a slowloris) is cut off by httpapi.ReadTimeout instead of
+// byte a second (a slowloris) is cut off by api.ReadTimeout instead of
 // holding its connection, and what it sent is not stored.
 // (Mutation: the server without ReadTimeout fails this test.)
 func TestHTTPServerCutsOffSlowClients(t *testing.T) {
@@ -184,14 +184,14 @@ func TestHTTPServerCutsOffSlowClients(t *testing.T) {
 		defer close(closed)
 		_, _ = io.Copy(io.Discard, conn) // returns when the server closes the connection
 	}()
-	deadline := time.After(httpapi.ReadTimeout + 10*time.Second)
+	deadline := time.After(api.ReadTimeout + 10*time.Second)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for i := 0; ; i++ {
 		select {
 		case <-closed:
-			if held := time.Since(start); held < httpapi.ReadTimeout-time.Second {
-				t.Errorf("connection closed after %s, before the read timeout of %s", held, httpapi.ReadTimeout)
+			if held := time.Since(start); held < api.ReadTimeout-time.Second {
+				t.Errorf("connection closed after %s, before the read timeout of %s", held, api.ReadTimeout)
 			}
 			if rows := e.rowCount(); rows != 0 {
 				t.Errorf("the slow request stored %d rows", rows)
