@@ -199,7 +199,7 @@ func TestSQLEnqueueNonPrintableMatchesGo(t *testing.T) {
 // literals) from the enqueue() migration (package migrate holds it).
 func nonPrintablePattern(t *testing.T) string {
 	t.Helper()
-	migration, err := os.ReadFile("migrate/migrations/002_enqueue_function.sql")
+	migration, err := os.ReadFile("core/migrate/migrations/002_enqueue_function.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
