@@ -108,9 +108,9 @@ func (v *daemon) install(g *generation, log *slog.Logger) error {
 		useDirectory(g.cfg, v.directory)
 	}
 	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
-		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Metrics: v.tel.Metrics, Console: v.console, Reload: v.reload,
+		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Reload: v.reload,
 		Destinations: v.destinations, Portal: v.portal}
-	h := served.Handler()
+	h := newMux(served, v.tel.Metrics, v.console)
 	v.handler.Store(&h)
 	v.current, v.log = g, log
 	return nil

@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	defer v.apiPool.Close()
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := api.NewConsole(cfg, o.Operator, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
+		ui, err := newConsole(cfg, o.Operator, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := v.install(first, log); err != nil {
 		return err
 	}
-	stopHTTP, err := api.Start(ctx, cfg.HTTP.Listen, v, log, onShutdown)
+	stopHTTP, err := startHTTP(ctx, cfg.HTTP.Listen, v, log, onShutdown)
 	if err != nil {
 		return err
 	}

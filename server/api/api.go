@@ -1,7 +1,9 @@
 // Package api is the HTTP API of `outboxd serve`: enqueue and publish
 // (/v1/messages, /v1/events), the operator endpoints (stats, dead letters,
-// message lookup, sink pauses), the probes and /metrics, the operator
-// console mounted beside them, and the middleware that guards them all.
+// message lookup, sink pauses), the probes, and the middleware that guards
+// everything the server serves. The server room (package server) mounts
+// it, the metrics and the operator console on one mux ([API.Register],
+// [RegisterOpen], [API.Guard]).
 package api
 
 import (
@@ -40,19 +42,6 @@ const (
 	MaxRequestBodyBytes = outboxd.DefaultMaxPayloadBytes + 64<<10
 	// ReadinessTimeout bounds the database checks behind /readyz.
 	ReadinessTimeout = 2 * time.Second
-	// ReadHeaderTimeout bounds how long a client may take to send headers.
-	ReadHeaderTimeout = 10 * time.Second
-	// ReadTimeout bounds how long a client may take to send a whole
-	// request, so that one trickling its body (a slowloris) cannot hold a
-	// connection: time for MaxRequestBodyBytes at 1 Mbit/s, and then some.
-	ReadTimeout = 20 * time.Second
-	// WriteTimeout bounds a request from the end of its headers to the end
-	// of the answer: its body, the handler's database work, the response.
-	WriteTimeout = 60 * time.Second
-	// IdleTimeout closes a kept-alive connection that carries no request
-	// for this long; longer than the idle timeouts of common load
-	// balancers, so that they, not we, close it.
-	IdleTimeout = 120 * time.Second
 	// MaxDeadLetterLimit caps GET /v1/dlq's limit parameter: each dead
 	// letter carries the error of every attempt, so one page of them can be
 	// large.
@@ -71,10 +60,6 @@ type API struct {
 	Log     *slog.Logger
 	Tracing trace.TracerProvider
 	Meters  metric.MeterProvider
-	// Metrics serves GET /metrics.
-	Metrics http.Handler
-	// Console, when set, serves the operator console below /.
-	Console http.Handler
 	// Destinations manages tenants' destinations (destinations.go).
 	Destinations *destinations.Store
 	// Portal signs the tenant portal's links (POST
@@ -126,8 +111,19 @@ func (s *API) openRoutes() []route {
 			writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
 		{http.MethodGet, "/readyz", "", s.getReady},
-		{http.MethodGet, "/metrics", "", s.Metrics.ServeHTTP},
 	}
+}
+
+// MetricsPath is where the server serves the metrics (GET, open as
+// scrapers expect), beside the API: openapi.json describes it with the
+// API's endpoints.
+const MetricsPath = "/metrics"
+
+// RegisterOpen registers h on mux for GET path, open as probes and
+// scrapers expect; another method answers 405, as at the API's
+// endpoints.
+func RegisterOpen(mux *http.ServeMux, path string, h http.Handler) {
+	registerRoutes(mux, []route{{http.MethodGet, path, "", h.ServeHTTP}}, func(h http.Handler) http.Handler { return h })
 }
 
 // ReloadPath reloads the configuration, outside /v1 where Prometheus has
@@ -159,22 +155,18 @@ func (s *API) postReload(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Handler routes every endpoint: /v1/* behind the tokens or the trusted
-// proxy (when configured), each allowed to the roles that grant it (403
-// naming the role otherwise), JSON bodies only, body limits and tracing;
-// POST /-/reload behind the same tokens, for admins; /healthz, /readyz
-// and /metrics open, as probes and scrapers expect; the operator console
-// (with its own sign-in) at everything else. A method an endpoint does not
-// have answers 405 with Allow. Every request must name this server in its
-// Host header, and no browser on another site may change state (see
-// hostGuard, refuseCrossOrigin and requireJSON).
-func (s *API) Handler() http.Handler {
+// Register registers every endpoint of the API on mux: /v1/* behind the
+// tokens or the trusted proxy (when configured), each allowed to the
+// roles that grant it (403 naming the role otherwise), JSON bodies only,
+// body limits and tracing; POST /-/reload behind the same tokens, for
+// admins; /healthz and /readyz open, as probes expect. A method an
+// endpoint does not have answers 405 with Allow.
+func (s *API) Register(mux *http.ServeMux) {
 	v1 := http.NewServeMux()
 	// requireJSON runs once a route matched, so that a method the path
 	// does not have answers 405, not 415.
 	registerRoutes(v1, s.apiRoutes(), requireJSON)
 
-	mux := http.NewServeMux()
 	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
 		otelhttp.WithMeterProvider(s.Meters),
@@ -185,10 +177,15 @@ func (s *API) Handler() http.Handler {
 	registerRoutes(mux, s.adminRoutes(), func(h http.Handler) http.Handler {
 		return authenticate(s.Config.HTTP.Authenticator(), limitBody(h))
 	})
-	if s.Console != nil {
-		mux.Handle("/", s.Console)
-	}
-	return recoverPanics(s.Log, hostGuard(s.Config.HTTP.Listen, s.Config.HTTP.AllowedHosts, refuseCrossOrigin(mux)))
+}
+
+// Guard wraps h, everything the server serves (the API, the metrics, the
+// console), in the guards every request passes: it must name this server
+// in its Host header, no browser on another site may change state (see
+// hostGuard, refuseCrossOrigin and requireJSON), and a handler's panic
+// answers 500 (recoverPanics).
+func (s *API) Guard(h http.Handler) http.Handler {
+	return recoverPanics(s.Log, hostGuard(s.Config.HTTP.Listen, s.Config.HTTP.AllowedHosts, refuseCrossOrigin(h)))
 }
 
 // registerRoutes registers each route with mux through wrap, and for each

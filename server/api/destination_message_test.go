@@ -24,7 +24,7 @@ import (
 func TestMessageForOneDestination(t *testing.T) {
 	t.Parallel()
 	var st *destinations.Store
-	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
+	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
 		st = newDestinationStore(t, api.Outbox.Schema(), newKeyring(t))
 		api.Destinations = st
 	})
@@ -104,7 +104,7 @@ func TestMessageForOneDestination(t *testing.T) {
 func TestPurgeOneDestinationsWaitingRowsOverHTTP(t *testing.T) {
 	t.Parallel()
 	var st *destinations.Store
-	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
+	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
 		st = newDestinationStore(t, api.Outbox.Schema(), newKeyring(t))
 		api.Destinations = st
 	})

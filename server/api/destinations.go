@@ -282,7 +282,7 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	if s.Portal == nil {
 		return nil, destinations.ErrNoKeyring
 	}
-	if s.Console == nil {
+	if !s.Config.HTTP.UI {
 		return nil, &requestError{http.StatusServiceUnavailable, errPortalNotServed}
 	}
 	link, expires, err := s.Portal.Link(console.BaseURL(r), tenant, time.Now().Add(lifetime))

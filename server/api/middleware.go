@@ -57,6 +57,12 @@ func hostName(hostport string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 }
 
+// IsLoopback reports whether listen, a host:port, is a loopback address.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	return err == nil && isLoopbackHost(host)
+}
+
 // isLoopbackHost reports whether host is localhost or a loopback address.
 func isLoopbackHost(host string) bool {
 	if host == "localhost" {

@@ -150,7 +150,7 @@ func (c *contract) do(e exchange) []byte {
 func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	doc, router := openAPISpec(t)
-	a := newOperatorAPI(t, openAPIConfig, func(api *API) {
+	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
 		keys := newKeyring(t)
 		api.Destinations, api.Portal = newDestinationStore(t, api.Outbox.Schema(), keys), newPortalLinks(t, keys)
 		tel, err := telemetry.New(t.Context(), api.Config.Telemetry, config.EnvMap(nil))
@@ -158,7 +158,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-		api.Meters, api.Metrics = tel.MeterProvider, tel.Metrics
+		api.Meters, api.metrics = tel.MeterProvider, tel.Metrics
 		// serve's reload is tested with the binary (test/e2e); here only
 		// the answer's shape matters.
 		api.Reload = func(context.Context, audit.Actor) error { return nil }
@@ -225,7 +225,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	c.destinationExchanges()
 
 	// Without OUTBOXD_SECRETS_KEY no secret can be sealed: 503.
-	keyless := newOperatorAPI(t, openAPIConfig, func(api *API) {
+	keyless := newOperatorAPI(t, openAPIConfig, func(api *served) {
 		st, err := destinations.NewStore(api.Outbox.Schema(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -239,7 +239,10 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 		(&contract{t: t, a: keyless, router: router, covered: c.covered}).do(e)
 	}
 
-	routes := slices.Concat(a.api.apiRoutes(), a.api.openRoutes(), a.api.adminRoutes())
+	// The metrics are served beside the API, at the path its document
+	// gives them (server.newMux).
+	metrics := route{method: http.MethodGet, path: MetricsPath}
+	routes := slices.Concat(a.api.apiRoutes(), a.api.openRoutes(), a.api.adminRoutes(), []route{metrics})
 	registered := map[string]bool{}
 	for _, rt := range routes {
 		op := rt.method + " " + rt.path

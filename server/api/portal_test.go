@@ -20,16 +20,11 @@ import (
 // with OUTBOXD_SECRETS_KEY set; the API's log goes to logs.
 func newPortalAPI(t *testing.T, logs *bytes.Buffer) *operatorAPI {
 	t.Helper()
-	return newOperatorAPI(t, openAPIConfig, func(api *API) {
+	return newOperatorAPI(t, openAPIConfig, func(api *served) {
 		keys := newKeyring(t)
 		api.Destinations, api.Portal = newDestinationStore(t, api.Outbox.Schema(), keys), newPortalLinks(t, keys)
 		api.Log = slog.New(slog.NewTextHandler(logs, nil))
-		ui, err := NewConsole(api.Config, api.Operator, api.DB, api.Config.SinkConfigs(), slog.New(slog.DiscardHandler), api.Destinations, api.Portal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ui.Close)
-		api.Console = ui
+		api.console = newConsole(t, api.API, slog.New(slog.DiscardHandler))
 	})
 }
 
@@ -100,8 +95,8 @@ func TestPortalLinkOpensOnlyItsTenantsPortal(t *testing.T) {
 		t.Errorf("a read token's portal link: %d, want 403", status)
 	}
 
-	noConsole := newOperatorAPI(t, openAPIConfig, func(api *API) {
-		api.Destinations, api.Portal, api.Console = a.api.Destinations, a.api.Portal, nil
+	noConsole := newOperatorAPI(t, strings.Replace(openAPIConfig, "http:\n", "http:\n  ui: false\n", 1), func(api *served) {
+		api.Destinations, api.Portal = a.api.Destinations, a.api.Portal
 	})
 	if resp, raw := noConsole.send(t, "POST", "/v1/tenants/acme/portal", operatorToken, ""); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(raw), "http.ui") {
 		t.Errorf("a portal link without the console: %d %s, want 503 naming http.ui", resp.StatusCode, raw)

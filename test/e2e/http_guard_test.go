@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	outboxdserver "github.com/outboxd/outboxd/server"
 	"github.com/outboxd/outboxd/server/api"
 )
 
@@ -161,7 +162,7 @@ func TestHTTPMetricsBoundedWhateverClientsSend(t *testing.T) {
 }
 
 // TestHTTPServerCutsOffSlowClients: a client trickling its request body a
-// byte a second (a slowloris) is cut off by api.ReadTimeout instead of
+// byte a second (a slowloris) is cut off by outboxdserver.ReadTimeout instead of
 // holding its connection, and what it sent is not stored.
 // (Mutation: the server without ReadTimeout fails this test.)
 func TestHTTPServerCutsOffSlowClients(t *testing.T) {
@@ -184,14 +185,14 @@ func TestHTTPServerCutsOffSlowClients(t *testing.T) {
 		defer close(closed)
 		_, _ = io.Copy(io.Discard, conn) // returns when the server closes the connection
 	}()
-	deadline := time.After(api.ReadTimeout + 10*time.Second)
+	deadline := time.After(outboxdserver.ReadTimeout + 10*time.Second)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for i := 0; ; i++ {
 		select {
 		case <-closed:
-			if held := time.Since(start); held < api.ReadTimeout-time.Second {
-				t.Errorf("connection closed after %s, before the read timeout of %s", held, api.ReadTimeout)
+			if held := time.Since(start); held < outboxdserver.ReadTimeout-time.Second {
+				t.Errorf("connection closed after %s, before the read timeout of %s", held, outboxdserver.ReadTimeout)
 			}
 			if rows := e.rowCount(); rows != 0 {
 				t.Errorf("the slow request stored %d rows", rows)
