@@ -17,6 +17,7 @@ import (
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
 	destsink "github.com/outboxd/outboxd/sinks/destinations"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -76,20 +77,19 @@ func destRoutes() routing.Config {
 }
 
 // destSinks builds the scenario's sinks: the destinations sink (allowed
-// to reach 127.0.0.1, its other options the defaults) and the webhook
-// sink posting to the receiver.
-func destSinks(rv *receiver) (*destsink.Sink, sink.Sink, error) {
-	opts := destsink.DefaultOptions()
-	opts.AllowPrivate = true
-	s, err := destsink.New(destSinkName, opts)
+// to reach 127.0.0.1, its other options the defaults), finding the
+// destinations in resources (nil: none, the sink is not run), and the
+// webhook sink posting to the receiver.
+func destSinks(rv *receiver, resources sink.Resources) (sink.Sink, sink.Sink, error) {
+	s, err := destsink.Type.New(destSinkName, map[string]any{"allow_private": true}, sink.Env{Resources: resources})
 	if err != nil {
 		return nil, nil, err
 	}
-	hook, err := webhook.New(destWebhookSink, map[string]any{"url": rv.base + "/plain", "allow_private": true})
+	hook, err := webhook.Type.New(destWebhookSink, map[string]any{"url": rv.base + "/plain", "allow_private": true}, sink.Env{})
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.(*destsink.Sink), hook, nil
+	return s, hook, nil
 }
 
 // destTable compiles the routes for the sinks of one relay session.
@@ -124,7 +124,7 @@ func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenan
 	if err != nil {
 		return nil, err
 	}
-	customers, hook, err := destSinks(rv)
+	customers, hook, err := destSinks(rv, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -251,8 +251,8 @@ type destRelay struct {
 
 // startDestRelay loads o's destinations into a directory and starts a
 // relay with the destinations sink (defaults, but for rateLimit when it
-// is not nil), as `outboxd serve` wires it: UseDirectory, and the routes'
-// stage.
+// is not nil), as `outboxd serve` wires it: the directory published as
+// the sinks' resource, and the routes' stage.
 func (b *bench) startDestRelay(ctx context.Context, o *destOutbox, rv *receiver, rateLimit *sink.RateLimit) (*destRelay, error) {
 	cfg, err := pgxpool.ParseConfig(b.dbURL(dbOutboxd))
 	if err != nil {
@@ -285,18 +285,19 @@ func (r *destRelay) build(ctx context.Context, o *destOutbox, rv *receiver, rate
 	if got := r.dir.Len(); got != o.destinations() {
 		return fmt.Errorf("the directory of %s holds %d destinations, want %d", o.schema, got, o.destinations())
 	}
-	customers, hook, err := destSinks(rv)
+	resources := new(registry.Resources)
+	resources.Publish(destsink.DirectoryResource, r.dir)
+	customers, hook, err := destSinks(rv, resources)
 	if err != nil {
 		return err
 	}
-	customers.UseDirectory(r.dir)
 	table, err := destTable(customers, hook)
 	if err != nil {
 		return err
 	}
 	rl, err := relay.New(r.pool, relay.Config{
 		Schema: o.schema,
-		Sinks:  []relay.SinkConfig{{Name: destSinkName, Type: destsink.Type, Sink: customers, RateLimit: rateLimit}},
+		Sinks:  []relay.SinkConfig{{Name: destSinkName, Type: destsink.Type.Name, Sink: customers, RateLimit: rateLimit}},
 		Logger: quietLogger(),
 		Stage:  table.Stage(nil),
 	})

@@ -60,10 +60,13 @@ var brokerModes = []string{modeRelay, modeRelayWide, modeRelayNoop, modeSync, mo
 // publish without outboxd, and how to count and clear what arrived.
 type broker struct {
 	name    string
-	newSink registry.Factory // the sink package's New: the benchmark builds the sink itself
+	typ     registry.Type // the sink package's Type: the benchmark builds the sink itself
 	options map[string]any
 	setup   func(context.Context) (brokerTarget, error)
 }
+
+// build makes the broker's sink, as plugins.yaml would.
+func (br broker) build() (sink.Sink, error) { return br.typ.New(noopSink, br.options, sink.Env{}) }
 
 // brokerTarget is a broker prepared for the scenario.
 type brokerTarget interface {
@@ -77,8 +80,8 @@ type brokerTarget interface {
 func brokers() []broker {
 	natsURL, rabbitURL := envOr("NATS_URL", benchNATSURL), envOr("RABBITMQ_URL", benchRabbitMQURL)
 	return []broker{
-		{"JetStream", natssink.New, map[string]any{"url": natsURL, "subject": benchSubject}, func(ctx context.Context) (brokerTarget, error) { return newJetStreamTarget(ctx, natsURL) }},
-		{"RabbitMQ", rabbitmq.New, map[string]any{"url": rabbitURL, "routing_key": benchQueue}, func(ctx context.Context) (brokerTarget, error) { return newRabbitTarget(rabbitURL) }},
+		{"JetStream", natssink.Type, map[string]any{"url": natsURL, "subject": benchSubject}, func(ctx context.Context) (brokerTarget, error) { return newJetStreamTarget(ctx, natsURL) }},
+		{"RabbitMQ", rabbitmq.Type, map[string]any{"url": rabbitURL, "routing_key": benchQueue}, func(ctx context.Context) (brokerTarget, error) { return newRabbitTarget(rabbitURL) }},
 	}
 }
 
@@ -175,7 +178,7 @@ func (b *bench) relayInto(ctx context.Context, br broker, mode string, n int) (t
 	}
 	var sink sink.Sink = sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	if mode != modeRelayNoop {
-		bs, err := br.newSink(noopSink, br.options)
+		bs, err := br.build()
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -238,7 +241,7 @@ func syncLoop(ctx context.Context, target brokerTarget, n, workers int, prefix s
 // batchLoop hands the sink's DeliverBatch batches of
 // deliveries without the database, as the relay does.
 func batchLoop(ctx context.Context, br broker, n int, prefix string) error {
-	s, err := br.newSink(noopSink, br.options)
+	s, err := br.build()
 	if err != nil {
 		return err
 	}

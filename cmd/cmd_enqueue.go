@@ -128,8 +128,8 @@ func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFla
 		err error
 	)
 	if f.destination != "" {
-		if err := s.cfg.CheckSinkType(f.sink, sinkdest.Type); err != nil {
-			return badInputf("enqueue: --sink: %w; --destination goes with a sink of type %s", err, sinkdest.Type)
+		if err := s.cfg.CheckSinkType(f.sink, sinkdest.Type.Name); err != nil {
+			return badInputf("enqueue: --sink: %w; --destination goes with a sink of type %s", err, sinkdest.Type.Name)
 		}
 		res, err = s.ob.EnqueueDestination(ctx, s.pool, f.destination, msg)
 	} else {

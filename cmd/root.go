@@ -32,6 +32,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/server"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
@@ -146,6 +147,10 @@ type app struct {
 	secrets     []string // what scrub hides
 	cfg         *config.Config
 	warned      map[string]bool
+
+	// resources are what the process shares with the sinks of every
+	// configuration it loads; serve publishes the destinations there.
+	resources registry.Resources
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -296,7 +301,8 @@ func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error
 // draining it. It returns the loader's warnings for the caller to show.
 func (a *app) load(scope config.Scope, sink string) (*config.Config, []string, error) {
 	loaded, err := config.Load(config.Source{Path: a.configPath, PathGiven: a.configGiven, Env: a.io.Env, Environ: a.io.Environ, Sink: sink,
-		Variables: map[string]string{destinations.EnvSecretsKey: "the keys sealing destinations' signing secrets"}}, scope)
+		Variables: map[string]string{destinations.EnvSecretsKey: "the keys sealing destinations' signing secrets"},
+		Resources: &a.resources}, scope)
 	configured := ""
 	if loaded.Config != nil {
 		configured = loaded.Config.Database.URL

@@ -220,11 +220,11 @@ type BackoffSpec struct {
 
 // CircuitBreakerSpec is a sink's circuit_breaker block
 // (relay.CircuitBreaker): when the cluster stops delivering to a
-// destination that is down, and how often it probes it.
+// receiver that is down, and how often it probes it.
 type CircuitBreakerSpec struct {
 	// Enabled is a pointer so that an absent key takes core's default (on).
-	Enabled             *bool         `mapstructure:"enabled" doc:"stop delivering to a destination that is down (rows wait pending, attempts untouched) and probe it with one message per probe interval; false spends attempts through any outage"`
-	ConsecutiveFailures int           `mapstructure:"consecutive_failures" doc:"open after this many deliveries in a row found the destination down (refused, reset, DNS, TLS, timeout, 502/503/504) or answered Retry-After"`
+	Enabled             *bool         `mapstructure:"enabled" doc:"stop delivering to a receiver that is down (rows wait pending, attempts untouched) and probe it with one message per probe interval; false spends attempts through any outage"`
+	ConsecutiveFailures int           `mapstructure:"consecutive_failures" doc:"open after this many deliveries in a row found the receiver down (refused, reset, DNS, TLS, timeout, 502/503/504) or answered Retry-After"`
 	FailureRatio        float64       `mapstructure:"failure_ratio" doc:"open when this share of the deliveries within window failed (any 5xx counts; a message's own 4xx never does)"`
 	MinDeliveries       int           `mapstructure:"min_deliveries" doc:"deliveries within window before failure_ratio applies, so a few poison messages cannot open it"`
 	Window              time.Duration `mapstructure:"window" doc:"the span failure_ratio is counted over"`
@@ -239,7 +239,7 @@ type RateLimitSpec struct {
 	Rate   int           `mapstructure:"rate" defaultdoc:"the sink type's own, else no limit" doc:"deliveries per per, across the whole cluster"`
 	Per    time.Duration `mapstructure:"per" defaultdoc:"the sink type's own" doc:"the period of rate"`
 	Burst  int           `mapstructure:"burst" doc:"deliveries that may start back to back after an idle spell"`
-	PerKey bool          `mapstructure:"per_key" doc:"apply the limit to each destination on its own (Slack: each channel) instead of to the sink as a whole"`
+	PerKey bool          `mapstructure:"per_key" doc:"apply the limit to each key the sink names on its own (Slack: each channel, destinations: each destination) instead of to the sink as a whole"`
 }
 
 // check reports what the declarations cannot say about the keys the binary

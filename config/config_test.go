@@ -21,7 +21,7 @@ const anyOptionsType = "test-any-options"
 
 func init() {
 	builtin.Register()
-	registry.Register(registry.Type{Name: anyOptionsType, New: func(string, map[string]any) (sink.Sink, error) {
+	registry.Register(registry.Type{Name: anyOptionsType, New: func(string, map[string]any, sink.Env) (sink.Sink, error) {
 		return sink.Func(func(context.Context, *sink.Delivery) error { return nil }), nil
 	}})
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
-	"github.com/outboxd/outboxd/sinks"
 )
 
 // LookupEnv reads one environment variable; os.LookupEnv in the binary, a
@@ -105,6 +104,12 @@ type Source struct {
 	// with what it is for (destinations.EnvSecretsKey, ...): they are not
 	// configuration keys, and draw no "overrides no key" warning.
 	Variables map[string]string
+	// Resources are what the process shares with the sinks it builds
+	// (sink.Env.Resources), for a process that publishes some. The rest of
+	// the sinks' environment is the process's logger and OpenTelemetry's
+	// global providers, which follow what a serving process installs once
+	// it has loaded its configuration (see registry.Define).
+	Resources sink.Resources
 }
 
 // Loaded is a configuration as a command runs with it.
@@ -136,7 +141,7 @@ func Load(src Source, scope Scope) (Loaded, error) {
 		}
 	}
 	l := &loader{file: path, env: src.Env, environ: src.Environ, variables: src.Variables, scope: scope, onlySink: src.Sink,
-		overridden: map[string]string{}, warnings: warnings}
+		sinkEnv: sink.Env{Resources: src.Resources}, overridden: map[string]string{}, warnings: warnings}
 	if explicit && (path == "" || path == os.DevNull) {
 		l.file = ""
 		return l.result(nil)
@@ -200,6 +205,7 @@ type loader struct {
 	scope     Scope
 	// onlySink is Source.Sink.
 	onlySink string
+	sinkEnv  sink.Env
 	src      *source
 	// overridden maps the keys set by OUTBOXD_ variables to the variable.
 	overridden map[string]string
@@ -405,8 +411,8 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 		case l.scope == DatabaseOnly && name != l.onlySink:
 			continue // the options were left out: nothing to build
 		}
-		sink, err := t.New(name, spec.Options)
-		var oe *sinks.OptionsError
+		sink, err := t.New(name, spec.Options, l.sinkEnv)
+		var oe *registry.OptionsError
 		switch {
 		case errors.As(err, &oe):
 			for _, p := range oe.Problems {

@@ -258,7 +258,7 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		// A type whose destinations have limits of their own takes a
 		// limit per destination only.
 		limit := "{rate: 1, per: 1s}"
-		if name == destinationssink.Type {
+		if name == destinationssink.Type.Name {
 			limit = "{rate: 1, per: 1s, per_key: true}"
 		}
 		doc += "  " + name + "-sink: {type: " + name + ", rate_limit: " + limit + ", options: " + options[name] + "}\n"

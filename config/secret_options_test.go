@@ -35,7 +35,7 @@ type signerOptions struct {
 }
 
 func init() {
-	registry.Register(registry.Define(signerType, "signs and fails", signerOptions{}, func(_ string, o signerOptions) (sink.Sink, error) {
+	registry.Register(registry.Define(signerType, "signs and fails", signerOptions{}, func(_ string, o signerOptions, _ sink.Env) (sink.Sink, error) {
 		if len(o.Passphrase) < 12 {
 			return nil, fmt.Errorf("passphrase %s is too short", string(o.Passphrase))
 		}

@@ -42,6 +42,18 @@ func (c *Config) CheckSinkType(name, typ string) error {
 	return nil
 }
 
+// UsesResource reports whether the type of a configured sink looks up the
+// resource called name in the sinks' environment (registry.Type.Uses): the
+// process that runs them must publish it.
+func (c *Config) UsesResource(name string) bool {
+	for _, spec := range c.Sinks {
+		if t, _ := registry.Lookup(spec.Type); t.Uses(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Config) sinkList() string {
 	names := slices.Sorted(maps.Keys(c.Sinks))
 	if len(names) == 0 {

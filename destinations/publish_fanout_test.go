@@ -26,7 +26,7 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	customers, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	customers, err := sinkdest.Type.New("customers", nil, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

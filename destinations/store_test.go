@@ -22,6 +22,7 @@ import (
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 	"github.com/outboxd/outboxd/standardwebhooks"
@@ -50,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	s, err := sinkdest.Type.New("customers", nil, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,11 +333,12 @@ func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := f.directory(t, f.keys)
-	s, err := sinkdest.New("customers", sinkdest.DefaultOptions())
+	resources := new(registry.Resources)
+	resources.Publish(sinkdest.DirectoryResource, dir)
+	s, err := sinkdest.Type.New("customers", nil, sink.Env{Resources: resources})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.(*sinkdest.Sink).UseDirectory(dir)
 	err = s.Deliver(t.Context(), &sink.Delivery{ID: id, Sink: "customers", DedupKey: "late", Payload: []byte(`{}`),
 		Headers: map[string]string{destinations.Header: d.ID}, Attempt: 1, MaxAttempts: 10})
 	if _, later := sink.RetryAfterDelay(err); !later {
@@ -359,13 +361,10 @@ func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 	}
 	// Port 1 only: the delivery stops at the sink's own check of the URL,
 	// which comes after the disabled test, and never leaves the machine.
-	opts := sinkdest.DefaultOptions()
-	opts.Ports = []int{1}
-	portOne, err := sinkdest.New("customers", opts)
+	portOne, err := sinkdest.Type.New("customers", map[string]any{"ports": []any{1}}, sink.Env{Resources: resources})
 	if err != nil {
 		t.Fatal(err)
 	}
-	portOne.(*sinkdest.Sink).UseDirectory(dir)
 	err = portOne.Deliver(t.Context(), &sink.Delivery{ID: id, Sink: "customers", DedupKey: "late", Payload: []byte(`{}`),
 		Headers: map[string]string{destinations.Header: d.ID}, Attempt: 2, MaxAttempts: 10})
 	if !sink.IsPermanent(err) {

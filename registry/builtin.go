@@ -2,23 +2,19 @@ package registry
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/outboxd/outboxd/core/sink"
 )
 
 // The two tiny sink types every build has, for demos and tests. They take
-// no options. Package sinks/builtin registers them with the other
-// built-in types.
+// no options. Package sinks/builtin lists them with the other built-in
+// types.
 var (
-	// Log logs each message at INFO with slog.Default and accepts it.
-	Log = Type{Name: TypeLog, New: newLog, Doc: "Logs each message at INFO and accepts it (demos, tests)"}
+	// Log logs each message at INFO through its environment's logger and
+	// accepts it.
+	Log = Define(TypeLog, "Logs each message at INFO and accepts it (demos, tests)", noOptions{}, newLog)
 	// Discard accepts every message and drops it.
-	Discard = Type{Name: TypeDiscard, New: newDiscard, Doc: "Accepts every message and drops it (tests, benchmarks)"}
+	Discard = Define(TypeDiscard, "Accepts every message and drops it (tests, benchmarks)", noOptions{}, newDiscard)
 )
 
 // The names of Log and Discard.
@@ -27,28 +23,19 @@ const (
 	TypeDiscard = "discard"
 )
 
-func newLog(_ string, options map[string]any) (sink.Sink, error) {
-	if err := noOptions(options); err != nil {
-		return nil, err
-	}
-	return sink.Func(func(ctx context.Context, d *sink.Delivery) error {
-		slog.Default().InfoContext(ctx, "message delivered",
-			"sink", d.Sink, "id", d.ID, "dedup_key", d.DedupKey,
-			"attempt", d.Attempt, "payload", string(d.Payload))
+// noOptions are the options of a type that takes none: any option is
+// unknown.
+type noOptions struct{}
+
+func newLog(_ string, _ noOptions, env sink.Env) (sink.Func, error) {
+	log := env.Logger // names the sink
+	return func(ctx context.Context, d *sink.Delivery) error {
+		log.InfoContext(ctx, "message delivered",
+			"id", d.ID, "dedup_key", d.DedupKey, "attempt", d.Attempt, "payload", string(d.Payload))
 		return nil
-	}), nil
+	}, nil
 }
 
-func newDiscard(_ string, options map[string]any) (sink.Sink, error) {
-	if err := noOptions(options); err != nil {
-		return nil, err
-	}
-	return sink.Func(func(context.Context, *sink.Delivery) error { return nil }), nil
-}
-
-func noOptions(options map[string]any) error {
-	if len(options) > 0 {
-		return fmt.Errorf("takes no options, got %s", strings.Join(slices.Sorted(maps.Keys(options)), ", "))
-	}
-	return nil
+func newDiscard(string, noOptions, sink.Env) (sink.Func, error) {
+	return func(context.Context, *sink.Delivery) error { return nil }, nil
 }

@@ -1,9 +1,11 @@
-// Package registry maps sink type names to factories, the way database/sql
-// maps driver names to drivers: a program registers the sink types it
-// offers, and the configuration then builds named sink instances from
-// options. The outboxd binary registers its built-in types in one place,
-// package sinks/builtin; a custom build registers its own (see [Define])
-// and the built-in ones it wants before calling cmd.Main.
+// Package registry maps sink type names to their definitions, the way
+// database/sql maps driver names to drivers: a program registers the sink
+// types it offers, and the configuration then builds named sink instances
+// from options. Each sink package defines its type once, with [Define],
+// and exports it (webhook.Type, say); the outboxd binary registers the
+// built-in types in one list, package sinks/builtin; a custom build
+// registers its own and the built-in ones it wants before calling
+// cmd.Main.
 //
 // The core never imports a concrete sink; the registry is where the two meet.
 package registry
@@ -20,16 +22,17 @@ import (
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/secret"
-	"github.com/outboxd/outboxd/sinks"
 )
 
 // Factory builds the sink instance called name from its options (the
-// `options` block of its plugins.yaml entry). Errors should name the option
-// at fault; Build prefixes them with the sink's name and type.
-type Factory func(name string, options map[string]any) (sink.Sink, error)
+// `options` block of its plugins.yaml entry) in the environment its host
+// gives it. Errors should name the option at fault; Build prefixes them
+// with the sink's name and type.
+type Factory func(name string, options map[string]any, env sink.Env) (sink.Sink, error)
 
-// Type is a sink type: its name in plugins.yaml, its factory and,
-// optionally, what documents its options.
+// Type is a sink type: its name in plugins.yaml, its factory and what
+// documents it. [Define] makes one from an options struct and a
+// constructor; every built-in type is made so.
 type Type struct {
 	// Name is the value of `type:` in plugins.yaml.
 	Name string
@@ -52,7 +55,29 @@ type Type struct {
 	// guarantees. Its keys of type confschema.Secret are the type's
 	// secrets (see Secrets).
 	Options any
+	// Resources name the resources the type's sinks look up in their
+	// environment (sink.Env.Resources): a host that runs such a sink
+	// publishes them (see Uses).
+	Resources []string
 }
+
+// WithShape returns t with shape as its sinks' payload shape (see
+// Type.Shape).
+func (t Type) WithShape(shape sink.Shape) Type {
+	t.Shape = shape
+	return t
+}
+
+// WithResources returns t with the names of the resources its sinks look
+// up (see Type.Resources).
+func (t Type) WithResources(names ...string) Type {
+	t.Resources = append(slices.Clip(t.Resources), names...)
+	return t
+}
+
+// Uses reports whether the type's sinks look up the resource called name,
+// which their host must then publish.
+func (t Type) Uses(name string) bool { return slices.Contains(t.Resources, name) }
 
 // errNoOptions is EffectiveOptions' error for a type that declares none.
 var errNoOptions = errors.New("registry: the sink type declares no options")
@@ -68,7 +93,7 @@ func (t Type) EffectiveOptions(options map[string]any) (any, error) {
 	}
 	o := reflect.New(reflect.TypeOf(t.Options))
 	o.Elem().Set(deepCopy(reflect.ValueOf(t.Options)))
-	if err := sinks.DecodeOptions(options, o.Interface()); err != nil {
+	if err := DecodeOptions(options, o.Interface()); err != nil {
 		return nil, err
 	}
 	return o.Interface(), nil
@@ -151,24 +176,41 @@ var (
 	types = map[string]Type{}
 )
 
-// Define returns the Type of a sink whose options are the struct O: the
-// registry decodes a plugins.yaml options block into a copy of defaults
-// (declared as package confschema describes, `mapstructure` and `doc`
-// tags) and hands it to build. Every problem is reported at once, naming
-// its option: an unknown one with the nearest known one, a wrong type, a
-// duration without a unit. Because the registry knows O, `outboxd config
-// show` prints the sink's effective options, `config check` suggests its
-// option names, and docs/configuration.md documents them, exactly as for
-// the built-in types. build checks what decoding cannot and must not do
-// I/O: configuration checks build every sink.
-func Define[O any](name, doc string, defaults O, build func(name string, options O) (sink.Sink, error)) Type {
-	return Type{Name: name, Doc: doc, Options: defaults, New: func(instance string, options map[string]any) (sink.Sink, error) {
+// Define returns the Type called name, documented by doc (one line: what
+// it delivers to), of sinks whose options are the struct O. It is the one
+// way to define a sink type, and its life follows the host's steps:
+//
+//   - decode: the registry decodes a plugins.yaml options block into a
+//     copy of defaults (declared as package confschema describes,
+//     `mapstructure` and `doc` tags), reporting every problem at once,
+//     naming its option: an unknown one with the nearest known one, a
+//     wrong type, a duration without a unit;
+//   - build: build receives the decoded options and the environment the
+//     host gives the sink (sink.Env), completed: what the host left zero
+//     is the process's logger and OpenTelemetry's global providers, and
+//     the logger names the sink. build checks what decoding cannot and
+//     keeps what it needs of the environment; it must not do I/O, since
+//     configuration checks build every sink;
+//   - run and close: the relay delivers through the sink; whoever built it
+//     closes it (io.Closer) once the relay is done with it.
+//
+// Because the registry knows O, `outboxd config show` prints the sink's
+// effective options, `config check` suggests its option names, and
+// docs/configuration.md documents them, exactly as for the built-in types.
+// A sink type that declares a payload shape or uses shared resources says
+// so with WithShape and WithResources.
+func Define[O any, S sink.Sink](name, doc string, defaults O, build func(name string, options O, env sink.Env) (S, error)) Type {
+	return Type{Name: name, Doc: doc, Options: defaults, New: func(instance string, options map[string]any, env sink.Env) (sink.Sink, error) {
 		var o O
 		reflect.ValueOf(&o).Elem().Set(deepCopy(reflect.ValueOf(&defaults).Elem()))
-		if err := sinks.DecodeOptions(options, &o); err != nil {
+		if err := DecodeOptions(options, &o); err != nil {
 			return nil, err
 		}
-		return build(instance, o)
+		s, err := build(instance, o, environment(instance, env))
+		if err != nil {
+			return nil, err // not s: a nil *T would make a non-nil sink.Sink
+		}
+		return s, nil
 	}}
 }
 
@@ -202,13 +244,14 @@ func Lookup(name string) (Type, bool) {
 	return t, ok
 }
 
-// Build creates the sink instance name of type typ from options.
-func Build(typ, name string, options map[string]any) (sink.Sink, error) {
+// Build creates the sink instance name of type typ from options, in the
+// environment env (see Define for what a zero field becomes).
+func Build(typ, name string, options map[string]any, env sink.Env) (sink.Sink, error) {
 	t, ok := Lookup(typ)
 	if !ok {
 		return nil, fmt.Errorf("sink %q: unknown type %q (registered types: %s)", name, typ, strings.Join(Types(), ", "))
 	}
-	sink, err := t.New(name, options)
+	sink, err := t.New(name, options, env)
 	if err != nil {
 		return nil, fmt.Errorf("sink %q (type %s): %w", name, typ, err)
 	}

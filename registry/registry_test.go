@@ -22,12 +22,12 @@ func TestMain(m *testing.M) {
 }
 
 func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
-	if _, err := registry.Build("nope", "alerts", nil); err == nil ||
+	if _, err := registry.Build("nope", "alerts", nil, sink.Env{}); err == nil ||
 		!strings.Contains(err.Error(), `sink "alerts": unknown type "nope"`) ||
 		!strings.Contains(err.Error(), "discard, log") {
 		t.Fatalf("unknown type error = %v; want the sink name and the registered types", err)
 	}
-	if _, err := registry.Build("log", "audit", map[string]any{"levle": "info"}); err == nil ||
+	if _, err := registry.Build("log", "audit", map[string]any{"levle": "info"}, sink.Env{}); err == nil ||
 		!strings.Contains(err.Error(), `sink "audit" (type log)`) || !strings.Contains(err.Error(), "levle") {
 		t.Fatalf("bad option error = %v; want the sink, its type and the option", err)
 	}
@@ -35,7 +35,7 @@ func TestBuildNamesTheSinkAndTheProblem(t *testing.T) {
 
 func TestBuiltinsDeliver(t *testing.T) {
 	for _, typ := range []string{registry.TypeLog, registry.TypeDiscard} {
-		s, err := registry.Build(typ, "x", nil)
+		s, err := registry.Build(typ, "x", nil, sink.Env{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestRegisterTwicePanics(t *testing.T) {
 			t.Fatal("registering a type twice must panic")
 		}
 	}()
-	registry.Register(registry.Type{Name: registry.TypeLog, New: func(string, map[string]any) (sink.Sink, error) { return nil, nil }})
+	registry.Register(registry.Type{Name: registry.TypeLog, New: func(string, map[string]any, sink.Env) (sink.Sink, error) { return nil, nil }})
 }
 
 // shoutOptions are the options of the shout type of the tests.
@@ -70,7 +70,7 @@ type shoutOptions struct {
 	Pause  time.Duration `mapstructure:"pause" doc:"How long to wait after shouting."`
 }
 
-func shout(_ string, o shoutOptions) (sink.Sink, error) {
+func shout(_ string, o shoutOptions, _ sink.Env) (sink.Sink, error) {
 	if o.Prefix == "" {
 		return nil, errors.New("option prefix: must not be empty")
 	}
@@ -89,14 +89,14 @@ func shout(_ string, o shoutOptions) (sink.Sink, error) {
 func TestDefineDecodesAndDocumentsTheOptions(t *testing.T) {
 	var got shoutOptions
 	typ := registry.Define("shout-test", "Shouts", shoutOptions{Prefix: "HEY", Pause: time.Second},
-		func(_ string, o shoutOptions) (sink.Sink, error) { got = o; return sink.Func(nil), nil })
-	if _, err := typ.New("crier", map[string]any{"prefix": "OI"}); err != nil {
+		func(_ string, o shoutOptions, _ sink.Env) (sink.Sink, error) { got = o; return sink.Func(nil), nil })
+	if _, err := typ.New("crier", map[string]any{"prefix": "OI"}, sink.Env{}); err != nil {
 		t.Fatal(err)
 	}
 	if got != (shoutOptions{Prefix: "OI", Pause: time.Second}) {
 		t.Fatalf("decoded options = %+v; want the prefix set and the pause default kept", got)
 	}
-	_, err := typ.New("crier", map[string]any{"prefx": "OI", "pause": 5})
+	_, err := typ.New("crier", map[string]any{"prefx": "OI", "pause": 5}, sink.Env{})
 	if err == nil || !strings.Contains(err.Error(), `prefx`) || !strings.Contains(err.Error(), "did you mean prefix") ||
 		!strings.Contains(err.Error(), "pause") {
 		t.Fatalf("bad options error = %v; want the unknown option with its suggestion and the unitless duration", err)
@@ -111,7 +111,7 @@ func TestDefineDecodesAndDocumentsTheOptions(t *testing.T) {
 func Example() {
 	registry.Register(registry.Define("shout", "Prints each message with a prefix",
 		shoutOptions{Prefix: "HEAR YE"}, shout))
-	s, err := registry.Build("shout", "town-crier", nil)
+	s, err := registry.Build("shout", "town-crier", nil, sink.Env{})
 	if err != nil {
 		panic(err)
 	}
@@ -141,10 +141,10 @@ func TestDecodingLeavesTheDefaultsAlone(t *testing.T) {
 	*defaults.Limit = 10
 	var got []listOptions
 	typ := registry.Define("list-test", "Lists", defaults,
-		func(_ string, o listOptions) (sink.Sink, error) { got = append(got, o); return sink.Func(nil), nil })
+		func(_ string, o listOptions, _ sink.Env) (sink.Sink, error) { got = append(got, o); return sink.Func(nil), nil })
 	set := map[string]any{"schemes": []any{"http"}, "headers": map[string]any{"b": "2"}, "limit": 3}
 	for _, options := range []map[string]any{set, nil, set, nil} {
-		if _, err := typ.New("x", options); err != nil {
+		if _, err := typ.New("x", options, sink.Env{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := typ.EffectiveOptions(options); err != nil {

@@ -23,15 +23,15 @@ import (
 // with options that need no server (nothing here delivers).
 func testSinks(t testing.TB) map[string]sink.Sink {
 	t.Helper()
-	sl, err := slack.New("ops-slack", map[string]any{"token": "xoxb-test", "channel": "C0OPS", "api_url": "http://127.0.0.1:1/api/"})
+	sl, err := slack.Type.New("ops-slack", map[string]any{"token": "xoxb-test", "channel": "C0OPS", "api_url": "http://127.0.0.1:1/api/"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, err := webhook.New("partner", map[string]any{"url": "http://127.0.0.1:1/hook"})
+	wh, err := webhook.Type.New("partner", map[string]any{"url": "http://127.0.0.1:1/hook"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	em, err := email.New("finance", map[string]any{"smtp": "127.0.0.1:1", "from": "outbox@example.com", "to": []any{"finance@example.com"}, "tls": "none"})
+	em, err := email.Type.New("finance", map[string]any{"smtp": "127.0.0.1:1", "from": "outbox@example.com", "to": []any{"finance@example.com"}, "tls": "none"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
+	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // Keyring is the keyring of destinations.EnvSecretsKey, looked up with
@@ -26,12 +27,12 @@ func Keyring(env config.LookupEnv) (*destinations.Keyring, error) {
 // PortalLinks signs the tenant portal's links with keys derived from
 // destinations.EnvSecretsKey, looked up with env; nil when it is not set
 // (no portal).
-func PortalLinks(env config.LookupEnv) (*console.PortalLinks, error) {
+func PortalLinks(env config.LookupEnv) (*portal.Links, error) {
 	keys, err := Keyring(env)
 	if err != nil || keys == nil {
 		return nil, err
 	}
-	return console.NewPortalLinks(keys)
+	return portal.NewLinks(keys)
 }
 
 // destinationStore is the Store of o.Config's schema, sealing with the
@@ -44,18 +45,12 @@ func destinationStore(o Options) (*destinations.Store, error) {
 	return destinations.NewStore(o.Config.Database.Schema, keys)
 }
 
-// directoryUser is a sink that delivers to destinations (package
-// sinks/destinations) and needs them loaded.
-type directoryUser interface {
-	UseDirectory(*destinations.Directory)
-}
-
-// followDestinations gives every destinations sink of o.Config the
-// outbox's destinations; it returns the directory, to run once the
-// database is up (a reloaded configuration's sinks get it too), or nil
-// when no sink needs it.
+// followDestinations publishes the outbox's destinations to the sinks of
+// o.Config, and of every configuration reloaded after it
+// (sinkdest.DirectoryResource); it returns the directory, to run once the
+// database is up, or nil when no sink's type uses it.
 func followDestinations(o Options, log *slog.Logger) (*destinations.Directory, error) {
-	if !usesDirectory(o.Config) {
+	if !o.Config.UsesResource(sinkdest.DirectoryResource) {
 		return nil, nil
 	}
 	keys, err := destinations.KeyringFromEnv(o.Env)
@@ -66,25 +61,6 @@ func followDestinations(o Options, log *slog.Logger) (*destinations.Directory, e
 	if err != nil {
 		return nil, err
 	}
-	useDirectory(o.Config, dir)
+	o.Resources.Publish(sinkdest.DirectoryResource, dir)
 	return dir, nil
-}
-
-// usesDirectory reports whether a sink of cfg reads destinations.
-func usesDirectory(cfg *config.Config) bool {
-	for _, sc := range cfg.SinkConfigs() {
-		if _, ok := sc.Sink.(directoryUser); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// useDirectory gives every destinations sink of cfg the directory dir.
-func useDirectory(cfg *config.Config, dir *destinations.Directory) {
-	for _, sc := range cfg.SinkConfigs() {
-		if u, ok := sc.Sink.(directoryUser); ok {
-			u.UseDirectory(dir)
-		}
-	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/api"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 
@@ -60,13 +60,14 @@ type daemon struct {
 	console        http.Handler
 	status         *telemetry.ReloadStatus
 	// destinations is the API's store of tenants' destinations; directory,
-	// when a destinations sink is configured, what those sinks read them
-	// from (the sinks of a reloaded configuration too).
+	// when a sink's type uses them, what the sinks read them from,
+	// published in Options.Resources (for a reloaded configuration's sinks
+	// too).
 	destinations *destinations.Store
 	directory    *destinations.Directory
 	// portal signs the tenant portal's links; nil without
 	// destinations.EnvSecretsKey.
-	portal *console.PortalLinks
+	portal *portal.Links
 
 	mu      sync.Mutex // serialises reloads
 	log     *slog.Logger
@@ -103,9 +104,6 @@ func (v *daemon) newGeneration(cfg *config.Config, log *slog.Logger) (*generatio
 func (v *daemon) install(g *generation, log *slog.Logger) error {
 	if err := v.registerGauges(g.relay, slices.Sorted(maps.Keys(g.cfg.Sinks))); err != nil {
 		return err
-	}
-	if v.directory != nil {
-		useDirectory(g.cfg, v.directory)
 	}
 	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Reload: v.reload,

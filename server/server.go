@@ -24,6 +24,7 @@ import (
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/apidb"
@@ -36,6 +37,10 @@ type Options struct {
 	// Config is the configuration to start with, loaded as
 	// config.Everything (its sinks built).
 	Config *config.Config
+	// Resources are what Config's sinks, and those of every configuration
+	// Load reads, were built with (config.Source.Resources): Run publishes
+	// the tenants' destinations there when a sink's type uses them.
+	Resources *registry.Resources
 	// Pool is a pool on Config's database; the caller closes it once Run
 	// has returned.
 	Pool *pgxpool.Pool

@@ -110,7 +110,7 @@ func (s *countingSink) Deliver(ctx context.Context, d *sink.Delivery) error {
 
 func webhookSink(t *testing.T, url string) *countingSink {
 	t.Helper()
-	s, err := webhook.New("hook", map[string]any{"url": url, "allow_private": true, "timeout": "2s"})
+	s, err := webhook.Type.New("hook", map[string]any{"url": url, "allow_private": true, "timeout": "2s"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestNewFileSinkRejectsBadOptions(t *testing.T) {
 		{map[string]any{"paht": "/tmp/x"}, "unknown option paht (did you mean path?)"},
 		{map[string]any{"path": 42}, "option path: want a string, got a number"},
 	} {
-		if _, err := FileSinkType.New("archive", c.options); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := FileSinkType.New("archive", c.options, sink.Env{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("options %v: error %v, want one containing %q", c.options, err, c.want)
 		}
 	}
@@ -117,7 +117,7 @@ func TestNewFileSinkRejectsBadOptions(t *testing.T) {
 func ExampleFileSink() {
 	path := filepath.Join(os.TempDir(), "outboxd-example-archive.jsonl")
 	defer os.Remove(path)
-	archive, _ := FileSinkType.New("archive", map[string]any{"path": path})
+	archive, _ := FileSinkType.New("archive", map[string]any{"path": path}, sink.Env{})
 	_ = archive.Deliver(context.Background(), &sink.Delivery{ID: 1, Sink: "archive", DedupKey: "k", Attempt: 1, Payload: json.RawMessage(`{"n":1}`)})
 	data, _ := os.ReadFile(path)
 	fmt.Print(string(data))

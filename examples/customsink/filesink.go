@@ -14,8 +14,9 @@ import (
 
 // FileSinkType is the sink type, "file" in plugins.yaml: registry.Define
 // decodes its options into fileOptions, refusing unknown options with a
-// suggestion and values of the wrong type, naming the option, and
-// documents them for `outboxd config show`.
+// suggestion and values of the wrong type, naming the option, documents
+// them for `outboxd config show`, and hands them to newFileSink with the
+// sink's environment.
 var FileSinkType = registry.Define("file", "Appends each message to a JSON lines file", fileOptions{}, newFileSink)
 
 // fileOptions are the sink's options in plugins.yaml, declared as package
@@ -41,8 +42,11 @@ type FileSink struct {
 }
 
 // newFileSink builds the sink from its decoded options, checking what
-// decoding cannot: a missing option is an error naming it.
-func newFileSink(_ string, o fileOptions) (sink.Sink, error) {
+// decoding cannot: a missing option is an error naming it. It needs
+// nothing of its environment (a logger, tracer and meter providers, the
+// resources the host shares), and does no I/O: `config check` builds
+// every sink.
+func newFileSink(_ string, o fileOptions, _ sink.Env) (*FileSink, error) {
 	if o.Path == "" {
 		return nil, errors.New("option path: is required")
 	}

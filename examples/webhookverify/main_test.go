@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -47,11 +48,11 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 		"rotating": {secret("the-new-secret-of-32-bytes-long!"), receiverSecret}, // new and old during a rotation
 		"wrong":    {secret("somebody-else-s-32-bytes-secret!")},
 	} {
-		sink, err := webhook.New(name, map[string]any{"url": srv.URL, "secrets": signWith, "allow_private": true})
+		s, err := webhook.Type.New(name, map[string]any{"url": srv.URL, "secrets": signWith, "allow_private": true}, sink.Env{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sinks = append(sinks, relay.SinkConfig{Name: name, Type: webhook.Type, Sink: sink, MaxAttempts: 1})
+		sinks = append(sinks, relay.SinkConfig{Name: name, Type: webhook.Type.Name, Sink: s, MaxAttempts: 1})
 	}
 	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, PollInterval: 50 * time.Millisecond})
 

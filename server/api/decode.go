@@ -42,8 +42,8 @@ func decodeMessageRequest(body io.Reader, cfg *config.Config) (messageRequest, i
 		return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w", err)
 	}
 	if req.Destination != "" {
-		if err := cfg.CheckSinkType(req.Sink, sinkdest.Type); err != nil {
-			return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w; a message for a destination goes through a sink of type %s", err, sinkdest.Type)
+		if err := cfg.CheckSinkType(req.Sink, sinkdest.Type.Name); err != nil {
+			return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w; a message for a destination goes through a sink of type %s", err, sinkdest.Type.Name)
 		}
 	}
 	return req, 0, nil

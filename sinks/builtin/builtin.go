@@ -14,16 +14,9 @@ import (
 )
 
 // brokerTypes are the built-in sink types that link a broker client. A new
-// one is one line here.
+// one is one line here: its package's Type.
 func brokerTypes() []registry.Type {
-	return []registry.Type{
-		{Name: nats.Type, New: nats.New, Options: nats.DefaultOptions(),
-			Doc: "Publishes each message to a NATS JetStream stream, the delivery id <sink>/<dedup key> as its message id"},
-		{Name: rabbitmq.Type, New: rabbitmq.New, Options: rabbitmq.DefaultOptions(),
-			Doc: "Publishes each message to a RabbitMQ exchange with publisher confirms"},
-		{Name: kafka.Type, New: kafka.New, Options: kafka.DefaultOptions(),
-			Doc: "Produces each message as one Kafka record, idempotently, acknowledged by all in-sync replicas"},
-	}
+	return []registry.Type{nats.Type, rabbitmq.Type, kafka.Type}
 }
 
 // Types are the sink types of every outboxd build, in the order the

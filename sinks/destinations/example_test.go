@@ -3,7 +3,6 @@ package destinations_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/destinations"
@@ -12,12 +11,10 @@ import (
 // A destinations sink tells the relay how long a destination's breaker
 // may stay open before the destination is disabled (sink.AutoDisabler),
 // and each destination's own rate limit (sink.KeyRateLimiter): none
-// before the serving process hands it the destinations, so every
+// before the serving process publishes the destinations, so every
 // destination takes the sink's limit.
 func Example() {
-	o := destinations.DefaultOptions()
-	o.AutoDisableAfter = 24 * time.Hour
-	s, err := destinations.New("customers", o)
+	s, err := destinations.Type.New("customers", map[string]any{"auto_disable_after": "24h"}, sink.Env{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -3,7 +3,7 @@
 // endpoints stored as data), as the webhook sink delivers to its one URL,
 // through the same SSRF-safe client and with the same Standard Webhooks
 // signing, each request signed with every secret of the destination still
-// signing. The destination is the row's destination key, so rate limits,
+// signing. The destination is the row's rate key, so rate limits,
 // ordering and circuit breakers hold per destination (rate_limit.per_key):
 // one slow or dead endpoint never holds up another's rows.
 package destinations
@@ -22,12 +22,26 @@ import (
 
 	"github.com/outboxd/outboxd/core/sink"
 	dest "github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
-// Type is the sink type name used in plugins.yaml.
-const Type = "destinations"
+// Type is the destinations sink type, "destinations" in plugins.yaml, with
+// its options ([Options]) and payload shape ([Shape]); its sinks look up
+// the directory of destinations (DirectoryResource). Package sinks/builtin
+// lists it.
+var Type = registry.Define("destinations", Description, DefaultOptions(), newSink).
+	WithShape(Shape()).WithResources(DirectoryResource)
+
+// Description says in one line what a destinations sink delivers to.
+const Description = "POSTs each row to the tenant's destination it names, signed the Standard Webhooks way with the destination's secrets"
+
+// DirectoryResource is the name under which the serving process publishes
+// the tenants' destinations, a *destinations.Directory, to the sinks of
+// this type (sink.Env.Resources). It publishes it once the database is
+// up; until then a delivery fails and is retried.
+const DirectoryResource = "destinations.directory"
 
 // Defaults of the options.
 const (
@@ -76,7 +90,8 @@ type Sink struct {
 	ports            []int
 	autoDisableAfter time.Duration
 	client           *http.Client
-	dir              atomic.Pointer[dest.Directory]
+	resources        sink.Resources                 // where the directory is published
+	dir              atomic.Pointer[dest.Directory] // the directory, once found
 }
 
 // The relay finds what the sink offers by these interfaces.
@@ -86,9 +101,10 @@ var (
 	_ sink.AutoDisabler   = (*Sink)(nil)
 )
 
-// New builds the destinations sink called name from its options; the
-// serving process then hands it the destinations with UseDirectory.
-func New(name string, o Options) (sink.Sink, error) {
+// newSink builds the destinations sink called name from its decoded
+// options; it finds the destinations in env's resources (see
+// DirectoryResource) and traces its requests with env's tracer provider.
+func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 	if o.Timeout <= 0 {
 		return nil, fmt.Errorf("option timeout: must be positive, got %s", o.Timeout)
 	}
@@ -108,15 +124,27 @@ func New(name string, o Options) (sink.Sink, error) {
 	if o.AutoDisableAfter < 0 {
 		return nil, fmt.Errorf("option auto_disable_after: must not be negative (0 never disables), got %s", o.AutoDisableAfter)
 	}
-	return &Sink{name: name, schemes: o.Schemes, ports: o.Ports, autoDisableAfter: o.AutoDisableAfter,
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: o.AllowPrivate})}, nil
+	return &Sink{name: name, schemes: o.Schemes, ports: o.Ports, autoDisableAfter: o.AutoDisableAfter, resources: env.Resources,
+		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: o.AllowPrivate, TracerProvider: env.TracerProvider})}, nil
 }
 
-// UseDirectory gives the sink the destinations it delivers to; until it
-// has them, deliveries fail and are retried.
-func (s *Sink) UseDirectory(d *dest.Directory) { s.dir.Store(d) }
+// directory returns the destinations the sink delivers to, nil until the
+// serving process has published them (DirectoryResource). Once found, the
+// directory is kept: a delivery does not look it up again.
+func (s *Sink) directory() *dest.Directory {
+	if d := s.dir.Load(); d != nil {
+		return d
+	}
+	d, ok := sink.LookupResource[*dest.Directory](s.resources, DirectoryResource)
+	if !ok {
+		return nil
+	}
+	s.dir.Store(d)
+	return d
+}
 
-// errNoDirectory is a delivery's outcome before UseDirectory.
+// errNoDirectory is a delivery's outcome before the directory is
+// published.
 var errNoDirectory = errors.New("the destinations are not loaded yet")
 
 // RateKey names a row's destination: its destination id.
@@ -135,7 +163,7 @@ func (s *Sink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	if err != nil {
 		return err
 	}
-	dir := s.dir.Load()
+	dir := s.directory()
 	if dir == nil {
 		return s.wrap(errNoDirectory)
 	}
@@ -209,8 +237,8 @@ func (s *Sink) allowed(raw string) error {
 func (s *Sink) wrap(err error) error { return fmt.Errorf("destinations %q: %w", s.name, err) }
 
 // Shape is the webhook's (a body template, else the Standard Webhooks
-// envelope), for targets that name a tenant. The type registers it, so
-// that routes compile without building sinks (outboxd migrate).
+// envelope), for targets that name a tenant. Type declares it, so that
+// routes compile without building sinks (outboxd migrate).
 func Shape() sink.Shape {
 	shape := webhook.Shape()
 	shape.Tenants = true
@@ -238,7 +266,7 @@ func (s *Sink) AutoDisableAfter() time.Duration { return s.autoDisableAfter }
 // again only for a destination it does not know yet (created a moment
 // ago), as Deliver would.
 func (s *Sink) KeyRateLimit(ctx context.Context, key string) (sink.RateLimit, bool) {
-	dir := s.dir.Load()
+	dir := s.directory()
 	if dir == nil {
 		return sink.RateLimit{}, false
 	}

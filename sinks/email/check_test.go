@@ -14,7 +14,7 @@ func TestCheckDialsWithoutSending(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
 	newSink := func(smtp string) *Sink {
-		s, err := NewSink("alerts", Options{SMTP: smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"ops@example.com"}})
+		s, err := newTestSink("alerts", Options{SMTP: smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"ops@example.com"}})
 		if err != nil {
 			t.Fatal(err)
 		}

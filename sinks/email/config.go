@@ -12,9 +12,6 @@ import (
 	"github.com/outboxd/outboxd/confschema"
 )
 
-// Type is the sink type name in plugins.yaml.
-const Type = "email"
-
 // TLS modes accepted by the tls option.
 const (
 	// TLSStartTLS connects in plain text and upgrades with STARTTLS, failing

@@ -3,6 +3,8 @@ package email
 import (
 	"strings"
 	"testing"
+
+	"github.com/outboxd/outboxd/core/sink"
 )
 
 func TestNewOptions(t *testing.T) {
@@ -47,7 +49,7 @@ func TestNewOptions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := New("mail", tc.options)
+			_, err := Type.New("mail", tc.options, sink.Env{})
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Build: %v", err)
@@ -66,7 +68,7 @@ func TestNewOptions(t *testing.T) {
 
 func TestNewDefaultsTLS(t *testing.T) {
 	t.Parallel()
-	s, err := NewSink("mail", Options{SMTP: "mail.example.com:587", From: "outbox@example.com"})
+	s, err := newTestSink("mail", Options{SMTP: "mail.example.com:587", From: "outbox@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}

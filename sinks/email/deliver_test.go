@@ -35,7 +35,7 @@ func TestDeliverBadPayloadIsPermanent(t *testing.T) {
 	t.Parallel()
 	// The server is unreachable: a payload error must be reported before any
 	// connection is attempted.
-	s, err := NewSink("mail", Options{SMTP: closedAddr(t), TLS: TLSNone, From: "outbox@example.com"})
+	s, err := newTestSink("mail", Options{SMTP: closedAddr(t), TLS: TLSNone, From: "outbox@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestDeliverConnectionRefusedIsRetryableAndTraced(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	s, err := NewSink("mail", Options{
+	s, err := newSink("mail", Options{
 		SMTP: closedAddr(t), TLS: TLSNone, From: "outbox@example.com",
 		Username: "user", Password: "hunter2",
-	}, WithTracerProvider(tp))
+	}, sink.Env{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

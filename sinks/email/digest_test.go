@@ -25,8 +25,8 @@ func TestDigestMailsOneListPerRecipients(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
 	pool, ob := testdb.New(t)
-	s, err := New("ops-mail", map[string]any{"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com",
-		"to": []any{"ops@example.com"}, "subject_prefix": "[relay]"})
+	s, err := Type.New("ops-mail", map[string]any{"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com",
+		"to": []any{"ops@example.com"}, "subject_prefix": "[relay]"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestDigestMailsOneListPerRecipients(t *testing.T) {
 		t.Fatal(err)
 	}
 	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 100 * time.Millisecond,
-		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type, Sink: s, Digest: &sink.DigestPolicy{MaxMessages: 50}}}})
+		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: s, Digest: &sink.DigestPolicy{MaxMessages: 50}}}})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 8)
 	signals.WaitWritten(t, relayWait, "ops-mail", "dead", 1)
 

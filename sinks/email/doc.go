@@ -1,5 +1,6 @@
-// Package email is the SMTP sink (`type: email`): each outbox row becomes one
-// mail, composed and sent with github.com/wneessen/go-mail.
+// Package email is the SMTP sink (`type: email`, defined by [Type]): each
+// outbox row becomes one mail, composed and sent with
+// github.com/wneessen/go-mail.
 //
 // # Options
 //

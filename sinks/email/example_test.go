@@ -3,26 +3,27 @@ package email_test
 import (
 	"fmt"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/email"
 )
 
-// New builds a named instance from options, as the type "email" in
+// Type builds a named instance from options, as `type: email` in
 // plugins.yaml does.
 func Example() {
-	sink, err := email.New("ops-mail", map[string]any{
+	s, err := email.Type.New("ops-mail", map[string]any{
 		"smtp":           "mail.example.com:587",
 		"username":       "outboxd",
 		"password":       "from-the-environment",
 		"from":           "Outbox <outbox@example.com>",
 		"to":             []any{"ops@example.com"},
 		"subject_prefix": "[outboxd]",
-	})
-	fmt.Println(sink != nil, err)
+	}, sink.Env{})
+	fmt.Println(s != nil, err)
 
 	// A typo in an option is refused, naming it.
-	_, err = email.New("ops-mail", map[string]any{
+	_, err = email.Type.New("ops-mail", map[string]any{
 		"smtp": "mail.example.com:587", "from": "outbox@example.com", "tls": "ssl",
-	})
+	}, sink.Env{})
 	fmt.Println(err)
 	// Output:
 	// true <nil>

@@ -16,7 +16,7 @@ import (
 // (Mutation: compose with a random Message-ID fails this target on its
 // seeds.)
 func FuzzPayload(f *testing.F) {
-	s, err := NewSink("fuzz", Options{SMTP: "mail.example.com:25", From: "outbox@example.com",
+	s, err := newTestSink("fuzz", Options{SMTP: "mail.example.com:25", From: "outbox@example.com",
 		To: []string{"ops@example.com"}, SubjectPrefix: "[fuzz]"})
 	if err != nil {
 		f.Fatal(err)

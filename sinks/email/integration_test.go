@@ -26,7 +26,7 @@ func deliver(t *testing.T, s *Sink, d *sink.Delivery) error {
 func TestMailpitDelivery(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
-	s, err := NewSink("alerts", Options{
+	s, err := newTestSink("alerts", Options{
 		SMTP: mp.smtp, TLS: TLSNone, From: "Outbox <outbox@example.com>",
 		To: []string{"default@example.com"}, SubjectPrefix: "[outboxd]",
 	})
@@ -126,7 +126,7 @@ func TestMailpitSessionFailuresRetry(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := NewSink("session", Options{SMTP: mp.smtp, TLS: tc.tls, From: "outbox@example.com",
+			s, err := newTestSink("session", Options{SMTP: mp.smtp, TLS: tc.tls, From: "outbox@example.com",
 				Username: "outboxd", Password: "s3cr3t-pw"})
 			if err != nil {
 				t.Fatal(err)
@@ -145,7 +145,7 @@ func TestMailpitSessionFailuresRetry(t *testing.T) {
 func TestMailpitReplyMapping(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t, "--enable-chaos")
-	s, err := NewSink("chaos", Options{SMTP: mp.smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"a@example.com"}})
+	s, err := newTestSink("chaos", Options{SMTP: mp.smtp, TLS: TLSNone, From: "outbox@example.com", To: []string{"a@example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}

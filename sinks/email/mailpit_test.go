@@ -4,8 +4,18 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/mailpit"
 )
+
+// newTestSink builds the email sink called name from o, recording its
+// spans with the global tracer provider, as the sink type does when its
+// host leaves the provider to the registry.
+func newTestSink(name string, o Options) (*Sink, error) {
+	return newSink(name, o, sink.Env{TracerProvider: otel.GetTracerProvider()})
+}
 
 // Mailpit is the real SMTP server of the integration tests
 // (internal/mailpit); these names keep the tests short.

@@ -21,7 +21,7 @@ func TestAllowedRecipientDomains(t *testing.T) {
 		"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com", "to": []any{"ops@example.com"},
 		"allowed_recipient_domains": []any{"example.com", "Partner.Example.ORG"},
 	}
-	snk, err := New("mail", options)
+	snk, err := Type.New("mail", options, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestAllowedRecipientDomains(t *testing.T) {
 	}
 
 	options["to"] = []any{"ops@elsewhere.test"}
-	if _, err := New("mail", options); err == nil || !strings.Contains(err.Error(), "option to[0]") {
+	if _, err := Type.New("mail", options, sink.Env{}); err == nil || !strings.Contains(err.Error(), "option to[0]") {
 		t.Errorf("a to option outside the allowed domains: %v, want an error naming it", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
@@ -23,10 +24,10 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
 	pool, ob := testdb.New(t)
-	sink, err := New("ops-mail", map[string]any{
+	sink, err := Type.New("ops-mail", map[string]any{
 		"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com",
 		"to": []any{"ops@example.com"}, "subject_prefix": "[relay]",
-	})
+	}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 
 	signals := testrelay.Run(t, pool, relay.Config{
 		Schema: ob.Schema(), PollInterval: 100 * time.Millisecond,
-		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type, Sink: sink}},
+		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: sink}},
 	})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 1)
 	signals.WaitWritten(t, relayWait, "ops-mail", "dead", 1)

@@ -7,17 +7,24 @@ import (
 	"time"
 
 	"github.com/wneessen/go-mail"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/registry"
 )
 
 // DefaultConnectTimeout bounds connecting to the SMTP server and each
 // command of the exchange that follows, unless the delivery's context
 // expires sooner.
 const DefaultConnectTimeout = 15 * time.Second
+
+// Type is the email sink type, "email" in plugins.yaml, with its options
+// ([Options]) and payload shape ([Shape]); package sinks/builtin lists it.
+// Its sinks are *Sink.
+var Type = registry.Define("email", Description, DefaultOptions(), newSink).WithShape(Shape())
+
+// Description says in one line what an email sink delivers to.
+const Description = "Sends each message as one mail over SMTP"
 
 // Sink sends each delivery as one mail over SMTP. It is safe for concurrent
 // use: every delivery opens its own SMTP connection.
@@ -28,46 +35,15 @@ type Sink struct {
 	tracer trace.Tracer
 }
 
-// Option customises a [Sink] built with [NewSink].
-type Option func(*Sink)
-
-// WithTracerProvider makes the sink record its SMTP spans with tp instead of
-// the global TracerProvider.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(s *Sink) { s.tracer = tp.Tracer(tracerName) }
-}
-
-// New builds the email sink called name from its options (see [Options]);
-// it is the factory cmd registers for the "email" type. Its errors name the
+// newSink builds the email sink called name from its decoded options; it
+// records its SMTP spans with env's tracer provider. Its errors name the
 // option at fault.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	cfg := DefaultOptions()
-	if err := sinks.DecodeOptions(options, &cfg); err != nil {
-		return nil, err
-	}
-	return newSink(name, cfg)
-}
-
-// NewSink builds the email sink called name from cfg, for programs that
-// configure sinks in Go rather than in plugins.yaml.
-func NewSink(name string, cfg Options, opts ...Option) (*Sink, error) {
-	s, err := newSink(name, cfg, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("email sink %q: %w", name, err)
-	}
-	return s, nil
-}
-
-func newSink(name string, cfg Options, opts ...Option) (*Sink, error) {
+func newSink(name string, cfg Options, env sink.Env) (*Sink, error) {
 	srv, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: cfg, server: srv, tracer: otel.GetTracerProvider().Tracer(tracerName)}
-	for _, opt := range opts {
-		opt(s)
-	}
-	return s, nil
+	return &Sink{name: name, cfg: cfg, server: srv, tracer: env.TracerProvider.Tracer(tracerName)}, nil
 }
 
 // Deliver sends d as one mail. See the package documentation for the

@@ -25,7 +25,7 @@ func TestThreadedMailsReplyToTheFirst(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
 	pool, ob := testdb.New(t)
-	s, err := New("ops-mail", map[string]any{"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com", "to": []any{"ops@example.com"}})
+	s, err := Type.New("ops-mail", map[string]any{"smtp": mp.smtp, "tls": TLSNone, "from": "outbox@example.com", "to": []any{"ops@example.com"}}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestThreadedMailsReplyToTheFirst(t *testing.T) {
 		keys = append(keys, typ+"/inc-7/incidents")
 	}
 	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
-		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type, Sink: s}}})
+		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: s}}})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 3)
 
 	root := MessageID("ops-mail", keys[0], "example.com")

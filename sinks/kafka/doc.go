@@ -1,6 +1,6 @@
 // Package kafka is the outboxd sink that produces each message as one
-// Kafka record (github.com/twmb/franz-go). The outboxd binary registers it
-// as the sink type "kafka".
+// Kafka record (github.com/twmb/franz-go). [Type] defines it as the sink
+// type "kafka", which the outboxd binary registers.
 //
 // # Configuration
 //
@@ -20,7 +20,7 @@
 //
 // # Topic
 //
-// The topic is a Go text/template over [sinks.DestinationData]: {{.Sink}},
+// The topic is a Go text/template over [sinks.AddressData]: {{.Sink}},
 // {{.OrderingKey}}, {{.DedupKey}} and {{.Headers.name}}. A rendered topic
 // that is not a valid Kafka topic name is a permanent failure of that
 // message; a topic that does not exist is permanent too (the sink never

@@ -16,10 +16,10 @@ import (
 	"github.com/outboxd/outboxd/sinks/kafka"
 )
 
-// The binary registers the sink types in cmd. These tests build sinks
+// The binary registers the sink types in sinks/builtin. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(registry.Type{Name: kafka.Type, New: kafka.New}) }
+func init() { registry.Register(kafka.Type) }
 
 // testTopic is the topic of every test: each test has a cluster of its own.
 const testTopic = "outbox-events"
@@ -88,7 +88,7 @@ func target(brokers ...string) brokertest.Target {
 		list[i] = b
 	}
 	return brokertest.Target{
-		Type:    kafka.Type,
+		Type:    kafka.Type.Name,
 		Options: map[string]any{"brokers": list, "topic": testTopic},
 		Read:    func(t testing.TB) []brokertest.Received { return records(t, brokers) },
 	}
@@ -98,5 +98,5 @@ func target(brokers ...string) brokertest.Target {
 // ends.
 func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
-	return brokertest.Target{Type: kafka.Type, Options: options}.Build(t, name)
+	return brokertest.Target{Type: kafka.Type.Name, Options: options}.Build(t, name)
 }

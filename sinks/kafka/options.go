@@ -10,9 +10,6 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// Type is the sink type name used in plugins.yaml.
-const Type = "kafka"
-
 // SASL mechanisms accepted by the sasl_mechanism option.
 const (
 	SASLPlain       = "plain"
@@ -27,7 +24,7 @@ type Options struct {
 	// rest of the cluster from them.
 	Brokers []string `mapstructure:"brokers" defaultdoc:"required" doc:"seed brokers, host:port each; the client learns the rest of the cluster from them"`
 	// Topic is each record's topic, a template over the message (see
-	// sinks.DestinationData), e.g. "orders" or "orders-{{.Sink}}". It
+	// sinks.AddressData), e.g. "orders" or "orders-{{.Sink}}". It
 	// must exist: the sink does not create topics.
 	Topic string `mapstructure:"topic" defaultdoc:"required" doc:"each record's topic, a template over the message such as orders-{{.Sink}}; it must exist"`
 	// PublishOptions are timeout, connect_timeout and max_in_flight.
@@ -53,16 +50,13 @@ func DefaultOptions() Options {
 // config is Options checked.
 type config struct {
 	Options
-	topic sinks.Destination
+	topic sinks.Address
 }
 
-// parseOptions decodes and checks a sink's options. Errors name the option
-// at fault and never repeat a secret.
-func parseOptions(options map[string]any) (config, error) {
-	c := config{Options: DefaultOptions()}
-	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
-		return c, err
-	}
+// check checks what decoding cannot and returns the options as the sink
+// runs them. Errors name the option at fault and never repeat a secret.
+func (o Options) check() (config, error) {
+	c := config{Options: o}
 	if len(c.Brokers) == 0 {
 		return c, errors.New("option brokers: is required (host:port of at least one broker)")
 	}
@@ -72,7 +66,7 @@ func parseOptions(options map[string]any) (config, error) {
 		}
 	}
 	var err error
-	if c.topic, err = sinks.ParseDestination(c.Topic); err != nil {
+	if c.topic, err = sinks.ParseAddress(c.Topic); err != nil {
 		return c, fmt.Errorf("option topic: %w", err)
 	}
 	if err := c.PublishOptions.Check(); err != nil {

@@ -14,7 +14,7 @@ func TestBadOptions(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-pw"
 	brokers := []any{"127.0.0.1:9092"}
-	brokertest.CheckBadOptions(t, kafka.Type, secret, []brokertest.BadOptions{
+	brokertest.CheckBadOptions(t, kafka.Type.Name, secret, []brokertest.BadOptions{
 		{Name: "typo", Options: map[string]any{"brokers": brokers, "topic": "t", "topik": "t"}, Want: "topik"},
 		{Name: "no brokers", Options: map[string]any{"topic": "t"}, Want: "option brokers: is required"},
 		{Name: "broker without port", Options: map[string]any{"brokers": []any{"kafka"}, "topic": "t"}, Want: "option brokers[0]"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -46,12 +47,18 @@ type Receipt struct {
 	Offset    int64  `json:"offset"`
 }
 
-// New builds the kafka sink instance called name from its options; it is
-// the factory cmd registers for the "kafka" type. The client connects lazily:
-// the first delivery dials the brokers. See the package documentation for
-// the options.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	c, err := parseOptions(options)
+// Type is the kafka sink type, "kafka" in plugins.yaml, with its options
+// ([Options]); package sinks/builtin lists it.
+var Type = registry.Define("kafka", Description, DefaultOptions(), newSink)
+
+// Description says in one line what a kafka sink delivers to.
+const Description = "Produces each message as one Kafka record, idempotently, acknowledged by all in-sync replicas"
+
+// newSink builds the kafka sink called name from its decoded options. The
+// client connects lazily: the first delivery dials the brokers. See the
+// package documentation for the options.
+func newSink(name string, o Options, _ sink.Env) (*Sink, error) {
+	c, err := o.check()
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 // Package nats is the outboxd sink that publishes each message to a NATS
-// JetStream stream (github.com/nats-io/nats.go). The outboxd binary
-// registers it as the sink type "nats".
+// JetStream stream (github.com/nats-io/nats.go). [Type] defines it as the
+// sink type "nats", which the outboxd binary registers.
 //
 // # Configuration
 //
@@ -23,7 +23,7 @@
 //
 // # Subject
 //
-// The subject is a Go text/template over [sinks.DestinationData]:
+// The subject is a Go text/template over [sinks.AddressData]:
 // {{.Sink}}, {{.OrderingKey}}, {{.DedupKey}} and {{.Headers.name}}. For
 // example "orders.{{or .OrderingKey \"unordered\"}}" gives each ordering
 // key a subject of its own; the relay delivers one key's messages one at a

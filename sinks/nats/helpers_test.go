@@ -17,10 +17,10 @@ import (
 	natssink "github.com/outboxd/outboxd/sinks/nats"
 )
 
-// The binary registers the sink types in cmd. These tests build sinks
+// The binary registers the sink types in sinks/builtin. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(registry.Type{Name: natssink.Type, New: natssink.New}) }
+func init() { registry.Register(natssink.Type) }
 
 // duplicateWindow is the test streams' deduplication window: longer than
 // any test, so every redelivery falls inside it.
@@ -122,7 +122,7 @@ func (s *testStream) messages(t testing.TB) []brokertest.Received {
 // target is the nats sink publishing on subject, into st.
 func target(url, subject string, st **testStream) brokertest.Target {
 	return brokertest.Target{
-		Type: natssink.Type, Options: map[string]any{"url": url, "subject": subject},
+		Type: natssink.Type.Name, Options: map[string]any{"url": url, "subject": subject},
 		Read: func(t testing.TB) []brokertest.Received { return (*st).messages(t) },
 		Once: true,
 	}
@@ -131,5 +131,5 @@ func target(url, subject string, st **testStream) brokertest.Target {
 // build makes a nats sink through the registry, closed when the test ends.
 func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
-	return brokertest.Target{Type: natssink.Type, Options: options}.Build(t, name)
+	return brokertest.Target{Type: natssink.Type.Name, Options: options}.Build(t, name)
 }

@@ -10,9 +10,6 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// Type is the sink type name used in plugins.yaml.
-const Type = "nats"
-
 // Options are the nats sink's options, as written in plugins.yaml, each
 // declared here once (see package confschema).
 type Options struct {
@@ -21,7 +18,7 @@ type Options struct {
 	// the URL (nats://user:password@host) work and are never shown.
 	URL string `mapstructure:"url" defaultdoc:"required" doc:"the server, nats://host:4222 or tls://host:4222, several of one cluster comma-separated; credentials in it are never shown"`
 	// Subject is the subject each message is published on, a template over
-	// the message (see sinks.DestinationData), e.g. "orders.{{.Sink}}" or
+	// the message (see sinks.AddressData), e.g. "orders.{{.Sink}}" or
 	// "orders.{{or .OrderingKey \"unordered\"}}". A stream must cover it.
 	Subject string `mapstructure:"subject" defaultdoc:"required" doc:"the subject each message is published on, a template over the message such as orders.{{.Sink}}; a stream must cover it"`
 	// Stream, when set, is the stream the message must land in: a publish
@@ -54,21 +51,19 @@ func DefaultOptions() Options {
 // config is Options checked.
 type config struct {
 	Options
-	subject sinks.Destination
+	subject sinks.Address
 }
 
-// parseOptions decodes and checks a sink's options. Errors name the option
-// at fault and never repeat the URL (it may hold a password) or a secret.
-func parseOptions(options map[string]any) (config, error) {
-	c := config{Options: DefaultOptions()}
-	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
-		return c, err
-	}
+// check checks what decoding cannot and returns the options as the sink
+// runs them. Errors name the option at fault and never repeat the URL (it
+// may hold a password) or a secret.
+func (o Options) check() (config, error) {
+	c := config{Options: o}
 	if err := checkURLs(c.URL); err != nil {
 		return c, fmt.Errorf("option url: %w", err)
 	}
 	var err error
-	if c.subject, err = sinks.ParseDestination(c.Subject); err != nil {
+	if c.subject, err = sinks.ParseAddress(c.Subject); err != nil {
 		return c, fmt.Errorf("option subject: %w", err)
 	}
 	if c.Stream != "" && strings.ContainsAny(c.Stream, " \t\r\n.*>") {

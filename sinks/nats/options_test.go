@@ -13,7 +13,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-pw"
-	brokertest.CheckBadOptions(t, natssink.Type, secret, []brokertest.BadOptions{
+	brokertest.CheckBadOptions(t, natssink.Type.Name, secret, []brokertest.BadOptions{
 		{Name: "typo", Options: map[string]any{"url": "nats://h:4222", "subject": "a", "subjct": "b"}, Want: "subjct"},
 		{Name: "no url", Options: map[string]any{"subject": "a"}, Want: "option url: is required"},
 		{Name: "bad scheme", Options: map[string]any{"url": "http://u:" + secret + "@h:4222", "subject": "a"}, Want: "option url: server 1: scheme"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -32,11 +33,18 @@ type Receipt struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
-// New builds the nats sink instance called name from its options; it is
-// the factory cmd registers for the "nats" type. It does not connect: the
-// first delivery does. See the package documentation for the options.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	c, err := parseOptions(options)
+// Type is the nats sink type, "nats" in plugins.yaml, with its options
+// ([Options]); package sinks/builtin lists it.
+var Type = registry.Define("nats", Description, DefaultOptions(), newSink)
+
+// Description says in one line what a nats sink delivers to.
+const Description = "Publishes each message to a NATS JetStream stream, the delivery id <sink>/<dedup key> as its message id"
+
+// newSink builds the nats sink called name from its decoded options. It
+// does not connect: the first delivery does. See the package documentation
+// for the options.
+func newSink(name string, o Options, _ sink.Env) (*Sink, error) {
+	c, err := o.check()
 	if err != nil {
 		return nil, err
 	}

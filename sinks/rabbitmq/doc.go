@@ -1,7 +1,7 @@
 // Package rabbitmq is the outboxd sink that publishes each message to a
 // RabbitMQ exchange with publisher confirms
-// (github.com/rabbitmq/amqp091-go). The outboxd binary registers it as the
-// sink type "rabbitmq".
+// (github.com/rabbitmq/amqp091-go). [Type] defines it as the sink type
+// "rabbitmq", which the outboxd binary registers.
 //
 // # Configuration
 //
@@ -23,7 +23,7 @@
 //
 // # Routing key
 //
-// The routing key is a Go text/template over [sinks.DestinationData]:
+// The routing key is a Go text/template over [sinks.AddressData]:
 // {{.Sink}}, {{.OrderingKey}}, {{.DedupKey}} and {{.Headers.name}}; for
 // example "orders.{{or .OrderingKey \"unordered\"}}". A template that
 // fails for a message (a header it lacks) is a permanent failure of that

@@ -14,10 +14,10 @@ import (
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
 )
 
-// The binary registers the sink types in cmd. These tests build sinks
+// The binary registers the sink types in sinks/builtin. These tests build sinks
 // through the registry, as plugins.yaml does, in this process and in the
 // crash tests' children, so they register this one.
-func init() { registry.Register(registry.Type{Name: rabbitmq.Type, New: rabbitmq.New}) }
+func init() { registry.Register(rabbitmq.Type) }
 
 // brokerURL returns the URL of a broker at addr with the machine's
 // guest/guest account.
@@ -97,7 +97,7 @@ func (q *testQueue) messages(t testing.TB) []brokertest.Received {
 // q's exchange with routing key "events.<sink name>".
 func target(addr string, q *testQueue) brokertest.Target {
 	return brokertest.Target{
-		Type:    rabbitmq.Type,
+		Type:    rabbitmq.Type.Name,
 		Options: map[string]any{"url": brokerURL(addr), "exchange": q.exchange, "routing_key": "events.{{.Sink}}"},
 		Read:    q.messages,
 	}
@@ -107,5 +107,5 @@ func target(addr string, q *testQueue) brokertest.Target {
 // ends.
 func build(t *testing.T, name string, options map[string]any) sink.Sink {
 	t.Helper()
-	return brokertest.Target{Type: rabbitmq.Type, Options: options}.Build(t, name)
+	return brokertest.Target{Type: rabbitmq.Type.Name, Options: options}.Build(t, name)
 }

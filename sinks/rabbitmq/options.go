@@ -10,9 +10,6 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// Type is the sink type name used in plugins.yaml.
-const Type = "rabbitmq"
-
 // DefaultContentType is the content-type property of every message: the
 // payload is the enqueued JSON.
 const DefaultContentType = "application/json"
@@ -28,7 +25,7 @@ type Options struct {
 	// default exchange, which routes by queue name. It must exist.
 	Exchange string `mapstructure:"exchange" defaultdoc:"the default exchange" doc:"the exchange messages are published to, which must exist; the default one routes by queue name"`
 	// RoutingKey is each message's routing key, a template over the
-	// message (see sinks.DestinationData), e.g. "orders.{{.OrderingKey}}".
+	// message (see sinks.AddressData), e.g. "orders.{{.OrderingKey}}".
 	// Empty suits fanout and headers exchanges.
 	RoutingKey string `mapstructure:"routing_key" doc:"each message's routing key, a template over the message such as orders.{{.OrderingKey}}"`
 	// PublishOptions are timeout, connect_timeout and max_in_flight.
@@ -48,16 +45,14 @@ func DefaultOptions() Options {
 // config is Options checked.
 type config struct {
 	Options
-	routingKey sinks.Destination
+	routingKey sinks.Address
 }
 
-// parseOptions decodes and checks a sink's options. Errors name the option
-// at fault and never repeat the URL (it may hold a password) or a secret.
-func parseOptions(options map[string]any) (config, error) {
-	c := config{Options: DefaultOptions()}
-	if err := sinks.DecodeOptions(options, &c.Options); err != nil {
-		return c, err
-	}
+// check checks what decoding cannot and returns the options as the sink
+// runs them. Errors name the option at fault and never repeat the URL (it
+// may hold a password) or a secret.
+func (o Options) check() (config, error) {
+	c := config{Options: o}
 	if c.URL == "" {
 		return c, errors.New("option url: is required")
 	}
@@ -66,7 +61,7 @@ func parseOptions(options map[string]any) (config, error) {
 	}
 	if c.RoutingKey != "" {
 		var err error
-		if c.routingKey, err = sinks.ParseDestination(c.RoutingKey); err != nil {
+		if c.routingKey, err = sinks.ParseAddress(c.RoutingKey); err != nil {
 			return c, fmt.Errorf("option routing_key: %w", err)
 		}
 	}

@@ -13,7 +13,7 @@ func strconvItoa(n int) string { return strconv.Itoa(n) }
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-pw"
-	brokertest.CheckBadOptions(t, rabbitmq.Type, secret, []brokertest.BadOptions{
+	brokertest.CheckBadOptions(t, rabbitmq.Type.Name, secret, []brokertest.BadOptions{
 		{Name: "typo", Options: map[string]any{"url": "amqp://h", "exchnage": "x"}, Want: "exchnage"},
 		{Name: "no url", Options: map[string]any{"exchange": "x"}, Want: "option url: is required"},
 		{Name: "bad scheme", Options: map[string]any{"url": "http://u:" + secret + "@h/"}, Want: "option url: not an amqp://"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/secret"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -34,11 +35,18 @@ type Receipt struct {
 	RoutingKey string `json:"routing_key"`
 }
 
-// New builds the rabbitmq sink instance called name from its options; it
-// is the factory cmd registers for the "rabbitmq" type. It does not connect:
-// the first delivery does. See the package documentation for the options.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	c, err := parseOptions(options)
+// Type is the rabbitmq sink type, "rabbitmq" in plugins.yaml, with its
+// options ([Options]); package sinks/builtin lists it.
+var Type = registry.Define("rabbitmq", Description, DefaultOptions(), newSink)
+
+// Description says in one line what a rabbitmq sink delivers to.
+const Description = "Publishes each message to a RabbitMQ exchange with publisher confirms"
+
+// newSink builds the rabbitmq sink called name from its decoded options.
+// It does not connect: the first delivery does. See the package
+// documentation for the options.
+func newSink(name string, o Options, _ sink.Env) (*Sink, error) {
+	c, err := o.check()
 	if err != nil {
 		return nil, err
 	}

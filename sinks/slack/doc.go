@@ -1,7 +1,7 @@
 // Package slack is the `slack` sink: it posts outbox messages to Slack with
 // github.com/slack-go/slack, through a bot token (chat.postMessage, the
-// default) or an incoming webhook. The outboxd binary registers it as the
-// sink type "slack".
+// default) or an incoming webhook. [Type] defines it as the sink type
+// "slack", which the outboxd binary registers.
 //
 // # Configuration
 //

@@ -20,11 +20,11 @@ func Example() {
 	defer fake.Close()
 	fake.AddChannel(fakeslack.Channel{ID: "C0123ABCD", Name: "alerts"})
 
-	s, err := slack.New("alerts", map[string]any{
+	s, err := slack.Type.New("alerts", map[string]any{
 		"token":   fakeslack.Token,
 		"api_url": fake.APIURL(),
 		"channel": "#alerts",
-	})
+	}, sink.Env{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -46,7 +46,13 @@ func tokenOptions(fake *fakeslack.Server, extra map[string]any) map[string]any {
 
 func newSink(t *testing.T, options map[string]any) *slack.Sink {
 	t.Helper()
-	s, err := slack.New(testSinkName, options)
+	return newSinkIn(t, options, sink.Env{})
+}
+
+// newSinkIn is newSink in the environment env.
+func newSinkIn(t *testing.T, options map[string]any, env sink.Env) *slack.Sink {
+	t.Helper()
+	s, err := slack.Type.New(testSinkName, options, env)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -1,7 +1,9 @@
 package slack_test
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -183,5 +185,25 @@ func TestChannelCacheConcurrent(t *testing.T) {
 	}
 	if n := len(fake.Posts()); n != rows {
 		t.Errorf("posts = %d, want %d", n, rows)
+	}
+}
+
+// The warning that a post goes without the duplicate check is written
+// through the sink's environment's logger, naming the sink, the row and
+// the channel. (Mutation: the warning through slog's default logger fails
+// this test.)
+func TestPostWithoutTheCheckWarnsThroughTheEnvironment(t *testing.T) {
+	t.Parallel()
+	fake := namedFake(t)
+	var logged bytes.Buffer
+	s := newSinkIn(t, tokenOptions(fake, map[string]any{"channel": "#alerts"}),
+		sink.Env{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	fake.Inject(fakeslack.MethodList, fakeslack.Fault{Error: "missing_scope"})
+	if err := deliver(t, s, retry(delivery(4, "k4", `{"text":"hi"}`))); err != nil {
+		t.Fatalf("missing_scope on conversations.list: %v, want posted", err)
+	}
+	want := `level=WARN msg="slack sink posts without the duplicate check" sink=` + testSinkName + ` row=4 channel=#alerts`
+	if !strings.Contains(logged.String(), want) {
+		t.Errorf("logged %q; want %q", logged.String(), want)
 	}
 }

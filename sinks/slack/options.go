@@ -9,7 +9,6 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/sinks"
 )
 
 // DefaultAPIURL is the Slack Web API base URL used when api_url is unset.
@@ -77,13 +76,10 @@ func sameChannel(a, b string) bool {
 // block applies.
 func DefaultOptions() Options { return Options{APIURL: DefaultAPIURL} }
 
-// parseOptions decodes and checks options. Errors name the option at fault
-// and never echo a token or webhook URL.
-func parseOptions(options map[string]any) (Options, error) {
-	o := DefaultOptions()
-	if err := sinks.DecodeOptions(options, &o); err != nil {
-		return o, err
-	}
+// check checks what decoding cannot and returns the options as the sink
+// runs them. Errors name the option at fault and never echo a token or
+// webhook URL.
+func (o Options) check() (Options, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}

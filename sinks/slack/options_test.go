@@ -29,7 +29,7 @@ func TestOptionValidation(t *testing.T) {
 		{"dedupe not a bool", map[string]any{"token": token, "dedupe": "maybe"}, "dedupe"},
 	}
 	for _, c := range cases {
-		_, err := slack.New("n", c.options)
+		_, err := slack.Type.New("n", c.options, sink.Env{})
 		if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%s: err = %v, want one mentioning %q", c.name, err, c.wantErr)
 			continue
@@ -49,7 +49,7 @@ func TestOptionValidation(t *testing.T) {
 		{"webhook_url": hook, "dedupe": false},
 	}
 	for _, o := range valid {
-		if _, err := slack.New("n", o); err != nil {
+		if _, err := slack.Type.New("n", o, sink.Env{}); err != nil {
 			t.Errorf("New(%v): %v", o, err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestOptionValidation(t *testing.T) {
 
 func TestNewHasDefaultRateLimit(t *testing.T) {
 	t.Parallel()
-	snk, err := slack.New("alerts", map[string]any{"token": "xoxb-1", "channel": "C1"})
+	snk, err := slack.Type.New("alerts", map[string]any{"token": "xoxb-1", "channel": "C1"}, sink.Env{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -18,7 +18,7 @@ import (
 
 // slackSink configures a slack sink instance against fake for a relay.
 func slackSink(t *testing.T, fake *fakeslack.Server, rl *sink.RateLimit) relay.SinkConfig {
-	return relay.SinkConfig{Name: testSinkName, Type: slack.Type, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
+	return relay.SinkConfig{Name: testSinkName, Type: slack.Type.Name, Sink: newSink(t, tokenOptions(fake, nil)), RateLimit: rl}
 }
 
 func postTimes(posts []fakeslack.Message) []time.Time {

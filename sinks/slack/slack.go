@@ -11,11 +11,17 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
 
-// Type is the sink type name in plugins.yaml.
-const Type = "slack"
+// Type is the slack sink type, "slack" in plugins.yaml, with its options
+// ([Options]) and payload shape ([Shape]); package sinks/builtin lists it.
+// Its sinks are *Sink.
+var Type = registry.Define("slack", Description, DefaultOptions(), newSink).WithShape(Shape())
+
+// Description says in one line what a slack sink delivers to.
+const Description = "Posts each message to Slack, with a bot token (exactly once) or an incoming webhook"
 
 // Slack's documented chat.postMessage limit, one message per second per
 // channel, is the sink's rate limit unless its configuration sets one.
@@ -30,10 +36,11 @@ const (
 // is normally shorter; this is the backstop.
 const DefaultHTTPTimeout = 30 * time.Second
 
-// Sink posts messages to Slack. Build it with [New].
+// Sink posts messages to Slack. [Type] builds it.
 type Sink struct {
 	name string
 	opts Options
+	log  *slog.Logger // the environment's, naming the sink
 	http *http.Client
 	api  *slackapi.Client // nil in webhook mode
 	// channels caches channel name -> ID for the duplicate check.
@@ -45,24 +52,26 @@ var (
 	_ sink.Checker            = (*Sink)(nil)
 )
 
-// New builds the slack sink instance called name from its options (see
-// [Options]); it is the factory cmd registers for the "slack" type. The
-// sink is a *Sink. Errors name the option at fault and never quote a token
+// newSink builds the slack sink called name from its decoded options; it
+// logs through env's logger and traces its calls to Slack with env's
+// tracer provider. Errors name the option at fault and never quote a token
 // or webhook URL.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	o, err := parseOptions(options)
+func newSink(name string, o Options, env sink.Env) (*Sink, error) {
+	o, err := o.check()
 	if err != nil {
 		return nil, err
 	}
 	s := &Sink{
 		name:     name,
 		opts:     o,
+		log:      env.Logger,
 		channels: newChannelCache(),
 		// AllowPrivate: the URLs come from the operator's own configuration,
 		// and tests and proxies live on private addresses.
 		// Token mode calls API methods: their paths are worth tracing. A
 		// webhook URL's path is its secret and stays redacted.
-		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true, TraceURLPath: o.Token != ""}),
+		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true, TraceURLPath: o.Token != "",
+			TracerProvider: env.TracerProvider}),
 	}
 	if o.Token != "" {
 		s.api = slackapi.New(string(o.Token), slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
@@ -124,7 +133,7 @@ func (s *Sink) post(ctx context.Context, d *sink.Delivery, m message, channel st
 		switch {
 		case errors.Is(err, errUnresolved):
 			at.dedupeSkipped = err.Error()
-			slog.Warn("slack sink posts without the duplicate check", "sink", s.name, "row", d.ID, "channel", channel, "reason", at.dedupeSkipped)
+			s.log.Warn("slack sink posts without the duplicate check", "row", d.ID, "channel", channel, "reason", at.dedupeSkipped)
 		case err != nil:
 			return at, err
 		case ts != "":

@@ -1,6 +1,6 @@
 // Package webhook is the outboxd sink that POSTs each message to an HTTP
 // endpoint, signed the Standard Webhooks way (https://www.standardwebhooks.com).
-// The outboxd binary registers it as the sink type "webhook".
+// [Type] defines it as the sink type "webhook", which the outboxd binary registers.
 //
 // # Configuration
 //

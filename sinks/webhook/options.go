@@ -10,7 +10,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/confschema"
-	"github.com/outboxd/outboxd/sinks"
 	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
@@ -49,14 +48,10 @@ type config struct {
 	allowPrivate bool
 }
 
-// parseOptions decodes and checks a sink's options. Errors name the option
-// at fault and never repeat a secret, a header value or the URL (which may
-// carry a token).
-func parseOptions(options map[string]any) (config, error) {
-	o := DefaultOptions()
-	if err := sinks.DecodeOptions(options, &o); err != nil {
-		return config{}, err
-	}
+// check checks what decoding cannot and returns the options as the sink
+// runs them. Errors name the option at fault and never repeat a secret, a
+// header value or the URL (which may carry a token).
+func (o Options) check() (config, error) {
 	c := config{url: o.URL, timeout: o.Timeout, allowPrivate: o.AllowPrivate}
 	if err := standardwebhooks.CheckURL(o.URL); err != nil {
 		return c, fmt.Errorf("option url: %w", err)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
@@ -32,7 +33,7 @@ func TestBadOptions(t *testing.T) {
 		{"bad header value", map[string]any{"url": "https://example.com", "headers": map[string]any{"Authorization": "Bearer " + token + "\n"}}, "option headers: the value of Authorization"},
 	}
 	for _, tt := range tests {
-		_, err := webhook.New("hook", tt.options)
+		_, err := webhook.Type.New("hook", tt.options, sink.Env{})
 		if err == nil {
 			t.Errorf("%s: built, want an error", tt.name)
 			continue

@@ -13,12 +13,18 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
-// Type is the sink type name used in plugins.yaml.
-const Type = "webhook"
+// Type is the webhook sink type, "webhook" in plugins.yaml, with its
+// options ([Options]) and payload shape ([Shape]); package sinks/builtin
+// lists it.
+var Type = registry.Define("webhook", Description, DefaultOptions(), newSink).WithShape(Shape())
+
+// Description says in one line what a webhook sink delivers to.
+const Description = "POSTs each message to an HTTP endpoint, signed the Standard Webhooks way"
 
 // Sink delivers messages to one webhook endpoint. It is safe for concurrent
 // use.
@@ -30,10 +36,10 @@ type Sink struct {
 	client  *http.Client
 }
 
-// New builds the webhook sink instance called name from its options (see
-// [Options]); it is the factory cmd registers for the "webhook" type.
-func New(name string, options map[string]any) (sink.Sink, error) {
-	c, err := parseOptions(options)
+// newSink builds the webhook sink called name from its decoded options;
+// its requests are traced with env's tracer provider.
+func newSink(name string, o Options, env sink.Env) (*Sink, error) {
+	c, err := o.check()
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +49,9 @@ func New(name string, options map[string]any) (sink.Sink, error) {
 		secrets: c.secrets,
 		headers: c.headers,
 		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
-			Timeout:      c.timeout,
-			AllowPrivate: c.allowPrivate,
+			Timeout:        c.timeout,
+			AllowPrivate:   c.allowPrivate,
+			TracerProvider: env.TracerProvider,
 		}),
 	}, nil
 }

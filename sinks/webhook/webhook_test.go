@@ -65,7 +65,7 @@ func accept(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusO
 // build makes a webhook sink from options, as plugins.yaml would.
 func build(t testing.TB, options map[string]any) sink.Sink {
 	t.Helper()
-	s, err := webhook.New("hook", options)
+	s, err := webhook.Type.New("hook", options, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

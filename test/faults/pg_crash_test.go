@@ -6,6 +6,7 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -43,7 +44,7 @@ func TestPostgresCrashAfterSlackPostDeliversOnce(t *testing.T) {
 	t.Cleanup(fake.Close)
 	// The post is recorded, and its answer held back past the crash.
 	fake.Inject(fakeslack.MethodPostMessage, fakeslack.Fault{Accept: true, Delay: 30 * time.Second})
-	slackSink, err := slack.New("ops", map[string]any{"token": fakeslack.Token, "api_url": fake.APIURL(), "channel": "C0CRASH01"})
+	slackSink, err := slack.Type.New("ops", map[string]any{"token": fakeslack.Token, "api_url": fake.APIURL(), "channel": "C0CRASH01"}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

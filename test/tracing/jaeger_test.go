@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -52,7 +53,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	// The path stands for a credential embedded in the URL, as in Slack's
 	// incoming webhooks: it must not reach the tracing backend.
 	const secretPath = "/hooks/s3cr3t-token"
-	sink, err := webhook.New("hooks", map[string]any{"url": receiver.URL + secretPath, "allow_private": true})
+	sink, err := webhook.Type.New("hooks", map[string]any{"url": receiver.URL + secretPath, "allow_private": true}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func CrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := os.Getenv(childSinkEnv)
-	built, err := registry.Build(os.Getenv(childTypeEnv), name, options)
+	built, err := registry.Build(os.Getenv(childTypeEnv), name, options, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
 )
 
@@ -21,7 +22,7 @@ type BadOptions struct {
 func CheckBadOptions(t *testing.T, typ, secret string, cases []BadOptions) {
 	t.Helper()
 	for _, c := range cases {
-		_, err := registry.Build(typ, "events", c.Options)
+		_, err := registry.Build(typ, "events", c.Options, sink.Env{})
 		if err == nil {
 			t.Errorf("%s: built, want an error", c.Name)
 			continue

@@ -43,7 +43,7 @@ type Target struct {
 // when the test ends.
 func (tg Target) Build(t testing.TB, name string) sink.Sink {
 	t.Helper()
-	s, err := registry.Build(tg.Type, name, tg.Options)
+	s, err := registry.Build(tg.Type, name, tg.Options, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

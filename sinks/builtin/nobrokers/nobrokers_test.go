@@ -19,7 +19,7 @@ func TestRegisteredShapeIsTheSinksShape(t *testing.T) {
 	t.Parallel()
 	built := 0
 	for _, typ := range Types() {
-		s, err := typ.New("shape-check", nil)
+		s, err := typ.New("shape-check", nil, sink.Env{})
 		if err != nil {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/outboxd/outboxd/sinks"
 )
 
-func TestDestinationRendersTheMessage(t *testing.T) {
+func TestAddressRendersTheMessage(t *testing.T) {
 	t.Parallel()
 	d := &sink.Delivery{DedupKey: "order-7", OrderingKey: "customer-42", Headers: map[string]string{"region": "eu"}}
 	unordered := &sink.Delivery{DedupKey: "order-8"}
@@ -24,35 +24,35 @@ func TestDestinationRendersTheMessage(t *testing.T) {
 		{`orders.{{or .OrderingKey "unordered"}}`, unordered, "orders.unordered"},
 	}
 	for _, tt := range tests {
-		dest, err := sinks.ParseDestination(tt.text)
+		addr, err := sinks.ParseAddress(tt.text)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.text, err)
 		}
-		got, err := dest.Render("events", tt.d)
+		got, err := addr.Render("events", tt.d)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: %q, %v; want %q", tt.text, got, err, tt.want)
 		}
 	}
 }
 
-func TestDestinationErrors(t *testing.T) {
+func TestAddressErrors(t *testing.T) {
 	t.Parallel()
 	for text, want := range map[string]string{
 		"":                     "is required",
 		"orders.{{.Sink":       "not a valid template",
 		"orders.{{.Customer}}": "can't evaluate field Customer",
 	} {
-		if _, err := sinks.ParseDestination(text); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := sinks.ParseAddress(text); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error containing %q", text, err, want)
 		}
 	}
 	// A header the message lacks is the message's problem, found when it
 	// is routed.
-	dest, err := sinks.ParseDestination("orders.{{.Headers.region}}")
+	addr, err := sinks.ParseAddress("orders.{{.Headers.region}}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dest.Render("events", &sink.Delivery{}); err == nil || !strings.Contains(err.Error(), "region") {
+	if _, err := addr.Render("events", &sink.Delivery{}); err == nil || !strings.Contains(err.Error(), "region") {
 		t.Errorf("missing header: %v, want an error naming it", err)
 	}
 }

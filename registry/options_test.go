@@ -1,4 +1,4 @@
-package sinks_test
+package registry_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/registry"
 )
 
 type secretOptions struct {
@@ -42,7 +42,7 @@ func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		var o secretOptions
-		err := sinks.DecodeOptions(c.options, &o)
+		err := registry.DecodeOptions(c.options, &o)
 		if err == nil {
 			t.Errorf("%v: decoded without error", c.options)
 			continue
@@ -56,7 +56,7 @@ func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 		}
 	}
 	var o secretOptions
-	err := sinks.DecodeOptions(map[string]any{"secrte": "x"}, &o)
+	err := registry.DecodeOptions(map[string]any{"secrte": "x"}, &o)
 	if err == nil || !strings.Contains(err.Error(), "secrte") {
 		t.Errorf("unknown option: %v, want an error naming it", err)
 	}
@@ -68,8 +68,8 @@ func TestDecodeOptionsErrorsNeverQuoteValues(t *testing.T) {
 func TestDecodeOptionsReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	o := secretOptions{Timeout: time.Second}
-	err := sinks.DecodeOptions(map[string]any{"timout": "5s", "port": "many", "allow_private": true, "to": "a,b"}, &o)
-	var oe *sinks.OptionsError
+	err := registry.DecodeOptions(map[string]any{"timout": "5s", "port": "many", "allow_private": true, "to": "a,b"}, &o)
+	var oe *registry.OptionsError
 	if !errors.As(err, &oe) || len(oe.Problems) != 2 {
 		t.Fatalf("error %v, want an *OptionsError with two problems", err)
 	}
@@ -81,7 +81,7 @@ func TestDecodeOptionsReportsEveryProblem(t *testing.T) {
 	if o.Timeout != time.Second || !o.Private || len(o.List) != 2 {
 		t.Errorf("defaults or good options lost: %+v", o)
 	}
-	if err := sinks.DecodeOptions(map[string]any{"timeout": 5}, &o); err == nil || !strings.Contains(err.Error(), "option timeout: want a duration with a unit") {
+	if err := registry.DecodeOptions(map[string]any{"timeout": 5}, &o); err == nil || !strings.Contains(err.Error(), "option timeout: want a duration with a unit") {
 		t.Errorf("timeout: 5 gave %v", err)
 	}
 }

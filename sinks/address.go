@@ -10,8 +10,9 @@ import (
 	"github.com/outboxd/outboxd/core/sink"
 )
 
-// DestinationData is what a destination template (a NATS subject, a
-// RabbitMQ routing key, a Kafka topic) sees of the message it routes:
+// AddressData is what an address template (a NATS subject, a RabbitMQ
+// routing key, a Kafka topic: where in its broker a sink publishes a
+// message) sees of the message it routes:
 //
 //	{{.Sink}}         the sink instance's name
 //	{{.OrderingKey}}  the ordering key, empty for an unordered message
@@ -20,50 +21,50 @@ import (
 //
 // Go's template built-ins apply: {{or .OrderingKey "unordered"}} gives a
 // fallback for messages without an ordering key.
-type DestinationData struct {
+type AddressData struct {
 	Sink        string
 	OrderingKey string
 	DedupKey    string
 	Headers     map[string]string
 }
 
-// Destination is a parsed destination template. One without actions is
-// used as it is, without running the template engine per message.
-type Destination struct {
+// Address is a parsed address template. One without actions is used as
+// it is, without running the template engine per message.
+type Address struct {
 	text string
 	tmpl *template.Template // nil when text has no actions
 }
 
-// ParseDestination parses a destination template (see [DestinationData]).
+// ParseAddress parses an address template (see [AddressData]).
 // A reference to a field that does not exist is an error now; a header
 // that a message lacks renders as an error when that message is routed.
-func ParseDestination(text string) (Destination, error) {
+func ParseAddress(text string) (Address, error) {
 	if text == "" {
-		return Destination{}, errors.New("is required")
+		return Address{}, errors.New("is required")
 	}
 	if !strings.Contains(text, "{{") {
-		return Destination{text: text}, nil
+		return Address{text: text}, nil
 	}
-	tmpl, err := template.New("destination").Option("missingkey=error").Parse(text)
+	tmpl, err := template.New("address").Option("missingkey=error").Parse(text)
 	if err != nil {
-		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+		return Address{}, fmt.Errorf("not a valid template: %w", err)
 	}
 	// A dry run catches misspelt fields ({{.Ordering}}) at start-up rather
 	// than on the first message. Missing header keys are expected here, so
 	// the dry run's copy renders them empty instead of failing.
 	dry, err := tmpl.Clone()
 	if err != nil {
-		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+		return Address{}, fmt.Errorf("not a valid template: %w", err)
 	}
-	if err := dry.Option("missingkey=zero").Execute(io.Discard, DestinationData{Headers: map[string]string{}}); err != nil {
-		return Destination{}, fmt.Errorf("not a valid template: %w", err)
+	if err := dry.Option("missingkey=zero").Execute(io.Discard, AddressData{Headers: map[string]string{}}); err != nil {
+		return Address{}, fmt.Errorf("not a valid template: %w", err)
 	}
-	return Destination{text: text, tmpl: tmpl}, nil
+	return Address{text: text, tmpl: tmpl}, nil
 }
 
-// Render returns the destination of d for the sink instance named sink.
+// Render returns the address of d for the sink instance named sink.
 // An error means the message cannot be routed: it is permanent.
-func (t Destination) Render(sink string, d *sink.Delivery) (string, error) {
+func (t Address) Render(sink string, d *sink.Delivery) (string, error) {
 	if t.tmpl == nil {
 		return t.text, nil
 	}
@@ -71,18 +72,18 @@ func (t Destination) Render(sink string, d *sink.Delivery) (string, error) {
 	if headers == nil {
 		headers = map[string]string{}
 	}
-	out, err := t.render(DestinationData{Sink: sink, OrderingKey: d.OrderingKey, DedupKey: d.DedupKey, Headers: headers})
+	out, err := t.render(AddressData{Sink: sink, OrderingKey: d.OrderingKey, DedupKey: d.DedupKey, Headers: headers})
 	if err != nil {
-		return "", fmt.Errorf("destination template %q: %w", t.text, err)
+		return "", fmt.Errorf("address template %q: %w", t.text, err)
 	}
 	return out, nil
 }
 
-func (t Destination) render(data DestinationData) (string, error) {
+func (t Address) render(data AddressData) (string, error) {
 	var b strings.Builder
 	err := t.tmpl.Execute(&b, data)
 	return b.String(), err
 }
 
 // String returns the template's text.
-func (t Destination) String() string { return t.text }
+func (t Address) String() string { return t.text }
