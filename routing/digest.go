@@ -17,7 +17,7 @@ import (
 type Digest struct {
 	Window      time.Duration `mapstructure:"window" doc:"how long the first row of a digest key waits for others before they go out together"`
 	MaxMessages int           `mapstructure:"max_messages" defaultdoc:"50" doc:"the most rows one digest carries; a key with more goes out in several, in order"`
-	Key         string        `mapstructure:"key" defaultdoc:"the destination key (Slack: the channel; other sinks: the sink)" doc:"a Go template naming a row's digest key from its event (.type, .key, .data; a row enqueued directly is .data), like {{.data.service}}"`
+	Key         string        `mapstructure:"key" defaultdoc:"the rate key (Slack: the channel; other sinks: the sink)" doc:"a Go template naming a row's digest key from its event (.type, .key, .data; a row enqueued directly is .data), like {{.data.service}}"`
 	// Template is a route target's only.
 	Template map[string]string `mapstructure:"template" defaultdoc:"each member rendered with the target's template, joined by the sink" doc:"a route target's digest template: a Go template per field of the sink's payload, seeing .messages (the members' events, in order), like {{len .messages}} new orders{{range .messages}}..."`
 }
