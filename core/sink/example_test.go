@@ -8,7 +8,7 @@ import (
 	"github.com/outboxd/outboxd/core/sink"
 )
 
-// partnerSink posts to partners, each its own destination key; a partner
+// partnerSink posts to partners, each its own rate key; a partner
 // on the premium plan may take 50 deliveries a second, the others share
 // the sink's per-key limit.
 type partnerSink struct{ premium map[string]bool }

@@ -62,7 +62,7 @@ func (s *Sink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
 	if s.api == nil {
 		return s.failDigest(dg, s.postWebhook(ctx, m))
 	}
-	// The members' channel (they share their destination), unless the
+	// The members' channel (they share their rate key), unless the
 	// digest template names one.
 	channel = cmp.Or(m.Channel, channel)
 	if err := s.checkChannel(channel); err != nil {
