@@ -141,7 +141,10 @@ func TestDecodingLeavesTheDefaultsAlone(t *testing.T) {
 	*defaults.Limit = 10
 	var got []listOptions
 	typ := registry.Define("list-test", "Lists", defaults,
-		func(_ string, o listOptions, _ sink.Env) (sink.Sink, error) { got = append(got, o); return sink.Func(nil), nil })
+		func(_ string, o listOptions, _ sink.Env) (sink.Sink, error) {
+			got = append(got, o)
+			return sink.Func(nil), nil
+		})
 	set := map[string]any{"schemes": []any{"http"}, "headers": map[string]any{"b": "2"}, "limit": 3}
 	for _, options := range []map[string]any{set, nil, set, nil} {
 		if _, err := typ.New("x", options, sink.Env{}); err != nil {
