@@ -17,7 +17,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server"
 	"github.com/outboxd/outboxd/server/api"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // The destinations commands: tenants' webhook endpoints managed as data
@@ -342,7 +342,7 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 			}
 			return nil
 		}, func() error {
-			if err := console.CheckLifetime(expiresIn); err != nil {
+			if err := portal.CheckLifetime(expiresIn); err != nil {
 				return fmt.Errorf("--expires-in: %w", err)
 			}
 			return nil
@@ -363,8 +363,8 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 		},
 	}
 	f.add(c, true)
-	c.Flags().DurationVar(&expiresIn, "expires-in", console.DefaultPortalLinkLifetime,
-		fmt.Sprintf("the `duration` the link and the session it opens last, at most %s", console.MaxPortalLinkLifetime))
+	c.Flags().DurationVar(&expiresIn, "expires-in", portal.DefaultLinkLifetime,
+		fmt.Sprintf("the `duration` the link and the session it opens last, at most %s", portal.MaxLinkLifetime))
 	c.Flags().StringVar(&base, "base-url", defaultPortalBase, "the `URL` customers reach outboxd's HTTP API at: its scheme and host")
 	return c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // portalKey is a fixed key in destinations.EnvSecretsKey's form.
@@ -41,7 +42,7 @@ func TestDestinationsPortalPrintsALinkServeOpens(t *testing.T) {
 	before := time.Now()
 	code, out, errOut := runPortal(env, "--tenant", "acme", "--base-url", "https://outboxd.example.com", "--expires-in", "15m", "-o", "json")
 	var link api.PortalLink
-	if err := json.Unmarshal([]byte(out), &link); code != exitOK || err != nil || !strings.HasPrefix(link.URL, "https://outboxd.example.com"+console.PortalOpenPath+"?") {
+	if err := json.Unmarshal([]byte(out), &link); code != exitOK || err != nil || !strings.HasPrefix(link.URL, "https://outboxd.example.com"+portal.OpenPath+"?") {
 		t.Fatalf("exit %d, stdout %q, stderr %q (%v)", code, out, errOut, err)
 	}
 	if lasts := link.ExpiresAt.Sub(before); lasts < 15*time.Minute-2*time.Second || lasts > 15*time.Minute+2*time.Second {
@@ -52,7 +53,7 @@ func TestDestinationsPortalPrintsALinkServeOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	links, err := console.NewPortalLinks(ring)
+	links, err := portal.NewLinks(ring)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,16 +12,17 @@ import (
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // newConsole builds the operator console of cfg; db is the API's pool
 // (apidb.Open with cfg.HTTP.QueryTimeout); dests manages tenants'
-// destinations, portal signs the tenant portal's links (nil: no portal).
+// destinations, links signs the tenant portal's links (nil: no portal).
 func newConsole(cfg *config.Config, ops *operator.Operator, db audit.DB, sinks []relay.SinkConfig, log *slog.Logger,
-	dests *destinations.Store, portal *console.PortalLinks) (*console.Console, error) {
+	dests *destinations.Store, links *portal.Links) (*console.Console, error) {
 	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Access: cfg.HTTP.Authenticator(),
-		TraceURL: cfg.Telemetry.TraceURL, Logger: log, Destinations: dests, Portal: portal, TestEventSink: testEventSink(sinks)})
+		TraceURL: cfg.Telemetry.TraceURL, Logger: log, Destinations: dests, Portal: links, TestEventSink: testEventSink(sinks)})
 }
 
 // testEventSink is the sink test events go through: the first, by name,

@@ -31,7 +31,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/server/apidb"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 
@@ -64,7 +64,7 @@ type API struct {
 	Destinations *destinations.Store
 	// Portal signs the tenant portal's links (POST
 	// /v1/tenants/{tenant}/portal); nil without destinations.EnvSecretsKey.
-	Portal *console.PortalLinks
+	Portal *portal.Links
 	// Reload, when set, reloads the configuration for POST /-/reload as
 	// actor: a *config.Error says the file was refused and the running
 	// configuration kept.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // The destinations endpoints: a tenant's webhook endpoints as data (see
@@ -253,7 +253,7 @@ type PortalLink struct {
 }
 
 // portalRequest is POST /v1/tenants/{tenant}/portal's optional body: how
-// long the link lasts ("1h"; none: console.DefaultPortalLinkLifetime).
+// long the link lasts ("1h"; none: portal.DefaultLinkLifetime).
 type portalRequest struct {
 	ExpiresIn string `json:"expires_in"`
 }
@@ -269,14 +269,14 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	if err := decodeBody(r, &req, true); err != nil {
 		return nil, err
 	}
-	lifetime := console.DefaultPortalLinkLifetime
+	lifetime := portal.DefaultLinkLifetime
 	if req.ExpiresIn != "" {
 		var err error
 		if lifetime, err = time.ParseDuration(req.ExpiresIn); err != nil {
 			return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("expires_in: want a duration such as 1h, got %q", req.ExpiresIn)}
 		}
 	}
-	if err := console.CheckLifetime(lifetime); err != nil {
+	if err := portal.CheckLifetime(lifetime); err != nil {
 		return nil, &requestError{http.StatusUnprocessableEntity, fmt.Errorf("expires_in: %w", err)}
 	}
 	if s.Portal == nil {
@@ -285,7 +285,7 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	if !s.Config.HTTP.UI {
 		return nil, &requestError{http.StatusServiceUnavailable, errPortalNotServed}
 	}
-	link, expires, err := s.Portal.Link(console.BaseURL(r), tenant, time.Now().Add(lifetime))
+	link, expires, err := s.Portal.Link(portal.BaseURL(r), tenant, time.Now().Add(lifetime))
 	if err != nil {
 		return nil, err
 	}

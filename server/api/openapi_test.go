@@ -22,7 +22,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/routing"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 
@@ -312,9 +312,9 @@ func newDestinationStore(t *testing.T, schema string, keys *destinations.Keyring
 }
 
 // newPortalLinks signs portal links with keys, as serve does.
-func newPortalLinks(t *testing.T, keys *destinations.Keyring) *console.PortalLinks {
+func newPortalLinks(t *testing.T, keys *destinations.Keyring) *portal.Links {
 	t.Helper()
-	p, err := console.NewPortalLinks(keys)
+	p, err := portal.NewLinks(keys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/testkit/consoletest"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // newPortalAPI serves openAPIConfig's API with a destinations store, the
@@ -74,11 +74,11 @@ func TestPortalLinkOpensOnlyItsTenantsPortal(t *testing.T) {
 
 	before := time.Now()
 	link, status := a.portalLink(t, "acme", "")
-	if status != http.StatusOK || !strings.HasPrefix(link.URL, a.srv.URL+console.PortalOpenPath+"?") {
+	if status != http.StatusOK || !strings.HasPrefix(link.URL, a.srv.URL+portal.OpenPath+"?") {
 		t.Fatalf("a portal link: %d %+v, want one below %s", status, link, a.srv.URL)
 	}
-	if lasts := link.ExpiresAt.Sub(before); lasts < console.DefaultPortalLinkLifetime-2*time.Second || lasts > console.DefaultPortalLinkLifetime {
-		t.Errorf("a link without expires_in lasts %s, want %s", lasts, console.DefaultPortalLinkLifetime)
+	if lasts := link.ExpiresAt.Sub(before); lasts < portal.DefaultLinkLifetime-2*time.Second || lasts > portal.DefaultLinkLifetime {
+		t.Errorf("a link without expires_in lasts %s, want %s", lasts, portal.DefaultLinkLifetime)
 	}
 	short, _ := a.portalLink(t, "acme", `{"expires_in": "10m"}`)
 	if lasts := short.ExpiresAt.Sub(before); lasts < 10*time.Minute-2*time.Second || lasts > 10*time.Minute+2*time.Second {

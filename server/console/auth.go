@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // SessionCookie names the cookie a signed-in browser holds.
@@ -197,7 +198,7 @@ func (a *auth) setSession(w http.ResponseWriter, r *http.Request, value string, 
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   overTLS(r),
+		Secure:   portal.OverTLS(r),
 	})
 }
 

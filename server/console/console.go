@@ -6,8 +6,8 @@
 // CDN, it works offline. It reads and acts through core's operator
 // queries and the destinations store only.
 //
-// Beside it, below PortalPath, it serves the tenant portal: the
-// destination pages of one tenant, opened with a link PortalLinks signs,
+// Beside it, below portal.Path, it serves the tenant portal: the
+// destination pages of one tenant, opened with a link portal.Links signs,
 // with a session of their own (portal.go).
 //
 // `outboxd serve` mounts it at / on the API's port. With tokens, the
@@ -33,6 +33,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // DefaultRefresh is how often the overview is read from the database while
@@ -75,7 +76,7 @@ type Options struct {
 	Destinations *destinations.Store
 	// Portal signs and checks the tenant portal's links; nil (no
 	// destinations.EnvSecretsKey): the portal is not served.
-	Portal *PortalLinks
+	Portal *portal.Links
 	// TestEventSink is the sink of type destinations that test events
 	// are sent through; "": none can be sent.
 	TestEventSink string
@@ -160,7 +161,7 @@ func (c *Console) routes() http.Handler {
 	// The tenant portal has sessions of its own (portal.go): the
 	// console's sign-in neither guards nor opens it.
 	top := http.NewServeMux()
-	top.Handle(PortalPath+"/", c.portalRoutes())
+	top.Handle(portal.Path+"/", c.portalRoutes())
 	top.Handle("/", c.auth.require(mux, c))
 	return securityHeaders(guard.Handler(top))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // The destination pages serve two audiences with the same handlers and
@@ -45,7 +46,7 @@ type destinationScope struct {
 // Base/<id>, its actions below it.
 func (s destinationScope) Base() string {
 	if s.Portal {
-		return PortalPath + "/destinations"
+		return portal.Path + "/destinations"
 	}
 	return "/tenants/" + url.PathEscape(s.Tenant) + "/destinations"
 }
@@ -60,7 +61,7 @@ func (s destinationScope) listPage(after string) string {
 	if after != "" {
 		q.Set("after", after)
 	}
-	path := PortalPath + "/"
+	path := portal.Path + "/"
 	if !s.Portal {
 		path = "/destinations"
 		if s.Tenant != "" {

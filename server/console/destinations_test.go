@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // sealingKey is a fixed key in destinations.EnvSecretsKey's form.
@@ -41,7 +42,7 @@ func withDestinations(keys string) func(*console.Options, *testdb.Outbox) {
 		if opt.Destinations, err = destinations.NewStore(ob.Schema(), ring); err != nil {
 			panic(err)
 		}
-		if opt.Portal, err = console.NewPortalLinks(ring); err != nil {
+		if opt.Portal, err = portal.NewLinks(ring); err != nil {
 			panic(err)
 		}
 		opt.TestEventSink = "customers"

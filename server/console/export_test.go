@@ -12,10 +12,3 @@ func SessionValue(c *Console, name string, expiry time.Time) string {
 	}
 	return newSession(t, expiry)
 }
-
-// PortalSessionValue is a portal session cookie's value of tenant,
-// signed by p with its current key, valid until expiry: for tests that
-// need a genuine session the clock has passed.
-func PortalSessionValue(p *PortalLinks, tenant string, expiry time.Time) string {
-	return p.session(p.current, tenant, expiry).value
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // The tenant portal: the pages a customer opens with a signed link
@@ -26,28 +27,28 @@ type portalSessionKey struct{}
 
 // portalSessionOf returns the portal session requirePortalSession found
 // for r (or the link opened), and whether there is one.
-func portalSessionOf(r *http.Request) (portalSession, bool) {
-	s, ok := r.Context().Value(portalSessionKey{}).(portalSession)
+func portalSessionOf(r *http.Request) (portal.Session, bool) {
+	s, ok := r.Context().Value(portalSessionKey{}).(portal.Session)
 	return s, ok
 }
 
 // inPortal reports whether r is for a portal page: it is rendered as the
 // tenant's, never with the console's navigation or sign-in.
 func inPortal(r *http.Request) bool {
-	return r.URL.Path == PortalPath || strings.HasPrefix(r.URL.Path, PortalPath+"/")
+	return r.URL.Path == portal.Path || strings.HasPrefix(r.URL.Path, portal.Path+"/")
 }
 
 func (c *Console) portalRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PortalOpenPath, c.getPortalOpen)
-	mux.HandleFunc("GET "+PortalPath+"/{$}", c.portalScope(c.listDestinations))
-	mux.HandleFunc("POST "+PortalPath+"/destinations", c.portalScope(c.createDestination))
-	mux.HandleFunc("GET "+PortalPath+"/destinations/{id}", c.portalScope(c.showDestination))
+	mux.HandleFunc("GET "+portal.OpenPath, c.getPortalOpen)
+	mux.HandleFunc("GET "+portal.Path+"/{$}", c.portalScope(c.listDestinations))
+	mux.HandleFunc("POST "+portal.Path+"/destinations", c.portalScope(c.createDestination))
+	mux.HandleFunc("GET "+portal.Path+"/destinations/{id}", c.portalScope(c.showDestination))
 	for action, h := range c.destinationActions() {
-		mux.HandleFunc("POST "+PortalPath+"/destinations/{id}/"+action, c.portalScope(h))
+		mux.HandleFunc("POST "+portal.Path+"/destinations/{id}/"+action, c.portalScope(h))
 	}
-	mux.HandleFunc("POST "+PortalPath+"/signout", c.postPortalSignOut)
-	mux.HandleFunc(PortalPath+"/", c.notFound)
+	mux.HandleFunc("POST "+portal.Path+"/signout", c.postPortalSignOut)
+	mux.HandleFunc(portal.Path+"/", c.notFound)
 	return c.requirePortalSession(mux)
 }
 
@@ -55,7 +56,7 @@ func (c *Console) portalRoutes() http.Handler {
 func (c *Console) portalScope(h destinationHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, _ := portalSessionOf(r) // requirePortalSession let only sessions through
-		h(w, r, destinationScope{Portal: true, Tenant: s.tenant})
+		h(w, r, destinationScope{Portal: true, Tenant: s.Tenant})
 	}
 }
 
@@ -68,11 +69,11 @@ func (c *Console) requirePortalSession(next http.Handler) http.Handler {
 			c.fail(w, r, http.StatusNotFound, "There is no tenant portal here: it needs "+destinations.EnvSecretsKey+" set on this outboxd.")
 			return
 		}
-		if r.URL.Path == PortalOpenPath {
+		if r.URL.Path == portal.OpenPath {
 			next.ServeHTTP(w, r)
 			return
 		}
-		s, ok := c.opt.Portal.identify(r, time.Now())
+		s, ok := c.opt.Portal.Identify(r, time.Now())
 		if !ok {
 			c.fail(w, r, http.StatusUnauthorized, "Your session has ended, or this browser has none: open this page again with a new link.")
 			return
@@ -80,7 +81,7 @@ func (c *Console) requirePortalSession(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), portalSessionKey{}, s))
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-			if !s.checkCSRF(r) {
+			if !s.CheckCSRF(r.PostFormValue(CSRFField)) {
 				c.fail(w, r, http.StatusForbidden, "This form is out of date or did not come from this page (CSRF token missing or wrong). Reload the page and try again.")
 				return
 			}
@@ -99,20 +100,20 @@ func (c *Console) requirePortalSession(next http.Handler) http.Handler {
 // SameSite=Strict cookie along its redirects; the page's own navigation
 // is same-site.
 func (c *Console) getPortalOpen(w http.ResponseWriter, r *http.Request) {
-	s, err := c.opt.Portal.open(r.URL.Query(), time.Now())
+	s, err := c.opt.Portal.Open(r.URL.Query(), time.Now())
 	if err != nil {
 		c.opt.Logger.InfoContext(r.Context(), "portal: a link was refused", "reason", err.Error(), "from", access.ClientHost(r))
 		msg := "This link is not valid: it was changed, or it was not made by this outboxd. Ask for a new link."
-		if errors.Is(err, errLinkExpired) {
+		if errors.Is(err, portal.ErrLinkExpired) {
 			msg = "This link has expired. Ask for a new link."
 		}
 		c.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
-	c.setPortalSession(w, r, s.value, int(time.Until(s.expires)/time.Second))
-	c.opt.Logger.InfoContext(r.Context(), "portal: opened", "tenant", s.tenant, "until", s.expires.UTC(), "from", access.ClientHost(r))
+	c.setPortalSession(w, r, s.Value, int(time.Until(s.Expires)/time.Second))
+	c.opt.Logger.InfoContext(r.Context(), "portal: opened", "tenant", s.Tenant, "until", s.Expires.UTC(), "from", access.ClientHost(r))
 	r = r.WithContext(context.WithValue(r.Context(), portalSessionKey{}, s))
-	c.render(w, r, http.StatusOK, "portal_open", map[string]any{"Next": PortalPath + "/"})
+	c.render(w, r, http.StatusOK, "portal_open", map[string]any{"Next": portal.Path + "/"})
 }
 
 // postPortalSignOut ends the browser's portal session. The link itself
@@ -130,12 +131,12 @@ func (c *Console) postPortalSignOut(w http.ResponseWriter, r *http.Request) {
 // Secure over TLS.
 func (c *Console) setPortalSession(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
-		Name:     PortalCookie,
+		Name:     portal.Cookie,
 		Value:    value,
-		Path:     PortalPath,
+		Path:     portal.Path,
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   overTLS(r),
+		Secure:   portal.OverTLS(r),
 	})
 }

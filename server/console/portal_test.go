@@ -12,6 +12,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/consoletest"
 	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // otherKey is a key with the id of sealingKey and other bytes; newKey a
@@ -22,13 +23,13 @@ const (
 )
 
 // links signs portal links with keys (destinations.EnvSecretsKey's form).
-func links(t *testing.T, keys string) *console.PortalLinks {
+func links(t *testing.T, keys string) *portal.Links {
 	t.Helper()
 	ring, err := destinations.ParseKeyring(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := console.NewPortalLinks(ring)
+	p, err := portal.NewLinks(ring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func links(t *testing.T, keys string) *console.PortalLinks {
 }
 
 // link is the path and query of tenant's portal link until expires.
-func link(t *testing.T, p *console.PortalLinks, tenant string, expires time.Time) string {
+func link(t *testing.T, p *portal.Links, tenant string, expires time.Time) string {
 	t.Helper()
 	u, _, err := p.Link("http://outboxd.example", tenant, expires)
 	if err != nil {
@@ -50,7 +51,7 @@ func (s *site) openPortal(t *testing.T, tenant string) *consoletest.Browser {
 	t.Helper()
 	b := s.browser(t)
 	resp, body := b.Get(link(t, links(t, sealingKey), tenant, time.Now().Add(time.Hour)))
-	if resp.StatusCode != http.StatusOK || b.Cookies[console.PortalCookie] == nil {
+	if resp.StatusCode != http.StatusOK || b.Cookies[portal.Cookie] == nil {
 		t.Fatalf("open %s's portal: %d\n%s", tenant, resp.StatusCode, body)
 	}
 	return b
@@ -76,13 +77,13 @@ func TestPortalLinksRefuseTamperedExpiredAndForeignLinks(t *testing.T) {
 		valid := link(t, p, "acme", expires)
 		b := s.browser(t)
 		resp, body := b.Get(valid)
-		c := b.Cookies[console.PortalCookie]
+		c := b.Cookies[portal.Cookie]
 		if resp.StatusCode != http.StatusOK || c == nil || !strings.Contains(body, `http-equiv="refresh" content="0; url=/portal/"`) {
 			t.Fatalf("a valid link: %d, cookie %v\n%s", resp.StatusCode, c, body)
 		}
-		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != console.PortalPath || c.Secure ||
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != portal.Path || c.Secure ||
 			c.MaxAge < 3590 || c.MaxAge > 3600 || strings.Contains(c.Value, "acme") {
-			t.Errorf("portal cookie %+v: want HttpOnly, SameSite=Strict, Path=%s, the link's expiry, not Secure over HTTP, the tenant not in clear", c, console.PortalPath)
+			t.Errorf("portal cookie %+v: want HttpOnly, SameSite=Strict, Path=%s, the link's expiry, not Secure over HTTP, the tenant not in clear", c, portal.Path)
 		}
 
 		q, _ := url.ParseQuery(strings.SplitN(valid, "?", 2)[1])
@@ -92,7 +93,7 @@ func TestPortalLinksRefuseTamperedExpiredAndForeignLinks(t *testing.T) {
 				t[k] = v
 			}
 			t.Set(name, value)
-			return console.PortalOpenPath + "?" + t.Encode()
+			return portal.OpenPath + "?" + t.Encode()
 		}
 		for name, tc := range map[string]struct{ path, says string }{
 			"another tenant":      {tampered("tenant", "globex"), "not valid"},
@@ -105,8 +106,8 @@ func TestPortalLinksRefuseTamperedExpiredAndForeignLinks(t *testing.T) {
 		} {
 			b := s.browser(t)
 			resp, body := b.Get(tc.path)
-			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, tc.says) || b.Cookies[console.PortalCookie] != nil {
-				t.Errorf("%s: %d, cookie %v, want 403 saying %q and no session", name, resp.StatusCode, b.Cookies[console.PortalCookie], tc.says)
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, tc.says) || b.Cookies[portal.Cookie] != nil {
+				t.Errorf("%s: %d, cookie %v, want 403 saying %q and no session", name, resp.StatusCode, b.Cookies[portal.Cookie], tc.says)
 			}
 		}
 	})
@@ -145,7 +146,7 @@ func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {
 		t.Errorf("the console with only a portal session: %d, want a redirect to sign in", resp.StatusCode)
 	}
 
-	value := b.Cookies[console.PortalCookie].Value
+	value := b.Cookies[portal.Cookie].Value
 	parts := strings.Split(value, ".")
 	if len(parts) != 4 {
 		t.Fatalf("session %q: want key.tenant.expiry.mac", value)
@@ -155,17 +156,17 @@ func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {
 		"another tenant": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte("globex")) + "." + parts[2] + "." + parts[3],
 		"a later expiry": parts[0] + "." + parts[1] + ".9999999999." + parts[3],
 		"garbage":        "garbage",
-		"expired":        console.PortalSessionValue(p, "acme", time.Now().Add(-time.Second)),
-		"another key":    console.PortalSessionValue(links(t, otherKey), "acme", time.Now().Add(time.Hour)),
+		"expired":        p.SessionValue("acme", time.Now().Add(-time.Second)),
+		"another key":    links(t, otherKey).SessionValue("acme", time.Now().Add(time.Hour)),
 	} {
 		other := s.browser(t)
-		other.Cookies[console.PortalCookie] = &http.Cookie{Name: console.PortalCookie, Value: forged}
+		other.Cookies[portal.Cookie] = &http.Cookie{Name: portal.Cookie, Value: forged}
 		if resp, body := other.Get("/portal/"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "new link") {
 			t.Errorf("session %s: %d, want 401 asking for a new link", name, resp.StatusCode)
 		}
 	}
 	genuine := s.browser(t)
-	genuine.Cookies[console.PortalCookie] = &http.Cookie{Name: console.PortalCookie, Value: console.PortalSessionValue(p, "acme", time.Now().Add(time.Minute))}
+	genuine.Cookies[portal.Cookie] = &http.Cookie{Name: portal.Cookie, Value: p.SessionValue("acme", time.Now().Add(time.Minute))}
 	if resp, _ := genuine.Get("/portal/"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a genuine session: %d, want 200", resp.StatusCode)
 	}
@@ -202,8 +203,8 @@ func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {
 	}
 
 	b.Get("/portal/")
-	if resp, body := b.Post("/portal/signout", url.Values{}); resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="ended"`) || b.Cookies[console.PortalCookie] != nil {
-		t.Errorf("end session: %d, cookie %v", resp.StatusCode, b.Cookies[console.PortalCookie])
+	if resp, body := b.Post("/portal/signout", url.Values{}); resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="ended"`) || b.Cookies[portal.Cookie] != nil {
+		t.Errorf("end session: %d, cookie %v", resp.StatusCode, b.Cookies[portal.Cookie])
 	}
 	if resp, _ := b.Get("/portal/"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("after ending the session: %d, want 401", resp.StatusCode)

@@ -92,9 +92,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if inPortal(r) {
 		// A tenant's page: nothing of the console's own sign-in shows.
 		s, signedIn := portalSessionOf(r)
-		data["Portal"], data["SignedIn"], data["CanOperate"], data["Tenant"] = true, signedIn, signedIn, s.tenant
+		data["Portal"], data["SignedIn"], data["CanOperate"], data["Tenant"] = true, signedIn, signedIn, s.Tenant
 		if signedIn {
-			data["CSRF"] = s.csrf()
+			data["CSRF"] = s.CSRF()
 		}
 	} else {
 		v, _ := c.auth.identify(r)

@@ -20,7 +20,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
-	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/portal"
 )
 
 // secretsKey is the OUTBOXD_SECRETS_KEY the portal's outboxd runs with.
@@ -184,7 +184,7 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 		URL       string    `json:"url"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	if code := api(t, "POST", base+"/v1/tenants/acme/portal", `{"expires_in": "30m"}`, &link); code != http.StatusOK || !strings.HasPrefix(link.URL, base+console.PortalOpenPath) {
+	if code := api(t, "POST", base+"/v1/tenants/acme/portal", `{"expires_in": "30m"}`, &link); code != http.StatusOK || !strings.HasPrefix(link.URL, base+portal.OpenPath) {
 		t.Fatalf("acme's portal link: %d %+v", code, link)
 	}
 
@@ -292,7 +292,7 @@ func TestTenantPortalInARealBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	links, err := console.NewPortalLinks(ring)
+	links, err := portal.NewLinks(ring)
 	if err != nil {
 		t.Fatal(err)
 	}
