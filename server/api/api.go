@@ -31,6 +31,7 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/auditactor"
 	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
@@ -143,7 +144,7 @@ func (s *API) adminRoutes() []route {
 // with its problems when it was refused (the running one stays).
 func (s *API) postReload(w http.ResponseWriter, r *http.Request) {
 	id, _ := access.IdentityOf(r.Context())
-	err := s.Reload(r.Context(), actorOf(id))
+	err := s.Reload(r.Context(), auditactor.Of(id))
 	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):

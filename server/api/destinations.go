@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/internal/auditactor"
 	"github.com/outboxd/outboxd/server/portal"
 )
 
@@ -150,7 +151,7 @@ func (s *API) createDestination(r *http.Request, tenant string) (any, error) {
 	if err := decodeBody(r, &spec, false); err != nil {
 		return nil, err
 	}
-	return s.Destinations.Create(r.Context(), s.DB, actorOf(identity(r)), tenant, spec)
+	return s.Destinations.Create(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, spec)
 }
 
 func (s *API) listDestinations(r *http.Request, tenant string) (any, error) {
@@ -193,13 +194,13 @@ func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {
 	if err := decodeBody(r, &p, false); err != nil {
 		return nil, err
 	}
-	return s.Destinations.Update(r.Context(), s.DB, actorOf(identity(r)), tenant, r.PathValue("id"), p)
+	return s.Destinations.Update(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, r.PathValue("id"), p)
 }
 
 func (s *API) removeDestination(r *http.Request, tenant string) (any, error) {
 	id := r.PathValue("id")
 	who := identity(r)
-	n, err := s.Destinations.Delete(r.Context(), s.DB, actorOf(who), tenant, id)
+	n, err := s.Destinations.Delete(r.Context(), s.DB, auditactor.Of(who), tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func (s *API) rotateSecret(r *http.Request, tenant string) (any, error) {
 		}
 	}
 	id, now := r.PathValue("id"), time.Now()
-	secret, err := s.Destinations.RotateSecret(r.Context(), s.DB, actorOf(identity(r)), tenant, id, overlap)
+	secret, err := s.Destinations.RotateSecret(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, id, overlap)
 	return RotatedSecret{ID: id, Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 }
 
@@ -241,7 +242,7 @@ func (s *API) enableDestination(r *http.Request, tenant string) (any, error) {
 
 func (s *API) setDestinationEnabled(r *http.Request, tenant string, enabled bool, reason string) (any, error) {
 	id := r.PathValue("id")
-	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, actorOf(identity(r)), tenant, id, enabled, reason)
+	n, err := s.Destinations.SetEnabled(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, id, enabled, reason)
 	return DestinationChange{ID: id, Rows: n}, err
 }
 

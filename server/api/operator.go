@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/internal/auditactor"
 )
 
 // The operator endpoints of the API: message lookup and search, dead-letter
@@ -206,7 +207,7 @@ func (s *API) deadLetterAction(w http.ResponseWriter, r *http.Request, name, don
 		writeError(w, http.StatusUnprocessableEntity, "destination: purge only; redrive selects by ids, sink and error")
 		return
 	}
-	res, err := action(s.Operator, r.Context(), s.DB, actorOf(identity(r)), f)
+	res, err := action(s.Operator, r.Context(), s.DB, auditactor.Of(identity(r)), f)
 	switch {
 	case errors.Is(err, operator.ErrInvalidToken):
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("token: %q is not the token of a dry run", f.Token))
@@ -265,7 +266,7 @@ func (s *API) postPause(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := s.Operator.PauseSink(r.Context(), s.DB, actorOf(identity(r)), sink, operator.Pause{For: d, By: req.By, Reason: req.Reason}); err != nil {
+	if _, err := s.Operator.PauseSink(r.Context(), s.DB, auditactor.Of(identity(r)), sink, operator.Pause{For: d, By: req.By, Reason: req.Reason}); err != nil {
 		s.internalError(w, r, "pause sink", err)
 		return
 	}
@@ -282,7 +283,7 @@ func (s *API) postResume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "for, force: a resume takes neither")
 		return
 	}
-	res, err := s.Operator.ResumeSink(r.Context(), s.DB, actorOf(identity(r)), sink, req.By, req.Reason)
+	res, err := s.Operator.ResumeSink(r.Context(), s.DB, auditactor.Of(identity(r)), sink, req.By, req.Reason)
 	if err != nil {
 		s.internalError(w, r, "resume sink", err)
 		return
@@ -303,7 +304,7 @@ func (s *API) deletePause(w http.ResponseWriter, r *http.Request) {
 	}
 	_, configured := s.Config.Sinks[sink]
 	id := identity(r)
-	was, err := s.Operator.ForgetSink(r.Context(), s.DB, actorOf(id), sink, configured)
+	was, err := s.Operator.ForgetSink(r.Context(), s.DB, auditactor.Of(id), sink, configured)
 	switch {
 	case errors.Is(err, operator.ErrUnknownSink):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("sink %q has no recorded pause or state", sink))
@@ -340,11 +341,6 @@ func (s *API) decodePause(w http.ResponseWriter, r *http.Request) (string, pause
 func identity(r *http.Request) access.Identity {
 	id, _ := access.IdentityOf(r.Context())
 	return id
-}
-
-// actorOf is the identity as the audit trail records it.
-func actorOf(id access.Identity) audit.Actor {
-	return audit.Actor{Name: id.Name, Role: string(id.Role), Source: id.Source}
 }
 
 // CheckSinkName accepts the names a sink can have (see config.ValidSinkName).

@@ -215,8 +215,3 @@ func securityHeaders(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// actorOf is the identity as the audit trail records it.
-func actorOf(id access.Identity) audit.Actor {
-	return audit.Actor{Name: id.Name, Role: string(id.Role), Source: id.Source}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
+	"github.com/outboxd/outboxd/server/internal/auditactor"
 	"github.com/outboxd/outboxd/server/portal"
 )
 
@@ -83,7 +84,7 @@ func (s destinationScope) actor(r *http.Request) audit.Actor {
 	if s.Portal {
 		return audit.Actor{Name: "tenant " + s.Tenant, Role: portalRole, Source: access.ClientHost(r)}
 	}
-	return actorOf(visitorOf(r).id)
+	return auditactor.Of(visitorOf(r).id)
 }
 
 // destinationHandler is a destination page or action for scope.

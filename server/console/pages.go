@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/auditactor"
 )
 
 // Page sizes of the lists.
@@ -255,7 +256,7 @@ func (s selection) filter(dryRun bool) operator.RedriveFilter {
 func (c *Console) run(r *http.Request, s selection, dryRun bool) (operator.ActionResult, error) {
 	ctx, cancel := c.context(r)
 	defer cancel()
-	actor := actorOf(visitorOf(r).id)
+	actor := auditactor.Of(visitorOf(r).id)
 	if s.Action == "purge" {
 		return c.opt.Operator.Purge(ctx, c.opt.DB, actor, s.filter(dryRun))
 	}
@@ -347,7 +348,7 @@ func (c *Console) postForget(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := visitorOf(r).id
-	_, err := c.opt.Operator.ForgetSink(ctx, c.opt.DB, actorOf(id), sink, configured)
+	_, err := c.opt.Operator.ForgetSink(ctx, c.opt.DB, auditactor.Of(id), sink, configured)
 	switch {
 	case errors.Is(err, operator.ErrConfiguredSink):
 		c.fail(w, r, http.StatusConflict, fmt.Sprintf("%s is configured here: resume it instead.", sink))
@@ -375,7 +376,7 @@ func (c *Console) changeSink(w http.ResponseWriter, r *http.Request, done string
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	ctx, cancel := c.context(r)
 	defer cancel()
-	if err := change(ctx, actorOf(id), sink, by, reason); err != nil {
+	if err := change(ctx, auditactor.Of(id), sink, by, reason); err != nil {
 		c.internalError(w, r, "change the sink", err)
 		return
 	}
