@@ -27,7 +27,7 @@ import (
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/api"
-	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/apidb"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 

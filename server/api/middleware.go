@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/apidb"
 )
 
 // A browser on another site can make requests to the API on the victim's

@@ -21,8 +21,8 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
-	"github.com/outboxd/outboxd/server/apidb"
 	"github.com/outboxd/outboxd/server/console"
+	"github.com/outboxd/outboxd/server/internal/apidb"
 )
 
 // operatorToken is the bearer token of the in-process API in these tests.

@@ -32,7 +32,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
-	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/apidb"
 	"github.com/outboxd/outboxd/server/portal"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
-	"github.com/outboxd/outboxd/server/apidb"
+	"github.com/outboxd/outboxd/server/internal/apidb"
 )
 
 // overviewRow is one sink's line of the overview, formatted for people:
