@@ -109,7 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		CloseSinks(sinks, log)
 	}()
-	tel, stopTelemetry, registerGauges, err := telemetry.Serve(ctx, cfg, o.Env, o.Build, pool, o.Operator, log)
+	tel, stopTelemetry, registerGauges, err := startTelemetry(ctx, cfg, o.Env, o.Build, pool, o.Operator, log)
 	if err != nil {
 		return err
 	}

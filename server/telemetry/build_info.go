@@ -1,6 +1,10 @@
 package telemetry
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // BuildInfoMetric is the gauge, always 1, whose labels say which build
 // serves /metrics, by the Prometheus convention <program>_build_info: a
@@ -24,4 +28,12 @@ func (b BuildInfo) collector() prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// ReportBuild adds BuildInfoMetric for build to /metrics.
+func (t *Telemetry) ReportBuild(build BuildInfo) error {
+	if err := t.registry.Register(build.collector()); err != nil {
+		return fmt.Errorf("telemetry: %s: %w", BuildInfoMetric, err)
+	}
+	return nil
 }

@@ -24,7 +24,7 @@ func TestMetricsHaveBuildInfoAndNoScopeLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tel.Shutdown(context.Background())
-	if err := tel.registry.Register(BuildInfo{Version: "v1.2.3", Revision: "abc123", GoVersion: "go1.26"}.collector()); err != nil {
+	if err := tel.ReportBuild(BuildInfo{Version: "v1.2.3", Revision: "abc123", GoVersion: "go1.26"}); err != nil {
 		t.Fatal(err)
 	}
 	counter, err := tel.MeterProvider.Meter("github.com/outboxd/outboxd/test").Int64Counter("outbox.test.events")

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -125,6 +127,19 @@ func meterReaders(ctx context.Context, cfg config.TelemetryConfig, env config.Lo
 // Shutdown flushes buffered spans and metrics and stops the providers.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return errors.Join(t.TracerProvider.Shutdown(ctx), t.MeterProvider.Shutdown(ctx))
+}
+
+// ShutdownTimeout bounds the final flush of spans and metrics.
+const ShutdownTimeout = 10 * time.Second
+
+// Flush flushes spans and metrics, waiting at most ShutdownTimeout for the
+// collector, even once ctx is cancelled, and logs a failure.
+func (t *Telemetry) Flush(ctx context.Context, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("telemetry shutdown", ErrAttr(err))
+	}
 }
 
 // InputError is a telemetry setting, of the telemetry block or of the

@@ -103,8 +103,9 @@ func TestServeDeleteOnSent(t *testing.T) {
 // parses as Prometheus' text format, carries outboxd_build_info = 1 with
 // the version, revision and Go version `outboxd version` prints, puts no
 // otel_scope_* label on any series, and passes `promtool check metrics`.
-// (Mutation: not registering the build info in telemetry.Serve, or
-// dropping otelprom.WithoutScopeInfo(), fails this test.)
+// (Mutation: not registering the build info in the server's
+// startTelemetry, or dropping otelprom.WithoutScopeInfo(), fails this
+// test.)
 func TestServeMetricsConventions(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)

@@ -1,11 +1,9 @@
-package telemetry
+package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
@@ -15,26 +13,25 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/server/telemetry"
 )
 
-// ShutdownTimeout bounds the final flush of spans and metrics.
-const ShutdownTimeout = 10 * time.Second
-
-// Serve builds the providers of `outboxd serve`, adds BuildInfoMetric for
-// build to /metrics and installs the providers as the globals (the HTTP
-// API's outbox counts its enqueues with tel.MeterProvider). Once the relay exists, registerGauges registers the
+// startTelemetry builds the providers of `outboxd serve`, adds
+// telemetry.BuildInfoMetric for build to /metrics and installs the
+// providers as the globals (the HTTP API's outbox counts its enqueues with
+// tel.MeterProvider). Once the relay exists, registerGauges registers the
 // table gauges (outbox.rows, ...) of sinks in ops's schema, reported while
 // that relay leads the cluster; called again (a reload's new relay and
 // sinks), it replaces the previous registration. The returned stop
 // flushes the last export and only then unregisters the gauges, so the
 // final OTLP push still carries them; call it before closing pool.
-func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *Telemetry, stop func(), registerGauges func(r *relay.Relay, sinks []string) error, err error) {
-	tel, err = New(ctx, cfg.Telemetry, env)
+func startTelemetry(ctx context.Context, cfg *config.Config, env config.LookupEnv, build telemetry.BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *telemetry.Telemetry, stop func(), registerGauges func(r *relay.Relay, sinks []string) error, err error) {
+	tel, err = telemetry.New(ctx, cfg.Telemetry, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := tel.registry.Register(build.collector()); err != nil {
-		return nil, nil, nil, fmt.Errorf("telemetry: %s: %w", BuildInfoMetric, err)
+	if err := tel.ReportBuild(build); err != nil {
+		return nil, nil, nil, err
 	}
 	// outboxd is the application here, so it installs the globals the sink
 	// libraries' HTTP clients pick up.
@@ -53,7 +50,7 @@ func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build 
 			return
 		}
 		if err := gauges.Unregister(); err != nil {
-			log.Warn("telemetry: unregister gauges", ErrAttr(err))
+			log.Warn("telemetry: unregister gauges", telemetry.ErrAttr(err))
 		}
 		gauges = nil
 	}
@@ -74,14 +71,4 @@ func Serve(ctx context.Context, cfg *config.Config, env config.LookupEnv, build 
 		defer mu.Unlock()
 		unregister()
 	}, registerGauges, nil
-}
-
-// Flush flushes spans and metrics, waiting at most ShutdownTimeout for the
-// collector, even once ctx is cancelled, and logs a failure.
-func (t *Telemetry) Flush(ctx context.Context, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
-	defer cancel()
-	if err := t.Shutdown(ctx); err != nil {
-		log.Warn("telemetry shutdown", ErrAttr(err))
-	}
 }
