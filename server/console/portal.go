@@ -13,8 +13,8 @@ import (
 )
 
 // The tenant portal: the pages a customer opens with a signed link
-// (POST /v1/tenants/{tenant}/portal, portal_link.go) to manage its own
-// endpoints. They are the destination pages (destinations.go) in the
+// (POST /v1/tenants/{tenant}/portal, package server/portal) to manage its
+// own endpoints. They are the destination pages (destinations.go) in the
 // portal's scope, whose tenant is always the session's: no path, query or
 // form names a tenant, so there is none to change.
 

@@ -64,9 +64,9 @@ func (s *site) openPortal(t *testing.T, tenant string) *consoletest.Browser {
 // with a page saying so and no cookie. Links signed under a key stay
 // valid while the keyring still lists it and are refused once it is
 // dropped.
-// (Mutations, each failing this test: open() skipping the HMAC check;
-// the MAC not covering the expiry; open() skipping the expiry check; the
-// cookie without HttpOnly, with SameSite=Lax or with Path=/; NewPortalLinks
+// (Mutations, each failing this test: Open skipping the HMAC check; the
+// MAC not covering the expiry; Open skipping the expiry check; the cookie
+// without HttpOnly, with SameSite=Lax or with Path=/; portal.NewLinks
 // deriving from only the current key.)
 func TestPortalLinksRefuseTamperedExpiredAndForeignLinks(t *testing.T) {
 	t.Parallel()
@@ -132,8 +132,8 @@ func TestPortalLinksRefuseTamperedExpiredAndForeignLinks(t *testing.T) {
 // token and none from another site passes; the console's sign-in does not
 // open the portal, nor the portal's session the console; ending the
 // session removes the cookie.
-// (Mutations, each failing this test: identify() skipping the MAC or the
-// expiry check; requirePortalSession without checkCSRF; the portal
+// (Mutations, each failing this test: Identify skipping the MAC or the
+// expiry check; requirePortalSession without CheckCSRF; the portal
 // routes behind the console's sign-in; the portal served without a
 // session.)
 func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {

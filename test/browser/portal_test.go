@@ -158,7 +158,7 @@ routes:
 // (Mutations, each failing this test: portalScope taking the tenant from
 // the form; getPortalOpen redirecting instead of its page that goes on by
 // itself (the SameSite=Strict cookie is not sent after a cross-site
-// link); open() skipping the HMAC check; open() skipping the expiry
+// link); Open skipping the HMAC check; Open skipping the expiry
 // check; sendTestEvent sending nothing.)
 func TestTenantPortalInARealBrowser(t *testing.T) {
 	acmeHook, brokenHook, globexHook := newHook(t, false), newHook(t, true), newHook(t, true)
