@@ -2,7 +2,7 @@
 // from and what they may do: named bearer tokens (http.tokens, and
 // http.token as the one admin token), each with a role, and the user and
 // role an authenticating proxy in front of outboxd names in headers,
-// believed only from the proxy's addresses. Both httpapi and console
+// believed only from the proxy's addresses. Both server/api and server/console
 // authenticate through it, so the two cannot disagree.
 package access
 
