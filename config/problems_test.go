@@ -272,13 +272,15 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 				want["sinks."+name+"-sink."+rest] = true
 			}
 		}
-		if typ.Options == nil {
+		var keys []confschema.Key
+		if typ.Options != nil {
+			keys = confschema.Keys(typ.Options)
+		}
+		if len(keys) == 0 {
 			want["sinks."+name+"-sink.options"] = true // an empty mapping
 		}
-		if typ.Options != nil {
-			for _, k := range confschema.Keys(typ.Options) {
-				want["sinks."+name+"-sink.options."+k.Path] = true
-			}
+		for _, k := range keys {
+			want["sinks."+name+"-sink.options."+k.Path] = true
 		}
 	}
 	doc += "routes:\n  r: {events: [a], to: [{sink: log-sink, template: {line: x}, update_root: false}], sample: {type: a, key: k, data: {x: 1}}}\n"
