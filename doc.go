@@ -1,23 +1,41 @@
-// Package core is what an application uses to produce messages: it writes
-// them into the outbox, inside its own PostgreSQL transaction, and outboxd's
-// relays deliver them.
+// Package outboxd is the front door of a transactional outbox on
+// PostgreSQL: an application writes messages in its own transaction, and
+// relays deliver them to sinks (webhooks, Slack, email, brokers) at least
+// once, in order per key.
 //
-//   - [Enqueue] one [Message] for a sink, [EnqueueBatch] many in one
-//     statement; a unique (sink, dedup key) makes a second enqueue a no-op
-//     that reports the existing row ([EnqueueResult]).
-//   - [Publish] an [Event] that the routes applied to the database fan out
-//     into one message per target ([Published]); [Outbox.PublishBatch] many.
-//   - Refusals wrap [ErrInvalidMessage] or [ErrInvalidEvent]; batches
-//     name the failing element with a [BatchError].
+// One constructor gives everything, for one schema, sharing one store and
+// one audit trail:
 //
-// Each call takes the database handle to write through ([DBTX]): pass the
-// caller's pgx transaction, and the message commits or rolls back with the
-// business data. The package-level functions write to the outbox in
-// [DefaultSchema]; [New] makes an [Outbox] for another schema or other
-// limits.
+//	ob, err := outboxd.New(pool, outboxd.Options{Schema: "outbox"})
+//	_, err = ob.Migrator().Migrate(ctx, pool) // at start-up, from any pod
 //
-// The rest of the engine has a package per audience: core/sink is the
-// contract a sink implements, core/relay claims and delivers, core/operator
-// answers the people running it (dead letters, redrive, pauses, stats) and
-// core/migrate creates the schema.
+// Produce in your transaction: the message commits or rolls back with your
+// business data, and a second enqueue of its (sink, dedup key) is a no-op.
+//
+//	tx, err := pool.Begin(ctx)
+//	// ... your writes through tx ...
+//	_, err = ob.Enqueue(ctx, tx, outboxd.Message{Sink: "billing", DedupKey: "order-42", Payload: order})
+//	_, err = ob.Publish(ctx, tx, outboxd.Event{Type: "order.shipped", Key: "order-42", Data: order})
+//	err = tx.Commit(ctx)
+//
+// [Outbox.Enqueue] writes a [Message] for one sink, [Outbox.EnqueueBatch]
+// many in one statement; [Outbox.Publish] writes an [Event] that the routes
+// applied to the database fan out ([Outbox.Routes]). Refusals wrap
+// [ErrInvalidMessage] or [ErrInvalidEvent]. The package-level [Enqueue],
+// [EnqueueBatch] and [Publish] write to [DefaultSchema] without a
+// constructor.
+//
+// Run a relay in every process that delivers; relays coordinate through
+// PostgreSQL alone:
+//
+//	r, err := ob.NewRelay(relay.Config{Sinks: []relay.SinkConfig{{Name: "billing", Sink: mySink}}})
+//	err = r.Run(ctx) // until ctx ends, then it drains
+//
+// Operate with [Outbox.Operator] (dead letters, redrive, purge, pauses,
+// stats), [Outbox.Audit] (who did what), [Outbox.Routes] (apply routes) and
+// [Outbox.Destinations] (tenants' webhook endpoints).
+//
+// A sink implements the contract of package core/sink and passes the checks
+// of core/sink/sinktest; the built-in ones are under sinks/, and cmd.Main
+// builds a binary with your own.
 package outboxd

@@ -56,7 +56,7 @@ func TestEnqueueConcurrentDuplicatesCreateOneRow(t *testing.T) {
 func TestEnqueueInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := coretest.Setup(t)
 	sink := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: sink}}, PollInterval: 10 * time.Millisecond})
 
 	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {

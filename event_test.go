@@ -129,7 +129,7 @@ func TestPublishInRolledBackTransactionIsNeverDelivered(t *testing.T) {
 	b := coretest.Setup(t)
 	applyRoutes(t, b, "error", testTarget{Route: "all", Sink: "rec", Patterns: []string{reAll}})
 	rec := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: 10 * time.Millisecond})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: 10 * time.Millisecond})
 	tx, err := b.Pool.Begin(b.Ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestUnmatchedEventsAreDroppedAndCounted(t *testing.T) {
 			t.Fatalf("publish of an unrouted type: %v %v, want no rows and no error", published, err)
 		}
 	}
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: coretest.NewRecordingSink()}}})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: coretest.NewRecordingSink()}}})
 	// The relay's first maintenance round runs at its start, after the
 	// drops were counted.
 	signals.Maintained.WaitCount(t, 10*time.Second, "a maintenance round", 1)
@@ -294,11 +294,11 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 			// A template's thread_key: "page-" + .data.team.
 			ThreadKey: json.RawMessage(`[{"text": "page-"}, {"data": ["team"]}]`)})
 	fake := &threadSink{delay: 20 * time.Millisecond}
-	cfg := relay.Config{Schema: b.Outbox.Schema(), DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
+	cfg := relay.Config{DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "chat", Sink: fake}, {Name: "pager", Sink: fake}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	for i := range 3 {
 		ev := outboxd.Event{Type: "incident.updated", Key: fmt.Sprint(i), ThreadKey: "inc-7", Data: map[string]string{"team": "db"}}

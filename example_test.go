@@ -12,68 +12,96 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/routing"
 )
 
-// A producer enqueues a message in the same transaction as its business
-// write; a relay delivers it once the transaction commits.
-func Example() {
+// One Outbox per process and schema: it produces, makes relays and hands
+// out the operator, the migrator, the routes and the destinations.
+func ExampleNew() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testdb.URL())
 	if err != nil {
 		panic(err)
 	}
 	defer pool.Close()
-	m, _ := migrate.New("example_outbox")
-	if _, err := m.Migrate(ctx, pool); err != nil {
-		panic(err)
-	}
-	ob, _ := outboxd.New(outboxd.Options{Schema: "example_outbox"})
-	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_outbox CASCADE") }()
-
-	// The producer: business data and message commit together.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// ... INSERT INTO orders ... through tx ...
-		res, err := ob.Enqueue(ctx, tx, outboxd.Message{Sink: "greetings", DedupKey: "order-42", Payload: "Order 42 shipped"})
-		fmt.Println("created:", res.Created)
-		return err
-	})
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: "example_new"})
 	if err != nil {
 		panic(err)
 	}
+	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_new CASCADE") }()
 
-	// The relay, usually in another process.
+	// Create or upgrade the schema at start-up: every pod may, at once.
+	applied, err := ob.Migrator().Migrate(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("schema", ob.Schema(), "migrated:", len(applied) > 0)
+	// Output:
+	// schema example_new migrated: true
+}
+
+// A producer enqueues a message in the same transaction as its business
+// write: both commit or neither does. A retried request enqueues its
+// message once, by its dedup key.
+func ExampleOutbox_Enqueue() {
+	ctx := context.Background()
+	pool, ob, cleanup := exampleOutbox(ctx, "example_enqueue")
+	defer cleanup()
+
+	for range 2 {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// ... INSERT INTO orders ... through tx ...
+			res, err := ob.Enqueue(ctx, tx, outboxd.Message{Sink: "billing", DedupKey: "order-42", Payload: map[string]int{"order": 42}})
+			fmt.Println("created:", res.Created)
+			return err
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	// Output:
+	// created: true
+	// created: false
+}
+
+// A relay claims and delivers the committed messages of its sinks. Run it
+// in every process that delivers: relays coordinate through PostgreSQL.
+func ExampleOutbox_NewRelay() {
+	ctx := context.Background()
+	pool, ob, cleanup := exampleOutbox(ctx, "example_relay")
+	defer cleanup()
+	if _, err := ob.Enqueue(ctx, pool, outboxd.Message{Sink: "greetings", DedupKey: "order-42", Payload: "Order 42 shipped"}); err != nil {
+		panic(err)
+	}
+
+	// A sink implements package core/sink's contract; sinks/* are the
+	// built-in ones.
 	delivered := make(chan string, 1)
 	printer := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		delivered <- fmt.Sprintf("%s %s %s", d.Sink, d.DedupKey, d.Payload)
 		return nil
 	})
-	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}}}, delivered)
+	r, err := ob.NewRelay(relay.Config{Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}}})
+	if err != nil {
+		panic(err)
+	}
+	// r.Run(ctx) relays until ctx ends, then drains; here, until the first
+	// delivery.
+	runUntilDelivered(ctx, r, delivered)
 	// Output:
-	// created: true
 	// delivered: greetings order-42 {"text": "Order 42 shipped"}
 }
 
 // A producer publishes an event once, in its own transaction; the routes
 // applied to the database decide which sinks get a row, and the relay
 // renders each row with its route's template (see package routing).
-func ExamplePublish() {
+func ExampleOutbox_Publish() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.URL())
-	if err != nil {
-		panic(err)
-	}
-	defer pool.Close()
-	m, _ := migrate.New("example_events")
-	if _, err := m.Migrate(ctx, pool); err != nil {
-		panic(err)
-	}
-	ob, _ := outboxd.New(outboxd.Options{Schema: "example_events"})
-	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA example_events CASCADE") }()
+	pool, ob, cleanup := exampleOutbox(ctx, "example_events")
+	defer cleanup()
 
 	// The sink, and routes as plugins.yaml would give them: order events
 	// reach "greetings" as a line of text. `outboxd routes apply` (or
@@ -92,12 +120,12 @@ func ExamplePublish() {
 	if len(problems) > 0 {
 		panic(fmt.Sprint(problems))
 	}
-	if _, err := routing.Apply(ctx, pool, ob.Schema(), table, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}); err != nil {
+	if _, err := ob.Routes().Apply(ctx, pool, table, audit.Actor{Name: "alice", Role: "operate", Source: "cli"}); err != nil {
 		panic(err)
 	}
 
 	// The producer: business data and event commit together.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// ... UPDATE orders ... through tx ...
 		published, err := ob.Publish(ctx, tx, outboxd.Event{Type: "order.shipped", Key: "order-42",
 			Data: map[string]any{"id": 42, "status": "shipped"}})
@@ -110,42 +138,65 @@ func ExamplePublish() {
 		panic(err)
 	}
 
-	// The relay renders each published row for its sink.
-	fallback, err := routing.DBFallback(pool, ob.Schema())
+	// The relay renders each published row for its sink: with its own
+	// table's templates, and a version it does not have as the database
+	// has it.
+	r, err := ob.NewRelay(relay.Config{Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}},
+		Stage: table.Stage(ob.Routes().Fallback(pool))})
 	if err != nil {
 		panic(err)
 	}
-	relayUntilDelivered(ctx, pool, relay.Config{Schema: ob.Schema(),
-		Sinks: []relay.SinkConfig{{Name: "greetings", Sink: printer}}, Stage: table.Stage(fallback)}, delivered)
+	runUntilDelivered(ctx, r, delivered)
 	// Output:
 	// row for greetings created: true
 	// delivered: greetings order.shipped/order-42/orders {"line":"Order 42 shipped"}
 }
 
-// relayUntilDelivered runs a relay with cfg until delivered reports a
-// delivery, and prints it.
-func relayUntilDelivered(ctx context.Context, pool *pgxpool.Pool, cfg relay.Config, delivered <-chan string) {
-	r, err := relay.New(pool, cfg)
+// exampleOutbox returns a pool and a migrated Outbox in schema for an
+// example, and a cleanup that drops the schema and closes the pool.
+func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *outboxd.Outbox, func()) {
+	pool, err := pgxpool.New(ctx, testdb.URL())
 	if err != nil {
 		panic(err)
 	}
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
+		panic(err)
+	}
+	return pool, ob, func() {
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
+	}
+}
+
+// exampleDeliveryTimeout bounds how long runUntilDelivered waits.
+const exampleDeliveryTimeout = 10 * time.Second
+
+// runUntilDelivered runs r until delivered reports a delivery, prints it,
+// and stops r.
+func runUntilDelivered(ctx context.Context, r *relay.Relay, delivered <-chan string) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(runCtx) }()
 	select {
 	case got := <-delivered:
 		fmt.Println("delivered:", got)
-	case <-time.After(10 * time.Second):
+	case <-time.After(exampleDeliveryTimeout):
 		fmt.Println("not delivered")
 	}
 	stop()
-	<-done
+	if err := <-done; err != nil {
+		panic(err)
+	}
 }
 
 // Validate checks messages without touching the database, so a whole set
 // can be refused before any of it is stored.
 func ExampleOutbox_Validate() {
-	ob, _ := outboxd.New(outboxd.Options{Schema: "outbox"})
+	ob, _ := outboxd.New(nil, outboxd.Options{Schema: "outbox"})
 	lines := []outboxd.Message{
 		{Sink: "partner", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},
 		{Sink: "partner", DedupKey: "order-2", Payload: json.RawMessage(`{"note": "\u0000"}`)},

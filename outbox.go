@@ -1,13 +1,22 @@
 package outboxd
 
 import (
+	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/core/migrate"
+	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/store"
+	"github.com/outboxd/outboxd/routing"
 )
 
 // DefaultSchema is the PostgreSQL schema that holds the outbox tables unless
@@ -41,13 +50,21 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 }
 
-// Outbox addresses one outbox: the tables in one PostgreSQL schema. Several
-// independent outboxes can share a database. An Outbox holds no connection;
-// every method takes the database handle to use, so it can run inside the
-// caller's transaction. It is safe for concurrent use and cannot be changed
+// Outbox is the engine's front door for one outbox: the tables in one
+// PostgreSQL schema (several independent outboxes can share a database).
+// It produces in the caller's transaction (Enqueue, EnqueueBatch, Publish,
+// PublishBatch: every call takes the database handle to write through),
+// makes relays (NewRelay) and hands out the operator, the migrator, the
+// routes and the destinations. All of them share one store and one audit
+// trail, made by New. It is safe for concurrent use and cannot be changed
 // once made.
 type Outbox struct {
+	pool       *pgxpool.Pool // relays and the destinations directory connect with it; nil for a producer only
 	q          *store.Queries
+	trail      *audit.Trail
+	ops        *operator.Operator
+	migrator   *migrate.Migrator
+	routes     *routing.Versions
 	maxPayload int
 	enqueues   metric.Int64Counter
 
@@ -56,8 +73,15 @@ type Outbox struct {
 	plainInsertPaused atomic.Int32
 }
 
-// New returns the Outbox that opts describe.
-func New(opts Options) (*Outbox, error) {
+// New returns the Outbox that opts describe, whose relays and destinations
+// directory connect with pool's configuration. New opens nothing. pool may
+// be nil for an Outbox that only produces and operates through the handles
+// its calls are given; NewRelay and Directory then fail.
+//
+// It makes the engine's one store and one audit trail: every part the
+// Outbox hands out uses them, so there is one place that decides which
+// schema the program works on.
+func New(pool *pgxpool.Pool, opts Options) (*Outbox, error) {
 	if opts.Schema == "" {
 		opts.Schema = DefaultSchema
 	}
@@ -72,7 +96,9 @@ func New(opts Options) (*Outbox, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	return &Outbox{q: q, maxPayload: opts.MaxPayloadBytes, enqueues: newEnqueueCounter(mp)}, nil
+	trail := audit.New(q)
+	return &Outbox{pool: pool, q: q, trail: trail, ops: operator.New(q, trail), migrator: migrate.New(q, trail),
+		routes: routing.NewVersions(q, trail), maxPayload: opts.MaxPayloadBytes, enqueues: newEnqueueCounter(mp)}, nil
 }
 
 // defaultOutbox is the outbox of the package-level functions: DefaultSchema,
@@ -80,7 +106,7 @@ func New(opts Options) (*Outbox, error) {
 // so an application that installs its meter provider at start-up counts
 // its enqueues there.
 var defaultOutbox = sync.OnceValue(func() *Outbox {
-	o, err := New(Options{})
+	o, err := New(nil, Options{})
 	if err != nil {
 		panic(err) // DefaultSchema is a valid name
 	}
@@ -89,3 +115,52 @@ var defaultOutbox = sync.OnceValue(func() *Outbox {
 
 // Schema returns the PostgreSQL schema holding this outbox.
 func (o *Outbox) Schema() string { return o.q.Schema }
+
+// errNoPool is NewRelay's and Directory's error on an Outbox made without
+// a pool.
+var errNoPool = errors.New("outboxd: this Outbox was made without a pool (New(nil, ...)): it cannot connect a relay or a directory")
+
+// NewRelay checks cfg and returns a relay of this outbox: it claims and
+// delivers the rows of cfg's sinks, connecting with the Outbox's pool (see
+// relay.Relay.Run). Run one in every process that delivers; relays
+// coordinate through PostgreSQL alone.
+func (o *Outbox) NewRelay(cfg relay.Config) (*relay.Relay, error) {
+	if o.pool == nil {
+		return nil, errNoPool
+	}
+	return relay.New(o.pool, o.q, o.ops, cfg)
+}
+
+// Operator returns what the people running this outbox ask of it: dead
+// letters, redrive and purge, message lookups, sink pauses, stats.
+func (o *Outbox) Operator() *operator.Operator { return o.ops }
+
+// Migrator returns the migrations of this outbox's schema: Migrate creates
+// or upgrades it, from any number of pods at once.
+func (o *Outbox) Migrator() *migrate.Migrator { return o.migrator }
+
+// Audit returns this outbox's audit trail: who did which operator action.
+func (o *Outbox) Audit() *audit.Trail { return o.trail }
+
+// Routes returns the routes applied to this outbox's schema: Apply makes a
+// routing.Table the one Publish fans out with, Fallback is what a relay
+// stage (routing.Table.Stage) reads the other versions' templates from.
+func (o *Outbox) Routes() *routing.Versions { return o.routes }
+
+// Destinations returns the store of this outbox's tenants' destinations,
+// sealing new signing secrets with keys (nil: it cannot create a
+// destination or rotate a secret, and can do the rest).
+func (o *Outbox) Destinations(keys *destinations.Keyring) *destinations.Store {
+	return destinations.NewStore(o.q, o.trail, keys)
+}
+
+// Directory returns the directory that the destinations sinks of this
+// outbox's relays read tenants' destinations from, kept current through
+// the Outbox's pool once it runs (destinations.Directory.Run), opening
+// secrets with keys.
+func (o *Outbox) Directory(keys *destinations.Keyring, log *slog.Logger) (*destinations.Directory, error) {
+	if o.pool == nil {
+		return nil, errNoPool
+	}
+	return destinations.NewDirectory(o.pool, o.q, keys, log)
+}

@@ -13,7 +13,7 @@ func TestEnqueueCountsCreatedAndDuplicates(t *testing.T) {
 	b := coretest.Setup(t)
 	tm := coretest.NewTelemetry(t)
 	// The Outbox is immutable: one recording into tm, on b's schema.
-	ob, err := outboxd.New(outboxd.Options{Schema: b.Outbox.Schema(), MeterProvider: tm.MeterProvider})
+	ob, err := outboxd.New(nil, outboxd.Options{Schema: b.Outbox.Schema(), MeterProvider: tm.MeterProvider})
 	if err != nil {
 		t.Fatal(err)
 	}

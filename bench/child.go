@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 )
@@ -201,7 +202,12 @@ func newRunner(pool *pgxpool.Pool, sys system, f relayFlags, rec *recorder, earl
 			sinks = append(sinks, relay.SinkConfig{Name: pausedSinkName, Sink: record},
 				relay.SinkConfig{Name: throttledSinkName, Sink: discard, RateLimit: &throttledRate})
 		}
-		relay, err := relay.New(pool, relay.Config{
+		ob, err := outboxd.New(pool, outboxd.Options{})
+		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		relay, err := ob.NewRelay(relay.Config{
 			Sinks:         sinks,
 			BatchSize:     f.batch,
 			Concurrency:   f.concurrency,

@@ -13,7 +13,6 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/destinations"
@@ -105,16 +104,12 @@ func destTable(customers, hook sink.Sink) (*routing.Table, error) {
 // destinations of tenants tenants, pointed at rv, through
 // destinations.Store with a keyring of a fresh key.
 func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenants int, rv *receiver) (*destOutbox, error) {
-	m, err := migrate.New(schema)
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := m.Migrate(ctx, pool); err != nil {
+	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("migrate %s: %w", schema, err)
-	}
-	ob, err := outboxd.New(outboxd.Options{Schema: schema})
-	if err != nil {
-		return nil, err
 	}
 	key, err := destinations.NewKey("bench")
 	if err != nil {
@@ -132,7 +127,7 @@ func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenan
 	if err != nil {
 		return nil, err
 	}
-	if _, err := routing.Apply(ctx, pool, schema, table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
+	if _, err := ob.Routes().Apply(ctx, pool, table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
 		return nil, fmt.Errorf("apply routes to %s: %w", schema, err)
 	}
 	o := &destOutbox{schema: schema, tenants: tenants, ob: ob, keys: keys, subscribed: make([][]string, tenants)}
@@ -143,10 +138,7 @@ func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenan
 // transaction on destSeedWorkers connections: worker w takes the w-th
 // chunk of tenants and every destSeedWorkers-th after it.
 func (o *destOutbox) seed(ctx context.Context, pool *pgxpool.Pool, rv *receiver) error {
-	st, err := destinations.NewStore(o.schema, o.keys)
-	if err != nil {
-		return err
-	}
+	st := o.ob.Destinations(o.keys)
 	perTx := max(1, destSeedPerTx/destsPerTenant)
 	errs := make([]error, destSeedWorkers)
 	var wg sync.WaitGroup
@@ -271,8 +263,12 @@ func (b *bench) startDestRelay(ctx context.Context, o *destOutbox, rv *receiver,
 }
 
 func (r *destRelay) build(ctx context.Context, o *destOutbox, rv *receiver, rateLimit *sink.RateLimit) error {
-	var err error
-	if r.dir, err = destinations.NewDirectory(r.pool, o.schema, o.keys, quietLogger()); err != nil {
+	// The relay's process has an Outbox of its own, on its own pool.
+	ob, err := outboxd.New(r.pool, outboxd.Options{Schema: o.schema})
+	if err != nil {
+		return err
+	}
+	if r.dir, err = ob.Directory(o.keys, quietLogger()); err != nil {
 		return err
 	}
 	loadCtx, cancelLoad := context.WithTimeout(ctx, destLoadTimeout)
@@ -295,8 +291,7 @@ func (r *destRelay) build(ctx context.Context, o *destOutbox, rv *receiver, rate
 	if err != nil {
 		return err
 	}
-	rl, err := relay.New(r.pool, relay.Config{
-		Schema: o.schema,
+	rl, err := ob.NewRelay(relay.Config{
 		Sinks:  []relay.SinkConfig{{Name: destSinkName, Type: destsink.Type.Name, Sink: customers, RateLimit: rateLimit}},
 		Logger: quietLogger(),
 		Stage:  table.Stage(nil),

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
@@ -189,7 +190,11 @@ func (b *bench) relayInto(ctx context.Context, br broker, mode string, n int) (t
 	if mode == modeRelayWide {
 		concurrency = wideRelayLimit
 	}
-	relay, err := relay.New(s.pool(), relay.Config{
+	ob, err := outboxd.New(s.pool(), outboxd.Options{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	relay, err := ob.NewRelay(relay.Config{
 		Sinks:       []relay.SinkConfig{{Name: noopSink, Sink: sink}},
 		BatchSize:   b.relayBatch, // experiments only; 0 is the default
 		Concurrency: concurrency,

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd"
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	destsink "github.com/outboxd/outboxd/sinks/destinations"
@@ -474,10 +473,7 @@ func (b *bench) destPhase(ctx context.Context, pool *pgxpool.Pool, o *destOutbox
 func (b *bench) failingState(ctx context.Context, pool *pgxpool.Pool, o *destOutbox, failing int, start time.Time, fails bool, oc *phaseOutcome) error {
 	ids := o.subscribed[failing]
 	oc.failingTargets = len(ids)
-	ops, err := operator.New(o.schema)
-	if err != nil {
-		return err
-	}
+	ops := o.ob.Operator()
 	deadline := time.Now().Add(b.sz.destBreakerWait)
 	for {
 		breakers, err := ops.Breakers(ctx, pool)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -41,15 +40,11 @@ var eventModes = []string{modePublishOne, modeEnqueueOne, modePublishBatch, mode
 // on one connection, the modes alternating from run to run.
 func (b *bench) runEvents(ctx context.Context) error {
 	pool := b.store(sysOutboxd).pool()
-	ob, err := outboxd.New(outboxd.Options{Schema: eventsSchema})
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: eventsSchema})
 	if err != nil {
 		return err
 	}
-	m, err := migrate.New(eventsSchema)
-	if err != nil {
-		return err
-	}
-	if _, err := m.Migrate(ctx, pool); err != nil {
+	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("migrate %s: %w", eventsSchema, err)
 	}
 	defer func() { _, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+eventsSchema+" CASCADE") }()
@@ -96,7 +91,7 @@ func applyEventRoutes(ctx context.Context, pool *pgxpool.Pool, ob *outboxd.Outbo
 	if ps = append(ps, more...); len(ps) > 0 {
 		return nil, fmt.Errorf("routes: %v", ps)
 	}
-	if _, err := routing.Apply(ctx, pool, ob.Schema(), table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
+	if _, err := ob.Routes().Apply(ctx, pool, table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
 		return nil, err
 	}
 	return sinks, nil

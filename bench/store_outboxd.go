@@ -10,7 +10,6 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 )
 
@@ -73,8 +72,17 @@ func (s outboxdStore) seedWaiting(ctx context.Context, sink string, n int) error
 	return nil
 }
 
+// operator is the operator of outboxd's default schema, on s's pool.
+func (s outboxdStore) operator() (*operator.Operator, error) {
+	ob, err := outboxd.New(s.p, outboxd.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return ob.Operator(), nil
+}
+
 func (s outboxdStore) countBacklog(ctx context.Context) error {
-	op, err := operator.New(outboxd.DefaultSchema)
+	op, err := s.operator()
 	if err != nil {
 		return err
 	}
@@ -82,7 +90,7 @@ func (s outboxdStore) countBacklog(ctx context.Context) error {
 }
 
 func (s outboxdStore) pauseSink(ctx context.Context, sink string) error {
-	op, err := operator.New(outboxd.DefaultSchema)
+	op, err := s.operator()
 	if err != nil {
 		return err
 	}
@@ -119,10 +127,10 @@ func (s outboxdStore) unfinished(ctx context.Context) (int64, error) {
 
 // migrateOutboxd creates outboxd's schema in a fresh database.
 func migrateOutboxd(ctx context.Context, p *pgxpool.Pool) error {
-	m, err := migrate.New(outboxd.DefaultSchema)
+	ob, err := outboxd.New(p, outboxd.Options{})
 	if err != nil {
 		return err
 	}
-	_, err = m.Migrate(ctx, p)
+	_, err = ob.Migrator().Migrate(ctx, p)
 	return err
 }

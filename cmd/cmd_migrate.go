@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core/migrate"
-	"github.com/outboxd/outboxd/routing"
 )
 
 // shortChecksum is how many hex digits of a checksum the status table
@@ -85,7 +84,7 @@ func dryRunMigrate(ctx context.Context, out io.Writer, s session) error {
 		fmt.Fprintf(out, "would apply the configuration's routes (%d) after the migrations\n", len(s.cfg.RouteTable().Routes()))
 		return nil
 	}
-	version, digest, err := routing.Active(ctx, s.pool, s.mig.Schema())
+	version, digest, err := s.ob.Routes().Active(ctx, s.pool)
 	switch {
 	case err != nil:
 		return err

@@ -76,20 +76,22 @@ func (a *app) connect(ctx context.Context, scope config.Scope) (session, error) 
 	if err != nil {
 		return session{}, err
 	}
-	s, err := newSession(cfg)
-	if err != nil {
-		return session{}, err
+	// The schema is checked before the database is looked for.
+	s := session{cfg: cfg}
+	if err := s.countWith(nil); err != nil {
+		return session{}, &config.Error{File: cfg.File, Problems: []string{"database.schema: " + err.Error()}}
 	}
 	pcfg, err := a.databaseConfig(cfg)
 	if err != nil {
 		return session{}, err
 	}
 	s.target = dbTarget{Host: pcfg.ConnConfig.Host, Port: pcfg.ConnConfig.Port, Database: pcfg.ConnConfig.Database,
-		User: pcfg.ConnConfig.User, Schema: s.mig.Schema()}
+		User: pcfg.ConnConfig.User, Schema: s.ob.Schema()}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return session{}, fmt.Errorf("open database pool: %w", err)
 	}
-	return s, nil
+	// Made again on the pool, which its relays and directory connect with.
+	return s, s.countWith(nil)
 }
 
 // dbTarget is the database a command works on, as it tells the user: no
@@ -108,42 +110,24 @@ func (t dbTarget) String() string {
 }
 
 // session is what a database command works with: the configuration, a
-// pool, and the outbox of its schema for each audience.
+// pool, and the outbox of its schema, with its parts for each audience.
 type session struct {
 	cfg    *config.Config
 	pool   *pgxpool.Pool
 	target dbTarget
-	ob     *outboxd.Outbox    // enqueue and publish
-	ops    *operator.Operator // stats, dead letters, lookups, pauses
-	mig    *migrate.Migrator  // migrate, readiness
+	ob     *outboxd.Outbox    // enqueue and publish, relays, routes, destinations
+	ops    *operator.Operator // ob's: stats, dead letters, lookups, pauses
+	mig    *migrate.Migrator  // ob's: migrate, readiness
 }
 
-// newSession builds the outboxes of cfg's schema. It opens nothing.
-func newSession(cfg *config.Config) (session, error) {
-	s := session{cfg: cfg}
-	schema := cfg.Database.Schema
-	if err := s.countWith(nil); err != nil {
-		return session{}, &config.Error{File: cfg.File, Problems: []string{"database.schema: " + err.Error()}}
-	}
-	// The schema is valid: the others accept it as core did.
-	var err error
-	if s.ops, err = operator.New(schema); err != nil {
-		return session{}, err
-	}
-	if s.mig, err = migrate.New(schema); err != nil {
-		return session{}, err
-	}
-	return s, nil
-}
-
-// countWith makes s's outbox count its enqueues with mp: the Outbox takes
-// its meter provider when it is made.
+// countWith makes s's outbox on s's pool, counting its enqueues with mp:
+// the Outbox takes its meter provider when it is made.
 func (s *session) countWith(mp metric.MeterProvider) error {
-	ob, err := outboxd.New(outboxd.Options{Schema: s.cfg.Database.Schema, MeterProvider: mp})
+	ob, err := outboxd.New(s.pool, outboxd.Options{Schema: s.cfg.Database.Schema, MeterProvider: mp})
 	if err != nil {
 		return err
 	}
-	s.ob = ob
+	s.ob, s.ops, s.mig = ob, ob.Operator(), ob.Migrator()
 	return nil
 }
 

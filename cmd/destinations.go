@@ -62,7 +62,7 @@ func (a *app) destinationStore(s session) (*destinations.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return destinations.NewStore(s.cfg.Database.Schema, keys)
+	return s.ob.Destinations(keys), nil
 }
 
 // destinationCommand builds one subcommand running fn with the store.

@@ -98,7 +98,7 @@ func (c *destCLI) texts(t *testing.T, query string) []string {
 
 func (c *destCLI) signs(id, text string) bool {
 	c.t.Helper()
-	dir, err := destinations.NewDirectory(c.pool, c.ob.Schema(), c.keys, slog.New(slog.DiscardHandler))
+	dir, err := c.ob.Directory(c.keys, slog.New(slog.DiscardHandler))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -281,10 +281,7 @@ func TestPurgeOneDestinationsWaitingRows(t *testing.T) {
 	if !slices.Equal(left, []string{kept.ID}) {
 		t.Errorf("rows left: %q; want the one of %s", left, kept.ID)
 	}
-	trail, err := audit.New(c.ob.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	trail := c.ob.Audit()
 	all, err := trail.List(t.Context(), c.pool, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)

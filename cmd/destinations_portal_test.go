@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/console"
@@ -57,11 +58,11 @@ func TestDestinationsPortalPrintsALinkServeOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := destinations.NewStore("outbox", ring)
+	ob, err := outboxd.New(nil, outboxd.Options{Schema: "outbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ui, err := console.New(console.Options{Destinations: st, Portal: links, Logger: slog.New(slog.DiscardHandler)})
+	ui, err := console.New(console.Options{Destinations: ob.Destinations(ring), Portal: links, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/routing"
 )
 
 func (a *app) routesCommand() *cobra.Command {
@@ -42,7 +41,7 @@ are not read (templates are checked against the sink types' shapes).`,
 // applyRoutes applies the configuration's routes as actor's, printing
 // what it did.
 func applyRoutes(ctx context.Context, out io.Writer, s session, actor audit.Actor) error {
-	applied, err := routing.Apply(ctx, s.pool, s.ob.Schema(), s.cfg.RouteTable(), actor)
+	applied, err := s.ob.Routes().Apply(ctx, s.pool, s.cfg.RouteTable(), actor)
 	if err != nil {
 		return err
 	}

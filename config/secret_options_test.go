@@ -119,8 +119,8 @@ func TestCustomSinkSecretOptionsAreRedactedEverywhere(t *testing.T) {
 	}
 	tel := coretest.NewTelemetry(t)
 	rc := cfg.RelayConfig()
-	rc.Schema, rc.PollInterval, rc.TracerProvider, rc.Redact = ob.Schema(), 50*time.Millisecond, tel.TracerProvider, scrub.String
-	signals := testrelay.Run(t, pool, rc)
+	rc.PollInterval, rc.TracerProvider, rc.Redact = 50*time.Millisecond, tel.TracerProvider, scrub.String
+	signals := testrelay.Run(t, pool, ob.Schema(), rc)
 	signals.WaitWritten(t, 30*time.Second, "signer", "dead", 1)
 	var lastError string
 	if err := pool.QueryRow(t.Context(), "SELECT last_error FROM "+ob.Schema()+".messages WHERE dedup_key = 'k1'").Scan(&lastError); err != nil {

@@ -85,17 +85,14 @@ type Directory struct {
 	parking map[string]bool // destinations with a park scheduled
 }
 
-// NewDirectory returns the Directory of the outbox in schema, read
-// through pool, opening secrets with keys.
-func NewDirectory(pool *pgxpool.Pool, schema string, keys *Keyring, log *slog.Logger) (*Directory, error) {
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, err
-	}
+// NewDirectory returns the Directory of q's outbox schema, read through
+// pool, opening secrets with keys. Programs get theirs from the front door
+// (outboxd.Outbox.Directory).
+func NewDirectory(pool *pgxpool.Pool, q *store.Queries, keys *Keyring, log *slog.Logger) (*Directory, error) {
 	if keys == nil {
 		return nil, ErrNoKeyring
 	}
-	return &Directory{pool: pool, q: q, keys: keys, log: log, channel: "outboxd_destinations_" + schema,
+	return &Directory{pool: pool, q: q, keys: keys, log: log, channel: "outboxd_destinations_" + q.Schema,
 		backstop: DefaultBackstop, byID: map[string]*Live{}, parking: map[string]bool{}}, nil
 }
 

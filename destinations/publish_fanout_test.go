@@ -38,7 +38,7 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	if _, err := routing.Apply(ctx, f.pool, f.ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := f.ob.Routes().Apply(ctx, f.pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	f.create(t, "acme", "order.*")

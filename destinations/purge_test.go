@@ -73,10 +73,7 @@ func TestPurgeCountsThenDeletesOneDestinationsWaitingRows(t *testing.T) {
 		t.Errorf("rows left by destination: %v; want 1 of %s (parked after the count) and 3 of %s", left, gone.ID, kept.ID)
 	}
 
-	trail, err := audit.New(f.ob.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	trail := f.ob.Audit()
 	entries, err := trail.List(ctx, f.pool, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)

@@ -44,17 +44,12 @@ type Store struct {
 	keys  *Keyring
 }
 
-// NewStore returns the Store of the outbox in schema, sealing with keys.
-func NewStore(schema string, keys *Keyring) (*Store, error) {
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	trail, err := audit.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	return &Store{q: q, trail: trail, keys: keys}, nil
+// NewStore returns the Store of q's outbox schema, recording changes in
+// trail and sealing with keys. Programs get theirs from the front door
+// (outboxd.Outbox.Destinations), which makes the one store and audit trail
+// its engine shares.
+func NewStore(q *store.Queries, trail *audit.Trail, keys *Keyring) *Store {
+	return &Store{q: q, trail: trail, keys: keys}
 }
 
 // target is an audit entry's filter: the destination a change concerned.

@@ -47,10 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := destinations.NewStore(ob.Schema(), keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := ob.Destinations(keys)
 	s, err := sinkdest.Type.New("customers", nil, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(t.Context(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{pool: pool, ob: ob, store: st, keys: keys}
@@ -439,10 +436,7 @@ func TestChangesAreAuditedWithTheirCounts(t *testing.T) {
 	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", d.ID); err != nil {
 		t.Fatal(err)
 	}
-	trail, err := audit.New(f.ob.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	trail := f.ob.Audit()
 	entries, err := trail.List(t.Context(), f.pool, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -531,10 +525,7 @@ func TestSecretsAreSealedAtRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := destinations.NewStore(f.ob.Schema(), both)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := f.ob.Destinations(both)
 	if n, err := st.Rekey(t.Context(), f.pool, testdb.Actor); err != nil || n != 1 {
 		t.Fatalf("rekey: %d, %v; want 1 resealed", n, err)
 	}
@@ -741,7 +732,7 @@ func signingSecrets(t *testing.T, id string) func(l *destinations.Live, ok bool,
 // keys, not yet read.
 func (f *fixture) directory(t *testing.T, keys *destinations.Keyring) *destinations.Directory {
 	t.Helper()
-	dir, err := destinations.NewDirectory(f.pool, f.ob.Schema(), keys, slog.New(slog.DiscardHandler))
+	dir, err := f.ob.Directory(keys, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

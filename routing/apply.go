@@ -12,15 +12,21 @@ import (
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// queries returns the statements of the outbox in schema; routing's own
-// (apply_routes, active_routes, applied_target) live with the others in the
-// store.
-func queries(schema string) (*store.Queries, error) {
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, fmt.Errorf("routing: %w", err)
-	}
-	return q, nil
+// Versions are the routes applied to one outbox schema, version by
+// version: Apply makes a table the active version, Active reads which one
+// is, Fallback reads any version's targets for a relay stage. It holds no
+// connection and is safe for concurrent use. Programs get theirs from the
+// front door (outboxd.Outbox.Routes), which makes the one store and audit
+// trail its engine shares.
+type Versions struct {
+	q     *store.Queries
+	trail *audit.Trail
+}
+
+// NewVersions returns the Versions of q's outbox schema, recording applies
+// in trail.
+func NewVersions(q *store.Queries, trail *audit.Trail) *Versions {
+	return &Versions{q: q, trail: trail}
 }
 
 // Applied is what Apply did.
@@ -31,32 +37,25 @@ type Applied struct {
 	Changed bool
 }
 
-// Apply makes t the routes that publish() uses in schema, in one
+// Apply makes t the routes that publish() uses in v's schema, in one
 // statement: a new version, unless the same routes (by Digest) were
 // applied before, in which case that version becomes active again.
 // Applying the active routes again changes nothing, so every deploy may
-// run it, from several pods at once under any default isolation level. Publishes in flight keep the version they started with; the next
-// ones use t. Routes that change the active version are recorded in the
-// audit trail as actor's, in the same transaction.
-func Apply(ctx context.Context, db store.DBTX, schema string, t *Table, actor audit.Actor) (Applied, error) {
-	q, err := queries(schema)
-	if err != nil {
-		return Applied{}, err
-	}
-	trail, err := audit.New(schema)
-	if err != nil {
-		return Applied{}, fmt.Errorf("routing: %w", err)
-	}
+// run it, from several pods at once under any default isolation level.
+// Publishes in flight keep the version they started with; the next ones
+// use t. Routes that change the active version are recorded in the audit
+// trail as actor's, in the same transaction.
+func (v *Versions) Apply(ctx context.Context, db store.DBTX, t *Table, actor audit.Actor) (Applied, error) {
 	targets, err := json.Marshal(t.applied())
 	if err != nil {
 		return Applied{}, fmt.Errorf("routing: encode routes: %w", err)
 	}
 	var r store.ApplyRoutesRow
 	apply := func(db store.DBTX) (err error) {
-		if r, err = q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets); err != nil || !r.Changed {
+		if r, err = v.q.ApplyRoutes(ctx, db, t.Digest(), t.unmatched, targets); err != nil || !r.Changed {
 			return err
 		}
-		return trail.Write(ctx, db, actor, audit.Record{Action: audit.ActionRoutesApply, Count: int64(len(t.Routes())),
+		return v.trail.Write(ctx, db, actor, audit.Record{Action: audit.ActionRoutesApply, Count: int64(len(t.Routes())),
 			Detail: map[string]any{"version": r.Version, "digest": t.Digest()}})
 	}
 	// apply_routes() waits for the active version's row lock and then reads
@@ -68,26 +67,22 @@ func Apply(ctx context.Context, db store.DBTX, schema string, t *Table, actor au
 		err = apply(db)
 	}
 	if err != nil {
-		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", schema, err)
+		return Applied{}, fmt.Errorf("routing: apply routes to schema %s: %w", v.q.Schema, err)
 	}
 	return Applied{Version: r.Version, Changed: r.Changed}, nil
 }
 
 // Active returns the version and digest of the routes publish() uses in
-// ob's schema; version 0 when none were ever applied. A relay whose
+// v's schema; version 0 when none were ever applied. A relay whose
 // configuration's Digest differs renders with its own templates but routes
 // what the database says: serve warns about it.
-func Active(ctx context.Context, db store.DBTX, schema string) (version int64, digest string, err error) {
-	q, err := queries(schema)
-	if err != nil {
-		return 0, "", err
-	}
-	r, err := q.ActiveRoutes(ctx, db)
+func (v *Versions) Active(ctx context.Context, db store.DBTX) (version int64, digest string, err error) {
+	r, err := v.q.ActiveRoutes(ctx, db)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, "", nil
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", schema, err)
+		return 0, "", fmt.Errorf("routing: read the active routes of schema %s: %w", v.q.Schema, err)
 	}
 	return r.Version, r.Digest, nil
 }
@@ -120,14 +115,11 @@ type Fallback interface {
 	Target(ctx context.Context, route, sink string) (StoredTarget, error)
 }
 
-// DBFallback is the Fallback that reads the routes applied to schema
-// through db.
-func DBFallback(db store.DBTX, schema string) (Fallback, error) {
-	q, err := queries(schema)
-	if err != nil {
-		return nil, err
-	}
-	return dbFallback{db: db, q: q}, nil
+// Fallback is the Fallback that reads the routes applied to v's schema
+// through db: what a relay stage (Table.Stage) of a program that applies
+// its routes to the database is given.
+func (v *Versions) Fallback(db store.DBTX) Fallback {
+	return dbFallback{db: db, q: v.q}
 }
 
 type dbFallback struct {

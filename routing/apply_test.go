@@ -18,7 +18,7 @@ import (
 
 func apply(t *testing.T, db outboxd.DBTX, ob *testdb.Outbox, table *routing.Table) routing.Applied {
 	t.Helper()
-	a, err := routing.Apply(context.Background(), db, ob.Schema(), table, testdb.Actor)
+	a, err := ob.Routes().Apply(context.Background(), db, table, testdb.Actor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestApplyIsIdempotentAndPublishMatchesLikeGo(t *testing.T) {
 	t.Parallel()
 	pool, ob := testdb.New(t)
 	ctx := context.Background()
-	if v, _, err := routing.Active(ctx, pool, ob.Schema()); err != nil || v != 0 {
+	if v, _, err := ob.Routes().Active(ctx, pool); err != nil || v != 0 {
 		t.Fatalf("Active before any apply: %d %v, want 0", v, err)
 	}
 	routes := map[string]any{
@@ -52,7 +52,7 @@ func TestApplyIsIdempotentAndPublishMatchesLikeGo(t *testing.T) {
 	if again := apply(t, pool, ob, table); again != (routing.Applied{Version: first.Version}) {
 		t.Fatalf("second apply: %+v, want version %d unchanged", again, first.Version)
 	}
-	if v, digest, err := routing.Active(ctx, pool, ob.Schema()); err != nil || v != first.Version || digest != table.Digest() {
+	if v, digest, err := ob.Routes().Active(ctx, pool); err != nil || v != first.Version || digest != table.Digest() {
 		t.Fatalf("Active: %d %s %v, want version %d with the table's digest", v, digest, err, first.Version)
 	}
 	for i, typ := range []string{"order.created", "order", "order.created.eu", "orders.created", "x-y_z.q", "a.b.c", "a.c", "a.b.b.c", "a.b.cd", "b"} {
@@ -112,10 +112,7 @@ func TestNewRoutesTakeOverAndOldTargetsStayFindable(t *testing.T) {
 	if err != nil || len(published) != 1 || !published[0].Created {
 		t.Fatalf("publish under the new routes: %v %v, want a new row for route sales", published, err)
 	}
-	fb, err := routing.DBFallback(pool, ob.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fb := ob.Routes().Fallback(pool)
 	if st, err := fb.Target(ctx, "orders", "custom"); err != nil || st.Template["line"] != "old {{.key}}" {
 		t.Errorf("the removed route's target: %v %v", st, err)
 	}
@@ -184,7 +181,7 @@ func TestConcurrentApplyUnderAnyDefaultIsolation(t *testing.T) {
 		errs := make(chan error, concurrentApplies)
 		for range concurrentApplies {
 			go func() {
-				a, err := routing.Apply(ctx, pool, ob.Schema(), table, testdb.Actor)
+				a, err := ob.Routes().Apply(ctx, pool, table, testdb.Actor)
 				if err == nil && a != (routing.Applied{Version: first.Version}) {
 					err = fmt.Errorf("applied %+v, want version %d unchanged", a, first.Version)
 				}

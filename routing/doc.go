@@ -1,7 +1,8 @@
 // Package routing turns plugins.yaml's routes into what the database and
-// the relay need: the routes that publish() reads (Apply), and sinks that
-// render each published row with its route's template before delivering it
-// (Table.Wrap).
+// the relay need: the routes that publish() reads (Versions.Apply, from the
+// front door's outboxd.Outbox.Routes), and a relay stage that renders each
+// published row with its route's template before its sink delivers it
+// (Table.Stage).
 //
 // A route sends the events whose type matches one of its patterns ("*" is
 // one dotted segment, "**" any number) to each of its targets; a target is

@@ -23,7 +23,7 @@ type Reached struct {
 // Route returns the targets an event reaches, in the order publish()
 // creates their rows, each with its payload rendered as the relay would
 // render it. Nothing is stored: the table is this configuration's, which
-// may differ from the routes applied to the database (routing.Active). An
+// may differ from the routes applied to the database (Versions.Active). An
 // event type publish() would refuse is an error.
 func (t *Table) Route(ev sink.Event) ([]Reached, error) {
 	if err := checkEventType(ev.Type); err != nil {

@@ -82,11 +82,8 @@ func TestRollingDeployRendersEachRowWithItsVersion(t *testing.T) {
 		if ps = append(ps, more...); len(ps) > 0 {
 			t.Fatal(ps)
 		}
-		fallback, err := routing.DBFallback(pool, ob.Schema())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs, table, relay.Config{Schema: ob.Schema(), PollInterval: 50 * time.Millisecond, Stage: table.Stage(fallback),
+		fallback := ob.Routes().Fallback(pool)
+		return rs, table, relay.Config{PollInterval: 50 * time.Millisecond, Stage: table.Stage(fallback),
 			Sinks: []relay.SinkConfig{{Name: "custom", Sink: rs, MaxAttempts: 1000,
 				Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}}}}
 	}
@@ -108,8 +105,8 @@ func TestRollingDeployRendersEachRowWithItsVersion(t *testing.T) {
 		want["order.created/"+key+"/orders"] = fmt.Sprintf(`{"line":"{\"order\": \"%s\"}"}`, key)
 	}
 	// ... while the v1 relay still runs, next to a v2 relay.
-	signals := testrelay.Run(t, pool, v1Cfg)
-	testrelay.RunWith(t, pool, v2Cfg, signals)
+	signals := testrelay.Run(t, pool, ob.Schema(), v1Cfg)
+	testrelay.RunWith(t, pool, ob.Schema(), v2Cfg, signals)
 	testrelay.WaitFor(t, 60*time.Second, "every row sent or dead", func() bool {
 		var done int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM "+ob.Schema()+".messages_all WHERE status IN ('sent', 'dead')").Scan(&done)

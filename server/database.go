@@ -50,18 +50,18 @@ func waitForDatabase(ctx context.Context, pool *pgxpool.Pool, m *migrate.Migrato
 var serveActor = audit.Actor{Name: "outboxd serve", Role: string(access.RoleAdmin), Source: "serve"}
 
 // checkAppliedRoutes, as actor (who applies them, when it does), compares
-// the routes cfg renders with to the ones applied to the database in
-// schema, which route every publish. When none were ever applied it
+// the routes cfg renders with to the ones applied to the database
+// (routes, through pool), which route every publish. When none were ever applied it
 // applies cfg's (a first start without outboxd migrate: no other version
 // exists that a rolling deploy could flip back); when others are applied
 // it warns, since the two should match once a deploy is done.
-func checkAppliedRoutes(ctx context.Context, pool *pgxpool.Pool, schema string, cfg *config.Config, log *slog.Logger, actor audit.Actor) {
-	version, digest, err := routing.Active(ctx, pool, schema)
+func checkAppliedRoutes(ctx context.Context, pool *pgxpool.Pool, routes *routing.Versions, cfg *config.Config, log *slog.Logger, actor audit.Actor) {
+	version, digest, err := routes.Active(ctx, pool)
 	switch {
 	case err != nil:
 		log.Warn("could not read the routes applied to the database", telemetry.ErrAttr(err))
 	case version == 0 && cfg.HasRoutes():
-		applied, err := routing.Apply(ctx, pool, schema, cfg.RouteTable(), actor)
+		applied, err := routes.Apply(ctx, pool, cfg.RouteTable(), actor)
 		if err != nil {
 			log.Warn("no routes are applied to the database, and applying this configuration's failed: publishing fails until outboxd routes apply runs", telemetry.ErrAttr(err))
 			return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/portal"
@@ -35,21 +36,21 @@ func PortalLinks(env config.LookupEnv) (*portal.Links, error) {
 	return portal.NewLinks(keys)
 }
 
-// destinationStore is the Store of o.Config's schema, sealing with the
-// keys of destinations.EnvSecretsKey when it is set.
-func destinationStore(o Options) (*destinations.Store, error) {
+// destinationStore is ob's Store, sealing with the keys of
+// destinations.EnvSecretsKey when it is set.
+func destinationStore(o Options, ob *outboxd.Outbox) (*destinations.Store, error) {
 	keys, err := Keyring(o.Env)
 	if err != nil {
 		return nil, err
 	}
-	return destinations.NewStore(o.Config.Database.Schema, keys)
+	return ob.Destinations(keys), nil
 }
 
 // followDestinations publishes the outbox's destinations to the sinks of
 // o.Config, and of every configuration reloaded after it
 // (sinkdest.DirectoryResource); it returns the directory, to run once the
 // database is up, or nil when no sink's type uses it.
-func followDestinations(o Options, log *slog.Logger) (*destinations.Directory, error) {
+func followDestinations(o Options, ob *outboxd.Outbox, log *slog.Logger) (*destinations.Directory, error) {
 	if !o.Config.UsesResource(sinkdest.DirectoryResource) {
 		return nil, nil
 	}
@@ -57,7 +58,7 @@ func followDestinations(o Options, log *slog.Logger) (*destinations.Directory, e
 	if err != nil {
 		return nil, &InputError{Err: fmt.Errorf("a sink of type destinations is configured: %w", err)}
 	}
-	dir, err := destinations.NewDirectory(o.Pool, o.Config.Database.Schema, keys, log)
+	dir, err := ob.Directory(keys, log)
 	if err != nil {
 		return nil, err
 	}

@@ -87,12 +87,12 @@ func (v *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // log.
 func (v *daemon) newGeneration(cfg *config.Config, log *slog.Logger) (*generation, error) {
 	rc := cfg.RelayConfig()
-	rc.Schema, rc.Logger, rc.TracerProvider, rc.MeterProvider = v.ob.Schema(), log, v.tel.TracerProvider, v.tel.MeterProvider
+	rc.Logger, rc.TracerProvider, rc.MeterProvider = log, v.tel.TracerProvider, v.tel.MeterProvider
 	rc.Redact = v.o.Scrubber().String // delivery errors, in rows and spans, lose the configuration's secrets
 	// Published rows reach each sink rendered with their route's template;
 	// a route this configuration lacks is rendered as the database has it.
 	rc.Stage = cfg.RouteTable().Stage(v.stage)
-	r, err := relay.New(v.o.Pool, rc)
+	r, err := v.ob.NewRelay(rc)
 	if err != nil {
 		return nil, &config.Error{File: cfg.File, Problems: []string{err.Error()}}
 	}
@@ -240,13 +240,10 @@ func (v *daemon) swap(ctx context.Context, actor audit.Actor) error {
 		})
 	}
 
-	checkAppliedRoutes(ctx, v.o.Pool, v.ob.Schema(), cfg, log, actor)
+	checkAppliedRoutes(ctx, v.o.Pool, v.ob.Routes(), cfg, log, actor)
 	added, removed := sinkChanges(old.cfg, cfg)
-	trail, err := audit.New(v.ob.Schema())
-	if err == nil {
-		err = trail.Write(ctx, v.o.Pool, actor, audit.Record{Action: audit.ActionConfigReload, Count: int64(len(cfg.Sinks)),
-			Detail: map[string]any{"file": cfg.File, "sinks_added": added, "sinks_removed": removed}})
-	}
+	err = v.ob.Audit().Write(ctx, v.o.Pool, actor, audit.Record{Action: audit.ActionConfigReload, Count: int64(len(cfg.Sinks)),
+		Detail: map[string]any{"file": cfg.File, "sinks_added": added, "sinks_removed": removed}})
 	if err != nil {
 		// The new configuration runs: the reload is done, its record lost.
 		log.Warn("reload: could not audit the reload", telemetry.ErrAttr(err))

@@ -25,7 +25,6 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
-	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/internal/apidb"
 	"github.com/outboxd/outboxd/server/telemetry"
@@ -121,23 +120,20 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { _ = reloadGauges.Unregister() }()
 
 	// The HTTP API's enqueues are counted with the process's meters.
-	ob, err := outboxd.New(outboxd.Options{Schema: cfg.Database.Schema, MeterProvider: tel.MeterProvider})
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: cfg.Database.Schema, MeterProvider: tel.MeterProvider})
 	if err != nil {
 		return err
 	}
-	fallback, err := routing.DBFallback(pool, ob.Schema())
-	if err != nil {
-		return err
-	}
+	fallback := ob.Routes().Fallback(pool)
 	v = &daemon{o: o, ob: ob, tel: tel, registerGauges: registerGauges, stage: fallback, status: status, log: log, failed: make(chan error, 1)}
 	first, err := v.newGeneration(cfg, log)
 	if err != nil {
 		return err
 	}
-	if v.directory, err = followDestinations(o, log); err != nil {
+	if v.directory, err = followDestinations(o, ob, log); err != nil {
 		return err
 	}
-	if v.destinations, err = destinationStore(o); err != nil {
+	if v.destinations, err = destinationStore(o, ob); err != nil {
 		return err
 	}
 	if v.portal, err = PortalLinks(o.Env); err != nil {
@@ -175,7 +171,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return err
 	}
-	checkAppliedRoutes(ctx, pool, ob.Schema(), cfg, log, serveActor)
+	checkAppliedRoutes(ctx, pool, ob.Routes(), cfg, log, serveActor)
 	if v.directory != nil {
 		go v.directory.Run(ctx)
 	}

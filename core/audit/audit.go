@@ -106,17 +106,11 @@ type Trail struct {
 	q *store.Queries
 }
 
-// New returns the Trail of the outbox in schema ("" means
-// store.DefaultSchema).
-func New(schema string) (*Trail, error) {
-	if schema == "" {
-		schema = store.DefaultSchema
-	}
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	return &Trail{q: q}, nil
+// New returns the Trail of q's outbox schema. Programs get theirs from
+// the front door (outboxd.Outbox.Audit), which makes the one store and
+// trail its engine shares.
+func New(q *store.Queries) *Trail {
+	return &Trail{q: q}
 }
 
 // Do runs act in a transaction of db (a savepoint when db is a

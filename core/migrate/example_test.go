@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
@@ -20,10 +21,11 @@ func ExampleMigrator_MigrateTo() {
 	}
 	defer pool.Close()
 	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS example_migrate_to CASCADE") //nolint:errcheck // best effort
-	m, err := migrate.New("example_migrate_to")
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: "example_migrate_to"})
 	if err != nil {
 		panic(err)
 	}
+	var m *migrate.Migrator = ob.Migrator()
 	if _, err := m.MigrateTo(ctx, pool, 12); err != nil {
 		panic(err)
 	}

@@ -88,21 +88,11 @@ const checksumVersion = 15
 // outbox through this package.
 var Library = audit.Actor{Name: "migrate.Migrate", Role: "admin", Source: "library"}
 
-// New returns the Migrator of the outbox in schema ("" means
-// store.DefaultSchema).
-func New(schema string) (*Migrator, error) {
-	if schema == "" {
-		schema = store.DefaultSchema
-	}
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	trail, err := audit.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	return &Migrator{q: q, trail: trail}, nil
+// New returns the Migrator of q's outbox schema, recording its runs in
+// trail. Programs get theirs from the front door (outboxd.Outbox.Migrator),
+// which makes the one store and trail its engine shares.
+func New(q *store.Queries, trail *audit.Trail) *Migrator {
+	return &Migrator{q: q, trail: trail}
 }
 
 // Schema returns the PostgreSQL schema the migrations apply to.

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
@@ -32,10 +31,7 @@ const concurrentRuns = 3
 func TestConcurrentMigrateUnderAnyDefaultIsolation(t *testing.T) {
 	t.Parallel()
 	testdb.UnderStricterIsolations(t, concurrentRuns+2, func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, isolation string) {
-		m, err := migrate.New("iso")
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := testdb.Open(t, "iso").Migrator
 		holder := testdb.HoldMigrationLock(ctx, t, pool, "iso")
 		type result struct {
 			applied []int
@@ -142,10 +138,8 @@ func TestMigrateRecordsItselfInTheAuditTrail(t *testing.T) {
 	ctx := t.Context()
 	schema := fmt.Sprintf("audit_migrate_%d", time.Now().UnixNano())
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
-	m, err := migrate.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob := testdb.Open(t, schema)
+	m := ob.Migrator
 	bob := audit.Actor{Name: "bob@host", Role: "admin", Source: audit.SourceCLI}
 	applied, err := m.MigrateAs(ctx, pool, bob)
 	if err != nil || len(applied) == 0 {
@@ -154,11 +148,7 @@ func TestMigrateRecordsItselfInTheAuditTrail(t *testing.T) {
 	if _, err := m.MigrateAs(ctx, pool, bob); err != nil {
 		t.Fatal(err)
 	}
-	trail, err := audit.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := trail.List(ctx, pool, audit.Filter{})
+	entries, err := ob.Audit().List(ctx, pool, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

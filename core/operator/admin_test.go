@@ -32,11 +32,11 @@ func TestDeadLettersCanBeInspectedRedrivenAndPurged(t *testing.T) {
 	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "other", DedupKey: "x", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	relayCfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
+	relayCfg := relay.Config{PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "s", Sink: rec, MaxAttempts: 2, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 		{Name: "other", Sink: sink.Func(func(_ context.Context, _ *sink.Delivery) error { return sink.Permanent(errors.New("bad payload")) })},
 	}}
-	signals := testrelay.Run(t, b.Pool, relayCfg)
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relayCfg)
 	signals.WaitWritten(t, 10*time.Second, "", "dead", 4)
 
 	stats, err := b.Outbox.Stats(b.Ctx, b.Pool)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/audit"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
@@ -22,22 +21,14 @@ func exampleOutbox(ctx context.Context, schema string) (*pgxpool.Pool, *outboxd.
 	if err != nil {
 		panic(err)
 	}
-	m, err := migrate.New(schema)
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
 	if err != nil {
 		panic(err)
 	}
-	if _, err := m.Migrate(ctx, pool); err != nil {
+	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
 		panic(err)
 	}
-	ob, err := outboxd.New(outboxd.Options{Schema: schema})
-	if err != nil {
-		panic(err)
-	}
-	ops, err := operator.New(schema)
-	if err != nil {
-		panic(err)
-	}
-	return pool, ob, ops, func() {
+	return pool, ob, ob.Operator(), func() {
 		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
 	}

@@ -40,7 +40,7 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		}
 		return d.SetReceipt(map[string]string{"status": "accepted"})
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 10 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "partner", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	signals.WaitWritten(t, 10*time.Second, "partner", "sent", 1)
 

@@ -19,21 +19,11 @@ type Operator struct {
 	trail *audit.Trail
 }
 
-// New returns the Operator of the outbox in schema ("" means
-// store.DefaultSchema).
-func New(schema string) (*Operator, error) {
-	if schema == "" {
-		schema = store.DefaultSchema
-	}
-	q, err := store.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	trail, err := audit.New(schema)
-	if err != nil {
-		return nil, err
-	}
-	return &Operator{q: q, trail: trail}, nil
+// New returns the Operator of q's outbox schema, recording its actions in
+// trail. Programs get theirs from the front door (outboxd.Outbox.Operator),
+// which makes the one store and trail its engine shares.
+func New(q *store.Queries, trail *audit.Trail) *Operator {
+	return &Operator{q: q, trail: trail}
 }
 
 // Audit returns the audit trail of the operator's schema.

@@ -68,7 +68,7 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 	const n = 50
 	b.EnqueueN(t, "brk", n, nil) // all waiting before the relay's first claim
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "brk", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
-	signals := testrelay.Run(t, b.Pool, cfg)
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
 	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
 	})
@@ -105,7 +105,7 @@ func TestBatchSinkPanicFailsTheBatch(t *testing.T) {
 	b := coretest.Setup(t)
 	fake := panickingBatchSink{}
 	b.EnqueueN(t, "brk", 3, nil)
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(),
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{
 		Sinks: []relay.SinkConfig{{Name: "brk", Sink: fake, MaxAttempts: 1}}})
 	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "dead") == 3

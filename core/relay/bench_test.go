@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
+	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
 // enqueueBacklog enqueues n messages of sink "noop" in chunks, then
@@ -62,10 +63,7 @@ func BenchmarkBurnDown(b *testing.B) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 2)
 	for range 2 {
-		r, err := relay.New(testdb.Pool(b, 8), relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "noop", Sink: fake}}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		r := testrelay.New(b, testdb.Pool(b, 8), ob.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "noop", Sink: fake}}})
 		go func() { done <- r.Run(runCtx) }()
 	}
 	start := time.Now()
@@ -118,10 +116,7 @@ type relayCost struct {
 // test): then all of it is the relay's.
 func burnDownCost(tb testing.TB, ob *testdb.Outbox, n int) relayCost {
 	fake, all := noopUntil(n)
-	r, err := relay.New(testdb.Pool(tb, 8), relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "noop", Sink: fake}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	r := testrelay.New(tb, testdb.Pool(tb, 8), ob.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "noop", Sink: fake}}})
 	runtime.GC()
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)

@@ -131,13 +131,13 @@ func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
 	rc := newFlakyReceiver(t, http.StatusServiceUnavailable)
 	hook := webhookSink(t, rc.url())
 	const maxProbe = 2 * time.Second
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+	cfg := relay.Config{PollInterval: 100 * time.Millisecond, Concurrency: 4,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
 			Backoff:        relay.Backoff{Initial: 200 * time.Millisecond, Max: time.Second},
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: 500 * time.Millisecond, MaxProbeInterval: maxProbe}}}}
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.Pool, cfg, signals)
-	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 
 	// The outage: 503 for 3 s, then connections refused for 20 s, while
 	// ten messages come in every half second.
@@ -206,7 +206,7 @@ func TestBreakerPoisonMessageBesideHealthyTraffic(t *testing.T) {
 	rc := newFlakyReceiver(t, http.StatusOK)
 	rc.poison = "hook/poison" // the webhook-id: the delivery id, sink/dedup key
 	hook := webhookSink(t, rc.url())
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
 			Backoff: relay.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}}})
 	// The poison message first, then healthy traffic trickling in: its
@@ -246,12 +246,12 @@ func TestBreakerRetryAfterForever(t *testing.T) {
 	rc.retry = "0"
 	hook := webhookSink(t, rc.url())
 	const probe, maxProbe = 500 * time.Millisecond, time.Second
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+	cfg := relay.Config{PollInterval: 100 * time.Millisecond, Concurrency: 4,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: probe, MaxProbeInterval: maxProbe}}}}
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.Pool, cfg, signals)
-	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	b.EnqueueN(t, "hook", 20, nil)
 
 	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
@@ -290,11 +290,11 @@ func TestBreakerProbeHonoursRetryAfter(t *testing.T) {
 	b := coretest.Setup(t)
 	rc := newFlakyReceiver(t, http.StatusServiceUnavailable)
 	hook := webhookSink(t, rc.url())
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 100 * time.Millisecond, Concurrency: 4,
+	cfg := relay.Config{PollInterval: 100 * time.Millisecond, Concurrency: 4,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: time.Second, MaxProbeInterval: time.Minute}}}}
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	const rows = 10
 	b.EnqueueN(t, "hook", rows, nil)
 	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
@@ -342,7 +342,7 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 		return keyed.Deliver(ctx, d)
 	})
 	const probe = time.Second
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedFunc{s, keyed}, MaxAttempts: 3,
 			Backoff:        relay.Backoff{Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond},
 			RateLimit:      &sink.RateLimit{Rate: 100, Per: time.Second, PerKey: true},

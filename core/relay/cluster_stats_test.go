@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -16,14 +15,15 @@ import (
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
-// startRelay runs a relay until the returned stop is called (or the test
-// ends) and returns it.
-func startRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) (*relay.Relay, func()) {
+// startRelay runs a relay of ob until the returned stop is called (or the
+// test ends) and returns it.
+func startRelay(t *testing.T, ob *testdb.Outbox, cfg relay.Config) (*relay.Relay, func()) {
 	t.Helper()
-	r, err := relay.New(pool, cfg)
+	r, err := ob.NewRelay(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func startRelay(t *testing.T, pool *pgxpool.Pool, cfg relay.Config) (*relay.Rela
 func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	b := coretest.Setup(t)
 	b.EnqueueN(t, "elsewhere", 4, nil) // no relay has this sink: stays pending
-	cfg := relay.Config{Schema: b.Outbox.Schema(), StatsInterval: 50 * time.Millisecond,
+	cfg := relay.Config{StatsInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}}
 	type pod struct {
 		relay  *relay.Relay
@@ -63,7 +63,7 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	}
 	var pods []pod
 	for range 3 {
-		r, stop := startRelay(t, b.Pool, cfg)
+		r, stop := startRelay(t, b.Outbox, cfg)
 		reader := sdkmetric.NewManualReader()
 		reg, err := b.Outbox.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), b.Pool,
 			operator.GaugeConfig{Sinks: []string{"s"}, Refresh: time.Millisecond, Relay: r})
@@ -175,12 +175,12 @@ func TestDeliveryRatesComeFromPerMinuteCounts(t *testing.T) {
 		return nil
 	})
 	failing := sink.Func(func(context.Context, *sink.Delivery) error { return errors.New("nope") })
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []relay.SinkConfig{
+	cfg := relay.Config{PollInterval: 10 * time.Millisecond, StatsInterval: 50 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "slow", Sink: slow},
 		{Name: "failing", Sink: failing, MaxAttempts: 2, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}},
 	}}
-	testrelay.Run(t, b.Pool, cfg)
-	testrelay.Run(t, b.Pool, cfg)
+	testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
+	testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
 	b.EnqueueN(t, "slow", 10, nil)
 	b.EnqueueN(t, "failing", 3, nil)
 	var rates map[string]operator.DeliveryRate

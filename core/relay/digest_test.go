@@ -80,7 +80,7 @@ func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 		return nil
 	}}
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "dg", Sink: fake, Digest: &sink.DigestPolicy{MaxMessages: 50}})
-	signals := testrelay.Run(t, b.Pool, cfg)
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
 	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
 	})
@@ -161,7 +161,7 @@ func TestRowsOfAnUndigestedRouteGoOutAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := &digestSink{refuse: func(*sink.Delivery) error { return nil }}
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "dg", Sink: fake, RouteDigests: map[string]*sink.DigestPolicy{"alerts": {MaxMessages: 50}}}}})
 	signals.WaitWritten(t, 20*time.Second, "dg", "sent", 6)
 	fake.mu.Lock()

@@ -33,7 +33,7 @@ func TestRelayLogsAFailureStreakOnceAndItsRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Logger: logger,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond, Logger: logger,
 		Redact: func(s string) string { return strings.ReplaceAll(s, token, "[REDACTED]") },
 		Sinks:  []relay.SinkConfig{{Name: "flaky", Sink: flaky, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}}})
 	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "flaky", DedupKey: "m", Payload: "x"}); err != nil {

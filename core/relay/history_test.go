@@ -76,7 +76,7 @@ func TestDeliveredKeyDeduplicatesForTheRetentionThenFrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 10 * time.Millisecond,
 		SentRetention: retention, MaintenanceInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)
@@ -144,7 +144,7 @@ func TestConcurrentProducersAndRelayNeverDuplicateAKey(t *testing.T) {
 	b := coretest.Setup(t)
 	const keys, rounds = 150, 3
 	rec := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 5 * time.Millisecond, BatchSize: 20,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 5 * time.Millisecond, BatchSize: 20,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}})
 
 	type producer struct {

@@ -52,7 +52,7 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	})
 	// Every row is claimed by one claim and finished in one lingering
 	// batch: one statement would carry the hostile text with the rest.
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: fake, MaxAttempts: 1}}})
 	keys := []string{"good-1", "hostile-error", "good-2", "hostile-receipt", "hostile-panic", "good-3", "long-error", "long-receipt"}
 	msgs := make([]outboxd.Message, len(keys))

@@ -26,7 +26,7 @@ func TestMaintenancePrunesOldSentRowsOnly(t *testing.T) {
 		VALUES (now() - interval '2 hours', 'old', 'admin', 'cli', 'purge'), (now(), 'recent', 'admin', 'cli', 'purge')`); err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), SentRetention: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{SentRetention: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	signals.Maintained.WaitCount(t, 20*time.Second, "a maintenance round", 1)
 	// The 12000 past retention are deleted; the recent one moves to
 	// messages_history (migration 013).

@@ -53,11 +53,11 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	limit := sink.RateLimit{Rate: 5, Per: time.Second, Burst: 1}
 	var starts startTimes
 	fake := sink.Func(func(context.Context, *sink.Delivery) error { starts.add(); return nil })
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+	cfg := relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "limited", Sink: fake, RateLimit: &limit}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	b.EnqueueN(t, "limited", n, nil)
 	signals.WaitWritten(t, time.Minute, "limited", "sent", n)
@@ -104,11 +104,11 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 		return nil
 	})
 	other := coretest.NewRecordingSink()
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	cfg := relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "busy", Sink: fake, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
 	signals := &testsignal.Relay{}
 	for range 3 {
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	b.EnqueueN(t, "busy", messages, nil)
 	signals.WaitWritten(t, 30*time.Second, "busy", "sent", messages)
@@ -205,9 +205,9 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
 	signals := &testsignal.Relay{}
 	for i := range 3 {
-		cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
+		cfg := relay.Config{PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{keyed, i}, MaxInFlight: 2, RateLimit: &limit}}}
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	b.EnqueueN(t, "keyed", 2*perKey+1, func(i int, m *outboxd.Message) {
 		m.Payload = map[string]string{"to": []string{"a", "b", ""}[min(i/perKey, 2)]}
@@ -255,7 +255,7 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 // lets it run with one limit for all its destinations.)
 func TestKeyRateLimiterNeedsAPerKeyLimit(t *testing.T) {
 	s := ownLimitSink{keyedSinkOf{&keyedSink{}, 0}, nil}
-	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "partners", Sink: s,
+	_, err := relay.New(nil, nil, nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "partners", Sink: s,
 		RateLimit: &sink.RateLimit{Rate: 5, Per: time.Second}}}})
 	if err == nil || !strings.Contains(err.Error(), "PerKey: must be set") {
 		t.Fatalf("relay.New: %v, want an error about PerKey", err)
@@ -264,7 +264,7 @@ func TestKeyRateLimiterNeedsAPerKeyLimit(t *testing.T) {
 
 func TestPerKeyRateLimitNeedsARateKeyer(t *testing.T) {
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
-	_, err := relay.New(nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
+	_, err := relay.New(nil, nil, nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
 		RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
 	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
 		t.Fatalf("relay.New: %v, want an error about PerKey", err)
@@ -298,9 +298,9 @@ func TestKeyRateLimiterGivesADestinationItsOwnLimit(t *testing.T) {
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
 	signals := &testsignal.Relay{}
 	for i := range 2 {
-		cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+		cfg := relay.Config{PollInterval: 50 * time.Millisecond,
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: ownLimitSink{keyedSinkOf{keyed, i}, own}, MaxInFlight: 4, RateLimit: &sinkLimit}}}
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	// The keys alternate, so each claim holds both, and "a-slow" comes
 	// first in each reservation (keys go sorted): its rows would hold
@@ -366,9 +366,9 @@ func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 	limit := sink.RateLimit{Rate: 1000, Per: time.Second, Burst: 100, PerKey: true}
 	hang := &hangingKeySink{keyedSink: &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}, release: make(chan struct{})}
 	signals := &testsignal.Relay{}
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond, Lease: time.Minute,
+	cfg := relay.Config{PollInterval: 50 * time.Millisecond, Lease: time.Minute,
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: hang, MaxInFlight: slots, RateLimit: &limit}}}
-	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	// The hanging destination's rows come first in every claim.
 	b.EnqueueN(t, "keyed", hangRows, func(_ int, m *outboxd.Message) { m.Payload = map[string]string{"to": "a-hang"} })
 	testrelay.WaitFor(t, 30*time.Second, "a-hang's deliveries to start", func() bool { return hang.hanging.Load() > 0 })

@@ -84,23 +84,19 @@ type Relay struct {
 	deliveries sync.WaitGroup    // in-flight deliveries, for a bounded drain
 }
 
-// New checks cfg and returns a relay that will connect with pool's
-// configuration. It opens nothing: Run does (a pool of its own, configured
-// like pool but for its session settings, see openPool), and releases what
-// it opened before it returns, so a relay that is never run costs nothing.
-// Unless Config.DurableRelayWrites is set, the relay's commits do not wait
-// for the WAL flush; the application's pool, and so its enqueues, stay
-// durable.
-func New(pool *pgxpool.Pool, cfg Config) (*Relay, error) {
+// New checks cfg and returns a relay of q's outbox schema that will
+// connect with pool's configuration, and asks ops for the stats snapshot,
+// the unconfigured sinks and the audit trail. Programs make their relays
+// with the front door (outboxd.Outbox.NewRelay), which hands every relay
+// the one store and operator its engine shares.
+//
+// New opens nothing: Run does (a pool of its own, configured like pool but
+// for its session settings, see openPool), and releases what it opened
+// before it returns, so a relay that is never run costs nothing. Unless
+// Config.DurableRelayWrites is set, the relay's commits do not wait for the
+// WAL flush; the application's pool, and so its enqueues, stay durable.
+func New(pool *pgxpool.Pool, q *store.Queries, ops *operator.Operator, cfg Config) (*Relay, error) {
 	cfg, sinks, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	q, err := store.New(cfg.Schema)
-	if err != nil {
-		return nil, err
-	}
-	ops, err := operator.New(cfg.Schema)
 	if err != nil {
 		return nil, err
 	}

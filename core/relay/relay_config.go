@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"fmt"
-	"github.com/outboxd/outboxd/internal/store"
 	"log/slog"
 	"time"
 
@@ -46,11 +45,10 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
-// Config configures a Relay. Zero fields take the defaults above.
+// Config configures a Relay. Zero fields take the defaults above. The
+// outbox it relays is that of the front door that makes it
+// (outboxd.Outbox.NewRelay): its schema is declared there, once.
 type Config struct {
-	// Schema is the PostgreSQL schema of the outbox to relay; "" means
-	// store.DefaultSchema.
-	Schema string
 	// Sinks are the configured sink instances. The relay claims only their
 	// rows; a row naming any other sink waits, untouched, for a relay that
 	// has it (see operator.Operator.UnconfiguredSinks).
@@ -196,9 +194,6 @@ func (c Config) withDefaults() (Config, map[string]SinkConfig, error) {
 	c, err := c.Effective()
 	if err != nil {
 		return c, nil, err
-	}
-	if c.Schema == "" {
-		c.Schema = store.DefaultSchema
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

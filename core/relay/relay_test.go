@@ -55,7 +55,7 @@ func captureLogs() (*slog.Logger, *syncBuffer) {
 func TestRelayDeliversEnqueuedMessages(t *testing.T) {
 	b := coretest.Setup(t)
 	rec := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}})
 	b.EnqueueN(t, "rec", 100, nil)
 	signals.WaitWritten(t, 30*time.Second, "rec", "sent", 100)
 	if n := len(rec.Snapshot()); n != 100 {
@@ -73,7 +73,7 @@ func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 	signals := &testsignal.Relay{}
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
-		testrelay.RunWith(t, pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
+		testrelay.RunWith(t, pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
 	}
 	ids := b.EnqueueN(t, "rec", n, nil)
 	signals.WaitWritten(t, time.Minute, "rec", "sent", n)
@@ -110,11 +110,11 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 		}
 		return d.SetReceipt("second")
 	})
-	cfg := relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
+	cfg := relay.Config{Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.Pool, cfg, signals)
-	testrelay.RunWith(t, testdb.Pool(t, 2), cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
+	testrelay.RunWith(t, testdb.Pool(t, 2), b.Outbox.Schema(), cfg, signals)
 	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCrashLoopingMessageEndsDead(t *testing.T) {
 	logger, logs := captureLogs()
 	delivered := atomic.Int32{}
 	fake := sink.Func(func(context.Context, *sink.Delivery) error { delivered.Add(1); return nil })
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}, PollInterval: 20 * time.Millisecond, Logger: logger})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}, PollInterval: 20 * time.Millisecond, Logger: logger})
 	signals.WaitWritten(t, 10*time.Second, "s", "dead", 1)
 	if delivered.Load() != 0 {
 		t.Fatalf("a message that exhausted its attempts was delivered again")
@@ -186,7 +186,7 @@ func TestFailedRowWaitsForBackoffAndRetryAfterKeepsAttempts(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: initial, Max: time.Minute}}}})
 	for _, key := range []string{"fails-once", "rate-limited"} {
 		if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: key, Payload: "x"}); err != nil {
@@ -223,11 +223,11 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond,
+	cfg := relay.Config{PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, MaxAttempts: 100, Backoff: relay.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
 	signals := &testsignal.Relay{}
 	for range 4 {
-		testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
 	b.EnqueueN(t, "s", keys*perKey, func(i int, m *outboxd.Message) { m.OrderingKey = fmt.Sprintf("key-%d", i%keys) })
 	signals.WaitWritten(t, 2*time.Minute, "s", "sent", keys*perKey)
@@ -260,7 +260,7 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	// it looks for unconfigured sinks when it starts, then once a minute.
 	b.EnqueueN(t, "added", 5, nil)
 	tm := newTelemetry(t)
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Logger: logger, PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Logger: logger, PollInterval: 20 * time.Millisecond,
 		MeterProvider: tm.MeterProvider, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
 	b.EnqueueN(t, "known", 10, nil)
 	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
@@ -301,7 +301,7 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	}
 
 	// The next version's relay has the sink.
-	next := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	next := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}, {Name: "added", Sink: newSink}}})
 	next.WaitWritten(t, 10*time.Second, "added", "sent", 5)
 	if c := testdb.StatusCounts(t, b.Pool, b.Outbox, "added"); c["sent"] != 5 {
@@ -323,7 +323,7 @@ func TestListenerSurvivesTerminatedConnection(t *testing.T) {
 	b := coretest.Setup(t)
 	rec := coretest.NewRecordingSink()
 	// An hour-long poll interval: only notifications can wake the relay.
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: time.Hour})
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, PollInterval: time.Hour})
 	listenerPID := func() int {
 		t.Helper()
 		var pid int
@@ -367,7 +367,7 @@ func TestPanickingSinkIsAFailedAttempt(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	b.EnqueueN(t, "s", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 1)
@@ -389,7 +389,7 @@ func TestGracefulShutdownFinishesInFlightDeliveries(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // a delivery in progress when shutdown begins
 		return nil
 	})
-	r, err := relay.New(b.Pool, relay.Config{Schema: b.Outbox.Schema(), Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
+	r, err := b.Outbox.NewRelay(relay.Config{Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestDeleteOnSentRemovesDeliveredRowsAndTheirHistory(t *testing.T) {
 		}
 		return nil
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{DeleteOnSent: true, DurableRelayWrites: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}}})
 	b.EnqueueN(t, "s", 50, nil)
 	signals.WaitWritten(t, 10*time.Second, "s", "sent", 50)
@@ -445,7 +445,7 @@ func TestShutdownAbandonsSinksThatIgnoreCancellation(t *testing.T) {
 		<-stuck // ignores its context
 		return nil
 	})
-	r, err := relay.New(b.Pool, relay.Config{Schema: b.Outbox.Schema(), ShutdownTimeout: 100 * time.Millisecond,
+	r, err := b.Outbox.NewRelay(relay.Config{ShutdownTimeout: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}}})
 	if err != nil {
 		t.Fatal(err)
@@ -609,11 +609,8 @@ func rolePool(t *testing.T, admin *pgxpool.Pool, ob *testdb.Outbox) (*pgxpool.Po
 // runRelayOn starts a relay on pool and ob; done yields Run's result.
 func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox) (*relay.Relay, <-chan error, *testsignal.Relay) {
 	t.Helper()
-	r, err := relay.New(pool, relay.Config{Schema: ob.Schema(), PollInterval: 10 * time.Millisecond,
+	r := testrelay.New(t, pool, ob.Schema(), relay.Config{PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	signals := &testsignal.Relay{}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(testsignal.WithRelay(context.Background(), signals)) }()

@@ -36,14 +36,14 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		}
 		return nil
 	}
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Sinks: []relay.SinkConfig{
+	cfg := relay.Config{PollInterval: 20 * time.Millisecond, Sinks: []relay.SinkConfig{
 		{Name: "shared", Sink: shared},
 		{Name: "throttled", Sink: throttled, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second}},
 		{Name: "limited", Sink: limited},
 	}}
 	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.RunWith(t, b.Pool, cfg, signals)
+		testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	}
 
 	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "shared", operator.Pause{By: "alice", Reason: "partner maintenance"}); err != nil {
@@ -117,7 +117,7 @@ func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 	b := coretest.Setup(t)
 	rec := coretest.NewRecordingSink()
 	signals := &testsignal.Relay{}
-	testrelay.RunWith(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}, signals)
 	// The relay has loaded the pauses (none) and listens; the pause is
 	// stored as PauseSink stores it, but without the notification.

@@ -55,11 +55,11 @@ func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 		time.Sleep(sinkLatency)
 		return nil
 	}
-	cfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond, Lease: slowClaimLease,
+	cfg := relay.Config{PollInterval: 20 * time.Millisecond, Lease: slowClaimLease,
 		BatchSize: slowClaimBatch, Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
-		testrelay.RunWith(t, b.Pool, cfg, signals)
+		testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	}
 	testrelay.WaitFor(t, 30*time.Second, "both relays registered", func() bool {
 		var waiters int
@@ -81,7 +81,7 @@ func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 	}
 	// A relay starting now claims at once whatever the database says is
 	// free to claim.
-	testrelay.RunWith(t, b.Pool, cfg, signals)
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	signals.Written.Wait(t, time.Minute, "every row sent", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "sent") == n
 	})
@@ -138,7 +138,7 @@ func TestClaimHeldUpBeforeLeasingHandsOutFullLeases(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	testrelay.WaitFor(t, 30*time.Second, "every connection prepared", func() bool { return pool.Stat().TotalConns() == preparedConns })
-	signals := testrelay.Run(t, pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Lease: slowClaimLease, Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}})
 	signals.Idle.WaitCount(t, 30*time.Second, "a first claim", 1)
 	holder, err := b.Pool.Begin(b.Ctx)
@@ -196,7 +196,7 @@ func TestRowsBoundsPassOverAreFoundAsideWhileFullClaimsAreSlow(t *testing.T) {
 	b := coretest.Setup(t)
 	schema := b.Outbox.Schema()
 	rec := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: schema, PollInterval: 50 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, schema, relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}})
 	signals.Idle.WaitCount(t, 10*time.Second, "a first empty claim", 1)
 

@@ -79,7 +79,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 	stage := &upperStage{sinksPrepped: map[string]int{}}
 	keyed := &keyedRecorder{}
 	plain := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), Stage: stage, Sinks: []relay.SinkConfig{
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Stage: stage, Sinks: []relay.SinkConfig{
 		{Name: "keyed", Sink: keyed, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second, PerKey: true}},
 		{Name: "plain", Sink: plain},
 	}})

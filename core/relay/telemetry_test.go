@@ -66,7 +66,6 @@ func (tm telemetry) relayConfig(b coretest.Bundle, sink relay.SinkConfig) relay.
 		sink.Backoff = relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}
 	}
 	return relay.Config{
-		Schema:         b.Outbox.Schema(),
 		Sinks:          []relay.SinkConfig{sink},
 		PollInterval:   20 * time.Millisecond,
 		TracerProvider: tm.TracerProvider,
@@ -112,7 +111,7 @@ func TestDeliverySpansAreChildrenOfTheProducerSpan(t *testing.T) {
 	tm := newTelemetry(t)
 	rec := coretest.NewRecordingSink()
 	rec.Fail = failOnce(errors.New("receiver said 500"))
-	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: rec, MaxAttempts: 4}))
 
 	id, producer := tm.produce(t, b, "hooks", "order-42")
 	spans := tm.waitSpans(t, signals, "hooks", 2)
@@ -165,7 +164,7 @@ func TestLinkProducerSpanStartsANewTraceLinkedToTheProducer(t *testing.T) {
 	tm := newTelemetry(t)
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "hooks", Sink: coretest.NewRecordingSink()})
 	cfg.LinkProducerSpan = true
-	signals := testrelay.Run(t, b.Pool, cfg)
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
 
 	_, producer := tm.produce(t, b, "hooks", "k")
 	s := tm.waitSpans(t, signals, "hooks", 1)[0]
@@ -196,7 +195,7 @@ func TestDeliverySpanOutcomes(t *testing.T) {
 			tm := newTelemetry(t)
 			rec := coretest.NewRecordingSink()
 			rec.Fail = failOnce(c.fail)
-			signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
+			signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), tm.relayConfig(b, relay.SinkConfig{Name: "s", Sink: rec}))
 			tm.produce(t, b, "s", "k")
 			spans := tm.waitSpans(t, signals, "s", len(c.want))
 			for i, want := range c.want {
@@ -230,7 +229,7 @@ func TestDeliverySpanOutcomeZombie(t *testing.T) {
 	}
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec})
 	cfg.Lease = 300 * time.Millisecond
-	signals := testrelay.Run(t, b.Pool, cfg)
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
 	// Runs before the relay's cleanup, so a failing test does not leave
 	// the stuck delivery holding up the relay's shutdown.
 	t.Cleanup(func() { unblock.Do(func() { close(release) }) })
@@ -270,7 +269,7 @@ func TestClaimAndRateLimitWaitSpans(t *testing.T) {
 	rec := coretest.NewRecordingSink()
 	// 20 per second, burst 1: of three rows claimed together, the later two
 	// wait for their permits.
-	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), tm.relayConfig(b, relay.SinkConfig{Name: "slow", Sink: rec,
 		RateLimit: &sink.RateLimit{Rate: 20, Per: time.Second, Burst: 1}}))
 	b.EnqueueN(t, "slow", 3, nil)
 
@@ -315,7 +314,7 @@ func TestRelayMetrics(t *testing.T) {
 		}
 		return nil
 	}
-	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), tm.relayConfig(b, relay.SinkConfig{Name: "m", Sink: rec}))
 	b.EnqueueN(t, "m", 3, nil)
 	// Every row sent: the retry and the rate-limited attempt came before
 	// their rows' sends. (Counting written outcomes alone could stop early:
@@ -381,7 +380,7 @@ func TestTelemetryCardinalityIsBounded(t *testing.T) {
 		}
 		return flaky(d)
 	}
-	signals := testrelay.Run(t, b.Pool, tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), tm.relayConfig(b, relay.SinkConfig{Name: "c", Sink: rec, RateLimit: &sink.RateLimit{Rate: 100, Per: time.Second}}))
 	reg, err := b.Outbox.RegisterGauges(tm.MeterProvider, b.Pool, operator.GaugeConfig{Sinks: []string{"c"}})
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func TestRetryAfterZeroIsBoundedByBackoffAndDeferralBudget(t *testing.T) {
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(http.StatusTooManyRequests)
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "storm", Sink: rc.sink(), MaxAttempts: 3, MaxDeferrals: maxDeferrals,
 			Backoff: relay.Backoff{Initial: initial, Max: time.Second}, CircuitBreaker: relay.CircuitBreaker{Disabled: true}}}})
 	ids := b.EnqueueN(t, "storm", messages, nil)
@@ -188,12 +188,12 @@ func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 				deliveries.Add(1)
 				return nil
 			})
-			cfg := relay.Config{Schema: b.Outbox.Schema(), Lease: lease, PollInterval: 200 * time.Millisecond,
+			cfg := relay.Config{Lease: lease, PollInterval: 200 * time.Millisecond,
 				Sinks: []relay.SinkConfig{{Name: "slow", Sink: fake, MaxAttempts: 3,
 					RateLimit: &sink.RateLimit{Rate: 1, Per: interval}}}}
 			signals := &testsignal.Relay{}
 			for range relays {
-				testrelay.RunWith(t, testdb.Pool(t, 3), cfg, signals)
+				testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 			}
 			b.EnqueueN(t, "slow", messages, nil)
 			signals.WaitWritten(t, time.Duration(messages)*interval+15*time.Second, "slow", "sent", messages)
@@ -249,7 +249,7 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 		}
 		return keyed.Deliver(ctx, d)
 	})
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedFunc{s, keyed}, MaxInFlight: 2,
 			RateLimit: &sink.RateLimit{Rate: 10, Per: time.Second, PerKey: true}}}})
 	// a's first row meets the 429; then b's rows come, during a's pause.
@@ -339,7 +339,7 @@ func resumeSetup(t *testing.T, b coretest.Bundle, poll time.Duration) *testsigna
 	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "s", operator.Pause{By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: poll,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: poll,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	signals.Listening.WaitCount(t, 10*time.Second, "the relay listening", 1)
 	signals.Idle.WaitCount(t, 10*time.Second, "the claim loop to wait with the sink paused", 1)
@@ -366,7 +366,7 @@ func TestPauseAtReservationReleasesTheClaimedRows(t *testing.T) {
 			}
 		}
 	}
-	testrelay.RunWith(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 50 * time.Millisecond,
+	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "throttled", Sink: rec, RateLimit: &sink.RateLimit{Rate: 10, Per: time.Second}}}}, signals)
 	ids := b.EnqueueN(t, "throttled", 1, nil)
 	signals.WaitWritten(t, 10*time.Second, "throttled", "pending", 1)

@@ -35,7 +35,7 @@ func TestUndecodableRowFailsOnlyItself(t *testing.T) {
 	b.EnqueueN(t, "a", 3, nil)
 	b.EnqueueN(t, "b", 3, nil)
 	rec := coretest.NewRecordingSink()
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: schema, PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second,
+	signals := testrelay.Run(t, b.Pool, schema, relay.Config{PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second,
 		Sinks: []relay.SinkConfig{{Name: "a", Sink: rec, MaxAttempts: 5}, {Name: "b", Sink: rec, MaxAttempts: 5}}})
 	signals.Written.Wait(t, 30*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
 		return testsignal.CountWritten(all, "") == 7

@@ -30,7 +30,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	cfg.ConnConfig.Tracer = counter
 	cfg.MaxConns = 4
 	sink := coretest.NewRecordingSink()
-	relayCfg := relay.Config{Schema: b.Outbox.Schema(), PollInterval: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: sink}}}
+	relayCfg := relay.Config{PollInterval: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: sink}}}
 	signals := &testsignal.Relay{}
 	for range 2 {
 		pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
@@ -38,7 +38,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		testrelay.RunWith(t, pool, relayCfg, signals)
+		testrelay.RunWith(t, pool, b.Outbox.Schema(), relayCfg, signals)
 	}
 	// Polls the registrations: they are the other relays' state, in the
 	// database, not an event of one relay.
@@ -76,7 +76,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 func TestClaimsRewriteTheirRegistrationOnlyWhenItChanges(t *testing.T) {
 	b := coretest.Setup(t)
 	waiters := b.Outbox.Schema() + ".waiters"
-	signals := testrelay.Run(t, b.Pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	registration := func() (versions string, secondsLeft float64) {
 		t.Helper()

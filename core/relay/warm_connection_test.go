@@ -43,7 +43,7 @@ func TestRelayWarmsItsConnectionsBeforeTheyClaim(t *testing.T) {
 	t.Cleanup(pool.Close)
 	// An hour's poll: the connections counted below are opened and warmed
 	// with no row to deliver.
-	signals := testrelay.Run(t, pool, relay.Config{Schema: b.Outbox.Schema(), PollInterval: time.Hour,
+	signals := testrelay.Run(t, pool, b.Outbox.Schema(), relay.Config{PollInterval: time.Hour,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	testrelay.WaitFor(t, 10*time.Second, "four connections that planned the claim and the terminal write, before any row", func() bool {
 		warmed := 0

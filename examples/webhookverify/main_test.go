@@ -54,7 +54,7 @@ func TestVerifiedHandlerAcceptsTheSinksDeliveries(t *testing.T) {
 		}
 		sinks = append(sinks, relay.SinkConfig{Name: name, Type: webhook.Type.Name, Sink: s, MaxAttempts: 1})
 	}
-	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, PollInterval: 50 * time.Millisecond})
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{Sinks: sinks, PollInterval: 50 * time.Millisecond})
 
 	for _, m := range []outboxd.Message{
 		{Sink: "rotating", DedupKey: "order-1", Payload: json.RawMessage(`{"order": 1}`)},

@@ -25,7 +25,7 @@ func TestMessageForOneDestination(t *testing.T) {
 	t.Parallel()
 	var st *destinations.Store
 	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
-		st = newDestinationStore(t, api.Outbox.Schema(), newKeyring(t))
+		st = api.Outbox.Destinations(newKeyring(t))
 		api.Destinations = st
 	})
 	d, err := st.Create(a.ctx, a.pool, testdb.Actor, "acme", destinations.Spec{URL: "https://hooks.acme.example/outboxd"})
@@ -105,7 +105,7 @@ func TestPurgeOneDestinationsWaitingRowsOverHTTP(t *testing.T) {
 	t.Parallel()
 	var st *destinations.Store
 	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
-		st = newDestinationStore(t, api.Outbox.Schema(), newKeyring(t))
+		st = api.Outbox.Destinations(newKeyring(t))
 		api.Destinations = st
 	})
 	var ids []string

@@ -21,7 +21,6 @@ import (
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
-	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
@@ -152,7 +151,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	doc, router := openAPISpec(t)
 	a := newOperatorAPI(t, openAPIConfig, func(api *served) {
 		keys := newKeyring(t)
-		api.Destinations, api.Portal = newDestinationStore(t, api.Outbox.Schema(), keys), newPortalLinks(t, keys)
+		api.Destinations, api.Portal = api.Outbox.Destinations(keys), newPortalLinks(t, keys)
 		tel, err := telemetry.New(t.Context(), api.Config.Telemetry, config.EnvMap(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +216,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	c.do(exchange{method: "POST", path: "/v1/dlq/purge", body: fmt.Sprintf(`{"all":true,"token":%q}`, dry.Token), status: 409})
 
 	// Publishing through routes applied to the database.
-	if _, err := routing.Apply(a.ctx, a.pool, a.ob.Schema(), a.api.Config.RouteTable(), testdb.Actor); err != nil {
+	if _, err := a.ob.Routes().Apply(a.ctx, a.pool, a.api.Config.RouteTable(), testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	c.do(exchange{method: "POST", path: "/v1/events", body: `{"type":"order.paid","key":"o-2","data":{"total":3}}`, status: 201})
@@ -226,11 +225,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 
 	// Without OUTBOXD_SECRETS_KEY no secret can be sealed: 503.
 	keyless := newOperatorAPI(t, openAPIConfig, func(api *served) {
-		st, err := destinations.NewStore(api.Outbox.Schema(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		api.Destinations = st
+		api.Destinations = api.Outbox.Destinations(nil)
 	})
 	for _, e := range []exchange{
 		{method: "POST", path: "/v1/tenants/acme/destinations", body: `{"url":"https://hooks.acme.example/outboxd"}`, status: 503},
@@ -298,17 +293,6 @@ func newKeyring(t *testing.T) *destinations.Keyring {
 		t.Fatal(err)
 	}
 	return keys
-}
-
-// newDestinationStore is a Store sealing secrets under keys, as serve
-// makes it from OUTBOXD_SECRETS_KEY.
-func newDestinationStore(t *testing.T, schema string, keys *destinations.Keyring) *destinations.Store {
-	t.Helper()
-	st, err := destinations.NewStore(schema, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // newPortalLinks signs portal links with keys, as serve does.

@@ -22,7 +22,7 @@ func newPortalAPI(t *testing.T, logs *bytes.Buffer) *operatorAPI {
 	t.Helper()
 	return newOperatorAPI(t, openAPIConfig, func(api *served) {
 		keys := newKeyring(t)
-		api.Destinations, api.Portal = newDestinationStore(t, api.Outbox.Schema(), keys), newPortalLinks(t, keys)
+		api.Destinations, api.Portal = api.Outbox.Destinations(keys), newPortalLinks(t, keys)
 		api.Log = slog.New(slog.NewTextHandler(logs, nil))
 		api.console = newConsole(t, api.API, slog.New(slog.DiscardHandler))
 	})

@@ -39,9 +39,7 @@ func withDestinations(keys string) func(*console.Options, *testdb.Outbox) {
 		if err != nil {
 			panic(err)
 		}
-		if opt.Destinations, err = destinations.NewStore(ob.Schema(), ring); err != nil {
-			panic(err)
-		}
+		opt.Destinations = ob.Destinations(ring)
 		if opt.Portal, err = portal.NewLinks(ring); err != nil {
 			panic(err)
 		}
@@ -56,11 +54,7 @@ func (s *site) store(t *testing.T) *destinations.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := destinations.NewStore(s.ob.Schema(), ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return s.ob.Destinations(ring)
 }
 
 // create makes a destination of tenant with the store.

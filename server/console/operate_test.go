@@ -165,7 +165,7 @@ func TestAttemptsReadInOrderAfterARedrive(t *testing.T) {
 	var failures atomic.Int64
 	rec := coretest.NewRecordingSink()
 	rec.Fail = func(*sink.Delivery) error { return fmt.Errorf("failure %d", failures.Add(1)) }
-	signals := testrelay.Run(t, s.pool, relay.Config{Schema: s.ob.Schema(), PollInterval: 20 * time.Millisecond,
+	signals := testrelay.Run(t, s.pool, s.ob.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 		Sinks: []relay.SinkConfig{{Name: "partner", Type: "webhook", Sink: rec, MaxAttempts: 2,
 			Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}, CircuitBreaker: relay.CircuitBreaker{Disabled: true}}}})

@@ -43,7 +43,7 @@ func TestDigestMailsOneListPerRecipients(t *testing.T) {
 	if _, err := ob.EnqueueBatch(context.Background(), pool, msgs); err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 100 * time.Millisecond,
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: s, Digest: &sink.DigestPolicy{MaxMessages: 50}}}})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 8)
 	signals.WaitWritten(t, relayWait, "ops-mail", "dead", 1)

@@ -42,8 +42,7 @@ func TestRelayDeliversThroughMailpit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema: ob.Schema(), PollInterval: 100 * time.Millisecond,
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: sink}},
 	})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 1)

@@ -36,7 +36,7 @@ func TestThreadedMailsReplyToTheFirst(t *testing.T) {
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(context.Background(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
@@ -47,7 +47,7 @@ func TestThreadedMailsReplyToTheFirst(t *testing.T) {
 		}
 		keys = append(keys, typ+"/inc-7/incidents")
 	}
-	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
 		Sinks: []relay.SinkConfig{{Name: "ops-mail", Type: Type.Name, Sink: s}}})
 	signals.WaitWritten(t, relayWait, "ops-mail", "sent", 3)
 

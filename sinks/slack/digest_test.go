@@ -320,7 +320,7 @@ func TestRoutedDigestRendersItsTemplatePerKey(t *testing.T) {
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(context.Background(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	var want []string

@@ -30,7 +30,7 @@ func runRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Du
 // (see routedSlack).
 func runRoutedRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, stage relay.Stage, sinks ...relay.SinkConfig) {
 	t.Helper()
-	testrelay.RunWith(t, pool, relay.Config{Schema: ob.Schema(), Sinks: sinks, Stage: stage, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
+	testrelay.RunWith(t, pool, ob.Schema(), relay.Config{Sinks: sinks, Stage: stage, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }
 
 // enqueueTexts enqueues n plain-text messages for sink and returns their ids.

@@ -49,13 +49,10 @@ func routedSlack(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, inner sink
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(context.Background(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
-	fallback, err := routing.DBFallback(pool, ob.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fallback := ob.Routes().Fallback(pool)
 	return relay.SinkConfig{Name: testSinkName, Sink: inner}, table.Stage(fallback)
 }
 
@@ -154,7 +151,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(context.Background(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(context.Background(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	signals := &testsignal.Relay{}

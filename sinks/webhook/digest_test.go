@@ -43,8 +43,7 @@ func TestDigestIsOneSignedCallRetriedAsTheSameDigest(t *testing.T) {
 	if _, err := ob.EnqueueBatch(t.Context(), pool, msgs); err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema: ob.Schema(),
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true}),
 			Digest: &sink.DigestPolicy{MaxMessages: most}, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
 		PollInterval: 50 * time.Millisecond,

@@ -30,8 +30,7 @@ func TestRelayDeliversThroughWebhook(t *testing.T) {
 	pool, ob := testdb.New(t)
 	rc := newReceiver(t, accept)
 	sink := build(t, map[string]any{"url": rc.URL, "secret": secretA, "allow_private": true})
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema:       ob.Schema(),
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{
 		Sinks:        []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: sink}},
 		PollInterval: 50 * time.Millisecond,
 	})
@@ -127,14 +126,14 @@ func TestWebhookIDsAreUniqueAcrossRouteTargetsAndStableAcrossRetries(t *testing.
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	if _, err := routing.Apply(t.Context(), pool, ob.Schema(), table, testdb.Actor); err != nil {
+	if _, err := ob.Routes().Apply(t.Context(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ob.Publish(t.Context(), pool, outboxd.Event{Type: "order.created", Key: "42"}); err != nil {
 		t.Fatal(err)
 	}
 	backoff := relay.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}
-	signals := testrelay.Run(t, pool, relay.Config{Schema: ob.Schema(), PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{PollInterval: 50 * time.Millisecond, Stage: table.Stage(nil),
 		Sinks: []relay.SinkConfig{{Name: "hook-a", Sink: a, Backoff: backoff}, {Name: "hook-b", Sink: b, Backoff: backoff}}})
 	signals.WaitWritten(t, relayDeadline, "hook-a", "sent", 1)
 	signals.WaitWritten(t, relayDeadline, "hook-b", "sent", 1)

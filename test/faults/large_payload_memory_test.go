@@ -68,7 +68,7 @@ func TestLargePayloadsBoundedMemory(t *testing.T) {
 		ctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { <-done.Done(); stop() }()
-		runRelayFor(ctx, t, pool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
+		runRelayFor(ctx, t, pool, ob.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
 	})
 	t.Logf("delivered %d of %d payloads of %d bytes in %s; live heap %.1f MiB before, %.1f MiB peak; heap in use %.1f MiB before, %.1f MiB peak",
 		deliveries.Load(), largeRows, outboxd.DefaultMaxPayloadBytes, time.Since(start).Round(time.Millisecond),

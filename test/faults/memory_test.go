@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
@@ -68,7 +69,7 @@ func TestMillionPendingRowsBoundedMemory(t *testing.T) {
 	runtime.GC()
 	base := readHeap()
 	peak := measurePeakHeap(t, claimFor, func(ctx context.Context) {
-		runRelayFor(ctx, t, relayPool, relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
+		runRelayFor(ctx, t, relayPool, ob.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "count", Sink: counter}}})
 	})
 	delivered := deliveries.Load()
 	t.Logf("delivered %d of %d in %s; live heap %.1f MiB before, %.1f MiB peak; heap in use %.1f MiB before, %.1f MiB peak",
@@ -117,9 +118,15 @@ func measurePeakHeap(t *testing.T, d time.Duration, work func(ctx context.Contex
 	}
 }
 
-// runRelayFor runs a relay until ctx ends.
-func runRelayFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, cfg relay.Config) {
-	relay, err := relay.New(pool, cfg)
+// runRelayFor runs a relay of the outbox in schema on pool until ctx ends.
+// It reports errors with t.Error: it runs in a goroutine of its own.
+func runRelayFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string, cfg relay.Config) {
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	relay, err := ob.NewRelay(cfg)
 	if err != nil {
 		t.Error(err)
 		return

@@ -52,7 +52,7 @@ func TestPostgresCrashAfterSlackPostDeliversOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	signals := testrelay.Run(t, pg.Pool(4), relay.Config{Schema: ob.Schema(), Lease: crashLease, PollInterval: 100 * time.Millisecond,
+	signals := testrelay.Run(t, pg.Pool(4), ob.Schema(), relay.Config{Lease: crashLease, PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "ops", Sink: slackSink, MaxAttempts: 10, Backoff: relay.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}}}})
 	if posts := fake.WaitPosts(1, 30*time.Second); len(posts) != 1 {
 		t.Fatalf("Slack got %d posts, want the first", len(posts))

@@ -77,8 +77,7 @@ func testHangingSink(t *testing.T, honoursContext bool, maxInFlight, batches int
 		return nil
 	})
 	const concurrency = 4
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema: ob.Schema(), Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{Lease: faultLease, PollInterval: 100 * time.Millisecond, Concurrency: concurrency,
 		Sinks: []relay.SinkConfig{
 			// No breaker: five deadlines in a row open it, and a held row
 			// gets its attempt back, so whether a retry came before the
@@ -206,8 +205,7 @@ func TestPanickingSinkIsRecovered(t *testing.T) {
 		}
 		return accept.Deliver(ctx, d)
 	})
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema: ob.Schema(), Lease: faultLease, PollInterval: 100 * time.Millisecond,
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{Lease: faultLease, PollInterval: 100 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: boom, MaxAttempts: 3, Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}},
 	})
 	enqueue(t, pool, ob, "s", "boom", 1)

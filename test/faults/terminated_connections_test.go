@@ -103,7 +103,7 @@ func TestRelayKeepsDeliveringWhileItsConnectionsAreTerminated(t *testing.T) {
 	}
 	relayPool := openPool(t, pg, map[string]string{"application_name": terminatedAppName})
 	rec := &pickups{seen: map[string]int{}}
-	testrelay.Run(t, relayPool, relay.Config{Schema: ob.Schema(), Lease: terminatedLease,
+	testrelay.Run(t, relayPool, ob.Schema(), relay.Config{Lease: terminatedLease,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: rec}}})
 
 	clean := runTerminatedPhase(t, admin, ob, rec, "clean")
@@ -273,7 +273,7 @@ func TestLostClaimAnswerHandsItsRowsBack(t *testing.T) {
 		attempts.Store(d.DedupKey, [2]any{d.Attempt, d.Uncertain})
 		return rec.Deliver(ctx, d)
 	})
-	testrelay.Run(t, relayPool, relay.Config{Schema: ob.Schema(), Lease: lostClaimLease,
+	testrelay.Run(t, relayPool, ob.Schema(), relay.Config{Lease: lostClaimLease,
 		Sinks: []relay.SinkConfig{{Name: "hook", Sink: recordAttempt}}})
 
 	// The claim committed locally and waits for the standby.

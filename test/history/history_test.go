@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd"
-	"github.com/outboxd/outboxd/core/migrate"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
@@ -96,10 +95,11 @@ func TestMigrationIsOnlineForAMillionRows(t *testing.T) {
 	pg := pgcluster.Start(t)
 	ctx := t.Context()
 	pool := pg.Pool(producers + 4)
-	m, err := migrate.New("hist")
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: "hist"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := ob.Migrator()
 	if _, err := m.MigrateTo(ctx, pool, 12); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestMigrationIsOnlineForAMillionRows(t *testing.T) {
 
 	// Maintenance moves the legacy rows while the producers go on.
 	moveStart := time.Now()
-	testrelay.Run(t, pool, relay.Config{Schema: "hist", PollInterval: 20 * time.Millisecond, SentRetention: time.Hour,
+	testrelay.Run(t, pool, "hist", relay.Config{PollInterval: 20 * time.Millisecond, SentRetention: time.Hour,
 		MaintenanceInterval: 100 * time.Millisecond, Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 	testrelay.WaitFor(t, 5*time.Minute, "the legacy sent rows moved out of messages", func() bool {
 		var left int
@@ -224,18 +224,14 @@ func TestRetentionTruncatesHistoryPartitions(t *testing.T) {
 	pg.Start()
 	ctx := t.Context()
 	pool := pg.Pool(6)
-	ob, err := outboxd.New(outboxd.Options{Schema: "ret"})
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: "ret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := migrate.New("ret")
-	if err != nil {
+	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	testrelay.Run(t, pool, relay.Config{Schema: "ret", PollInterval: 10 * time.Millisecond, SentRetention: retention,
+	testrelay.Run(t, pool, "ret", relay.Config{PollInterval: 10 * time.Millisecond, SentRetention: retention,
 		MaintenanceInterval: 200 * time.Millisecond, Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
 
 	var samples []historySizes

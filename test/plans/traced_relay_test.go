@@ -31,7 +31,7 @@ func runTracedRelay(t *testing.T, pool *pgxpool.Pool, schema string, batchSize i
 	tracing := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	t.Cleanup(func() { _ = tracing.Shutdown(context.Background()) })
 	fast := sink.Func(func(context.Context, *sink.Delivery) error { r.delivered.Add(1); return nil })
-	testrelay.Run(t, pool, relay.Config{Schema: schema, BatchSize: batchSize, TracerProvider: tracing,
+	testrelay.Run(t, pool, schema, relay.Config{BatchSize: batchSize, TracerProvider: tracing,
 		Sinks: []relay.SinkConfig{{Name: "fast", Sink: fast}}})
 	return r
 }

@@ -26,12 +26,12 @@ func TestHostileSchemaNamesRefused(t *testing.T) {
 		strings.Repeat("a", outboxd.MaxSchemaNameBytes+1),
 	}
 	for _, name := range hostile {
-		if ob, err := outboxd.New(outboxd.Options{Schema: name}); err == nil {
+		if ob, err := outboxd.New(nil, outboxd.Options{Schema: name}); err == nil {
 			t.Errorf("outboxd.New(%q) accepted it as schema %q", name, ob.Schema())
 		}
 	}
 	for _, name := range []string{"outbox", "_x", "tenant_42", strings.Repeat("a", outboxd.MaxSchemaNameBytes)} {
-		if _, err := outboxd.New(outboxd.Options{Schema: name}); err != nil {
+		if _, err := outboxd.New(nil, outboxd.Options{Schema: name}); err != nil {
 			t.Errorf("outboxd.New(%q): %v", name, err)
 		}
 	}

@@ -57,8 +57,7 @@ func TestDeliveryTraceInJaeger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signals := testrelay.Run(t, pool, relay.Config{
-		Schema: ob.Schema(),
+	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{
 		Sinks: []relay.SinkConfig{{Name: "hooks", Type: "webhook", Sink: sink, MaxAttempts: 3,
 			Backoff: relay.Backoff{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}}},
 		PollInterval:   20 * time.Millisecond,

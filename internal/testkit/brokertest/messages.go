@@ -69,11 +69,11 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, tracing *Tracing
 	if sink.Backoff == (relay.Backoff{}) {
 		sink.Backoff = relay.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	}
-	cfg := relay.Config{Schema: ob.Schema(), Sinks: []relay.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
+	cfg := relay.Config{Sinks: []relay.SinkConfig{sink}, Lease: RelayLease, PollInterval: 50 * time.Millisecond}
 	if tracing != nil {
 		cfg.TracerProvider = tracing.Provider
 	}
-	return testrelay.Run(t, pool, cfg)
+	return testrelay.Run(t, pool, ob.Schema(), cfg)
 }
 
 // WaitSent waits until the relay signalled n of sink's rows sent, failing

@@ -69,9 +69,9 @@ func poolOn(t testing.TB, url string, size int) *pgxpool.Pool {
 	return pool
 }
 
-// Outbox is a test's outbox in a schema of its own: the producer API, the
-// operator queries and the migrations of that one schema, so a test can
-// enqueue, inspect and migrate through one value.
+// Outbox is a test's outbox in a schema of its own: the front door, with
+// the operator queries and the migrations of that one schema embedded, so
+// a test can enqueue, inspect and migrate through one value.
 type Outbox struct {
 	*outboxd.Outbox
 	*operator.Operator
@@ -81,22 +81,25 @@ type Outbox struct {
 // Schema returns the outbox's schema (each embedded part knows it too).
 func (o *Outbox) Schema() string { return o.Outbox.Schema() }
 
-// Open returns the Outbox of an existing schema.
+// Audit returns the outbox's audit trail (the operator's is the same one).
+func (o *Outbox) Audit() *audit.Trail { return o.Outbox.Audit() }
+
+// Open returns the Outbox of an existing schema, made without a pool: it
+// produces, operates and migrates through the handles its calls are given
+// (a test runs its relays with testrelay).
 func Open(t testing.TB, schema string) *Outbox {
 	t.Helper()
-	ob, err := outboxd.New(outboxd.Options{Schema: schema})
+	return open(t, nil, schema)
+}
+
+// open returns the Outbox of schema on pool.
+func open(t testing.TB, pool *pgxpool.Pool, schema string) *Outbox {
+	t.Helper()
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := operator.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := migrate.New(schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Outbox{Outbox: ob, Operator: ops, Migrator: m}
+	return &Outbox{Outbox: ob, Operator: ob.Operator(), Migrator: ob.Migrator()}
 }
 
 // New creates a fresh, migrated outbox in a schema of its own (dropped when
@@ -115,7 +118,7 @@ func NewSchema(t testing.TB, pool *pgxpool.Pool) *Outbox {
 	if _, err := rand.Read(suffix); err != nil {
 		t.Fatal(err)
 	}
-	ob := Open(t, "test_"+hex.EncodeToString(suffix))
+	ob := open(t, pool, "test_"+hex.EncodeToString(suffix))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := ob.Migrate(ctx, pool); err != nil {

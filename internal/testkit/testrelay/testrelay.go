@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 )
@@ -20,25 +21,23 @@ const stopTimeout = time.Minute
 // pollInterval is how often WaitFor checks its condition.
 const pollInterval = 10 * time.Millisecond
 
-// Run starts a relay on pool until the test ends, then cancels it and fails
-// the test unless Run returns nil (a clean drain) within a minute. It
-// returns the relay's test signals, to wait on what the relay does.
-func Run(t testing.TB, pool *pgxpool.Pool, cfg relay.Config) *testsignal.Relay {
+// Run starts a relay of the outbox in schema on pool (see New) until the
+// test ends, then cancels it and fails the test unless Run returns nil (a
+// clean drain) within a minute. It returns the relay's test signals, to wait on what the relay
+// does.
+func Run(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config) *testsignal.Relay {
 	t.Helper()
 	signals := &testsignal.Relay{}
-	RunWith(t, pool, cfg, signals)
+	RunWith(t, pool, schema, cfg, signals)
 	return signals
 }
 
 // RunWith is Run with the relay sending its signals to signals, which
 // several relays of one test may share: a test running three relays waits
 // on what any of them does.
-func RunWith(t testing.TB, pool *pgxpool.Pool, cfg relay.Config, signals *testsignal.Relay) {
+func RunWith(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config, signals *testsignal.Relay) {
 	t.Helper()
-	relay, err := relay.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	relay := New(t, pool, schema, cfg)
 	ctx, cancel := context.WithCancel(testsignal.WithRelay(context.Background(), signals))
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
@@ -53,6 +52,22 @@ func RunWith(t testing.TB, pool *pgxpool.Pool, cfg relay.Config, signals *testsi
 			t.Errorf("relay did not stop within %s of cancellation", stopTimeout)
 		}
 	})
+}
+
+// New returns a relay of the outbox in schema on pool, made as a process
+// makes one (outboxd.New, then Outbox.NewRelay), failing the test if cfg
+// is refused, for a test that runs it itself.
+func New(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ob.NewRelay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // WaitFor polls cond until it holds, failing the test with what when
