@@ -24,6 +24,10 @@ const (
 	spoiledStep = 3 // items 1, 4, ... are spoiled
 )
 
+// The check functions below are not test helpers: a failure is reported
+// at the line of the check that found it, the one place that says what
+// was checked (a subtest's stack does not reach the sink's own test).
+
 // outcome is the class of a delivery's error, as the relay reads it.
 type outcome string
 
@@ -110,24 +114,20 @@ func arrivals(before, after []string) []string {
 }
 
 func checkAccepted(t testing.TB, h *harness) {
-	t.Helper()
 	if err := deliver(h.newSink(t), h.delivery("accepted")); err != nil {
 		t.Errorf("Deliver to a destination that accepts: %v, want nil", err)
 	}
 }
 
 func checkRetryable(t testing.TB, h *harness) {
-	t.Helper()
 	h.checkAnswer(t, "retryable", "Retryable", h.Retryable, retryable)
 }
 
 func checkPermanent(t testing.TB, h *harness) {
-	t.Helper()
 	h.checkAnswer(t, "permanent", "Permanent", h.Permanent, permanent)
 }
 
 func checkRetryAfter(t testing.TB, h *harness) {
-	t.Helper()
 	h.checkAnswer(t, "retry-after", "RetryAfter", h.RetryAfter, retryAfter)
 }
 
@@ -176,7 +176,6 @@ func (h *harness) arrange(t testing.TB, check string, arrange func(testing.TB) C
 // context that ends after Deadline: Deliver must return within Grace of
 // it with a retryable error (the message is not at fault).
 func checkDeadline(t testing.TB, h *harness) {
-	t.Helper()
 	if h.Hang == nil {
 		skip(t, "the deadline", "Harness.Hang is nil")
 		return
@@ -206,7 +205,6 @@ func checkDeadline(t testing.TB, h *harness) {
 // checkClose closes a sink that is an io.Closer twice, unused and after
 // a delivery: the first Close must succeed, the second must not panic.
 func checkClose(t testing.TB, h *harness) {
-	t.Helper()
 	unused := h.New(t)
 	c, ok := unused.(io.Closer)
 	if !ok {
@@ -242,7 +240,6 @@ func closeTwice(t testing.TB, what string, c io.Closer) {
 // then sends another: the first two reach the destination under one id
 // (or the destination keeps one copy), the third under another.
 func checkDeliveryIDs(t testing.TB, h *harness) {
-	t.Helper()
 	if h.Received == nil {
 		skip(t, "delivery ids", "Harness.Received is nil")
 		return
@@ -287,7 +284,6 @@ func spoiled(i int) bool { return i%spoiledStep == 1 }
 // error, classified as Deliver classifies the same spoiled delivery, and
 // no receipt; the others succeed and reach the destination.
 func checkBatch(t testing.TB, h *harness) {
-	t.Helper()
 	s := h.newSink(t)
 	bs, ok := s.(sink.BatchSink)
 	switch {
@@ -346,7 +342,6 @@ func checkBatch(t testing.TB, h *harness) {
 // must refuse (those only, sending nothing), then the digest without
 // them, which it must deliver as one.
 func checkDigest(t testing.TB, h *harness) {
-	t.Helper()
 	s := h.newSink(t)
 	ds, ok := s.(sink.DigestSink)
 	if !ok {
@@ -398,7 +393,6 @@ func checkDigest(t testing.TB, h *harness) {
 // checkChecker runs CheckChecker on New's sink and, when the harness has
 // one, Unreachable's.
 func checkChecker(t testing.TB, h *harness) {
-	t.Helper()
 	live := h.newSink(t)
 	if _, ok := live.(sink.Checker); !ok {
 		skip(t, "Check", "the sink is not a sink.Checker")
