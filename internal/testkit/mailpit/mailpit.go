@@ -113,7 +113,7 @@ type Message struct {
 }
 
 // getJSON decodes the JSON answer to GET url into out.
-func getJSON(t *testing.T, url string, out any) {
+func getJSON(t testing.TB, url string, out any) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -142,7 +142,7 @@ func (mp *Server) Messages(t *testing.T, id string) []Message {
 }
 
 // All lists the summaries of every stored mail, newest first.
-func (mp *Server) All(t *testing.T) []Message {
+func (mp *Server) All(t testing.TB) []Message {
 	t.Helper()
 	var list struct{ Messages []Message }
 	getJSON(t, mp.API+"/api/v1/messages?limit=1000", &list)
@@ -190,7 +190,7 @@ func (mp *Server) WaitMessages(t *testing.T, id string, n int, timeout time.Dura
 // SetChaos sets Mailpit's SMTP failure triggers (it must run with
 // --enable-chaos): triggers maps "Sender", "Recipient" or "Authentication"
 // to the SMTP code returned every time.
-func (mp *Server) SetChaos(t *testing.T, triggers map[string]int) {
+func (mp *Server) SetChaos(t testing.TB, triggers map[string]int) {
 	t.Helper()
 	body := map[string]any{}
 	for k, code := range triggers {
