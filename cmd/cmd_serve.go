@@ -45,7 +45,7 @@ func (a *app) serve(ctx context.Context) error {
 	defer s.pool.Close()
 	info, _ := build()
 	return server.Run(ctx, server.Options{
-		Config: s.cfg, Resources: &a.resources, Pool: s.pool, Operator: s.ops, Migrator: s.mig, Env: a.io.Env, Build: info, Hangup: hup,
+		Config: s.cfg, Resources: &a.resources, Pool: s.pool, Env: a.io.Env, Build: info, Hangup: hup,
 		Load:        func() (*config.Config, []string, error) { return a.load(config.Everything, "") },
 		Logger:      a.logger,
 		Scrubber:    func() secret.Scrubber { return a.scrub },

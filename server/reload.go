@@ -17,6 +17,7 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/access"
@@ -54,7 +55,7 @@ type daemon struct {
 	o              Options // the configuration serve started with, its pool, and how to reload
 	ob             *outboxd.Outbox
 	tel            *telemetry.Telemetry
-	registerGauges func(*relay.Relay, []string) error
+	registerGauges func(*operator.Operator, *relay.Relay, []string) error
 	stage          routing.Fallback
 	apiPool        *pgxpool.Pool
 	console        http.Handler
@@ -102,10 +103,10 @@ func (v *daemon) newGeneration(cfg *config.Config, log *slog.Logger) (*generatio
 // install makes g the running generation: its gauges are reported and
 // the API serves its configuration.
 func (v *daemon) install(g *generation, log *slog.Logger) error {
-	if err := v.registerGauges(g.relay, slices.Sorted(maps.Keys(g.cfg.Sinks))); err != nil {
+	if err := v.registerGauges(v.ob.Operator(), g.relay, slices.Sorted(maps.Keys(g.cfg.Sinks))); err != nil {
 		return err
 	}
-	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.o.Operator, Migrator: v.o.Migrator, DB: v.apiPool, Log: log,
+	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.ob.Operator(), Migrator: v.ob.Migrator(), DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Reload: v.reload,
 		Destinations: v.destinations, Portal: v.portal}
 	h := newMux(served, v.tel.Metrics, v.console)

@@ -34,7 +34,7 @@ func TestServeFailingEarlyLeaksNoPool(t *testing.T) {
 	}
 	before := poolGoroutines()
 	log := slog.New(slog.DiscardHandler)
-	err = Run(context.Background(), Options{Config: cfg, Pool: pool, Operator: ob.Operator, Migrator: ob.Migrator, Env: config.EnvMap(nil),
+	err = Run(context.Background(), Options{Config: cfg, Pool: pool, Env: config.EnvMap(nil),
 		Load:        func() (*config.Config, []string, error) { return cfg, nil, nil },
 		Logger:      func() (*slog.Logger, error) { return log, nil },
 		Scrubber:    func() secret.Scrubber { return secret.NewScrubber() },

@@ -21,8 +21,6 @@ import (
 
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
-	"github.com/outboxd/outboxd/core/migrate"
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/server/api"
@@ -43,9 +41,6 @@ type Options struct {
 	// Pool is a pool on Config's database; the caller closes it once Run
 	// has returned.
 	Pool *pgxpool.Pool
-	// Operator and Migrator are the engine's of Config's schema.
-	Operator *operator.Operator
-	Migrator *migrate.Migrator
 	// Env looks up the environment variables the daemon reads: the
 	// telemetry's (OTEL_*) and destinations.EnvSecretsKey.
 	Env config.LookupEnv
@@ -108,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		CloseSinks(sinks, log)
 	}()
-	tel, stopTelemetry, registerGauges, err := startTelemetry(ctx, cfg, o.Env, o.Build, pool, o.Operator, log)
+	tel, stopTelemetry, registerGauges, err := startTelemetry(ctx, cfg, o.Env, o.Build, pool, log)
 	if err != nil {
 		return err
 	}
@@ -119,7 +114,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer func() { _ = reloadGauges.Unregister() }()
 
-	// The HTTP API's enqueues are counted with the process's meters.
+	// The daemon's one outbox: its relays, operator, migrator, routes and
+	// destinations, and the HTTP API's enqueues, counted with the
+	// process's meters (hence made once they exist).
 	ob, err := outboxd.New(pool, outboxd.Options{Schema: cfg.Database.Schema, MeterProvider: tel.MeterProvider})
 	if err != nil {
 		return err
@@ -149,7 +146,7 @@ func Run(ctx context.Context, o Options) error {
 	defer v.apiPool.Close()
 	onShutdown := func() {}
 	if cfg.HTTP.UI {
-		ui, err := newConsole(cfg, o.Operator, v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
+		ui, err := newConsole(cfg, ob.Operator(), v.apiPool, cfg.SinkConfigs(), log, v.destinations, v.portal)
 		if err != nil {
 			return err
 		}
@@ -165,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 	defer stopHTTP()
 
 	log.Info("outboxd starting", "schema", ob.Schema(), "sinks", len(cfg.SinkConfigs()), "tracing_export", tel.Exporting, "metrics_export", tel.ExportingMetrics)
-	if err := waitForDatabase(ctx, pool, o.Migrator, log); err != nil {
+	if err := waitForDatabase(ctx, pool, ob.Migrator(), log); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before the database came up
 		}

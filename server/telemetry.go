@@ -22,10 +22,11 @@ import (
 // tel.MeterProvider). Once the relay exists, registerGauges registers the
 // table gauges (outbox.rows, ...) of sinks in ops's schema, reported while
 // that relay leads the cluster; called again (a reload's new relay and
-// sinks), it replaces the previous registration. The returned stop
+// sinks), it replaces the previous registration. It takes the operator
+// then, since the outbox is made once the meter provider exists. The returned stop
 // flushes the last export and only then unregisters the gauges, so the
 // final OTLP push still carries them; call it before closing pool.
-func startTelemetry(ctx context.Context, cfg *config.Config, env config.LookupEnv, build telemetry.BuildInfo, pool *pgxpool.Pool, ops *operator.Operator, log *slog.Logger) (tel *telemetry.Telemetry, stop func(), registerGauges func(r *relay.Relay, sinks []string) error, err error) {
+func startTelemetry(ctx context.Context, cfg *config.Config, env config.LookupEnv, build telemetry.BuildInfo, pool *pgxpool.Pool, log *slog.Logger) (tel *telemetry.Telemetry, stop func(), registerGauges func(ops *operator.Operator, r *relay.Relay, sinks []string) error, err error) {
 	tel, err = telemetry.New(ctx, cfg.Telemetry, env)
 	if err != nil {
 		return nil, nil, nil, err
@@ -54,7 +55,7 @@ func startTelemetry(ctx context.Context, cfg *config.Config, env config.LookupEn
 		}
 		gauges = nil
 	}
-	registerGauges = func(r *relay.Relay, sinks []string) error {
+	registerGauges = func(ops *operator.Operator, r *relay.Relay, sinks []string) error {
 		next, err := ops.RegisterGauges(tel.MeterProvider, pool, operator.GaugeConfig{Sinks: sinks, Relay: r})
 		if err != nil {
 			return err
