@@ -1,6 +1,7 @@
 // Package migrate creates and upgrades an outbox's schema: versioned SQL
 // files embedded in the binary, applied in order, each recorded in the
-// schema's ledger.
+// schema's ledger. A program gets its [Migrator] from its front door,
+// outboxd.Outbox.Migrator.
 package migrate
 
 import (

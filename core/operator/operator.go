@@ -2,7 +2,8 @@
 // letters to inspect, redrive or purge, message lookups, sink pauses, the
 // cluster's row counts and their gauges, delivery rates and the console's
 // overview. Every call takes the database handle to use and reads bounded
-// sets (partial indexes, snapshots), never the whole delivered history.
+// sets (partial indexes, snapshots), never the whole delivered history. A
+// program gets its [Operator] from its front door, outboxd.Outbox.Operator.
 package operator
 
 import (

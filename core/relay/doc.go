@@ -1,6 +1,7 @@
 // Package relay claims rows from an outbox, delivers them to their sinks and
-// writes the outcomes back. Run one [Relay] in every process; relays
-// coordinate through PostgreSQL alone.
+// writes the outcomes back. Run one [Relay] in every process (a program
+// makes it with its front door, outboxd.Outbox.NewRelay); relays coordinate
+// through PostgreSQL alone.
 //
 // # Claim, deliver, finish
 //
