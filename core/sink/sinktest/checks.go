@@ -53,22 +53,34 @@ func classify(err error) outcome {
 	return retryable
 }
 
-// newSink returns a sink from New, closed when t's check ends.
-func (h *harness) newSink(t testing.TB) sink.Sink {
+// build returns a sink from New.
+func (h *harness) build(t testing.TB) sink.Sink {
 	t.Helper()
 	s := h.New(t)
 	if s == nil {
 		t.Fatalf("sinktest: Harness.New returned a nil sink")
 	}
+	return s
+}
+
+// newSink returns a sink from New, closed when t's check ends.
+func (h *harness) newSink(t testing.TB) sink.Sink {
+	t.Helper()
+	s := h.build(t)
 	closeAtEnd(t, s)
 	return s
 }
 
-// closeAtEnd closes s when t's check ends, if it is an io.Closer. A Close
-// that fails or panics here is the close check's business.
+// closeAtEnd closes s, if it is an io.Closer, when t's check ends.
 func closeAtEnd(t testing.TB, s sink.Sink) {
+	t.Cleanup(func() { closeQuietly(s) })
+}
+
+// closeQuietly closes s if it is an io.Closer. A Close that fails or
+// panics here is the close check's business.
+func closeQuietly(s sink.Sink) {
 	if c, ok := s.(io.Closer); ok {
-		t.Cleanup(func() { _, _ = closeSafely(c) })
+		_, _ = closeSafely(c)
 	}
 }
 
@@ -158,12 +170,14 @@ func (h *harness) checkAnswer(t testing.TB, name, hook string, arrange func(test
 // returns the sink to deliver through and the delivery to send.
 func (h *harness) arrange(t testing.TB, check string, arrange func(testing.TB) Case) (sink.Sink, *sink.Delivery, Case) {
 	t.Helper()
+	// The sink is closed after what the hook registers is undone: one
+	// whose destination hangs may take long to close until the
+	// destination is gone.
+	var s sink.Sink
+	t.Cleanup(func() { closeQuietly(s) })
 	c := arrange(t)
-	s := c.Sink
-	if s == nil {
-		s = h.newSink(t)
-	} else {
-		closeAtEnd(t, s)
+	if s = c.Sink; s == nil {
+		s = h.build(t)
 	}
 	d := h.delivery(check)
 	if c.Alter != nil {

@@ -1,7 +1,6 @@
 package brokertest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -9,15 +8,17 @@ import (
 
 // Proxy forwards TCP connections to a broker until it is cut: Down closes
 // its listener and every connection, as if the broker went away; Up
-// listens again on the same address.
+// listens again on the same address. Stall keeps the connections open
+// and forwards nothing, as if the broker hung.
 type Proxy struct {
 	t      testing.TB
 	target string
 	addr   string
 
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]struct{}
+	stalled chan struct{} // while stalled, closed by Down; nil when forwarding
 }
 
 // NewProxy starts a proxy to target on a free port of 127.0.0.1, stopped
@@ -37,10 +38,14 @@ func NewProxy(t testing.TB, target string) *Proxy {
 // Addr is the proxy's host:port.
 func (p *Proxy) Addr() string { return p.addr }
 
-// Down refuses new connections and closes the open ones.
+// Down refuses new connections and closes the open ones (ending a stall).
 func (p *Proxy) Down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
 	if p.ln != nil {
 		_ = p.ln.Close()
 		p.ln = nil
@@ -49,6 +54,26 @@ func (p *Proxy) Down() {
 		_ = c.Close()
 	}
 	clear(p.conns)
+}
+
+// Stall stops forwarding, both ways, until Down: the open connections
+// stay open and what is sent on them goes unanswered.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// forwarding waits while the proxy is stalled.
+func (p *Proxy) forwarding() {
+	p.mu.Lock()
+	stalled := p.stalled
+	p.mu.Unlock()
+	if stalled != nil {
+		<-stalled
+	}
 }
 
 // Up accepts connections again.
@@ -76,6 +101,9 @@ func (p *Proxy) serve(ln net.Listener) {
 	}()
 }
 
+// pipeBuffer is what a proxied connection forwards at a time.
+const pipeBuffer = 32 << 10
+
 // forward pipes one client connection to the target and back.
 func (p *Proxy) forward(client net.Conn) {
 	server, err := net.Dial("tcp", p.target)
@@ -88,8 +116,20 @@ func (p *Proxy) forward(client net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
+		defer func() { done <- struct{}{} }()
+		buf := make([]byte, pipeBuffer)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.forwarding()
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}
 	go pipe(server, client)
 	go pipe(client, server)
