@@ -1,5 +1,5 @@
-// Package coretest is what the engine's tests share, so the tests of
-// packages core, core/relay and core/operator keep one copy of each helper:
+// Package coretest is what the engine's tests share, so the tests of the
+// root package, core/relay and core/operator keep one copy of each helper:
 // a sink that records its deliveries (RecordingSink), a test's bundle of a
 // pool, an outbox in a schema of its own and a context (Setup), the rows per
 // status and a batch enqueue of n messages (Bundle.StatusCounts,
@@ -7,8 +7,9 @@
 // and in-memory OpenTelemetry tracer and meter providers with metric lookups
 // (NewTelemetry, SumByAttrs, FindMetric, Labels).
 //
-// It builds on internal/testdb for schemas and pools; relays are run with
-// internal/testrelay.
+// It builds on internal/testkit/testdb for schemas and pools (a Bundle's
+// outbox is made through the front door on its pool); relays are run with
+// internal/testkit/testrelay.
 package coretest
 
 import (
