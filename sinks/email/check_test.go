@@ -3,7 +3,7 @@ package email
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/core/sink/sinktest"
 )
 
 // Check connects to the SMTP server and says EHLO without sending a mail;
@@ -20,5 +20,5 @@ func TestCheckDialsWithoutSending(t *testing.T) {
 		}
 		return s
 	}
-	brokertest.CheckChecker(t, newSink(mp.smtp), newSink(closedAddr(t)), func() int { return len(mp.All(t)) })
+	sinktest.CheckChecker(t, newSink(mp.smtp), newSink(closedAddr(t)), func() int { return len(mp.All(t)) })
 }

@@ -3,7 +3,7 @@ package kafka_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/core/sink/sinktest"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
@@ -15,5 +15,5 @@ func TestCheckPingsWithoutProducing(t *testing.T) {
 	t.Parallel()
 	tg := target(newCluster(t).ListenAddrs()...)
 	away := build(t, "closed", map[string]any{"brokers": []any{"127.0.0.1:" + strconvItoa(proc.FreePort(t))}, "topic": testTopic, "connect_timeout": "1s"})
-	brokertest.CheckChecker(t, build(t, "check", tg.Options), away, func() int { return len(tg.Read(t)) })
+	sinktest.CheckChecker(t, build(t, "check", tg.Options), away, func() int { return len(tg.Read(t)) })
 }

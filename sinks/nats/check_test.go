@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/core/sink/sinktest"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
@@ -18,7 +18,7 @@ func TestCheckConnectsWithoutPublishing(t *testing.T) {
 	s := newStream(t, url)
 	live := build(t, "check", map[string]any{"url": url, "subject": s.subject})
 	away := build(t, "closed", map[string]any{"url": "nats://127.0.0.1:" + itoa(proc.FreePort(t)), "subject": "x.y", "connect_timeout": "1s"})
-	brokertest.CheckChecker(t, live, away, func() int {
+	sinktest.CheckChecker(t, live, away, func() int {
 		info, err := s.stream.Info(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,7 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/outboxd/outboxd/internal/testkit/brokertest"
+	"github.com/outboxd/outboxd/core/sink/sinktest"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 )
 
@@ -21,6 +21,6 @@ func TestCheckConnectsWithoutPublishing(t *testing.T) {
 	}
 	sent := func() int { return len(q.messages(t)) }
 	live := build(t, "check", options(brokerURL(addr)))
-	brokertest.CheckChecker(t, live, build(t, "closed", options("amqp://guest:guest@127.0.0.1:"+strconvItoa(proc.FreePort(t))+"/")), sent)
-	brokertest.CheckChecker(t, live, build(t, "refused", options("amqp://guest:not-the-password@"+addr+"/")), sent)
+	sinktest.CheckChecker(t, live, build(t, "closed", options("amqp://guest:guest@127.0.0.1:"+strconvItoa(proc.FreePort(t))+"/")), sent)
+	sinktest.CheckChecker(t, live, build(t, "refused", options("amqp://guest:not-the-password@"+addr+"/")), sent)
 }

@@ -404,8 +404,10 @@ func checkDigest(t testing.TB, h *harness) {
 	}
 }
 
-// checkChecker runs CheckChecker on New's sink and, when the harness has
-// one, Unreachable's.
+// checkChecker holds New's sink to the contract of sink.Checker, as
+// CheckChecker does, against Unreachable's when the harness has one. A
+// sink that cannot check without sending (sink.ErrCannotCheck) passes, as
+// the contract allows.
 func checkChecker(t testing.TB, h *harness) {
 	live := h.newSink(t)
 	if _, ok := live.(sink.Checker); !ok {
@@ -423,17 +425,24 @@ func checkChecker(t testing.TB, h *harness) {
 	if h.Received != nil {
 		delivered = func() int { return len(h.received(t)) }
 	}
-	CheckChecker(t, live, away, delivered)
+	holdChecker(t, live, away, delivered, true)
 }
 
 // CheckChecker holds a sink.Checker to its contract: live's Check, against
 // a destination that is there, succeeds and delivers nothing (delivered
 // counts what reached the destination; nil when the test cannot tell);
 // away's, against a destination that is not there (an address nothing
-// listens on, credentials it refuses), fails. A nil away is not checked.
-// A live sink whose Check answers sink.ErrCannotCheck passes, as the
-// contract allows.
+// listens on, credentials it refuses), fails; a nil away is not checked.
+// It is for a sink that can check: a live Check answering
+// sink.ErrCannotCheck fails it (Run's checker check lets it pass).
 func CheckChecker(t testing.TB, live, away sink.Sink, delivered func() int) {
+	t.Helper()
+	holdChecker(t, live, away, delivered, false)
+}
+
+// holdChecker is CheckChecker, passing a live sink whose Check answers
+// sink.ErrCannotCheck when cannotCheck allows it.
+func holdChecker(t testing.TB, live, away sink.Sink, delivered func() int, cannotCheck bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -443,7 +452,7 @@ func CheckChecker(t testing.TB, live, away sink.Sink, delivered func() int) {
 	}
 	err := live.(sink.Checker).Check(ctx)
 	switch {
-	case errors.Is(err, sink.ErrCannotCheck):
+	case cannotCheck && errors.Is(err, sink.ErrCannotCheck):
 		t.Logf("sinktest: the sink cannot be checked without sending a message")
 		return
 	case err != nil:

@@ -322,3 +322,30 @@ func TestSilentAddrAcceptsAndNeverAnswers(t *testing.T) {
 		t.Errorf("read %d bytes (%v), want a timeout", n, err)
 	}
 }
+
+// webhookOnly is a sink that cannot check without sending a message.
+type webhookOnly struct{ sink.Func }
+
+func (webhookOnly) Check(context.Context) error { return sink.ErrCannotCheck }
+
+// A sink that cannot check without sending passes Run's checker check, as
+// the contract allows, and fails CheckChecker, which is for sinks that
+// can.
+func TestOnlyRunLetsASinkThatCannotCheckPass(t *testing.T) {
+	s := webhookOnly{sink.Func(func(context.Context, *sink.Delivery) error { return nil })}
+	run := &recorder{}
+	sinktest.Run(run, sinktest.Harness{New: func(testing.TB) sink.Sink { return s }})
+	if failures := run.failures(); len(failures) != 0 {
+		t.Errorf("Run reported %q", failures)
+	}
+	direct := &recorder{}
+	done := make(chan struct{})
+	go func() { // its Fatalf ends the goroutine
+		defer close(done)
+		sinktest.CheckChecker(direct, s, nil, nil)
+	}()
+	<-done
+	if failures := direct.failures(); len(failures) != 1 || !strings.Contains(failures[0], sink.ErrCannotCheck.Error()) {
+		t.Errorf("CheckChecker reported %q, want its Check's ErrCannotCheck", failures)
+	}
+}

@@ -2,7 +2,8 @@
 // that a broker runs, producing traced messages, running relays (in a
 // child process that SIGKILLs itself mid-publish, too), checking what a
 // consumer read, and the means to take a broker away (a private
-// nats-server, a TCP proxy that can be cut).
+// nats-server, a TCP proxy that can be cut or stalled). The sink
+// contract's own checks are package sinktest's, public.
 package brokertest
 
 import (
