@@ -17,11 +17,11 @@
 //
 // Run's checks (each a subtest when Run is given a *testing.T):
 //
-//   - accepted, retryable, permanent, retry-after: Deliver's error
-//     classifies as the contract says for each answer of the destination:
-//     nil, any error that is neither [sink.Permanent] nor
-//     [sink.RetryAfter], [sink.IsPermanent], and [sink.RetryAfterDelay]
-//     with the delay the destination asked for.
+//   - accepted, retryable, permanent, retry-after: for each answer of the
+//     destination, Deliver's error is what the contract says: nil when it
+//     accepts; neither [sink.Permanent] nor [sink.RetryAfter] when it
+//     fails for now; [sink.Permanent] when it refuses for good;
+//     [sink.RetryAfter] with the wait it asked for when it says "later".
 //   - deadline: Deliver returns within [Grace] of its context's end while
 //     the destination hangs, with a retryable error.
 //   - close: a sink that is an io.Closer closes, unused and after a
