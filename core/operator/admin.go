@@ -79,7 +79,7 @@ type DeadLetter struct {
 	Payload  json.RawMessage `json:"payload"`
 	// CreatedAt is when the message was enqueued.
 	CreatedAt time.Time `json:"created_at"`
-	// Receipt is what the destination returned for an earlier delivery
+	// Receipt is what the receiver returned for an earlier delivery
 	// (a message delivered, then redriven and dead), or null.
 	Receipt   json.RawMessage `json:"receipt"`
 	Attempts  int             `json:"attempts"`

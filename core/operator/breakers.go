@@ -15,13 +15,14 @@ const (
 )
 
 // BreakerState is one open circuit breaker (relay.CircuitBreaker): the
-// cluster does not deliver to its destination but for one probe per probe
-// interval. A destination without one is closed. A sink paused by hand
+// cluster does not deliver to its receiver (a sink, or one rate key of a
+// sink limited per key) but for one probe per probe interval. A receiver
+// without one is closed. A sink paused by hand
 // (PauseSink) is a breaker opened by hand: its SinkState says so, and
 // ResumeSink closes both.
 type BreakerState struct {
 	Sink string `json:"sink"`
-	// Key is the destination key of a sink limited per key; "" for the
+	// Key is the rate key of a sink limited per key; "" for the
 	// sink as a whole.
 	Key string `json:"key"`
 	// State is BreakerOpen, or BreakerProbing while a relay delivers a
@@ -37,7 +38,7 @@ type BreakerState struct {
 }
 
 // Breakers lists the open circuit breakers by sink, each sink's sorted by
-// key. It reads a table that is empty while every destination is healthy.
+// key. It reads a table that is empty while every receiver is healthy.
 func (o *Operator) Breakers(ctx context.Context, db store.DBTX) (map[string][]BreakerState, error) {
 	rows, err := o.q.Breakers(ctx, db)
 	if err != nil {

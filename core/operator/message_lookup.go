@@ -40,7 +40,7 @@ type StoredMessage struct {
 	// LeaseExpiresAt is set while a relay holds the row (in_progress).
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 	LastError      string     `json:"last_error,omitempty"`
-	// Receipt is what the destination returned for the delivery (a Slack
+	// Receipt is what the receiver returned for the delivery (a Slack
 	// channel and ts, an SMTP message id), or null.
 	Receipt json.RawMessage `json:"receipt"`
 	// FailedAttempts lists every recorded failed attempt, oldest first.

@@ -102,7 +102,7 @@ type pauseDetail struct {
 }
 
 // resumeDetail is a resume as the audit trail records it: why, and the
-// destination keys of the circuit breakers it closed.
+// rate keys of the circuit breakers it closed.
 type resumeDetail struct {
 	Reason         string   `json:"reason"`
 	WasPaused      bool     `json:"was_paused"`

@@ -20,19 +20,19 @@ import (
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// A circuit breaker per destination (a sink, or a destination key of a sink
+// A circuit breaker per receiver (a sink, or one rate key of a sink
 // limited per key) keeps an outage from turning good messages into dead
 // letters, and the cluster from hammering the receiver:
 //
 //   - closed: each relay counts its deliveries' outcomes in memory
 //     (breaker.Window, no statement per delivery); when they say the
-//     destination is unwell it opens the breaker in PostgreSQL
+//     receiver is unwell it opens the breaker in PostgreSQL
 //     (destination_breakers, migration 008), logs a WARN and publishes
 //     outboxd.destination.opened;
-//   - open: no relay claims the destination's rows (claim.sql skips an
+//   - open: no relay claims the receiver's rows (claim.sql skips an
 //     open sink; dispatchByKey hands an open key's rows back, attempt
 //     refunded), and a delivery already under way that fails for the
-//     destination's sake gets its attempt back;
+//     receiver's sake gets its attempt back;
 //   - probing: once per probe interval (doubling up to a cap) one relay
 //     wins the probe (breaker_take_probe.sql) and delivers one real row. A
 //     success, or a failure the message earned by itself (a permanent
@@ -45,8 +45,12 @@ import (
 // Every relay re-reads the open breakers once per poll interval and on
 // every pause notification (a breaker's change sends one): a healthy
 // cluster has none, so the read is of an empty table.
+//
+// The table destination_breakers and its column dest_key keep their names
+// for compatibility: "destination" in them means a receiver.
 
-// Event types a breaker publishes when it opens or closes.
+// Event types a breaker publishes when it opens or closes. They keep
+// "destination" in their names for compatibility: it means a receiver.
 const (
 	EventDestinationOpened = breakerevent.Opened
 	EventDestinationClosed = breakerevent.Closed
@@ -60,20 +64,20 @@ const (
 )
 
 // errProbeHeld is the stored error of a row a breaker hands back.
-var errProbeHeld = errors.New("circuit breaker open: waiting for the destination's next probe")
+var errProbeHeld = errors.New("circuit breaker open: waiting for the receiver's next probe")
 
 // sinkBreakers are one sink's breakers on this relay.
 type sinkBreakers struct {
 	name string
 	cfg  CircuitBreaker
 	th   breaker.Thresholds
-	// autoDisableAfter, above 0, is how long a destination's breaker
-	// may stay open before the relay disables the destination (see
-	// breaker_autodisable.go).
+	// autoDisableAfter, above 0, is how long the breaker of a tenant's
+	// destination may stay open before the relay disables the destination
+	// (see breaker_autodisable.go).
 	autoDisableAfter time.Duration
 
 	mu sync.Mutex
-	// windows count recent outcomes by destination key ("" for the sink);
+	// windows count recent outcomes by rate key ("" for the sink);
 	// a key's window exists from its first failure until it is idle.
 	windows map[string]*breaker.Window
 	opening map[string]bool // an open statement is under way
@@ -103,9 +107,9 @@ func newBreakers(sinks map[string]SinkConfig) map[string]*sinkBreakers {
 	return out
 }
 
-// settleBreaker counts a delivery's outcome toward its destination's
+// settleBreaker counts a delivery's outcome toward its receiver's
 // breaker and reports whether it handled the row itself: a probe's
-// failure, or a failure for the destination's sake while its breaker is
+// failure, or a failure for the receiver's sake while its breaker is
 // open, gives the attempt back and puts the row off to the next probe.
 // It runs in finish, on every delivery: in memory only, under the sink's
 // own lock, but for a probe, whose outcome is written to the breaker.
@@ -117,14 +121,14 @@ func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.S
 	sig := breaker.Classify(err)
 	if row.probe {
 		if sig == breaker.Answered {
-			r.closeBreaker(ctx, sb, row.destKey)
+			r.closeBreaker(ctx, sb, row.rateKey)
 			return false
 		}
 		// A probe answered with a Retry-After is asked again when the
 		// receiver said (see breaker_probe_failed.sql), and so is its row.
 		retryAfter, _ := sink.RetryAfterDelay(err)
 		retryAfter = max(retryAfter, 0)
-		r.probeFailed(ctx, sb, row.destKey, err, retryAfter)
+		r.probeFailed(ctx, sb, row.rateKey, err, retryAfter)
 		r.holdForProbe(row, span, cmp.Or(retryAfter, sb.cfg.ProbeInterval), err)
 		return true
 	}
@@ -133,44 +137,44 @@ func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.S
 	}
 	now := time.Now()
 	sb.mu.Lock()
-	if ob, open := sb.open[row.destKey]; open && sig != breaker.Answered {
+	if ob, open := sb.open[row.rateKey]; open && sig != breaker.Answered {
 		sb.mu.Unlock()
 		r.holdForProbe(row, span, time.Until(ob.nextProbe), err)
 		return true
 	}
-	w := sb.windows[row.destKey]
+	w := sb.windows[row.rateKey]
 	if w == nil {
-		if sig == breaker.Answered && row.destKey != "" {
+		if sig == breaker.Answered && row.rateKey != "" {
 			// A key without a failure has no window: a sink with many
 			// keys keeps none for the healthy ones.
 			sb.mu.Unlock()
 			return false
 		}
 		w = &breaker.Window{}
-		sb.windows[row.destKey] = w
+		sb.windows[row.rateKey] = w
 	}
 	opens, reason := w.Record(sig, now, sb.th)
-	if !opens && row.destKey != "" && w.Idle(now, sb.th) {
-		delete(sb.windows, row.destKey)
+	if !opens && row.rateKey != "" && w.Idle(now, sb.th) {
+		delete(sb.windows, row.rateKey)
 	}
-	opens = opens && !sb.opening[row.destKey]
+	opens = opens && !sb.opening[row.rateKey]
 	if opens {
-		sb.opening[row.destKey] = true
+		sb.opening[row.rateKey] = true
 	}
 	sb.mu.Unlock()
 	if opens {
 		failure := safetext.Text(err.Error(), safetext.MaxErrorBytes)
-		go r.openBreaker(context.WithoutCancel(ctx), sb, row.destKey, reason, failure)
+		go r.openBreaker(context.WithoutCancel(ctx), sb, row.rateKey, reason, failure)
 	}
 	return false
 }
 
-// errOpenBeforeStart is why a row claimed before its destination's breaker
+// errOpenBeforeStart is why a row claimed before its receiver's breaker
 // opened is handed back instead of delivered.
 var errOpenBeforeStart = errors.New("the breaker opened after the row was claimed, before its delivery started")
 
 // heldByBreaker reports whether row, not a probe, must wait for its
-// destination's next probe because the breaker opened after the row was
+// receiver's next probe because the breaker opened after the row was
 // claimed (a claim made while it was open would not have taken it), and
 // when that probe is due.
 func (r *Relay) heldByBreaker(row *claimedRow) (time.Time, bool) {
@@ -180,7 +184,7 @@ func (r *Relay) heldByBreaker(row *claimedRow) (time.Time, bool) {
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	ob, open := sb.open[row.destKey]
+	ob, open := sb.open[row.rateKey]
 	return ob.nextProbe, open
 }
 
@@ -222,7 +226,7 @@ func (r *Relay) openBreaker(ctx context.Context, sb *sinkBreakers, key, reason, 
 		return
 	}
 	r.metrics.circuitOpens.Add(ctx, 1, r.labels[sb.name].sink...)
-	r.logger.Warn("outbox: circuit breaker opened: the cluster stops delivering to this destination and probes it",
+	r.logger.Warn("outbox: circuit breaker opened: the cluster stops delivering to this receiver and probes it",
 		"sink", sb.name, "key", key, "reason", reason, "last_error", failure, "probe_in", sb.cfg.ProbeInterval)
 	r.signals.EmitBreaker(sb.name, key, true)
 }
@@ -250,7 +254,7 @@ func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) 
 	delete(sb.windows, key)
 	sb.mu.Unlock()
 	if closed.Closed {
-		r.logger.Info("outbox: circuit breaker closed: the destination answered a probe; delivery resumes",
+		r.logger.Info("outbox: circuit breaker closed: the receiver answered a probe; delivery resumes",
 			"sink", sb.name, "key", key, "open_for", time.Since(*closed.OpenedAt).Round(time.Millisecond))
 		r.signals.EmitBreaker(sb.name, key, false)
 	}
@@ -306,10 +310,11 @@ func (r *Relay) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
 }
 
 // watchBreakers re-reads the open breakers every poll interval (when
-// kicked, refreshPauses has just read them), disables the destinations
-// whose breakers stayed open too long (breaker_autodisable.go), and takes
-// the probes due of the sinks whose rows the claim skips (those limited
-// per key are probed by their dispatch, see holdOpenKeys).
+// kicked, refreshPauses has just read them), disables the tenants'
+// destinations whose breakers stayed open too long
+// (breaker_autodisable.go), and takes the probes due of the sinks whose
+// rows the claim skips (those limited per key are probed by their
+// dispatch, see holdOpenKeys).
 func (r *Relay) watchBreakers(ctx, deliverCtx context.Context) {
 	if len(r.breakers) == 0 {
 		return
@@ -440,7 +445,7 @@ func (r *Relay) takeProbe(ctx context.Context, sb *sinkBreakers, key string) boo
 	return true
 }
 
-// holdOpenKeys hands back the rows of every destination key whose breaker
+// holdOpenKeys hands back the rows of every rate key whose breaker
 // is open, attempts refunded, due at the key's next probe, but for one row
 // of a key whose probe this relay wins: that row goes on, as the probe.
 func (r *Relay) holdOpenKeys(ctx context.Context, s SinkConfig, groups []keyedRows) []keyedRows {
@@ -482,8 +487,8 @@ func (r *Relay) holdOpenKeys(ctx context.Context, s SinkConfig, groups []keyedRo
 
 // registerCircuitGauge reports each sink's breaker state as the gauge
 // outbox.sink.circuit_state (Prometheus: outbox_sink_circuit_state):
-// 0 closed, 1 open, 2 probing; for a sink with a breaker per destination
-// key, the most open of its keys (labels stay bounded: sink names only;
+// 0 closed, 1 open, 2 probing; for a sink with a breaker per rate key,
+// the most open of its keys (labels stay bounded: sink names only;
 // `outboxd stats` names the keys).
 func (r *Relay) registerCircuitGauge() (metric.Registration, error) {
 	meter := meterProvider(r.cfg.MeterProvider).Meter(otelscope.Name)

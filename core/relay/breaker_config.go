@@ -10,7 +10,7 @@ import (
 // Defaults of a sink's circuit breaker (SinkConfig.CircuitBreaker).
 const (
 	// DefaultBreakerConsecutiveFailures opens a breaker after this many
-	// deliveries in a row on one relay found the destination down
+	// deliveries in a row on one relay found the receiver down
 	// (connection refused or reset, DNS or TLS failure, timeout, 502, 503,
 	// 504) or answered with a Retry-After: a handful, so an outage costs
 	// each message at most about one attempt.
@@ -28,20 +28,20 @@ const (
 	// DefaultProbeInterval is the wait before an open breaker's first
 	// probe; each probe doubles it.
 	DefaultProbeInterval = 5 * time.Second
-	// DefaultMaxProbeInterval caps the wait between probes: a destination
+	// DefaultMaxProbeInterval caps the wait between probes: a receiver
 	// that recovers after a long outage is found within minutes.
 	DefaultMaxProbeInterval = 5 * time.Minute
 )
 
 // CircuitBreaker configures the circuit breakers of one sink: one for the
-// sink, or, for a sink with a rate limit per destination key, one per key.
-// While a breaker is open no relay of the cluster claims its rows: they
+// sink, or, for a sink limited per key (RateLimit.PerKey), one per rate
+// key. While a breaker is open no relay of the cluster claims its rows: they
 // wait pending, their attempts untouched, while once per probe interval
 // one relay delivers one of them as a probe, whose success closes the
 // breaker. Zero fields take the defaults above.
 type CircuitBreaker struct {
 	// Disabled turns the breakers off: failures spend attempts until the
-	// rows are dead, whatever the destination's state.
+	// rows are dead, whatever the receiver's state.
 	Disabled bool
 	// ConsecutiveFailures, FailureRatio, MinDeliveries and Window say when
 	// a breaker opens (see the defaults).

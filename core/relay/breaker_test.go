@@ -317,15 +317,15 @@ func TestBreakerProbeHonoursRetryAfter(t *testing.T) {
 	testrelay.WaitFor(t, 30*time.Second, "every row sent", func() bool { return b.StatusCounts(t)["sent"] == rows })
 }
 
-// TestBreakerPerKeyOpensOnlyThatKey: with per_key, one destination key's
-// outage (destination a answering 503) opens that key's breaker only:
-// destination b's rows keep flowing meanwhile, a's rows wait pending, none
+// TestBreakerPerKeyOpensOnlyThatKey: with per_key, one rate key's
+// outage (receiver a answering 503) opens that key's breaker only:
+// receiver b's rows keep flowing meanwhile, a's rows wait pending, none
 // dead, and a's breaker closes at its probe once a is back, its rows then
 // delivered.
 //
 // Checked with the mutation "settleBreaker counts every row toward the
-// sink's breaker (key \"\") instead of its destination key's": the sink's
-// breaker opened and closed, destination a's never did.
+// sink's breaker (key \"\") instead of its rate key's": the sink's
+// breaker opened and closed, receiver a's never did.
 func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 	b := coretest.Setup(t)
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
@@ -336,7 +336,7 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 		if key, _ := keyed.RateKey(d); key == "a" {
 			aRequests.Add(1)
 			if aDown.Load() {
-				return sink.HTTPStatus(http.StatusServiceUnavailable, errors.New("destination a: 503"))
+				return sink.HTTPStatus(http.StatusServiceUnavailable, errors.New("receiver a: 503"))
 			}
 		}
 		return keyed.Deliver(ctx, d)
@@ -355,12 +355,12 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 		}
 	}
 	b.EnqueueN(t, "keyed", n, to("a"))
-	signals.Breaker.Wait(t, 30*time.Second, "destination a's breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	signals.Breaker.Wait(t, 30*time.Second, "receiver a's breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
 	b.EnqueueN(t, "keyed", n, to("b"))
 	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", n)
 	for _, c := range signals.Breaker.All() {
 		if c.Key != "a" || !c.Open {
-			t.Errorf("breaker change %+v, want only destination a's opening", c)
+			t.Errorf("breaker change %+v, want only receiver a's opening", c)
 		}
 	}
 	if counts := b.StatusCounts(t); counts["dead"] != 0 {
@@ -377,7 +377,7 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 		closed = closed || (c.Key == "a" && !c.Open)
 	}
 	if !closed {
-		t.Error("destination a's breaker did not close")
+		t.Error("receiver a's breaker did not close")
 	}
-	t.Logf("%d requests to destination a for its %d messages", aRequests.Load(), n)
+	t.Logf("%d requests to receiver a for its %d messages", aRequests.Load(), n)
 }

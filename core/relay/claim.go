@@ -50,10 +50,10 @@ type claimedRow struct {
 	availableAt time.Time
 	prepared    bool // the Stage has run for this attempt
 	deferrals   int  // how often a Retry-After put the row off (see finish)
-	// destKey is the row's destination key, for a sink limited per key
+	// rateKey is the row's rate key, for a sink limited per key
 	// ("" otherwise), once named; probe marks the row its circuit
 	// breaker's probe.
-	destKey string
+	rateKey string
 	probe   bool
 	// undecodable says why the row's columns could not be read into a
 	// Delivery (headers that are not a JSON object of strings, written

@@ -69,7 +69,7 @@ type digestRef struct {
 type digestGroup struct {
 	id      digestGroupID
 	ref     digestRef
-	destKey string // the rate limit's key ("" for a sink-wide limit)
+	rateKey string // the rate limit's key ("" for a sink-wide limit)
 	key     string // the digest key
 	route   string // the route whose target's policy applies, "" for the sink's
 	policy  *sink.DigestPolicy
@@ -83,10 +83,10 @@ func (g digestGroup) undigested() bool { return g.policy == nil && g.ref.id == 0
 
 // digestGroupID is what the rows of one group share: a recorded digest,
 // or a fresh digest's route (when its target has a policy of its own),
-// destination and digest key.
+// rate key and digest key.
 type digestGroupID struct {
-	digest              int64
-	route, dest, digKey string
+	digest                 int64
+	route, rateKey, digKey string
 }
 
 // digester runs the digest loop of one sink.
@@ -94,7 +94,7 @@ type digester struct {
 	r     *Relay
 	s     SinkConfig
 	ds    sink.DigestSink
-	keyer sink.RateKeyer // nil when the sink names no destinations
+	keyer sink.RateKeyer // nil when the sink names no rate keys
 	// windows are the open digest windows of this relay, by group, when
 	// each closes (see windowLeft); only the loop's goroutine uses them.
 	windows map[digestGroupID]time.Time
@@ -192,7 +192,7 @@ func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow,
 	for i, g := range ready {
 		if waits[i] < 0 {
 			for _, row := range g.rows {
-				r.release(row, due[i], fmt.Errorf("waiting for a permit of %q (rate_limit)", cmp.Or(g.destKey, d.s.Name)))
+				r.release(row, due[i], fmt.Errorf("waiting for a permit of %q (rate_limit)", cmp.Or(g.rateKey, d.s.Name)))
 			}
 			later(due[i])
 			continue
@@ -249,9 +249,9 @@ func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow,
 	return rows, refs, nil
 }
 
-// group prepares each row (see Stage), names its destination and digest
-// keys, and groups the rows: by recorded digest, else by route, key and
-// destination. A row that cannot be prepared or keyed gets that error as
+// group prepares each row (see Stage), names its rate key and digest
+// key, and groups the rows: by recorded digest, else by route, digest key
+// and rate key. A row that cannot be prepared or keyed gets that error as
 // its outcome, alone.
 func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64]digestRef) []digestGroup {
 	r := d.r
@@ -278,14 +278,14 @@ func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64
 		case policy == nil:
 			// No digest for this row's route: a group of its own, which
 			// takes a permit like a digest and is delivered as a row.
-			groups = append(groups, digestGroup{destKey: id.dest, rows: []*claimedRow{row}, events: []json.RawMessage{event}})
+			groups = append(groups, digestGroup{rateKey: id.rateKey, rows: []*claimedRow{row}, events: []json.RawMessage{event}})
 			continue
 		}
 		i, seen := index[id]
 		if !seen {
 			i = len(groups)
 			index[id] = i
-			groups = append(groups, digestGroup{id: id, ref: ref, destKey: id.dest, key: id.digKey, route: id.route, policy: policy})
+			groups = append(groups, digestGroup{id: id, ref: ref, rateKey: id.rateKey, key: id.digKey, route: id.route, policy: policy})
 		}
 		groups[i].rows = append(groups[i].rows, row)
 		groups[i].events = append(groups[i].events, event)
@@ -296,14 +296,14 @@ func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64
 	return groups
 }
 
-// keys names row's destination (for its rate limit) and digest key, and
+// keys names row's rate key (for its rate limit) and digest key, and
 // the policy it follows; event is its payload before Prepare.
 func (d *digester) keys(row *claimedRow, event json.RawMessage) (id digestGroupID, policy *sink.DigestPolicy, err error) {
 	if d.keyer != nil {
-		if id.dest, err = destinationKey(d.keyer, &row.Delivery); err != nil {
-			return id, nil, fmt.Errorf("naming the destination: %w", err)
+		if id.rateKey, err = rateKeyOf(d.keyer, &row.Delivery); err != nil {
+			return id, nil, err
 		}
-		row.destKey = id.dest
+		row.rateKey = id.rateKey
 	}
 	policy = d.s.digestPolicy(row.Route)
 	if policy == nil {
@@ -312,7 +312,7 @@ func (d *digester) keys(row *claimedRow, event json.RawMessage) (id digestGroupI
 	if _, own := d.s.RouteDigests[row.Route]; own {
 		id.route = row.Route
 	}
-	id.digKey = id.dest
+	id.digKey = id.rateKey
 	if policy.Key != nil {
 		raw := row.Delivery
 		raw.Payload = event
@@ -429,7 +429,7 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 	}
 	counts := map[string]int{}
 	for _, g := range ready {
-		counts[g.destKey]++
+		counts[g.rateKey]++
 	}
 	keys := slices.Sorted(maps.Keys(counts))
 	limits := keyLimits(ctx, d.s, keys)
@@ -445,8 +445,8 @@ func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due
 	}
 	nth := map[string]int{}
 	for i, g := range ready {
-		w, j, interval := granted[g.destKey], nth[g.destKey], intervals[g.destKey]
-		nth[g.destKey]++
+		w, j, interval := granted[g.rateKey], nth[g.rateKey], intervals[g.rateKey]
+		nth[g.rateKey]++
 		switch {
 		case j < len(w) && w[j] <= hold:
 			waits[i] = w[j]
@@ -610,7 +610,7 @@ func (d *digester) finish(ctx context.Context, g digestGroup, dg *sink.Digest, s
 				memberErr = rerr
 			}
 		}
-		r.failures.Attempted(failurelog.Destination{Sink: row.Sink, Key: row.destKey}, row.ID, memberErr)
+		r.failures.Attempted(failurelog.Receiver{Sink: row.Sink, Key: row.rateKey}, row.ID, memberErr)
 		outcomes = append(outcomes, r.outcome(ctx, row, d.s, nil, elapsed, memberErr))
 	}
 	// What submit does for a row, for every member, before their one write.

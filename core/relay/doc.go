@@ -18,7 +18,7 @@
 //
 // A relay that dies mid-delivery loses its lease; another relay reclaims the
 // row and marks the delivery [sink.Delivery.Uncertain]. Delivery is therefore at
-// least once; sinks that can check the destination (Slack's message
+// least once; sinks that can check the receiver (Slack's message
 // metadata, webhook receivers de-duplicating on webhook-id) make the effect
 // exactly once.
 //

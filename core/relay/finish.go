@@ -20,7 +20,7 @@ import (
 //   - nil: sent;
 //   - RetryAfter(d): back to pending without spending the attempt, after d
 //     but no sooner than the sink's backoff (see deferral), and the sink
-//     (a per_key sink: the row's destination) pauses cluster-wide for d;
+//     (a per_key sink: the row's rate key) pauses cluster-wide for d;
 //     once the row has been put off MaxDeferrals times, dead instead;
 //   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
@@ -28,7 +28,7 @@ import (
 // Every outcome also goes to the failure log (see package failurelog),
 // before the breaker's: a failure it holds for a probe was an attempt too.
 func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
-	r.failures.Attempted(failurelog.Destination{Sink: row.Sink, Key: row.destKey}, row.ID, err)
+	r.failures.Attempted(failurelog.Receiver{Sink: row.Sink, Key: row.rateKey}, row.ID, err)
 	if r.settleBreaker(ctx, row, span, err) {
 		return
 	}
@@ -94,13 +94,13 @@ func (sc SinkConfig) deferral(row *claimedRow, d time.Duration) time.Duration {
 	return max(d, sc.Backoff.delay(row.Attempt+row.deferrals))
 }
 
-// pauseFor pauses row's destination for d after its Retry-After: the
+// pauseFor pauses row's receiver for d after its Retry-After: the
 // row's key for a per_key sink (its other keys keep flowing), else the
 // whole sink; cluster-wide, written once per change (see ratelimit).
 func (r *Relay) pauseFor(ctx context.Context, row *claimedRow, sc SinkConfig, d time.Duration) {
-	if sc.RateLimit != nil && sc.RateLimit.PerKey && row.destKey != "" {
-		if err := r.limiter.PauseKey(ctx, row.Sink, row.destKey, d); err != nil {
-			r.logger.Warn("outbox: could not pause destination cluster-wide", "sink", row.Sink, "key", row.destKey, "error", err)
+	if sc.RateLimit != nil && sc.RateLimit.PerKey && row.rateKey != "" {
+		if err := r.limiter.PauseKey(ctx, row.Sink, row.rateKey, d); err != nil {
+			r.logger.Warn("outbox: could not pause a rate key cluster-wide", "sink", row.Sink, "key", row.rateKey, "error", err)
 		}
 		return
 	}

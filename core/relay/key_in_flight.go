@@ -6,12 +6,12 @@ import (
 )
 
 // keyShareOfSlots is the part of a per-key sink's in-flight slots
-// (MaxInFlight) one destination key may hold on a relay. A destination
-// that hangs until its timeout would otherwise fill them all before its
-// breaker opens (a destination limited to 10 deliveries a second with a
-// 10 s timeout holds up to 100), and every other destination of the sink
-// (every other tenant) would wait behind it. An eighth of the default 64
-// slots is 8: a healthy destination answering in a second still takes 8
+// (MaxInFlight) one rate key may hold on a relay. A receiver that hangs
+// until its timeout would otherwise fill them all before its breaker
+// opens (a key limited to 10 deliveries a second with a 10 s timeout
+// holds up to 100), and every other key of the sink (for a destinations
+// sink, every other tenant) would wait behind it. An eighth of the default
+// 64 slots is 8: a healthy receiver answering in a second still takes 8
 // deliveries a second.
 const keyShareOfSlots = 1.0 / 8
 
@@ -19,7 +19,7 @@ const keyShareOfSlots = 1.0 / 8
 // share of the slots comes due again.
 const keyFullRecheck = time.Second
 
-// keysInFlight counts each destination key's deliveries under way on this
+// keysInFlight counts each rate key's deliveries under way on this
 // relay, by sink.
 type keysInFlight struct {
 	mu sync.Mutex

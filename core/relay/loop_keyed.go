@@ -12,7 +12,7 @@ import (
 	"github.com/outboxd/outboxd/core/sink"
 )
 
-// A sink whose rate limit holds per destination key (RateLimit.PerKey)
+// A sink whose rate limit holds per rate key (RateLimit.PerKey)
 // claims in sinkLoop like any throttled sink, but a row's key (Slack: its
 // channel) is only known once the row is claimed and the sink names it. So
 // dispatchByKey groups the claimed rows by key, reserves for each key the
@@ -21,9 +21,9 @@ import (
 // the others back without spending their attempt, due when their key's
 // turn should come. Rows of other keys never wait behind a busy key. Each
 // key is limited by the sink's limit, or by its own when the sink gives
-// it one (sink.KeyRateLimiter: a destination's rate_limit).
+// it one (sink.KeyRateLimiter: a tenant's destination's rate_limit).
 
-// keyedRows are the claimed rows of one destination key, in claim order.
+// keyedRows are the claimed rows of one rate key, in claim order.
 type keyedRows struct {
 	key  string
 	rows []*claimedRow
@@ -83,10 +83,10 @@ func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, row
 				r.keyFlight.give(s.Name, g.key)
 			}
 			due := keyFullRecheck
-			cause := fmt.Errorf("waiting for a permit of destination %q (rate_limit.per_key)", g.key)
+			cause := fmt.Errorf("waiting for a permit of rate key %q (rate_limit.per_key)", g.key)
 			switch {
 			case len(w) == 0:
-				cause = fmt.Errorf("destination %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
+				cause = fmt.Errorf("rate key %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
 			case i < len(w):
 				due = w[i]
 			default:
@@ -131,7 +131,7 @@ func keyLimits(ctx context.Context, s SinkConfig, keys []string) []ratelimit.Key
 const minKeyInterval = time.Microsecond
 
 // keyRateLimit asks the sink for key's own limit, as a KeyLimit; a limit
-// out of range, or a panic (turned into no answer, as destinationKey
+// out of range, or a panic (turned into no answer, as rateKeyOf
 // does), leaves the key to the sink's limit.
 func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l ratelimit.KeyLimit, ok bool) {
 	defer func() {
@@ -147,7 +147,7 @@ func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l rat
 }
 
 // groupByKey prepares each row (see Stage), asks the sink for its
-// destination key and groups the rows by key, keys sorted (the order
+// rate key and groups the rows by key, keys sorted (the order
 // relays lock them in). A row the stage refuses, or whose key the sink
 // cannot name, gets that error as its outcome.
 func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow) []keyedRows {
@@ -160,9 +160,9 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow
 			r.finish(ctx, row, s, nil, 0, err)
 			continue
 		}
-		key, err := destinationKey(keyer, &row.Delivery)
+		key, err := rateKeyOf(keyer, &row.Delivery)
 		if err != nil {
-			r.finish(ctx, row, s, nil, 0, fmt.Errorf("naming the destination: %w", err))
+			r.finish(ctx, row, s, nil, 0, err)
 			continue
 		}
 		i, seen := index[key]
@@ -171,19 +171,22 @@ func (r *Relay) groupByKey(ctx context.Context, s SinkConfig, rows []*claimedRow
 			index[key] = i
 			groups = append(groups, keyedRows{key: key})
 		}
-		row.destKey = key
+		row.rateKey = key
 		groups[i].rows = append(groups[i].rows, row)
 	}
 	slices.SortFunc(groups, func(a, b keyedRows) int { return cmp.Compare(a.key, b.key) })
 	return groups
 }
 
-// destinationKey asks the sink for d's key, turning a panic into an error
-// as callSink does.
-func destinationKey(k sink.RateKeyer, d *sink.Delivery) (key string, err error) {
+// rateKeyOf asks the sink for d's rate key, turning a panic into an
+// error as callSink does; its error is the delivery's outcome.
+func rateKeyOf(k sink.RateKeyer, d *sink.Delivery) (key string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sink panicked: %v", p)
+		}
+		if err != nil {
+			err = fmt.Errorf("naming the rate key: %w", err)
 		}
 	}()
 	return k.RateKey(d)

@@ -23,7 +23,7 @@ const rateReserveHorizon = time.Second
 // one goes back pending at once, its attempt refunded, due when the next
 // permit comes within reach; and the loop claims again only then. So a
 // claimed row never waits for its permit past its lease, whatever the
-// rate and however many relays share it. A limit per destination key is
+// rate and however many relays share it. A limit per rate key is
 // reserved once the rows are claimed (see dispatchByKey).
 func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waiter) {
 	free := slots.New(s.MaxInFlight, int(float64(s.MaxInFlight)*claimWhenFree))

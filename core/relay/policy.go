@@ -81,7 +81,7 @@ type SinkConfig struct {
 	// one batch.
 	MaxInFlight int
 	// CircuitBreaker stops the cluster from claiming the rows of a
-	// destination that is down, and probes it (see CircuitBreaker); on by
+	// receiver that is down, and probes it (see CircuitBreaker); on by
 	// default.
 	CircuitBreaker CircuitBreaker
 	// Digest, when set, groups the sink's rows into digests, one delivery
@@ -132,12 +132,12 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		// sink whose options failed) cannot be asked; New refuses a nil
 		// sink anyway.
 		if _, keyed := c.Sink.(sink.RateKeyer); rl.PerKey && !keyed && c.Sink != nil {
-			invalid("RateLimit.PerKey", "needs a sink that names each delivery's destination (a sink.RateKeyer); this one does not")
+			invalid("RateLimit.PerKey", "needs a sink that names each delivery's rate key (a sink.RateKeyer); this one does not")
 		}
-		// Such a sink's destinations each have their limit and breaker:
+		// Such a sink's rate keys each have their limit and breaker:
 		// one limit for the whole sink would let one hold up the others.
 		if _, own := c.Sink.(sink.KeyRateLimiter); own && !rl.PerKey {
-			invalid("RateLimit.PerKey", "must be set: this sink limits each destination on its own (a sink.KeyRateLimiter)")
+			invalid("RateLimit.PerKey", "must be set: this sink limits each rate key on its own (a sink.KeyRateLimiter)")
 		}
 		c.RateLimit = &rl
 	}

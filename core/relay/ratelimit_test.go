@@ -142,8 +142,8 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	}
 }
 
-// keyedSink names each delivery's destination by its payload's "to" and
-// records when each delivery to each destination started.
+// keyedSink names each delivery's rate key (its receiver) by its
+// payload's "to" and records when each delivery to each receiver started.
 type keyedSink struct {
 	mu     sync.Mutex
 	starts map[string]*startTimes
@@ -171,7 +171,7 @@ func (s keyedSinkOf) Deliver(ctx context.Context, d *sink.Delivery) error {
 func (s *keyedSink) RateKey(d *sink.Delivery) (string, error) {
 	var p struct{ To string }
 	if err := json.Unmarshal(d.Payload, &p); err != nil || p.To == "" {
-		return "", sink.Permanent(errors.New("no destination"))
+		return "", sink.Permanent(errors.New("no receiver"))
 	}
 	return p.To, nil
 }
@@ -192,13 +192,13 @@ func (s *keyedSink) Deliver(_ context.Context, d *sink.Delivery) error {
 	return nil
 }
 
-// With per_key, each destination gets the whole limit, across relays, and
-// a busy destination does not hold up another. Two slots per relay spread
-// each destination's rows over the relays. (Mutations: ReserveKeys keeping
+// With per_key, each receiver gets the whole limit, across relays, and
+// a busy receiver does not hold up another. Two slots per relay spread
+// each receiver's rows over the relays. (Mutations: ReserveKeys keeping
 // a row per relay, its sink named with the limiter's address, fails this
-// test: a destination gets 4-6 deliveries within a second; groupByKey
-// giving every row one key fails it: at most 3 over both destinations.)
-func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
+// test: a receiver gets 4-6 deliveries within a second; groupByKey
+// giving every row one key fails it: at most 3 over both receivers.)
+func TestPerKeyRateLimitHoldsPerReceiverAcrossRelays(t *testing.T) {
 	b := coretest.Setup(t)
 	const perKey = 6
 	limit := sink.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
@@ -217,29 +217,29 @@ func TestPerKeyRateLimitHoldsPerDestinationAcrossRelays(t *testing.T) {
 	a, bb := keyed.starts["a"].sorted(), keyed.starts["b"].sorted()
 	for key, times := range map[string][]time.Time{"a": a, "b": bb} {
 		if len(times) != perKey {
-			t.Fatalf("destination %s: %d deliveries, want %d", key, len(times), perKey)
+			t.Fatalf("receiver %s: %d deliveries, want %d", key, len(times), perKey)
 		}
 		if got := testrelay.MaxInWindow(times, time.Second); got > limit.Rate+limit.Burst {
-			t.Errorf("destination %s: %d deliveries within one second, the limit allows %d+%d", key, got, limit.Rate, limit.Burst)
+			t.Errorf("receiver %s: %d deliveries within one second, the limit allows %d+%d", key, got, limit.Rate, limit.Burst)
 		}
 	}
-	// Were all of a destination's rows delivered by one relay, the limit
+	// Were all of a receiver's rows delivered by one relay, the limit
 	// would hold with a limiter per relay as well.
 	keyed.mu.Lock()
 	relaysA, relaysB := len(keyed.relays["a"]), len(keyed.relays["b"])
 	keyed.mu.Unlock()
 	if relaysA < 2 || relaysB < 2 {
-		t.Fatalf("destinations a and b were delivered by %d and %d relays; want at least 2 each, or the limit was not shared", relaysA, relaysB)
+		t.Fatalf("receivers a and b were delivered by %d and %d relays; want at least 2 each, or the limit was not shared", relaysA, relaysB)
 	}
 	// In parallel: b's deliveries did not wait for a's to end, and
-	// together they went faster than one destination may.
+	// together they went faster than one receiver may.
 	if !bb[0].Before(a[perKey-1]) || !a[0].Before(bb[perKey-1]) {
-		t.Errorf("one destination waited for the other: a %v..%v, b %v..%v", a[0], a[perKey-1], bb[0], bb[perKey-1])
+		t.Errorf("one receiver waited for the other: a %v..%v, b %v..%v", a[0], a[perKey-1], bb[0], bb[perKey-1])
 	}
 	all := append(slices.Clone(a), bb...)
 	slices.SortFunc(all, func(x, y time.Time) int { return x.Compare(y) })
 	if got := testrelay.MaxInWindow(all, time.Second); got <= limit.Rate+limit.Burst {
-		t.Errorf("at most %d deliveries within a second over both destinations: the limit held for the sink as a whole", got)
+		t.Errorf("at most %d deliveries within a second over both receivers: the limit held for the sink as a whole", got)
 	}
 	// Idle keys' rows are pruned by maintenance once their permits are due.
 	// This polls: what it waits for is the clock passing those permits.
@@ -266,7 +266,7 @@ func TestPerKeyRateLimitNeedsARateKeyer(t *testing.T) {
 	plain := sink.Func(func(context.Context, *sink.Delivery) error { return nil })
 	_, err := relay.New(nil, nil, nil, relay.Config{Sinks: []relay.SinkConfig{{Name: "plain", Sink: plain,
 		RateLimit: &sink.RateLimit{Rate: 1, Per: time.Second, PerKey: true}}}})
-	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's destination") {
+	if err == nil || !strings.Contains(err.Error(), "PerKey: needs a sink that names each delivery's rate key") {
 		t.Fatalf("relay.New: %v, want an error about PerKey", err)
 	}
 }
@@ -355,12 +355,12 @@ func (s *hangingKeySink) Deliver(ctx context.Context, d *sink.Delivery) error {
 	return s.keyedSink.Deliver(ctx, d)
 }
 
-// One destination that hangs holds at most its share of a per-key sink's
-// slots (an eighth: 2 of 16), so the sink's other destinations keep being
+// One receiver that hangs holds at most its share of a per-key sink's
+// slots (an eighth: 2 of 16), so the sink's other receivers keep being
 // delivered meanwhile, and its rows wait in the table, not in the relay.
 // (Mutation: keySlots returning MaxInFlight fails this test: the hanging
-// destination held all 16 slots and b-fast's rows waited for it.)
-func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
+// receiver held all 16 slots and b-fast's rows waited for it.)
+func TestHangingReceiverHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 	b := coretest.Setup(t)
 	const hangRows, fastRows, slots = 40, 40, 16
 	limit := sink.RateLimit{Rate: 1000, Per: time.Second, Burst: 100, PerKey: true}
@@ -369,7 +369,7 @@ func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 	cfg := relay.Config{PollInterval: 50 * time.Millisecond, Lease: time.Minute,
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: hang, MaxInFlight: slots, RateLimit: &limit}}}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
-	// The hanging destination's rows come first in every claim.
+	// The hanging receiver's rows come first in every claim.
 	b.EnqueueN(t, "keyed", hangRows, func(_ int, m *outboxd.Message) { m.Payload = map[string]string{"to": "a-hang"} })
 	testrelay.WaitFor(t, 30*time.Second, "a-hang's deliveries to start", func() bool { return hang.hanging.Load() > 0 })
 	b.EnqueueN(t, "keyed", fastRows, func(i int, m *outboxd.Message) {
@@ -377,7 +377,7 @@ func TestHangingDestinationHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 	})
 	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", fastRows)
 	if most := hang.mostHung.Load(); most > slots/8 {
-		t.Errorf("the hanging destination held %d slots at once, want at most %d of %d", most, slots/8, slots)
+		t.Errorf("the hanging receiver held %d slots at once, want at most %d of %d", most, slots/8, slots)
 	}
 	close(hang.release)
 	signals.WaitWritten(t, time.Minute, "keyed", "sent", hangRows+fastRows)

@@ -60,14 +60,14 @@ type Relay struct {
 	// (see breaker.go); breakerKick makes watchBreakers re-read them.
 	breakers    map[string]*sinkBreakers
 	breakerKick chan struct{}
-	// failures logs streaks of failed attempts per destination (see
+	// failures logs streaks of failed attempts per receiver (see
 	// package failurelog).
 	failures *failurelog.Log
 	// claimBuffers are slices for the store's claimed rows (*[]ClaimRow),
 	// reused from one claim to the next: a claim loop claims again and
 	// again, and its rows are copied out of the slice at once.
 	claimBuffers sync.Pool
-	// keyFlight counts the deliveries under way per destination key of
+	// keyFlight counts the deliveries under way per rate key of
 	// the per-key sinks (see keyShareOfSlots).
 	keyFlight keysInFlight
 
@@ -292,7 +292,7 @@ func (r *Relay) drain(abortDeliveries context.CancelFunc) {
 // change sends a pause notification too), here rather than in
 // watchBreakers, which it then kicks to take the probes due: a breaker
 // closed by another relay's probe wakes the claim loops right after this
-// reload, and a loop that claimed the destination's rows while this relay
+// reload, and a loop that claimed the receiver's rows while this relay
 // still thought it open held them until the next probe (see
 // heldByBreaker), an interval later.
 func (r *Relay) refreshPauses(ctx context.Context) {

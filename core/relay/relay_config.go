@@ -112,7 +112,7 @@ type Config struct {
 	Redact func(text string) string
 
 	// Stage, when set, prepares every delivery before the relay names its
-	// destination or hands it to its sink: package routing renders a
+	// rate key or hands it to its sink: package routing renders a
 	// published row's event into its sink's payload this way.
 	Stage Stage
 }

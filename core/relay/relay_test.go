@@ -29,7 +29,7 @@ import (
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
 
-// syncBuffer is a log destination safe for concurrent writers.
+// syncBuffer is a buffer that logs may write to concurrently.
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

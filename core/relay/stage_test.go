@@ -36,13 +36,13 @@ func (s *upperStage) Prepare(ctx context.Context, sinkName string, d *sink.Deliv
 	s.mu.Unlock()
 	var p struct{ To string }
 	if err := json.Unmarshal(d.Payload, &p); err != nil || p.To == "" {
-		return sink.Permanent(errors.New("no destination in the payload"))
+		return sink.Permanent(errors.New("no receiver in the payload"))
 	}
 	d.Payload = json.RawMessage(fmt.Sprintf(`{"to":%q,"prepared":true}`, strings.ToUpper(p.To)))
 	return nil
 }
 
-// keyedRecorder names each delivery's destination from its payload and
+// keyedRecorder names each delivery's rate key from its payload and
 // records what it delivered.
 type keyedRecorder struct {
 	mu   sync.Mutex
@@ -69,7 +69,7 @@ func (k *keyedRecorder) Deliver(_ context.Context, d *sink.Delivery) error {
 }
 
 // The relay runs its Stage on every row before it asks a per-key sink for
-// the destination and before Deliver, under a deadline, once per attempt;
+// the rate key and before Deliver, under a deadline, once per attempt;
 // a row the stage refuses ends with the stage's error. (Mutations:
 // calling the stage after RateKey fails the keys check, which then
 // sees the lower-case key; calling it without the budget's timeout fails
@@ -101,7 +101,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 	keys, got := strings.Join(keyed.keys, ","), strings.Join(keyed.got, ",")
 	keyed.mu.Unlock()
 	if keys != "ALPHA,BETA" && keys != "BETA,ALPHA" {
-		t.Errorf("destination keys %q, want them named from the prepared payloads", keys)
+		t.Errorf("rate keys %q, want them named from the prepared payloads", keys)
 	}
 	if !strings.Contains(got, `{"to":"ALPHA","prepared":true}`) || !strings.Contains(got, `{"to":"BETA","prepared":true}`) {
 		t.Errorf("the keyed sink delivered %s, want the prepared payloads", got)
@@ -121,7 +121,7 @@ func TestStagePreparesEveryDeliveryBeforeTheSinkSeesIt(t *testing.T) {
 	if err := b.Pool.QueryRow(b.Ctx, "SELECT last_error FROM "+b.Outbox.Schema()+".messages WHERE dedup_key = 'p2'").Scan(&lastError); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(lastError, "no destination in the payload") {
+	if !strings.Contains(lastError, "no receiver in the payload") {
 		t.Errorf("the refused row's error %q, want the stage's", lastError)
 	}
 }

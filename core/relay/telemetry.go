@@ -21,7 +21,7 @@ import (
 // semantic conventions; outbox.* are ours.
 const (
 	attrMessagingSystem      = attribute.Key("messaging.system")
-	attrMessagingDestination = attribute.Key("messaging.destination.name")
+	attrMessagingDestination = attribute.Key("messaging.destination.name") // OpenTelemetry's name: the sink
 	attrMessagingMessageID   = attribute.Key("messaging.message.id")
 	attrMessagingOperation   = attribute.Key("messaging.operation.name")
 	attrMessagingOpType      = attribute.Key("messaging.operation.type")
@@ -154,7 +154,7 @@ func newRelayMetrics(mp metric.MeterProvider) (*relayMetrics, error) {
 	m.pauses, errs[4] = meter.Int64Counter("outbox.rate_limit.pauses",
 		metric.WithDescription("Cluster-wide sink pauses requested by a Retry-After."))
 	m.circuitOpens, errs[5] = meter.Int64Counter("outbox.sink.circuit_opens",
-		metric.WithDescription("Circuit breakers this relay opened: a destination looked down."))
+		metric.WithDescription("Circuit breakers this relay opened: a receiver looked down."))
 	m.circuitProbes, errs[6] = meter.Int64Counter("outbox.sink.circuit_probes",
 		metric.WithDescription("Probes of open circuit breakers this relay delivered."))
 	for _, err := range errs {

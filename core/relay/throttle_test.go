@@ -231,12 +231,12 @@ func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 	}
 }
 
-// With per_key, a destination's Retry-After pauses that destination only:
-// the sink's other destination keeps flowing at its own limit meanwhile.
+// With per_key, a receiver's Retry-After pauses that receiver only:
+// the sink's other receiver keeps flowing at its own limit meanwhile.
 // (Mutation: finish pausing the whole sink for a per_key sink's 429, as
-// before this change, holds destination b for the pause and fails this
+// before this change, holds receiver b for the pause and fails this
 // test.)
-func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
+func TestPerKeyRetryAfterPausesOnlyThatReceiver(t *testing.T) {
 	b := coretest.Setup(t)
 	const pause = 4 * time.Second
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
@@ -245,7 +245,7 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 	s := sink.Func(func(ctx context.Context, d *sink.Delivery) error {
 		if key, _ := keyed.RateKey(d); key == "a" && throttled.CompareAndSwap(false, true) {
 			throttledAt.Store(time.Now().UnixNano())
-			return sink.RetryAfter(pause, fmt.Errorf("429 from destination a"))
+			return sink.RetryAfter(pause, fmt.Errorf("429 from receiver a"))
 		}
 		return keyed.Deliver(ctx, d)
 	})
@@ -265,10 +265,10 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 	bTimes := keyed.starts["b"].sorted()
 	keyed.mu.Unlock()
 	if len(bTimes) != 5 {
-		t.Fatalf("destination b: %d deliveries, want 5", len(bTimes))
+		t.Fatalf("receiver b: %d deliveries, want 5", len(bTimes))
 	}
 	if last := bTimes[len(bTimes)-1]; !last.Before(at.Add(pause)) {
-		t.Errorf("destination b's last delivery started %s after a's 429: a's %s pause held b too", last.Sub(at), pause)
+		t.Errorf("receiver b's last delivery started %s after a's 429: a's %s pause held b too", last.Sub(at), pause)
 	}
 	signals.WaitWritten(t, 3*pause, "keyed", "sent", 7)
 	keyed.mu.Lock()
@@ -276,12 +276,12 @@ func TestPerKeyRetryAfterPausesOnlyThatDestination(t *testing.T) {
 	keyed.mu.Unlock()
 	for _, started := range aTimes {
 		if started.Before(at.Add(pause - 100*time.Millisecond)) {
-			t.Errorf("destination a got a delivery %s after its 429, inside its %s pause", started.Sub(at), pause)
+			t.Errorf("receiver a got a delivery %s after its 429, inside its %s pause", started.Sub(at), pause)
 		}
 	}
 }
 
-// keyedFunc is a sink that delivers with Func and names destinations as
+// keyedFunc is a sink that delivers with Func and names rate keys as
 // keyedSink does.
 type keyedFunc struct {
 	sink.Func

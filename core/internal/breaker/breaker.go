@@ -1,8 +1,9 @@
 // Package breaker is the pure logic of the relay's circuit breakers: what a
-// delivery's outcome says about its destination (Classify), and when a
-// run of such outcomes means the destination is unwell (Window). The state
-// a cluster shares (open, probing, closed) lives in PostgreSQL and is the
-// relay's business; this package keeps no clock and does no I/O.
+// delivery's outcome says about its receiver (Classify: the sink, or one
+// rate key of a sink limited per key), and when a run of such outcomes
+// means the receiver is unwell (Window). The state a cluster shares (open,
+// probing, closed) lives in PostgreSQL and is the relay's business; this
+// package keeps no clock and does no I/O.
 package breaker
 
 import (
@@ -20,20 +21,20 @@ import (
 	"github.com/outboxd/outboxd/core/sink"
 )
 
-// Signal is what one delivery's outcome says about its destination.
+// Signal is what one delivery's outcome says about its receiver.
 type Signal int
 
 const (
 	// Neutral says nothing: the relay was shutting down.
 	Neutral Signal = iota
-	// Answered: the destination took the message, or refused this message
+	// Answered: the receiver took the message, or refused this message
 	// for a reason of its own (a permanent 4xx): it is up.
 	Answered
 	// ServerError is a failure that may be the message's as much as the
-	// destination's (a 500, an unknown error): only a high share of them
+	// receiver's (a 500, an unknown error): only a high share of them
 	// over a window opens the breaker.
 	ServerError
-	// Down is a failure that says the destination is unwell whatever the
+	// Down is a failure that says the receiver is unwell whatever the
 	// message: the connection was refused or reset, the name did not
 	// resolve, TLS failed, the answer did not come in time, or a 502, 503
 	// or 504.
@@ -52,6 +53,8 @@ func (s Signal) String() string {
 	case ServerError:
 		return "server error"
 	case Down:
+		// Kept for compatibility, as breakers' reasons in events and the
+		// console quote it: "destination" means a receiver here.
 		return "destination down"
 	case Deferred:
 		return "retry-after"
@@ -59,7 +62,7 @@ func (s Signal) String() string {
 	return "neutral"
 }
 
-// Classify says what a delivery's error says about its destination. It
+// Classify says what a delivery's error says about its receiver. It
 // reads the error's chain (sink.RetryAfter, sink.Permanent, sink.HTTPStatus
 // and the standard library's network errors), never its text.
 func Classify(err error) Signal {
@@ -94,7 +97,7 @@ func Classify(err error) Signal {
 }
 
 // unreachable reports whether err is a network failure to reach the
-// destination or get its answer.
+// receiver or get its answer.
 func unreachable(err error) bool {
 	var (
 		netErr   net.Error
@@ -120,7 +123,7 @@ func unreachable(err error) bool {
 	return false
 }
 
-// Thresholds say when a destination's outcomes open its breaker.
+// Thresholds say when a receiver's outcomes open its breaker.
 type Thresholds struct {
 	// Consecutive Down or Deferred outcomes, with no Answered between them.
 	Consecutive int
@@ -135,7 +138,7 @@ type Thresholds struct {
 // slides by a tenth of its span.
 const buckets = 10
 
-// Window counts one destination's recent outcomes on one relay. It is not
+// Window counts one receiver's recent outcomes on one relay. It is not
 // safe for concurrent use; the zero value is empty.
 type Window struct {
 	consecutive int

@@ -2,7 +2,8 @@
 // sends through the outbox's own routes (outboxd.destination.opened and
 // outboxd.destination.closed), for the relay, whose probes open and close
 // breakers, and for the operator, whose resume closes them by hand: one
-// event data shape and one rule for the unhealthy destination's own rows;
+// event data shape and one rule for the unhealthy receiver's own rows (a
+// receiver is a sink, or one rate key of a sink limited per key);
 // and outboxd.destination.disabled, a tenant's destination the relay
 // disabled because its breaker stayed open too long.
 package breakerevent
@@ -17,7 +18,9 @@ import (
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// Event types of a breaker's changes.
+// Event types of a breaker's changes. Opened and Closed keep their names
+// for compatibility: "destination" in them means a receiver. Disabled is
+// about a tenant's destination.
 const (
 	Opened   = "outboxd.destination.opened"
 	Closed   = "outboxd.destination.closed"
@@ -54,8 +57,8 @@ func PublishDisabled(ctx context.Context, q *store.Queries, db store.DBTX, d Dis
 // Publish publishes eventType about breaker d through the routes, on db:
 // with no route for it, or none applied, it publishes nothing. Rows it
 // creates for the unhealthy sink itself are deleted: that news cannot go
-// through the destination it is about. (For a destination key, the
-// sink's other keys still get it; a row for the unhealthy key waits for
+// through the receiver it is about. (For a rate key's breaker, the sink's
+// other keys still get it; a row for the unhealthy key waits for
 // it like the key's other rows.) The event's key names the breaker and
 // the moment it opened, so its opening and its closing are each published
 // once whoever reports them.

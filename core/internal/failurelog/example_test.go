@@ -9,7 +9,7 @@ import (
 	"github.com/outboxd/outboxd/core/internal/failurelog"
 )
 
-// A destination failing three attempts over a minute and a half, then
+// A receiver failing three attempts over a minute and a half, then
 // recovering: one WARN for the first failure, one summary once a minute
 // has passed, one INFO for the recovery.
 func Example() {
@@ -22,7 +22,7 @@ func Example() {
 		}}))
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	log := failurelog.New(logger, error.Error, func() time.Time { return now })
-	partner := failurelog.Destination{Sink: "partner"}
+	partner := failurelog.Receiver{Sink: "partner"}
 	down := errors.New("HTTP 503 Service Unavailable")
 
 	log.Attempted(partner, 1, down)

@@ -1,12 +1,12 @@
 // Package failurelog logs what an on-call engineer needs to know about
-// failing deliveries, per destination (a sink, or one key of a sink
+// failing deliveries, per receiver (a sink, or one rate key of a sink
 // limited per key), without a line per failed attempt: the first failed
 // attempt of a streak at WARN with its error, then at most one summary per
-// destination per SummaryEvery while failures go on, and an INFO line when
-// the destination recovers, with the streak's length and duration.
+// receiver per SummaryEvery while failures go on, and an INFO line when
+// the receiver recovers, with the streak's length and duration.
 //
 // Permanent failures are not part of a streak: they say nothing about the
-// destination's health (a payload it refuses) and are logged as dead
+// receiver's health (a payload it refuses) and are logged as dead
 // letters at once. Retryable failures, Retry-After answers included, are
 // what stays silent until the last attempt without this log.
 package failurelog
@@ -22,17 +22,17 @@ import (
 )
 
 // SummaryEvery is the least time between two summary lines of one
-// destination's streak.
+// receiver's streak.
 const SummaryEvery = time.Minute
 
 // IdleAfter is how long a streak lasts without attempts before it is
-// forgotten: its destination went away (a key no longer used, a sink
+// forgotten: its receiver went away (a key no longer used, a sink
 // removed) or its rows were dead-lettered. Forgetting it bounds the table
-// as destinations come and go; a later failure there starts a new streak.
+// as receivers come and go; a later failure there starts a new streak.
 const IdleAfter = 10 * time.Minute
 
-// MaxStreaks bounds how many destinations are tracked one by one. Failures
-// at destinations beyond it, when that many fail within IdleAfter, are
+// MaxStreaks bounds how many receivers are tracked one by one. Failures
+// at receivers beyond it, when that many fail within IdleAfter, are
 // summarised together, once per SummaryEvery.
 const MaxStreaks = 10_000
 
@@ -40,13 +40,13 @@ const MaxStreaks = 10_000
 // nanoseconds tell an on-call engineer nothing.
 const durationPrecision = time.Millisecond
 
-// Destination is where a delivery goes: its sink and, for a sink limited
-// per key, its destination key ("" otherwise).
-type Destination struct {
+// Receiver is where a delivery goes: its sink and, for a sink limited
+// per key, its rate key ("" otherwise).
+type Receiver struct {
 	Sink, Key string
 }
 
-// streak is a destination's run of failed attempts, since its first.
+// streak is a receiver's run of failed attempts, since its first.
 type streak struct {
 	started     time.Time // the first failure
 	failures    int       // in the streak
@@ -63,27 +63,27 @@ type Log struct {
 	text   func(error) string
 	now    func() time.Time
 
-	// active is len(streaks), read without the lock: while no destination
+	// active is len(streaks), read without the lock: while no receiver
 	// fails, a success costs one atomic load.
 	active atomic.Int64
 
 	mu        sync.Mutex
-	streaks   map[Destination]*streak
+	streaks   map[Receiver]*streak
 	nextSweep time.Time
-	overflow  streak // failures at destinations beyond MaxStreaks
+	overflow  streak // failures at receivers beyond MaxStreaks
 }
 
 // New returns a Log writing to logger. text renders an error as the lines
 // show it (the relay's: with the configuration's secrets removed); now is
 // the clock (time.Now but in tests).
 func New(logger *slog.Logger, text func(error) string, now func() time.Time) *Log {
-	return &Log{logger: logger, text: text, now: now, streaks: map[Destination]*streak{}}
+	return &Log{logger: logger, text: text, now: now, streaks: map[Receiver]*streak{}}
 }
 
 // Attempted records the outcome of an attempt of message id at d: err nil
 // for a success. While no streak is under way a success takes no lock,
 // looks nothing up and allocates nothing.
-func (l *Log) Attempted(d Destination, id int64, err error) {
+func (l *Log) Attempted(d Receiver, id int64, err error) {
 	switch {
 	case err == nil:
 		if l.active.Load() > 0 {
@@ -94,7 +94,7 @@ func (l *Log) Attempted(d Destination, id int64, err error) {
 	}
 }
 
-func (l *Log) succeeded(d Destination) {
+func (l *Log) succeeded(d Receiver) {
 	l.mu.Lock()
 	s, ok := l.streaks[d]
 	if !ok {
@@ -109,7 +109,7 @@ func (l *Log) succeeded(d Destination) {
 		slog.Duration("failing_for", now.Sub(s.started).Round(durationPrecision)))...)
 }
 
-func (l *Log) failed(d Destination, id int64, err error) {
+func (l *Log) failed(d Receiver, id int64, err error) {
 	now := l.now()
 	l.mu.Lock()
 	l.sweep(now)
@@ -122,6 +122,8 @@ func (l *Log) failed(d Destination, id int64, err error) {
 		l.streaks[d] = &streak{started: now, failures: 1, lastLine: now, lastAttempt: now}
 		l.active.Add(1)
 		l.mu.Unlock()
+		// The message keeps "destination" (a receiver in today's words) for
+		// compatibility: the README quotes it, and log searches may match it.
 		l.logger.Warn("outbox: delivery failed; more failures at this destination are summarised at most every "+SummaryEvery.String()+" until one succeeds",
 			append(d.attrs(), slog.Int64("id", id), slog.String("error", l.text(err)))...)
 		return
@@ -139,22 +141,22 @@ func (l *Log) failed(d Destination, id int64, err error) {
 	}
 }
 
-// failedUntracked counts a failure at a destination the table has no room
+// failedUntracked counts a failure at a receiver the table has no room
 // for: the first such failure is logged with its error, the later ones
 // summarised like a streak's. l.mu is held and released here.
-func (l *Log) failedUntracked(d Destination, id int64, now time.Time, err error) {
+func (l *Log) failedUntracked(d Receiver, id int64, now time.Time, err error) {
 	o := &l.overflow
 	if o.lastLine.IsZero() {
 		o.lastLine = now
 		l.mu.Unlock()
-		l.logger.Warn(fmt.Sprintf("outbox: delivery failed at a destination beyond the %d tracked one by one; failures at such destinations are summarised together at most every %s", MaxStreaks, SummaryEvery),
+		l.logger.Warn(fmt.Sprintf("outbox: delivery failed at a receiver beyond the %d tracked one by one; failures at such receivers are summarised together at most every %s", MaxStreaks, SummaryEvery),
 			append(d.attrs(), slog.Int64("id", id), slog.String("error", l.text(err)))...)
 		return
 	}
 	n, window, last, due := o.record(now, err)
 	l.mu.Unlock()
 	if due {
-		l.logger.Warn(fmt.Sprintf("outbox: %s in the last %s at destinations beyond the %d tracked one by one", failures(n), window, MaxStreaks),
+		l.logger.Warn(fmt.Sprintf("outbox: %s in the last %s at receivers beyond the %d tracked one by one", failures(n), window, MaxStreaks),
 			append(d.attrs(), slog.Int("failures", n), slog.String("last_error", l.text(last)))...)
 	}
 }
@@ -198,14 +200,14 @@ func (l *Log) sweep(now time.Time) {
 }
 
 // forget drops d's streak; l.mu is held.
-func (l *Log) forget(d Destination) {
+func (l *Log) forget(d Receiver) {
 	delete(l.streaks, d)
 	l.active.Add(-1)
 }
 
-// attrs name the destination in a line: its sink, and its key when it has
+// attrs name the receiver in a line: its sink, and its key when it has
 // one.
-func (d Destination) attrs() []any {
+func (d Receiver) attrs() []any {
 	if d.Key == "" {
 		return []any{slog.String("sink", d.Sink)}
 	}

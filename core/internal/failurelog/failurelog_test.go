@@ -70,13 +70,13 @@ func newLog() (*clock, *failurelog.Log, *recorder) {
 }
 
 var (
-	partner = failurelog.Destination{Sink: "partner"}
-	keyA    = failurelog.Destination{Sink: "hooks", Key: "a"}
+	partner = failurelog.Receiver{Sink: "partner"}
+	keyA    = failurelog.Receiver{Sink: "hooks", Key: "a"}
 	errDown = errors.New("HTTP 503 Service Unavailable")
 )
 
 // TestFirstFailureWarnsWithTheError: the first failed attempt of a streak
-// is one WARN naming the destination, the message and the error, rendered
+// is one WARN naming the receiver, the message and the error, rendered
 // by the relay's text (scrubbed of secrets); the next failures within the
 // minute write nothing. (Mutation: logging every failure at WARN, or
 // dropping the text function so the raw error is logged, fails this test.)
@@ -101,20 +101,20 @@ func TestFirstFailureWarnsWithTheError(t *testing.T) {
 	}
 }
 
-// TestSummaryAtMostOncePerMinutePerDestination: while failures go on, a
-// destination gets one summary line per minute at most, counting the
-// failures since its last line, with the last error; another destination
+// TestSummaryAtMostOncePerMinutePerReceiver: while failures go on, a
+// receiver gets one summary line per minute at most, counting the
+// failures since its last line, with the last error; another receiver
 // failing at the same time has lines of its own. (Mutation: comparing the
 // time since the last line with zero instead of SummaryEvery, or keying
 // streaks by sink alone, fails this test.)
-func TestSummaryAtMostOncePerMinutePerDestination(t *testing.T) {
+func TestSummaryAtMostOncePerMinutePerReceiver(t *testing.T) {
 	t.Parallel()
 	c, l, rec := newLog()
-	other := failurelog.Destination{Sink: "hooks", Key: "b"}
+	other := failurelog.Receiver{Sink: "hooks", Key: "b"}
 	l.Attempted(keyA, 1, errDown)
 	l.Attempted(other, 2, errDown)
 	if got := rec.take(); len(got) != 2 {
-		t.Fatalf("two destinations' first failures wrote %d lines, want 2", len(got))
+		t.Fatalf("two receivers' first failures wrote %d lines, want 2", len(got))
 	}
 	var summaries []line
 	for i := 1; i <= 18; i++ { // every 10s for 3 minutes
@@ -133,7 +133,7 @@ func TestSummaryAtMostOncePerMinutePerDestination(t *testing.T) {
 		}
 	}
 	if len(summaries) != 6 || len(forA) != 3 {
-		t.Fatalf("3 minutes of failures at 2 destinations wrote %d summaries (%d for a), want 3 each: %+v", len(summaries), len(forA), summaries)
+		t.Fatalf("3 minutes of failures at 2 receivers wrote %d summaries (%d for a), want 3 each: %+v", len(summaries), len(forA), summaries)
 	}
 	for i, s := range forA {
 		if s.msg != "outbox: 6 failures in the last 1m0s" || s.attrs["failures"] != "6" {
@@ -201,7 +201,7 @@ func TestPermanentFailuresAreNoStreak(t *testing.T) {
 }
 
 // TestIdleStreaksAreForgotten: a streak without attempts for IdleAfter is
-// dropped when another failure sweeps the table, so destinations that come
+// dropped when another failure sweeps the table, so receivers that come
 // and go do not grow it: a success there later is no recovery, a failure a
 // new streak. (Mutation: removing the sweep makes the late success log a
 // recovery.)
@@ -214,7 +214,7 @@ func TestIdleStreaksAreForgotten(t *testing.T) {
 	rec.take()
 	l.Attempted(keyA, 1, nil)
 	if got := rec.take(); len(got) != 0 {
-		t.Fatalf("a success at a forgotten destination wrote %+v", got)
+		t.Fatalf("a success at a forgotten receiver wrote %+v", got)
 	}
 	l.Attempted(partner, 2, nil)
 	if got := rec.take(); len(got) != 1 || got[0].level != slog.LevelInfo {
@@ -222,33 +222,33 @@ func TestIdleStreaksAreForgotten(t *testing.T) {
 	}
 }
 
-// TestStreaksAreBounded: past MaxStreaks destinations failing at once, the
+// TestStreaksAreBounded: past MaxStreaks receivers failing at once, the
 // others' failures are summarised together instead of tracked one by one.
-// (Mutation: removing the MaxStreaks check makes the extra destinations
+// (Mutation: removing the MaxStreaks check makes the extra receivers
 // each log a first failure.)
 func TestStreaksAreBounded(t *testing.T) {
 	t.Parallel()
 	c, l, rec := newLog()
 	for i := range failurelog.MaxStreaks {
-		l.Attempted(failurelog.Destination{Sink: "hooks", Key: fmt.Sprint(i)}, 1, errDown)
+		l.Attempted(failurelog.Receiver{Sink: "hooks", Key: fmt.Sprint(i)}, 1, errDown)
 	}
 	rec.take()
 	for i := range 5 {
-		l.Attempted(failurelog.Destination{Sink: "hooks", Key: fmt.Sprint("extra-", i)}, 1, errDown)
+		l.Attempted(failurelog.Receiver{Sink: "hooks", Key: fmt.Sprint("extra-", i)}, 1, errDown)
 	}
 	if got := rec.take(); len(got) != 1 || !strings.Contains(got[0].msg, "beyond the 10000 tracked") {
 		t.Fatalf("5 failures beyond the bound wrote %+v, want one line", got)
 	}
 	c.advance(failurelog.SummaryEvery)
-	l.Attempted(failurelog.Destination{Sink: "hooks", Key: "extra-9"}, 1, errDown)
+	l.Attempted(failurelog.Receiver{Sink: "hooks", Key: "extra-9"}, 1, errDown)
 	if got := rec.take(); len(got) != 1 || got[0].attrs["failures"] != "5" {
 		t.Fatalf("the summary of the untracked failures: %+v", got)
 	}
 }
 
 // TestSuccessWithoutStreakAllocatesNothing: a success costs no allocation,
-// with no streak under way and with one at another destination. (Mutation:
-// building the destination's attributes before the lookup fails this
+// with no streak under way and with one at another receiver. (Mutation:
+// building the receiver's attributes before the lookup fails this
 // test.)
 func TestSuccessWithoutStreakAllocatesNothing(t *testing.T) {
 	_, l, _ := newLog()
@@ -257,6 +257,6 @@ func TestSuccessWithoutStreakAllocatesNothing(t *testing.T) {
 	}
 	l.Attempted(keyA, 1, errDown)
 	if n := testing.AllocsPerRun(100, func() { l.Attempted(partner, 1, nil) }); n != 0 {
-		t.Errorf("a success while another destination fails: %v allocations", n)
+		t.Errorf("a success while another receiver fails: %v allocations", n)
 	}
 }

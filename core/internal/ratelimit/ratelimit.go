@@ -1,6 +1,7 @@
 // Package ratelimit coordinates sinks' rate limits and Retry-After pauses
 // across every relay of a cluster through one row per sink in PostgreSQL,
-// and per-destination limits through one row per sink and busy key.
+// and per-key limits (RateLimit.PerKey) through one row per sink and busy
+// rate key.
 package ratelimit
 
 import (
@@ -31,7 +32,7 @@ type Queries interface {
 // upsert that moves tat n intervals forward and tells the caller when each
 // of its permits may start.
 //
-// The same row carries paused_until: a Retry-After from the destination
+// The same row carries paused_until: a Retry-After from the receiver
 // pauses the sink for every relay (and pushes tat past the pause so the
 // permits after it stay evenly spread).
 type Limiter struct {
@@ -39,13 +40,13 @@ type Limiter struct {
 	q    Queries
 
 	mu     sync.Mutex
-	paused map[string]time.Time      // local monotonic deadline per paused sink
-	keys   map[destination]time.Time // the same per paused destination key
-	next   map[string]time.Time      // local time of each sink's next permit, as last reserved
+	paused map[string]time.Time   // local monotonic deadline per paused sink
+	keys   map[receiver]time.Time // the same per paused rate key
+	next   map[string]time.Time   // local time of each sink's next permit, as last reserved
 }
 
-// destination is one key of a per_key sink.
-type destination struct{ sink, key string }
+// receiver is one rate key of a per_key sink.
+type receiver struct{ sink, key string }
 
 // pauseGrain is how much later a pause must end than the one known for it
 // to be written again: Retry-After comes in whole seconds, and the 429s of
@@ -55,7 +56,7 @@ const pauseGrain = time.Second
 
 // New returns a limiter that runs its statements on pool.
 func New(pool *pgxpool.Pool, q Queries) *Limiter {
-	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}, keys: map[destination]time.Time{}, next: map[string]time.Time{}}
+	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}, keys: map[receiver]time.Time{}, next: map[string]time.Time{}}
 }
 
 // Grant is what a reservation of a sink's permits gave: a wait per permit
@@ -102,14 +103,14 @@ func (l *Limiter) NextPermitIn(sink string) time.Duration {
 	return max(0, time.Until(l.next[sink]))
 }
 
-// KeyLimit is one destination key's limit: a permit per Interval, at most
+// KeyLimit is one rate key's limit: a permit per Interval, at most
 // Burst of them back to back after an idle spell.
 type KeyLimit struct {
 	Interval time.Duration
 	Burst    int
 }
 
-// ReserveKeys takes counts[i] permits of destination keys[i] of sink, each
+// ReserveKeys takes counts[i] permits of sink's rate key keys[i], each
 // key limited on its own by limits[i], in one statement. keys must be
 // sorted and distinct. It returns, per key, how long to wait before
 // starting each delivery; a pause of the whole sink delays them all.
@@ -154,11 +155,11 @@ func (l *Limiter) Pause(ctx context.Context, sink string, d time.Duration, chann
 	return nil
 }
 
-// PauseKey holds destination key of sink for d, cluster-wide, leaving the
+// PauseKey holds key, a rate key of sink, for d, cluster-wide, leaving the
 // sink's other keys alone: the key's next permits start after it. Like
 // Pause it writes nothing for a zero pause or one already known.
 func (l *Limiter) PauseKey(ctx context.Context, sink, key string, d time.Duration) error {
-	if d <= 0 || !extend(&l.mu, &l.keys, destination{sink, key}, d) {
+	if d <= 0 || !extend(&l.mu, &l.keys, receiver{sink, key}, d) {
 		return nil
 	}
 	if err := l.q.PauseKey(ctx, l.pool, sink, key, d); err != nil {
