@@ -519,7 +519,7 @@ func (q *Queries) AuditRecord(ctx context.Context, db DBTX, arg AuditRecordParam
 }
 
 const breakerCloseSQL = `-- name: breaker_close
--- Closes the breaker of destination (@sink, @dest_key) after a probe
+-- Closes the breaker of receiver (@sink, @dest_key) after a probe
 -- succeeded. The sink's rows the outage put off (pending or failed with
 -- an error, due later) come due now, so delivery resumes at full speed at
 -- once rather than after each row's backoff; a producer's delayed message
@@ -569,8 +569,8 @@ func (q *Queries) BreakerClose(ctx context.Context, db DBTX, arg BreakerClosePar
 const breakerDropEventsSQL = `-- name: breaker_drop_events
 -- Deletes the rows publishing a breaker's event created for the unhealthy
 -- sink $2 itself (ids $1), with their keys (migration 013): the news that a
--- destination is down cannot go to that destination, and must not wait
--- there for its recovery.
+-- receiver is down cannot go to that receiver, and must not wait there for
+-- its recovery.
 WITH gone AS (
     DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
     RETURNING id, sink, dedup_key
@@ -586,8 +586,8 @@ func (q *Queries) BreakerDropEvents(ctx context.Context, db DBTX, ids []int64, s
 }
 
 const breakerOpenSQL = `-- name: breaker_open
--- Opens the breaker of destination (@sink, @dest_key) for every relay
--- unless it is open already: its first probe comes after @probe_interval.
+-- Opens the breaker of receiver (@sink, @dest_key: the sink, or one of its
+-- rate keys) for every relay unless it is open already: its first probe comes after @probe_interval.
 -- Notification @payload on @channel makes every running relay reload the
 -- breakers. Returns whether this call opened it, and since when it is open.
 WITH opened AS (
@@ -1925,7 +1925,7 @@ func (q *Queries) Enqueue(ctx context.Context, db DBTX, arg EnqueueParams) (int6
 	return r, err
 }
 
-const enqueueDestinationSQL = "-- name: enqueue_destination\n-- Enqueues payload $4 for sink $1 (a sink of type destinations) addressed\n-- to destination $2 under dedup key $3, with ordering key $5 (NULL for\n-- none) and headers $6, through the enqueue_destination() function\n-- (migrations 016 and 021): the row carries the destination, waits while\n-- it is disabled, and an unknown destination is refused (SQLSTATE\n-- 22023). Go's core.Outbox.EnqueueDestination, POST /v1/messages with a\n-- destination and `outboxd enqueue --destination` run it, so the rules\n-- are the function's alone. Returns the row's id and whether it was made\n-- (false: the dedup key was taken).\nSELECT id, created FROM {schema}.enqueue_destination($1, $2, $3, $4, $5, $6)\n"
+const enqueueDestinationSQL = "-- name: enqueue_destination\n-- Enqueues payload $4 for sink $1 (a sink of type destinations) addressed\n-- to destination $2 under dedup key $3, with ordering key $5 (NULL for\n-- none) and headers $6, through the enqueue_destination() function\n-- (migrations 016 and 021): the row carries the destination, waits while\n-- it is disabled, and an unknown destination is refused (SQLSTATE\n-- 22023). Go's outboxd.Outbox.EnqueueDestination, POST /v1/messages with a\n-- destination and `outboxd enqueue --destination` run it, so the rules\n-- are the function's alone. Returns the row's id and whether it was made\n-- (false: the dedup key was taken).\nSELECT id, created FROM {schema}.enqueue_destination($1, $2, $3, $4, $5, $6)\n"
 
 // EnqueueDestinationRow is a row of enqueue_destination.sql.
 type EnqueueDestinationRow struct {
@@ -2630,7 +2630,7 @@ func (q *Queries) PassedOver(ctx context.Context, db DBTX, arg PassedOverParams)
 }
 
 const pauseKeySQL = `-- name: pause_key
--- Holds destination key $2 of sink $1 (a per_key sink, migration 003's
+-- Holds rate key $2 of sink $1 (a per_key sink, migration 003's
 -- sink_key_limits) for $3 after its Retry-After: the key's GCRA clock moves
 -- past the pause, so every relay's next reservation for that key waits for
 -- it, while the sink's other keys keep their permits. Relays learn of it at
@@ -3206,9 +3206,9 @@ func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLost
 }
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits
--- Moves the GCRA state of each destination key $2[i] of sink $1 forward by
--- $3[i] permits of interval $4[i] (migration 003's sink_key_limits), in
--- one statement: each key has its own interval (a destination's own
+-- Moves the GCRA state of each rate key $2[i] of sink $1 forward by $3[i]
+-- permits of interval $4[i] (migration 003's sink_key_limits), in one
+-- statement: each key has its own interval (a tenant's destination's own
 -- rate_limit, else the sink's). Keys come sorted, so relays lock shared
 -- keys in one order. Returns per key its new tat and the database's now:
 -- the key's first permit starts at tat - n * interval. A key idle for a
@@ -3301,7 +3301,7 @@ const resumeSinkSQL = `-- name: resume_sink
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
 -- wakes their claim loops. Returns whether the sink was paused or had a
--- breaker open, and the breakers it closed (destination key, since when
+-- breaker open, and the breakers it closed (rate key, since when
 -- and why each was open, in key order) for their closed events.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1

@@ -1,7 +1,7 @@
 -- name: breaker_close :one
 -- params: sink text, dest_key text, channel text, payload text
 -- returns: closed boolean, opened_at timestamptz null, reason text null
--- Closes the breaker of destination (@sink, @dest_key) after a probe
+-- Closes the breaker of receiver (@sink, @dest_key) after a probe
 -- succeeded. The sink's rows the outage put off (pending or failed with
 -- an error, due later) come due now, so delivery resumes at full speed at
 -- once rather than after each row's backoff; a producer's delayed message

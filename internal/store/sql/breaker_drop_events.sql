@@ -2,8 +2,8 @@
 -- params: ids bigint[] as []int64, sink text
 -- Deletes the rows publishing a breaker's event created for the unhealthy
 -- sink $2 itself (ids $1), with their keys (migration 013): the news that a
--- destination is down cannot go to that destination, and must not wait
--- there for its recovery.
+-- receiver is down cannot go to that receiver, and must not wait there for
+-- its recovery.
 WITH gone AS (
     DELETE FROM {schema}.messages WHERE id = ANY($1) AND sink = $2
     RETURNING id, sink, dedup_key

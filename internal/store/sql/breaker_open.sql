@@ -1,8 +1,8 @@
 -- name: breaker_open :one
 -- params: sink text, dest_key text, reason text, last_failure text, probe_interval interval, channel text, payload text
 -- returns: opened boolean, opened_at timestamptz
--- Opens the breaker of destination (@sink, @dest_key) for every relay
--- unless it is open already: its first probe comes after @probe_interval.
+-- Opens the breaker of receiver (@sink, @dest_key: the sink, or one of its
+-- rate keys) for every relay unless it is open already: its first probe comes after @probe_interval.
 -- Notification @payload on @channel makes every running relay reload the
 -- breakers. Returns whether this call opened it, and since when it is open.
 WITH opened AS (

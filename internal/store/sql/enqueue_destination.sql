@@ -6,7 +6,7 @@
 -- none) and headers $6, through the enqueue_destination() function
 -- (migrations 016 and 021): the row carries the destination, waits while
 -- it is disabled, and an unknown destination is refused (SQLSTATE
--- 22023). Go's core.Outbox.EnqueueDestination, POST /v1/messages with a
+-- 22023). Go's outboxd.Outbox.EnqueueDestination, POST /v1/messages with a
 -- destination and `outboxd enqueue --destination` run it, so the rules
 -- are the function's alone. Returns the row's id and whether it was made
 -- (false: the dedup key was taken).

@@ -1,6 +1,6 @@
 -- name: pause_key :exec
 -- params: sink text, key text, pause
--- Holds destination key $2 of sink $1 (a per_key sink, migration 003's
+-- Holds rate key $2 of sink $1 (a per_key sink, migration 003's
 -- sink_key_limits) for $3 after its Retry-After: the key's GCRA clock moves
 -- past the pause, so every relay's next reservation for that key waits for
 -- it, while the sink's other keys keep their permits. Relays learn of it at

@@ -1,9 +1,9 @@
 -- name: reserve_key_permits :many
 -- params: sink text, keys, counts as []int, permits
 -- returns: key text, tat timestamptz, now timestamptz
--- Moves the GCRA state of each destination key $2[i] of sink $1 forward by
--- $3[i] permits of interval $4[i] (migration 003's sink_key_limits), in
--- one statement: each key has its own interval (a destination's own
+-- Moves the GCRA state of each rate key $2[i] of sink $1 forward by $3[i]
+-- permits of interval $4[i] (migration 003's sink_key_limits), in one
+-- statement: each key has its own interval (a tenant's destination's own
 -- rate_limit, else the sink's). Keys come sorted, so relays lock shared
 -- keys in one order. Returns per key its new tat and the database's now:
 -- the key's first permit starts at tat - n * interval. A key idle for a

@@ -11,7 +11,7 @@
 -- channel $4 makes every running relay reload its pauses (a reload ends
 -- the pauses the database no longer has), and the empty one after it
 -- wakes their claim loops. Returns whether the sink was paused or had a
--- breaker open, and the breakers it closed (destination key, since when
+-- breaker open, and the breakers it closed (rate key, since when
 -- and why each was open, in key order) for their closed events.
 WITH before AS (
     SELECT paused_until > now() AS paused FROM {schema}.sink_limits WHERE sink = $1
