@@ -296,7 +296,7 @@ func TestThreadRowsGetTheirFirstRowsReceipt(t *testing.T) {
 	fake := &threadSink{delay: 20 * time.Millisecond}
 	cfg := relay.Config{DeleteOnSent: true, PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "chat", Sink: fake}, {Name: "pager", Sink: fake}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 2 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}

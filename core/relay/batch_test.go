@@ -69,8 +69,8 @@ func TestBatchSinkGetsClaimedRowsTogether(t *testing.T) {
 	b.EnqueueN(t, "brk", n, nil) // all waiting before the relay's first claim
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "brk", Sink: fake, Backoff: relay.Backoff{Initial: time.Millisecond, Max: time.Millisecond}})
 	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
-	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
+	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent")+relaysignal.CountWritten(all, "dead") == n
 	})
 	if c := b.StatusCounts(t); c["sent"] != n-1 || c["dead"] != 1 {
 		t.Fatalf("statuses %v, want %d sent and 1 dead", c, n-1)
@@ -107,8 +107,8 @@ func TestBatchSinkPanicFailsTheBatch(t *testing.T) {
 	b.EnqueueN(t, "brk", 3, nil)
 	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{
 		Sinks: []relay.SinkConfig{{Name: "brk", Sink: fake, MaxAttempts: 1}}})
-	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "dead") == 3
+	signals.Written.Wait(t, 10*time.Second, "3 dead", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "dead") == 3
 	})
 	dead, err := b.Outbox.DeadLetters(b.Ctx, b.Pool, operator.DeadLetterFilter{})
 	if err != nil || len(dead) != 3 || dead[0].LastError != "sink panicked: batch boom" {

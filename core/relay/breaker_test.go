@@ -135,7 +135,7 @@ func TestBreakerOutageLongerThanTheRetryBudget(t *testing.T) {
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 4,
 			Backoff:        relay.Backoff{Initial: 200 * time.Millisecond, Max: time.Second},
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: 500 * time.Millisecond, MaxProbeInterval: maxProbe}}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 
@@ -249,12 +249,12 @@ func TestBreakerRetryAfterForever(t *testing.T) {
 	cfg := relay.Config{PollInterval: 100 * time.Millisecond, Concurrency: 4,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: probe, MaxProbeInterval: maxProbe}}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	b.EnqueueN(t, "hook", 20, nil)
 
-	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []relaysignal.BreakerChange) bool { return len(all) > 0 })
 	start, before := time.Now(), rc.requests.Load()
 	// Deliveries in flight when the breaker opened (at most Concurrency per
 	// relay) still reach the receiver; the probes come after them.
@@ -293,11 +293,11 @@ func TestBreakerProbeHonoursRetryAfter(t *testing.T) {
 	cfg := relay.Config{PollInterval: 100 * time.Millisecond, Concurrency: 4,
 		Sinks: []relay.SinkConfig{{Name: "hook", Type: "webhook", Sink: hook, MaxAttempts: 3,
 			CircuitBreaker: relay.CircuitBreaker{ProbeInterval: time.Second, MaxProbeInterval: time.Minute}}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	const rows = 10
 	b.EnqueueN(t, "hook", rows, nil)
-	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	signals.Breaker.Wait(t, 30*time.Second, "the breaker to open", func(all []relaysignal.BreakerChange) bool { return len(all) > 0 })
 
 	rc.mu.Lock()
 	rc.status, rc.retry = http.StatusTooManyRequests, "1"
@@ -355,7 +355,7 @@ func TestBreakerPerKeyOpensOnlyThatKey(t *testing.T) {
 		}
 	}
 	b.EnqueueN(t, "keyed", n, to("a"))
-	signals.Breaker.Wait(t, 30*time.Second, "receiver a's breaker to open", func(all []testsignal.BreakerChange) bool { return len(all) > 0 })
+	signals.Breaker.Wait(t, 30*time.Second, "receiver a's breaker to open", func(all []relaysignal.BreakerChange) bool { return len(all) > 0 })
 	b.EnqueueN(t, "keyed", n, to("b"))
 	signals.WaitWritten(t, 30*time.Second, "keyed", "sent", n)
 	for _, c := range signals.Breaker.All() {

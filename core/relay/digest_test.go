@@ -81,8 +81,8 @@ func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 	}}
 	cfg := tm.relayConfig(b, relay.SinkConfig{Name: "dg", Sink: fake, Digest: &sink.DigestPolicy{MaxMessages: 50}})
 	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), cfg)
-	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent")+testsignal.CountWritten(all, "dead") == n
+	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent")+relaysignal.CountWritten(all, "dead") == n
 	})
 	if c := b.StatusCounts(t); c["sent"] != n-1 || c["dead"] != 1 {
 		t.Fatalf("statuses %v, want %d sent and 1 dead", c, n-1)

@@ -120,7 +120,7 @@ func (r *Relay) releaseOutcome(row *claimedRow, delay time.Duration, cause error
 	return completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
 		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: completer.ReportFunc(func(ok bool) {
-			r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
+			r.signals.EmitWritten(relaysignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
 		})}
 }
 
@@ -166,5 +166,5 @@ func (d *deliveryReport) Written(ok bool) {
 		t.record(d.label, d.elapsed)
 	}
 	endSpan(d.span, d.label, d.stored)
-	r.signals.EmitWritten(testsignal.Outcome{ID: row.ID, Sink: row.Sink, Status: d.status, Written: ok})
+	r.signals.EmitWritten(relaysignal.Outcome{ID: row.ID, Sink: row.Sink, Status: d.status, Written: ok})
 }

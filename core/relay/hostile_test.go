@@ -62,8 +62,8 @@ func TestHostileReceiverTextNeverHoldsUpOtherRows(t *testing.T) {
 	if _, err := b.Outbox.EnqueueBatch(b.Ctx, b.Pool, msgs); err != nil {
 		t.Fatal(err)
 	}
-	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "") == len(keys)
+	signals.Written.Wait(t, 20*time.Second, "every row finished", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "") == len(keys)
 	})
 	counts := b.StatusCounts(t)
 	if counts["sent"] != 5 || counts["dead"] != 3 {

@@ -55,7 +55,7 @@ func TestRateLimitHoldsAcrossRelays(t *testing.T) {
 	fake := sink.Func(func(context.Context, *sink.Delivery) error { starts.add(); return nil })
 	cfg := relay.Config{PollInterval: 50 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "limited", Sink: fake, RateLimit: &limit}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
@@ -106,7 +106,7 @@ func TestRetryAfterPausesTheSinkOnEveryRelay(t *testing.T) {
 	other := coretest.NewRecordingSink()
 	cfg := relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "busy", Sink: fake, MaxInFlight: 1, RateLimit: &limit}, {Name: "other", Sink: other}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 3 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
@@ -203,7 +203,7 @@ func TestPerKeyRateLimitHoldsPerReceiverAcrossRelays(t *testing.T) {
 	const perKey = 6
 	limit := sink.RateLimit{Rate: 2, Per: time.Second, Burst: 1, PerKey: true}
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for i := range 3 {
 		cfg := relay.Config{PollInterval: 50 * time.Millisecond, MaintenanceInterval: 100 * time.Millisecond,
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: keyedSinkOf{keyed, i}, MaxInFlight: 2, RateLimit: &limit}}}
@@ -296,7 +296,7 @@ func TestKeyRateLimiterGivesADestinationItsOwnLimit(t *testing.T) {
 	sinkLimit := sink.RateLimit{Rate: 20, Per: time.Second, Burst: 20, PerKey: true}
 	own := map[string]sink.RateLimit{"a-slow": {Rate: 2, Per: time.Second, Burst: 1}}
 	keyed := &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for i := range 2 {
 		cfg := relay.Config{PollInterval: 50 * time.Millisecond,
 			Sinks: []relay.SinkConfig{{Name: "keyed", Sink: ownLimitSink{keyedSinkOf{keyed, i}, own}, MaxInFlight: 4, RateLimit: &sinkLimit}}}
@@ -365,7 +365,7 @@ func TestHangingReceiverHoldsOnlyItsShareOfTheSlots(t *testing.T) {
 	const hangRows, fastRows, slots = 40, 40, 16
 	limit := sink.RateLimit{Rate: 1000, Per: time.Second, Burst: 100, PerKey: true}
 	hang := &hangingKeySink{keyedSink: &keyedSink{starts: map[string]*startTimes{}, relays: map[string]map[int]bool{}}, release: make(chan struct{})}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	cfg := relay.Config{PollInterval: 50 * time.Millisecond, Lease: time.Minute,
 		Sinks: []relay.SinkConfig{{Name: "keyed", Sink: hang, MaxInFlight: slots, RateLimit: &limit}}}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)

@@ -79,7 +79,7 @@ type Relay struct {
 	limiter    *ratelimit.Limiter
 	completer  *completer.Completer
 	listener   *listener.Listener
-	signals    *testsignal.Relay // nil outside tests
+	signals    *relaysignal.Relay // nil outside tests
 	fail       func(error)       // stops the run; Run returns the error
 	deliveries sync.WaitGroup    // in-flight deliveries, for a bounded drain
 }
@@ -152,7 +152,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer db.Close()
 	r.db = db
-	r.signals = testsignal.FromContext(ctx)
+	r.signals = relaysignal.FromContext(ctx)
 	r.limiter = ratelimit.New(db, r.q)
 	r.completer = completer.New(db, r.q, r.cfg.DeleteOnSent, r.logger, r.cfg.BatchSize)
 	r.listener = listener.New(db, r.q.Channel, r.logger, func() { r.refreshPauses(context.Background()) })

@@ -70,7 +70,7 @@ func TestFourRelaysDeliverEveryMessageExactlyOnce(t *testing.T) {
 	b := coretest.Setup(t)
 	const n = 10_000
 	rec := coretest.NewRecordingSink()
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 4 {
 		pool := testdb.Pool(t, 4) // each relay on a pool of its own, like separate pods
 		testrelay.RunWith(t, pool, b.Outbox.Schema(), relay.Config{Sinks: []relay.SinkConfig{{Name: "rec", Sink: rec}}, BatchSize: 100}, signals)
@@ -112,7 +112,7 @@ func TestZombieCompletionChangesNothing(t *testing.T) {
 	})
 	cfg := relay.Config{Sinks: []relay.SinkConfig{{Name: "s", Sink: fake}},
 		Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	testrelay.RunWith(t, testdb.Pool(t, 2), b.Outbox.Schema(), cfg, signals)
 	if _, err := b.Outbox.Enqueue(b.Ctx, b.Pool, outboxd.Message{Sink: "s", DedupKey: "z", Payload: "x"}); err != nil {
@@ -225,7 +225,7 @@ func TestOrderingKeysDeliverInIDOrderAcrossRelays(t *testing.T) {
 	})
 	cfg := relay.Config{PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: fake, MaxAttempts: 100, Backoff: relay.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond}}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 4 {
 		testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 	}
@@ -263,8 +263,8 @@ func TestUnconfiguredSinkRowsWaitForARelayThatHasTheSink(t *testing.T) {
 	signals := testrelay.Run(t, b.Pool, b.Outbox.Schema(), relay.Config{Logger: logger, PollInterval: 20 * time.Millisecond,
 		MeterProvider: tm.MeterProvider, Sinks: []relay.SinkConfig{{Name: "known", Sink: oldSink}}})
 	b.EnqueueN(t, "known", 10, nil)
-	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent") == 10
+	signals.Written.Wait(t, 10*time.Second, "10 known rows sent", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent") == 10
 	})
 	signals.UnconfiguredSinks.Wait(t, 10*time.Second, "the unconfigured sink reported", func(all [][]string) bool {
 		return len(all) > 0 && slices.Contains(all[len(all)-1], "added")
@@ -607,13 +607,13 @@ func rolePool(t *testing.T, admin *pgxpool.Pool, ob *testdb.Outbox) (*pgxpool.Po
 }
 
 // runRelayOn starts a relay on pool and ob; done yields Run's result.
-func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox) (*relay.Relay, <-chan error, *testsignal.Relay) {
+func runRelayOn(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox) (*relay.Relay, <-chan error, *relaysignal.Relay) {
 	t.Helper()
 	r := testrelay.New(t, pool, ob.Schema(), relay.Config{PollInterval: 10 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: coretest.NewRecordingSink()}}})
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	done := make(chan error, 1)
-	go func() { done <- r.Run(testsignal.WithRelay(context.Background(), signals)) }()
+	go func() { done <- r.Run(relaysignal.WithRelay(context.Background(), signals)) }()
 	return r, done, signals
 }
 

@@ -41,7 +41,7 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 		{Name: "throttled", Sink: throttled, RateLimit: &sink.RateLimit{Rate: 1000, Per: time.Second}},
 		{Name: "limited", Sink: limited},
 	}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 2 {
 		testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	}
@@ -116,7 +116,7 @@ func TestSinkPausedByHandStopsEveryRelayUntilResumed(t *testing.T) {
 func TestPauseTheRelayHasNotHeardOfStopsClaims(t *testing.T) {
 	b := coretest.Setup(t)
 	rec := coretest.NewRecordingSink()
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), relay.Config{PollInterval: 20 * time.Millisecond,
 		Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}, signals)
 	// The relay has loaded the pauses (none) and listens; the pause is

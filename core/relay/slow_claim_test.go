@@ -57,7 +57,7 @@ func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 	}
 	cfg := relay.Config{PollInterval: 20 * time.Millisecond, Lease: slowClaimLease,
 		BatchSize: slowClaimBatch, Sinks: []relay.SinkConfig{{Name: "s", Sink: rec}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 2 {
 		testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
 	}
@@ -82,8 +82,8 @@ func TestSlowClaimNeverHandsOutAnExpiredLease(t *testing.T) {
 	// A relay starting now claims at once whatever the database says is
 	// free to claim.
 	testrelay.RunWith(t, b.Pool, b.Outbox.Schema(), cfg, signals)
-	signals.Written.Wait(t, time.Minute, "every row sent", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent") == n
+	signals.Written.Wait(t, time.Minute, "every row sent", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent") == n
 	})
 	seen := map[string]int{}
 	for _, d := range rec.Snapshot() {
@@ -154,10 +154,10 @@ func TestClaimHeldUpBeforeLeasingHandsOutFullLeases(t *testing.T) {
 	if err := holder.Commit(b.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	signals.Written.Wait(t, time.Minute, "every row sent", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent") == n
+	signals.Written.Wait(t, time.Minute, "every row sent", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent") == n
 	})
-	if back := testsignal.CountWritten(signals.Written.All(), "pending"); back > 0 {
+	if back := relaysignal.CountWritten(signals.Written.All(), "pending"); back > 0 {
 		t.Fatalf("%d rows handed back as spent, want every row delivered from the held-up claim", back)
 	}
 	if got := len(rec.Snapshot()); got != n {

@@ -39,9 +39,9 @@ func newTelemetry(t *testing.T) telemetry {
 // found to be a zombie's) and returns the ended delivery spans of sink, in
 // the order they ended. A delivery span ends before its outcome is
 // signalled, and the syncer exports it as it ends.
-func (tm telemetry) waitSpans(t *testing.T, signals *testsignal.Relay, sink string, n int) tracetest.SpanStubs {
+func (tm telemetry) waitSpans(t *testing.T, signals *relaysignal.Relay, sink string, n int) tracetest.SpanStubs {
 	t.Helper()
-	signals.Written.Wait(t, 30*time.Second, strconv.Itoa(n)+" attempts of sink "+sink, func(all []testsignal.Outcome) bool {
+	signals.Written.Wait(t, 30*time.Second, strconv.Itoa(n)+" attempts of sink "+sink, func(all []relaysignal.Outcome) bool {
 		attempts := 0
 		for _, o := range all {
 			if o.Sink == sink {
@@ -319,8 +319,8 @@ func TestRelayMetrics(t *testing.T) {
 	// Every row sent: the retry and the rate-limited attempt came before
 	// their rows' sends. (Counting written outcomes alone could stop early:
 	// a row handed back while the Retry-After pause held is one too.)
-	signals.Written.Wait(t, 30*time.Second, "3 rows sent", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "sent") == 3
+	signals.Written.Wait(t, 30*time.Second, "3 rows sent", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "sent") == 3
 	})
 	tm.waitSpans(t, signals, "m", 5) // 3 sent, a retry and a rate-limited attempt
 

@@ -191,7 +191,7 @@ func TestRateSlowerThanTheLeaseDeliversEveryMessageAtTheLimit(t *testing.T) {
 			cfg := relay.Config{Lease: lease, PollInterval: 200 * time.Millisecond,
 				Sinks: []relay.SinkConfig{{Name: "slow", Sink: fake, MaxAttempts: 3,
 					RateLimit: &sink.RateLimit{Rate: 1, Per: interval}}}}
-			signals := &testsignal.Relay{}
+			signals := &relaysignal.Relay{}
 			for range relays {
 				testrelay.RunWith(t, testdb.Pool(t, 3), b.Outbox.Schema(), cfg, signals)
 			}
@@ -334,7 +334,7 @@ func TestResumeWithoutItsNotificationIsSeenWithinAPollInterval(t *testing.T) {
 // resumeSetup runs a relay polling every poll whose sink s is paused until
 // resumed, with a row waiting, and returns once the relay knows the pause
 // and has looked for work with it in force.
-func resumeSetup(t *testing.T, b coretest.Bundle, poll time.Duration) *testsignal.Relay {
+func resumeSetup(t *testing.T, b coretest.Bundle, poll time.Duration) *relaysignal.Relay {
 	t.Helper()
 	if _, err := b.Outbox.PauseSink(b.Ctx, b.Pool, testdb.Actor, "s", operator.Pause{By: "alice"}); err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func resumeSetup(t *testing.T, b coretest.Bundle, poll time.Duration) *testsigna
 func TestPauseAtReservationReleasesTheClaimedRows(t *testing.T) {
 	b := coretest.Setup(t)
 	rec := coretest.NewRecordingSink()
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	var paused atomic.Bool
 	signals.BeforeReserve = func(sink string) {
 		if paused.CompareAndSwap(false, true) {

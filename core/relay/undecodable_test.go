@@ -37,8 +37,8 @@ func TestUndecodableRowFailsOnlyItself(t *testing.T) {
 	rec := coretest.NewRecordingSink()
 	signals := testrelay.Run(t, b.Pool, schema, relay.Config{PollInterval: 20 * time.Millisecond, Lease: 3 * time.Second,
 		Sinks: []relay.SinkConfig{{Name: "a", Sink: rec, MaxAttempts: 5}, {Name: "b", Sink: rec, MaxAttempts: 5}}})
-	signals.Written.Wait(t, 30*time.Second, "every row finished", func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, "") == 7
+	signals.Written.Wait(t, 30*time.Second, "every row finished", func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, "") == 7
 	})
 	if counts := b.StatusCounts(t); counts["sent"] != 6 || counts["dead"] != 1 {
 		t.Fatalf("statuses %v, want 6 sent and the undecodable row dead", counts)

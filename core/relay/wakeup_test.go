@@ -31,7 +31,7 @@ func TestEnqueueWakesOneWaitingLoop(t *testing.T) {
 	cfg.MaxConns = 4
 	sink := coretest.NewRecordingSink()
 	relayCfg := relay.Config{PollInterval: time.Hour, Sinks: []relay.SinkConfig{{Name: "s", Sink: sink}}}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 2 {
 		pool, err := pgxpool.NewWithConfig(b.Ctx, cfg)
 		if err != nil {

@@ -173,8 +173,8 @@ func TestAttemptsReadInOrderAfterARedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deaths := func(n int) func([]testsignal.Outcome) bool {
-		return func(all []testsignal.Outcome) bool {
+	deaths := func(n int) func([]relaysignal.Outcome) bool {
+		return func(all []relaysignal.Outcome) bool {
 			dead := 0
 			for _, o := range all {
 				if o.ID == res.ID && o.Status == "dead" && o.Written {

@@ -47,7 +47,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 		t.Fatalf("after the crash the row is %s, want in_progress (posted, not recorded)", r.Status)
 	}
 
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	runRelay(t, pool, ob, crashLease, signals, slackSink(t, fake, nil))
 	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 1) // the row taken over
 	r := readRow(t, pool, ob, id)
@@ -75,11 +75,11 @@ func TestCrashingRelayChild(t *testing.T) {
 	}
 	ob := testdb.Open(t, schema)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(crashChildAPIEnv), "channel": testChannel})
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals, relay.SinkConfig{Name: testSinkName, Sink: killAfterPost{inner}})
 	// The process dies inside the sink; an outcome written means the post
 	// failed, and no outcome within the limit means it never happened.
-	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
+	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []relaysignal.Outcome) bool { return len(all) > 0 })
 	t.Fatalf("the relay recorded %+v instead of dying after the post", signals.Written.All())
 }
 

@@ -183,7 +183,7 @@ func TestBurstArrivesInAFewDigests(t *testing.T) {
 	)
 	fake := newFake(t)
 	pool, ob := testdb.New(t)
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	runRelay(t, pool, ob, 30*time.Second, signals, digestSink(t, fake, window, most))
 	start := time.Now()
 	for b := range batches {
@@ -253,7 +253,7 @@ func TestRelayKilledInDigestPostPostsOnce(t *testing.T) {
 		t.Fatalf("after the crash %d rows are in flight in a recorded digest, want %d", recorded, alerts)
 	}
 
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	runRelay(t, pool, ob, crashLease, signals, digestSink(t, fake, 0, 50))
 	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", alerts)
 	if posts := fake.Posts(); len(posts) != 1 {
@@ -279,10 +279,10 @@ func TestCrashingDigestRelayChild(t *testing.T) {
 	}
 	ob := testdb.Open(t, schema)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(digestCrashAPIEnv), "channel": testChannel})
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	runRelay(t, testdb.Pool(t, relayPoolSize), ob, crashLease, signals,
 		relay.SinkConfig{Name: testSinkName, Sink: killAfterDigest{inner}, Digest: &sink.DigestPolicy{MaxMessages: 50}})
-	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
+	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []relaysignal.Outcome) bool { return len(all) > 0 })
 	t.Fatalf("the relay recorded %+v instead of dying after the post", signals.Written.All())
 }
 
@@ -339,7 +339,7 @@ func TestRoutedDigestRendersItsTemplatePerKey(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("%d new orders:%s", shop.n, ids))
 	}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	sc := relay.SinkConfig{Name: testSinkName, Sink: inner, RouteDigests: table.RouteDigests(testSinkName)}
 	runRoutedRelay(t, pool, ob, 30*time.Second, signals, table.Stage(nil), sc)
 	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 30)

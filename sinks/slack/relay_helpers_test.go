@@ -21,14 +21,14 @@ const relayPoolSize = 3
 
 // runRelay runs a relay over ob with the given sinks until the test ends,
 // sending its test signals to signals (which several relays may share).
-func runRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, sinks ...relay.SinkConfig) {
+func runRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *relaysignal.Relay, sinks ...relay.SinkConfig) {
 	t.Helper()
 	runRoutedRelay(t, pool, ob, lease, signals, nil, sinks...)
 }
 
 // runRoutedRelay is runRelay with a stage that renders published rows
 // (see routedSlack).
-func runRoutedRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *testsignal.Relay, stage relay.Stage, sinks ...relay.SinkConfig) {
+func runRoutedRelay(t *testing.T, pool *pgxpool.Pool, ob *testdb.Outbox, lease time.Duration, signals *relaysignal.Relay, stage relay.Stage, sinks ...relay.SinkConfig) {
 	t.Helper()
 	testrelay.RunWith(t, pool, ob.Schema(), relay.Config{Sinks: sinks, Stage: stage, Lease: lease, PollInterval: 100 * time.Millisecond}, signals)
 }

@@ -46,7 +46,7 @@ func TestThreeRelaysHoldTheRateLimit(t *testing.T) {
 	fake := newFake(t)
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
 	ob := testdb.NewSchema(t, pools[0])
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for _, pool := range pools {
 		runRelay(t, pool, ob, 10*time.Second, signals, slackSink(t, fake, &rl))
 	}
@@ -93,7 +93,7 @@ func TestRetryAfterPausesEveryRelay(t *testing.T) {
 	fake.Inject(fakeslack.MethodPostMessage, fakeslack.Fault{Status: 429, RetryAfter: retryAfter})
 	pools := []*pgxpool.Pool{testdb.Pool(t, relayPoolSize), testdb.Pool(t, relayPoolSize)}
 	ob := testdb.NewSchema(t, pools[0])
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for _, pool := range pools {
 		runRelay(t, pool, ob, 10*time.Second, signals, slackSink(t, fake, nil))
 	}

@@ -81,7 +81,7 @@ func TestThreadSurvivesTheRelayThatPostedItsRoot(t *testing.T) {
 		t.Fatalf("the child posted %d messages, want the thread's first", len(posts))
 	}
 
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	sc, stage := routedSlack(t, pool, ob, newSink(t, tokenOptions(fake, nil)))
 	runRoutedRelay(t, pool, ob, crashLease, signals, stage, sc)
 	signals.WaitWritten(t, 30*time.Second, "", "sent", 3)
@@ -120,12 +120,12 @@ func TestThreadRelayChild(t *testing.T) {
 	ob := testdb.Open(t, schema)
 	pool := testdb.Pool(t, relayPoolSize)
 	inner := newSink(t, map[string]any{"token": fakeslack.Token, "api_url": os.Getenv(threadChildAPIEnv), "channel": testChannel})
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	sc, stage := routedSlack(t, pool, ob, killAfterPost{inner})
 	runRoutedRelay(t, pool, ob, crashLease, signals, stage, sc)
 	// The process dies inside the sink; an outcome written means the post
 	// failed, and no outcome within the limit means it never happened.
-	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []testsignal.Outcome) bool { return len(all) > 0 })
+	signals.Written.Wait(t, 30*time.Second, "the relay to post and die", func(all []relaysignal.Outcome) bool { return len(all) > 0 })
 	t.Fatalf("the relay recorded %+v instead of dying after the thread's first post", signals.Written.All())
 }
 
@@ -154,7 +154,7 @@ func TestPerChannelRateLimitAcrossRelays(t *testing.T) {
 	if _, err := ob.Routes().Apply(context.Background(), pool, table, testdb.Actor); err != nil {
 		t.Fatal(err)
 	}
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	for range 3 {
 		runRoutedRelay(t, testdb.Pool(t, relayPoolSize), ob, 30*time.Second, signals, table.Stage(nil), sinks...)
 	}

@@ -144,7 +144,7 @@ func (l *Listener) listenOnce(ctx context.Context, onConnected func()) error {
 	// either: reload them before the loops look at them.
 	l.reload()
 	l.once.Do(func() { close(l.ready) })
-	testsignal.FromContext(ctx).EmitListening()
+	relaysignal.FromContext(ctx).EmitListening()
 	// Anything enqueued while we were not listening was not announced.
 	l.wake("")
 	for {

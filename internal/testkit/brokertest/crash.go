@@ -79,8 +79,8 @@ func CrashChild(t *testing.T) {
 	// The process dies inside the sink at its after-th publish, whose row
 	// is never recorded sent: after rows recorded sent mean it survived,
 	// and none within the limit that the publishes never happened.
-	signals.Written.Wait(t, crashchild.Timeout, fmt.Sprintf("%d publishes and the process killed", after), func(all []testsignal.Outcome) bool {
-		return testsignal.CountWritten(all, string(operator.StatusSent)) >= after
+	signals.Written.Wait(t, crashchild.Timeout, fmt.Sprintf("%d publishes and the process killed", after), func(all []relaysignal.Outcome) bool {
+		return relaysignal.CountWritten(all, string(operator.StatusSent)) >= after
 	})
 	t.Fatalf("the relay recorded %d rows sent and was not killed", after)
 }

@@ -61,7 +61,7 @@ const relayPoolSize = 4
 // and returns its test signals. Retries come quickly (backoff from 100 ms
 // to 1 s) and many (50), so an outage of a few seconds stays well inside
 // the retry budget.
-func Relay(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, tracing *Tracing, sink relay.SinkConfig) *testsignal.Relay {
+func Relay(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, tracing *Tracing, sink relay.SinkConfig) *relaysignal.Relay {
 	t.Helper()
 	if sink.MaxAttempts == 0 {
 		sink.MaxAttempts = 50
@@ -78,13 +78,13 @@ func Relay(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox, tracing *Tracing
 
 // WaitSent waits until the relay signalled n of sink's rows sent, failing
 // on a dead row.
-func WaitSent(t testing.TB, signals *testsignal.Relay, pool *pgxpool.Pool, ob *testdb.Outbox, sink string, n int, timeout time.Duration) {
+func WaitSent(t testing.TB, signals *relaysignal.Relay, pool *pgxpool.Pool, ob *testdb.Outbox, sink string, n int, timeout time.Duration) {
 	t.Helper()
-	signals.Written.Wait(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func(all []testsignal.Outcome) bool {
-		if dead := testsignal.CountWrittenTo(all, sink, string(operator.StatusDead)); dead > 0 {
+	signals.Written.Wait(t, timeout, fmt.Sprintf("%d rows of %s sent", n, sink), func(all []relaysignal.Outcome) bool {
+		if dead := relaysignal.CountWrittenTo(all, sink, string(operator.StatusDead)); dead > 0 {
 			t.Fatalf("%d rows of %s are dead: %v", dead, sink, lastErrors(t, pool, ob))
 		}
-		return testsignal.CountWrittenTo(all, sink, string(operator.StatusSent)) >= n
+		return relaysignal.CountWrittenTo(all, sink, string(operator.StatusSent)) >= n
 	})
 }
 
@@ -109,14 +109,14 @@ func lastErrors(t testing.TB, pool *pgxpool.Pool, ob *testdb.Outbox) []string {
 // WaitFailedAttempt waits until the relay records a failed attempt after
 // the call: it tried the broker and found it away. A dead row fails the
 // test at once: an outage must not dead-letter anything.
-func WaitFailedAttempt(t testing.TB, signals *testsignal.Relay, timeout time.Duration) {
+func WaitFailedAttempt(t testing.TB, signals *relaysignal.Relay, timeout time.Duration) {
 	t.Helper()
-	before := testsignal.CountWritten(signals.Written.All(), string(operator.StatusFailed))
-	signals.Written.Wait(t, timeout, "a failed attempt recorded", func(all []testsignal.Outcome) bool {
-		if dead := testsignal.CountWritten(all, string(operator.StatusDead)); dead > 0 {
+	before := relaysignal.CountWritten(signals.Written.All(), string(operator.StatusFailed))
+	signals.Written.Wait(t, timeout, "a failed attempt recorded", func(all []relaysignal.Outcome) bool {
+		if dead := relaysignal.CountWritten(all, string(operator.StatusDead)); dead > 0 {
 			t.Fatalf("%d rows dead-lettered by the outage", dead)
 		}
-		return testsignal.CountWritten(all, string(operator.StatusFailed)) > before
+		return relaysignal.CountWritten(all, string(operator.StatusFailed)) > before
 	})
 }
 

@@ -25,9 +25,9 @@ const pollInterval = 10 * time.Millisecond
 // test ends, then cancels it and fails the test unless Run returns nil (a
 // clean drain) within a minute. It returns the relay's test signals, to wait on what the relay
 // does.
-func Run(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config) *testsignal.Relay {
+func Run(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config) *relaysignal.Relay {
 	t.Helper()
-	signals := &testsignal.Relay{}
+	signals := &relaysignal.Relay{}
 	RunWith(t, pool, schema, cfg, signals)
 	return signals
 }
@@ -35,10 +35,10 @@ func Run(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config) *tes
 // RunWith is Run with the relay sending its signals to signals, which
 // several relays of one test may share: a test running three relays waits
 // on what any of them does.
-func RunWith(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config, signals *testsignal.Relay) {
+func RunWith(t testing.TB, pool *pgxpool.Pool, schema string, cfg relay.Config, signals *relaysignal.Relay) {
 	t.Helper()
 	relay := New(t, pool, schema, cfg)
-	ctx, cancel := context.WithCancel(testsignal.WithRelay(context.Background(), signals))
+	ctx, cancel := context.WithCancel(relaysignal.WithRelay(context.Background(), signals))
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(ctx) }()
 	t.Cleanup(func() {

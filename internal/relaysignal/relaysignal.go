@@ -1,12 +1,15 @@
-// Package testsignal lets a test wait on what a relay does (an outcome
-// written, a claim made, the listener connected) instead of polling the
-// database or sleeping. A test puts a [Relay] into the context it passes to
-// relay.Relay.Run; the relay signals on it. Outside tests the context holds
-// none and every signal is a no-op.
+// Package relaysignal is the relay's observation seam: what a relay did (an
+// outcome written, a claim made, the listener connected, a breaker opened),
+// sent to whoever put a [Relay] into the context passed to relay.Relay.Run.
+// Tests use it to wait on what the relay did instead of polling the
+// database or sleeping; outside tests the context holds none and every
+// signal is a no-op that costs a nil check.
 //
-// It is internal to the module: applications cannot reach it, so it adds
-// nothing to core's public API.
-package testsignal
+// It is production code (the relay imports it), not test support: it
+// imports neither package testing nor anything of internal/testkit, and
+// Wait takes the small [TB] interface instead. It is internal to the
+// module, so it adds nothing to the public API.
+package relaysignal
 
 import (
 	"context"
