@@ -3,8 +3,9 @@ package operator
 import (
 	"context"
 	"fmt"
-	"github.com/outboxd/outboxd/internal/store"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // Breaker states as BreakerState.State names them.

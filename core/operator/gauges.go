@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"github.com/outboxd/outboxd/internal/store"
 	"sync"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/outboxd/outboxd/internal/otelscope"
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // DefaultGaugeRefresh is how long one read of the stats snapshot serves

@@ -2,10 +2,11 @@ package operator
 
 import (
 	"context"
-	"github.com/outboxd/outboxd/internal/store"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // SinkOverview is what an operator wants to know about one sink at a

@@ -3,8 +3,9 @@ package operator
 import (
 	"context"
 	"fmt"
-	"github.com/outboxd/outboxd/internal/store"
 	"time"
+
+	"github.com/outboxd/outboxd/internal/store"
 )
 
 // DefaultStatsInterval is how often the cluster's row counts are

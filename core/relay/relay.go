@@ -80,8 +80,8 @@ type Relay struct {
 	completer  *completer.Completer
 	listener   *listener.Listener
 	signals    *relaysignal.Relay // nil outside tests
-	fail       func(error)       // stops the run; Run returns the error
-	deliveries sync.WaitGroup    // in-flight deliveries, for a bounded drain
+	fail       func(error)        // stops the run; Run returns the error
+	deliveries sync.WaitGroup     // in-flight deliveries, for a bounded drain
 }
 
 // New checks cfg and returns a relay of q's outbox schema that will
