@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/outboxd/outboxd/core/sink"
 )
@@ -16,21 +18,51 @@ const logAttrSink = "sink"
 
 // environment returns env, the environment a host gave the sink called
 // name, with what the host left zero filled in: the process's logger (see
-// processLogger) and OpenTelemetry's global providers, which hand their
-// work to the providers a serving process installs later. The logger is
-// named for the sink. Resources stay nil when the host shares none.
+// processLogger), the tracer provider of the span each of the sink's spans
+// is a child of (see spanTracerProvider), and OpenTelemetry's global meter
+// provider, which hands its work to the provider a serving process
+// installs later. The logger is named for the sink. Resources stay nil
+// when the host shares none.
 func environment(name string, env sink.Env) sink.Env {
 	if env.Logger == nil {
 		env.Logger = processLogger
 	}
 	env.Logger = env.Logger.With(logAttrSink, name)
 	if env.TracerProvider == nil {
-		env.TracerProvider = otel.GetTracerProvider()
+		env.TracerProvider = spanTracerProvider{}
 	}
 	if env.MeterProvider == nil {
 		env.MeterProvider = otel.GetMeterProvider()
 	}
 	return env
+}
+
+// spanTracerProvider is the tracer provider of a sink whose host gave
+// none. Each span it starts is started by the provider of its parent, the
+// relay's delivery span, so that the sink's spans (an HTTP call, an SMTP
+// session) join the trace the relay records with whichever provider the
+// relay was given, not only OpenTelemetry's global one; a span without a
+// parent goes to the global provider.
+type spanTracerProvider struct{ embedded.TracerProvider }
+
+func (spanTracerProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return spanTracer{name: name, opts: opts}
+}
+
+// spanTracer is a tracer of spanTracerProvider: it picks the provider at
+// each Start, from the context the span starts in.
+type spanTracer struct {
+	embedded.Tracer
+	name string
+	opts []trace.TracerOption
+}
+
+func (t spanTracer) Start(ctx context.Context, spanName string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	tp := otel.GetTracerProvider()
+	if parent := trace.SpanFromContext(ctx); parent.SpanContext().IsValid() {
+		tp = parent.TracerProvider()
+	}
+	return tp.Tracer(t.name, t.opts...).Start(ctx, spanName, opts...)
 }
 
 // processLogger writes each record through slog.Default as it is when the

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
@@ -91,5 +95,42 @@ func TestATypeSaysWhichResourcesItsSinksUse(t *testing.T) {
 	}
 	if registry.Log.Uses("directory") {
 		t.Fatal("the log type uses no resource")
+	}
+}
+
+// TestASinksSpansJoinTheirParentsProvider: a sink whose host gave no
+// tracer provider records its spans with the provider of the span they
+// are children of (the relay's delivery span, which a relay may record
+// with a provider of its own, not the global one), and a span without a
+// parent with the global provider. (Mutation: the environment filled with
+// otel.GetTracerProvider() at build time loses the child span to the
+// global no-op provider, as test/tracing's TestDeliveryTraceInJaeger
+// showed.)
+func TestASinksSpansJoinTheirParentsProvider(t *testing.T) {
+	var got sink.Env
+	if _, err := defineRecorder("span-test", &got).New("hooks", nil, sink.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	recorder := tracetest.NewSpanRecorder()
+	relayProvider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	defer func() { _ = relayProvider.Shutdown(context.Background()) }()
+
+	ctx, delivery := relayProvider.Tracer("relay").Start(context.Background(), "send hooks")
+	_, call := got.TracerProvider.Tracer("sink").Start(ctx, "HTTP POST")
+	call.End()
+	delivery.End()
+
+	var names []string
+	for _, s := range recorder.Ended() {
+		names = append(names, s.Name())
+	}
+	if want := []string{"HTTP POST", "send hooks"}; !slices.Equal(names, want) {
+		t.Fatalf("the relay's provider recorded %q; want %q (the sink's span beside its parent)", names, want)
+	}
+
+	_, orphan := got.TracerProvider.Tracer("sink").Start(context.Background(), "no parent")
+	orphan.End()
+	if n := len(recorder.Ended()); n != 2 {
+		t.Fatalf("a span without a parent went to the relay's provider (%d spans); want the global one", n)
 	}
 }
