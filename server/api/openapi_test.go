@@ -64,10 +64,13 @@ type exchange struct {
 	method, path, body string
 	status             int
 	// noToken sends no bearer token, token another than operatorToken;
-	// contentType replaces application/json.
+	// contentType replaces application/json, and bare sends no
+	// Content-Type at all (as curl -X DELETE and generated clients call
+	// an endpoint without a body).
 	noToken     bool
 	token       string
 	contentType string
+	bare        bool
 	// invalid says the request breaks the document on purpose (a body
 	// that is not JSON, a parameter out of range): only the answer is
 	// validated.
@@ -100,9 +103,8 @@ func (c *contract) do(e exchange) []byte {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		req.Header.Set("Content-Type", "application/json")
-		if e.contentType != "" {
-			req.Header.Set("Content-Type", e.contentType)
+		if !e.bare {
+			req.Header.Set("Content-Type", cmp.Or(e.contentType, "application/json"))
 		}
 		if !e.noToken {
 			req.Header.Set("Authorization", "Bearer "+cmp.Or(e.token, operatorToken))
