@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/server/portal"
@@ -238,11 +239,25 @@ func (c *Console) postSignOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// localPath keeps a redirect target on this site: a path, never a URL
-// (//evil.example or /\evil.example would leave it).
+// localPath keeps a redirect target on this site: p when it is a path of
+// this origin, else "/". Browsers drop tabs and newlines from a URL and
+// read a backslash as a slash, so "/\t/evil.example" and "/\evil.example"
+// leave the site as "//evil.example" does: p must start with one slash
+// followed by neither a slash nor a backslash, hold no backslash, control
+// character or space anywhere, and parse as a path alone (no scheme, no
+// host), whose decoded form obeys the same rules ("/%2F/evil.example").
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !plainPath(p) || !plainPath(u.Path) {
 		return "/"
 	}
 	return p
+}
+
+// plainPath reports whether p starts with exactly one slash and holds no
+// backslash, control character or white space.
+func plainPath(p string) bool {
+	rest, rooted := strings.CutPrefix(p, "/")
+	return rooted && !strings.HasPrefix(rest, "/") &&
+		!strings.ContainsFunc(p, func(r rune) bool { return r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) })
 }
