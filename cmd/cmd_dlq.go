@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +58,7 @@ only the database: the sinks' options and their secrets are not read.
 		Args:    cobra.NoArgs,
 		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			a.warnUnknownSink(s, filter.Sink)
 			letters, err := s.ops.DeadLetters(cmd.Context(), s.pool, filter)
 			if err != nil {
 				return err
@@ -104,14 +104,15 @@ func writeDeadLetters(w io.Writer, letters []operator.DeadLetter, wide bool) err
 // cliSelection are the flags of a dead-letter selection.
 var cliSelection = api.SelectionWords{IDs: "--id", All: "--all", Sink: "--sink", Error: "--error", Waiting: "--waiting", Destination: "--destination"}
 
-// dlqActionCommand builds redrive or purge. On a terminal, unless --yes,
-// it counts the selection with a dry run first and asks before acting on
-// exactly the rows counted. Ids that name no dead letter make it exit 1
+// dlqActionCommand builds redrive or purge, destructive commands (see
+// destructive): on a terminal, unless --yes, it counts the selection with
+// a dry run first and asks before acting on exactly the rows counted;
+// elsewhere it needs --yes. Ids that name no dead letter make it exit 1
 // after acting on the others.
 func (a *app) dlqActionCommand(name, short, done string, action api.DeadLetterAction) *cobra.Command {
 	var (
 		filter operator.RedriveFilter
-		yes    bool
+		d      destructive
 		o      output
 	)
 	c := &cobra.Command{
@@ -119,7 +120,10 @@ func (a *app) dlqActionCommand(name, short, done string, action api.DeadLetterAc
 		Short: short,
 		Long: short + ` (needs only the database). On a terminal it counts the
 selection first and asks before acting on exactly the rows counted, unless
---yes; --dry-run only counts.`,
+--yes; --dry-run only counts. Without a terminal (a script, a pipe,
+kubectl exec without -t) it acts only with --yes: without it, it exits 2.
+A --sink that is not configured is warned about, naming the nearest
+configured sink.`,
 		Example: fmt.Sprintf(`  outboxd dlq %[1]s --id 17 --id 18
   outboxd dlq %[1]s --all --sink ops-slack --error "rate limited" --dry-run
   outboxd dlq %[1]s --all --yes`, name),
@@ -128,11 +132,13 @@ selection first and asks before acting on exactly the rows counted, unless
 			if err := api.CheckSelection(filter, cliSelection); err != nil {
 				return badInputf("%s: %w", name, err)
 			}
-			return nil
+			return d.check(a, "dlq "+name)
 		}),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			ctx := cmd.Context()
-			if a.io.Terminal && !yes && !filter.DryRun {
+			a.warnUnknownSink(s, filter.Sink)
+			filter.DryRun = d.dryRun
+			if d.asks() {
 				plan := filter
 				plan.DryRun = true
 				res, err := action(s.ops, ctx, s.pool, a.actor(), plan)
@@ -143,8 +149,8 @@ selection first and asks before acting on exactly the rows counted, unless
 					fmt.Fprintf(cmd.OutOrStdout(), "%s 0\n", done)
 					return missingDeadLetters(res.Missing)
 				}
-				if !a.confirm(fmt.Sprintf("%s %d %s? [y/N] ", name, res.Rows, describeSelection(filter))) {
-					return &exitError{code: exitFailure, err: fmt.Errorf("%s: not confirmed; nothing changed", name)}
+				if err := a.approve(name, fmt.Sprintf("%s %d %s?", name, res.Rows, describeSelection(filter))); err != nil {
+					return err
 				}
 				filter.Token = res.Token // exactly the rows counted
 			}
@@ -175,8 +181,7 @@ selection first and asks before acting on exactly the rows counted, unless
 	c.Flags().StringVar(&filter.Sink, "sink", "", "with --all: only this `sink`'s dead letters")
 	c.Flags().StringVar(&filter.ErrorContains, "error", "", "with --all: only dead letters whose last error contains this `text` (ignoring case)")
 	_ = c.RegisterFlagCompletionFunc("sink", a.completeSinks)
-	c.Flags().BoolVar(&filter.DryRun, "dry-run", false, "only count what would be "+done)
-	c.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation on a terminal")
+	d.add(c, done)
 	addOutputFlags(c, &o, fmt.Sprintf(`{"%s", "dry_run", "last_id", "token", "missing"}, as the API answers`, done))
 	if name == "purge" {
 		c.Flags().BoolVar(&filter.Waiting, "waiting", false,
@@ -223,16 +228,4 @@ func joinIDs(ids []int64) string {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// confirm asks question on the terminal and reports whether the answer
-// was yes.
-func (a *app) confirm(question string) bool {
-	fmt.Fprint(a.io.Err, question)
-	answer, _ := bufio.NewReader(a.io.In).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
-		return true
-	}
-	return false
 }

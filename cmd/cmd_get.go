@@ -211,6 +211,7 @@ message was last updated and sent.`,
 			return nil
 		}),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			a.warnUnknownSink(s, f.Sink)
 			page, err := s.ops.Messages(cmd.Context(), s.pool, f)
 			if err != nil {
 				return err

@@ -100,8 +100,8 @@ func (c *cli) deadCount() int {
 }
 
 // On a terminal, purge and redrive count with a dry run and ask; only yes
-// acts, on exactly the rows counted. --yes skips the question, and so does
-// a script (no terminal).
+// acts, on exactly the rows counted. --yes skips the question, which a
+// script (no terminal) must pass (TestDestructiveCommandsNeedYesWithoutATerminal).
 // (Mutations, each failing this test: asking skipped on a terminal; a
 // confirmed --all without UpToID, which purges a row that died after the
 // count.)
@@ -128,7 +128,7 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 	if code != exitOK || out != "purged 2\n" || c.deadCount() != 2 || late == 0 {
 		t.Fatalf("answered yes: code %d, out %q, err %q, dead %d (want the one that died after the count left)", code, out, errOut, c.deadCount())
 	}
-	if _, errOut, code := c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(late)); code != exitOK || c.deadCount() != 1 {
+	if _, errOut, code := c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(late), "--yes"); code != exitOK || c.deadCount() != 1 {
 		t.Fatalf("purge the late dead letter: code %d, err %q", code, errOut)
 	}
 	out, _, code = c.run(true, "", "dlq", "purge", "--all", "--dry-run")
@@ -151,9 +151,9 @@ func TestDeadLetterCommandsAskOnATerminal(t *testing.T) {
 		t.Fatalf("--yes: code %d, out %q, err %q", code, out, errOut)
 	}
 	c.api.deadRows(t, "other", "x")
-	out, errOut, code = c.run(false, "", "dlq", "purge", "--all")
+	out, errOut, code = c.run(false, "", "dlq", "purge", "--all", "--yes")
 	if code != exitOK || out != "purged 1\n" || errOut != "" {
-		t.Fatalf("no terminal: code %d, out %q, err %q", code, out, errOut)
+		t.Fatalf("no terminal, --yes: code %d, out %q, err %q", code, out, errOut)
 	}
 }
 
@@ -193,11 +193,11 @@ func TestDeadLetterCommandsConfirmExactlyTheRowsCounted(t *testing.T) {
 func TestDeadLetterCommandsRefuseUnknownIDs(t *testing.T) {
 	c := newCLI(t)
 	ids := c.api.deadRows(t, "partner", "boom")
-	out, errOut, code := c.run(false, "", "dlq", "redrive", "--id", "999999")
+	out, errOut, code := c.run(false, "", "dlq", "redrive", "--id", "999999", "--yes")
 	if code != exitFailure || out != "redriven 0\n" || !strings.Contains(errOut, "no dead letter with id 999999") {
 		t.Fatalf("unknown id: code %d, out %q, err %q", code, out, errOut)
 	}
-	out, errOut, code = c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(ids[0]), "--id", "999998")
+	out, errOut, code = c.run(false, "", "dlq", "purge", "--id", fmt.Sprint(ids[0]), "--id", "999998", "--yes")
 	if code != exitFailure || out != "purged 1\n" || !strings.Contains(errOut, "no dead letter with id 999998") {
 		t.Fatalf("one known, one unknown: code %d, out %q, err %q", code, out, errOut)
 	}

@@ -3,11 +3,15 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxd/outboxd/config"
+	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/internal/access"
@@ -50,6 +54,31 @@ func (a *app) actor() audit.Actor {
 	return audit.Actor{Name: name, Role: string(access.RoleAdmin), Source: audit.SourceCLI}
 }
 
+// unknownSink says that the configuration has no sink name, with what,
+// when given, the rest of the sentence, and names the configured sink
+// nearest to it (confschema.Nearest, as the configuration suggests keys).
+// It is "" when name is "" or configured.
+func unknownSink(cfg *config.Config, name, what string) string {
+	if _, ok := cfg.Sinks[name]; name == "" || ok {
+		return ""
+	}
+	text := "no sink " + name + " is configured" + what
+	if near := confschema.Nearest(name, slices.Sorted(maps.Keys(cfg.Sinks))); near != "" {
+		text += "; did you mean " + near + "?"
+	}
+	return text
+}
+
+// warnUnknownSink warns when a filter's sink is not configured: a typo
+// would otherwise find nothing, silently. The command goes on (its empty
+// answer is true): a sink that was removed, or that another relay's
+// configuration has, may have rows.
+func (a *app) warnUnknownSink(s session, name string) {
+	if w := unknownSink(s.cfg, name, ""); w != "" {
+		a.warn(w)
+	}
+}
+
 func (a *app) sinkPauseCommand() *cobra.Command {
 	var (
 		ch       sinkChange
@@ -80,7 +109,8 @@ typo's pause would stop nothing; --force pauses it anyway.`,
 				_, configured := s.cfg.Sinks[sink]
 				err := s.ops.CheckSinkKnown(cmd.Context(), s.pool, sink, configured)
 				if errors.Is(err, operator.ErrUnknownSink) {
-					return badInput(err)
+					return badInputf("sinks pause: %s (pass --force to pause %s anyway)",
+						unknownSink(s.cfg, sink, " and the outbox has no messages of it: its pause would stop nothing"), sink)
 				}
 				if err != nil {
 					return err

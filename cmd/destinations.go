@@ -210,21 +210,60 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 	return c
 }
 
-// destinationChange is what delete, disable and enable print.
+// destinationChange is what delete, disable and enable print; a delete's
+// dry run says what a delete would take.
 type destinationChange struct {
-	ID   string `json:"id"`
-	Rows int64  `json:"rows"`
-	Verb string `json:"-"`
+	ID     string `json:"id"`
+	Rows   int64  `json:"rows"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	Verb   string `json:"-"`
 }
 
+// destinationDeleteCommand is destructive (see destructive): it counts the
+// destination's waiting rows first and, unless --yes, asks on a terminal
+// and refuses elsewhere.
 func (a *app) destinationDeleteCommand() *cobra.Command {
-	var f destinationFlags
-	return a.destinationCommand("delete ID --tenant T", "Delete a destination, its secrets and the rows still waiting for it (counted)",
-		`  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme`,
+	var (
+		f destinationFlags
+		d destructive
+	)
+	const name = "destinations delete"
+	c := a.destinationCommand("delete ID --tenant T [--dry-run] [--yes]",
+		"Delete a destination, its secrets and the rows still waiting for it, counted first (asks on a terminal unless --yes)",
+		`  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme --dry-run
+  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme
+  outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme --yes`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
-			n, err := st.Delete(ctx, s.pool, a.actor(), f.tenant, args[0])
-			return destinationChange{ID: args[0], Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
+			id := args[0]
+			if d.dryRun || d.asks() {
+				dest, err := st.Get(ctx, s.pool, f.tenant, id)
+				if err != nil {
+					return nil, err
+				}
+				if d.dryRun {
+					return destinationChange{ID: id, Rows: *dest.Waiting, DryRun: true, Verb: "would be deleted, with its secrets and waiting rows"}, nil
+				}
+				if err := a.approve(name, fmt.Sprintf("delete destination %s of tenant %s (%s), its signing secrets and its %d waiting row(s)?",
+					id, f.tenant, terminalText(dest.URL), *dest.Waiting)); err != nil {
+					return nil, err
+				}
+			}
+			n, err := st.Delete(ctx, s.pool, a.actor(), f.tenant, id)
+			return destinationChange{ID: id, Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
 		})
+	check := c.PreRunE
+	c.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return err
+		}
+		return d.check(a, name)
+	}
+	d.add(c, "deleted")
+	c.Long = c.Short + `. It counts the rows waiting for the destination
+first; --dry-run only counts. On a terminal it asks before deleting, unless
+--yes; without a terminal it deletes only with --yes (without it, exit 2).
+Rows enqueued for it between the count and the delete go with it too.`
+	return c
 }
 
 func (a *app) destinationSetEnabledCommand(enable bool) *cobra.Command {

@@ -128,7 +128,7 @@ func TestDeadDestinationIsDisabledAndItsRowsWait(t *testing.T) {
 
 	o.run(t, "destinations", "disable", dead.ID, "--tenant", "deadco", "--reason", "leaving")
 	o.publishSQL(t, true, [3]string{"order.created", "deadco", "late1"}, [3]string{"order.paid", "deadco", "late2"})
-	if out := o.run(t, "destinations", "delete", dead.ID, "--tenant", "deadco"); !strings.Contains(out, "waiting rows deleted with it (2 rows)") {
+	if out := o.run(t, "destinations", "delete", dead.ID, "--tenant", "deadco", "--yes"); !strings.Contains(out, "waiting rows deleted with it (2 rows)") {
 		t.Errorf("delete says %q, want the 2 waiting rows that went with it", out)
 	}
 	o.call(t, http.MethodGet, "/v1/audit", nil, &audit)

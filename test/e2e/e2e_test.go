@@ -88,7 +88,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("dlq redrive without a selection exited %d, want 2", code)
 	}
 	rcv.refuse("held-1", false) // the receiver is fixed: redrive
-	if out := e.mustRun("dlq", "redrive", "--id", heldID); out != "redriven 1\n" {
+	if out := e.mustRun("dlq", "redrive", "--id", heldID, "--yes"); out != "redriven 1\n" {
 		t.Fatalf("redrive: %q", out)
 	}
 	eventually(t, 30*time.Second, "the redriven message to be delivered", func() bool {
@@ -104,7 +104,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Errorf("redriven row: %s after %d attempts (attempts reset by the redrive), received %d times; want sent, 1, 1",
 			status, attempts, rcv.deliveries("held-1"))
 	}
-	if out := e.mustRun("dlq", "purge", "--all", "--sink", "partner"); out != "purged 1\n" {
+	if out := e.mustRun("dlq", "purge", "--all", "--sink", "partner", "--yes"); out != "purged 1\n" {
 		t.Fatalf("purge: %q", out)
 	}
 	if out := e.mustRun("dlq", "list", "--json"); strings.TrimSpace(out) != "[]" {

@@ -160,7 +160,7 @@ func TestOperatorCommandsNeedOnlyTheDatabase(t *testing.T) {
 		t.Errorf("completion of sinks resume:\n%s", out)
 	}
 	run("sinks", "resume", "stale-name")
-	run("dlq", "redrive", "--id", strconv.FormatInt(id, 10))
+	run("dlq", "redrive", "--id", strconv.FormatInt(id, 10), "--yes")
 
 	// config check validates everything, as serve does.
 	out, errOut, code := cliRun(t, dir, env, "config", "check")

@@ -78,7 +78,7 @@ func TestRollingDeployAddingASink(t *testing.T) {
 	if _, stderr, code := old.run(nil, "dlq", "purge", "--all", "--waiting"); code != 2 || !strings.Contains(stderr, "--waiting needs --all and --sink") {
 		t.Fatalf("purge --waiting without --sink: exit %d, %s", code, stderr)
 	}
-	if out := old.mustRun("dlq", "purge", "--all", "--waiting", "--sink", "partnr"); !strings.Contains(out, "purged 1") {
+	if out := old.mustRun("dlq", "purge", "--all", "--waiting", "--sink", "partnr", "--yes"); !strings.Contains(out, "purged 1") {
 		t.Fatalf("purge --waiting: %q", out)
 	}
 }
