@@ -7,6 +7,7 @@ package nobrokers
 import (
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/destinations"
+	"github.com/outboxd/outboxd/sinks/discord"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -23,6 +24,7 @@ func Types() []registry.Type {
 		webhook.Type,
 		email.Type,
 		destinations.Type,
+		discord.Type,
 	}
 }
 
