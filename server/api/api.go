@@ -100,14 +100,15 @@ func (s *API) apiRoutes() []route {
 		{http.MethodPost, "/v1/sinks/{name}/resume", access.RoleOperate, s.postResume},
 		{http.MethodDelete, "/v1/sinks/{name}/pause", access.RoleOperate, s.deletePause},
 		{http.MethodGet, "/v1/audit", access.RoleRead, s.getAudit},
-		{http.MethodGet, openAPIPath, access.RoleRead, serveOpenAPI},
 	}, s.destinationRoutes()...)
 }
 
-// openRoutes are the endpoints outside /v1, open as probes and scrapers
-// expect.
+// openRoutes are the open endpoints: the probes, as probes expect, and
+// the API's own description, which is public documentation (below /v1,
+// the one path there without a token).
 func (s *API) openRoutes() []route {
 	return []route{
+		{http.MethodGet, openAPIPath, "", serveOpenAPI},
 		{http.MethodGet, "/healthz", "", func(w http.ResponseWriter, _ *http.Request) {
 			writeBody(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
@@ -160,13 +161,15 @@ func (s *API) postReload(w http.ResponseWriter, r *http.Request) {
 // tokens or the trusted proxy (when configured), each allowed to the
 // roles that grant it (403 naming the role otherwise), JSON bodies only,
 // body limits and tracing; POST /-/reload behind the same tokens, for
-// admins; /healthz and /readyz open, as probes expect. A method an
-// endpoint does not have answers 405 with Allow.
+// admins; /healthz, /readyz and the OpenAPI document open. A method an
+// endpoint does not have answers 405 with Allow, a path below /v1 the
+// API does not have 404, both as JSON errors.
 func (s *API) Register(mux *http.ServeMux) {
 	v1 := http.NewServeMux()
 	// requireJSON runs once a route matched, so that a method the path
 	// does not have answers 405, not 415.
 	registerRoutes(v1, s.apiRoutes(), requireJSON)
+	v1.HandleFunc("/", notFound)
 
 	mux.Handle("/v1/", otelhttp.NewHandler(authenticate(s.Config.HTTP.Authenticator(), limitBody(boundQueries(s.Config.HTTP.QueryTimeout, v1))), "outboxd.api",
 		otelhttp.WithTracerProvider(s.Tracing),
@@ -205,6 +208,12 @@ func registerRoutes(mux *http.ServeMux, routes []route, wrap func(http.Handler) 
 	for path, allowed := range methods {
 		mux.Handle(path, methodNotAllowed(allowed))
 	}
+}
+
+// notFound answers 404 to a path below /v1 that the API does not have,
+// in the shape of its other errors.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s; openapi.json (GET %s) lists the API's endpoints", r.Method, r.URL.Path, openAPIPath))
 }
 
 // methodNotAllowed answers 405 naming the allowed methods, in the Allow
