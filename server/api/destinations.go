@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/outboxd/outboxd/destinations"
@@ -96,10 +97,12 @@ type DestinationPage struct {
 
 // DestinationChange is the answer of delete, disable and enable: the
 // destination and how many of its waiting rows went with it (delete) or
-// moved (disable: now waiting; enable: now due).
+// moved (disable: now waiting; enable: now due). A delete's dry run
+// (?dry_run=true) counts the rows that would go, and deletes nothing.
 type DestinationChange struct {
-	ID   string `json:"id"`
-	Rows int64  `json:"rows"`
+	ID     string `json:"id"`
+	Rows   int64  `json:"rows"`
+	DryRun bool   `json:"dry_run,omitempty"`
 }
 
 // RotatedSecret is POST .../rotate-secret's answer: the new secret, shown
@@ -197,8 +200,35 @@ func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {
 	return s.Destinations.Update(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, r.PathValue("id"), p)
 }
 
+// boolParam reads an optional boolean: true or false; false when absent.
+func boolParam(q url.Values, name string) (bool, error) {
+	switch v := q.Get(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s: want true or false, got %q", name, v)
+	}
+}
+
+// removeDestination deletes a destination or, with ?dry_run=true, counts
+// the waiting rows that would go with it: every destructive action counts
+// first on request (docs/operations.md, "Destructive commands"), as the
+// dead-letter actions' dry runs do.
 func (s *API) removeDestination(r *http.Request, tenant string) (any, error) {
 	id := r.PathValue("id")
+	dryRun, err := boolParam(r.URL.Query(), "dry_run")
+	if err != nil {
+		return nil, &requestError{http.StatusBadRequest, err}
+	}
+	if dryRun {
+		d, err := s.Destinations.Get(r.Context(), s.DB, tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		return DestinationChange{ID: id, Rows: *d.Waiting, DryRun: true}, nil
+	}
 	who := identity(r)
 	n, err := s.Destinations.Delete(r.Context(), s.DB, auditactor.Of(who), tenant, id)
 	if err != nil {

@@ -395,6 +395,8 @@ func (c *contract) destinationExchanges() {
 		{method: "POST", path: "/v1/dlq/purge", body: fmt.Sprintf(`{"all":true,"waiting":true,"destination":%q,"dry_run":true}`, created.ID), status: 200},
 		{method: "POST", path: "/v1/dlq/redrive", body: fmt.Sprintf(`{"all":true,"destination":%q}`, created.ID), status: 422},
 		{method: "GET", path: one + "/deliveries?before=0", status: 400, invalid: true},
+		{method: "DELETE", path: one + "?dry_run=true", status: 200},
+		{method: "DELETE", path: one + "?dry_run=maybe", status: 400, invalid: true},
 		{method: "DELETE", path: one, status: 200},
 		{method: "DELETE", path: one, status: 404},
 	} {
