@@ -1,0 +1,4 @@
+package mqtt
+
+// DefaultClientID is defaultClientID, for the tests.
+var DefaultClientID = defaultClientID
