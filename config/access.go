@@ -16,11 +16,15 @@ import (
 var tokenNamePattern = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
 
 // checkAccess reports what is wrong with http.tokens and
-// http.trusted_proxy, each problem naming its key.
+// http.trusted_proxy, and a listen beyond this host that nothing guards,
+// each problem naming its key.
 func (h HTTPConfig) checkAccess() []confschema.Problem {
 	var problems []confschema.Problem
 	add := func(key, format string, args ...any) {
 		problems = append(problems, confschema.Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	if !h.Authenticates() && !access.IsLoopback(h.Listen) {
+		add("http.listen", "%s is not a loopback address: set http.token (OUTBOXD_HTTP_TOKEN), http.tokens or http.trusted_proxy so /v1/* require a bearer token", h.Listen)
 	}
 	names := map[string]string{}
 	digests := map[[sha256.Size]byte]string{}

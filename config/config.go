@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/routing"
 )
 
@@ -255,6 +256,10 @@ func (c *Config) check() []confschema.Problem {
 	if c.HTTP.QueryTimeout <= 0 {
 		problems = append(problems, confschema.Problem{Key: "http.query_timeout",
 			Message: fmt.Sprintf("must be positive, got %s", c.HTTP.QueryTimeout)})
+	}
+	if _, err := store.New(c.Database.Schema); err != nil {
+		// serve would refuse it only when it opens the outbox.
+		problems = append(problems, confschema.Problem{Key: "database.schema", Message: strings.TrimPrefix(err.Error(), "outbox: ")})
 	}
 	problems = append(problems, c.HTTP.checkAccess()...)
 	problems = append(problems, c.checkDigests()...)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -406,32 +407,98 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 			l.add(confschema.Problem{Key: at + ".type", Message: "missing: name a registered sink type (" + types + ")"})
 			continue
 		case !ok:
-			l.add(confschema.Problem{Key: at + ".type", Message: fmt.Sprintf("unknown sink type %q (registered types: %s)", spec.Type, types)})
+			l.add(confschema.Problem{Key: at + ".type", Message: unknownType(spec.Type, types)})
 			continue
 		case l.scope == DatabaseOnly && name != l.onlySink:
 			continue // the options were left out: nothing to build
 		}
-		sink, err := t.New(name, spec.Options, l.sinkEnv)
-		var oe *registry.OptionsError
-		switch {
-		case errors.As(err, &oe):
-			for _, p := range oe.Problems {
-				p = p.Under(at + "." + sinkOptionsKey)
-				// A value the missing variable should have given (an
-				// empty string where a number goes) is reported already.
-				if !slices.ContainsFunc(l.unexpanded, func(u confschema.Problem) bool { return u.Key == p.Key }) {
-					l.add(p)
-				}
-			}
-		case err != nil && slices.ContainsFunc(l.unexpanded, func(p confschema.Problem) bool { return strings.HasPrefix(p.Key, at+".") }):
-			// Most likely the value the missing variable should give, already reported.
-		case err != nil:
-			l.add(confschema.Problem{Key: at, Message: err.Error()})
-		default:
-			built[name] = sink
+		if s := l.buildSink(name, t, spec.Options); s != nil {
+			built[name] = s
 		}
 	}
 	return built
+}
+
+// unknownType is the problem of a sink type nothing registered: the
+// nearest registered type when one is close, as for keys, and all of them.
+func unknownType(typ, types string) string {
+	if near := confschema.Nearest(typ, registry.Types()); near != "" {
+		return fmt.Sprintf("unknown sink type %q (did you mean %s? registered types: %s)", typ, near, types)
+	}
+	return fmt.Sprintf("unknown sink type %q (registered types: %s)", typ, types)
+}
+
+// buildSink builds the sink name of type t from options and reports its
+// problems, by key; it returns nil when the sink cannot be built. When the
+// options have problems of their own (an unknown key, a value of the wrong
+// type), the constructor would not run, and what it checks (a URL's
+// scheme) would only be reported once they are fixed: so it runs again on
+// the options without the faulty keys (which keep their defaults), that
+// one run reports everything. The sink built that way is only a check,
+// closed at once.
+func (l *loader) buildSink(name string, t registry.Type, options map[string]any) sink.Sink {
+	at := "sinks." + name
+	s, err := t.New(name, options, l.sinkEnv)
+	var oe *registry.OptionsError
+	if !errors.As(err, &oe) {
+		if err != nil {
+			l.addBuildError(at, err, nil)
+		}
+		return s
+	}
+	faulty := map[string]bool{}
+	for _, p := range oe.Problems {
+		// An option whose typo was named counts as faulty too: that it is
+		// missing is the same problem.
+		faulty[optionOf(p.Key)], faulty[optionOf(p.Suggestion)] = true, true
+		p = p.Under(at + "." + sinkOptionsKey)
+		// A value the missing variable should have given (an empty string
+		// where a number goes) is reported already.
+		if !slices.ContainsFunc(l.unexpanded, func(u confschema.Problem) bool { return u.Key == p.Key }) {
+			l.add(p)
+		}
+	}
+	rest := maps.Clone(options)
+	maps.DeleteFunc(rest, func(k string, _ any) bool { return faulty[optionOf(k)] })
+	check, err := t.New(name, rest, l.sinkEnv)
+	if err != nil && !errors.As(err, &oe) {
+		l.addBuildError(at, err, faulty)
+	}
+	if c, ok := check.(io.Closer); ok {
+		_ = c.Close() // built only to check the options; it delivered nothing
+	}
+	return nil
+}
+
+// constructorOption is how a sink type's constructor names the option it
+// refuses: "option url: scheme must be http or https".
+var constructorOption = regexp.MustCompile(`^option ([A-Za-z0-9_]+(?:\[[0-9]+\])?): (.*)$`)
+
+// addBuildError reports err, a sink's constructor's refusal, at the option
+// it names (or at the sink), unless that option is among settled: its
+// problem is reported already. A sink whose ${VAR} is not set most likely
+// fails for that reason, also reported already.
+func (l *loader) addBuildError(at string, err error, settled map[string]bool) {
+	if slices.ContainsFunc(l.unexpanded, func(p confschema.Problem) bool { return strings.HasPrefix(p.Key, at+".") }) {
+		return
+	}
+	m := constructorOption.FindStringSubmatch(err.Error())
+	switch {
+	case m == nil:
+		l.add(confschema.Problem{Key: at, Message: err.Error()})
+	case !settled[optionOf(m[1])]:
+		l.add(confschema.Problem{Key: at + "." + sinkOptionsKey + "." + m[1], Message: m[2]})
+	}
+}
+
+// optionOf is the option (lower-cased, as keys are compared) a key below
+// a sink's options block is about: headers for headers.X-Key, ports for
+// ports[0].
+func optionOf(key string) string {
+	if i := strings.IndexAny(key, ".["); i >= 0 {
+		key = key[:i]
+	}
+	return strings.ToLower(key)
 }
 
 // add records problems with their places: the position of their key in the

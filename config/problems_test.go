@@ -67,7 +67,7 @@ func TestEveryProblemInOneRun(t *testing.T) {
   poll_interval: 5
 sinks:
   x:
-    type: nope
+    type: pigeon
   hook:
     type: webhook
     backoff: {initial: 1m, max: 1s}
@@ -86,7 +86,7 @@ sinks:
 	want := []string{
 		"p.yaml:2:3: unknown key relay.lese (did you mean relay.lease?)",
 		"p.yaml:3:3: relay.poll_interval: want a duration with a unit such as 30s or 5m, got 5",
-		`p.yaml:6:5: sinks.x.type: unknown sink type "nope" (registered types: `,
+		`p.yaml:6:5: sinks.x.type: unknown sink type "pigeon" (registered types: `,
 		"p.yaml:9:5: sinks.hook.backoff: want 0 < initial <= max, got 1m0s and 1s",
 		"p.yaml:12:7: sinks.hook.options.timeout: want a duration with a unit such as 30s or 5m, got a number",
 		"p.yaml:13:7: unknown key sinks.hook.options.colour",
@@ -246,9 +246,10 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		want[k] = true
 	}
 	options := map[string]string{
-		"slack": "{token: xoxb-1}", "webhook": "{url: 'https://example.com'}",
+		"slack": "{token: xoxb-1}", "webhook": "{url: 'https://example.com'}", "pagerduty": "{routing_key: R0123456789ABCDEF0123456789ABCDE}",
 		"email": "{smtp: 'm:25', from: a@example.com}", "log": "{}", "discard": "{}",
 		"nats": "{url: 'nats://h:4222', subject: s}", "destinations": "{}", "rabbitmq": "{url: 'amqp://h'}", "kafka": "{brokers: ['h:9092'], topic: t}",
+		"redis": "{url: 'redis://h:6379', stream: s}",
 	}
 	for _, typ := range builtin.Types() {
 		name := typ.Name

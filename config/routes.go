@@ -10,19 +10,20 @@ import (
 // routesKey is the configuration's block of routes.
 const routesKey = "routes"
 
-// compileRoutes checks the routes against the built sinks, or under
-// DatabaseOnly against their types' shapes, and compiles them: every
+// compileRoutes checks the routes against the built sinks (those that
+// failed to build, and under DatabaseOnly all of them, against their
+// types' shapes), and compiles them: every
 // template parsed and rendered with a sample event. Each problem names its
 // key, the route, the sink and the template's line.
 func (c *Config) compileRoutes(scope Scope) []confschema.Problem {
 	rc := routing.Config{Routes: c.Routes, Unmatched: c.RoutesUnmatched}
 	var problems []confschema.Problem
+	shapes := make(map[string]sink.Shape, len(c.sinks))
+	for _, sc := range c.sinks {
+		t, _ := registry.Lookup(sc.Type)
+		shapes[sc.Name] = t.Shape
+	}
 	if scope == DatabaseOnly {
-		shapes := make(map[string]sink.Shape, len(c.sinks))
-		for _, sc := range c.sinks {
-			t, _ := registry.Lookup(sc.Type)
-			shapes[sc.Name] = t.Shape
-		}
 		c.routes, problems = routing.CompileShapes(rc, shapes)
 		return problems
 	}
@@ -30,7 +31,9 @@ func (c *Config) compileRoutes(scope Scope) []confschema.Problem {
 	for _, sc := range c.sinks {
 		sinks[sc.Name] = sc.Sink
 	}
-	c.routes, problems = routing.Compile(rc, sinks)
+	// A sink that failed to build still has its routes' templates checked,
+	// against its type's shape.
+	c.routes, problems = routing.CompileUnbuilt(rc, sinks, shapes)
 	for i := range c.sinks {
 		c.sinks[i].RouteDigests = c.routes.RouteDigests(c.sinks[i].Name)
 	}

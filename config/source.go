@@ -24,7 +24,9 @@ import (
 // loader.takeSinks).
 type source struct {
 	tree map[string]any
-	// at holds the position of each key, by its lower-cased path.
+	// at holds the position of each key, by its path as written and by its
+	// lower-cased path: viper's keys are lower case, while sink names keep
+	// their case (sinks.Mail and sinks.mail are two sinks, on two lines).
 	at map[string]position
 }
 
@@ -90,8 +92,13 @@ func (s *source) index(prefix string, n ast.Node, shifts columnShifts) {
 		if _, merge := n.Key.(*ast.MergeKeyNode); merge {
 			return
 		}
-		key := confschema.Join(prefix, strings.ToLower(n.Key.GetToken().Value))
+		key := confschema.Join(prefix, n.Key.GetToken().Value)
 		s.at[key] = s.positionOf(n.Key, shifts)
+		if lower := strings.ToLower(key); lower != key {
+			if _, taken := s.at[lower]; !taken {
+				s.at[lower] = s.at[key]
+			}
+		}
 		s.index(key, n.Value, shifts)
 	case *ast.SequenceNode:
 		for i, item := range n.Values {
@@ -109,9 +116,11 @@ func (s *source) index(prefix string, n ast.Node, shifts columnShifts) {
 // find returns the position of key, or of its nearest ancestor the file
 // has (a problem with a default value points at the block that lacks it).
 func (s *source) find(key string) (position, bool) {
-	key = strings.ToLower(key)
 	for key != "" {
 		if p, ok := s.at[key]; ok {
+			return p, true
+		}
+		if p, ok := s.at[strings.ToLower(key)]; ok {
 			return p, true
 		}
 		i := strings.LastIndexAny(key, ".[")

@@ -62,9 +62,21 @@ type target struct {
 // was built, so its targets are not checked for what the sink can do
 // (threads, tenants, digests), which would only blame the route for it.
 func Compile(cfg Config, sinks map[string]sink.Sink) (*Table, []confschema.Problem) {
+	return CompileUnbuilt(cfg, sinks, nil)
+}
+
+// CompileUnbuilt is Compile where the templates of a sink that failed to
+// build (nil in sinks) are checked against typeShapes[name], the payload
+// shape of its type, as CompileShapes checks them: a wrong option of the
+// sink does not hide a wrong field of its routes' templates until the
+// option is fixed.
+func CompileUnbuilt(cfg Config, sinks map[string]sink.Sink, typeShapes map[string]sink.Shape) (*Table, []confschema.Problem) {
 	shapes := make(map[string]sink.Shape, len(sinks))
 	for name, s := range sinks {
 		shapes[name] = shapeOf(s)
+		if s == nil {
+			shapes[name] = typeShapes[name]
+		}
 	}
 	return compileTable(cfg, shapes, sinks)
 }
