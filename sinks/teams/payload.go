@@ -51,7 +51,7 @@ func message(raw json.RawMessage) ([]byte, error) {
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("payload: %w", err))
 	}
-	body, err := marshal(envelope{Type: "message", Attachments: []attachment{{ContentType: CardContentType, Content: card}}})
+	body, err := json.Marshal(envelope{Type: "message", Attachments: []attachment{{ContentType: CardContentType, Content: card}}})
 	if err != nil {
 		return nil, sink.Permanent(fmt.Errorf("payload: %w", err))
 	}
@@ -91,7 +91,7 @@ func (p Payload) card() (json.RawMessage, error) {
 	if p.Text != "" {
 		body = append(body, textBlock{Type: "TextBlock", Text: p.Text, Wrap: true})
 	}
-	return marshal(struct {
+	return json.Marshal(struct {
 		Type    string      `json:"type"`
 		Version string      `json:"version"`
 		Body    []textBlock `json:"body"`
@@ -126,18 +126,6 @@ func checkCard(raw json.RawMessage) error {
 	return nil
 }
 
-// marshal encodes v without escaping <, > and &, which Teams shows as
-// they are.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
 // Shape is the payload routes render for Teams: title and text, or card
 // (a template producing a whole Adaptive Card); one of them is required.
 // A target without a template posts the event's type and key as the
@@ -156,5 +144,5 @@ func untemplated(ev sink.Event) (json.RawMessage, error) {
 	if p.Text == "" {
 		p.Text = "{}"
 	}
-	return marshal(p)
+	return json.Marshal(p)
 }
