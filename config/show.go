@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -20,6 +22,28 @@ import (
 // It is written with a YAML encoder rather than viper's writer, which would
 // lower-case the names of sinks' options (header names among them).
 func (c *Config) WriteRedacted(w io.Writer) error {
+	return c.writeRedacted(w, yaml.Indent(2), yaml.IndentSequence(true))
+}
+
+// WriteRedactedJSON prints what WriteRedacted prints, as one indented
+// JSON object with the keys in the same order.
+func (c *Config) WriteRedactedJSON(w io.Writer) error {
+	var flow bytes.Buffer
+	if err := c.writeRedacted(&flow, yaml.JSON()); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, flow.Bytes(), "", "  "); err != nil {
+		return fmt.Errorf("render configuration as JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err := out.WriteTo(w)
+	return err
+}
+
+// writeRedacted encodes the effective, redacted configuration with the
+// YAML encoder's options (yaml.JSON for JSON).
+func (c *Config) writeRedacted(w io.Writer, options ...yaml.EncodeOption) error {
 	values := confschema.Values(c)
 	for _, item := range values {
 		if item.Key != "sinks" {
@@ -35,7 +59,7 @@ func (c *Config) WriteRedacted(w io.Writer) error {
 			}
 		}
 	}
-	out, err := yaml.MarshalWithOptions(secret.Redact(values), yaml.Indent(2), yaml.IndentSequence(true))
+	out, err := yaml.MarshalWithOptions(secret.Redact(values), options...)
 	if err != nil {
 		return fmt.Errorf("render configuration: %w", err)
 	}
