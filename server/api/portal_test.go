@@ -20,12 +20,19 @@ import (
 // with OUTBOXD_SECRETS_KEY set; the API's log goes to logs.
 func newPortalAPI(t *testing.T, logs *bytes.Buffer) *operatorAPI {
 	t.Helper()
-	return newOperatorAPI(t, openAPIConfig, func(api *served) {
+	return newOperatorAPI(t, openAPIConfig, withDestinations(t, slog.New(slog.NewTextHandler(logs, nil))))
+}
+
+// withDestinations gives an API a destinations store, the portal's links
+// and a console serving both, as serve has them with
+// OUTBOXD_SECRETS_KEY set; the API logs to log.
+func withDestinations(t *testing.T, log *slog.Logger) func(*served) {
+	return func(api *served) {
 		keys := newKeyring(t)
 		api.Destinations, api.Portal = api.Outbox.Destinations(keys), newPortalLinks(t, keys)
-		api.Log = slog.New(slog.NewTextHandler(logs, nil))
+		api.Log = log
 		api.console = newConsole(t, api.API, slog.New(slog.DiscardHandler))
-	})
+	}
 }
 
 // portalLink asks the API for tenant's portal link with body.

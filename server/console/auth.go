@@ -229,6 +229,12 @@ func (c *Console) postSignIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "signin", map[string]any{"Next": next, "Error": "That is not a token of this outboxd."})
 		return
 	}
+	if !t.Role.Allows(signInRole) {
+		// It could open no page: say so here, not on every page after.
+		c.render(w, r, http.StatusForbidden, "signin", map[string]any{"Next": next,
+			"Error": fmt.Sprintf("The token %s has the %s role, which may not read the console: it needs the %s role or above.", t.Name, t.Role, signInRole)})
+		return
+	}
 	c.auth.setSession(w, r, newSession(t, time.Now().Add(SessionLifetime)), int(SessionLifetime.Seconds()))
 	c.opt.Logger.Info("console: signed in", "token", t.Name, "role", t.Role, "from", access.ClientHost(r))
 	http.Redirect(w, r, next, http.StatusSeeOther)

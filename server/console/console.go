@@ -13,9 +13,11 @@
 // `outboxd serve` mounts it at / on the API's port. With tokens, the
 // browser signs in once with a named token and holds a session cookie
 // derived from it (never the token itself); behind a trusted
-// authenticating proxy, the proxy names the user. The pages show who is
-// signed in and offer only the actions their role grants (the server
-// refuses the others too); every form that changes anything carries a
+// authenticating proxy, the proxy names the user. Each page needs the
+// role of the API's endpoint for the same data (a produce token reads
+// nothing, and may not sign in); the pages show who is signed in and
+// offer only the actions their role grants (the server refuses the
+// others too); every form that changes anything carries a
 // CSRF token, and requests from other sites are refused.
 package console
 
@@ -130,24 +132,52 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 // HTTP server does not wait for them.
 func (c *Console) Close() { c.overview.close() }
 
+// route is one route of the console and the role it needs: the role of
+// the API's endpoint that serves the same data or takes the same action
+// (GET /v1/stats, /v1/messages, /v1/dlq, /v1/audit and the destinations'
+// GETs need read; pausing, redriving, purging and changing destinations
+// operate), so the console shows and does for no one what the API would
+// refuse them. server/api's TestConsolePagesNeedTheRolesOfTheAPIsEndpoints
+// holds the two to each other.
+type route struct {
+	pattern string
+	role    access.Role
+	handler http.HandlerFunc
+}
+
+// signInRole is the least role a page needs: a token without it may not
+// sign in, as it could read nothing.
+const signInRole = access.RoleRead
+
+// guarded are the console's routes behind the sign-in, each with its
+// role.
+func (c *Console) guarded() []route {
+	routes := []route{
+		{"GET /{$}", access.RoleRead, c.getOverview},
+		{"GET /overview/events", access.RoleRead, c.getOverviewEvents},
+		{"GET /messages", access.RoleRead, c.getMessages},
+		{"GET /messages/{id}", access.RoleRead, c.getMessage},
+		{"GET /dead-letters", access.RoleRead, c.getDeadLetters},
+		{"POST /dead-letters/confirm", access.RoleOperate, c.postConfirm},
+		{"POST /dead-letters/apply", access.RoleOperate, c.postApply},
+		{"POST /sinks/{name}/pause", access.RoleOperate, c.postPause},
+		{"POST /sinks/{name}/resume", access.RoleOperate, c.postResume},
+		{"POST /sinks/{name}/forget", access.RoleOperate, c.postForget},
+		{"GET /audit", access.RoleRead, c.getAudit},
+		{"GET /destinations", access.RoleRead, c.getDestinations},
+		{"POST /destinations", access.RoleOperate, c.postCreateDestination},
+		{"GET /tenants/{tenant}/destinations/{id}", access.RoleRead, c.operatorScope(c.showDestination)},
+	}
+	for action, h := range c.destinationActions() {
+		routes = append(routes, route{"POST /tenants/{tenant}/destinations/{id}/" + action, access.RoleOperate, c.operatorScope(h)})
+	}
+	return routes
+}
+
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", c.getOverview)
-	mux.HandleFunc("GET /overview/events", c.getOverviewEvents)
-	mux.HandleFunc("GET /messages", c.getMessages)
-	mux.HandleFunc("GET /messages/{id}", c.getMessage)
-	mux.HandleFunc("GET /dead-letters", c.getDeadLetters)
-	mux.HandleFunc("POST /dead-letters/confirm", c.allow(access.RoleOperate, c.postConfirm))
-	mux.HandleFunc("POST /dead-letters/apply", c.allow(access.RoleOperate, c.postApply))
-	mux.HandleFunc("POST /sinks/{name}/pause", c.allow(access.RoleOperate, c.postPause))
-	mux.HandleFunc("POST /sinks/{name}/resume", c.allow(access.RoleOperate, c.postResume))
-	mux.HandleFunc("POST /sinks/{name}/forget", c.allow(access.RoleOperate, c.postForget))
-	mux.HandleFunc("GET /audit", c.getAudit)
-	mux.HandleFunc("GET /destinations", c.getDestinations)
-	mux.HandleFunc("POST /destinations", c.allow(access.RoleOperate, c.postCreateDestination))
-	mux.HandleFunc("GET /tenants/{tenant}/destinations/{id}", c.operatorScope(c.showDestination))
-	for action, h := range c.destinationActions() {
-		mux.HandleFunc("POST /tenants/{tenant}/destinations/{id}/"+action, c.allow(access.RoleOperate, c.operatorScope(h)))
+	for _, rt := range c.guarded() {
+		mux.HandleFunc(rt.pattern, c.allow(rt.role, rt.handler))
 	}
 	mux.HandleFunc("GET /signin", c.getSignIn)
 	mux.HandleFunc("POST /signin", c.postSignIn)
