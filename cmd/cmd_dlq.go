@@ -52,7 +52,9 @@ func (a *app) dlqListCommand() *cobra.Command {
 		Long: `Lists dead letters, oldest first, a page at a time (--after continues after
 the last id of a page), with the error of every failed attempt. It needs
 only the database: the sinks' options and their secrets are not read.
--o wide adds when each was created; -o json has the payloads and receipts.`,
+-o wide adds when each was created; -o json has the payloads and receipts.
+A --sink that is not configured is warned about on stderr, naming the
+nearest configured sink; the list is still printed (exit 0).`,
 		Example: `  outboxd dlq list --sink ops-slack
   outboxd dlq list --error timeout --limit 20 -o json`,
 		Args:    cobra.NoArgs,

@@ -79,7 +79,9 @@ func (a *app) destinationCommand(use, short, example string, args cobra.Position
 			out, err := fn(cmd.Context(), st, s, cmd.Flags().Args())
 			var input *destinations.InputError
 			switch {
-			case errors.As(err, &input), errors.Is(err, destinations.ErrNotFound), errors.Is(err, destinations.ErrNoKeyring):
+			case errors.Is(err, destinations.ErrNotFound):
+				return notFound(err)
+			case errors.As(err, &input), errors.Is(err, destinations.ErrNoKeyring):
 				return badInput(err)
 			case err != nil:
 				return err
@@ -259,10 +261,11 @@ func (a *app) destinationDeleteCommand() *cobra.Command {
 		return d.check(a, name)
 	}
 	d.add(c, "deleted")
-	c.Long = c.Short + `. It counts the rows waiting for the destination
-first; --dry-run only counts. On a terminal it asks before deleting, unless
---yes; without a terminal it deletes only with --yes (without it, exit 2).
-Rows enqueued for it between the count and the delete go with it too.`
+	c.Long = `Deletes a destination, its signing secrets and the rows still waiting for
+it. It counts the waiting rows first; --dry-run only counts. On a terminal
+it asks before deleting, unless --yes; without a terminal it deletes only
+with --yes (without it, exit 2). Rows enqueued for it between the count and
+the delete go with it too.`
 	return c
 }
 
@@ -411,10 +414,7 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 // writeDestinationOutput prints v as -o asks.
 func writeDestinationOutput(w io.Writer, format string, v any) error {
 	if format == outputJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // a URL's & stays itself
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	}
 	wide := format == outputWide
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -439,13 +439,15 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 	case rekeyed:
 		fmt.Fprintf(tw, "resealed %d secrets under key %s\n", v.Resealed, v.Key)
 	case api.PortalLink:
-		fmt.Fprintf(tw, "%s\n(a credential until %s: give it to the customer only)\n", v.URL, v.ExpiresAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\n(a credential until %s: give it to the customer only)\n", terminalText(v.URL), v.ExpiresAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
 
 // writeDestinationRows prints destinations as a table; wide adds the
-// description, rate limit and times.
+// description, rate limit and times. Every cell a tenant or the portal
+// wrote (the description, a disable reason, the URL, the events) is
+// escaped: they are outside text on an operator's terminal.
 func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination) {
 	header := "ID\tTENANT\tENABLED\tEVENTS\tURL"
 	if wide {
@@ -461,13 +463,13 @@ func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination
 		if !d.Enabled {
 			enabled = "no: " + d.DisabledReason
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", d.ID, d.Tenant, enabled, events, d.URL)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", terminalCell(d.ID), terminalCell(d.Tenant), terminalCell(enabled), terminalCell(events), terminalCell(d.URL))
 		if wide {
 			rate := "default"
 			if d.RateLimit != nil {
 				rate = fmt.Sprintf("%g/s", *d.RateLimit)
 			}
-			line += fmt.Sprintf("\t%s\t%s\t%s", rate, d.Description, d.UpdatedAt.Format(time.RFC3339))
+			line += fmt.Sprintf("\t%s\t%s\t%s", rate, terminalCell(d.Description), d.UpdatedAt.Format(time.RFC3339))
 		}
 		fmt.Fprintln(w, line)
 	}
