@@ -60,6 +60,7 @@ the backoff, the deferrals and who paused or resumed a sink last.`,
 		Args:    cobra.NoArgs,
 		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			a.warnSinksUnknown(s.cfg)
 			states, err := s.ops.SinkStates(cmd.Context(), s.pool)
 			if err != nil {
 				return err
@@ -84,6 +85,20 @@ the backoff, the deferrals and who paused or resumed a sink last.`,
 	}
 	addOutputFlags(c, &o, "an array of sinks")
 	return c
+}
+
+// sinksKnown reports whether cfg says which sinks exist: the built-in
+// defaults (--config given empty) configure none, so with them no sink is
+// known to be unconfigured, nor the list of sinks known to be empty.
+func sinksKnown(cfg *config.Config) bool { return cfg.File != "" }
+
+// warnSinksUnknown warns, when cfg does not say which sinks exist, that
+// what stats and sinks list show of the sinks is the database's alone.
+func (a *app) warnSinksUnknown(cfg *config.Config) {
+	if !sinksKnown(cfg) {
+		a.warn("no configuration file (--config ''): the built-in defaults configure no sink, so the sinks' policies, " +
+			"and which sinks a relay serves, are unknown here; give --config the relays' plugins.yaml")
+	}
 }
 
 func newSinkListing(name string, spec config.SinkSpec, breakers []operator.BreakerState) sinkListing {

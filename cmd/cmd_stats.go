@@ -33,6 +33,7 @@ types and limits.`,
 		Args:    cobra.NoArgs,
 		PreRunE: checkOutput(&o, nil),
 		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
+			a.warnSinksUnknown(s.cfg)
 			// A command run by hand shows the counts of now: it recomputes
 			// the snapshot (partial indexes and the last hour of sent rows).
 			report, err := api.Stats(cmd.Context(), s.cfg, s.ops, s.pool, "outboxd stats", 0)
@@ -69,7 +70,7 @@ func writeStatsTable(w io.Writer, r api.StatsReport, cfg *config.Config, wide bo
 		s := r.Sinks[name]
 		age := time.Duration(s.OldestPendingAgeSeconds * float64(time.Second)).Round(time.Second)
 		var notes []string
-		if !s.Configured {
+		if !s.Configured && sinksKnown(cfg) {
 			notes = append(notes, notConfiguredNote)
 		}
 		if s.WaitingDisabled > 0 {

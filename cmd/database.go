@@ -2,12 +2,14 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/metric"
@@ -153,6 +155,25 @@ func (a *app) withSession(scope config.Scope, run func(cmd *cobra.Command, s ses
 			return err
 		}
 		defer s.pool.Close()
-		return run(cmd, s)
+		return s.explainUnmigrated(run(cmd, s))
 	}
+}
+
+// The PostgreSQL errors of a schema outboxd has not migrated (yet, or to
+// this version): a table, or the schema itself, does not exist.
+const (
+	pgUndefinedTable    = "42P01"
+	pgInvalidSchemaName = "3F000"
+)
+
+// explainUnmigrated turns err, when it says a table or the schema is
+// missing, into the fix: running outboxd migrate on this database. Every
+// command that works on the database returns its errors through it.
+func (s session) explainUnmigrated(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != pgUndefinedTable && pgErr.Code != pgInvalidSchemaName) {
+		return err
+	}
+	return fmt.Errorf("%s is not migrated to this version of outboxd: run `outboxd migrate` (`outboxd migrate status` lists what is pending) (%w)",
+		s.target, err)
 }

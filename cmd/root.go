@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -37,12 +38,34 @@ import (
 	"github.com/outboxd/outboxd/server/telemetry"
 )
 
-// Exit codes of the binary.
+// Exit codes of the binary, the same for every command; exitCodes says
+// what each means, for the root command's help.
 const (
 	exitOK      = 0
-	exitFailure = 1 // the command ran and failed (database down, ...)
-	exitConfig  = 2 // bad configuration, flags or input: fix it and rerun
+	exitFailure = 1
+	exitConfig  = 2
 )
+
+// exitCodes are the binary's exit codes and what each means: the one list
+// the root command's help prints.
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "done"},
+	{exitFailure, "not found (a message, a dead letter, a destination), or the command ran and failed (database down, a sink's check)"},
+	{exitConfig, "usage or configuration: a wrong flag, argument or input, a configuration with problems, or none found; fix it and rerun"},
+}
+
+// exitCodesHelp is the exit codes' section of the root command's help.
+func exitCodesHelp() string {
+	var b strings.Builder
+	b.WriteString("Exit codes, the same for every command:")
+	for _, c := range exitCodes {
+		fmt.Fprintf(&b, "\n  %d  %s", c.code, c.meaning)
+	}
+	return b.String()
+}
 
 // exitError carries an exit code with an error.
 type exitError struct {
@@ -63,6 +86,10 @@ func badInputIf(err error) error {
 	}
 	return badInput(err)
 }
+
+// notFound marks err as saying that what the command names does not exist
+// (exit code exitFailure).
+func notFound(err error) error { return &exitError{code: exitFailure, err: err} }
 
 // badInputf is badInput(fmt.Errorf(format, args...)).
 func badInputf(format string, args ...any) error { return badInput(fmt.Errorf(format, args...)) }
@@ -160,7 +187,9 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `outboxd relays messages that applications write to an outbox table in their
 own PostgreSQL transactions to the sinks configured in plugins.yaml, with
 retries, rate limits and dead letters. Several outboxd processes can share
-one database.`,
+one database.
+
+` + exitCodesHelp(),
 		Example: `  outboxd config check               # validate plugins.yaml as serve would
   outboxd migrate && outboxd serve     # create the schema, then relay
   DATABASE_URL=postgres://outboxd@db/app outboxd stats`,
@@ -284,6 +313,17 @@ func (a *app) configWith(scope config.Scope, sink string) (*config.Config, error
 		return a.cfg, nil
 	}
 	cfg, warnings, err := a.load(scope, sink)
+	if err == nil && scope != config.Everything && cfg.File == "" {
+		// No file was found, or --config '' asked for the built-in
+		// defaults. config.Load takes a missing default file for the
+		// defaults under DatabaseOnly, but an operator command run so
+		// would call every sink unconfigured, and migrate would migrate
+		// the default schema: every command refuses it as serve and
+		// enqueue do. Everything's load of the same source is that
+		// refusal, naming where it looked and --config '', and passes
+		// the defaults asked for.
+		_, _, err = a.load(config.Everything, sink)
+	}
 	for _, w := range warnings {
 		a.warn(w)
 	}
