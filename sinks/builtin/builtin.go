@@ -1,22 +1,24 @@
 // Package builtin registers the sink types of the stock outboxd binary:
 // the ones of package nobrokers, and the broker sinks (NATS JetStream,
-// RabbitMQ, Kafka). The binary's main calls Register before cmd.Main; a
-// custom build calls it too, or nobrokers.Register, and registers its own
-// types beside them.
+// RabbitMQ, Kafka, Redis Streams, MQTT). The binary's main calls Register
+// before cmd.Main; a custom build calls it too, or nobrokers.Register, and
+// registers its own types beside them.
 package builtin
 
 import (
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/builtin/nobrokers"
 	"github.com/outboxd/outboxd/sinks/kafka"
+	"github.com/outboxd/outboxd/sinks/mqtt"
 	"github.com/outboxd/outboxd/sinks/nats"
 	"github.com/outboxd/outboxd/sinks/rabbitmq"
+	"github.com/outboxd/outboxd/sinks/redis"
 )
 
 // brokerTypes are the built-in sink types that link a broker client. A new
 // one is one line here: its package's Type.
 func brokerTypes() []registry.Type {
-	return []registry.Type{nats.Type, rabbitmq.Type, kafka.Type}
+	return []registry.Type{nats.Type, rabbitmq.Type, kafka.Type, redis.Type, mqtt.Type}
 }
 
 // Types are the sink types of every outboxd build, in the order the
