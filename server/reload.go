@@ -211,10 +211,6 @@ func (v *daemon) swap(ctx context.Context, actor audit.Actor) error {
 	if err != nil {
 		return err
 	}
-	if err := Check(cfg); err != nil {
-		CloseSinks(cfg.SinkConfigs(), log)
-		return err
-	}
 	old := v.current
 	keepRestartOnly(cfg, old.cfg, v.o.DatabaseURL, log)
 	g, err := v.newGeneration(cfg, log)

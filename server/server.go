@@ -12,7 +12,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
-	"github.com/outboxd/outboxd/server/api"
 	"github.com/outboxd/outboxd/server/internal/apidb"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
@@ -80,9 +78,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The log sink and other libraries log through the default logger.
 	slog.SetDefault(log)
-	if err := Check(cfg); err != nil {
-		return err
-	}
 	// Every command builds the sinks when it loads the configuration, but
 	// only serve uses them: what they hold is released when it returns,
 	// or, once the relay runs, when each generation's relay is done with
@@ -179,18 +174,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	v.log.Info("relay drained; shutting down")
 	return nil
-}
-
-// Check applies the rules serve enforces beyond loading the
-// configuration; config check applies them too, so that a configuration
-// it passes is one serve starts with. It refuses to expose the API beyond
-// this host without a token or a trusted proxy.
-func Check(cfg *config.Config) error {
-	if cfg.HTTP.Authenticates() || api.IsLoopback(cfg.HTTP.Listen) {
-		return nil
-	}
-	return &config.Error{File: cfg.File, Problems: []string{fmt.Sprintf(
-		"http.listen %s is not a loopback address: set http.token (OUTBOXD_HTTP_TOKEN), http.tokens or http.trusted_proxy so /v1/* require a bearer token", cfg.HTTP.Listen)}}
 }
 
 // InputError is a problem of the daemon's input that its user fixes (a

@@ -30,7 +30,7 @@ import (
 // Host cannot be rebound, so with a listen that is not loopback it passes:
 // probes and scrapers address a pod by its IP.
 func hostGuard(listen string, allowed []string, next http.Handler) http.Handler {
-	loopback := IsLoopback(listen)
+	loopback := access.IsLoopback(listen)
 	if !loopback && len(allowed) == 0 {
 		return next // reachable under any name anyway; the token guards it
 	}
@@ -41,7 +41,7 @@ func hostGuard(listen string, allowed []string, next http.Handler) http.Handler 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := hostName(r.Host)
 		_, ipErr := netip.ParseAddr(host)
-		if !names[host] && !isLoopbackHost(host) && (loopback || ipErr != nil) {
+		if !names[host] && !access.IsLoopbackHost(host) && (loopback || ipErr != nil) {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("host %q is not a name of this server (see http.allowed_hosts)", host))
 			return
 		}
@@ -57,21 +57,6 @@ func hostName(hostport string) string {
 		host = h
 	}
 	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-}
-
-// IsLoopback reports whether listen, a host:port, is a loopback address.
-func IsLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	return err == nil && isLoopbackHost(host)
-}
-
-// isLoopbackHost reports whether host is localhost or a loopback address.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // refuseCrossOrigin refuses, with 403, a state-changing request a browser
