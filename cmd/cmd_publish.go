@@ -85,7 +85,7 @@ trace: the delivery spans become part of it.`,
 // its fan-out made (outboxd.Published.FanOut), and when it made nothing, why.
 func printPublished(w io.Writer, ev outboxd.Event, published []outboxd.Published) {
 	if len(published) == 0 {
-		fmt.Fprintf(w, "dropped %s/%s: no route matches it (routes_unmatched: drop)\n", ev.Type, ev.Key)
+		fmt.Fprintf(w, "dropped %s/%s: no route matches it (routes_unmatched: drop)\n", terminalText(ev.Type), terminalText(ev.Key))
 		return
 	}
 	for _, p := range published {
