@@ -9,7 +9,9 @@ import (
 	"github.com/outboxd/outboxd/sinks/destinations"
 	"github.com/outboxd/outboxd/sinks/discord"
 	"github.com/outboxd/outboxd/sinks/email"
+	"github.com/outboxd/outboxd/sinks/mattermost"
 	"github.com/outboxd/outboxd/sinks/slack"
+	"github.com/outboxd/outboxd/sinks/teams"
 	"github.com/outboxd/outboxd/sinks/webhook"
 )
 
@@ -25,6 +27,8 @@ func Types() []registry.Type {
 		email.Type,
 		destinations.Type,
 		discord.Type,
+		teams.Type,
+		mattermost.Type,
 	}
 }
 
