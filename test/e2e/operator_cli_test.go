@@ -296,7 +296,7 @@ func TestConfigCheckIsServesValidation(t *testing.T) {
 		t.Errorf("config check of an empty file: exit %d\n%s", code, out)
 	}
 	public := writeFile(t, dir, "public.yaml", "http:\n  listen: 0.0.0.0:8080\nsinks:\n  audit: {type: discard}\n")
-	if out, code := check(nil, "--config", public); code != 2 || !strings.Contains(out, "http.listen 0.0.0.0:8080 is not a loopback address") {
+	if out, code := check(nil, "--config", public); code != 2 || !strings.Contains(out, "public.yaml:2:3: http.listen: 0.0.0.0:8080 is not a loopback address") {
 		t.Errorf("config check of a public listen without a token: exit %d\n%s", code, out)
 	}
 	if out, code := check([]string{"OUTBOXD_CONFIG=" + public, "OUTBOXD_HTTP_TOKEN=t0ken"}); code != 0 || !strings.Contains(out, "public.yaml is valid (1 sinks") {
