@@ -91,8 +91,9 @@ delivered to it directly (no row is stored). Exit 0: the sink works;
 }
 
 // testFields are the payload fields a test message fills when the sink
-// type's shape has them as text: Slack's text, a mail's subject and text.
-var testFields = []string{"subject", "text"}
+// type's shape has them as text: Slack's text, a mail's subject and text,
+// a PagerDuty trigger's summary.
+var testFields = []string{"subject", "text", "summary"}
 
 // testPayload is the test message for a sink of type typ, by its shape:
 // every field of testFields it has says what the message is; a sink whose

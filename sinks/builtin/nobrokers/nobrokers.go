@@ -10,6 +10,7 @@ import (
 	"github.com/outboxd/outboxd/sinks/discord"
 	"github.com/outboxd/outboxd/sinks/email"
 	"github.com/outboxd/outboxd/sinks/mattermost"
+	"github.com/outboxd/outboxd/sinks/pagerduty"
 	"github.com/outboxd/outboxd/sinks/slack"
 	"github.com/outboxd/outboxd/sinks/teams"
 	"github.com/outboxd/outboxd/sinks/webhook"
@@ -29,6 +30,7 @@ func Types() []registry.Type {
 		discord.Type,
 		teams.Type,
 		mattermost.Type,
+		pagerduty.Type,
 	}
 }
 
