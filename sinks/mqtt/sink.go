@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -62,7 +61,7 @@ func newSink(name string, o Options, _ sink.Env) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(urlPassword(c.URL), string(c.Password))}
+	s := &Sink{name: name, cfg: c, redact: secret.NewScrubber(append(secret.Values(map[string]any{"url": c.URL}), string(c.Password))...)}
 	s.link = sinks.NewLink(s.dial, c.ConnectTimeout, c.MaxInFlight)
 	return s, nil
 }
@@ -200,13 +199,4 @@ func (s *Sink) Check(ctx context.Context) error {
 // client error might quote.
 func (s *Sink) wrap(err error) error {
 	return s.redact.Error(fmt.Errorf("mqtt %q: %w", s.name, err))
-}
-
-// urlPassword returns the password of a broker URL, for redaction.
-func urlPassword(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		p, _ := u.User.Password()
-		return p
-	}
-	return ""
 }
