@@ -14,7 +14,7 @@
 //	      username: outboxd                   # default: the webhook's (needs EnablePostUsernameOverride)
 //	      icon_url: https://example.com/i.png # default: the webhook's (needs EnablePostIconOverride)
 //	      timeout: 10s                        # per request, default DefaultTimeout
-//	      allow_private: false                # default; true lets it reach a server on a private address
+//	      allow_private: true                 # default DefaultAllowPrivate; false refuses private addresses
 //
 // The URL is a secret: errors, logs and traces never show it.
 //

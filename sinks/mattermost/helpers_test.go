@@ -22,7 +22,7 @@ func newFake(t testing.TB) *fakemattermost.Server {
 // options, as plugins.yaml would.
 func build(t testing.TB, name, url string, more map[string]any) sink.Sink {
 	t.Helper()
-	opts := map[string]any{"url": url, "allow_private": true}
+	opts := map[string]any{"url": url}
 	maps.Copy(opts, more)
 	s, err := mattermost.Type.New(name, opts, sink.Env{})
 	if err != nil {

@@ -184,3 +184,18 @@ func TestUntemplatedEventIsPosted(t *testing.T) {
 		t.Errorf("posts %+v", posts)
 	}
 }
+
+// With allow_private false the SSRF guard refuses a loopback server,
+// permanently and without a request.
+// Mutation: not passing AllowPrivate to the client delivers the message.
+func TestAllowPrivateFalseRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	s := build(t, "chat", fake.HookURL(fakemattermost.Hook), map[string]any{"allow_private": false})
+	if err := s.Deliver(t.Context(), delivery("k", `{"text": "x"}`)); !sink.IsPermanent(err) {
+		t.Errorf("%v, want a permanent refusal", err)
+	}
+	if n := fake.Requests(); n != 0 {
+		t.Errorf("%d requests reached the fake, want none", n)
+	}
+}

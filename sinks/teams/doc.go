@@ -13,7 +13,7 @@
 //	    options:
 //	      url: ${TEAMS_WEBHOOK_URL}   # required; its sig parameter is the credential
 //	      timeout: 10s                # per request, default DefaultTimeout
-//	      allow_private: false        # default; true lets it reach a proxy or test server on a private address
+//	      allow_private: true         # default DefaultAllowPrivate; false refuses private addresses
 //
 // The URL is a secret: errors, logs and traces never show it.
 //

@@ -21,7 +21,7 @@ func newFake(t testing.TB) *faketeams.Server {
 // would.
 func build(t testing.TB, name, url string) sink.Sink {
 	t.Helper()
-	s, err := teams.Type.New(name, map[string]any{"url": url, "allow_private": true}, sink.Env{})
+	s, err := teams.Type.New(name, map[string]any{"url": url}, sink.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

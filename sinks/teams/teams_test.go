@@ -175,3 +175,21 @@ func TestUntemplatedEventBecomesACard(t *testing.T) {
 		t.Errorf("posts %+v", posts)
 	}
 }
+
+// With allow_private false the SSRF guard refuses a loopback webhook,
+// permanently and without a request.
+// Mutation: not passing AllowPrivate to the client delivers the message.
+func TestAllowPrivateFalseRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t)
+	s, err := teams.Type.New("alerts", map[string]any{"url": fake.WebhookURL(), "allow_private": false}, sink.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deliver(t.Context(), delivery("k", `{"text": "x"}`)); !sink.IsPermanent(err) {
+		t.Errorf("%v, want a permanent refusal", err)
+	}
+	if n := fake.Requests(); n != 0 {
+		t.Errorf("%d requests reached the fake, want none", n)
+	}
+}
