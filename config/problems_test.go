@@ -250,8 +250,9 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		"email": "{smtp: 'm:25', from: a@example.com}", "log": "{}", "discard": "{}",
 		"nats": "{url: 'nats://h:4222', subject: s}", "destinations": "{}", "rabbitmq": "{url: 'amqp://h'}", "kafka": "{brokers: ['h:9092'], topic: t}",
 		"redis": "{url: 'redis://h:6379', stream: s}",
-		"mqtt": "{url: 'tcp://h:1883', topic: t}",
+		"mqtt":  "{url: 'tcp://h:1883', topic: t}",
 		"teams": "{url: 'https://example.com/workflows/x'}", "mattermost": "{url: 'https://example.com/hooks/k'}",
+		"discord": "{webhook_url: 'https://discord.com/api/webhooks/1/t'}",
 	}
 	for _, typ := range builtin.Types() {
 		name := typ.Name
