@@ -86,13 +86,13 @@ func checkAttachments(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 // Shape is the payload routes render for Mattermost: text, attachments (a
-// template producing a JSON array of attachments) and channel; one of
-// text and attachments is required. A target without a template posts
-// the event's type and key in bold and its data as a code block.
+// template producing a JSON array of attachments) and channel. A target
+// may go without a template (no OneOf): it posts the event's type and key
+// in bold and its data as a code block. A template that renders neither
+// text nor attachments fails at delivery, permanently.
 func Shape() sink.Shape {
 	return sink.Shape{
 		Fields:      map[string]sink.FieldKind{"text": sink.Text, "attachments": sink.JSON, "channel": sink.Text},
-		OneOf:       []string{"text", "attachments"},
 		Untemplated: untemplated,
 	}
 }

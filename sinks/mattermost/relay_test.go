@@ -21,7 +21,8 @@ const relayDeadline = 60 * time.Second
 
 // TestRelayDeliversThroughMattermost runs the real relay on a fresh
 // outbox: a route renders published events through the sink's shape
-// (text and channel templates) into posts on the fake server, whose rate
+// (text and channel templates), another posts one without a template,
+// into posts on the fake server, whose rate
 // limiter (on, and tighter than the sink's default) answers some
 // requests 429 with Retry-After. Every event arrives exactly once, in
 // its channel, under its delivery id, though each row may be attempted
@@ -35,8 +36,12 @@ func TestRelayDeliversThroughMattermost(t *testing.T) {
 	fake.AddChannel("orders")
 	fake.Limit(4, 4)
 	chat := build(t, "chat", fake.HookURL(fakemattermost.Hook), nil)
-	cfg, ps := routing.Parse(map[string]any{"orders": map[string]any{"events": []any{"order.*"},
-		"to": []any{map[string]any{"sink": "chat", "template": map[string]any{"text": "Order {{.key}}: {{.data.total}} EUR", "channel": "orders"}}}}}, "")
+	cfg, ps := routing.Parse(map[string]any{
+		"orders": map[string]any{"events": []any{"order.*"},
+			"to": []any{map[string]any{"sink": "chat", "template": map[string]any{"text": "Order {{.key}}: {{.data.total}} EUR", "channel": "orders"}}}},
+		// Without a template: the sink's shape lays the event out.
+		"audits": map[string]any{"events": []any{"audit.*"}, "to": []any{"chat"}},
+	}, "")
 	table, more := routing.Compile(cfg, map[string]sink.Sink{"chat": chat})
 	if ps = append(ps, more...); len(ps) > 0 {
 		t.Fatal(ps)
@@ -51,12 +56,15 @@ func TestRelayDeliversThroughMattermost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := ob.Publish(t.Context(), pool, outboxd.Event{Type: "audit.login", Key: "ada", Data: json.RawMessage(`{"ok": true}`)}); err != nil {
+		t.Fatal(err)
+	}
 	signals := testrelay.Run(t, pool, ob.Schema(), relay.Config{
 		Sinks:        []relay.SinkConfig{{Name: "chat", Type: "mattermost", Sink: chat, MaxAttempts: 1}},
 		Stage:        table.Stage(nil),
 		PollInterval: 50 * time.Millisecond,
 	})
-	signals.WaitWritten(t, relayDeadline, "chat", "sent", events)
+	signals.WaitWritten(t, relayDeadline, "chat", "sent", events+1)
 
 	texts := map[string]string{}
 	for _, p := range fake.Posts() {
@@ -71,6 +79,9 @@ func TestRelayDeliversThroughMattermost(t *testing.T) {
 		if want := fmt.Sprintf("orders: Order %d: %d EUR", i, 10*i); texts[id] != want {
 			t.Errorf("%s: %q, want %q", id, texts[id], want)
 		}
+	}
+	if got, want := texts["chat/audit.login/ada/audits"], "town-square: **audit.login** ada\n```json\n{\"ok\": true}\n```"; got != want {
+		t.Errorf("the untemplated event: %q, want %q", got, want)
 	}
 	t.Logf("the fake throttled %d requests", fake.Throttled())
 }

@@ -127,13 +127,12 @@ func checkCard(raw json.RawMessage) error {
 }
 
 // Shape is the payload routes render for Teams: title and text, or card
-// (a template producing a whole Adaptive Card); one of them is required.
-// A target without a template posts the event's type and key as the
-// title and its data as the text.
+// (a template producing a whole Adaptive Card). A target may go without
+// a template (no OneOf): it posts the event's type and key as the title
+// and its data as the text.
 func Shape() sink.Shape {
 	return sink.Shape{
 		Fields:      map[string]sink.FieldKind{"title": sink.Text, "text": sink.Text, "card": sink.JSON},
-		OneOf:       []string{"title", "text", "card"},
 		Untemplated: untemplated,
 	}
 }
