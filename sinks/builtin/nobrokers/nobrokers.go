@@ -1,5 +1,7 @@
 // Package nobrokers registers the built-in sink types that need no broker
-// client: log, discard, Slack, webhooks, email and tenants' destinations.
+// client: log, discard, the chat and incident notifiers (Slack, Discord,
+// PagerDuty, Teams, Mattermost), webhooks, email and tenants'
+// destinations.
 // A custom build that imports it instead of package builtin leaves the
 // NATS, RabbitMQ, Kafka, Redis and MQTT clients out of its binary.
 package nobrokers
