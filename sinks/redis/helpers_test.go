@@ -35,17 +35,20 @@ const (
 // serverReady bounds the wait for a private redis-server to listen.
 const serverReady = 20 * time.Second
 
-// serverURL returns the machine's redis-server, failing in CI and skipping
-// elsewhere when it is down.
-func serverURL(t testing.TB) string {
+// serverAddr returns the host:port of the machine's redis-server, failing
+// in CI and skipping elsewhere when it is down.
+func serverAddr(t testing.TB) string {
 	t.Helper()
 	addr := os.Getenv(redisAddrEnv)
 	if addr == "" {
 		addr = defaultRedisAddr
 	}
 	brokertest.Require(t, "Redis", addr, "redis-server --daemonize yes --bind 127.0.0.1 --port 6379")
-	return "redis://" + addr + "/0"
+	return addr
 }
+
+// serverURL returns the URL of the machine's redis-server (see serverAddr).
+func serverURL(t testing.TB) string { return "redis://" + serverAddr(t) + "/0" }
 
 // space is a test's own part of the server: every key it makes starts
 // with prefix, and they are deleted when the test ends.
