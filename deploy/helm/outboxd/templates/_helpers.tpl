@@ -68,6 +68,11 @@ share: image, the config file, the Secret's environment, hardening. */}}
 {{- define "outboxd.container" -}}
 image: {{ include "outboxd.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
+env:
+  # So that `kubectl exec ... -- outboxd stats` (any operator command)
+  # reads the pod's configuration without --config.
+  - name: OUTBOXD_CONFIG
+    value: /etc/outboxd/plugins.yaml
 envFrom:
   - secretRef:
       name: {{ include "outboxd.secret" . }}
