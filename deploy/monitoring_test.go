@@ -35,13 +35,13 @@ const (
 	runbookURL = "https://github.com/outboxd/outboxd/blob/main/docs/runbook.md#"
 )
 
-// wantAlerts are the alerts issues 15, 21 (the open breaker) and 24 (a
-// hand pause apart from a Retry-After, a deployment without stats) ask
-// for, by the rule that provides each.
+// wantAlerts are the alerts issues 15, 21 (the open breaker), 24 (a
+// hand pause apart from a Retry-After, a deployment without stats) and 43
+// (a refused reload) ask for, by the rule that provides each.
 var wantAlerts = []string{
 	"OutboxdOldestPendingTooOld", "OutboxdDeadLetters", "OutboxdDeliveryFailureRatio",
 	"OutboxdSinkPausedLong", "OutboxdSinkPausedByHand", "OutboxdNoStats", "OutboxdNoRelayUp",
-	"OutboxdCircuitBreakerOpen",
+	"OutboxdCircuitBreakerOpen", "OutboxdConfigReloadFailed",
 }
 
 // deploymentLabels are the labels that tell one deployment's series from
@@ -222,9 +222,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 // package; .ci/run installs it) and runs their unit tests
 // (prometheus/alerts_test.yaml): a hand pause fires OutboxdSinkPausedByHand
 // and never OutboxdSinkPausedLong, a Retry-After pause the other way round,
-// and two deployments with a sink of the same name alert apart.
-// Mutation: dropping {reason="retry_after"} from OutboxdSinkPausedLong, or
-// aggregating OutboxdDeadLetters by (sink) only, makes the unit tests fail.
+// two deployments with a sink of the same name alert apart, and a refused
+// reload alerts for its relay after 10 minutes, a corrected one never.
+// Mutation: dropping {reason="retry_after"} from OutboxdSinkPausedLong,
+// aggregating OutboxdDeadLetters by (sink) only, or OutboxdConfigReloadFailed
+// with for: 1m, makes the unit tests fail.
 func TestAlertsPassPromtool(t *testing.T) {
 	promtool := proc.RequireTool(t, "promtool")
 	out, err := exec.Command(promtool, "check", "rules", alertsFile).CombinedOutput()
