@@ -252,7 +252,7 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		"redis": "{url: 'redis://h:6379', stream: s}",
 		"mqtt":  "{url: 'tcp://h:1883', topic: t}",
 		"teams": "{url: 'https://example.com/workflows/x'}", "mattermost": "{url: 'https://example.com/hooks/k'}",
-		"discord": "{webhook_url: 'https://discord.com/api/webhooks/1/t'}",
+		"discord": "{webhook_url: 'https://discord.com/api/webhooks/1/t'}", "pubsub": "{project: p1, topic: orders}",
 	}
 	for _, typ := range builtin.Types() {
 		name := typ.Name
