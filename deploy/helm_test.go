@@ -46,7 +46,7 @@ var recommendedLabels = []string{
 
 // allToggles turns on every optional object of the chart.
 var allToggles = []string{
-	"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true,networkPolicy.enabled=true",
+	"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true,networkPolicy.enabled=true,ingress.enabled=true",
 	"--set", "networkPolicy.egress[0].to[0].ipBlock.cidr=10.0.0.0/8",
 }
 
@@ -87,6 +87,8 @@ type rendered struct {
 	networkPolicy  *networkingv1.NetworkPolicy
 	serviceMonitor *monitoringv1.ServiceMonitor
 	rule           *monitoringv1.PrometheusRule
+	serviceAccount *corev1.ServiceAccount
+	ingress        *networkingv1.Ingress
 	all            []metav1.Object
 }
 
@@ -133,6 +135,10 @@ func (r *rendered) keep(obj any) bool {
 		return set(&r.serviceMonitor, v)
 	case *monitoringv1.PrometheusRule:
 		return set(&r.rule, v)
+	case *corev1.ServiceAccount:
+		return set(&r.serviceAccount, v)
+	case *networkingv1.Ingress:
+		return set(&r.ingress, v)
 	case *corev1.ConfigMap:
 		switch v.Name {
 		case release + "-outboxd":
@@ -325,7 +331,7 @@ func TestHelmChartDefaults(t *testing.T) {
 			t.Errorf("%s: app.kubernetes.io/version %s, want %s", o.GetName(), v, appVersion)
 		}
 	}
-	if r.networkPolicy != nil || r.serviceMonitor != nil || r.rule != nil || r.dashboard != nil {
+	if r.networkPolicy != nil || r.serviceMonitor != nil || r.rule != nil || r.dashboard != nil || r.ingress != nil {
 		t.Error("an optional object is rendered with the default values")
 	}
 }
@@ -358,15 +364,7 @@ func TestHelmChartToggles(t *testing.T) {
 		t.Errorf("ServiceMonitor endpoints %+v, want /metrics on port %s", sm.Endpoints, r.service.Spec.Ports[0].Name)
 	}
 
-	var want monitoringv1.PrometheusRuleSpec
-	raw, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(raw, &want); err != nil {
-		t.Fatalf("%s as a PrometheusRule spec: %v", alertsFile, err)
-	}
-	if !reflect.DeepEqual(r.rule.Spec, want) {
+	if !reflect.DeepEqual(r.rule.Spec, alertsAsRuleSpec(t)) {
 		t.Errorf("the PrometheusRule's spec is not %s's rules", alertsFile)
 	}
 	dashboard, err := os.ReadFile(dashboardFile)
@@ -388,6 +386,21 @@ func TestHelmChartToggles(t *testing.T) {
 		np.Egress[0].Ports[0].Port.IntValue() != 53 || np.Egress[1].To[0].IPBlock == nil {
 		t.Errorf("NetworkPolicy egress %+v, want DNS and the given rule", np.Egress)
 	}
+}
+
+// alertsAsRuleSpec is deploy/prometheus/alerts.yaml as a PrometheusRule's
+// spec, decoded strictly.
+func alertsAsRuleSpec(t *testing.T) monitoringv1.PrometheusRuleSpec {
+	t.Helper()
+	var spec monitoringv1.PrometheusRuleSpec
+	raw, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &spec); err != nil {
+		t.Fatalf("%s as a PrometheusRule spec: %v", alertsFile, err)
+	}
+	return spec
 }
 
 // TestHelmChartConfigRollsPods: a change of the configuration changes the

@@ -47,6 +47,8 @@ var kinds = map[string]func() any{
 	"networking.k8s.io/v1 NetworkPolicy":      func() any { return &networkingv1.NetworkPolicy{} },
 	"monitoring.coreos.com/v1 ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
 	"monitoring.coreos.com/v1 PrometheusRule": func() any { return &monitoringv1.PrometheusRule{} },
+	"v1 ServiceAccount":                       func() any { return &corev1.ServiceAccount{} },
+	"networking.k8s.io/v1 Ingress":            func() any { return &networkingv1.Ingress{} },
 }
 
 // object is one decoded document: its "apiVersion kind" and its value (a

@@ -173,16 +173,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 // _count series.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	_, ob := testdb.New(t)
-	config := filepath.Join(t.TempDir(), "plugins.yaml")
-	yaml := fmt.Sprintf("database: {url: %q, schema: %s}\nrelay: {poll_interval: 100ms}\nhttp: {listen: 127.0.0.1:0}\nsinks:\n  audit: {type: log}\n",
-		testdb.URL(), ob.Schema())
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := proc.Serve(t, binary, config, proc.Environ())
-	t.Cleanup(func() { _ = srv.Stop() })
-	base := "http://" + srv.Addr()
+	base := "http://" + serveLogSink(t).Addr()
 	resp, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(`{"sink":"audit","dedup_key":"m-1","payload":{"n":1}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +207,23 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		return exported["outbox_deliveries_total"] && exported["outbox_delivery_lag_seconds"] && exported["outbox_rows"]
 	})
 	return exported
+}
+
+// serveLogSink runs `outboxd serve` (built from this checkout) on a fresh
+// schema with one log sink, audit, its API on a loopback port, and extra
+// in its environment.
+func serveLogSink(t *testing.T, extra ...string) *proc.Server {
+	t.Helper()
+	_, ob := testdb.New(t)
+	config := filepath.Join(t.TempDir(), "plugins.yaml")
+	yaml := fmt.Sprintf("database: {url: %q, schema: %s}\nrelay: {poll_interval: 100ms}\nhttp: {listen: 127.0.0.1:0}\nsinks:\n  audit: {type: log}\n",
+		testdb.URL(), ob.Schema())
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := proc.Serve(t, binary, config, proc.Environ(extra...))
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
 }
 
 // TestAlertsPassPromtool lints the rules with promtool (Debian's prometheus

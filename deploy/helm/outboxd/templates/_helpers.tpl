@@ -73,6 +73,14 @@ env:
   # reads the pod's configuration without --config.
   - name: OUTBOXD_CONFIG
     value: /etc/outboxd/plugins.yaml
+  # The keyring of destinations and portal links, from its own Secret when
+  # secretsKey names one (it outranks a key of the same name in envFrom's).
+  - name: OUTBOXD_SECRETS_KEY
+    valueFrom:
+      secretKeyRef:
+        name: {{ .Values.secretsKey.existingSecret | default (include "outboxd.secret" .) }}
+        key: {{ required "secretsKey.key: name the key of the Secret that holds OUTBOXD_SECRETS_KEY" .Values.secretsKey.key }}
+        optional: {{ .Values.secretsKey.optional }}
 envFrom:
   - secretRef:
       name: {{ include "outboxd.secret" . }}
@@ -86,7 +94,8 @@ securityContext:
 
 {{/* outboxd.podSpec is what the relay and migration pods share. */}}
 {{- define "outboxd.podSpec" -}}
-automountServiceAccountToken: false
+serviceAccountName: {{ include "outboxd.serviceAccountName" . }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automount }}
 securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- with .Values.imagePullSecrets }}
@@ -101,4 +110,14 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* outboxd.serviceAccountName is the pods' service account: serviceAccount.name,
+else the release's objects' name when the chart creates it, else "default". */}}
+{{- define "outboxd.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "outboxd.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
 {{- end -}}
