@@ -78,8 +78,9 @@ func TestMissingTopicIsPermanent(t *testing.T) {
 
 // TestBadInputIsRefusedBeforePublishing delivers rows Pub/Sub would refuse
 // (a reserved attribute name, an attribute value past 1024 bytes, an
-// ordering key past 1024 bytes): each fails permanently with what is
-// wrong, and nothing reaches the topic.
+// ordering key past 1024 bytes, a message past 10 MB, which the client
+// library refuses): each fails permanently with what is wrong, and nothing
+// reaches the topic.
 // Mutation: removing the reserved-prefix case from message fails it.
 func TestBadInputIsRefusedBeforePublishing(t *testing.T) {
 	t.Parallel()
@@ -95,6 +96,9 @@ func TestBadInputIsRefusedBeforePublishing(t *testing.T) {
 		{"reserved attribute", func(d *sink.Delivery) { d.Headers["goog-x"] = "1" }, `reserves attribute names starting with "goog"`},
 		{"long attribute value", func(d *sink.Delivery) { d.Headers["x"] = long }, "a value of 1025 bytes"},
 		{"long ordering key", func(d *sink.Delivery) { d.OrderingKey = long }, "ordering key of 1025 bytes"},
+		{"message over 10 MB", func(d *sink.Delivery) {
+			d.Payload = json.RawMessage(`"` + strings.Repeat("x", 10_000_001) + `"`)
+		}, "size exceeds"},
 	} {
 		d := delivery("k", 1)
 		tc.spoil(d)
