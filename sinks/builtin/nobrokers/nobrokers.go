@@ -3,7 +3,7 @@
 // PagerDuty, Teams, Mattermost), webhooks, email and tenants'
 // destinations.
 // A custom build that imports it instead of package builtin leaves the
-// NATS, RabbitMQ, Kafka, Redis and MQTT clients out of its binary.
+// NATS, RabbitMQ, Kafka, Redis, MQTT and Pub/Sub clients out of its binary.
 package nobrokers
 
 import (
