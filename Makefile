@@ -22,7 +22,8 @@ FUZZ_TARGETS = \
 	sinks/email:FuzzPayload \
 	sinks/slack:FuzzParsePayload \
 	internal/safetext:FuzzText \
-	internal/safetext:FuzzReceipt
+	internal/safetext:FuzzReceipt \
+	destinations:FuzzPattern
 # How long CI fuzzes each target, after the tests: a few seconds each
 # finds what a change broke in the parsers' obvious corners.
 FUZZTIME_CI ?= 3s

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/internal/safetext"
-	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/standardwebhooks"
 )
 
@@ -21,7 +20,10 @@ const (
 	MaxURLBytes = 2048
 	// MaxDescriptionBytes bounds its description.
 	MaxDescriptionBytes = 1024
-	// MaxEvents bounds how many event patterns it subscribes to.
+	// MaxEvents bounds how many event patterns it subscribes to, each
+	// bounded by MaxPatternBytes and MaxPatternSegments: a publish for its
+	// tenant tries each. event_pattern_bounds() (migration 027) declares
+	// it too, as max_patterns.
 	MaxEvents = 100
 	// MaxMetadataBytes bounds its metadata's JSON.
 	MaxMetadataBytes = 16384
@@ -113,10 +115,9 @@ func CheckTenant(tenant string) error {
 	return nil
 }
 
-// checked is a Spec validated, with its patterns compiled.
+// checked is a Spec validated, its defaults filled in.
 type checked struct {
 	Spec
-	patterns []string
 }
 
 func (s Spec) check() (checked, error) {
@@ -130,14 +131,8 @@ func (s Spec) check() (checked, error) {
 	if len(s.Description) > MaxDescriptionBytes {
 		return c, inputErrorf("description is %d bytes, over the limit of %d", len(s.Description), MaxDescriptionBytes)
 	}
-	if len(s.Events) > MaxEvents {
-		return c, inputErrorf("events lists %d patterns, over the limit of %d", len(s.Events), MaxEvents)
-	}
-	if len(s.Events) > 0 {
-		var err error
-		if c.patterns, err = routing.PatternRegexps(s.Events); err != nil {
-			return c, inputErrorf("events: %v", err)
-		}
+	if err := checkPatterns(s.Events); err != nil {
+		return c, err
 	}
 	if r := s.RateLimit; r != nil && !(*r >= MinRateLimit && *r <= MaxRateLimit) {
 		return c, inputErrorf("rate_limit must be a number of deliveries per second between %g and %g, got %v", float64(MinRateLimit), float64(MaxRateLimit), *r)

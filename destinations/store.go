@@ -88,7 +88,7 @@ func (s *Store) Create(ctx context.Context, db DB, actor audit.Actor, tenant str
 	}
 	var row store.DestinationCreateRow
 	err = s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
-		row, err = s.q.DestinationCreate(ctx, tx, id, tenant, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata, keyID, sealed)
+		row, err = s.q.DestinationCreate(ctx, tx, id, tenant, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata, keyID, sealed)
 		return audit.Record{Action: audit.ActionDestinationCreate, Filter: target{tenant, id}, Count: 1,
 			Detail: map[string]any{"events": nonNil(c.Events), "rate_limit": c.RateLimit}}, true, err
 	})
@@ -200,7 +200,7 @@ func (s *Store) Update(ctx context.Context, db DB, actor audit.Actor, tenant, id
 		if err != nil {
 			return audit.Record{}, false, err
 		}
-		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.patterns, c.RateLimit, c.Metadata)
+		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata)
 		if err != nil {
 			return audit.Record{}, false, fmt.Errorf("destinations: update %s of tenant %s: %w", id, tenant, err)
 		}

@@ -192,10 +192,6 @@ type Texts struct {
 	ResumeSink string
 	// SetSearchPath is set_search_path.sql.
 	SetSearchPath string
-	// SinkAudit is sink_audit.sql.
-	SinkAudit string
-	// SinkMinutes is sink_minutes.sql.
-	SinkMinutes string
 	// SinkPauses is sink_pauses.sql.
 	SinkPauses string
 	// SinkSeen is sink_seen.sql.
@@ -308,8 +304,6 @@ func newTexts(ident string) Texts {
 		ReservePermits:            strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
 		ResumeSink:                strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
 		SetSearchPath:             strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
-		SinkAudit:                 strings.ReplaceAll(sinkAuditSQL, "{schema}", ident),
-		SinkMinutes:               strings.ReplaceAll(sinkMinutesSQL, "{schema}", ident),
 		SinkPauses:                strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
 		SinkSeen:                  strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
 		Stats:                     strings.ReplaceAll(statsSQL, "{schema}", ident),
@@ -1245,14 +1239,14 @@ func (q *Queries) DestinationAutoDisable(ctx context.Context, db DBTX, sink stri
 
 const destinationCreateSQL = `-- name: destination_create
 -- Creates destination $1 of tenant $2 (migration 016) with its first
--- signing secret, sealed by package destinations under key $9: both rows
+-- signing secret, sealed by package destinations under key $8: both rows
 -- in one statement. Its revision is set by the destinations_touch trigger.
 WITH d AS (
-    INSERT INTO {schema}.destinations (id, tenant, url, description, events, patterns, rate_limit, metadata, revision)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)
+    INSERT INTO {schema}.destinations (id, tenant, url, description, events, rate_limit, metadata, revision)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
     RETURNING created_at, updated_at
 ), s AS (
-    INSERT INTO {schema}.destination_secrets (destination_id, serial, key_id, sealed) VALUES ($1, 1, $9, $10)
+    INSERT INTO {schema}.destination_secrets (destination_id, serial, key_id, sealed) VALUES ($1, 1, $8, $9)
 )
 SELECT created_at, updated_at FROM d
 `
@@ -1265,9 +1259,9 @@ type DestinationCreateRow struct {
 
 // DestinationCreate runs destination_create.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, tenant string, url string, description string, events []string, patterns []string, rateLimit *float64, metadata json.RawMessage, keyID string, sealed []byte) (DestinationCreateRow, error) {
+func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, tenant string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage, keyID string, sealed []byte) (DestinationCreateRow, error) {
 	var r DestinationCreateRow
-	err := db.QueryRow(ctx, q.text.DestinationCreate, id, tenant, url, description, textArray(events), textArray(patterns), rateLimit, metadata, keyID, sealed).Scan(&r.CreatedAt, &r.UpdatedAt)
+	err := db.QueryRow(ctx, q.text.DestinationCreate, id, tenant, url, description, textArray(events), rateLimit, metadata, keyID, sealed).Scan(&r.CreatedAt, &r.UpdatedAt)
 	return r, err
 }
 
@@ -1667,16 +1661,16 @@ const destinationUpdateSQL = `-- name: destination_update
 -- Replaces the changeable fields of destination $2 of tenant $1 (package
 -- destinations merges a PATCH into the stored row first).
 UPDATE {schema}.destinations
-SET url = $3, description = $4, events = $5, patterns = $6, rate_limit = $7, metadata = $8
+SET url = $3, description = $4, events = $5, rate_limit = $6, metadata = $7
 WHERE tenant = $1 AND id = $2
 RETURNING updated_at
 `
 
 // DestinationUpdate runs destination_update.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationUpdate(ctx context.Context, db DBTX, tenant string, id string, url string, description string, events []string, patterns []string, rateLimit *float64, metadata json.RawMessage) (time.Time, error) {
+func (q *Queries) DestinationUpdate(ctx context.Context, db DBTX, tenant string, id string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage) (time.Time, error) {
 	var r time.Time
-	err := db.QueryRow(ctx, q.text.DestinationUpdate, tenant, id, url, description, textArray(events), textArray(patterns), rateLimit, metadata).Scan(&r)
+	err := db.QueryRow(ctx, q.text.DestinationUpdate, tenant, id, url, description, textArray(events), rateLimit, metadata).Scan(&r)
 	return r, err
 }
 
@@ -3359,79 +3353,6 @@ SET LOCAL search_path TO {schema}
 func (q *Queries) SetSearchPath(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, q.text.SetSearchPath)
 	return err
-}
-
-const sinkAuditSQL = `-- name: sink_audit
--- The audit trail's entries about sink $1 (its pauses, resumes, which
--- close its breakers, removed pauses, redrives and purges) recorded at or
--- after $2, newest first, at most $3: a sink's page shows them as its
--- history. The at index bounds the scan to the span asked for.
-SELECT id, at, actor, role, source, action, sink, filter, count, detail
-FROM {schema}.audit_log
-WHERE sink = $1 AND at >= $2
-ORDER BY at DESC, id DESC
-LIMIT $3
-`
-
-// SinkAuditRow is a row of sink_audit.sql.
-type SinkAuditRow struct {
-	ID     int64     // bigint
-	At     time.Time // timestamptz
-	Actor  string    // text
-	Role   string    // text
-	Source string    // text
-	Action string    // text
-	Sink   string    // text
-	Filter []byte    // jsonb, null
-	Count  int64     // bigint
-	Detail []byte    // jsonb, null
-}
-
-// SinkAudit runs sink_audit.sql and returns its rows.
-func (q *Queries) SinkAudit(ctx context.Context, db DBTX, sink string, since time.Time, limit int64) ([]SinkAuditRow, error) {
-	// Sized for a full result: growing a slice of many rows copies them.
-	return q.SinkAuditInto(ctx, db, sink, since, limit, make([]SinkAuditRow, 0, limit))
-}
-
-// SinkAuditInto runs sink_audit.sql and returns its rows in out[:0]'s array (a
-// new one if it is too small): a caller running it again and again
-// reuses one.
-func (q *Queries) SinkAuditInto(ctx context.Context, db DBTX, sink string, since time.Time, limit int64, out []SinkAuditRow) ([]SinkAuditRow, error) {
-	rows, err := db.Query(ctx, q.text.SinkAudit, sink, since, limit)
-	if err != nil {
-		return nil, err
-	}
-	var r SinkAuditRow
-	return collectRows(rows, out[:0], &r, &r.ID, &r.At, &r.Actor, &r.Role, &r.Source, &r.Action, &r.Sink, &r.Filter, &r.Count, &r.Detail)
-}
-
-const sinkMinutesSQL = `-- name: sink_minutes
--- The per-minute delivery counts of sink $1 over the last $2 in whole
--- minutes (the current, unfinished minute included), oldest first, for a
--- sink's page: at most one row a minute of the span, read through the
--- primary key (sink, minute), so its cost never grows with history.
-SELECT minute, sent, retried, dead
-FROM {schema}.delivery_minutes
-WHERE sink = $1 AND minute >= date_trunc('minute', now()) + interval '1 minute' - $2::interval
-ORDER BY minute
-`
-
-// SinkMinutesRow is a row of sink_minutes.sql.
-type SinkMinutesRow struct {
-	Minute  time.Time // timestamptz
-	Sent    int64     // bigint
-	Retried int64     // bigint
-	Dead    int64     // bigint
-}
-
-// SinkMinutes runs sink_minutes.sql and returns its rows.
-func (q *Queries) SinkMinutes(ctx context.Context, db DBTX, sink string, span time.Duration) ([]SinkMinutesRow, error) {
-	rows, err := db.Query(ctx, q.text.SinkMinutes, sink, span)
-	if err != nil {
-		return nil, err
-	}
-	var r SinkMinutesRow
-	return collectRows(rows, []SinkMinutesRow{}, &r, &r.Minute, &r.Sent, &r.Retried, &r.Dead)
 }
 
 const sinkPausesSQL = `-- name: sink_pauses

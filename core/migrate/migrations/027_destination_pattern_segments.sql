@@ -1,0 +1,135 @@
+-- Destinations' event patterns are matched segment by segment, in
+-- bounded linear time, instead of as regular expressions (issue 41).
+--
+-- Migration 016 stored each pattern as a regular expression too
+-- (destinations.patterns) and fan_out_destinations() matched it inside
+-- the producer's transaction. A tenant's pattern is an outsider's data:
+-- "**." repeated a few thousand times made every publish for that tenant
+-- fail ("regular expression is too complex", SQLSTATE 2201B), rolling
+-- back the producer's whole transaction (its own rows and other tenants'
+-- events with it), and a thousand "**" made each publish run into the
+-- statement timeout. Now:
+--
+--  - event_pattern_match() splits pattern and type on '.' and walks them
+--    with two cursors, "*" taking one segment and "**" any number: when
+--    a segment does not match, the cursors go back to just after the last
+--    "**", which then takes one more segment of the type. Its work is at
+--    most the pattern's segments times the type's, whatever the pattern.
+--  - A pattern over event_pattern_bounds() (package destinations checks
+--    the same bounds before storing one, MaxPatternBytes and
+--    MaxPatternSegments, and a test holds the two together), and a
+--    destination with more patterns than max_patterns, match nothing:
+--    rows stored before the bounds existed, or written past the API,
+--    cost a publish no more than a pattern at the bounds and never fail
+--    it.
+--  - Nothing here raises: a NULL pattern, an empty one or one of any
+--    characters simply does not match.
+--
+-- The regular expressions are gone (the patterns column and the index
+-- that carried it); the index keeps enabled only, since a tenant's
+-- patterns may not fit in an index row, and the fan-out reads them from
+-- the heap, a tenant's few rows.
+
+-- event_pattern_bounds(): the bounds of what fan_out_destinations()
+-- matches; package destinations declares the same (pattern.go, model.go).
+CREATE FUNCTION event_pattern_bounds(OUT max_bytes int, OUT max_segments int, OUT max_patterns int)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $fn$
+    SELECT 256, 16, 100
+$fn$;
+
+-- event_pattern_match(): whether event type type matches pattern, a
+-- pattern within max_bytes and max_segments; false for any other.
+CREATE FUNCTION event_pattern_match(pattern text, type text, max_bytes int, max_segments int)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $fn$
+DECLARE
+    p    text[];
+    t    text[];
+    m    int;
+    n    int;
+    i    int := 1;  -- the pattern's cursor
+    j    int := 1;  -- the type's cursor
+    star int := 0;  -- the last "**" passed, 0 before any
+    mark int := 0;  -- the type's segment that "**" stopped before
+BEGIN
+    IF pattern IS NULL OR type IS NULL OR octet_length(pattern) > max_bytes THEN
+        RETURN false;
+    END IF;
+    p := string_to_array(pattern, '.');
+    m := cardinality(p);
+    IF m > max_segments THEN
+        RETURN false;
+    END IF;
+    t := string_to_array(type, '.');
+    n := cardinality(t);
+    WHILE j <= n LOOP
+        IF i <= m AND p[i] = '**' THEN
+            star := i;
+            mark := j;
+            i := i + 1;
+        ELSIF i <= m AND (p[i] = '*' OR p[i] = t[j]) THEN
+            i := i + 1;
+            j := j + 1;
+        ELSIF star > 0 THEN
+            i := star + 1;
+            mark := mark + 1;
+            j := mark;
+        ELSE
+            RETURN false;
+        END IF;
+    END LOOP;
+    WHILE i <= m AND p[i] = '**' LOOP
+        i := i + 1;
+    END LOOP;
+    RETURN i > m;
+END
+$fn$;
+
+-- event_patterns_match(): whether a destination subscribed to patterns
+-- takes event type type: none (NULL or empty) takes every type, more
+-- than max_patterns takes none, otherwise any one of them matching.
+CREATE FUNCTION event_patterns_match(patterns text[], type text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path FROM CURRENT
+AS $fn$
+DECLARE
+    lim_bytes    int;
+    lim_segments int;
+    lim_patterns int;
+    p            text;
+BEGIN
+    IF coalesce(cardinality(patterns), 0) = 0 THEN
+        RETURN true;
+    END IF;
+    SELECT x.max_bytes, x.max_segments, x.max_patterns INTO lim_bytes, lim_segments, lim_patterns
+    FROM event_pattern_bounds() x;
+    IF cardinality(patterns) > lim_patterns THEN
+        RETURN false;
+    END IF;
+    FOREACH p IN ARRAY patterns LOOP
+        IF event_pattern_match(p, type, lim_bytes, lim_segments) THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$fn$;
+
+-- fan_out_destinations(), second definition (the first is migration
+-- 016's): the destinations' events, as written, matched by segments.
+CREATE OR REPLACE FUNCTION fan_out_destinations(tenant text, type text)
+RETURNS TABLE (id text, enabled boolean)
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $fn$
+    SELECT d.id, d.enabled FROM destinations d
+    WHERE d.tenant = fan_out_destinations.tenant
+      AND event_patterns_match(d.events, type)
+$fn$;
+
+DROP INDEX destinations_tenant_idx;
+ALTER TABLE destinations DROP COLUMN patterns;
+CREATE INDEX destinations_tenant_idx ON destinations (tenant, id) INCLUDE (enabled);
