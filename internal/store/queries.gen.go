@@ -192,6 +192,10 @@ type Texts struct {
 	ResumeSink string
 	// SetSearchPath is set_search_path.sql.
 	SetSearchPath string
+	// SinkAudit is sink_audit.sql.
+	SinkAudit string
+	// SinkMinutes is sink_minutes.sql.
+	SinkMinutes string
 	// SinkPauses is sink_pauses.sql.
 	SinkPauses string
 	// SinkSeen is sink_seen.sql.
@@ -304,6 +308,8 @@ func newTexts(ident string) Texts {
 		ReservePermits:            strings.ReplaceAll(reservePermitsSQL, "{schema}", ident),
 		ResumeSink:                strings.ReplaceAll(resumeSinkSQL, "{schema}", ident),
 		SetSearchPath:             strings.ReplaceAll(setSearchPathSQL, "{schema}", ident),
+		SinkAudit:                 strings.ReplaceAll(sinkAuditSQL, "{schema}", ident),
+		SinkMinutes:               strings.ReplaceAll(sinkMinutesSQL, "{schema}", ident),
 		SinkPauses:                strings.ReplaceAll(sinkPausesSQL, "{schema}", ident),
 		SinkSeen:                  strings.ReplaceAll(sinkSeenSQL, "{schema}", ident),
 		Stats:                     strings.ReplaceAll(statsSQL, "{schema}", ident),
@@ -3353,6 +3359,79 @@ SET LOCAL search_path TO {schema}
 func (q *Queries) SetSearchPath(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, q.text.SetSearchPath)
 	return err
+}
+
+const sinkAuditSQL = `-- name: sink_audit
+-- The audit trail's entries about sink $1 (its pauses, resumes, which
+-- close its breakers, removed pauses, redrives and purges) recorded at or
+-- after $2, newest first, at most $3: a sink's page shows them as its
+-- history. The at index bounds the scan to the span asked for.
+SELECT id, at, actor, role, source, action, sink, filter, count, detail
+FROM {schema}.audit_log
+WHERE sink = $1 AND at >= $2
+ORDER BY at DESC, id DESC
+LIMIT $3
+`
+
+// SinkAuditRow is a row of sink_audit.sql.
+type SinkAuditRow struct {
+	ID     int64     // bigint
+	At     time.Time // timestamptz
+	Actor  string    // text
+	Role   string    // text
+	Source string    // text
+	Action string    // text
+	Sink   string    // text
+	Filter []byte    // jsonb, null
+	Count  int64     // bigint
+	Detail []byte    // jsonb, null
+}
+
+// SinkAudit runs sink_audit.sql and returns its rows.
+func (q *Queries) SinkAudit(ctx context.Context, db DBTX, sink string, since time.Time, limit int64) ([]SinkAuditRow, error) {
+	// Sized for a full result: growing a slice of many rows copies them.
+	return q.SinkAuditInto(ctx, db, sink, since, limit, make([]SinkAuditRow, 0, limit))
+}
+
+// SinkAuditInto runs sink_audit.sql and returns its rows in out[:0]'s array (a
+// new one if it is too small): a caller running it again and again
+// reuses one.
+func (q *Queries) SinkAuditInto(ctx context.Context, db DBTX, sink string, since time.Time, limit int64, out []SinkAuditRow) ([]SinkAuditRow, error) {
+	rows, err := db.Query(ctx, q.text.SinkAudit, sink, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	var r SinkAuditRow
+	return collectRows(rows, out[:0], &r, &r.ID, &r.At, &r.Actor, &r.Role, &r.Source, &r.Action, &r.Sink, &r.Filter, &r.Count, &r.Detail)
+}
+
+const sinkMinutesSQL = `-- name: sink_minutes
+-- The per-minute delivery counts of sink $1 over the last $2 in whole
+-- minutes (the current, unfinished minute included), oldest first, for a
+-- sink's page: at most one row a minute of the span, read through the
+-- primary key (sink, minute), so its cost never grows with history.
+SELECT minute, sent, retried, dead
+FROM {schema}.delivery_minutes
+WHERE sink = $1 AND minute >= date_trunc('minute', now()) + interval '1 minute' - $2::interval
+ORDER BY minute
+`
+
+// SinkMinutesRow is a row of sink_minutes.sql.
+type SinkMinutesRow struct {
+	Minute  time.Time // timestamptz
+	Sent    int64     // bigint
+	Retried int64     // bigint
+	Dead    int64     // bigint
+}
+
+// SinkMinutes runs sink_minutes.sql and returns its rows.
+func (q *Queries) SinkMinutes(ctx context.Context, db DBTX, sink string, span time.Duration) ([]SinkMinutesRow, error) {
+	rows, err := db.Query(ctx, q.text.SinkMinutes, sink, span)
+	if err != nil {
+		return nil, err
+	}
+	var r SinkMinutesRow
+	return collectRows(rows, []SinkMinutesRow{}, &r, &r.Minute, &r.Sent, &r.Retried, &r.Dead)
 }
 
 const sinkPausesSQL = `-- name: sink_pauses
