@@ -160,6 +160,7 @@ func (c *Console) guarded() []route {
 		{"GET /dead-letters", access.RoleRead, c.getDeadLetters},
 		{"POST /dead-letters/confirm", access.RoleOperate, c.postConfirm},
 		{"POST /dead-letters/apply", access.RoleOperate, c.postApply},
+		{"GET /sinks/{name}", access.RoleRead, c.getSink},
 		{"POST /sinks/{name}/pause", access.RoleOperate, c.postPause},
 		{"POST /sinks/{name}/resume", access.RoleOperate, c.postResume},
 		{"POST /sinks/{name}/forget", access.RoleOperate, c.postForget},

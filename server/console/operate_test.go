@@ -157,9 +157,11 @@ var attemptRow = regexp.MustCompile(`<tr><td class="n">(\d+)</td><td class="when
 
 // A message's failed attempts read in the order they failed, also after a
 // redrive from its page restarted their count: a relay fails it twice,
-// it dies, it is redriven and fails twice more.
-// (Mutation: message.sql aggregating the attempts ORDER BY a.attempt,
-// a.failed_at (1, 1, 2, 2) fails this test.)
+// it dies, it is redriven and fails twice more; a row between the two
+// runs marks the redrive.
+// (Mutations, each failing this test: message.sql aggregating the
+// attempts ORDER BY a.attempt, a.failed_at (1, 1, 2, 2); redrives()
+// marking no attempt, or every attempt numbered 1.)
 func TestAttemptsReadInOrderAfterARedrive(t *testing.T) {
 	s := newSite(t, console.Options{})
 	var failures atomic.Int64
@@ -207,7 +209,15 @@ func TestAttemptsReadInOrderAfterARedrive(t *testing.T) {
 	if strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("failed attempts on the message page: %q, want in the order they failed %q", got, want)
 	}
+	// The redrive between them is marked, once, where the count restarts.
+	if marks := redriveMark.FindAllStringIndex(page, -1); len(marks) != 1 ||
+		!strings.Contains(page[:marks[0][0]], "failure 2") || strings.Contains(page[:marks[0][0]], "failure 3") {
+		t.Errorf("the attempts mark the redrive %d times, want once between failure 2 and failure 3:\n%s", len(marks), page)
+	}
 }
+
+// redriveMark is the row of a message's attempts that marks a redrive.
+var redriveMark = regexp.MustCompile(`<tr class="redriven">`)
 
 // when is a time as the console's pages write one.
 var when = regexp.MustCompile(`\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?Z`)

@@ -23,10 +23,12 @@ type overviewRow struct {
 	Type       string            `json:"-"`
 	Cells      map[string]string `json:"cells"`
 	// State is running, paused, stalled or unconfigured, for styling.
-	State    string `json:"state"`
-	Paused   bool   `json:"paused"`
-	Dead     int64  `json:"-"`
-	Failures bool   `json:"failures"`
+	State  string `json:"state"`
+	Paused bool   `json:"paused"`
+	Dead   int64  `json:"-"`
+	// Bad names the cells that count something failing (never a zero),
+	// for styling.
+	Bad map[string]bool `json:"bad"`
 	// Stale marks the recorded pause or state of a sink no relay here is
 	// configured with (a typo's, a removed sink's): it can be removed.
 	Stale bool `json:"stale"`
@@ -70,8 +72,8 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 	sink, configured := c.sinks[s.Sink]
 	n, r := s.Counts, s.Rate
 	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused() || len(s.Breakers) > 0,
-		Failures: n.Failed > 0 || n.Dead > 0 || r.Retried > 0 || r.Dead > 0,
-		Stale:    !configured && (s.State.Paused() || s.State.ChangedBy != "")}
+		Bad:   map[string]bool{"failed": n.Failed > 0, "dead": n.Dead > 0, "errors": r.Retried > 0 || r.Dead > 0},
+		Stale: !configured && (s.State.Paused() || s.State.ChangedBy != "")}
 	row.Cells = map[string]string{
 		"pending":     count(n.Pending),
 		"in_progress": count(n.InProgress),
@@ -82,8 +84,11 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 		"rate":        fmt.Sprintf("%.2f/s", r.PerSecond),
 		"p50":         latency(r.P50),
 		"p99":         latency(r.P99),
-		"errors":      fmt.Sprintf("%d retried, %d dead", r.Retried, r.Dead),
-		"limit":       sink.RateLimit,
+		// Attempts, not letters: a letter redriven and dead again died
+		// twice, a purged one died and is no dead letter now, so this
+		// need not match the dead letters counted now.
+		"errors": fmt.Sprintf("%d retried, %d died", r.Retried, r.Dead),
+		"limit":  sink.RateLimit,
 	}
 	if n.WaitingDisabled > 0 {
 		// Counted in pending, but no relay delivers them until their

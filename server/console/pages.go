@@ -116,6 +116,29 @@ type messageView struct {
 	Trace                    string
 	TraceLink                string
 	Headers                  [][2]string
+	// Tried are the failed attempts, each marked when a redrive came
+	// before it.
+	Tried []triedAttempt
+}
+
+// triedAttempt is a failed attempt as the message page lists it.
+type triedAttempt struct {
+	operator.AttemptError
+	// AfterRedrive marks the first attempt after a redrive: a redrive
+	// resets the count, so the attempts read 1, 2, 1, 2 and the row
+	// before this one says where the count started again.
+	AfterRedrive bool
+}
+
+// redrives marks, in attempts listed in the order they failed, the first
+// attempt of each run a redrive started: only a redrive makes the count
+// go back.
+func redrives(attempts []operator.AttemptError) []triedAttempt {
+	out := make([]triedAttempt, len(attempts))
+	for i, a := range attempts {
+		out[i] = triedAttempt{AttemptError: a, AfterRedrive: i > 0 && a.Attempt <= attempts[i-1].Attempt}
+	}
+	return out
 }
 
 func (c *Console) getMessage(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +158,7 @@ func (c *Console) getMessage(w http.ResponseWriter, r *http.Request) {
 		c.internalError(w, r, "look up the message", err)
 		return
 	}
-	v := messageView{StoredMessage: m, PayloadText: prettyJSON(m.Payload), Trace: m.TraceID()}
+	v := messageView{StoredMessage: m, PayloadText: prettyJSON(m.Payload), Trace: m.TraceID(), Tried: redrives(m.FailedAttempts)}
 	if len(m.Receipt) > 0 {
 		v.ReceiptText = prettyJSON(m.Receipt)
 	}
@@ -367,7 +390,7 @@ func (c *Console) postForget(w http.ResponseWriter, r *http.Request) {
 
 // changeSink pauses or resumes a sink as the signed-in visitor, with why
 // (and, without sign-in, who) from the form, and goes back to the
-// overview.
+// overview, or to the sink's page the form was on.
 func (c *Console) changeSink(w http.ResponseWriter, r *http.Request, done string,
 	change func(ctx context.Context, actor audit.Actor, sink, by, reason string) error) {
 	sink := r.PathValue("name")
@@ -382,7 +405,11 @@ func (c *Console) changeSink(w http.ResponseWriter, r *http.Request, done string
 	}
 	c.opt.Logger.Info("console: sink "+done+" by hand", "sink", sink, "by", by, "reason", reason)
 	c.overview.invalidate()
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	back := "/"
+	if r.PostFormValue("back") == backToSink {
+		back = "/sinks/" + url.PathEscape(sink)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {

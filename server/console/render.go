@@ -52,6 +52,7 @@ var funcs = template.FuncMap{
 		return string([]rune(s)[:previewRunes]) + "…"
 	},
 	"hasPrefix": strings.HasPrefix,
+	"sinkForms": newSinkForms,
 }
 
 // parsePages parses each page with the layout and the partials: the

@@ -22,10 +22,11 @@ function liveOverview(section) {
     for (const row of view.rows || []) {
       const tr = rows.get(row.sink);
       if (!tr) continue;
-      tr.className = "state-" + row.state + (row.failures ? " failing" : "");
+      tr.className = "state-" + row.state;
       tr.querySelectorAll("[data-cell]").forEach((cell) => {
         const text = row.cells[cell.dataset.cell];
         if (text !== undefined) cell.textContent = text;
+        cell.classList.toggle("bad", Boolean(row.bad && row.bad[cell.dataset.cell]));
       });
     }
   });
