@@ -142,11 +142,7 @@ func runGuide(t *testing.T, guide, bin string) {
 	body := ports.Replace(script(t, guide, bs))
 	dir := checkout(t, ports)
 
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	schema := "docs_" + hex.EncodeToString(suffix)
-	pool := testdb.Pool(t, 1)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	schema := freshSchema(t)
 
 	// Output goes to a file, not a pipe: the servers the guide leaves
 	// running in the background would hold a pipe open.
@@ -181,6 +177,17 @@ func runGuide(t *testing.T, guide, bin string) {
 		out, _ := os.ReadFile(logFile.Name())
 		t.Fatalf("the commands of docs/%s failed: %v\n%s", guide, err, out)
 	}
+}
+
+// freshSchema names a schema of the test's own, dropped when it ends.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	schema := "docs_" + hex.EncodeToString(suffix)
+	pool := testdb.Pool(t, 1)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	return schema
 }
 
 // portReplacer maps each well-known port, as 127.0.0.1:PORT, to a free one.
