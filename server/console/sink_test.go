@@ -87,9 +87,11 @@ func TestOverviewColumnsAgreeAndZerosAreNotFailures(t *testing.T) {
 // operate role its actions: pause and resume, and redrive or purge
 // through the dry-run confirmation. A read token sees it all but the
 // forms; a sink nobody knows is not found.
-// (Mutations, each failing this test: sink_minutes.sql without its span
-// bound (the minute three hours ago shows); sink_audit.sql without its
-// sink condition (the other sink's pause shows); the page without the
+// (Mutations, each failing this test: timeLine dropping the minutes with
+// tallies (case ok: never taken); sink_minutes.sql without its span bound
+// is core/operator's TestSinkMinutesAndSinkAuditReadOneSinkOverTheirSpan's;
+// sink_audit.sql without its sink condition (the other sink's pause
+// shows); the page without the
 // breaker section; the actions offered to the read role; the route's
 // 404 for an unknown sink answering an empty page.)
 func TestSinkPageShowsStateWhyHistoryDeadLettersAndActions(t *testing.T) {
@@ -129,7 +131,7 @@ func TestSinkPageShowsStateWhyHistoryDeadLettersAndActions(t *testing.T) {
 		`id="state"`, "paused until", "by erin: partner maintenance",
 		`id="breakers"`, "5 consecutive failures (destination down)", "HTTP 503 Service Unavailable",
 		`id="last-error">HTTP 410: gone<`,
-		`id="minutes"`, ">417<", ">23<",
+		`id="minutes"`, ">417<", ">23<", `<tr class="quiet">`,
 		`id="history"`, ">pause<", "partner maintenance",
 		`id="dead-letter-groups"`, `<td class="n">2</td>`,
 		`action="/sinks/partner/pause"`, `action="/sinks/partner/resume"`,

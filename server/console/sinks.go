@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -35,7 +36,7 @@ type sinkPage struct {
 	// LastErrorFrom says which it is.
 	LastError, LastErrorFrom string
 	LastErrorAt              time.Time
-	Minutes                  []operator.MinuteTally
+	Minutes                  []minuteRow
 	// MaxSent is the busiest minute's sent (at least 1), the scale of
 	// the minutes' bars.
 	MaxSent int64
@@ -84,11 +85,12 @@ func (c *Console) getSink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Row = c.overviewRow(p.Overview, ov.Window)
-	if p.Minutes, err = c.opt.Operator.SinkMinutes(ctx, c.opt.DB, name, sinkMinutesSpan); err != nil {
+	tallies, err := c.opt.Operator.SinkMinutes(ctx, c.opt.DB, name, sinkMinutesSpan)
+	if err != nil {
 		c.internalError(w, r, "read the sink's deliveries", err)
 		return
 	}
-	p.Minutes, p.MaxSent = everyMinute(p.Minutes, time.Now(), sinkMinutesSpan)
+	p.Minutes, p.MaxSent = timeLine(tallies, time.Now(), sinkMinutesSpan)
 	if p.Groups, err = c.opt.Operator.DeadLetterGroups(ctx, c.opt.DB, name); err != nil {
 		c.internalError(w, r, "group the sink's dead letters", err)
 		return
@@ -103,7 +105,7 @@ func (c *Console) getSink(w http.ResponseWriter, r *http.Request) {
 		taken = ago(time.Since(ov.TakenAt)) + " ago"
 	}
 	c.render(w, r, http.StatusOK, "sink", map[string]any{"S": p, "Taken": taken, "Window": ov.Window.String(),
-		"Span": sinkMinutesSpan.String(), "HistorySpan": sinkHistorySpan.String()})
+		"Span": spanText(sinkMinutesSpan), "HistorySpan": spanText(sinkHistorySpan)})
 }
 
 // lastError picks the newest of the breakers' last failures and the dead
@@ -121,24 +123,52 @@ func (p *sinkPage) lastError() {
 	}
 }
 
-// everyMinute fills the minutes of the span up to now that have no tally
-// (nothing was attempted) with zeros, so the table reads as a time line,
-// and returns the busiest minute's sent (at least 1).
-func everyMinute(tallies []operator.MinuteTally, now time.Time, span time.Duration) ([]operator.MinuteTally, int64) {
+// minuteRow is a line of a sink's deliveries: one minute, or a run of
+// quiet minutes (nothing attempted) from Minute to Until.
+type minuteRow struct {
+	operator.MinuteTally
+	Until time.Time
+}
+
+// Quiet reports whether the row is a run of minutes without any attempt.
+func (m minuteRow) Quiet() bool { return !m.Until.IsZero() }
+
+// timeLine lays the tallies of the span up to now out newest first, one
+// row a minute that attempted something and one row for each run of
+// quiet minutes between them, so an hour reads at a glance; it returns
+// the busiest minute's sent (at least 1), the scale of the bars.
+func timeLine(tallies []operator.MinuteTally, now time.Time, span time.Duration) ([]minuteRow, int64) {
 	byMinute := make(map[time.Time]operator.MinuteTally, len(tallies))
+	maxSent := int64(1)
 	for _, t := range tallies {
 		byMinute[t.Minute.UTC()] = t
+		maxSent = max(maxSent, t.Sent)
 	}
 	last := now.UTC().Truncate(time.Minute)
-	all := make([]operator.MinuteTally, 0, int(span/time.Minute))
-	maxSent := int64(1)
-	for m := last.Add(time.Minute - span.Truncate(time.Minute)); !m.After(last); m = m.Add(time.Minute) {
+	first := last.Add(time.Minute - span.Truncate(time.Minute))
+	var rows []minuteRow
+	for m := last; !m.Before(first); m = m.Add(-time.Minute) {
 		t, ok := byMinute[m]
-		if !ok {
-			t = operator.MinuteTally{Minute: m}
+		switch {
+		case ok:
+			rows = append(rows, minuteRow{MinuteTally: t})
+		case len(rows) > 0 && rows[len(rows)-1].Quiet():
+			rows[len(rows)-1].Minute = m // the quiet run reaches back a minute
+		default:
+			rows = append(rows, minuteRow{MinuteTally: operator.MinuteTally{Minute: m}, Until: m})
 		}
-		maxSent = max(maxSent, t.Sent)
-		all = append(all, t)
 	}
-	return all, maxSent
+	return rows, maxSent
+}
+
+// spanText is a span in words: "7 days", "1 h".
+func spanText(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d%day == 0:
+		return fmt.Sprintf("%d days", d/day)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return d.String()
 }
