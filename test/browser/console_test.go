@@ -113,10 +113,20 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	waitElement("the overview", `#overview`)
 	// The overview shows the failures live, without a reload.
 	waitText("partner's dead letters on the overview", cell("partner", "dead"), "3")
-	waitText("partner's failures on the overview", cell("partner", "errors"), "3 dead")
+	waitText("partner's failures on the overview", cell("partner", "errors"), "3 died")
 	waitText("audit's deliveries on the overview", cell("audit", "sent_hour"), "20")
 	waitText("audit's latency on the overview", cell("audit", "p50"), "ms")
+	run("a 1280 px window", chromedp.EmulateViewport(1280, 900))
+	checkOverviewColumns(p, 1280)
 	screenshot(t, ctx, "console-overview.png")
+
+	// The sink's name opens its page: why it fails, minute by minute.
+	run("open partner's page", chromedp.Click(css(`tr[data-sink="partner"] th a`)))
+	waitElement("partner's page", `#minutes`)
+	checkSinkPage(p, 1280, 3)
+	screenshot(t, ctx, "console-sink.png")
+	run("back to the overview", chromedp.Navigate(base+"/"))
+	waitText("partner's dead letters on the overview", cell("partner", "dead"), "3")
 
 	// Open a dead letter and read why each attempt failed.
 	run("open the dead letters", chromedp.Click(css(cell("partner", "dead"))))
@@ -190,7 +200,8 @@ const readToken = "browser-read-token"
 // Signed in with a read-only token, the console says who is signed in,
 // offers no purge or redrive (nor pause), refuses a purge form posted
 // anyway and the API refuses the token's purge; the audit page lists the
-// purge the admin did, by name; the overview fits an 800 px window.
+// purge the admin did, by name; the overview and a sink's page fit an
+// 800 px window, the sink's page without actions.
 // (Mutations, each failing this test: the dead-letter page's toolbar shown
 // whatever the role; the console's allow() passing every role; the audit
 // page not listing the trail; the 800 px media query removed.)
@@ -231,6 +242,17 @@ func TestReadOnlySignInAndTheAuditPage(t *testing.T) {
 		t.Fatal("the read-only token is offered pause or resume")
 	}
 
+	p.run("an 800 px window", chromedp.EmulateViewport(800, 900), chromedp.Navigate(base+"/"))
+	p.waitText("partner's dead letters on the overview", `tr[data-sink="partner"] [data-cell="dead"]`, "2")
+	checkOverviewColumns(p, 800)
+	screenshot(t, p.ctx, "console-overview-800.png")
+	p.run("partner's page at 800 px", chromedp.Navigate(base+"/sinks/partner"))
+	p.waitElement("partner's page", `#minutes`)
+	checkSinkPage(p, 800, 2)
+	if eval[bool](p, `document.querySelector("form[action^='/sinks/'], form[action='/dead-letters/confirm']") !== null`) {
+		t.Fatal("the read-only token is offered the sink's actions")
+	}
+
 	if code := post(t, base+"/v1/dlq/purge", token, `{"all": true, "sink": "partner"}`); code != http.StatusOK {
 		t.Fatalf("the admin's purge: %d", code)
 	}
@@ -241,12 +263,68 @@ func TestReadOnlySignInAndTheAuditPage(t *testing.T) {
 	}
 	screenshot(t, p.ctx, "console-audit.png")
 
-	p.run("an 800 px window", chromedp.EmulateViewport(800, 900), chromedp.Navigate(base+"/"))
+}
+
+// checkOverviewColumns checks the overview in a window width px wide:
+// every column of the sinks' table has a header whose borders line up
+// with its cells', no zero is drawn in the failures' red (while a
+// nonzero dead count is), and the table fits the window.
+// (Mutations, each failing these checks: console.css's flex box for a
+// bare .actions, which took the overview's actions cell out of the row:
+// its borders spanned 185-214 px in a row of 170-228; overview.go marking
+// "failed" bad whatever the count: audit's zero was drawn in red.)
+func checkOverviewColumns(p *page, width float64) {
+	p.t.Helper()
 	p.waitElement("the overview", `tr[data-sink="partner"]`)
-	if w := eval[float64](p, `document.documentElement.scrollWidth`); w > 800 {
-		t.Fatalf("the overview is %v px wide in an 800 px window", w)
+	misaligned := eval[string](p, `(() => {
+		const t = document.querySelector("table.sinks");
+		const heads = t.tHead.rows[0].cells;
+		for (const row of t.tBodies[0].rows) {
+			if (row.cells.length !== heads.length) return row.dataset.sink + ": " + row.cells.length + " cells under " + heads.length + " headers";
+			const r = row.getBoundingClientRect();
+			for (let i = 0; i < heads.length; i++) {
+				if (heads[i].textContent.trim() === "") return "column " + i + " has no header";
+				const h = heads[i].getBoundingClientRect(), c = row.cells[i].getBoundingClientRect();
+				if (c.width === 0) continue; // a column the window's width hides
+				if (Math.abs(h.left - c.left) > 1 || Math.abs(h.right - c.right) > 1)
+					return row.dataset.sink + ": column " + i + " header " + h.left + "-" + h.right + ", cell " + c.left + "-" + c.right;
+				if (Math.abs(r.top - c.top) > 1 || Math.abs(r.bottom - c.bottom) > 1)
+					return row.dataset.sink + ": column " + i + " spans " + c.top + "-" + c.bottom + " in a row " + r.top + "-" + r.bottom;
+			}
+		}
+		return ""; })()`)
+	if misaligned != "" {
+		p.t.Errorf("%v px: the overview's columns do not line up: %s", width, misaligned)
 	}
-	screenshot(t, p.ctx, "console-overview-800.png")
+	red := `(s) => getComputedStyle(document.querySelector(s)).color === "rgb(192, 57, 43)"`
+	if !eval[bool](p, `(`+red+`)('tr[data-sink="partner"] [data-cell="dead"]')`) {
+		p.t.Errorf("%v px: partner's dead letters are not drawn in red", width)
+	}
+	if eval[bool](p, `(`+red+`)('tr[data-sink="audit"] [data-cell="failed"]')`) {
+		p.t.Errorf("%v px: audit's zero failed is drawn in red", width)
+	}
+	if w := eval[float64](p, `document.documentElement.scrollWidth`); w > width {
+		p.t.Errorf("the overview is %v px wide in a %v px window", w, width)
+	}
+}
+
+// checkSinkPage checks partner's page, whose died messages died of the
+// receiver's 503: its last error, its dead letters grouped by that error,
+// minutes that counted the deaths, and a page that fits the window.
+func checkSinkPage(p *page, width float64, died int) {
+	p.t.Helper()
+	if last := p.text(`#last-error`); !strings.Contains(last, "503") {
+		p.t.Errorf("partner's last error: %q, want the receiver's 503", last)
+	}
+	if groups := p.text(`#dead-letter-groups tbody`); !strings.Contains(groups, "503") {
+		p.t.Errorf("partner's dead letters by error: %q", groups)
+	}
+	if counted := eval[float64](p, `[...document.querySelectorAll("#minutes tbody tr")].reduce((n, tr) => n + Number(tr.cells[3].textContent), 0)`); counted < float64(died) {
+		p.t.Errorf("partner's minutes count %v deaths, want at least %d", counted, died)
+	}
+	if w := eval[float64](p, `document.documentElement.scrollWidth`); w > width {
+		p.t.Errorf("the sink's page is %v px wide in a %v px window", w, width)
+	}
 }
 
 // deadLetters counts partner's dead letters through the API.
