@@ -10,7 +10,7 @@ import (
 // Bounds of one subscribed event pattern. A pattern is matched inside
 // every producer's transaction that publishes for its tenant, so what a
 // tenant writes must not cost the producer more than a bounded, linear
-// amount of work: event_pattern_match() (migration 027) is a segment
+// amount of work: event_patterns_match() (migration 027) is a segment
 // matcher whose work grows with the pattern's segments times the event
 // type's, and it refuses (matches nothing) a stored pattern over these
 // bounds. event_pattern_bounds() declares the same figures in SQL;

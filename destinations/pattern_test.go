@@ -39,14 +39,15 @@ func TestPatternBoundsAgreeWithSQL(t *testing.T) {
 	}
 }
 
-// sqlMatch answers event_pattern_match() for each pair, in one statement.
+// sqlMatch answers event_patterns_match() for each pair (a destination
+// subscribed to the one pattern), in one statement.
 func sqlMatch(ctx context.Context, db *pgxpool.Pool, schema string, patterns, types []string) ([]bool, error) {
 	var out []bool
-	err := db.QueryRow(ctx, `SELECT coalesce(array_agg(`+schema+`.event_pattern_match(p, t, b.max_bytes, b.max_segments) ORDER BY n), '{}')
+	err := db.QueryRow(ctx, `SELECT coalesce(array_agg(`+schema+`.event_patterns_match(ARRAY[p], t, b.max_bytes, b.max_segments, b.max_patterns) ORDER BY n), '{}')
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(p, t, n), `+schema+`.event_pattern_bounds() b`,
 		patterns, types).Scan(&out)
 	if err != nil {
-		return nil, fmt.Errorf("event_pattern_match: %w", err)
+		return nil, fmt.Errorf("event_patterns_match: %w", err)
 	}
 	return out, nil
 }
@@ -67,7 +68,7 @@ func routesMatch(t testing.TB, pattern, typ string) bool {
 // against random types: "**" matching no segment, one, several, at
 // either end and between others.
 //
-// Mutations, each failing it: event_pattern_match() without its
+// Mutations, each failing it: event_patterns_match() without its
 // backtracking branch (ELSIF star > 0: "**" then takes no segment when
 // the next one matches); "*" matching like "**"; the trailing "**" loop
 // removed (order.** would not match order).
@@ -88,7 +89,7 @@ func TestPatternMatchAgreesWithRoutes(t *testing.T) {
 	for i := range patterns {
 		want := routesMatch(t, patterns[i], types[i])
 		if got[i] != want {
-			t.Errorf("event_pattern_match(%q, %q) = %v; routes answer %v", patterns[i], types[i], got[i], want)
+			t.Errorf("event_patterns_match(%q, %q) = %v; routes answer %v", patterns[i], types[i], got[i], want)
 		}
 		if want {
 			matched++
@@ -200,7 +201,7 @@ func hostilePatterns(rng *rand.Rand) [][]string {
 // statement timeout, generous for a load of two busy cores: the matcher
 // takes milliseconds here.
 //
-// Mutation: event_pattern_match() matching as migration 016's fan-out
+// Mutation: event_patterns_match() matching as migration 016's fan-out
 // did ('.' || type ~ the pattern with "**" as (\.[^.]+)* and "*" as
 // \.[^.]+, bounds not checked) fails it: "regular expression is too
 // complex" (SQLSTATE 2201B) rolls the whole transaction back.
@@ -262,13 +263,13 @@ func TestNoStoredDestinationFailsAnotherTenantsPublish(t *testing.T) {
 
 // FuzzPattern holds the pattern checker and the database's matcher to
 // their promises for any pattern and any event type: CheckPattern never
-// panics and accepts only patterns within the bounds; event_pattern_match()
+// panics and accepts only patterns within the bounds; event_patterns_match()
 // never errors, whatever it is given; and for a pattern CheckPattern
 // accepts and a valid event type it answers what routes' patterns answer.
 // (make fuzz runs it; its seeds run with the tests.)
 //
 // Mutations, each failing it on its seeds: CheckPattern without its
-// segment count (the 17-segment seed passes the check); event_pattern_match()
+// segment count (the 17-segment seed passes the check); event_patterns_match()
 // raising on a pattern over its bounds; "*" matching like "**".
 func FuzzPattern(f *testing.F) {
 	pool, ob := testdb.New(f)
@@ -301,7 +302,7 @@ func FuzzPattern(f *testing.F) {
 		validType := !strings.Contains(typ, "*") && destinations.CheckPattern(typ) == nil
 		if checkErr == nil && validType {
 			if want := routesMatch(t, pattern, typ); got[0] != want {
-				t.Fatalf("event_pattern_match(%q, %q) = %v; routes answer %v", pattern, typ, got[0], want)
+				t.Fatalf("event_patterns_match(%q, %q) = %v; routes answer %v", pattern, typ, got[0], want)
 			}
 		}
 	})

@@ -27,7 +27,7 @@ import (
 // Mutation: on today's code (8c4a765: syntax checked alone, patterns
 // matched as regular expressions) the API creates the 9,001-byte pattern
 // (201, not 422) and fails it; with the checks kept but
-// event_pattern_match() matching as a regular expression, the SQL
+// event_patterns_match() matching as a regular expression, the SQL
 // transaction fails with SQLSTATE 2201B.
 func TestHostilePatternsCannotBreakPublishing(t *testing.T) {
 	t.Parallel()

@@ -10,7 +10,7 @@
 -- events with it), and a thousand "**" made each publish run into the
 -- statement timeout. Now:
 --
---  - event_pattern_match() splits pattern and type on '.' and walks them
+--  - event_patterns_match() splits pattern and type on '.' and walks them
 --    with two cursors, "*" taking one segment and "**" any number: when
 --    a segment does not match, the cursors go back to just after the last
 --    "**", which then takes one more segment of the type. Its work is at
@@ -38,80 +38,68 @@ AS $fn$
     SELECT 256, 16, 100
 $fn$;
 
--- event_pattern_match(): whether event type type matches pattern, a
--- pattern within max_bytes and max_segments; false for any other.
-CREATE FUNCTION event_pattern_match(pattern text, type text, max_bytes int, max_segments int)
+-- event_patterns_match(): whether a destination subscribed to patterns
+-- takes event type type, within the bounds given (event_pattern_bounds()'s,
+-- passed in so that no statement runs per call): none (NULL or empty)
+-- takes every type, more than max_patterns takes none, otherwise any one
+-- pattern within max_bytes and max_segments that matches. The type is
+-- split once; a pattern without a wildcard is compared whole.
+CREATE FUNCTION event_patterns_match(patterns text[], type text, max_bytes int, max_segments int, max_patterns int)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $fn$
 DECLARE
-    p    text[];
-    t    text[];
-    m    int;
-    n    int;
-    i    int := 1;  -- the pattern's cursor
-    j    int := 1;  -- the type's cursor
-    star int := 0;  -- the last "**" passed, 0 before any
-    mark int := 0;  -- the type's segment that "**" stopped before
-BEGIN
-    IF pattern IS NULL OR type IS NULL OR octet_length(pattern) > max_bytes THEN
-        RETURN false;
-    END IF;
-    p := string_to_array(pattern, '.');
-    m := cardinality(p);
-    IF m > max_segments THEN
-        RETURN false;
-    END IF;
-    t := string_to_array(type, '.');
-    n := cardinality(t);
-    WHILE j <= n LOOP
-        IF i <= m AND p[i] = '**' THEN
-            star := i;
-            mark := j;
-            i := i + 1;
-        ELSIF i <= m AND (p[i] = '*' OR p[i] = t[j]) THEN
-            i := i + 1;
-            j := j + 1;
-        ELSIF star > 0 THEN
-            i := star + 1;
-            mark := mark + 1;
-            j := mark;
-        ELSE
-            RETURN false;
-        END IF;
-    END LOOP;
-    WHILE i <= m AND p[i] = '**' LOOP
-        i := i + 1;
-    END LOOP;
-    RETURN i > m;
-END
-$fn$;
-
--- event_patterns_match(): whether a destination subscribed to patterns
--- takes event type type: none (NULL or empty) takes every type, more
--- than max_patterns takes none, otherwise any one of them matching.
-CREATE FUNCTION event_patterns_match(patterns text[], type text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path FROM CURRENT
-AS $fn$
-DECLARE
-    lim_bytes    int;
-    lim_segments int;
-    lim_patterns int;
-    p            text;
+    pattern text;
+    p       text[];
+    t       text[] := string_to_array(type, '.');
+    m       int;
+    n       int := cardinality(t);
+    i       int;     -- the pattern's cursor
+    j       int;     -- the type's cursor
+    star    int;     -- the last "**" passed, 0 before any
+    mark    int;     -- the type's segment that "**" stopped before
 BEGIN
     IF coalesce(cardinality(patterns), 0) = 0 THEN
         RETURN true;
     END IF;
-    SELECT x.max_bytes, x.max_segments, x.max_patterns INTO lim_bytes, lim_segments, lim_patterns
-    FROM event_pattern_bounds() x;
-    IF cardinality(patterns) > lim_patterns THEN
+    IF type IS NULL OR cardinality(patterns) > max_patterns THEN
         RETURN false;
     END IF;
-    FOREACH p IN ARRAY patterns LOOP
-        IF event_pattern_match(p, type, lim_bytes, lim_segments) THEN
-            RETURN true;
+    FOREACH pattern IN ARRAY patterns LOOP
+        CONTINUE WHEN pattern IS NULL OR octet_length(pattern) > max_bytes;
+        IF strpos(pattern, '*') = 0 THEN
+            IF pattern = type AND cardinality(string_to_array(pattern, '.')) <= max_segments THEN
+                RETURN true;
+            END IF;
+            CONTINUE;
+        END IF;
+        p := string_to_array(pattern, '.');
+        m := cardinality(p);
+        CONTINUE WHEN m > max_segments;
+        i := 1; j := 1; star := 0; mark := 0;
+        WHILE j <= n LOOP
+            IF i <= m AND p[i] = '**' THEN
+                star := i;
+                mark := j;
+                i := i + 1;
+            ELSIF i <= m AND (p[i] = '*' OR p[i] = t[j]) THEN
+                i := i + 1;
+                j := j + 1;
+            ELSIF star > 0 THEN
+                i := star + 1;
+                mark := mark + 1;
+                j := mark;
+            ELSE
+                EXIT;
+            END IF;
+        END LOOP;
+        IF j > n THEN
+            WHILE i <= m AND p[i] = '**' LOOP
+                i := i + 1;
+            END LOOP;
+            IF i > m THEN
+                RETURN true;
+            END IF;
         END IF;
     END LOOP;
     RETURN false;
@@ -125,9 +113,9 @@ RETURNS TABLE (id text, enabled boolean)
 LANGUAGE sql STABLE
 SET search_path FROM CURRENT
 AS $fn$
-    SELECT d.id, d.enabled FROM destinations d
+    SELECT d.id, d.enabled FROM destinations d, event_pattern_bounds() b
     WHERE d.tenant = fan_out_destinations.tenant
-      AND event_patterns_match(d.events, type)
+      AND event_patterns_match(d.events, type, b.max_bytes, b.max_segments, b.max_patterns)
 $fn$;
 
 DROP INDEX destinations_tenant_idx;
