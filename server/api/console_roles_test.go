@@ -63,6 +63,7 @@ func TestConsolePagesNeedTheRolesOfTheAPIsEndpoints(t *testing.T) {
 		{"/destinations", "/v1/tenants/acme/destinations"},
 		{"/tenants/acme/destinations/" + dest.ID, "/v1/tenants/acme/destinations/" + dest.ID},
 		{"/overview/events", "/v1/stats"},
+		{"/sinks/partner", "/v1/stats"},
 	}
 	client := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	status := func(path string, role access.Role) (int, string) {
