@@ -115,6 +115,12 @@ func writeMessage(w io.Writer, m operator.StoredMessage) error {
 		line("digest", fmt.Sprintf("%d (%s, key %s, %d other members)", d.ID, d.DeliveryID, d.Key, len(d.Siblings)))
 		line("siblings", idList(d.Siblings))
 	}
+	if f := m.Fallback; f != nil && f.To != "" {
+		line("fell back", fmt.Sprintf("to sink %s, message %d: %s", f.To, f.ID, f.Reason))
+	}
+	if f := m.Fallback; f != nil && f.From != "" {
+		line("fallback of", fmt.Sprintf("message %d of sink %s: %s", f.Of, f.From, f.Reason))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

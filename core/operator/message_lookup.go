@@ -48,6 +48,23 @@ type StoredMessage struct {
 	// Digest is the digest the row last went out in (docs/digests.md),
 	// nil when it was in none.
 	Digest *MessageDigest `json:"digest,omitempty"`
+	// Fallback, on a row handed over to its target's fallback or on the
+	// row that stood in for it (routing's fallback), says which row
+	// delivers the message and why; nil on every other row.
+	Fallback *MessageFallback `json:"fallback,omitempty"`
+}
+
+// MessageFallback is a fallback as a lookup of either of its rows shows it.
+// A row handed over leaves the queue as a delivered one does (status
+// sent): To and ID name the fallback sink and the row that delivers it
+// there. The row that stood in has From and Of: the target's sink and the
+// row it stands in for.
+type MessageFallback struct {
+	To     string `json:"to,omitempty"`
+	ID     int64  `json:"id,omitempty"`
+	From   string `json:"from,omitempty"`
+	Of     int64  `json:"of,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // MessageDigest is a digest as a lookup of one of its members shows it.
@@ -101,6 +118,12 @@ func (o *Operator) lookupMessage(ctx context.Context, db store.DBTX, id *int64, 
 		LeaseExpiresAt: r.LeaseExpiresAt, LastError: r.LastError, Receipt: r.Receipt}
 	if err := json.Unmarshal(r.FailedAttempts, &m.FailedAttempts); err != nil {
 		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
+	}
+	if r.Fallback != nil {
+		m.Fallback = &MessageFallback{}
+		if err := json.Unmarshal(r.Fallback, m.Fallback); err != nil {
+			return StoredMessage{}, fmt.Errorf("outbox: look up message %d's fallback: %w", m.ID, err)
+		}
 	}
 	d, err := o.q.DigestOf(ctx, db, m.ID)
 	switch {

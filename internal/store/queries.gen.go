@@ -114,6 +114,8 @@ type Texts struct {
 	EventRouted string
 	// ExpireHistoryKeys is expire_history_keys.sql.
 	ExpireHistoryKeys string
+	// FallBack is fall_back.sql.
+	FallBack string
 	// Finish is finish.sql.
 	Finish string
 	// FoldDroppedEvents is fold_dropped_events.sql.
@@ -271,6 +273,7 @@ func newTexts(ident string) Texts {
 		EnqueueDestination:        strings.ReplaceAll(enqueueDestinationSQL, "{schema}", ident),
 		EventRouted:               strings.ReplaceAll(eventRoutedSQL, "{schema}", ident),
 		ExpireHistoryKeys:         strings.ReplaceAll(expireHistoryKeysSQL, "{schema}", ident),
+		FallBack:                  strings.ReplaceAll(fallBackSQL, "{schema}", ident),
 		Finish:                    strings.ReplaceAll(finishSQL, "{schema}", ident),
 		FoldDroppedEvents:         strings.ReplaceAll(foldDroppedEventsSQL, "{schema}", ident),
 		ForgetSink:                strings.ReplaceAll(forgetSinkSQL, "{schema}", ident),
@@ -2048,6 +2051,110 @@ func (q *Queries) ExpireHistoryKeys(ctx context.Context, db DBTX, slot int32, af
 	return r, err
 }
 
+const fallBackSQL = `-- name: fall_back
+-- Hands rows of route @route's target @sink over to its fallback sink
+-- @to_sink (migration 028), up to @limit of them, in one statement: each
+-- original row leaves messages for messages_history, marked with where it
+-- went and @reason, and a row of @to_sink takes its place with the same
+-- payload, headers, ordering and thread keys, the dedup key
+-- "<original dedup key>/fallback" (its receiver sees a delivery id of its
+-- own, derived from the original's) and no routes version (the stage
+-- renders it with the relay's configured fallback template). The new row
+-- takes its key in message_keys as every enqueue does and wakes a relay
+-- loop of @to_sink.
+--
+-- Which rows. With @id and @token: that one row, while the lease @token
+-- holds (the finish of an attempt that would have dead-lettered it,
+-- fallback_after: dead): a zombie's call changes nothing. Without: the
+-- rows of the target that no relay holds (no lease, or an expired one)
+-- while @sink's breaker has been open for at least @after and a probe has
+-- failed since the row was created (created_at before last_failure_at):
+-- a row that arrived after the last failed probe waits for the next one,
+-- so the probe always has a row to try and a healed receiver closes its
+-- breaker before the sweep can take the new rows. Rows are locked FOR
+-- UPDATE SKIP LOCKED, as a claim locks them, so a claim and this
+-- statement never both take a row.
+WITH open_breaker AS (
+    SELECT b.last_failure_at FROM {schema}.destination_breakers b
+    WHERE b.sink = $1 AND b.dest_key = '' AND b.opened_at <= now() - $2::interval
+), picked_one AS (
+    SELECT m.id, m.dedup_key FROM {schema}.messages m
+    WHERE m.id = $3::bigint AND m.lease_token = $4::uuid AND m.sink = $1 AND m.route = $5
+    FOR UPDATE OF m
+), picked_swept AS (
+    SELECT m.id, m.dedup_key FROM {schema}.messages m, open_breaker b
+    WHERE $3::bigint IS NULL AND m.sink = $1 AND m.route = $5 AND m.phase = 'open'
+      AND (m.lease_token IS NULL OR m.lease_expires_at < now()) AND m.created_at < b.last_failure_at
+    ORDER BY m.id
+    LIMIT $6
+    FOR UPDATE OF m SKIP LOCKED
+), keys AS (
+    -- The new rows' keys first: a row whose fallback key is taken already
+    -- (a fallback of the same message delivered before it was redriven)
+    -- stays where it is, so no row is ever handed over to nothing.
+    INSERT INTO {schema}.message_keys (sink, dedup_key, id)
+    SELECT $7::text, p.dedup_key || '/fallback', nextval('{schema}.messages_id_seq')
+    FROM (SELECT * FROM picked_one UNION ALL SELECT * FROM picked_swept ORDER BY id) p
+    ON CONFLICT (sink, dedup_key) DO NOTHING
+    RETURNING id, dedup_key
+), gone AS (
+    -- The rows are locked by this statement: nothing changed them since.
+    DELETE FROM {schema}.messages m
+    USING keys k
+    WHERE m.sink = $1 AND m.dedup_key || '/fallback' = k.dedup_key
+      AND m.id IN (SELECT id FROM picked_one UNION ALL SELECT id FROM picked_swept)
+    RETURNING m.*, k.id AS fallback_id
+), ins AS (
+    INSERT INTO {schema}.messages (id, sink, dedup_key, payload, headers, ordering_key, route, thread_key, fallback)
+    OVERRIDING SYSTEM VALUE
+    SELECT g.fallback_id, $7, g.dedup_key || '/fallback', g.payload, g.headers, g.ordering_key, g.route, g.thread_key,
+           jsonb_build_object('of', g.id, 'from', g.sink, 'reason', $8::text)
+    FROM gone g
+    ORDER BY g.id
+    RETURNING id
+), history AS (
+    INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version,
+        digest_id, fallback)
+    SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
+           g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id,
+           jsonb_build_object('to', $7::text, 'id', g.fallback_id, 'reason', $8::text)
+    FROM gone g
+), wake AS (
+    SELECT {schema}.wake($7) FROM ins LIMIT 1
+)
+SELECT g.id, g.fallback_id FROM gone g CROSS JOIN (SELECT count(*) FROM wake) w
+`
+
+// FallBackParams are the parameters of fall_back.sql.
+type FallBackParams struct {
+	Sink   string        // text
+	After  time.Duration // interval
+	ID     *int64        // bigint, null
+	Token  *uuid.UUID    // uuid, null
+	Route  string        // text
+	Limit  int           // bigint
+	ToSink string        // text
+	Reason string        // text
+}
+
+// FallBackRow is a row of fall_back.sql.
+type FallBackRow struct {
+	ID         int64 // bigint
+	FallbackID int64 // bigint
+}
+
+// FallBack runs fall_back.sql and returns its rows.
+func (q *Queries) FallBack(ctx context.Context, db DBTX, arg FallBackParams) ([]FallBackRow, error) {
+	rows, err := db.Query(ctx, q.text.FallBack, arg.Sink, arg.After, arg.ID, arg.Token, arg.Route, arg.Limit, arg.ToSink, arg.Reason)
+	if err != nil {
+		return nil, err
+	}
+	var r FallBackRow
+	return collectRows(rows, []FallBackRow{}, &r, &r.ID, &r.FallbackID)
+}
+
 const finishSQL = `-- name: finish
 -- Writes a batch of delivery outcomes in one statement. @ids and @tokens
 -- hold every outcome's row id and lease token; the other arrays hold,
@@ -2080,6 +2187,7 @@ const finishSQL = `-- name: finish
 -- The first delivered row of a thread (migration 003) becomes its root:
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
+-- A delivered fallback row (migration 028) keeps its fallback mark.
 -- A delivered row that went out in a digest (migration 018) keeps its
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
@@ -2150,13 +2258,14 @@ WITH f AS (
               m.max_attempts, m.deferrals, m.available_at, m.last_error,
               CASE WHEN $8::jsonb IS NULL THEN m.receipt
                    ELSE COALESCE($8::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) END AS receipt,
-              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
+              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
-        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id)
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id,
+        fallback)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback
     FROM gone g WHERE NOT $9
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
@@ -2410,16 +2519,17 @@ const messageSQL = `-- name: message
 -- (in the order they failed, across redrives): the row with id $1, or, when $1 is NULL, the row stored
 -- under (sink $2, dedup key $3) (its key, migration 013). It is in
 -- messages (open or dead) or, delivered, in messages_history: one probe
--- of the primary key, or of each history partition's id index.
+-- of the primary key, or of each history partition's id index. fallback
+-- says which row stood in for which and why (migration 028).
 WITH target AS (
     SELECT COALESCE($1::bigint, {schema}.message_id($2, $3)) AS id
 ), found AS (
     SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.status, m.attempts, m.max_attempts,
-           m.available_at, m.created_at, m.updated_at, m.sent_at, m.lease_expires_at, m.last_error, m.receipt
+           m.available_at, m.created_at, m.updated_at, m.sent_at, m.lease_expires_at, m.last_error, m.receipt, m.fallback
     FROM {schema}.messages m WHERE m.id = (SELECT id FROM target)
     UNION ALL
     SELECT h.id, h.sink, h.dedup_key, h.payload, h.headers, h.ordering_key, 'sent', h.attempts, h.max_attempts,
-           h.available_at, h.created_at, h.updated_at, h.sent_at, NULL, h.last_error, h.receipt
+           h.available_at, h.created_at, h.updated_at, h.sent_at, NULL, h.last_error, h.receipt, h.fallback
     FROM {schema}.messages_history h WHERE h.id = (SELECT id FROM target)
     LIMIT 1
 )
@@ -2427,7 +2537,8 @@ SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, COALESCE(m.ordering_key,
        m.attempts, m.max_attempts, m.available_at, m.created_at, m.updated_at, m.sent_at,
        m.lease_expires_at, COALESCE(m.last_error, ''), m.receipt,
        COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
-                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]')
+                 FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]'),
+       m.fallback
 FROM found m
 `
 
@@ -2450,13 +2561,14 @@ type MessageRow struct {
 	LastError      string            // text
 	Receipt        []byte            // jsonb, null
 	FailedAttempts []byte            // json
+	Fallback       []byte            // jsonb, null
 }
 
 // Message runs message.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Message(ctx context.Context, db DBTX, id *int64, sink string, dedupKey string) (MessageRow, error) {
 	var r MessageRow
-	err := db.QueryRow(ctx, q.text.Message, id, sink, dedupKey).Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Status, &r.Attempts, &r.MaxAttempts, &r.AvailableAt, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LeaseExpiresAt, &r.LastError, &r.Receipt, &r.FailedAttempts)
+	err := db.QueryRow(ctx, q.text.Message, id, sink, dedupKey).Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Status, &r.Attempts, &r.MaxAttempts, &r.AvailableAt, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LeaseExpiresAt, &r.LastError, &r.Receipt, &r.FailedAttempts, &r.Fallback)
 	return r, err
 }
 

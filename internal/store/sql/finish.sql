@@ -32,6 +32,7 @@
 -- The first delivered row of a thread (migration 003) becomes its root:
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
+-- A delivered fallback row (migration 028) keeps its fallback mark.
 -- A delivered row that went out in a digest (migration 018) keeps its
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
@@ -102,13 +103,14 @@ WITH f AS (
               m.max_attempts, m.deferrals, m.available_at, m.last_error,
               CASE WHEN @receipts::jsonb IS NULL THEN m.receipt
                    ELSE COALESCE(@receipts::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) END AS receipt,
-              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id
+              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
-        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id)
+        deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id,
+        fallback)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback
     FROM gone g WHERE NOT @delete_sent
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
