@@ -22,7 +22,8 @@ import (
 //     but no sooner than the sink's backoff (see deferral), and the sink
 //     (a per_key sink: the row's rate key) pauses cluster-wide for d;
 //     once the row has been put off MaxDeferrals times, dead instead;
-//   - Permanent, or any error on the last attempt: dead, logged at ERROR;
+//   - Permanent, or any error on the last attempt: dead, logged at ERROR,
+//     or handed over to the target's fallback_after: dead fallback;
 //   - any other error: failed, retried after the sink's backoff.
 //
 // Every outcome also goes to the failure log (see package failurelog),
@@ -32,7 +33,11 @@ func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span
 	if r.settleBreaker(ctx, row, span, err) {
 		return
 	}
-	r.submit(row, r.outcome(ctx, row, sc, span, elapsed, err))
+	o := r.outcome(ctx, row, sc, span, elapsed, err)
+	if o.Status == string(operator.StatusDead) && r.fallBackOnDead(ctx, row) {
+		return
+	}
+	r.submit(row, o)
 }
 
 // outcome is the terminal write err makes of row's attempt (see finish);

@@ -60,6 +60,9 @@ type Relay struct {
 	// (see breaker.go); breakerKick makes watchBreakers re-read them.
 	breakers    map[string]*sinkBreakers
 	breakerKick chan struct{}
+	// fallbacks are Config.Fallbacks by the target each stands in for,
+	// standIns by the target that stands in (see fallback.go).
+	fallbacks, standIns map[fallbackKey]Fallback
 	// failures logs streaks of failed attempts per receiver (see
 	// package failurelog).
 	failures *failurelog.Log
@@ -119,6 +122,7 @@ func New(pool *pgxpool.Pool, q *store.Queries, ops *operator.Operator, cfg Confi
 		breakers:    newBreakers(sinks),
 		breakerKick: make(chan struct{}, 1),
 	}
+	r.fallbacks, r.standIns = fallbacksOf(cfg.Fallbacks)
 	r.failures = failurelog.New(cfg.Logger, func(err error) string { return *r.storedError(err) }, time.Now)
 	if r.metrics, err = newRelayMetrics(cfg.MeterProvider); err != nil {
 		return nil, err
@@ -178,6 +182,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
 	background.Go(func() { r.rereadPauses(loopCtx) })
 	background.Go(func() { r.watchBreakers(loopCtx, deliverCtx) })
+	background.Go(func() { r.sweepFallbacks(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
 

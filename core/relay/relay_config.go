@@ -115,6 +115,10 @@ type Config struct {
 	// rate key or hands it to its sink: package routing renders a
 	// published row's event into its sink's payload this way.
 	Stage Stage
+
+	// Fallbacks are the route targets' fallbacks (package routing builds
+	// them from plugins.yaml's fallback and fallback_after).
+	Fallbacks []Fallback
 }
 
 // FieldError is a field of a Config, or of one of its SinkConfigs, whose

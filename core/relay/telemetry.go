@@ -45,10 +45,12 @@ const (
 	outcomeDead        = "dead"
 	outcomeRateLimited = "rate-limited"
 	outcomeZombie      = "zombie"
+	// outcomeFellBack: the row went to its target's fallback instead.
+	outcomeFellBack = "fell-back"
 )
 
 // outcomes are every delivery outcome.
-var outcomes = []string{outcomeSent, outcomeRetry, outcomeDead, outcomeRateLimited, outcomeZombie}
+var outcomes = []string{outcomeSent, outcomeRetry, outcomeDead, outcomeRateLimited, outcomeZombie, outcomeFellBack}
 
 // startDeliverySpan opens the span of one delivery attempt. ctx holds the
 // producer's span context (extracted from the row's headers): by default the
@@ -81,6 +83,7 @@ func (r *Relay) startDeliverySpan(ctx context.Context, row *claimedRow, sc SinkC
 			attrDedupKey.String(row.DedupKey),
 			attrRowID.Int64(row.ID),
 		)
+		span.SetAttributes(r.fallbackAttrs(row)...)
 	}
 	return ctx, span
 }
