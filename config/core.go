@@ -22,6 +22,9 @@ import (
 func (c *Config) RelayConfig() relay.Config {
 	rc := c.coreConfig()
 	rc.Sinks = c.sinks
+	if c.routes != nil {
+		rc.Fallbacks = c.routes.Fallbacks()
+	}
 	return rc
 }
 

@@ -1,6 +1,10 @@
 package config
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/sink"
 	"github.com/outboxd/outboxd/registry"
@@ -36,6 +40,26 @@ func (c *Config) compileRoutes(scope Scope) []confschema.Problem {
 	c.routes, problems = routing.CompileUnbuilt(rc, sinks, shapes)
 	for i := range c.sinks {
 		c.sinks[i].RouteDigests = c.routes.RouteDigests(c.sinks[i].Name)
+	}
+	return append(problems, c.checkFallbackBreakers()...)
+}
+
+// checkFallbackBreakers reports a target whose fallback_after is a
+// duration while its sink's circuit breaker is off: that duration is how
+// long the breaker has been open, so the fallback would never be used.
+func (c *Config) checkFallbackBreakers() []confschema.Problem {
+	disabled := map[string]bool{}
+	for _, sc := range c.sinks {
+		disabled[sc.Name] = sc.CircuitBreaker.Disabled
+	}
+	var problems []confschema.Problem
+	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
+		for i, tc := range c.Routes[name].To {
+			if tc.Fallback != nil && tc.FallbackAfter != "" && tc.FallbackAfter != routing.FallbackOnDead && disabled[tc.Sink] {
+				problems = append(problems, confschema.Problem{Key: fmt.Sprintf("%s.%s.to[%d].fallback_after", routesKey, name, i),
+					Message: fmt.Sprintf("route %s, sink %s: a duration counts from the opening of the sink's circuit breaker, which is off (circuit_breaker.enabled: false); use %s, or turn the breaker on", name, tc.Sink, routing.FallbackOnDead)})
+			}
+		}
 	}
 	return problems
 }

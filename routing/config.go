@@ -50,6 +50,23 @@ type Target struct {
 	Tenant string `mapstructure:"tenant" doc:"for a sink of type destinations: the tenant whose destinations get the event, a template of text, {{.type}}, {{.key}} and {{.data.path}} (\"{{.data.account_id}}\"); see docs/destinations.md"`
 	// Digest groups the target's rows into digests (see docs/digests.md).
 	Digest *Digest `mapstructure:"digest" defaultdoc:"the sink's digest, if any" doc:"deliver this route's rows of one key that arrive together as one message: window, max_messages, key and template (see docs/digests.md)"`
+	// Fallback is where the target's rows go when its sink stays down
+	// (FallbackAfter says how long), nil for nowhere.
+	Fallback *FallbackTarget `mapstructure:"fallback" defaultdoc:"none" doc:"where the target's rows go instead when its sink stays down (see fallback_after): a configured sink, and optionally its own template; a sink name alone is the sink with its untemplated form (see docs/events.md)"`
+	// FallbackAfter is a duration or FallbackOnDead.
+	FallbackAfter string `mapstructure:"fallback_after" defaultdoc:"required with fallback" doc:"when a row goes to the fallback: a duration (10m) for which the sink's circuit breaker has been open, a probe having failed since the row arrived, or dead: when the row would be dead-lettered"`
+}
+
+// FallbackOnDead is the fallback_after that hands a row to its target's
+// fallback when it would be dead-lettered.
+const FallbackOnDead = "dead"
+
+// FallbackTarget is a target's fallback: a sink, and how the event looks there.
+// In plugins.yaml it may be just the sink's name.
+type FallbackTarget struct {
+	Sink string `mapstructure:"sink" defaultdoc:"required" doc:"a configured sink other than the target's, and not another target of the route"`
+	// Template is as Target.Template, for the fallback's sink.
+	Template map[string]string `mapstructure:"template" defaultdoc:"the sink type's untemplated form" doc:"a Go template per field of the fallback sink's payload, as a target's template"`
 }
 
 // Sample is an example event of a route.
@@ -69,12 +86,15 @@ const (
 	keyUpdateRoot = "update_root"
 	keySink       = "sink"
 	keyTenant     = "tenant"
+	keyFallback   = "fallback"
+	keyFallbackAt = "fallback_after"
 )
 
 // ExpandTargets rewrites the targets of a routes block as a YAML decoder
 // yields it (a mapping of route names to routes) that are given as a bare
-// sink name into the mapping they stand for, {sink: name}, so that the
-// block decodes into Routes. It changes routes in place.
+// sink name into the mapping they stand for, {sink: name}, and so the
+// targets' fallbacks, so that the block decodes into Routes. It changes
+// routes in place.
 func ExpandTargets(routes map[string]any) {
 	for _, r := range routes {
 		route, ok := r.(map[string]any)
@@ -88,6 +108,12 @@ func ExpandTargets(routes map[string]any) {
 		for i, t := range to {
 			if name, ok := t.(string); ok {
 				to[i] = map[string]any{keySink: name}
+				continue
+			}
+			if target, ok := t.(map[string]any); ok {
+				if name, ok := target[keyFallback].(string); ok {
+					target[keyFallback] = map[string]any{keySink: name}
+				}
 			}
 		}
 	}

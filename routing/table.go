@@ -49,6 +49,8 @@ type target struct {
 	// template, nil for none.
 	digest         *sink.DigestPolicy
 	digestTemplate *compiled
+	// fallback is the target's fallback, nil for none.
+	fallback *fallback
 }
 
 // Compile checks cfg against the configured sinks (by name), parses every
@@ -113,6 +115,11 @@ func compileTable(cfg Config, shapes map[string]sink.Shape, sinks map[string]sin
 			t.routes = append(t.routes, r)
 			for _, tg := range r.targets {
 				t.targets[tg.targetID] = tg
+				if tg.fallback != nil {
+					// Rendered by the stage as the fallback sink's target;
+					// not applied: publish() creates no row for it.
+					t.targets[tg.fallback.standIn.targetID] = tg.fallback.standIn
+				}
 				if _, ok := sinks[tg.sink].(sink.DigestSink); sinks != nil && !unbuilt[tg.sink] && tg.digest != nil && !ok {
 					ps.add(fmt.Sprintf("routes.%s.%s[%d].%s", name, keyTo, tg.position, keyDigest),
 						"route %s, sink %s: this sink type cannot deliver digests", name, tg.sink)
@@ -147,11 +154,18 @@ func compileRoute(name string, cfg Route, shapes map[string]sink.Shape, unbuilt 
 			r.targets = append(r.targets, tg)
 		}
 	}
+	checkFallbackTargets(at, name, r.targets, ps)
 	if len(*ps) > before || m == nil || len(cfg.Events) == 0 {
 		return r
 	}
 	r.sample = sampleOf(at, r, cfg.Sample, ps)
 	for i, tg := range r.targets {
+		if fb := tg.fallback; fb != nil {
+			if _, err := fb.standIn.compiled.render(r.sample); err != nil {
+				ps.add(fmt.Sprintf("%s.%s[%d].%s.%s", at, keyTo, i, keyFallback, keyTemplate),
+					"route %s, sink %s: rendering the sample event %s/%s: %v", name, fb.standIn.sink, r.sample.Type, r.sample.Key, err)
+			}
+		}
 		if _, err := tg.compiled.render(r.sample); err != nil {
 			key := fmt.Sprintf("%s.%s[%d].%s", at, keyTo, i, keyTemplate)
 			var re *renderError
@@ -220,6 +234,7 @@ func compileTarget(at, routeName string, position int, tc Target, shapes map[str
 	if tc.Digest != nil {
 		compileDigest(at, routeName, tc, shape, tg, ps)
 	}
+	compileFallback(at, routeName, tc, tg, shapes, earlier, ps)
 	return tg
 }
 
@@ -231,6 +246,9 @@ func sampleOf(at string, r *route, s *Sample, ps *problems) sink.Event {
 		var threadKeys [][]threadPart
 		for _, tg := range r.targets {
 			templates, threadKeys = append(templates, tg.compiled), append(threadKeys, tg.threadKey)
+			if tg.fallback != nil {
+				templates = append(templates, tg.fallback.standIn.compiled)
+			}
 		}
 		return generatedSample(r.patterns, templates, threadKeys)
 	}

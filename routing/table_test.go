@@ -155,6 +155,32 @@ func TestCompileReportsEveryProblemAtItsKey(t *testing.T) {
 		{"route name", map[string]any{"a/b": map[string]any{"events": []any{"a"}, "to": []any{"partner"}}},
 			"routes.a/b", "a route name is"},
 		{"unmatched", nil, "routes_unmatched", `want "error" or "drop", got "ignore"`},
+		// Each fallback case was checked by removing its check from
+		// compileFallback (or checkFallbackTargets): the case then fails.
+		{"fallback without fallback_after", fallbackRoute(map[string]any{"fallback": "finance"}),
+			"routes.r.to[0].fallback", "a fallback needs fallback_after"},
+		{"fallback_after without fallback", fallbackRoute(map[string]any{"fallback_after": "10m"}),
+			"routes.r.to[0].fallback_after", "fallback_after needs a fallback"},
+		{"fallback_after not a duration", fallbackRoute(map[string]any{"fallback": "finance", "fallback_after": "soon"}),
+			"routes.r.to[0].fallback_after", `want a duration (10m) or dead, got "soon"`},
+		{"fallback_after zero", fallbackRoute(map[string]any{"fallback": "finance", "fallback_after": "0s"}),
+			"routes.r.to[0].fallback_after", "must be above zero"},
+		{"fallback to an unknown sink", fallbackRoute(map[string]any{"fallback": "nope", "fallback_after": "dead"}),
+			"routes.r.to[0].fallback.sink", `no sink named "nope" is configured for the fallback`},
+		{"fallback to itself", fallbackRoute(map[string]any{"fallback": "partner", "fallback_after": "dead"}),
+			"routes.r.to[0].fallback.sink", "cannot fall back to its own sink"},
+		{"fallback to a later target", map[string]any{"r": map[string]any{"events": []any{"a"}, "to": []any{
+			map[string]any{"sink": "partner", "fallback": "custom", "fallback_after": "dead"}, "custom"}}},
+			"routes.r.to[0].fallback.sink", "sink custom already receives the route's events"},
+		{"fallback to an earlier target", map[string]any{"r": map[string]any{"events": []any{"a"}, "to": []any{
+			"custom", map[string]any{"sink": "partner", "fallback": "custom", "fallback_after": "dead"}}}},
+			"routes.r.to[1].fallback.sink", "sink custom already receives the route's events"},
+		{"fallback template field", fallbackRoute(map[string]any{"fallback": map[string]any{"sink": "finance", "template": map[string]any{"subjet": "x"}},
+			"fallback_after": "dead"}),
+			"routes.r.to[0].fallback.template.subjet", "not a field of this sink's payload"},
+		{"fallback template render", fallbackRoute(map[string]any{"fallback": map[string]any{"sink": "ops-slack", "template": map[string]any{"text": "{{.data.x.y}}"}},
+			"fallback_after": "dead"}, "sample", map[string]any{"type": "a", "data": map[string]any{"x": 1}}),
+			"routes.r.to[0].fallback.template", "rendering the sample event"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var unmatched string
@@ -363,5 +389,40 @@ func TestStagePreparesEachRowOfABatch(t *testing.T) {
 	}
 	if got, want := []string{string(ds[0].Payload), string(ds[2].Payload)}, []string{`{"line":"1"}`, `{"plain":true}`}; !slices.Equal(got, want) {
 		t.Errorf("prepared payloads %v, want %v", got, want)
+	}
+}
+
+// fallbackRoute is route r: events a to partner with the target keys
+// target, and then the route's keys routeKeys (name, value pairs).
+func fallbackRoute(target map[string]any, routeKeys ...any) map[string]any {
+	target["sink"] = "partner"
+	r := map[string]any{"events": []any{"a"}, "to": []any{target}}
+	for i := 0; i+1 < len(routeKeys); i += 2 {
+		r[routeKeys[i].(string)] = routeKeys[i+1]
+	}
+	return map[string]any{"r": r}
+}
+
+// A target's fallback is rendered for its own sink with its own template,
+// is not applied (publish() makes no row for it) and reaches the relay.
+// Checked with the mutation: the stand-in left out of the table's targets
+// (the stage answered "route r has no target ops-slack in this
+// relay's configuration").
+func TestFallbackRendersWithItsOwnTemplate(t *testing.T) {
+	table := compile(t, fallbackRoute(map[string]any{"fallback_after": "10m",
+		"fallback": map[string]any{"sink": "ops-slack", "template": map[string]any{"text": "down: {{.type}}"}}}), "")
+	if got := table.Match("a"); !slices.Equal(got, []string{"partner"}) {
+		t.Errorf("publish() targets %v, want only partner", got)
+	}
+	want := []relay.Fallback{{Route: "r", Sink: "partner", To: "ops-slack", After: 10 * time.Minute}}
+	if got := table.Fallbacks(); !slices.Equal(got, want) {
+		t.Errorf("Fallbacks() = %+v, want %+v", got, want)
+	}
+	d := &sink.Delivery{Route: "r", Payload: json.RawMessage(`{"type": "a", "key": "k", "data": {}}`)}
+	if err := table.Stage(nil).Prepare(t.Context(), "ops-slack", d); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(d.Payload, []byte(`down: a`)) {
+		t.Errorf("stand-in payload %s, want the fallback's template", d.Payload)
 	}
 }
