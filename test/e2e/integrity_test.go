@@ -130,7 +130,7 @@ func TestPhantomPauseIsRefusedAndForgettable(t *testing.T) {
 	rcv := newReceiver(t)
 	e := newEnv(t, webhookSink("partner", rcv), "")
 	e.mustRun("migrate")
-	if out, errOut, code := e.run(nil, "sinks", "pause", "nosuch"); code != 2 || !strings.Contains(errOut, `"nosuch" is not configured and has no messages`) {
+	if out, errOut, code := e.run(nil, "sinks", "pause", "nosuch"); code != 2 || !strings.Contains(errOut, "no sink nosuch is configured and the outbox has no messages of it") {
 		t.Fatalf("sinks pause nosuch: exit %d\nstdout: %s\nstderr: %s\nwant exit 2 naming the sink", code, out, errOut)
 	}
 	if out := e.mustRun("stats"); strings.Contains(out, "nosuch") {
