@@ -33,20 +33,14 @@ import (
 //     open sink; dispatchByKey hands an open key's rows back, attempt
 //     refunded), and a delivery already under way that fails for the
 //     receiver's sake gets its attempt back;
-//   - probing: once per probe interval (doubling at each failed probe, up
-//     to a cap) one relay wins the probe (breaker_take_probe.sql) and
-//     delivers one real row. A success, or a failure the message earned by
-//     itself (a permanent 4xx), closes the breaker (INFO,
-//     outboxd.destination.closed) and the rows the outage put off come due
-//     at once; any other failure refunds the probe's attempt and puts the
-//     row off to the next probe, so the next probe tries another row and a
-//     poison message cannot hold the breaker open. A probe that sends
-//     nothing (no row to probe with, or its row refused before it was sent)
-//     is given back (breaker_return_probe.sql): it says nothing about the
-//     receiver, so the breaker keeps the receiver's last real failure, as
-//     `outboxd stats`, `sinks list` and the console show it. While a
-//     Retry-After pauses the sink no probe is taken: the first one goes out
-//     when the pause ends.
+//   - probing: once per probe interval (doubling up to a cap) one relay
+//     wins the probe (breaker_take_probe.sql) and delivers one real row. A
+//     success, or a failure the message earned by itself (a permanent
+//     4xx), closes the breaker (INFO, outboxd.destination.closed) and the
+//     rows the outage put off come due at once; any other failure refunds
+//     the probe's attempt and puts the row off to the next probe, so the
+//     next probe tries another row and a poison message cannot hold the
+//     breaker open.
 //
 // Every relay re-reads the open breakers once per poll interval and on
 // every pause notification (a breaker's change sends one): a healthy
@@ -126,11 +120,6 @@ func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.S
 	}
 	sig := breaker.Classify(err)
 	if row.probe {
-		if row.refusedUnsent() {
-			// Its outcome (dead) is the row's own; the receiver was not asked.
-			r.returnProbe(ctx, sb, row.rateKey)
-			return false
-		}
 		if sig == breaker.Answered {
 			r.closeBreaker(ctx, sb, row.rateKey)
 			return false
@@ -178,12 +167,6 @@ func (r *Relay) settleBreaker(ctx context.Context, row *claimedRow, span trace.S
 		go r.openBreaker(context.WithoutCancel(ctx), sb, row.rateKey, reason, failure)
 	}
 	return false
-}
-
-// refusedUnsent reports whether row was dead-lettered before its sink was
-// called (see refuse: it does not decode, or its attempts are spent).
-func (row *claimedRow) refusedUnsent() bool {
-	return row.undecodable != nil || row.Attempt > row.MaxAttempts
 }
 
 // errOpenBeforeStart is why a row claimed before its receiver's breaker
@@ -277,25 +260,14 @@ func (r *Relay) closeBreaker(ctx context.Context, sb *sinkBreakers, key string) 
 	}
 }
 
-// probeFailed records a failed probe; the breaker stays open, its probe
-// interval doubles, its next probe after retryAfter when the receiver
-// answered with one (above zero), else at the doubled interval its take
-// planned.
+// probeFailed records a failed probe; the breaker stays open, its next
+// probe after retryAfter when the receiver answered with one (above zero),
+// else at the doubled interval its take set.
 func (r *Relay) probeFailed(ctx context.Context, sb *sinkBreakers, key string, cause error, retryAfter time.Duration) {
 	failure := safetext.Text(cause.Error(), safetext.MaxErrorBytes)
-	p := store.BreakerProbeFailedParams{Sink: sb.name, DestKey: key, LastFailure: failure, RetryAfter: retryAfter,
-		MaxInterval: sb.cfg.MaxProbeInterval}
+	p := store.BreakerProbeFailedParams{Sink: sb.name, DestKey: key, LastFailure: failure, RetryAfter: retryAfter}
 	if err := r.q.BreakerProbeFailed(ctx, r.db, p); err != nil {
 		r.logger.Warn("outbox: could not record a failed probe", "sink", sb.name, "key", key, "error", err)
-	}
-}
-
-// returnProbe gives back the probe of (sb, key) this relay took but did
-// not send (see breaker_return_probe.sql): the breaker stays open as it
-// was, its last failure the receiver's.
-func (r *Relay) returnProbe(ctx context.Context, sb *sinkBreakers, key string) {
-	if err := r.q.BreakerReturnProbe(ctx, r.db, store.BreakerReturnProbeParams{Sink: sb.name, DestKey: key}); err != nil {
-		r.logger.Warn("outbox: could not give back an unused probe", "sink", sb.name, "key", key, "error", err)
 	}
 }
 
@@ -419,8 +391,7 @@ func (r *Relay) loadBreakers(ctx context.Context) error {
 
 // probeSinks takes each due probe of an open sink (not a key) and
 // delivers one of its rows as the probe; it returns how soon the next
-// probe of an open sink comes due, or its Retry-After pause ends (0: none
-// is open).
+// probe of an open sink comes due (0: none is open).
 func (r *Relay) probeSinks(ctx, deliverCtx context.Context) time.Duration {
 	next := time.Duration(0)
 	for name, sb := range r.breakers {
@@ -430,10 +401,7 @@ func (r *Relay) probeSinks(ctx, deliverCtx context.Context) time.Duration {
 		if !open {
 			continue
 		}
-		// A paused sink's rows cannot be claimed: a probe taken now would
-		// find none, so none is spent until the pause ends.
-		wait := max(time.Until(ob.nextProbe), r.limiter.PausedFor(name))
-		if wait > 0 || ob.probing {
+		if wait := time.Until(ob.nextProbe); wait > 0 || ob.probing {
 			if wait > 0 && (next == 0 || wait < next) {
 				next = wait
 			}
@@ -443,19 +411,23 @@ func (r *Relay) probeSinks(ctx, deliverCtx context.Context) time.Duration {
 			continue
 		}
 		rows, err := r.claimRows(ctx, store.ClaimParams{Limit: 1, Sinks: []string{name}, ProbeSink: name})
-		if err != nil && ctx.Err() == nil {
-			r.logger.Warn("outbox: could not claim a probe's row", "sink", name, "error", err)
-		}
-		if len(rows) == 0 {
-			// Nothing to probe with: not the receiver's failure.
-			r.returnProbe(ctx, sb, "")
+		if err != nil || len(rows) == 0 {
+			// Nothing to probe with (or no claim): the probe passes.
+			r.probeFailed(ctx, sb, "", cmpErr(err, errors.New("no row to probe with")), 0)
 			continue
 		}
 		rows[0].probe = true
-		r.countProbe(ctx, sb)
 		r.start(deliverCtx, rows[0], 0, func() {})
 	}
 	return next
+}
+
+// cmpErr is err, or def when err is nil.
+func cmpErr(err, def error) error {
+	if err != nil {
+		return err
+	}
+	return def
 }
 
 // takeProbe tries to win the due probe of (sb, key) for this relay.
@@ -466,13 +438,11 @@ func (r *Relay) takeProbe(ctx context.Context, sb *sinkBreakers, key string) boo
 		r.logger.Warn("outbox: could not take a circuit breaker's probe", "sink", sb.name, "key", key, "error", err)
 		return false
 	}
-	return n > 0
-}
-
-// countProbe counts a probe of sb's receiver once it has a row: a round
-// that found none is not one.
-func (r *Relay) countProbe(ctx context.Context, sb *sinkBreakers) {
+	if n == 0 {
+		return false
+	}
 	r.metrics.circuitProbes.Add(ctx, 1, r.labels[sb.name].sink...)
+	return true
 }
 
 // holdOpenKeys hands back the rows of every rate key whose breaker
@@ -505,7 +475,6 @@ func (r *Relay) holdOpenKeys(ctx context.Context, s SinkConfig, groups []keyedRo
 		hold := g.rows
 		if !ob.probing && !time.Now().Before(ob.nextProbe) && r.takeProbe(ctx, sb, g.key) {
 			g.rows[0].probe = true
-			r.countProbe(ctx, sb)
 			kept = append(kept, keyedRows{key: g.key, rows: g.rows[:1]})
 			hold = g.rows[1:]
 		}

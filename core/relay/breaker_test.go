@@ -28,13 +28,11 @@ type flakyReceiver struct {
 	t    *testing.T
 	addr string
 
-	mu     sync.Mutex
-	srv    *http.Server
-	status int    // 0: refusing connections
-	retry  string // Retry-After of the answers, if any
-	poison string // webhook-id answered 500 whatever status says
-	// observe, if set, is told each answer's status as it is sent.
-	observe  func(status int)
+	mu       sync.Mutex
+	srv      *http.Server
+	status   int    // 0: refusing connections
+	retry    string // Retry-After of the answers, if any
+	poison   string // webhook-id answered 500 whatever status says
 	requests atomic.Int64
 }
 
@@ -61,13 +59,10 @@ func (rc *flakyReceiver) serve(ln net.Listener) {
 func (rc *flakyReceiver) handle(w http.ResponseWriter, r *http.Request) {
 	rc.requests.Add(1)
 	rc.mu.Lock()
-	status, retry, poison, observe := rc.status, rc.retry, rc.poison, rc.observe
+	status, retry, poison := rc.status, rc.retry, rc.poison
 	rc.mu.Unlock()
 	if poison != "" && r.Header.Get("webhook-id") == poison {
 		status = http.StatusInternalServerError
-	}
-	if observe != nil {
-		observe(status)
 	}
 	if retry != "" {
 		w.Header().Set("Retry-After", retry)

@@ -46,8 +46,6 @@ type Texts struct {
 	BreakerOpen string
 	// BreakerProbeFailed is breaker_probe_failed.sql.
 	BreakerProbeFailed string
-	// BreakerReturnProbe is breaker_return_probe.sql.
-	BreakerReturnProbe string
 	// BreakerTakeProbe is breaker_take_probe.sql.
 	BreakerTakeProbe string
 	// Breakers is breakers.sql.
@@ -239,7 +237,6 @@ func newTexts(ident string) Texts {
 		BreakerDropEvents:         strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
 		BreakerOpen:               strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
 		BreakerProbeFailed:        strings.ReplaceAll(breakerProbeFailedSQL, "{schema}", ident),
-		BreakerReturnProbe:        strings.ReplaceAll(breakerReturnProbeSQL, "{schema}", ident),
 		BreakerTakeProbe:          strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
 		Breakers:                  strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                     strings.ReplaceAll(claimSQL, "{schema}", ident),
@@ -644,23 +641,20 @@ func (q *Queries) BreakerOpen(ctx context.Context, db DBTX, arg BreakerOpenParam
 
 const breakerProbeFailedSQL = `-- name: breaker_probe_failed
 -- Records that the probe of breaker (@sink, @dest_key) failed with
--- @last_failure: it stays open until its next probe, and its probe interval
--- doubles (capped at @max_interval). A probe answered with a Retry-After
--- (@retry_after above zero) comes back when the receiver said, not after
--- the doubled interval breaker_take_probe planned: the receiver is up and
--- named its time, and a probe that came later than asked could meet the
--- next throttling spell every time.
+-- @last_failure: it stays open until its next probe. A probe answered with
+-- a Retry-After (@retry_after above zero) comes back when the receiver
+-- said, not after the doubled interval breaker_take_probe set: the
+-- receiver is up and named its time, and a probe that came later than
+-- asked could meet the next throttling spell every time.
 UPDATE {schema}.destination_breakers
 SET probing_until = NULL, last_failure = $1, last_failure_at = now(),
-    probe_interval = LEAST(probe_interval * 2, $2::interval),
-    next_probe_at = CASE WHEN $3::interval > interval '0' THEN now() + $3::interval ELSE next_probe_at END
-WHERE sink = $4 AND dest_key = $5
+    next_probe_at = CASE WHEN $2::interval > interval '0' THEN now() + $2::interval ELSE next_probe_at END
+WHERE sink = $3 AND dest_key = $4
 `
 
 // BreakerProbeFailedParams are the parameters of breaker_probe_failed.sql.
 type BreakerProbeFailedParams struct {
 	LastFailure string        // text
-	MaxInterval time.Duration // interval
 	RetryAfter  time.Duration // interval
 	Sink        string        // text
 	DestKey     string        // text
@@ -668,60 +662,18 @@ type BreakerProbeFailedParams struct {
 
 // BreakerProbeFailed runs breaker_probe_failed.sql.
 func (q *Queries) BreakerProbeFailed(ctx context.Context, db DBTX, arg BreakerProbeFailedParams) error {
-	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, arg.LastFailure, arg.MaxInterval, arg.RetryAfter, arg.Sink, arg.DestKey)
-	return err
-}
-
-const breakerReturnProbeSQL = `-- name: breaker_return_probe
--- Gives back the probe of breaker (@sink, @dest_key) that sent nothing: no
--- row was there to probe with (all gone, or all put off), or its row was
--- refused before it was sent. That says nothing about the receiver, so the
--- breaker keeps its last failure (the receiver's own answer), the round is
--- not counted, and the probe interval does not double. The next probe
--- comes one probe interval from now, or sooner when a row of the sink
--- comes due sooner (a row put off by a Retry-After comes back as its pause
--- ends), but not before a pause of the sink ends: the first request after
--- a pause goes out as it ends, not a probe interval later. A rate key's
--- breaker (@dest_key not empty) looks at neither: its probes come with its
--- rows (see holdOpenKeys).
-UPDATE {schema}.destination_breakers b
-SET probing_until = NULL, probes = greatest(b.probes - 1, 0),
-    next_probe_at = greatest(
-        coalesce((SELECT l.paused_until FROM {schema}.sink_limits l
-                  WHERE $1 = '' AND l.sink = $2 AND l.paused_until > now()), now()),
-        least(now() + b.probe_interval,
-              -- sink IS NOT NULL, queued_behind: messages_open_idx's
-              -- predicate and second column (migration 017).
-              (SELECT m.available_at FROM {schema}.messages m
-               WHERE $1 = '' AND m.sink = $2 AND m.sink IS NOT NULL AND m.phase = 'open'
-                 AND m.queued_behind = false AND m.available_at > now()
-               ORDER BY m.available_at LIMIT 1)))
-WHERE b.sink = $2 AND b.dest_key = $1
-`
-
-// BreakerReturnProbeParams are the parameters of breaker_return_probe.sql.
-type BreakerReturnProbeParams struct {
-	DestKey string // text
-	Sink    string // text
-}
-
-// BreakerReturnProbe runs breaker_return_probe.sql.
-func (q *Queries) BreakerReturnProbe(ctx context.Context, db DBTX, arg BreakerReturnProbeParams) error {
-	_, err := db.Exec(ctx, q.text.BreakerReturnProbe, arg.DestKey, arg.Sink)
+	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, arg.LastFailure, arg.RetryAfter, arg.Sink, arg.DestKey)
 	return err
 }
 
 const breakerTakeProbeSQL = `-- name: breaker_take_probe
 -- Takes the probe of the open breaker (@sink, @dest_key) when it is due
 -- and no other relay holds it: exactly one relay of the cluster wins each
--- probe. The probe is held for @lease. Until its outcome is known the next
--- probe is planned a doubled probe interval (capped at @max_interval) from
--- now, what a failure makes of it (breaker_probe_failed.sql); the interval
--- itself doubles only when the probe fails, so a round that finds no row to
--- probe with (breaker_return_probe.sql) leaves it as it was. Returns 1 for
--- the winner.
+-- probe. The probe is held for @lease; the next one comes a doubled probe
+-- interval (capped at @max_interval) from now. Returns 1 for the winner.
 UPDATE {schema}.destination_breakers
 SET probing_until = now() + $1::interval, probes = probes + 1,
+    probe_interval = LEAST(probe_interval * 2, $2::interval),
     next_probe_at = now() + LEAST(probe_interval * 2, $2::interval)
 WHERE sink = $3 AND dest_key = $4 AND next_probe_at <= now()
   AND (probing_until IS NULL OR probing_until <= now())
