@@ -187,5 +187,17 @@ func (l *Link[C]) Acquire(ctx context.Context, n int) (C, func(), error) {
 	return c, release, nil
 }
 
+// Connect makes sure the connection is live, dialing it if needed, and
+// publishes nothing: what a sink's Check does when connecting (with its
+// credentials) is the whole check.
+func (l *Link[C]) Connect(ctx context.Context) error {
+	_, release, err := l.Acquire(ctx, 1)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
 // Close closes the connection.
 func (l *Link[C]) Close() error { return l.conn.Close() }

@@ -187,11 +187,9 @@ var _ sink.Checker = (*Sink)(nil)
 // Check connects with the configured credentials; the broker's CONNACK
 // accepting them is the check. Nothing is published.
 func (s *Sink) Check(ctx context.Context) error {
-	_, release, err := s.link.Acquire(ctx, 1)
-	if err != nil {
+	if err := s.link.Connect(ctx); err != nil {
 		return s.wrap(err)
 	}
-	release()
 	return nil
 }
 

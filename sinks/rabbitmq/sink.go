@@ -124,11 +124,9 @@ var _ sink.Checker = (*Sink)(nil)
 // Check connects (with the configured credentials) and opens the
 // confirming channel deliveries publish on; nothing is published.
 func (s *Sink) Check(ctx context.Context) error {
-	_, release, err := s.link.Acquire(ctx, 1)
-	if err != nil {
+	if err := s.link.Connect(ctx); err != nil {
 		return s.wrap(err)
 	}
-	release()
 	return nil
 }
 
