@@ -54,14 +54,15 @@ type Published struct {
 // FanOut is what publishing an event made for a route target with a
 // tenant: the tenant the event named and how many destination rows it
 // created (0: the tenant has no destination subscribed to the event's
-// type, and nothing was created for it).
+// type whose payload filter the event matches, and nothing was created
+// for it).
 type FanOut struct {
 	Tenant       string
 	Destinations int
 }
 
 // noMatchingDestination is a FanOut's note when it made no row.
-const noMatchingDestination = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+const noMatchingDestination = "no matching destination: the tenant has no destination subscribed to this event type whose filter the event matches, so nothing was sent"
 
 // Note says what an answer to a publish should add: that nothing was
 // created because the tenant has no destination subscribed to the

@@ -217,5 +217,5 @@ func ExampleFanOut_Note() {
 	}
 	// Output:
 	// acme: 2 rows ""
-	// nobody: 0 rows "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+	// nobody: 0 rows "no matching destination: the tenant has no destination subscribed to this event type whose filter the event matches, so nothing was sent"
 }

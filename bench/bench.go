@@ -24,7 +24,10 @@ const storePoolSize = enqueueConns + 2
 
 // options are the benchmark's command-line choices.
 type options struct {
-	sz               sizes
+	sz sizes
+	// serverData is the private cluster's data directory ("" on a shared
+	// server): the cost scenario reads the server's CPU time through it.
+	serverData       string
 	scenarios        []string
 	systems          []system
 	cpuprofile       string  // CPU profile of outboxd's relay in the 1-relay burn-down
@@ -202,6 +205,7 @@ func (b *bench) scenarioList() []scenario {
 	return []scenario{
 		{name: "burndown", run: b.runBurnDown},
 		{name: "latency", run: b.runLatency},
+		{name: "latency-load", run: b.runLatencyLoad},
 		{name: "enqueue", run: b.runEnqueue},
 		{name: "steady", run: b.runSteady},
 		{name: "history", run: b.runHistory},
@@ -209,7 +213,9 @@ func (b *bench) scenarioList() []scenario {
 		{name: "brokers", run: b.runBrokers},
 		{name: "events", run: b.runEvents},
 		{name: "destinations", run: b.runDestinations},
+		{name: "publish-filters", run: b.runPublishFilters},
 		{name: "claims-waiting", run: b.runClaimsWaiting, private: true},
+		{name: "burndown-beside", run: b.runBurnDownBeside, private: true},
 		{name: "stepped", run: b.runStepped, private: true},
 		{name: pressureScenarioName(pressureHeldXID), run: b.pressure(pressureHeldXID), private: true},
 		{name: pressureScenarioName(pressureReaders), run: b.pressure(pressureReaders), private: true},
@@ -217,6 +223,7 @@ func (b *bench) scenarioList() []scenario {
 		{name: pressureScenarioName(pressureTerminate), run: b.pressure(pressureTerminate), private: true},
 		{name: pressureScenarioName(pressureIdleConns), run: b.pressure(pressureIdleConns), private: true},
 		{name: "soak", run: b.runSoak, private: true},
+		{name: "cost", run: b.runCost, private: true},
 	}
 }
 

@@ -326,3 +326,16 @@ func TestRecoveryTime(t *testing.T) {
 		t.Error("never back, yet recovered")
 	}
 }
+
+// TestQuickBurnDownBeside runs the burn-down beside waiting rows small, so
+// its wiring (the waiting rows, the pause, two relays with every service,
+// the index reads, the ratio) cannot rot unnoticed. (Mutation: the
+// scenario without its pause of the paused sink: the relays deliver the
+// waiting rows too and the run fails its verification.)
+func TestQuickBurnDownBeside(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL's server binaries")
+	}
+	quickRun(t, []string{"-only", "burndown-beside", "-systems", "outboxd"},
+		"### burndown-beside: 2 relays burn down", "| median |", "Target: beside ≥ 0.9× alone:")
+}

@@ -114,6 +114,9 @@ func (c *privateCluster) prepareOwner() error {
 	return nil
 }
 
+// dataDir is the cluster's data directory.
+func (c *privateCluster) dataDir() string { return filepath.Join(c.dir, "data") }
+
 // url is the connection string of the cluster's postgres database.
 func (c *privateCluster) url() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)

@@ -100,24 +100,15 @@ func destTable(customers, hook sink.Sink) (*routing.Table, error) {
 	return table, nil
 }
 
-// newDestOutbox migrates schema, applies the routes and creates the
-// destinations of tenants tenants, pointed at rv, through
-// destinations.Store with a keyring of a fresh key.
-func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenants int, rv *receiver) (*destOutbox, error) {
+// migrateDestRoutes migrates schema and applies the destinations
+// scenarios' routes, their sinks pointed at rv.
+func migrateDestRoutes(ctx context.Context, pool *pgxpool.Pool, schema string, rv *receiver) (*outboxd.Outbox, error) {
 	ob, err := outboxd.New(pool, outboxd.Options{Schema: schema})
 	if err != nil {
 		return nil, err
 	}
 	if _, err := ob.Migrator().Migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("migrate %s: %w", schema, err)
-	}
-	key, err := destinations.NewKey("bench")
-	if err != nil {
-		return nil, err
-	}
-	keys, err := destinations.ParseKeyring(key)
-	if err != nil {
-		return nil, err
 	}
 	customers, hook, err := destSinks(rv, nil)
 	if err != nil {
@@ -129,6 +120,25 @@ func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenan
 	}
 	if _, err := ob.Routes().Apply(ctx, pool, table, audit.Actor{Name: "bench", Role: "admin", Source: "bench"}); err != nil {
 		return nil, fmt.Errorf("apply routes to %s: %w", schema, err)
+	}
+	return ob, nil
+}
+
+// newDestOutbox migrates schema, applies the routes and creates the
+// destinations of tenants tenants, pointed at rv, through
+// destinations.Store with a keyring of a fresh key.
+func newDestOutbox(ctx context.Context, pool *pgxpool.Pool, schema string, tenants int, rv *receiver) (*destOutbox, error) {
+	ob, err := migrateDestRoutes(ctx, pool, schema, rv)
+	if err != nil {
+		return nil, err
+	}
+	key, err := destinations.NewKey("bench")
+	if err != nil {
+		return nil, err
+	}
+	keys, err := destinations.ParseKeyring(key)
+	if err != nil {
+		return nil, err
 	}
 	o := &destOutbox{schema: schema, tenants: tenants, ob: ob, keys: keys, subscribed: make([][]string, tenants)}
 	return o, o.seed(ctx, pool, rv)
@@ -282,7 +292,7 @@ func (r *destRelay) build(ctx context.Context, o *destOutbox, rv *receiver, rate
 		return fmt.Errorf("the directory of %s holds %d destinations, want %d", o.schema, got, o.destinations())
 	}
 	resources := new(registry.Resources)
-	resources.Publish(destsink.DirectoryResource, r.dir)
+	resources.Publish(destinations.DirectoryResource, r.dir)
 	customers, hook, err := destSinks(rv, resources)
 	if err != nil {
 		return err
@@ -291,8 +301,10 @@ func (r *destRelay) build(ctx context.Context, o *destOutbox, rv *receiver, rate
 	if err != nil {
 		return err
 	}
+	sc := relay.SinkConfig{Name: destSinkName, Type: destsink.Type.Name, Sink: customers, RateLimit: rateLimit}
+	destinations.HookRelay(&sc) // each destination's own rate limit, as serve's relays have it
 	rl, err := ob.NewRelay(relay.Config{
-		Sinks:  []relay.SinkConfig{{Name: destSinkName, Type: destsink.Type.Name, Sink: customers, RateLimit: rateLimit}},
+		Sinks:  []relay.SinkConfig{sc},
 		Logger: quietLogger(),
 		Stage:  table.Stage(nil),
 	})

@@ -7,14 +7,17 @@
 //	go run . [-quick] [-only burndown,latency,...] [-systems outboxd,river-tuned,river-default]
 //	go run . -only pressure -systems outboxd,river-tuned [-phase 30s] [-rate 2000]
 //	go run . -only stepped|claims-waiting|soak -systems outboxd,river-tuned [-duration 30m] [-retention 5m]
+//	go run . -only burndown-beside   # outboxd only: burn-down beside a paused and an unconfigured backlog
+//	go run . -only latency,latency-load -systems outboxd,river-tuned
+//	go run . -only cost -systems outboxd,river-tuned   # needs valgrind (callgrind)
 //	go run . -only burndown,latency -payload 64KiB
 //	go run . -only destinations   # 10,000 destinations over 1,000 tenants (outboxd only)
 //
 // It uses DATABASE_URL, or the local server with trust auth, and creates
 // (and afterwards drops) the databases bench_outboxd and bench_river. A
 // second run on the same server waits until the first is done. The
-// pressure, stepped, claims-waiting and soak scenarios (asked for by
-// name; a run without -only leaves them out) run on a private cluster the
+// pressure, stepped, claims-waiting, burndown-beside, soak and cost scenarios (asked for
+// by name; a run without -only leaves them out) run on a private cluster the
 // run creates and removes (initdb from OUTBOXD_PG_BIN, default
 // /usr/lib/postgresql/15/bin), with autovacuum on.
 package main
@@ -164,7 +167,7 @@ func runBench(ctx context.Context, dbURL string, o options, out io.Writer) bool 
 			return false
 		}
 		defer c.stop()
-		dbURL = c.url()
+		dbURL, o.serverData = c.url(), c.dataDir()
 	}
 	b, err := newBench(ctx, dbURL, o)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,10 @@ type relayOpts struct {
 	pausedSink bool          // also configure pausedSinkName
 	retention  time.Duration // delivered rows' retention (0: the system's default)
 	countOnly  bool          // count deliveries, record none (the soak)
+	// callgrind runs the first child under valgrind's callgrind, which
+	// writes its instruction counts to this file when the child exits
+	// (see callgrindInstructions).
+	callgrind string
 	// tolerateExits lets drive return a session in which a relay stopped
 	// on its own (see relayRun.exits); otherwise that fails the session.
 	tolerateExits bool
@@ -63,12 +68,20 @@ func (b *bench) startRelays(o relayOpts) ([]*relayProc, error) {
 			args = append(args, "-batch", strconv.Itoa(b.relayBatch), "-concurrency", strconv.Itoa(b.relayConcurrency),
 				"-async-commit="+strconv.FormatBool(b.relayAsyncCommit), "-delete-on-sent="+strconv.FormatBool(b.relayDeleteSent))
 		}
-		p, err := spawnRelay(exe, out, args)
+		var wrap []string
+		if o.callgrind != "" && i == 0 {
+			wrap = callgrindCommand(o.callgrind)
+		}
+		p, err := spawnRelay(exe, out, args, wrap)
 		if err != nil {
 			stopRelays(procs)
 			return nil, err
 		}
 		procs = append(procs, p)
+	}
+	readyWithin := relayReadyWithin
+	if o.callgrind != "" {
+		readyWithin = callgrindReadyWithin
 	}
 	for _, p := range procs {
 		select {
@@ -76,17 +89,30 @@ func (b *bench) startRelays(o relayOpts) ([]*relayProc, error) {
 		case <-p.exited:
 			stopRelays(procs)
 			return nil, fmt.Errorf("relay %s exited before it was ready", o.sys.name)
-		case <-time.After(30 * time.Second):
+		case <-time.After(readyWithin):
 			stopRelays(procs)
-			return nil, fmt.Errorf("relay %s not ready after 30s", o.sys.name)
+			return nil, fmt.Errorf("relay %s not ready after %s", o.sys.name, readyWithin)
 		}
 	}
 	return procs, nil
 }
 
-func spawnRelay(exe, out string, args []string) (*relayProc, error) {
-	cmd := exec.Command(exe, args...)
+// relayReadyWithin bounds a relay child's start; callgrindReadyWithin one
+// under callgrind, which runs it some fifty times slower.
+const (
+	relayReadyWithin     = 30 * time.Second
+	callgrindReadyWithin = 5 * time.Minute
+)
+
+// spawnRelay starts a relay child with args, through the command wrap
+// (nil: none) when given.
+func spawnRelay(exe, out string, args, wrap []string) (*relayProc, error) {
+	argv := append(append(slices.Clone(wrap), exe), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
+	if len(wrap) > 0 {
+		cmd.Env = append(cmd.Env, callgrindGoDebug)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -24,6 +24,12 @@ var (
 	mLatP50       = metric{"2 latency", "p50 (ms)", "ms"}
 	mLatP99       = metric{"2 latency", "p99 (ms)", "ms"}
 	mLatMax       = metric{"2 latency", "max (ms)", "ms"}
+	mLoad500P50   = metric{"2b latency at 500 msg/s", "p50 (ms)", "ms"}
+	mLoad500P99   = metric{"2b latency at 500 msg/s", "p99 (ms)", "ms"}
+	mLoad500Max   = metric{"2b latency at 500 msg/s", "max (ms)", "ms"}
+	mLoad2000P50  = metric{"2c latency at 2,000 msg/s", "p50 (ms)", "ms"}
+	mLoad2000P99  = metric{"2c latency at 2,000 msg/s", "p99 (ms)", "ms"}
+	mLoad2000Max  = metric{"2c latency at 2,000 msg/s", "max (ms)", "ms"}
 	mEnq1         = metric{"3 enqueue", "1-msg tx, 1 conn (msg/s)", "rate"}
 	mEnq8         = metric{"3 enqueue", "1-msg tx, 8 conns (msg/s)", "rate"}
 	mEnqBatch     = metric{"3 enqueue", "batches of 1,000 (msg/s)", "rate"}
@@ -44,9 +50,13 @@ var (
 	mWaitRatio    = metric{"8 claims beside waiting rows", "beside/empty", "x"}
 	mWaitP50a     = metric{"8 claims beside waiting rows", "claim p50, empty (ms)", "ms"}
 	mWaitP50b     = metric{"8 claims beside waiting rows", "claim p50, beside the waiting rows (ms)", "ms"}
-	allMetrics    = []metric{mBurn1, mBurn2, mWAL1, mWAL2, mLatP50, mLatP99, mLatMax, mEnq1, mEnq8, mEnqBatch,
+	mCostInstr    = metric{"12 cost per message", "relay instructions (callgrind)", "count"}
+	mCostServer   = metric{"12 cost per message", "server CPU (µs)", "us"}
+	mCostWAL      = metric{"12 cost per message", "WAL (bytes)", "count"}
+	allMetrics    = []metric{mBurn1, mBurn2, mWAL1, mWAL2, mLatP50, mLatP99, mLatMax,
+		mLoad500P50, mLoad500P99, mLoad500Max, mLoad2000P50, mLoad2000P99, mLoad2000Max, mEnq1, mEnq8, mEnqBatch,
 		mSteadyStart, mSteadyEnd, mSteadyGrowth, mSteadyTable, mSteadyLag, mHist0, mHist1, mHistRatio, mIdleQ, mIdleX, mRSS, mRSSLatency,
-		mWait0, mWait1, mWaitRatio, mWaitP50a, mWaitP50b}
+		mWait0, mWait1, mWaitRatio, mWaitP50a, mWaitP50b, mCostInstr, mCostServer, mCostWAL}
 )
 
 // Reference measurements without any framework, printed under the table.
@@ -164,6 +174,8 @@ func format(unit string, v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	case "qps":
 		return fmt.Sprintf("%.2f", v)
+	case "us":
+		return fmt.Sprintf("%.1f", v)
 	default:
 		return strings.TrimSuffix(fmt.Sprintf("%.0f", v), ".")
 	}

@@ -39,7 +39,7 @@ func (b *bench) burnDown(ctx context.Context, sys system, relays int) error {
 	if b.payload > 0 {
 		n = min(n, max(1000, maxBacklogBytes/b.payload))
 	}
-	bd, err := b.burnDownOnce(ctx, sys, relays, n, profile)
+	bd, err := b.burnDownOnce(ctx, relayOpts{sys: sys, count: relays, profile: profile}, n)
 	if err != nil {
 		return err
 	}
@@ -64,13 +64,18 @@ type burnDownResult struct {
 	walPerMsg float64 // bytes
 	dups      int
 	run       relayRun
+	// serverTicks is the server's CPU time while the relays delivered,
+	// in clock ticks, on a private cluster (see serverCPUTicks); 0 on a
+	// shared server.
+	serverTicks int64
 }
 
-// burnDownOnce empties sys's table, enqueues n messages, lets relays
-// children deliver them and checks every one was.
-func (b *bench) burnDownOnce(ctx context.Context, sys system, relays, n int, profile string) (burnDownResult, error) {
+// burnDownOnce empties the table of o.sys, enqueues n messages, lets
+// o.count relay children (started as o says) deliver them and checks
+// every one was.
+func (b *bench) burnDownOnce(ctx context.Context, o relayOpts, n int) (burnDownResult, error) {
 	bd := burnDownResult{n: n}
-	s := b.store(sys)
+	s := b.store(o.sys)
 	if err := s.reset(ctx); err != nil {
 		return bd, err
 	}
@@ -85,8 +90,23 @@ func (b *bench) burnDownOnce(ctx context.Context, sys system, relays, n int, pro
 	if err != nil {
 		return bd, err
 	}
-	bd.run, err = b.drive(relayOpts{sys: sys, count: relays, expect: n, profile: profile}, func(procs []*relayProc, _ int64) error {
-		return waitDelivered(procs, n, b.sz.drain)
+	o.expect = n
+	bd.run, err = b.drive(o, func(procs []*relayProc, _ int64) error {
+		if b.serverData == "" {
+			return waitDelivered(procs, n, b.sz.drain)
+		}
+		// Read while the relays' connections are open: a backend's CPU
+		// time leaves /proc with it.
+		t0, err := serverCPUTicks(b.serverData)
+		if err != nil {
+			return err
+		}
+		if err := waitDelivered(procs, n, b.sz.drain); err != nil {
+			return err
+		}
+		t1, err := serverCPUTicks(b.serverData)
+		bd.serverTicks = t1 - t0
+		return err
 	})
 	if err != nil {
 		return bd, err
@@ -120,7 +140,7 @@ func (b *bench) capacity(ctx context.Context, sys system) (float64, error) {
 		return c, nil
 	}
 	b.logf("  %s: capacity, a burn-down of %d messages with %d relays", sys.name, b.sz.capacityBacklog, b.sz.pressureRelays)
-	bd, err := b.burnDownOnce(ctx, sys, b.sz.pressureRelays, b.sz.capacityBacklog, "")
+	bd, err := b.burnDownOnce(ctx, relayOpts{sys: sys, count: b.sz.pressureRelays}, b.sz.capacityBacklog)
 	if err != nil {
 		return 0, fmt.Errorf("capacity: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
-	destsink "github.com/outboxd/outboxd/sinks/destinations"
+	"github.com/outboxd/outboxd/destinations"
 )
 
 // The destinations scenario's outbox schemas, in outboxd's database:
@@ -33,7 +33,7 @@ const (
 )
 
 // destClaimRateLimit lifts the destinations sink's per-destination rate
-// limit (destsink.DefaultRate, 10/s) out of the claim measurement's way:
+// limit (destinations.DefaultRate, 10/s) out of the claim measurement's way:
 // with 30 destinations receiving rows it would hold the burn-down to 300
 // rows/s and measure the limit, not the claims. The per-destination
 // machinery (one permit reservation for every key of a claim) still runs.
@@ -558,7 +558,7 @@ func (b *bench) writeDestPhases(w *strings.Builder, phases []phaseOutcome) {
 	fmt.Fprintf(w, "One failing tenant among %d healthy ones: %d tenants publish %d events/s in all (%d destination rows/s), one event per transaction on %d connections; "+
 		"each phase has tenants of its own and an empty queue, and the relay the destinations sink's defaults (%d deliveries/s per destination, breakers, %d attempts). "+
 		"Latency is commit (when Commit returned) to the receiver's answer, for the %d tenants that never fail, in every phase; the last phase, all healthy again, shows the machine's noise:\n\n",
-		b.sz.destHealthyTenants, b.sz.destHealthyTenants+1, b.sz.destRate, b.sz.destRate*destsSubscribed, destProducers, destsink.DefaultRate, relay.DefaultMaxAttempts, b.sz.destHealthyTenants)
+		b.sz.destHealthyTenants, b.sz.destHealthyTenants+1, b.sz.destRate, b.sz.destRate*destsSubscribed, destProducers, destinations.DefaultRate, relay.DefaultMaxAttempts, b.sz.destHealthyTenants)
 	fmt.Fprintln(w, "| phase | length | events/s published | healthy deliveries | p50 (ms) | p99 (ms) | p50 ÷ first phase | p99 ÷ first phase | failing tenant's rows | dead-lettered | most attempts | breakers open | last opened after | requests hanging at once, at most | not dead-lettered early |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	base50, base99 := percentile(phases[0].healthy, 50), percentile(phases[0].healthy, 99)

@@ -53,12 +53,7 @@ func (b *bench) latency(ctx context.Context, sys system) error {
 	if _, err := r.verify(ids); err != nil {
 		return err
 	}
-	first, _ := r.firstDeliveries()
-	lat := make([]float64, 0, m)
-	for id, c := range committed {
-		lat = append(lat, ms(first[id]-c))
-	}
-	p50, p99, pmax := percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
+	p50, p99, pmax := commitToDelivery(committed, r)
 	b.res.add(mLatP50, sys.name, p50)
 	b.res.add(mLatP99, sys.name, p99)
 	b.res.add(mLatMax, sys.name, pmax)

@@ -80,15 +80,24 @@ func (b *bench) steady(ctx context.Context, sys system) error {
 // produceAtRate enqueues single-message transactions from steadyProducers
 // goroutines at rate messages per second in total, for d.
 func produceAtRate(ctx context.Context, s store, rate int, d time.Duration, produced *atomic.Int64) error {
-	interval := time.Duration(steadyProducers) * time.Second / time.Duration(rate)
+	return paceProducers(ctx, s, steadyProducers, rate, d, false, func(int64, int64) { produced.Add(1) })
+}
+
+// paceProducers enqueues single-message transactions from n goroutines at
+// rate messages per second in total, for d, and reports each commit to
+// committed (the row's id and when its commit returned, Unix ns; called
+// concurrently). asyncCommit makes the transactions' commits not wait
+// for the WAL flush (synchronous_commit off, for the transaction only).
+func paceProducers(ctx context.Context, s store, n, rate int, d time.Duration, asyncCommit bool, committed func(id, atNs int64)) error {
+	interval := time.Duration(n) * time.Second / time.Duration(rate)
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, steadyProducers)
-	for p := range steadyProducers {
+	errs := make(chan error, n)
+	for p := range n {
 		wg.Go(func() {
 			// Producers are offset so their commits interleave evenly.
 			for i := 0; ; i++ {
-				at := start.Add(time.Duration(i)*interval + time.Duration(p)*interval/steadyProducers)
+				at := start.Add(time.Duration(i)*interval + time.Duration(p)*interval/time.Duration(n))
 				// A producer that falls behind (commits slower than its
 				// share of the rate) skips the ticks it missed, so the
 				// scenario lasts d whatever the machine manages.
@@ -100,12 +109,22 @@ func produceAtRate(ctx context.Context, s store, rate int, d time.Duration, prod
 					continue
 				}
 				time.Sleep(time.Until(at))
-				err := inTx(ctx, s, func(tx pgx.Tx) error { _, err := s.enqueueOne(ctx, tx); return err })
+				var id int64
+				err := inTx(ctx, s, func(tx pgx.Tx) error {
+					if asyncCommit {
+						if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+							return err
+						}
+					}
+					var err error
+					id, err = s.enqueueOne(ctx, tx)
+					return err
+				})
 				if err != nil {
 					errs <- err
 					return
 				}
-				produced.Add(1)
+				committed(id, time.Now().UnixNano())
 			}
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/server/telemetry"
-	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // Environment variables through which a non-Go producer hands its W3C trace
@@ -128,8 +127,8 @@ func enqueueOne(ctx context.Context, cmd *cobra.Command, s session, f enqueueFla
 		err error
 	)
 	if f.destination != "" {
-		if err := s.cfg.CheckSinkType(f.sink, sinkdest.Type.Name); err != nil {
-			return badInputf("enqueue: --sink: %w; --destination goes with a sink of type %s", err, sinkdest.Type.Name)
+		if err := s.cfg.CheckDestinationSink(f.sink); err != nil {
+			return badInputf("enqueue: --sink: %w", err)
 		}
 		res, err = s.ob.EnqueueDestination(ctx, s.pool, f.destination, msg)
 	} else {

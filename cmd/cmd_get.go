@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/server/api"
 )
 
@@ -111,6 +112,12 @@ func writeMessage(w io.Writer, m operator.StoredMessage) error {
 	if m.LastError != "" {
 		line("last error", m.LastError)
 	}
+	if a := m.LastAttempt; a != nil {
+		line("last attempt", attemptText(a))
+		if a.Response != "" {
+			line("last answer", a.Response)
+		}
+	}
 	if d := m.Digest; d != nil {
 		line("digest", fmt.Sprintf("%d (%s, key %s, %d other members)", d.ID, d.DeliveryID, d.Key, len(d.Siblings)))
 		line("siblings", idList(d.Siblings))
@@ -130,7 +137,7 @@ func writeMessage(w io.Writer, m operator.StoredMessage) error {
 		fmt.Fprintln(w, "failed attempts:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, e := range m.FailedAttempts {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\n", e.Attempt, e.FailedAt.UTC().Format(time.RFC3339), terminalCell(e.Error))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", e.Attempt, e.FailedAt.UTC().Format(time.RFC3339), terminalCell(e.Error), attemptText(e.Details))
 		}
 		return tw.Flush()
 	}
@@ -181,7 +188,7 @@ func (a *app) messagesCommand() *cobra.Command {
 func (a *app) messagesListCommand() *cobra.Command {
 	var (
 		f            operator.MessageFilter
-		status       string
+		statusFlag   string
 		since, until string
 		o            output
 	)
@@ -196,7 +203,7 @@ message was last updated and sent.`,
   outboxd messages list --since 2h -o json | jq '.messages[].id'`,
 		Args: cobra.NoArgs,
 		PreRunE: checkOutput(&o, func(*cobra.Command, []string) error {
-			f.Status = operator.Status(status)
+			f.Status = status.Row(statusFlag)
 			if err := api.CheckStatus(f.Status); err != nil {
 				return badInput(err)
 			}
@@ -235,7 +242,7 @@ message was last updated and sent.`,
 		}),
 	}
 	c.Flags().StringVar(&f.Sink, "sink", "", "only this `sink`'s messages")
-	c.Flags().StringVar(&status, "status", "", "only messages in this `status`: pending, in_progress, failed, sent or dead")
+	c.Flags().StringVar(&statusFlag, "status", "", "only messages in this `status`: pending, in_progress, failed, sent or dead")
 	c.Flags().StringVar(&f.DedupKey, "key", "", "only messages with this dedup `key`")
 	c.Flags().StringVar(&since, "since", "", "only messages created at or after this `time` (RFC 3339, or a duration ago such as 2h)")
 	c.Flags().StringVar(&until, "until", "", "only messages created before this `time` (RFC 3339, or a duration ago)")

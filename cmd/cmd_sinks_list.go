@@ -14,6 +14,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 )
 
 // sinkListing is one sink of `sinks list -o json`: its configured policy
@@ -33,7 +34,7 @@ type sinkListing struct {
 	// MaxInFlight is per process.
 	MaxInFlight    int                     `json:"max_in_flight"`
 	BreakerEnabled bool                    `json:"circuit_breaker_enabled"`
-	Circuit        string                  `json:"circuit"`
+	Circuit        status.Breaker          `json:"circuit"`
 	Breakers       []operator.BreakerState `json:"breakers"`
 	Pause          *operator.SinkState     `json:"pause"`
 }
@@ -104,7 +105,7 @@ func (a *app) warnSinksUnknown(cfg *config.Config) {
 func newSinkListing(name string, spec config.SinkSpec, breakers []operator.BreakerState) sinkListing {
 	l := sinkListing{Name: name, Type: spec.Type, MaxAttempts: spec.MaxAttempts, MaxDeferrals: spec.MaxDeferrals,
 		MaxInFlight: spec.MaxInFlight, BreakerEnabled: spec.CircuitBreaker.Enabled == nil || *spec.CircuitBreaker.Enabled,
-		Circuit: operator.BreakerClosed, Breakers: breakers}
+		Circuit: status.BreakerClosed, Breakers: breakers}
 	if l.Breakers == nil {
 		l.Breakers = []operator.BreakerState{}
 	}
@@ -128,7 +129,7 @@ func writeSinkList(w io.Writer, list []sinkListing, wide bool) error {
 	}
 	fmt.Fprintln(tw, header)
 	for _, l := range list {
-		circuit := l.Circuit
+		circuit := string(l.Circuit)
 		if !l.BreakerEnabled {
 			circuit = "disabled"
 		}

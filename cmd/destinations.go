@@ -56,13 +56,14 @@ func (f *destinationFlags) check(needsTenant bool, more ...func() error) func(*c
 }
 
 // destinationStore is the session's Store, sealing with the keys of
-// destinations.EnvSecretsKey when it is set.
+// destinations.EnvSecretsKey when it is set, enforcing the quotas and
+// checking URLs against the network policy at the door, as serve's.
 func (a *app) destinationStore(s session) (*destinations.Store, error) {
 	keys, err := server.Keyring(a.io.Env)
 	if err != nil {
 		return nil, err
 	}
-	return s.ob.Destinations(keys), nil
+	return s.ob.Destinations(keys).WithQuotas(s.cfg.DestinationQuotas()).WithNetwork(s.cfg.DestinationNetwork()), nil
 }
 
 // destinationCommand builds one subcommand running fn with the store.
@@ -104,20 +105,22 @@ func (a *app) destinationsCommand() *cobra.Command {
 	c.AddCommand(a.destinationCreateCommand(), a.destinationListCommand(), a.destinationGetCommand(),
 		a.destinationUpdateCommand(), a.destinationDeleteCommand(), a.destinationRotateCommand(),
 		a.destinationSetEnabledCommand(false), a.destinationSetEnabledCommand(true),
-		a.destinationRekeyCommand(), a.destinationKeygenCommand(), a.destinationPortalCommand())
+		a.destinationTestEventCommand(), a.destinationRekeyCommand(), a.destinationKeygenCommand(), a.destinationPortalCommand(),
+		a.destinationRecoverCommand())
 	return c
 }
 
 // specFlags are the fields create and update set.
 type specFlags struct {
-	url, description, metadata string
-	events                     []string
-	rateLimit                  float64
+	url, description, metadata, filter string
+	events                             []string
+	rateLimit                          float64
 }
 
 func (sf *specFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&sf.url, "url", "", "the endpoint's `URL`, http or https")
 	c.Flags().StringSliceVar(&sf.events, "events", nil, "subscribed event-type `patterns`, comma-separated (order.*, **; default every type)")
+	c.Flags().StringVar(&sf.filter, "filter", "", "a payload filter, a `JSON` object the event must match too, as in '{\"data.amount\": {\"$gt\": 1000}}' ({} removes it; docs/destinations.md)")
 	c.Flags().StringVar(&sf.description, "description", "", "a `text` saying what the destination is, for people")
 	c.Flags().Float64Var(&sf.rateLimit, "rate-limit", 0, "`deliveries` per second (default the sink's)")
 	c.Flags().StringVar(&sf.metadata, "metadata", "", "a `JSON` object kept with the destination")
@@ -127,20 +130,29 @@ func (a *app) destinationCreateCommand() *cobra.Command {
 	var (
 		f  destinationFlags
 		sf specFlags
+		af authFlags
 	)
 	c := a.destinationCommand("create --tenant T --url URL", "Create a destination; prints its signing secret, shown this once",
 		`  outboxd destinations create --tenant acme --url https://hooks.acme.example/outboxd
   outboxd destinations create --tenant acme --url https://hooks.acme.example/orders \
     --events 'order.*,invoice.paid' --description "acme production" --rate-limit 5 \
-    --metadata '{"plan": "pro"}' -o json`,
+    --metadata '{"plan": "pro"}' -o json
+  outboxd destinations create --tenant acme --url https://hooks.acme.example/big-invoices \
+    --events invoice.paid --filter '{"data.amount": {"$gt": 1000}, "data.currency": "EUR"}'`,
 		cobra.NoArgs, true, &f, func(ctx context.Context, st *destinations.Store, s session, _ []string) (any, error) {
-			spec := destinations.Spec{URL: sf.url, Events: sf.events, Description: sf.description, Metadata: json.RawMessage(sf.metadata)}
+			spec := destinations.Spec{URL: sf.url, Events: sf.events, Description: sf.description, Metadata: json.RawMessage(sf.metadata),
+				Filter: json.RawMessage(sf.filter)}
 			if sf.rateLimit != 0 {
 				spec.RateLimit = &sf.rateLimit
+			}
+			var err error
+			if spec.Auth, err = af.auth(); err != nil {
+				return nil, err
 			}
 			return st.Create(ctx, s.pool, a.actor(), f.tenant, spec)
 		})
 	sf.add(c)
+	af.add(c, false)
 	return c
 }
 
@@ -182,11 +194,13 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 	var (
 		f  destinationFlags
 		sf specFlags
+		af authFlags
 		c  *cobra.Command
 	)
 	c = a.destinationCommand("update ID --tenant T [--url U] [--events E] ...", "Change the fields given of a destination",
 		`  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --url https://hooks.acme.example/v2
-  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --events 'order.*' --rate-limit 10`,
+  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --events 'order.*' --rate-limit 10
+  outboxd destinations update dst_kx2m4fq7rj3v5wzp --tenant acme --filter '{"type": {"$prefix": "order."}}'`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			var p destinations.Patch
 			set := c.Flags().Changed
@@ -195,6 +209,10 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 			}
 			if set("events") {
 				p.Events = &sf.events
+			}
+			if set("filter") {
+				m := json.RawMessage(sf.filter)
+				p.Filter = &m
 			}
 			if set("description") {
 				p.Description = &sf.description
@@ -206,9 +224,14 @@ func (a *app) destinationUpdateCommand() *cobra.Command {
 				m := json.RawMessage(sf.metadata)
 				p.Metadata = &m
 			}
+			var err error
+			if p.AuthPatch, err = af.patch(); err != nil {
+				return nil, err
+			}
 			return st.Update(ctx, s.pool, a.actor(), f.tenant, args[0], p)
 		})
 	sf.add(c)
+	af.add(c, true)
 	return c
 }
 
@@ -237,21 +260,30 @@ func (a *app) destinationDeleteCommand() *cobra.Command {
   outboxd destinations delete dst_kx2m4fq7rj3v5wzp --tenant acme --yes`,
 		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
 			id := args[0]
-			if d.dryRun || d.asks() {
+			// Counted first, deleted with the count's token, as the API
+			// does: a row that arrives after the count stops the delete.
+			counted, err := st.CountDelete(ctx, s.pool, f.tenant, id)
+			if err != nil {
+				return nil, err
+			}
+			if d.dryRun {
+				return destinationChange{ID: id, Rows: counted.Rows, DryRun: true, Verb: "would be deleted, with its secrets and waiting rows"}, nil
+			}
+			if d.asks() {
 				dest, err := st.Get(ctx, s.pool, f.tenant, id)
 				if err != nil {
 					return nil, err
 				}
-				if d.dryRun {
-					return destinationChange{ID: id, Rows: *dest.Waiting, DryRun: true, Verb: "would be deleted, with its secrets and waiting rows"}, nil
-				}
 				if err := a.approve(name, fmt.Sprintf("delete destination %s of tenant %s (%s), its signing secrets and its %d waiting row(s)?",
-					id, f.tenant, terminalText(dest.URL), *dest.Waiting)); err != nil {
+					id, f.tenant, terminalText(dest.URL), counted.Rows)); err != nil {
 					return nil, err
 				}
 			}
-			n, err := st.Delete(ctx, s.pool, a.actor(), f.tenant, id)
-			return destinationChange{ID: id, Rows: n, Verb: "deleted; waiting rows deleted with it"}, err
+			done, err := st.DeleteCounted(ctx, s.pool, a.actor(), f.tenant, id, counted.Token)
+			if errors.Is(err, destinations.ErrCountChanged) {
+				return nil, fmt.Errorf("%s: nothing deleted: %w (now %d waiting row(s)); run it again", name, err, done.Rows)
+			}
+			return destinationChange{ID: id, Rows: done.Rows, Verb: "deleted; waiting rows deleted with it"}, err
 		})
 	check := c.PreRunE
 	c.PreRunE = func(cmd *cobra.Command, args []string) error {
@@ -264,8 +296,9 @@ func (a *app) destinationDeleteCommand() *cobra.Command {
 	c.Long = `Deletes a destination, its signing secrets and the rows still waiting for
 it. It counts the waiting rows first; --dry-run only counts. On a terminal
 it asks before deleting, unless --yes; without a terminal it deletes only
-with --yes (without it, exit 2). Rows enqueued for it between the count and
-the delete go with it too.`
+with --yes (without it, exit 2). It deletes exactly what it counted: when
+rows arrived or left between the count and the delete, it deletes nothing
+and says so (exit 1); run it again.`
 	return c
 }
 
@@ -315,6 +348,31 @@ func (a *app) destinationRotateCommand() *cobra.Command {
 			return rotated{ID: args[0], Secret: secret, OldExpireAt: now.Add(overlap).UTC()}, err
 		})
 	c.Flags().DurationVar(&overlap, "overlap", 0, "the `duration` the old secrets keep signing beside the new one")
+	return c
+}
+
+// destinationTestEventCommand sends a test event, as the console's and
+// the portal's button does, within the tenant's quota of test events.
+func (a *app) destinationTestEventCommand() *cobra.Command {
+	var (
+		f         destinationFlags
+		eventType string
+	)
+	c := a.destinationCommand("test-event ID --tenant T [--type TYPE]",
+		"Send a destination a test event (type "+destinations.TestEventType+", or a type of the event_types catalog with its example), delivered as any row is",
+		`  outboxd destinations test-event dst_kx2m4fq7rj3v5wzp --tenant acme
+  outboxd destinations test-event dst_kx2m4fq7rj3v5wzp --tenant acme --type invoice.paid -o json`,
+		cobra.ExactArgs(1), true, &f, func(ctx context.Context, st *destinations.Store, s session, args []string) (any, error) {
+			if eventType == "" {
+				return st.SendTestEvent(ctx, s.pool, a.actor(), f.tenant, args[0], s.cfg.TestEventSink(), time.Now())
+			}
+			et, ok := s.cfg.EventTypes().Lookup(eventType)
+			if !ok {
+				return nil, badInput(fmt.Errorf("--type %q: not an event type of the catalog (plugins.yaml event_types, or outboxd's operational events)", eventType))
+			}
+			return st.SendExample(ctx, s.pool, a.actor(), f.tenant, args[0], s.cfg.TestEventSink(), et, time.Now())
+		})
+	c.Flags().StringVar(&eventType, "type", "", "send an event of this `type` of the catalog, its example as data (default: "+destinations.TestEventType+")")
 	return c
 }
 
@@ -389,7 +447,9 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 			}
 			return nil
 		}),
-		RunE: func(*cobra.Command, []string) error {
+		// The link is recorded in the audit trail before it is printed:
+		// whoever mints one can act as the tenant until it expires.
+		RunE: a.withDB(func(cmd *cobra.Command, s session) error {
 			links, err := server.PortalLinks(a.io.Env)
 			if err != nil {
 				return err
@@ -397,12 +457,20 @@ func (a *app) destinationPortalCommand() *cobra.Command {
 			if links == nil {
 				return badInput(destinations.ErrNoKeyring)
 			}
-			link, expires, err := links.Link(base, f.tenant, time.Now().Add(expiresIn))
+			who := a.actor()
+			link, expires, err := links.Link(base, f.tenant, who.Name, time.Now().Add(expiresIn))
 			if err != nil {
 				return badInput(err)
 			}
+			st, err := a.destinationStore(s)
+			if err != nil {
+				return err
+			}
+			if err := st.RecordPortalLink(cmd.Context(), s.pool, who, f.tenant, expires); err != nil {
+				return err
+			}
 			return writeDestinationOutput(a.io.Out, f.out.format, api.PortalLink{URL: link, ExpiresAt: expires})
-		},
+		}),
 	}
 	f.add(c, true)
 	c.Flags().DurationVar(&expiresIn, "expires-in", portal.DefaultLinkLifetime,
@@ -421,12 +489,14 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 	switch v := v.(type) {
 	case destinations.Created:
 		writeDestinationRows(tw, wide, v.Destination)
+		writeAuthSummary(tw, v.AuthSummary)
 		fmt.Fprintf(tw, "\nsecret: %s\n(shown this once: give it to the receiver now)\n", v.Secret)
 	case destinations.Destination:
 		writeDestinationRows(tw, wide, v)
 		if v.Waiting != nil {
 			fmt.Fprintf(tw, "\nwaiting rows: %d\n", *v.Waiting)
 		}
+		writeAuthSummary(tw, v.AuthSummary)
 	case destinationList:
 		writeDestinationRows(tw, wide, v.Destinations...)
 		if v.Next != "" {
@@ -436,6 +506,10 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 		fmt.Fprintf(tw, "%s %s (%d rows)\n", v.ID, v.Verb, v.Rows)
 	case rotated:
 		fmt.Fprintf(tw, "%s: new secret %s\n(shown this once; the old secrets sign until %s)\n", v.ID, v.Secret, v.OldExpireAt.Format(time.RFC3339))
+	case destinations.TestEvent:
+		fmt.Fprintf(tw, "test event sent as message %d (dedup key %s)\n", v.MessageID, v.DedupKey)
+	case api.RecoverAnswer:
+		writeRecovery(tw, v)
 	case rekeyed:
 		fmt.Fprintf(tw, "resealed %d secrets under key %s\n", v.Resealed, v.Key)
 	case api.PortalLink:
@@ -445,13 +519,13 @@ func writeDestinationOutput(w io.Writer, format string, v any) error {
 }
 
 // writeDestinationRows prints destinations as a table; wide adds the
-// description, rate limit and times. Every cell a tenant or the portal
+// description, rate limit, times and payload filter. Every cell a tenant or the portal
 // wrote (the description, a disable reason, the URL, the events) is
 // escaped: they are outside text on an operator's terminal.
 func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination) {
 	header := "ID\tTENANT\tENABLED\tEVENTS\tURL"
 	if wide {
-		header += "\tRATE\tDESCRIPTION\tUPDATED"
+		header += "\tRATE\tDESCRIPTION\tUPDATED\tFILTER"
 	}
 	fmt.Fprintln(w, header)
 	for _, d := range ds {
@@ -469,7 +543,11 @@ func writeDestinationRows(w io.Writer, wide bool, ds ...destinations.Destination
 			if d.RateLimit != nil {
 				rate = fmt.Sprintf("%g/s", *d.RateLimit)
 			}
-			line += fmt.Sprintf("\t%s\t%s\t%s", rate, terminalCell(d.Description), d.UpdatedAt.Format(time.RFC3339))
+			filter := "-"
+			if len(d.Filter) > 0 {
+				filter = terminalCell(string(d.Filter))
+			}
+			line += fmt.Sprintf("\t%s\t%s\t%s\t%s", rate, terminalCell(d.Description), d.UpdatedAt.Format(time.RFC3339), filter)
 		}
 		fmt.Fprintln(w, line)
 	}

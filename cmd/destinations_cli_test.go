@@ -232,7 +232,7 @@ func TestEnqueueToOneDestination(t *testing.T) {
 		says string
 	}{
 		{[]string{"--sink", "customers", "--destination", "dst_nope", "--key", "k1", "--text", "hi"}, `no destination "dst_nope"`},
-		{[]string{"--sink", "partner", "--destination", id, "--key", "k2", "--text", "hi"}, `sink "partner" is of type webhook, not destinations`},
+		{[]string{"--sink", "partner", "--destination", id, "--key", "k2", "--text", "hi"}, `sink "partner" does not deliver to destinations; the sinks that do: customers`},
 		{[]string{"--sink", "customers", "--destination", id, "--file", "-"}, "--destination does not go with --file"},
 	} {
 		if out, errOut, code := c.run(false, "", append([]string{"enqueue"}, tc.args...)...); code != exitConfig || !strings.Contains(errOut, tc.says) {

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/routing"
 )
@@ -74,16 +75,21 @@ const (
 // add a field (with its default here or its copy in core.go) and run `go
 // generate ./config`.
 type Config struct {
-	Database  DatabaseConfig      `mapstructure:"database"`
-	Relay     RelayConfig         `mapstructure:"relay"`
-	Retention RetentionConfig     `mapstructure:"retention"`
-	HTTP      HTTPConfig          `mapstructure:"http"`
-	Telemetry TelemetryConfig     `mapstructure:"telemetry"`
-	Sinks     map[string]SinkSpec `mapstructure:"sinks"`
+	Database  DatabaseConfig  `mapstructure:"database"`
+	Relay     RelayConfig     `mapstructure:"relay"`
+	Retention RetentionConfig `mapstructure:"retention"`
+	HTTP      HTTPConfig      `mapstructure:"http"`
+	Telemetry TelemetryConfig `mapstructure:"telemetry"`
+	// Destinations holds for every tenant's destinations (destinations.go).
+	Destinations DestinationsConfig  `mapstructure:"destinations"`
+	Sinks        map[string]SinkSpec `mapstructure:"sinks"`
 	// Routes are declared by package routing; every command compiles them
 	// against the built sinks when it loads the configuration.
 	Routes          map[string]routing.Route `mapstructure:"routes" doc:"published events' routes, by name: which events go to which sinks and how each looks there (docs/events.md); names keep their case"`
 	RoutesUnmatched string                   `mapstructure:"routes_unmatched" doc:"publishing an event that no route matches: error refuses it, drop makes it a no-op counted in outbox_events_dropped_total"`
+	// EventTypeSpecs is the catalog of event types tenants may subscribe
+	// to (event_types.go).
+	EventTypeSpecs []EventTypeSpec `mapstructure:"event_types" doc:"the event types tenants may subscribe to, each with a description, an example of its data and optionally a JSON Schema: the portal's catalog and subscription form, and what a test event of a type sends (docs/destinations.md)"`
 
 	// File is where the configuration came from ("" for built-in defaults).
 	File string `mapstructure:"-"`
@@ -94,6 +100,8 @@ type Config struct {
 	sinks []relay.SinkConfig
 	// routes are Routes and RoutesUnmatched, compiled against sinks.
 	routes *routing.Table
+	// eventTypes are EventTypeSpecs checked, as the catalog holds them.
+	eventTypes destinations.Catalog
 }
 
 // DatabaseConfig is the database block.
@@ -200,7 +208,7 @@ type SinkSpec struct {
 	Type        string `mapstructure:"type" defaultdoc:"required" doc:"a registered sink type (the sink types below, or a custom build's own)"`
 	MaxAttempts int    `mapstructure:"max_attempts" doc:"attempts before a message is dead-lettered"`
 	// MaxDeferrals is relay.SinkConfig.MaxDeferrals.
-	MaxDeferrals int            `mapstructure:"max_deferrals" doc:"Retry-After answers that may put one message off (spending no attempt, each waiting at least the backoff) before it is dead-lettered: a receiver that answers 429 forever cannot hold rows forever"`
+	MaxDeferrals int            `mapstructure:"max_deferrals" doc:"times one message may be put off, spending no attempt and each waiting at least the backoff, before it is dead-lettered: each Retry-After answer counts one, and so does each last attempt spared because the receiver looked down (refused or reset connection, timeout, 408, 502-504, 429 without Retry-After) while its circuit breaker was closed; a receiver that answers 429 or 503 forever cannot hold rows forever"`
 	Backoff      BackoffSpec    `mapstructure:"backoff"`
 	RateLimit    *RateLimitSpec `mapstructure:"rate_limit"`
 	MaxInFlight  int            `mapstructure:"max_in_flight" defaultdoc:"relay.concurrency" doc:"concurrent deliveries of this sink per process"`
@@ -263,6 +271,8 @@ func (c *Config) check() []confschema.Problem {
 	}
 	problems = append(problems, c.HTTP.checkAccess()...)
 	problems = append(problems, c.checkDigests()...)
+	problems = append(problems, c.checkDestinations()...)
+	problems = append(problems, c.checkEventTypes()...)
 	if u := c.Telemetry.TraceURL; u != "" {
 		parsed, err := url.Parse(strings.ReplaceAll(u, TraceIDPlaceholder, "0"))
 		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" || !strings.Contains(u, TraceIDPlaceholder) {
@@ -281,5 +291,6 @@ func defaultConfig() *Config {
 		HTTP:            HTTPConfig{Listen: DefaultListen, UI: true, QueryTimeout: DefaultQueryTimeout},
 		Telemetry:       TelemetryConfig{ServiceName: DefaultServiceName, Protocol: DefaultProtocol},
 		RoutesUnmatched: routing.UnmatchedError,
+		Destinations:    DestinationsConfig{Quotas: QuotasConfig(destinations.DefaultQuotas())},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/outboxd/outboxd/confschema"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/destinations"
 )
 
 // The keys whose values go to core are copied by the assignments below,
@@ -83,6 +84,10 @@ func (s SinkSpec) coreSink(name string, built sink.Sink) relay.SinkConfig {
 	if rl := s.RateLimit; rl != nil {
 		sc.RateLimit = &sink.RateLimit{Rate: rl.Rate, Per: rl.Per, Burst: rl.Burst, PerKey: rl.PerKey}
 	}
+	// What the relay needs from a sink delivering to destinations (its
+	// destinations' own rate limits, auto_disable_after) is a hook of the
+	// engine, set by the destinations feature, not part of the sink.
+	destinations.HookRelay(&sc)
 	if s.Digest != nil {
 		// A key that does not parse leaves the sink undigested; checkDigests
 		// reports it.

@@ -256,11 +256,7 @@ func (l *loader) load(data []byte) *Config {
 		// expansion: its ${VAR}s (the sinks' secrets) need not be set.
 		delete(settings, "http")
 		delete(settings, "telemetry")
-		kept, ok := options[l.onlySink]
-		options = nil
-		if ok {
-			options = map[string]any{l.onlySink: kept}
-		}
+		options = keptOptions(options, settings, l.onlySink)
 	}
 	for name, opts := range options {
 		if sink, ok := sinksOf(settings)[name].(map[string]any); ok {
@@ -283,6 +279,9 @@ func (l *loader) load(data []byte) *Config {
 	l.add(cfg.check()...)
 	built := l.buildSinks(cfg)
 	l.add(cfg.applyCore(built)...)
+	problems, warnings := cfg.applyDestinationNetwork(built)
+	l.add(problems...)
+	l.warnings = append(l.warnings, warnings...)
 	l.add(cfg.compileRoutes(l.scope)...)
 	return cfg
 }
@@ -409,7 +408,7 @@ func (l *loader) buildSinks(cfg *Config) map[string]sink.Sink {
 		case !ok:
 			l.add(confschema.Problem{Key: at + ".type", Message: unknownType(spec.Type, types)})
 			continue
-		case l.scope == DatabaseOnly && name != l.onlySink:
+		case l.scope == DatabaseOnly && name != l.onlySink && !deliversToDestinations(t):
 			continue // the options were left out: nothing to build
 		}
 		if s := l.buildSink(name, t, spec.Options); s != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/outboxd/outboxd/internal/secret"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks/builtin"
-	destinationssink "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // problemsOf parses doc and returns its problems, failing the test unless
@@ -231,9 +230,10 @@ func TestSecretsInHeadersAndURLsAreRedacted(t *testing.T) {
 // configuration and the sink types declare, none missing and none extra.
 func TestConfigShowPrintsEveryKey(t *testing.T) {
 	t.Parallel()
-	// The trusted proxy is shown when set; the tokens are a list, shown as
-	// one value.
-	doc := "http:\n  trusted_proxy: {user_header: X-User, default_role: read, sources: [10.0.0.0/8]}\nsinks:\n"
+	// The trusted proxy and the destinations' network are shown when set;
+	// the tokens are a list, shown as one value.
+	doc := "http:\n  trusted_proxy: {user_header: X-User, default_role: read, sources: [10.0.0.0/8]}\n" +
+		"destinations:\n  network: {allow: [10.0.0.0/8]}\nsinks:\n"
 	want := map[string]bool{}
 	for _, k := range confschema.Keys(Config{}) {
 		if !strings.HasPrefix(k.Path, "sinks.") && !strings.HasPrefix(k.Path, "routes.") {
@@ -262,7 +262,7 @@ func TestConfigShowPrintsEveryKey(t *testing.T) {
 		// A type whose destinations have limits of their own takes a
 		// limit per destination only.
 		limit := "{rate: 1, per: 1s}"
-		if name == destinationssink.Type.Name {
+		if deliversToDestinations(typ) {
 			limit = "{rate: 1, per: 1s, per_key: true}"
 		}
 		doc += "  " + name + "-sink: {type: " + name + ", rate_limit: " + limit + ", options: " + options[name] + "}\n"

@@ -28,20 +28,6 @@ func (c *Config) CheckSink(name string) error {
 	return fmt.Errorf("unknown sink %q (configured sinks: %s)", name, c.sinkList())
 }
 
-// CheckSinkType reports a sink name the configuration does not know, or
-// whose sink is not of type typ: a message addressed to a destination
-// (enqueue_destination()) needs a sink of type destinations to sign and
-// deliver it.
-func (c *Config) CheckSinkType(name, typ string) error {
-	if err := c.CheckSink(name); err != nil {
-		return err
-	}
-	if got := c.Sinks[name].Type; got != typ {
-		return fmt.Errorf("sink %q is of type %s, not %s", name, got, typ)
-	}
-	return nil
-}
-
 // UsesResource reports whether the type of a configured sink looks up the
 // resource called name in the sinks' environment (registry.Type.Uses): the
 // process that runs them must publish it.

@@ -205,6 +205,9 @@ func TypeName(t reflect.Type) string {
 		return "mapping of " + TypeName(t.Elem()) + "s"
 	case reflect.Struct:
 		return "mapping"
+	case reflect.Interface:
+		// A value of any shape (an event type's example, a JSON Schema).
+		return "any value"
 	}
 	return t.String()
 }

@@ -204,9 +204,52 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		}
 		// The table gauges come once the relay has computed the cluster's
 		// row counts, right after it starts, alongside the first delivery.
-		return exported["outbox_deliveries_total"] && exported["outbox_delivery_lag_seconds"] && exported["outbox_rows"]
+		return exported["outboxd_deliveries_total"] && exported["outboxd_delivery_lag_seconds"] && exported["outboxd_rows"]
 	})
 	return exported
+}
+
+// operationsFile documents the metric names and their deprecated aliases.
+const operationsFile = "../docs/operations.md"
+
+// foreignMetricPrefixes start the metric families /metrics serves that are
+// not outboxd's own: the Go runtime's, the process's, the HTTP server
+// instrumentation's (OpenTelemetry's names) and the resource's
+// target_info.
+var foreignMetricPrefixes = []string{"go_", "process_", "http_server_", "target_info"}
+
+// TestEveryMetricHasTheOnePrefixOrIsADocumentedAlias: every metric the
+// real binary serves at /metrics after a delivery starts with outboxd_,
+// is a foreign family, or is an outbox_ name served beside its outboxd_
+// name and listed as such in docs/operations.md's table of deprecated
+// aliases.
+//
+// Mutation, failing this test: telemetry.New serving the registry without
+// prefixed (outbox_deliveries_total and the engine's other metrics have no
+// outboxd_ name).
+func TestEveryMetricHasTheOnePrefixOrIsADocumentedAlias(t *testing.T) {
+	doc, err := os.ReadFile(operationsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := exportedMetrics(t)
+	for name := range exported {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if base != name && exported[base] {
+			continue // a histogram's series, checked by its family
+		}
+		rest, deprecated := strings.CutPrefix(name, "outbox_")
+		switch {
+		case strings.HasPrefix(name, "outboxd_"),
+			slices.ContainsFunc(foreignMetricPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+		case deprecated && !exported["outboxd_"+rest]:
+			t.Errorf("%s is served without its outboxd_ name", name)
+		case deprecated && !strings.Contains(string(doc), fmt.Sprintf("| `%s` | `outboxd_%s` |", name, rest)):
+			t.Errorf("%s is not in %s's table of deprecated names", name, operationsFile)
+		case !deprecated:
+			t.Errorf("%s has neither the outboxd_ prefix nor a foreign one", name)
+		}
+	}
 }
 
 // serveLogSink runs `outboxd serve` (built from this checkout) on a fresh

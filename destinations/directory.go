@@ -36,11 +36,17 @@ const (
 // Live is a destination as a relay delivers to it.
 type Live struct {
 	ID        string
+	Tenant    string
 	URL       string
 	Enabled   bool
 	RateLimit *float64
-	secrets   []standardwebhooks.Secret
-	expires   []time.Time
+	// Revision is the destinations' revision of its last change: what
+	// Clients builds its client again on.
+	Revision int64
+	secrets  []standardwebhooks.Secret
+	expires  []time.Time
+	// auth is how its requests authenticate besides the signature.
+	auth Auth
 	// err is why its secrets could not be opened (a key missing from
 	// EnvSecretsKey): deliveries fail with it, and are retried.
 	err error
@@ -224,7 +230,7 @@ func (d *Directory) refreshUnless(ctx context.Context, current func() bool) erro
 	}
 	fresh := make(map[string]*Live, len(rows))
 	for _, r := range rows {
-		l := &Live{ID: r.ID, URL: r.URL, Enabled: r.Enabled, RateLimit: r.RateLimit, expires: r.ExpiresAt}
+		l := &Live{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Enabled: r.Enabled, RateLimit: r.RateLimit, Revision: r.Revision, expires: r.ExpiresAt}
 		for i, sealed := range r.Sealed {
 			plain, err := d.keys.Open(r.KeyIDs[i], r.ID, sealed)
 			if err == nil {
@@ -240,6 +246,7 @@ func (d *Directory) refreshUnless(ctx context.Context, current func() bool) erro
 				break
 			}
 		}
+		d.openAuth(l, r.AuthKeyID, r.AuthSealed)
 		fresh[r.ID] = l
 	}
 	d.mu.Lock()

@@ -57,6 +57,9 @@ type Destination struct {
 	// Events are the subscribed event-type patterns; empty means every
 	// type.
 	Events []string `json:"events"`
+	// Filter is the payload filter an event of those types must match
+	// too (CheckFilter); null: none.
+	Filter json.RawMessage `json:"filter"`
 	// RateLimit is deliveries per second; nil takes the sink's default.
 	RateLimit      *float64        `json:"rate_limit"`
 	Enabled        bool            `json:"enabled"`
@@ -66,6 +69,23 @@ type Destination struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	// Waiting is how many of its rows wait for delivery (Get only).
 	Waiting *int64 `json:"waiting,omitempty"`
+	// AuthSummary shows how its requests authenticate besides the
+	// signature (headers, oauth2, tls_client_cert), never a secret value.
+	AuthSummary
+	// ownURL is the URL unredacted, for its tenant's own edit form.
+	ownURL string
+}
+
+// OwnURL is d's URL as its tenant set it, credentials included (URL has
+// them redacted, see RedactURL): for the tenant's own edit form in its
+// portal, never for another reader.
+func (d Destination) OwnURL() string { return d.ownURL }
+
+// shown is d as the store hands it out: its URL redacted, the URL as set
+// kept for OwnURL.
+func shown(d Destination) Destination {
+	d.ownURL, d.URL = d.URL, RedactURL(d.URL)
+	return d
 }
 
 // Spec is what a new destination is made of (the body of POST
@@ -73,19 +93,27 @@ type Destination struct {
 type Spec struct {
 	URL         string          `json:"url"`
 	Events      []string        `json:"events"`
+	Filter      json.RawMessage `json:"filter,omitempty"`
 	Description string          `json:"description"`
 	RateLimit   *float64        `json:"rate_limit"`
 	Metadata    json.RawMessage `json:"metadata"`
+	// Auth is how its requests authenticate besides the signature
+	// (headers, oauth2, tls_client_cert), sealed once stored.
+	Auth
 }
 
 // Patch changes some fields of a destination (the body of PATCH): the
-// ones set.
+// ones set. A Filter of {} removes the destination's filter.
 type Patch struct {
 	URL         *string          `json:"url"`
 	Events      *[]string        `json:"events"`
+	Filter      *json.RawMessage `json:"filter"`
 	Description *string          `json:"description"`
 	RateLimit   *float64         `json:"rate_limit"`
 	Metadata    *json.RawMessage `json:"metadata"`
+	// AuthPatch changes its authentication (headers, oauth2,
+	// tls_client_cert) as a JSON merge patch does.
+	AuthPatch
 }
 
 // InputError is a destination or request refused for what it holds; its
@@ -134,6 +162,11 @@ func (s Spec) check() (checked, error) {
 	if err := checkPatterns(s.Events); err != nil {
 		return c, err
 	}
+	filter, err := CheckFilter(s.Filter)
+	if err != nil {
+		return c, err
+	}
+	c.Filter = filter
 	if r := s.RateLimit; r != nil && !(*r >= MinRateLimit && *r <= MaxRateLimit) {
 		return c, inputErrorf("rate_limit must be a number of deliveries per second between %g and %g, got %v", float64(MinRateLimit), float64(MaxRateLimit), *r)
 	}
@@ -156,23 +189,28 @@ func (p Patch) fields() []string {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"url", p.URL != nil}, {"events", p.Events != nil}, {"description", p.Description != nil},
+	}{{"url", p.URL != nil}, {"events", p.Events != nil}, {"filter", p.Filter != nil}, {"description", p.Description != nil},
 		{"rate_limit", p.RateLimit != nil}, {"metadata", p.Metadata != nil}} {
 		if f.set {
 			names = append(names, f.name)
 		}
 	}
-	return names
+	return append(names, p.AuthPatch.fields()...)
 }
 
 // apply returns d's spec with p's fields set over it.
 func (p Patch) apply(d Destination) Spec {
-	s := Spec{URL: d.URL, Events: d.Events, Description: d.Description, RateLimit: d.RateLimit, Metadata: d.Metadata}
-	if p.URL != nil {
+	s := Spec{URL: d.ownURL, Events: d.Events, Filter: d.Filter, Description: d.Description, RateLimit: d.RateLimit, Metadata: d.Metadata}
+	// The URL shown (redacted) sent back unchanged, as an edit form
+	// does, keeps the URL as set.
+	if p.URL != nil && *p.URL != d.URL {
 		s.URL = *p.URL
 	}
 	if p.Events != nil {
 		s.Events = *p.Events
+	}
+	if p.Filter != nil {
+		s.Filter = *p.Filter
 	}
 	if p.Description != nil {
 		s.Description = *p.Description

@@ -95,4 +95,4 @@ func TestGoPublishSaysWhenNoDestinationMatched(t *testing.T) {
 
 // noMatchNote is the note of a fan-out that made nothing, as HTTP and
 // the CLI print it (docs/destinations.md).
-const noMatchNote = "no matching destination: the tenant has no destination subscribed to this event type, so nothing was sent"
+const noMatchNote = "no matching destination: the tenant has no destination subscribed to this event type whose filter the event matches, so nothing was sent"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 	"github.com/outboxd/outboxd/standardwebhooks"
 )
@@ -37,11 +38,16 @@ type DB interface {
 // new secrets; a Store without one (nil) can list, change and delete
 // destinations but not create them or rotate their secrets. Every change
 // is recorded in the audit trail (package audit) as its actor's, in the
-// change's own transaction.
+// change's own transaction. It enforces the tenants' quotas
+// (DefaultQuotas unless WithQuotas sets others).
 type Store struct {
-	q     *store.Queries
-	trail *audit.Trail
-	keys  *Keyring
+	q      *store.Queries
+	trail  *audit.Trail
+	keys   *Keyring
+	quotas Quotas
+	// network, when set, is the policy URLs are checked against at the
+	// door (url_policy.go).
+	network *Network
 }
 
 // NewStore returns the Store of q's outbox schema, recording changes in
@@ -49,7 +55,7 @@ type Store struct {
 // (outboxd.Outbox.Destinations), which makes the one store and audit trail
 // its engine shares.
 func NewStore(q *store.Queries, trail *audit.Trail, keys *Keyring) *Store {
-	return &Store{q: q, trail: trail, keys: keys}
+	return &Store{q: q, trail: trail, keys: keys, quotas: DefaultQuotas()}
 }
 
 // target is an audit entry's filter: the destination a change concerned.
@@ -65,14 +71,25 @@ type Created struct {
 }
 
 // Create makes a destination of tenant from spec, with a fresh signing
-// secret, in db (a savepoint of the caller's transaction, if it is one),
-// as actor's.
+// secret, in db (a savepoint of the caller's transaction, if it is one,
+// which should then be READ COMMITTED for the quota to hold), as actor's.
+// A tenant at its EndpointsPerTenant quota is refused with a *QuotaError.
 func (s *Store) Create(ctx context.Context, db DB, actor audit.Actor, tenant string, spec Spec) (Created, error) {
 	if err := CheckTenant(tenant); err != nil {
 		return Created{}, err
 	}
 	c, err := spec.check()
 	if err != nil {
+		return Created{}, err
+	}
+	if err := s.checkURL(ctx, c.URL); err != nil {
+		return Created{}, err
+	}
+	auth, err := spec.Auth.checked(time.Now())
+	if err != nil {
+		return Created{}, err
+	}
+	if err := s.checkTokenURL(ctx, spec.Auth); err != nil {
 		return Created{}, err
 	}
 	if s.keys == nil {
@@ -87,18 +104,26 @@ func (s *Store) Create(ctx context.Context, db DB, actor audit.Actor, tenant str
 		return Created{}, err
 	}
 	var row store.DestinationCreateRow
-	err = s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
-		row, err = s.q.DestinationCreate(ctx, tx, id, tenant, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata, keyID, sealed)
-		return audit.Record{Action: audit.ActionDestinationCreate, Filter: target{tenant, id}, Count: 1,
-			Detail: map[string]any{"events": nonNil(c.Events), "rate_limit": c.RateLimit}}, true, err
+	err = store.ReadCommitted(ctx, db, func(tx pgx.Tx) error {
+		if err := s.checkEndpoints(ctx, tx, tenant); err != nil {
+			return err
+		}
+		if row, err = s.q.DestinationCreate(ctx, tx, id, tenant, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata, keyID, sealed, c.Filter); err != nil {
+			return err
+		}
+		if err := s.saveAuth(ctx, tx, id, spec.Auth, auth); err != nil {
+			return err
+		}
+		return s.trail.Write(ctx, tx, actor, audit.Record{Action: audit.ActionDestinationCreate, Filter: target{tenant, id}, Count: 1,
+			Detail: map[string]any{"events": nonNil(c.Events), "filter": c.Filter, "rate_limit": c.RateLimit, "auth": spec.Auth.parts()}})
 	})
 	if err != nil {
 		return Created{}, fmt.Errorf("destinations: create a destination of tenant %s: %w", tenant, err)
 	}
-	return Created{Secret: text, Destination: Destination{
-		ID: id, Tenant: tenant, URL: c.URL, Description: c.Description, Events: nonNil(c.Events), RateLimit: c.RateLimit,
-		Enabled: true, Metadata: c.Metadata, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
-	}}, nil
+	return Created{Secret: text, Destination: shown(Destination{
+		ID: id, Tenant: tenant, URL: c.URL, Description: c.Description, Events: nonNil(c.Events), Filter: c.Filter, RateLimit: c.RateLimit,
+		Enabled: true, Metadata: c.Metadata, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, AuthSummary: auth,
+	})}, nil
 }
 
 // newSecret makes a signing secret for destination id and seals it.
@@ -121,6 +146,9 @@ func (s *Store) List(ctx context.Context, db DB, tenant, after string, limit int
 		return nil, "", fmt.Errorf("destinations: list tenant %s: %w", tenant, err)
 	}
 	out, next := listed(rows, limit)
+	if err := s.withAuth(ctx, db, out); err != nil {
+		return nil, "", err
+	}
 	return out, next, nil
 }
 
@@ -138,6 +166,9 @@ func (s *Store) ListAll(ctx context.Context, db DB, after string, limit int) ([]
 		page[i] = store.DestinationsListRow(r)
 	}
 	out, next := listed(page, limit)
+	if err := s.withAuth(ctx, db, out); err != nil {
+		return nil, "", err
+	}
 	return out, next, nil
 }
 
@@ -159,9 +190,9 @@ func listed(rows []store.DestinationsListRow, limit int) ([]Destination, string)
 	}
 	out := make([]Destination, len(rows))
 	for i, r := range rows {
-		out[i] = Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
-			RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
-			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		out[i] = shown(Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
+			Filter: json.RawMessage(r.Filter), RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 	}
 	return out, next
 }
@@ -175,9 +206,13 @@ func (s *Store) Get(ctx context.Context, db DB, tenant, id string) (Destination,
 	if err != nil {
 		return Destination{}, fmt.Errorf("destinations: get %s of tenant %s: %w", id, tenant, err)
 	}
-	return Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
-		RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Waiting: &r.Waiting}, nil
+	ds := []Destination{shown(Destination{ID: r.ID, Tenant: r.Tenant, URL: r.URL, Description: r.Description, Events: nonNil(r.Events),
+		Filter: json.RawMessage(r.Filter), RateLimit: r.RateLimit, Enabled: r.Enabled, DisabledReason: r.DisabledReason, Metadata: r.Metadata,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Waiting: &r.Waiting})}
+	if err := s.withAuth(ctx, db, ds); err != nil {
+		return Destination{}, err
+	}
+	return ds[0], nil
 }
 
 // Update sets p's fields on destination id of tenant, in one transaction
@@ -200,11 +235,24 @@ func (s *Store) Update(ctx context.Context, db DB, actor audit.Actor, tenant, id
 		if err != nil {
 			return audit.Record{}, false, err
 		}
-		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata)
+		// Only a changed URL meets the door: one stored before the policy
+		// changed still takes other edits (its deliveries are refused).
+		if c.URL != d.ownURL {
+			if err := s.checkURL(ctx, c.URL); err != nil {
+				return audit.Record{}, false, err
+			}
+		}
+		auth, err := s.patchAuth(ctx, tx, id, p.AuthPatch, d.AuthSummary)
+		if err != nil {
+			return audit.Record{}, false, err
+		}
+		d.UpdatedAt, err = s.q.DestinationUpdate(ctx, tx, tenant, id, c.URL, c.Description, c.Events, c.RateLimit, c.Metadata, c.Filter)
 		if err != nil {
 			return audit.Record{}, false, fmt.Errorf("destinations: update %s of tenant %s: %w", id, tenant, err)
 		}
-		d.URL, d.Description, d.Events, d.RateLimit, d.Metadata = c.URL, c.Description, nonNil(c.Events), c.RateLimit, c.Metadata
+		d.URL, d.Description, d.Events, d.Filter, d.RateLimit, d.Metadata = c.URL, c.Description, nonNil(c.Events), c.Filter, c.RateLimit, c.Metadata
+		d = shown(d)
+		d.AuthSummary = auth
 		// The fields' names, not their values: a URL may hold a token.
 		return audit.Record{Action: audit.ActionDestinationUpdate, Filter: target{tenant, id}, Count: 1,
 			Detail: map[string]any{"changed": p.fields()}}, true, nil
@@ -212,10 +260,12 @@ func (s *Store) Update(ctx context.Context, db DB, actor audit.Actor, tenant, id
 	return d, err
 }
 
-// Delete removes destination id of tenant with its secrets, its circuit
+// delete removes destination id of tenant with its secrets, its circuit
 // breakers and the rows still waiting for it, as actor's, and returns how
-// many rows went with it (the audit entry's count).
-func (s *Store) Delete(ctx context.Context, db DB, actor audit.Actor, tenant, id string) (int64, error) {
+// many rows went with it (the audit entry's count), in db
+// (DeleteCounted's transaction, then a savepoint of it). Only
+// DeleteCounted calls it: every delete is of what was counted first.
+func (s *Store) delete(ctx context.Context, db DB, actor audit.Actor, tenant, id string) (int64, error) {
 	var r store.DestinationDeleteRow
 	err := s.trail.Do(ctx, db, actor, func(tx pgx.Tx) (audit.Record, bool, error) {
 		var err error
@@ -323,6 +373,11 @@ func (s *Store) Rekey(ctx context.Context, db DB, actor audit.Actor) (int, error
 			}
 			n += int(done)
 		}
+		resealed, err := s.rekeyAuth(ctx, tx)
+		if err != nil {
+			return audit.Record{}, false, err
+		}
+		n += resealed
 		// A rekey that found nothing to reseal changed nothing.
 		return audit.Record{Action: audit.ActionDestinationsRekey, Count: int64(n),
 			Detail: map[string]string{"key": s.keys.Current()}}, n > 0, nil
@@ -339,6 +394,9 @@ func (s *Store) Rekey(ctx context.Context, db DB, actor audit.Actor) (int, error
 type Delivery struct {
 	operator.MessageSummary
 	FailedAttempts json.RawMessage `json:"failed_attempts"`
+	// LastAttempt is the details of the row's last attempt (its delivery,
+	// once delivered): start, duration, the receiver's status and answer.
+	LastAttempt *operator.AttemptDetails `json:"last_attempt,omitempty"`
 }
 
 // Deliveries returns destination id's rows newest first, at most limit
@@ -365,8 +423,15 @@ func (s *Store) Deliveries(ctx context.Context, db DB, tenant, id string, before
 	}
 	out := make([]Delivery, len(rows))
 	for i, r := range rows {
-		out[i] = Delivery{FailedAttempts: r.FailedAttempts, MessageSummary: operator.MessageSummary{ID: r.ID, Sink: r.Sink,
-			DedupKey: r.DedupKey, Status: operator.Status(r.Status), Attempts: r.Attempts, CreatedAt: r.CreatedAt,
+		var last *operator.AttemptDetails
+		if r.LastAttempt != nil && string(*r.LastAttempt) != "null" {
+			last = new(operator.AttemptDetails)
+			if err := json.Unmarshal(*r.LastAttempt, last); err != nil {
+				return nil, 0, fmt.Errorf("destinations: the last attempt of row %d: %w", r.ID, err)
+			}
+		}
+		out[i] = Delivery{FailedAttempts: r.FailedAttempts, LastAttempt: last, MessageSummary: operator.MessageSummary{ID: r.ID, Sink: r.Sink,
+			DedupKey: r.DedupKey, Status: status.Row(r.Status), Attempts: r.Attempts, CreatedAt: r.CreatedAt,
 			UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError}}
 	}
 	return out, next, nil

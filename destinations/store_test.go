@@ -73,6 +73,18 @@ func (f *fixture) create(t *testing.T, tenant string, events ...string) destinat
 	return c
 }
 
+// delete deletes destination id of tenant as the API and the CLI do:
+// counted first, then deleted with the count's token.
+func (f *fixture) delete(t *testing.T, tenant, id string) (int64, error) {
+	t.Helper()
+	c, err := f.store.CountDelete(t.Context(), f.pool, tenant, id)
+	if err != nil {
+		return 0, err
+	}
+	done, err := f.store.DeleteCounted(t.Context(), f.pool, testdb.Actor, tenant, id, c.Token)
+	return done.Rows, err
+}
+
 // publish publishes order.created key for account in one transaction.
 func (f *fixture) publish(t *testing.T, db outboxd.DBTX, typ, key, account string) []outboxd.Published {
 	t.Helper()
@@ -331,7 +343,7 @@ func TestARowReachingTheSinkWhileDisabledIsParked(t *testing.T) {
 	}
 	dir := f.directory(t, f.keys)
 	resources := new(registry.Resources)
-	resources.Publish(sinkdest.DirectoryResource, dir)
+	resources.Publish(destinations.DirectoryResource, dir)
 	s, err := sinkdest.Type.New("customers", nil, sink.Env{Resources: resources})
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +392,7 @@ func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
 	gone, kept := f.create(t, "acme"), f.create(t, "acme")
 	f.publish(t, f.pool, "order.created", "o1", "acme")
 	f.publish(t, f.pool, "order.paid", "o1", "acme")
-	n, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", gone.ID)
+	n, err := f.delete(t, "acme", gone.ID)
 	if err != nil || n != 2 {
 		t.Fatalf("delete: %d rows, %v; want 2", n, err)
 	}
@@ -389,7 +401,7 @@ func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
 			t.Errorf("row %s of the deleted destination is left", key)
 		}
 	}
-	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", gone.ID); !errors.Is(err, destinations.ErrNotFound) {
+	if _, err := f.delete(t, "acme", gone.ID); !errors.Is(err, destinations.ErrNotFound) {
 		t.Errorf("deleting again: %v, want ErrNotFound", err)
 	}
 	if _, err := f.store.Get(t.Context(), f.pool, "globex", kept.ID); !errors.Is(err, destinations.ErrNotFound) {
@@ -403,7 +415,7 @@ func TestDeleteTakesTheWaitingRowsAndCountsThem(t *testing.T) {
 // went with it); and disabling ends the destination's circuit breaker, so
 // enabled again it starts afresh.
 //
-// Mutations: dropping the trail.Do of Delete (calling the statement on
+// Mutations: dropping the trail.Do of delete (calling the statement on
 // db) leaves no destination_delete entry; dropping the ended CTE of
 // destination_set_enabled leaves the breaker after disabling.
 func TestChangesAreAuditedWithTheirCounts(t *testing.T) {
@@ -433,7 +445,7 @@ func TestChangesAreAuditedWithTheirCounts(t *testing.T) {
 	if _, err := f.store.RotateSecret(t.Context(), f.pool, testdb.Actor, "acme", d.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", d.ID); err != nil {
+	if _, err := f.delete(t, "acme", d.ID); err != nil {
 		t.Fatal(err)
 	}
 	trail := f.ob.Audit()
@@ -592,7 +604,7 @@ func TestDirectoryPicksUpChangesWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 5*time.Second, "the disable", func() bool { l, _ := dir.Lookup(c.ID); return !l.Enabled })
-	if _, err := f.store.Delete(t.Context(), f.pool, testdb.Actor, "acme", c.ID); err != nil {
+	if _, err := f.delete(t, "acme", c.ID); err != nil {
 		t.Fatal(err)
 	}
 	testrelay.WaitFor(t, 5*time.Second, "the deletion", func() bool { _, ok := dir.Lookup(c.ID); return !ok })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/destinations"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 )
 
 // TestTenantScopedActionsReachOnlyTheTenantsOwn: a test event and the
@@ -26,18 +27,18 @@ func TestTenantScopedActionsReachOnlyTheTenantsOwn(t *testing.T) {
 	acme, globex := f.create(t, "acme"), f.create(t, "globex")
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-	if _, err := f.store.SendTestEvent(t.Context(), f.pool, "acme", globex.ID, "customers", now); !errors.Is(err, destinations.ErrNotFound) {
+	if _, err := f.store.SendTestEvent(t.Context(), f.pool, testdb.Actor, "acme", globex.ID, "customers", now); !errors.Is(err, destinations.ErrNotFound) {
 		t.Fatalf("acme's test event to globex's destination: %v, want ErrNotFound", err)
 	}
 	var input *destinations.InputError
-	if _, err := f.store.SendTestEvent(t.Context(), f.pool, "acme", acme.ID, "", now); !errors.As(err, &input) {
+	if _, err := f.store.SendTestEvent(t.Context(), f.pool, testdb.Actor, "acme", acme.ID, "", now); !errors.As(err, &input) {
 		t.Fatalf("a test event without a sink: %v, want an InputError", err)
 	}
-	first, err := f.store.SendTestEvent(t.Context(), f.pool, "acme", acme.ID, "customers", now)
+	first, err := f.store.SendTestEvent(t.Context(), f.pool, testdb.Actor, "acme", acme.ID, "customers", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := f.store.SendTestEvent(t.Context(), f.pool, "acme", acme.ID, "customers", now)
+	second, err := f.store.SendTestEvent(t.Context(), f.pool, testdb.Actor, "acme", acme.ID, "customers", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestTenantScopedActionsReachOnlyTheTenantsOwn(t *testing.T) {
 	}
 
 	// Kill the first test event's row and one of globex's.
-	if _, err := f.store.SendTestEvent(t.Context(), f.pool, "globex", globex.ID, "customers", now); err != nil {
+	if _, err := f.store.SendTestEvent(t.Context(), f.pool, testdb.Actor, "globex", globex.ID, "customers", now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.pool.Exec(t.Context(), `UPDATE `+f.ob.Schema()+`.messages SET status = 'dead'

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/outboxd/outboxd/confschema"
+	"github.com/outboxd/outboxd/core/status"
 )
 
 // What publish() does with an event that no route matches: the values of
@@ -59,7 +60,7 @@ type Target struct {
 
 // FallbackOnDead is the fallback_after that hands a row to its target's
 // fallback when it would be dead-lettered.
-const FallbackOnDead = "dead"
+const FallbackOnDead = string(status.Dead)
 
 // FallbackTarget is a target's fallback: a sink, and how the event looks there.
 // In plugins.yaml it may be just the sink's name.

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
@@ -13,7 +12,6 @@ import (
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/console"
 	"github.com/outboxd/outboxd/server/portal"
-	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // newConsole builds the operator console of cfg; db is the API's pool
@@ -22,22 +20,7 @@ import (
 func newConsole(cfg *config.Config, ops *operator.Operator, db audit.DB, sinks []relay.SinkConfig, log *slog.Logger,
 	dests *destinations.Store, links *portal.Links) (*console.Console, error) {
 	return console.New(console.Options{Operator: ops, DB: db, QueryTimeout: cfg.HTTP.QueryTimeout, Sinks: consoleSinks(sinks), Access: cfg.HTTP.Authenticator(),
-		TraceURL: cfg.Telemetry.TraceURL, Logger: log, Destinations: dests, Portal: links, TestEventSink: testEventSink(sinks)})
-}
-
-// testEventSink is the sink test events go through: the first, by name,
-// of type destinations ("" for none).
-func testEventSink(sinks []relay.SinkConfig) string {
-	var names []string
-	for _, s := range sinks {
-		if s.Type == sinkdest.Type.Name {
-			names = append(names, s.Name)
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	return slices.Min(names)
+		TraceURL: cfg.Telemetry.TraceURL, Logger: log, Destinations: dests, Portal: links, TestEventSink: cfg.TestEventSink(), EventTypes: cfg.EventTypes()})
 }
 
 // consoleSinks is what the console may show of the configured sinks: name,

@@ -9,7 +9,6 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/server/portal"
-	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // Keyring is the keyring of destinations.EnvSecretsKey, looked up with
@@ -37,21 +36,22 @@ func PortalLinks(env config.LookupEnv) (*portal.Links, error) {
 }
 
 // destinationStore is ob's Store, sealing with the keys of
-// destinations.EnvSecretsKey when it is set.
+// destinations.EnvSecretsKey when it is set, enforcing the configuration's
+// quotas and checking URLs against its network policy at the door.
 func destinationStore(o Options, ob *outboxd.Outbox) (*destinations.Store, error) {
 	keys, err := Keyring(o.Env)
 	if err != nil {
 		return nil, err
 	}
-	return ob.Destinations(keys), nil
+	return ob.Destinations(keys).WithQuotas(o.Config.DestinationQuotas()).WithNetwork(o.Config.DestinationNetwork()), nil
 }
 
 // followDestinations publishes the outbox's destinations to the sinks of
 // o.Config, and of every configuration reloaded after it
-// (sinkdest.DirectoryResource); it returns the directory, to run once the
+// (destinations.DirectoryResource); it returns the directory, to run once the
 // database is up, or nil when no sink's type uses it.
 func followDestinations(o Options, ob *outboxd.Outbox, log *slog.Logger) (*destinations.Directory, error) {
-	if !o.Config.UsesResource(sinkdest.DirectoryResource) {
+	if !o.Config.UsesResource(destinations.DirectoryResource) {
 		return nil, nil
 	}
 	keys, err := destinations.KeyringFromEnv(o.Env)
@@ -62,6 +62,6 @@ func followDestinations(o Options, ob *outboxd.Outbox, log *slog.Logger) (*desti
 	if err != nil {
 		return nil, err
 	}
-	o.Resources.Publish(sinkdest.DirectoryResource, dir)
+	o.Resources.Publish(destinations.DirectoryResource, dir)
 	return dir, nil
 }

@@ -88,6 +88,7 @@ func (v *daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // log.
 func (v *daemon) newGeneration(cfg *config.Config, log *slog.Logger) (*generation, error) {
 	rc := cfg.RelayConfig()
+	shareTenants(&rc, cfg, v.directory)
 	rc.Logger, rc.TracerProvider, rc.MeterProvider = log, v.tel.TracerProvider, v.tel.MeterProvider
 	rc.Redact = v.o.Scrubber().String // delivery errors, in rows and spans, lose the configuration's secrets
 	// Published rows reach each sink rendered with their route's template;

@@ -118,11 +118,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fallback := ob.Routes().Fallback(pool)
 	v = &daemon{o: o, ob: ob, tel: tel, registerGauges: registerGauges, stage: fallback, status: status, log: log, failed: make(chan error, 1)}
-	first, err := v.newGeneration(cfg, log)
-	if err != nil {
+	// The directory first: the relay learns each destination's tenant
+	// from it (shareTenants).
+	if v.directory, err = followDestinations(o, ob, log); err != nil {
 		return err
 	}
-	if v.directory, err = followDestinations(o, ob, log); err != nil {
+	first, err := v.newGeneration(cfg, log)
+	if err != nil {
 		return err
 	}
 	if v.destinations, err = destinationStore(o, ob); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -154,11 +155,11 @@ func TestParseRetryAfter(t *testing.T) {
 
 func TestTransportErrorIsRetryable(t *testing.T) {
 	t.Parallel()
-	client := sinks.NewHTTPClient(sinks.HTTPClientOptions{AllowPrivate: true, Timeout: 50 * time.Millisecond})
+	client := netguard.NewHTTPClient(netguard.HTTPClientOptions{AllowPrivate: true, Timeout: 50 * time.Millisecond})
 	// Nothing listens on port 1 of the loopback address: connection refused.
 	_, err := client.Get("http://127.0.0.1:1/secret-path")
 	err = sinks.TransportError(err)
-	if err == nil || sink.IsPermanent(err) || errors.Is(err, sinks.ErrNonPublicAddress) {
+	if err == nil || sink.IsPermanent(err) || errors.Is(err, netguard.ErrNonPublicAddress) {
 		t.Fatalf("connection refused gave %v, want a plain retryable error", err)
 	}
 	if strings.Contains(err.Error(), "secret-path") {

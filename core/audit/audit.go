@@ -40,9 +40,20 @@ const (
 	ActionDestinationDisable      = "destination_disable"
 	ActionDestinationEnable       = "destination_enable"
 	ActionDestinationRotateSecret = "destination_rotate_secret"
+	// ActionDestinationTestEvent is a test event sent to a destination;
+	// its count is 1. The tenant's test-event quota counts these entries.
+	ActionDestinationTestEvent = "destination_test_event"
+	// ActionDestinationRecover is a destination's events of a window sent
+	// again (dead ones, and delivered ones when asked); its count is how
+	// many, its detail the window and how many of each.
+	ActionDestinationRecover = "destination_recover"
 	// ActionDestinationsRekey is every secret sealed again under the
 	// current key; its count is how many.
 	ActionDestinationsRekey = "destinations_rekey"
+	// ActionPortalLink is a link to a tenant's portal minted: its actor
+	// is who minted it, its filter the tenant, its detail until when the
+	// link lasts (expires_at).
+	ActionPortalLink = "portal_link"
 )
 
 // Sources of actions taken by no request.

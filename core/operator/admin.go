@@ -14,19 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxd/outboxd/core/audit"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
-)
-
-// Status is a row's place in its life cycle.
-type Status string
-
-// The statuses a row moves through.
-const (
-	StatusPending    Status = "pending"
-	StatusInProgress Status = "in_progress"
-	StatusSent       Status = "sent"
-	StatusFailed     Status = "failed"
-	StatusDead       Status = "dead"
 )
 
 // SinkStats counts one sink's rows by status.
@@ -51,16 +40,16 @@ func (o *Operator) Stats(ctx context.Context, db store.DBTX) (map[string]SinkSta
 	stats := map[string]SinkStats{}
 	for _, r := range rows {
 		s := stats[r.Sink]
-		switch Status(r.Status) {
-		case StatusPending:
+		switch status.Row(r.Status) {
+		case status.Pending:
 			s.Pending = r.Count
-		case StatusInProgress:
+		case status.InProgress:
 			s.InProgress = r.Count
-		case StatusFailed:
+		case status.Failed:
 			s.Failed = r.Count
-		case StatusSent:
+		case status.Sent:
 			s.Sent = r.Count
-		case StatusDead:
+		case status.Dead:
 			s.Dead = r.Count
 		}
 		if age := time.Duration(r.OldestWaitingSeconds * float64(time.Second)); age > s.OldestPendingAge {
@@ -95,6 +84,9 @@ type AttemptError struct {
 	Attempt  int       `json:"attempt"`
 	FailedAt time.Time `json:"failed_at"`
 	Error    string    `json:"error"`
+	// Details are the attempt's start, duration and the receiver's
+	// answer; nil for an attempt recorded before outboxd kept them.
+	Details *AttemptDetails `json:"details,omitempty"`
 }
 
 // DeadLetterFilter selects dead letters; zero values select everything.

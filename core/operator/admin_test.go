@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -156,7 +157,7 @@ func TestDeadLetterFiltersCursorAndDryRuns(t *testing.T) {
 	if err != nil || done.Rows != 3 {
 		t.Fatalf("confirmed redrive: %+v, %v; want the 3 counted", done, err)
 	}
-	if m, err := b.Outbox.Message(b.Ctx, b.Pool, alive); err != nil || m.Status != operator.StatusDead {
+	if m, err := b.Outbox.Message(b.Ctx, b.Pool, alive); err != nil || m.Status != status.Dead {
 		t.Fatalf("the row that died after the count: %+v, %v; want it still dead", m, err)
 	}
 	setDead(t, b, unavailable[2])
@@ -212,7 +213,7 @@ func TestConfirmationActsOnExactlyTheRowsCounted(t *testing.T) {
 		if err != nil || done.Rows != 3 {
 			t.Fatalf("%s confirmed: %+v, %v; want the 3 counted", name, done, err)
 		}
-		if m, err := b.Outbox.Message(b.Ctx, b.Pool, ids[0]); err != nil || m.Status != operator.StatusDead {
+		if m, err := b.Outbox.Message(b.Ctx, b.Pool, ids[0]); err != nil || m.Status != status.Dead {
 			t.Fatalf("%s: the older row that died after the count: %+v, %v; want it left dead", name, m, err)
 		}
 		if name == "redrive" {

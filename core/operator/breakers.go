@@ -5,14 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
-)
-
-// Breaker states as BreakerState.State names them.
-const (
-	BreakerClosed  = "closed"
-	BreakerOpen    = "open"
-	BreakerProbing = "probing"
 )
 
 // BreakerState is one open circuit breaker (relay.CircuitBreaker): the
@@ -26,11 +20,11 @@ type BreakerState struct {
 	// Key is the rate key of a sink limited per key; "" for the
 	// sink as a whole.
 	Key string `json:"key"`
-	// State is BreakerOpen, or BreakerProbing while a relay delivers a
-	// probe.
-	State  string    `json:"state"`
-	Since  time.Time `json:"since"`
-	Reason string    `json:"reason"`
+	// State is status.BreakerOpen, or status.BreakerProbing while a
+	// relay delivers a probe.
+	State  status.Breaker `json:"state"`
+	Since  time.Time      `json:"since"`
+	Reason string         `json:"reason"`
 	// LastFailure is the error that opened it or that the last probe got.
 	LastFailure   string    `json:"last_failure"`
 	LastFailureAt time.Time `json:"last_failure_at"`
@@ -47,9 +41,9 @@ func (o *Operator) Breakers(ctx context.Context, db store.DBTX) (map[string][]Br
 	}
 	out := map[string][]BreakerState{}
 	for _, r := range rows {
-		state := BreakerOpen
+		state := status.BreakerOpen
 		if r.Probing {
-			state = BreakerProbing
+			state = status.BreakerProbing
 		}
 		out[r.Sink] = append(out[r.Sink], BreakerState{Sink: r.Sink, Key: r.DestKey, State: state, Since: r.OpenedAt,
 			Reason: r.Reason, LastFailure: r.LastFailure, LastFailureAt: r.LastFailureAt, NextProbe: r.NextProbeAt, Probes: r.Probes})

@@ -41,40 +41,7 @@ func (o *Operator) DeliveryRates(ctx context.Context, db store.DBTX, window time
 	for _, row := range rows {
 		rates[row.Sink] = DeliveryRate{Sent: row.Sent, Retried: row.Retried, Dead: row.Dead,
 			PerSecond: float64(row.Sent) / max(row.CoveredSeconds, 1),
-			P50:       latencyQuantile(row.Buckets, 0.5), P99: latencyQuantile(row.Buckets, 0.99)}
+			P50:       store.LatencyQuantile(row.Buckets, 0.5), P99: store.LatencyQuantile(row.Buckets, 0.99)}
 	}
 	return rates, nil
 }
-
-// latencyQuantile estimates quantile q of the deliveries counted in
-// buckets, interpolating linearly inside the bucket it falls in (as
-// Prometheus' histogram_quantile does). A quantile in the last, unbounded
-// bucket is reported as its lower bound.
-func latencyQuantile(buckets []int64, q float64) time.Duration {
-	var total int64
-	for _, n := range buckets {
-		total += n
-	}
-	if total == 0 {
-		return 0
-	}
-	rank := q * float64(total)
-	var below int64
-	for i, n := range buckets {
-		if n == 0 || float64(below+n) < rank {
-			below += n
-			continue
-		}
-		lower := 0.0
-		if i > 0 {
-			lower = store.LatencySecondsBuckets[min(i, len(store.LatencySecondsBuckets))-1]
-		}
-		if i >= len(store.LatencySecondsBuckets) {
-			return seconds(lower)
-		}
-		return seconds(lower + (store.LatencySecondsBuckets[i]-lower)*(rank-float64(below))/float64(n))
-	}
-	return seconds(store.LatencySecondsBuckets[len(store.LatencySecondsBuckets)-1])
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

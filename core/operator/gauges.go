@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -142,8 +143,8 @@ func (o *Operator) RegisterGauges(mp metric.MeterProvider, db store.DBTX, cfg Ga
 		}
 		for sink, s := range foldUnknownSinks(snap.Sinks, known) {
 			sinkAttr := otelscope.AttrSink.String(sink)
-			for status, n := range s.byStatus() {
-				obs.ObserveInt64(rows, n, metric.WithAttributes(sinkAttr, attrStatus.String(string(status))))
+			for st, n := range s.byStatus() {
+				obs.ObserveInt64(rows, n, metric.WithAttributes(sinkAttr, attrStatus.String(string(st))))
 			}
 			obs.ObserveInt64(sent, s.SentLastHour, metric.WithAttributes(sinkAttr))
 			obs.ObserveFloat64(age, s.OldestPendingAge.Seconds(), metric.WithAttributes(sinkAttr))
@@ -157,12 +158,12 @@ func (o *Operator) RegisterGauges(mp metric.MeterProvider, db store.DBTX, cfg Ga
 }
 
 // byStatus lists the counts of s by status.
-func (s SinkCounts) byStatus() map[Status]int64 {
-	return map[Status]int64{
-		StatusPending:    s.Pending,
-		StatusInProgress: s.InProgress,
-		StatusFailed:     s.Failed,
-		StatusDead:       s.Dead,
+func (s SinkCounts) byStatus() map[status.Row]int64 {
+	return map[status.Row]int64{
+		status.Pending:    s.Pending,
+		status.InProgress: s.InProgress,
+		status.Failed:     s.Failed,
+		status.Dead:       s.Dead,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -28,7 +29,7 @@ type StoredMessage struct {
 	Payload     json.RawMessage   `json:"payload"`
 	Headers     map[string]string `json:"headers"`
 	OrderingKey string            `json:"ordering_key,omitempty"`
-	Status      Status            `json:"status"`
+	Status      status.Row        `json:"status"`
 	// Attempts counts the deliveries started (a claim counts one).
 	Attempts int `json:"attempts"`
 	// MaxAttempts is the message's own limit; nil means the sink's.
@@ -45,6 +46,9 @@ type StoredMessage struct {
 	Receipt json.RawMessage `json:"receipt"`
 	// FailedAttempts lists every recorded failed attempt, oldest first.
 	FailedAttempts []AttemptError `json:"failed_attempts"`
+	// LastAttempt is the details of the row's last attempt (a delivered
+	// row's delivery among them), nil when none were recorded.
+	LastAttempt *AttemptDetails `json:"last_attempt,omitempty"`
 	// Digest is the digest the row last went out in (docs/digests.md),
 	// nil when it was in none.
 	Digest *MessageDigest `json:"digest,omitempty"`
@@ -113,11 +117,14 @@ func (o *Operator) lookupMessage(ctx context.Context, db store.DBTX, id *int64, 
 		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
 	}
 	m := StoredMessage{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Payload: r.Payload, Headers: r.Headers,
-		OrderingKey: r.OrderingKey, Status: Status(r.Status), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
+		OrderingKey: r.OrderingKey, Status: status.Row(r.Status), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts,
 		AvailableAt: r.AvailableAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SentAt: r.SentAt,
 		LeaseExpiresAt: r.LeaseExpiresAt, LastError: r.LastError, Receipt: r.Receipt}
 	if err := json.Unmarshal(r.FailedAttempts, &m.FailedAttempts); err != nil {
 		return StoredMessage{}, fmt.Errorf("outbox: look up message: %w", err)
+	}
+	if m.LastAttempt, err = decodeAttempt(r.LastAttempt); err != nil {
+		return StoredMessage{}, err
 	}
 	if r.Fallback != nil {
 		m.Fallback = &MessageFallback{}
@@ -142,7 +149,7 @@ type MessageSummary struct {
 	ID        int64      `json:"id"`
 	Sink      string     `json:"sink"`
 	DedupKey  string     `json:"dedup_key"`
-	Status    Status     `json:"status"`
+	Status    status.Row `json:"status"`
 	Attempts  int        `json:"attempts"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
@@ -154,7 +161,7 @@ type MessageSummary struct {
 // everything.
 type MessageFilter struct {
 	Sink     string
-	Status   Status
+	Status   status.Row
 	DedupKey string
 	// CreatedFrom and CreatedBefore bound the creation time: from is
 	// included, before is not.
@@ -203,7 +210,7 @@ func (o *Operator) Messages(ctx context.Context, db store.DBTX, f MessageFilter)
 	}
 	found := make([]MessageSummary, len(rows))
 	for i, r := range rows {
-		found[i] = MessageSummary{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Status: Status(r.Status),
+		found[i] = MessageSummary{ID: r.ID, Sink: r.Sink, DedupKey: r.DedupKey, Status: status.Row(r.Status),
 			Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SentAt: r.SentAt, LastError: r.LastError}
 	}
 	page := MessagePage{Messages: found}

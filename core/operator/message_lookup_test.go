@@ -16,6 +16,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
 )
@@ -56,7 +57,7 @@ func TestMessageLookupShowsAttemptsReceiptAndTrace(t *testing.T) {
 		t.Fatalf("by id %d, by key %d, enqueued %d", byID.ID, byKey.ID, res.ID)
 	}
 	m := byID
-	if m.Status != operator.StatusSent || m.Attempts != 2 || m.SentAt == nil || m.OrderingKey != "customer-1" || m.Headers["x-tenant"] != "acme" {
+	if m.Status != status.Sent || m.Attempts != 2 || m.SentAt == nil || m.OrderingKey != "customer-1" || m.Headers["x-tenant"] != "acme" {
 		t.Errorf("message = %+v", m)
 	}
 	if len(m.FailedAttempts) != 1 || m.FailedAttempts[0].Attempt != 1 || !strings.Contains(m.FailedAttempts[0].Error, "upstream down") {
@@ -140,7 +141,7 @@ func TestMessagesSearchPagesNewestFirstWithACursor(t *testing.T) {
 		f    operator.MessageFilter
 		want int
 	}{
-		"status":               {operator.MessageFilter{Status: operator.StatusDead}, dead},
+		"status":               {operator.MessageFilter{Status: status.Dead}, dead},
 		"sink and key":         {operator.MessageFilter{Sink: "b", DedupKey: "k-3"}, 1},
 		"key in every sink":    {operator.MessageFilter{DedupKey: "k-3"}, 2},
 		"created before":       {operator.MessageFilter{Sink: "a", CreatedBefore: time.Now().Add(-24 * time.Hour)}, 10},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -146,9 +147,9 @@ func (o *Operator) ResumeSink(ctx context.Context, db audit.DB, actor audit.Acto
 		}
 		res.WasPaused = row.WasPaused
 		for i, key := range row.ClosedKeys {
-			b := BreakerState{Sink: sink, Key: key, State: BreakerClosed, Since: row.ClosedSince[i], Reason: row.ClosedReasons[i]}
+			b := BreakerState{Sink: sink, Key: key, State: status.BreakerClosed, Since: row.ClosedSince[i], Reason: row.ClosedReasons[i]}
 			res.Closed = append(res.Closed, b)
-			if err := breakerevent.Publish(ctx, o.q, tx, breakerevent.Closed,
+			if err := breakerevent.Publish(ctx, o.q, tx, status.EventDestinationClosed,
 				breakerevent.Data{Sink: sink, Key: key, Reason: b.Reason, Since: b.Since}); err != nil {
 				return audit.Record{}, false, err
 			}

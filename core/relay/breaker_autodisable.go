@@ -9,36 +9,22 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/internal/breakerevent"
-	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
-// A sink that delivers to the outbox's destinations (sink.AutoDisabler:
-// the destinations sink) has a breaker per destination. One that has
-// stayed open longer than the sink's AutoDisableAfter disables its
+// A sink that delivers to the outbox's destinations (one whose
+// SinkConfig.AutoDisableAfter is set: a destinations sink) has a breaker
+// per destination. One that has stayed open longer than
+// AutoDisableAfter disables its
 // destination: a customer's endpoint dead for days stops being probed,
 // its rows wait (parked, none dead-lettered) until an operator enables
 // it, and the event outboxd.destination.disabled lets the application
 // tell its customer. Every relay checks the open breakers it reads
-// (watchBreakers, once per poll interval: in memory, no statement while
+// (the breaker watch, once per poll interval: in memory, no statement while
 // none is that old); the statement disables only while the breaker row
 // exists and deletes it, so however many relays try, one disables, once,
 // and publishes the event and the audit entry in the same transaction.
-
-// EventDestinationDisabled is the event type of a destination disabled
-// because its breaker stayed open longer than its sink's
-// AutoDisableAfter.
-const EventDestinationDisabled = breakerevent.Disabled
-
-// autoDisableAfter is how long sink s's destinations' breakers may stay
-// open before the relay disables them; 0 for a sink that does not
-// deliver to destinations, or never disables.
-func autoDisableAfter(s SinkConfig) time.Duration {
-	if d, ok := s.Sink.(sink.AutoDisabler); ok {
-		return max(0, d.AutoDisableAfter())
-	}
-	return 0
-}
 
 // disableLongOpen disables the destinations whose breakers, as last
 // loaded, have been open longer than their sink allows.
@@ -82,10 +68,15 @@ func (r *Relay) disableDestination(ctx context.Context, sb *sinkBreakers, key st
 			Detail: map[string]any{"reason": reason, "auto": true}}); err != nil {
 			return err
 		}
-		return r.publishInSavepoint(ctx, tx, EventDestinationDisabled, sb.name, key, func(db store.DBTX) error {
+		err = r.publishInSavepoint(ctx, tx, status.EventDestinationDisabled, sb.name, key, func(db store.DBTX) error {
 			return breakerevent.PublishDisabled(ctx, r.q, db, breakerevent.DisabledData{Sink: sb.name, Tenant: *row.Tenant,
 				Destination: key, Reason: reason, LastFailure: *row.LastFailure, Since: *row.OpenedAt})
 		})
+		if err != nil {
+			return err
+		}
+		// The tenant hears of it too, if its destinations subscribed.
+		return r.notifyTenant(ctx, tx, status.EventDestinationDisabled, sb, key, status.HealthDisabled, time.Now())
 	})
 	if err != nil {
 		r.logger.Warn("outbox: could not disable a destination whose circuit breaker stayed open too long", "sink", sb.name, "destination", key, "error", err)

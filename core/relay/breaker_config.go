@@ -26,7 +26,7 @@ const (
 	// DefaultBreakerWindow is the span over which the share is counted.
 	DefaultBreakerWindow = 30 * time.Second
 	// DefaultProbeInterval is the wait before an open breaker's first
-	// probe; each probe doubles it.
+	// probe; each failed probe doubles it.
 	DefaultProbeInterval = 5 * time.Second
 	// DefaultMaxProbeInterval caps the wait between probes: a receiver
 	// that recovers after a long outage is found within minutes.
@@ -49,8 +49,8 @@ type CircuitBreaker struct {
 	FailureRatio        float64
 	MinDeliveries       int
 	Window              time.Duration
-	// ProbeInterval is the wait before the first probe, doubling up to
-	// MaxProbeInterval.
+	// ProbeInterval is the wait before the first probe, doubling at each
+	// failed probe up to MaxProbeInterval.
 	ProbeInterval    time.Duration
 	MaxProbeInterval time.Duration
 }

@@ -63,6 +63,11 @@ type claimedRow struct {
 	// report is what the completer reports the attempt's outcome to
 	// (see finish).
 	report deliveryReport
+	// started is when the sink was called for this attempt (zero: it was
+	// not), answer what the sink recorded of the receiver's answer
+	// (sink.RecordAnswer): the attempt's details (attempt_details.go).
+	started time.Time
+	answer  sink.Answer
 }
 
 // claim leases up to limit ready rows of sinks (sql/claim.sql) for the loop
@@ -106,6 +111,7 @@ func (r *Relay) claimRows(ctx context.Context, p store.ClaimParams) ([]*claimedR
 	token, claimedAt := uuid.New(), time.Now()
 	deadline := &claimDeadline{}
 	p.Token, p.Lease, p.AliveFor = token, r.cfg.Lease, r.aliveFor()
+	p.DurableSinks = r.durableSinks(p.Sinks)
 	buf, _ := r.claimBuffers.Get().(*[]store.ClaimRow)
 	if buf == nil {
 		buf = new([]store.ClaimRow)

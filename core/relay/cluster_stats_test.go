@@ -134,7 +134,7 @@ func TestStatsSnapshotIsTakenByOneRelayAndReportedOnce(t *testing.T) {
 	})
 	// The lead sticks: the next snapshots, taken while every relay tries
 	// for the lead each round, stay with one relay, changing hands only
-	// when the leader misses statsLeadTimeout rounds (a loaded machine
+	// when the leader misses four rounds (maintenance.Leader; a loaded machine
 	// does that now and then). Relays taking turns change hands at
 	// almost every snapshot.
 	takenBy := map[time.Time]string{}

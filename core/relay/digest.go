@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -17,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
-	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/internal/slots"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -36,9 +35,11 @@ import (
 // sent, with its members marked, in one durable statement; its members'
 // outcomes are written in one token-guarded finish statement
 // (Completer.WriteNow). A digest that fails, or whose relay dies, keeps
-// its members: a claim that takes any of them takes the others too
-// (claim_digest_members.sql) and sends the same digest again, with the
-// same delivery id, instead of windowing its rows anew.
+// its members: a claim that takes any of them takes the digest and all
+// the others too, or none (claim_digest_members.sql), and sends the same
+// digest again, with the same delivery id, instead of windowing its rows
+// anew. One relay at a time holds a digest, so a delivery id never goes
+// out with two member lists (issue 40, item 6).
 
 // DigestStage is a Stage that also renders digests: package routing
 // renders a route target's digest template this way.
@@ -98,6 +99,11 @@ type digester struct {
 	// windows are the open digest windows of this relay, by group, when
 	// each closes (see windowLeft); only the loop's goroutine uses them.
 	windows map[digestGroupID]time.Time
+	// spread spreads the digests handed back for want of a permit over
+	// the coming permits across claims, as a per-key loop's rows (see
+	// keySpread): due at the same permit as those of the claim before,
+	// they came due together and all but one went back again.
+	spread  keySpread
 	digests metric.Int64Counter
 	members metric.Int64Counter
 	attrs   metric.MeasurementOption
@@ -132,6 +138,12 @@ func (r *Relay) digestLoop(ctx, deliverCtx context.Context, s SinkConfig, w *wai
 	for ctx.Err() == nil {
 		if p := r.limiter.PausedFor(s.Name); p > 0 {
 			r.idle(ctx, w, p, nil)
+			continue
+		}
+		if p := r.untilPermitInReach(s); p > 0 {
+			// No digest could take a permit: its rows would be handed
+			// back (torture seed 110: 75 of 93 hand-backs).
+			r.idle(ctx, w, min(p, r.cfg.PollInterval), nil)
 			continue
 		}
 		if free.WaitFree(ctx) == 0 {
@@ -188,13 +200,18 @@ func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow,
 	}
 	// Digests of one key leave in the order of their first rows.
 	slices.SortFunc(ready, func(a, b digestGroup) int { return cmp.Compare(a.rows[0].ID, b.rows[0].ID) })
-	waits, due := d.permits(ctx, ready)
+	a := d.permits(ctx, ready)
 	for i, g := range ready {
-		if waits[i] < 0 {
-			for _, row := range g.rows {
-				r.release(row, due[i], fmt.Errorf("waiting for a permit of %q (rate_limit)", cmp.Or(g.rateKey, d.s.Name)))
+		if a.wait[i] < 0 {
+			limited := cmp.Or(g.rateKey, d.s.Name)
+			due := a.due[i]
+			if a.every[i] > 0 {
+				due = d.spread.after(limited, due, a.every[i])
 			}
-			later(due[i])
+			for _, row := range g.rows {
+				r.release(row, due, fmt.Errorf("waiting for a permit of %q (rate_limit)", limited))
+			}
+			later(due)
 			continue
 		}
 		free.Take()
@@ -204,18 +221,22 @@ func (d *digester) dispatch(ctx, deliverCtx context.Context, rows []*claimedRow,
 			defer r.deliveries.Done()
 			defer done()
 			if g.undigested() {
-				r.deliver(deliverCtx, g.rows[0], waits[i], done)
+				r.deliver(deliverCtx, g.rows[0], permitAfter(a.wait[i]), done)
 				return
 			}
-			d.send(deliverCtx, g, waits[i])
+			d.send(deliverCtx, g, permitAfter(a.wait[i]))
 		}()
 	}
 	return nextDue
 }
 
-// join claims the other open members of the digests that rows belong to
-// (rows of a digest not yet sent: it failed, or its relay died) and
-// returns them added to rows, with the digest of every row that has one.
+// join takes the digests that rows belong to (digests not yet sent: one
+// failed, or its relay died) whole, or not at all (claim_digest_members.sql),
+// and returns rows with the other members joined, and the digest of every
+// row that has one. A row whose digest another relay holds, or took from
+// this claim, is handed back untouched, to come due after lostMemberDelay:
+// a relay sends a digest with every open member it was recorded with, and
+// no relay sends a part of it under its delivery id (issue 40, item 6).
 // The members joined share the claim's token and deadline: their leases,
 // taken after the claim's, end after its earliest.
 func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow, map[int64]digestRef, error) {
@@ -229,7 +250,12 @@ func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow,
 		return rows, nil, fmt.Errorf("outbox: claim digest members: %w", err)
 	}
 	refs := make(map[int64]digestRef, len(got))
+	lost := map[int64]bool{}
 	for _, g := range got {
+		if !g.Held {
+			lost[g.ID] = true
+			continue
+		}
 		refs[g.ID] = digestRef{id: g.DigestID, deliveryID: g.DeliveryID}
 		if !g.Joined {
 			continue
@@ -237,7 +263,7 @@ func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow,
 		c := &claimedRow{token: token, leaseUntil: claimedAt.Add(g.LeaseFromStart), rowMax: g.MaxAttempts, deadline: deadline}
 		c.ID, c.Sink, c.DedupKey, c.Payload = g.ID, g.Sink, g.DedupKey, g.Payload
 		c.OrderingKey, c.Route, c.ThreadKey = deref(g.OrderingKey), deref(g.Route), deref(g.ThreadKey)
-		c.Attempt, c.CreatedAt, c.Uncertain = g.Attempts, g.CreatedAt, g.Reclaimed
+		c.Attempt, c.CreatedAt, c.Uncertain, c.deferrals = g.Attempts, g.CreatedAt, g.Reclaimed, g.Deferrals
 		if g.RouteVersion != nil {
 			c.RouteVersion = *g.RouteVersion
 		}
@@ -246,29 +272,51 @@ func (d *digester) join(ctx context.Context, rows []*claimedRow) ([]*claimedRow,
 		deadline.open.Add(1)
 		rows = append(rows, c)
 	}
+	if len(lost) > 0 {
+		rows = slices.DeleteFunc(rows, func(row *claimedRow) bool {
+			if lost[row.ID] {
+				d.r.release(row, lostMemberDelay, errors.New("its digest is another relay's to send"))
+			}
+			return lost[row.ID]
+		})
+	}
 	return rows, refs, nil
 }
+
+// lostMemberDelay is how long a row whose digest another relay holds
+// waits before it is claimed again: by then that relay has usually sent
+// the digest, and the row, if still open, is digested afresh.
+const lostMemberDelay = claimRetryDelay
 
 // group prepares each row (see Stage), names its rate key and digest
 // key, and groups the rows: by recorded digest, else by route, digest key
 // and rate key. A row that cannot be prepared or keyed gets that error as
-// its outcome, alone.
+// its outcome, alone; the other members of its recorded digest are handed
+// back with it (see waitForMember), so that no post of the digest leaves
+// out a member that may still go out in it later.
 func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64]digestRef) []digestGroup {
 	r := d.r
 	index := map[digestGroupID]int{}
 	var groups []digestGroup
+	spoilt := map[int64]*claimedRow{} // recorded digest -> a member that failed
+	fail := func(row *claimedRow, err error) {
+		if ref, recorded := refs[row.ID]; recorded && spoilt[ref.id] == nil {
+			spoilt[ref.id] = row
+		}
+		r.finish(ctx, row, d.s, nil, 0, err)
+	}
 	for _, row := range rows {
 		if r.refuse(ctx, row, d.s) {
 			continue
 		}
 		event := row.Payload
 		if err := r.prepare(ctx, row); err != nil {
-			r.finish(ctx, row, d.s, nil, 0, err)
+			fail(row, err)
 			continue
 		}
 		id, policy, err := d.keys(row, event)
 		if err != nil {
-			r.finish(ctx, row, d.s, nil, 0, err)
+			fail(row, err)
 			continue
 		}
 		ref, recorded := refs[row.ID]
@@ -290,10 +338,33 @@ func (d *digester) group(ctx context.Context, rows []*claimedRow, refs map[int64
 		groups[i].rows = append(groups[i].rows, row)
 		groups[i].events = append(groups[i].events, event)
 	}
+	groups = slices.DeleteFunc(groups, func(g digestGroup) bool {
+		failed := spoilt[g.ref.id]
+		if g.ref.id == 0 || failed == nil {
+			return false
+		}
+		d.waitForMember(g, failed)
+		return true
+	})
 	for _, g := range groups {
 		sortMembers(g)
 	}
 	return groups
+}
+
+// waitForMember hands back the members of recorded digest g, one of which,
+// failed, could not be prepared or keyed (its outcome is written): they
+// come due with it, after its backoff, and go out together, or without it
+// once it is dead. Posted without it now, the digest could be accepted
+// unbeknown (a timeout), and its next post, with failed, would then be
+// dropped by a receiver that de-duplicates on the delivery id while failed
+// is marked sent: the members of later posts of a digest are always those
+// of its earlier posts, less the dead.
+func (d *digester) waitForMember(g digestGroup, failed *claimedRow) {
+	cause := fmt.Errorf("digest %d waits for its member %d, which could not be prepared", g.ref.id, failed.ID)
+	for _, row := range g.rows {
+		d.r.release(row, d.s.Backoff.delay(failed.Attempt), cause)
+	}
 }
 
 // keys names row's rate key (for its rate limit) and digest key, and
@@ -393,100 +464,38 @@ func (g digestGroup) chunks() []digestGroup {
 	return out
 }
 
-// permits reserves one rate-limit permit per digest (see loop_sink.go and
-// loop_keyed.go): waits[i] is digest i's wait, or -1 when it has none within
-// the hold window, and is handed back due[i] from now.
-func (d *digester) permits(ctx context.Context, ready []digestGroup) (waits, due []time.Duration) {
-	r, rl := d.r, d.s.RateLimit
-	waits, due = make([]time.Duration, len(ready)), make([]time.Duration, len(ready))
-	if rl == nil || len(ready) == 0 {
-		return waits, due
-	}
-	hold := r.holdWindow()
-	refuseAll := func(after time.Duration) ([]time.Duration, []time.Duration) {
-		for i := range waits {
-			waits[i], due[i] = -1, after
-		}
-		return waits, due
+// permits reserves one rate-limit permit per digest by the relay's one
+// reservation rule (see permits.go and admission): digest i starts after
+// wait[i], or is handed back.
+func (d *digester) permits(ctx context.Context, ready []digestGroup) admission {
+	rl, n := d.s.RateLimit, len(ready)
+	if rl == nil || n == 0 {
+		return admission{wait: make([]time.Duration, n), due: make([]time.Duration, n), every: make([]time.Duration, n)}
 	}
 	if !rl.PerKey {
-		g, err := r.limiter.Reserve(ctx, d.s.Name, rl.Interval(), rl.Burst, len(ready), hold)
-		switch {
-		case err != nil:
-			r.logger.Warn("outbox: rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
-			return refuseAll(claimRetryDelay)
-		case g.Paused > 0:
-			return refuseAll(0)
-		}
-		for i := range ready {
-			if i < len(g.Waits) {
-				waits[i] = g.Waits[i]
-			} else {
-				waits[i], due[i] = -1, max(0, g.Next-hold)
-			}
-		}
-		return waits, due
+		return d.r.admitSink(ctx, d.s, n)
 	}
-	counts := map[string]int{}
-	for _, g := range ready {
-		counts[g.rateKey]++
-	}
-	keys := slices.Sorted(maps.Keys(counts))
-	limits := keyLimits(ctx, d.s, keys)
-	n := make([]int, len(keys))
-	intervals := make(map[string]time.Duration, len(keys))
-	for i, k := range keys {
-		n[i], intervals[k] = min(counts[k], permitsWithinHorizon(limits[i])), limits[i].Interval
-	}
-	granted, err := r.limiter.ReserveKeys(ctx, d.s.Name, keys, n, limits)
-	if err != nil {
-		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed digests", "sink", d.s.Name, "error", err)
-		return refuseAll(claimRetryDelay)
-	}
-	nth := map[string]int{}
+	keys := make([]string, n)
 	for i, g := range ready {
-		w, j, interval := granted[g.rateKey], nth[g.rateKey], intervals[g.rateKey]
-		nth[g.rateKey]++
-		switch {
-		case j < len(w) && w[j] <= hold:
-			waits[i] = w[j]
-		case j < len(w):
-			waits[i], due[i] = -1, w[j]
-		case len(w) > 0:
-			waits[i], due[i] = -1, w[len(w)-1]+time.Duration(j-len(w)+1)*interval
-		default:
-			waits[i], due[i] = -1, time.Duration(j+1)*interval
-		}
+		keys[i] = g.rateKey
 	}
-	return waits, due
+	return d.r.admitByKey(ctx, d.s, keys, noKeyRoom{})
 }
 
-// send delivers digest g after wait (its permit): records it when it is
-// new, renders its template, hands it to the sink and writes every
-// member's outcome in one statement.
-func (d *digester) send(ctx context.Context, g digestGroup, wait time.Duration) {
+// send is a digest's route through the pipeline (pipeline.go): admit
+// (with permit p), record the digest when it is new, stage (render its
+// template), deliver it to the sink, then finish.
+func (d *digester) send(ctx context.Context, g digestGroup, p permit) {
 	r := d.r
-	handBack := func(cause error) {
-		for _, row := range g.rows {
-			r.release(row, 0, cause)
-		}
-	}
-	if wait > 0 && !r.waitForPermit(ctx, wait) {
-		handBack(errors.New("relay shutting down before the rate-limit permit came due"))
-		return
-	}
-	if r.limiter.PausedFor(d.s.Name) > 0 {
-		handBack(fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", d.s.Name))
-		return
-	}
-	if d.budget(g) <= 0 {
-		handBack(errors.New("lease too close to expiry to start the digest"))
+	if !r.admit(ctx, d.s, g.rows, nil, p) {
 		return
 	}
 	if g.ref.id == 0 {
 		var err error
 		if g, err = d.record(ctx, g); err != nil {
-			handBack(err)
+			for _, row := range g.rows {
+				r.release(row, 0, err)
+			}
 			return
 		}
 		if len(g.rows) == 0 {
@@ -499,7 +508,7 @@ func (d *digester) send(ctx context.Context, g digestGroup, wait time.Duration) 
 		dg.Uncertain = dg.Uncertain || g.rows[i].Uncertain
 	}
 	ctx, span := d.startSpan(ctx, g)
-	dctx, cancel := context.WithTimeout(ctx, d.budget(g))
+	dctx, cancel := context.WithTimeout(ctx, r.budgetOf(g.rows))
 	defer cancel()
 	started := time.Now()
 	err := d.render(dctx, g, dg)
@@ -507,15 +516,6 @@ func (d *digester) send(ctx context.Context, g digestGroup, wait time.Duration) 
 		err = callDigestSink(dctx, d.ds, dg)
 	}
 	d.finish(ctx, g, dg, span, time.Since(started), err)
-}
-
-// budget is how long digest g may take from now: its members' shortest.
-func (d *digester) budget(g digestGroup) time.Duration {
-	b := d.r.budget(g.rows[0])
-	for _, row := range g.rows[1:] {
-		b = min(b, d.r.budget(row))
-	}
-	return b
 }
 
 // record writes the new digest g and marks its members before it is sent
@@ -585,22 +585,24 @@ func (d *digester) startSpan(ctx context.Context, g digestGroup) (context.Contex
 // messages one operation carried.
 const attrMessagingBatchCount = attribute.Key("messaging.batch.message_count")
 
-// finish writes the outcome err makes of every member of the digest in
-// one statement: all delivered (each keeps the digest's receipt), all
-// failed alike, or, when the sink refused some members, those
-// dead-lettered alone and the others handed back to go again at once as
-// the same digest.
+// finish is steps 5 and 6 of the pipeline for digest g: every member's
+// outcome goes to the failure log, err counts once toward the receiver's
+// breaker (feedback), and, unless the breaker holds the members for its
+// next probe, their outcomes are written in one statement: all delivered
+// (each keeps the digest's receipt), all failed alike (see shareFate), or, when the sink
+// refused some members, those dead-lettered alone and the others handed
+// back to go again at once as the same digest.
 func (d *digester) finish(ctx context.Context, g digestGroup, dg *sink.Digest, span trace.Span, elapsed time.Duration, err error) {
 	r := d.r
 	refused, split := sink.RefusedMembers(err)
-	outcomes := make([]completer.Outcome, 0, len(g.rows))
+	memberErrs := make([]error, len(g.rows))
+	again := make([]bool, len(g.rows)) // not refused, by a sink that refused others
 	for i, row := range g.rows {
 		memberErr := err
 		if split {
 			refusal, bad := refused[i]
 			if !bad {
-				outcomes = append(outcomes, r.releaseOutcome(row, 0, fmt.Errorf(
-					"sent again as digest %d without its %d refused member(s)", g.ref.id, len(refused))))
+				again[i] = true
 				continue
 			}
 			memberErr = sink.Permanent(refusal)
@@ -610,11 +612,36 @@ func (d *digester) finish(ctx context.Context, g digestGroup, dg *sink.Digest, s
 				memberErr = rerr
 			}
 		}
-		r.failures.Attempted(failurelog.Receiver{Sink: row.Sink, Key: row.rateKey}, row.ID, memberErr)
-		outcomes = append(outcomes, r.outcome(ctx, row, d.s, nil, elapsed, memberErr))
+		memberErrs[i] = memberErr
+		r.failures.Attempted(receiverOf(row), row.ID, memberErr)
+	}
+	if hold, held := r.feedback(ctx, d.s, lead(g.rows), err); held {
+		r.holdAll(g.rows, []trace.Span{span}, hold, err)
+		return
+	}
+	settled := make([]completer.Outcome, len(g.rows))
+	for i, row := range g.rows {
+		if !again[i] {
+			settled[i] = r.settle(ctx, row, d.s, nil, elapsed, memberErrs[i])
+		}
+	}
+	if !split {
+		r.shareFate(g.rows, settled, memberErrs)
+	}
+	outcomes := make([]completer.Outcome, 0, len(g.rows))
+	ended := make([]*claimedRow, 0, len(g.rows))
+	for i, row := range g.rows {
+		if again[i] {
+			outcomes, ended = append(outcomes, r.releaseOutcome(row, 0, fmt.Errorf(
+				"sent again as digest %d without its %d refused member(s)", g.ref.id, len(refused)))), append(ended, row)
+			continue
+		}
+		if !r.fellBack(ctx, row) {
+			outcomes, ended = append(outcomes, settled[i]), append(ended, row)
+		}
 	}
 	// What submit does for a row, for every member, before their one write.
-	for _, row := range g.rows {
+	for _, row := range ended {
 		row.end()
 	}
 	r.completer.WriteNow(outcomes)
@@ -627,6 +654,33 @@ func (d *digester) finish(ctx context.Context, g digestGroup, dg *sink.Digest, s
 		d.members.Add(ctx, int64(len(g.rows)), d.attrs)
 	}
 	endSpan(span, label, stored)
+}
+
+// shareFate keeps the members of a digest together, their outcomes
+// settled from one failed post: when some would die (their own attempts
+// or deferrals used up, their row's max_attempts lower, an attempt spent
+// by a crash before the digest was recorded) while others go again, the
+// dying ones go again with them, their attempt given back, due with them.
+// A later post of the digest then carries the members of the earlier
+// ones, and its delivery id names one member list (guarantee 138); the
+// members die together once none has an attempt left. errs are the
+// members' errors.
+func (r *Relay) shareFate(rows []*claimedRow, outcomes []completer.Outcome, errs []error) {
+	living := -1
+	for i, o := range outcomes {
+		if o.Status == string(status.Failed) || o.Status == string(status.Pending) {
+			living = i
+			break
+		}
+	}
+	if living < 0 {
+		return
+	}
+	for i, row := range rows {
+		if outcomes[i].Status == string(status.Dead) {
+			r.retryInstead(row, &outcomes[i], outcomes[living].Delay, errs[i])
+		}
+	}
 }
 
 // callDigestSink calls a DigestSink, turning a panic into a retryable

@@ -43,8 +43,8 @@ func TestClaimPlanSkipsHistoryAndDoesNotSortBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The named parameters of claim.sql, in their $n order: sinks,
-	// after, probe_sink, limit, alive_for, waiter, token, lease.
-	plan, raw := b.Explain(t, q.Texts().Claim, []string{"work"}, []time.Time(nil), "", 1000, time.Minute, 0, uuid.New(), 30*time.Second)
+	// after, probe_sink, limit, alive_for, waiter, token, lease, durable_sinks.
+	plan, raw := b.Explain(t, q.Texts().Claim, []string{"work"}, []time.Time(nil), "", 1000, time.Minute, 0, uuid.New(), 30*time.Second, []string(nil))
 	indexes := map[string]bool{}
 	plan.Walk(func(n coretest.PlanNode) {
 		if n.NodeType == "Seq Scan" && n.Relation == "messages" {

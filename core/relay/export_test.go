@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/completer"
 	"github.com/outboxd/outboxd/core/internal/listener"
-	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -46,7 +46,7 @@ func Claim(ctx context.Context, db store.DBTX, schema string, sinks []string, li
 type TestOutcome struct {
 	ID      int64
 	Token   uuid.UUID
-	Status  operator.Status
+	Status  status.Row
 	Err     string
 	Receipt []byte
 	Urgent  bool

@@ -8,66 +8,50 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxd/outboxd/core/internal/completer"
-	"github.com/outboxd/outboxd/core/internal/failurelog"
-	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/internal/maintenance"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/safetext"
 )
 
-// finish turns a delivery's error into the row's next state and queues the
-// terminal write:
+// outcome is the terminal write err makes of row's attempt, step 6 of
+// the pipeline (pipeline.go):
 //   - nil: sent;
 //   - RetryAfter(d): back to pending without spending the attempt, after d
-//     but no sooner than the sink's backoff (see deferral), and the sink
-//     (a per_key sink: the row's rate key) pauses cluster-wide for d;
-//     once the row has been put off MaxDeferrals times, dead instead;
-//   - Permanent, or any error on the last attempt: dead, logged at ERROR,
-//     or handed over to the target's fallback_after: dead fallback;
+//     but no sooner than the sink's backoff (see deferral; feedback has
+//     paused the receiver for d); once the row has been put off
+//     MaxDeferrals times, dead instead;
+//   - Permanent, or any error on the last attempt: dead, logged at ERROR;
 //   - any other error: failed, retried after the sink's backoff.
 //
-// Every outcome also goes to the failure log (see package failurelog),
-// before the breaker's: a failure it holds for a probe was an attempt too.
-func (r *Relay) finish(ctx context.Context, row *claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) {
-	r.failures.Attempted(failurelog.Receiver{Sink: row.Sink, Key: row.rateKey}, row.ID, err)
-	if r.settleBreaker(ctx, row, span, err) {
-		return
-	}
-	o := r.outcome(ctx, row, sc, span, elapsed, err)
-	if o.Status == string(operator.StatusDead) && r.fallBackOnDead(ctx, row) {
-		return
-	}
-	r.submit(row, o)
-}
-
-// outcome is the terminal write err makes of row's attempt (see finish);
-// its report, made once it is written, lives in the row.
+// Its report, made once it is written, lives in the row.
 func (r *Relay) outcome(ctx context.Context, row *claimedRow, sc SinkConfig, span trace.Span, elapsed time.Duration, err error) completer.Outcome {
-	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(operator.StatusSent),
-		Receipt: safetext.Receipt(row.Receipt()), Urgent: row.OrderingKey != ""}
+	o := completer.Outcome{ID: row.ID, Token: row.token, LeaseEnd: row.leaseUntil, Status: string(status.Sent),
+		Receipt: safetext.Receipt(row.Receipt()), Attempt: r.attemptDetails(row, elapsed, err), Urgent: row.OrderingKey != ""}
 	label := outcomeSent
 	if err != nil {
 		o.Err = r.storedError(err)
 		if d, ok := sink.RetryAfterDelay(err); ok {
-			r.pauseFor(ctx, row, sc, d)
 			if row.deferrals >= sc.MaxDeferrals {
-				o.Status, label = string(operator.StatusDead), outcomeDead
+				o.Status, label = string(status.Dead), outcomeDead
 				o.Err = r.storedError(sink.Permanent(fmt.Errorf(
 					"deferral budget spent: put off %d times by Retry-After answers (max_deferrals %d); last answer: %w",
 					row.deferrals, sc.MaxDeferrals, err)))
 			} else {
-				o.Status, o.Delay, o.Refund, o.Deferred, label = string(operator.StatusPending), sc.deferral(row, d), 1, 1, outcomeRateLimited
+				o.Status, o.Delay, o.Refund, o.Deferred, label = string(status.Pending), sc.deferral(row, d), 1, 1, outcomeRateLimited
 			}
 		} else if sink.IsPermanent(err) || row.Attempt >= row.MaxAttempts {
-			o.Status, label = string(operator.StatusDead), outcomeDead
+			o.Status, label = string(status.Dead), outcomeDead
 		} else {
-			o.Status, o.Delay, label = string(operator.StatusFailed), sc.Backoff.delay(row.Attempt), outcomeRetry
+			o.Status, o.Delay, label = string(status.Failed), sc.Backoff.delay(row.Attempt), outcomeRetry
 		}
 	}
 	// The report lives in the row, which nothing else uses once its
 	// outcome is submitted: no allocation per delivery.
 	row.report = deliveryReport{relay: r, ctx: ctx, row: row, labels: r.labels[sc.Name], span: span,
-		elapsed: elapsed, stored: o.Err, status: o.Status, label: label}
+		elapsed: elapsed, stored: o.Err, status: o.Status, label: label,
+		destination: row.Headers[maintenance.DestinationHeader]}
 	o.Done = &row.report
 	return o
 }
@@ -122,10 +106,10 @@ func (r *Relay) release(row *claimedRow, delay time.Duration, cause error) {
 
 // releaseOutcome is the terminal write that hands row back (see release).
 func (r *Relay) releaseOutcome(row *claimedRow, delay time.Duration, cause error) completer.Outcome {
-	return completer.Outcome{ID: row.ID, Token: row.token, Status: string(operator.StatusPending), Delay: delay,
+	return completer.Outcome{ID: row.ID, Token: row.token, Status: string(status.Pending), Delay: delay,
 		Err: r.storedError(cause), Refund: 1, LeaseEnd: row.leaseUntil, Urgent: row.OrderingKey != "",
 		Done: completer.ReportFunc(func(ok bool) {
-			r.signals.EmitWritten(relaysignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(operator.StatusPending), Written: ok})
+			r.signals.EmitWritten(relaysignal.Outcome{ID: row.ID, Sink: row.Sink, Status: string(status.Pending), Written: ok})
 		})}
 }
 
@@ -154,6 +138,10 @@ type deliveryReport struct {
 	stored  *string // the error as stored, nil for none
 	status  string
 	label   string
+	// destination is the tenant's destination the row was for ("" for
+	// none), taken before submit lets go of the row's headers: its
+	// delivery is counted for it too.
+	destination string
 }
 
 // Written is called by the completer once the outcome is written.
@@ -161,14 +149,14 @@ func (d *deliveryReport) Written(ok bool) {
 	r, row := d.relay, d.row
 	if !ok {
 		d.label = outcomeZombie
-	} else if d.status == string(operator.StatusDead) {
+	} else if d.status == string(status.Dead) {
 		r.logger.Error("outbox: message dead-lettered",
 			"id", row.ID, "sink", row.Sink, "dedup_key", row.DedupKey,
 			"attempts", row.Attempt, "last_error", *d.stored)
 	}
 	r.metrics.recordDelivery(d.ctx, row.CreatedAt, d.labels, d.label, d.elapsed)
-	if t := r.tallies[row.Sink]; t != nil {
-		t.record(d.label, d.elapsed)
+	if ok {
+		r.minutes.Record(row.Sink, d.destination, status.Row(d.status), d.elapsed)
 	}
 	endSpan(d.span, d.label, d.stored)
 	r.signals.EmitWritten(relaysignal.Outcome{ID: row.ID, Sink: row.Sink, Status: d.status, Written: ok})

@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -123,9 +124,9 @@ func TestCompleterWritesRowByRowWhenPostgreSQLRefusesARow(t *testing.T) {
 	slices.Sort(ids)
 	logger, logs := captureLogs()
 	written := relay.WriteOutcomes(testdb.Pool(t, 2), b.Outbox.Schema(), logger, time.Hour, []relay.TestOutcome{
-		{ID: ids[0], Token: token, Status: operator.StatusSent},
-		{ID: ids[1], Token: token, Status: operator.StatusFailed, Err: "refused \xff\x00"},
-		{ID: ids[2], Token: token, Status: operator.StatusSent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
+		{ID: ids[0], Token: token, Status: status.Sent},
+		{ID: ids[1], Token: token, Status: status.Failed, Err: "refused \xff\x00"},
+		{ID: ids[2], Token: token, Status: status.Sent, Receipt: []byte(`{"a":"\u0000"}`), Urgent: true},
 	})
 	if !slices.Equal(written, []bool{true, true, true}) {
 		t.Fatalf("written = %v, want every row written", written)

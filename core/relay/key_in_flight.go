@@ -54,6 +54,14 @@ func (k *keysInFlight) give(sink, key string) {
 	k.n[id]--
 }
 
+// left is how many more of the most slots (sink, key) may take (0: it
+// holds its share).
+func (k *keysInFlight) left(sink, key string, most int) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return max(0, most-k.n[keyOfSink{sink, key}])
+}
+
 // keySlots is how many deliveries one key of s may have under way on a
 // relay.
 func keySlots(s SinkConfig) int {

@@ -16,12 +16,17 @@ import (
 // claims in sinkLoop like any throttled sink, but a row's key (Slack: its
 // channel) is only known once the row is claimed and the sink names it. So
 // dispatchByKey groups the claimed rows by key, reserves for each key the
-// permits it can use within rateReserveHorizon (one statement for all
-// keys, so relays share each key's permits), starts those rows and hands
-// the others back without spending their attempt, due when their key's
-// turn should come. Rows of other keys never wait behind a busy key. Each
-// key is limited by the sink's limit, or by its own when the sink gives
-// it one (sink.KeyRateLimiter: a tenant's destination's rate_limit).
+// permits it can use within the horizon (admitByKey: one statement for
+// all keys, so relays share each key's permits), starts those rows and
+// hands the others back without spending their attempt, due when their
+// key's turn should come. Rows of other keys never wait behind a busy
+// key. Each key is limited by the sink's limit, or by its own when the
+// sink's configuration gives it one (SinkConfig.KeyRateLimit: a tenant's
+// destination's rate_limit). Since the claim cannot tell keys apart, keyedClaims sizes
+// and paces the loop's claims so that a key at its limit, or at its share
+// of the slots, does not have its rows claimed only to be handed back
+// (issue 40 item 5: a key at its share had hundreds of rows claimed and
+// handed back every second, 1,850 row writes per delivery).
 
 // keyedRows are the claimed rows of one rate key, in claim order.
 type keyedRows struct {
@@ -29,97 +34,185 @@ type keyedRows struct {
 	rows []*claimedRow
 }
 
-// dispatchByKey starts the rows whose key has a permit soon and hands the
-// others back; it returns how soon the first row handed back comes due
-// (0 when none was).
-func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []*claimedRow, free *slots.Slots) time.Duration {
-	groups := r.holdOpenKeys(ctx, s, r.groupByKey(deliverCtx, s, rows))
-	if len(groups) == 0 {
-		return 0
-	}
-	keys := make([]string, len(groups))
-	for i, g := range groups {
-		keys[i] = g.key
-	}
-	limits := keyLimits(ctx, s, keys)
-	counts := make([]int, len(groups))
-	most := keySlots(s)
-	for i, g := range groups {
-		// Only what the key's share of the slots lets start is reserved;
-		// its other rows wait in the table (see keyShareOfSlots).
-		counts[i] = r.keyFlight.take(s.Name, g.key, min(len(g.rows), permitsWithinHorizon(limits[i])), most)
-	}
-	waits, err := r.limiter.ReserveKeys(ctx, s.Name, keys, counts, limits)
-	if err != nil {
-		// Without permits we must not deliver: hand the rows back.
-		r.logger.Warn("outbox: per-key rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
-		for i, g := range groups {
-			for range counts[i] {
-				r.keyFlight.give(s.Name, g.key)
-			}
-			for _, row := range g.rows {
-				r.release(row, 0, err)
-			}
-		}
-		sleep(ctx, claimRetryDelay)
-		return 0
-	}
-	// Beyond the hold window the row's lease would be at risk, and it goes
-	// back to the table.
-	maxHold := r.holdWindow()
-	nextDue := time.Duration(0)
-	for k, g := range groups {
-		w, interval := waits[g.key], limits[k].Interval
-		for i, row := range g.rows {
-			if i < len(w) && w[i] <= maxHold {
-				free.Take()
-				key := g.key
-				r.start(deliverCtx, row, w[i], func() { free.Give(); r.keyFlight.give(s.Name, key) })
-				continue
-			}
-			if i < len(w) {
-				// Reserved for this row but not started: the key's slot
-				// goes back (its permit is spent).
-				r.keyFlight.give(s.Name, g.key)
-			}
-			due := keyFullRecheck
-			cause := fmt.Errorf("waiting for a permit of rate key %q (rate_limit.per_key)", g.key)
-			switch {
-			case len(w) == 0:
-				cause = fmt.Errorf("rate key %q has %d deliveries under way on this relay, its share of the slots", g.key, most)
-			case i < len(w):
-				due = w[i]
-			default:
-				// Due when the key's permits should reach it.
-				due = w[len(w)-1] + time.Duration(i-len(w)+1)*interval
-			}
-			r.release(row, due, cause)
-			if nextDue == 0 || due < nextDue {
-				nextDue = due
-			}
-		}
-	}
-	return nextDue
+// keyedDispatch is what dispatchByKey did with a claim: how many rows it
+// started and handed back, and the admission of the rows it reserved
+// for.
+type keyedDispatch struct {
+	started, handedBack int
+	// spreadTenants are the rows handed back spread over their tenant's
+	// coming slots (see tenantPace).
+	spreadTenants int
+	admission
 }
 
-// permitsWithinHorizon is how many permits of l one reservation takes
-// for a key: those it can use within rateReserveHorizon, at least one.
-func permitsWithinHorizon(l ratelimit.KeyLimit) int {
-	return max(1, int(rateReserveHorizon/l.Interval))
+// dispatchByKey starts the rows whose key has a permit and a slot now and
+// hands the others back (see admitByKey).
+func (r *Relay) dispatchByKey(ctx, deliverCtx context.Context, s SinkConfig, rows []*claimedRow, free *slots.Slots, spread *keySpread) keyedDispatch {
+	groups := r.holdOpenKeys(ctx, s, r.groupByKey(deliverCtx, s, rows))
+	var queue []*claimedRow
+	var keys []string
+	for _, g := range groups {
+		for _, row := range g.rows {
+			queue, keys = append(queue, row), append(keys, g.key)
+		}
+	}
+	if len(queue) == 0 {
+		return keyedDispatch{}
+	}
+	// A slot freed before the room is counted below is counted in it: the
+	// loop, waiting for a blocked key's slot (see keyedClaims), must not
+	// take it for one freed since and claim a row only to hand it back.
+	free.ForgetFreed()
+	room := r.keyRoomOf(ctx, s, keys)
+	d := keyedDispatch{admission: r.admitByKey(ctx, s, keys, room)}
+	for i, row := range queue {
+		if d.wait[i] < 0 {
+			if d.every[i] > 0 {
+				d.due[i] = spread.after(keys[i], d.due[i], d.every[i])
+			} else if due, ok := spread.tenants.after(room, keys[i], d.due[i]); ok {
+				d.due[i] = due
+				d.spreadTenants++
+			}
+			r.release(row, d.due[i], d.cause[i])
+			d.handedBack++
+			continue
+		}
+		free.Take()
+		key := keys[i]
+		// The key's slot is given back before the loop's, whose Freed
+		// wakes a loop waiting for its keys' slots (see keyedClaims).
+		r.start(deliverCtx, row, permitAfter(d.wait[i]), spread.tenants.timed(room, key, func() { room.give(key); free.Give() }))
+		d.started++
+	}
+	return d
+}
+
+// keySpread spreads the rows a loop hands back for want of their key's
+// permits over the key's coming permits, one per interval, across its
+// claims: a row handed back due at the key's next permit, like the one
+// handed back a claim before, would come due with it and be handed back
+// again; spread, each is claimed again once, when its permit may be
+// there. It remembers, per key, the latest due it gave, and forgets it
+// once that has passed.
+type keySpread struct {
+	last    map[string]time.Time
+	tenants tenantPace
+}
+
+// after is when to hand back a row of key due from now at the earliest,
+// its limit's interval every: no sooner than an interval after the last
+// row handed back of the key.
+func (k *keySpread) after(key string, due, every time.Duration) time.Duration {
+	now := time.Now()
+	if k.last == nil {
+		k.last = map[string]time.Time{}
+	}
+	for key, at := range k.last {
+		if at.Before(now) {
+			delete(k.last, key)
+		}
+	}
+	if last, ok := k.last[key]; ok {
+		due = max(due, last.Add(every).Sub(now))
+	}
+	k.last[key] = now.Add(due)
+	return due
+}
+
+// keyedClaims sizes and paces the claims of a per-key sink's loop. The
+// claim takes rows in the order they became ready, whatever their key;
+// the relay learns a row's key only once it holds it. So the loop claims
+// one row at first, and more while every claimed row starts and some key
+// could have taken more: twice as many after rows of several keys (a
+// sink with many keys is at full claims after ten), one more after rows
+// of one key, no more than the key may still start (a single busy key
+// then claims no rows it hands back), and
+// falls back to what started when rows went back. When every key it
+// claimed has no permit within the horizon or no slot left, it claims
+// again only when one of them may take a row: at its next permit, when a
+// delivery ends, or after keyBlockedRecheck at the latest (sooner when a
+// producer wakes it after a claim that started rows, see waitForWakeups:
+// one that started none found the blocked keys' rows first, as the next
+// would), and then, if nothing started meanwhile (a receiver that hangs
+// holds its share of the slots), it claims twice as many rows, to reach the rows of other keys
+// behind the blocked keys' rows. A single busy key then costs a claim per
+// delivery and no row handed back. A single key slower than that second
+// (its next permit further away, not paused) is waited for until its
+// permit, and looked past only once per keyOthersRecheck: rechecking every second, the
+// loop claimed one of its rows each second only to hand it back (three
+// row updates per delivery at one per 2 s).
+type keyedClaims struct {
+	limit, most int
+	spread      keySpread
+	// looked is when the loop last claimed before its one blocked key's
+	// next permit, to look for other keys' rows.
+	looked time.Time
+}
+
+// keyBlockedRecheck is the longest a per-key sink's loop waits for one of
+// its blocked keys to take a row, when the poll interval is shorter: a
+// claim at every poll would hand a busy key's rows back each time.
+const keyBlockedRecheck = time.Second
+
+// keyOthersRecheck is how often a per-key sink's loop that has claimed the
+// rows of one key only, blocked by its permit, claims before that permit
+// to look for other keys' rows behind them: a key's rows ahead of other
+// keys' rows hold those back this long at most before the loop starts
+// stepping past them (twice as many rows at each look, see observe).
+const keyOthersRecheck = 10 * time.Second
+
+// newKeyedClaims starts the claims of a loop at one row, and bounds them
+// by most.
+func newKeyedClaims(most int) *keyedClaims {
+	return &keyedClaims{limit: 1, most: most}
+}
+
+// observe learns from a claim of n rows, of which it asked for limit,
+// made after a wait for blocked keys that ended by the clock (stale), and
+// from what was done with them; when every key it claimed is blocked it
+// says how long to wait before the next claim, a wait a delivery's end
+// cuts short (0: no such wait), and whether that wait is the longest.
+func (k *keyedClaims) observe(n, limit int, d keyedDispatch, stale bool, poll time.Duration) (wait time.Duration, longest bool) {
+	switch {
+	case d.handedBack > 0 && d.handedBack == d.spreadTenants:
+		// Those rows are out of the way for a while: claim on, at once,
+		// to reach the rows behind them.
+		k.limit = min(2*limit, k.most)
+		return 0, false
+	case d.handedBack > 0 && d.started == 0 && stale:
+		k.limit = min(2*limit, k.most)
+	case d.handedBack > 0:
+		k.limit = max(1, d.started)
+	case n == limit && !d.blocked && d.keys == 1:
+		k.limit = min(k.limit+1, k.most, d.left)
+	case n == limit && !d.blocked:
+		k.limit = min(2*k.limit, k.most)
+	}
+	if !d.blocked {
+		return 0, false
+	}
+	most := max(poll, keyBlockedRecheck)
+	if d.unblocked > 0 && d.unblocked < most {
+		return d.unblocked, false
+	}
+	if d.keys == 1 && !d.full && d.paced && time.Since(k.looked) < keyOthersRecheck {
+		return d.unblocked, false
+	}
+	k.looked = time.Now()
+	return most, true
 }
 
 // keyLimits are the limits of keys of s, in order: each key's own when
-// the sink gives it one (sink.KeyRateLimiter), else the sink's.
+// s gives it one (SinkConfig.KeyRateLimit), else the sink's.
 func keyLimits(ctx context.Context, s SinkConfig, keys []string) []ratelimit.KeyLimit {
 	rl := *s.RateLimit
-	own, _ := s.Sink.(sink.KeyRateLimiter)
 	limits := make([]ratelimit.KeyLimit, len(keys))
 	for i, key := range keys {
 		limits[i] = ratelimit.KeyLimit{Interval: rl.Interval(), Burst: rl.Burst}
-		if own == nil {
+		if s.KeyRateLimit == nil {
 			continue
 		}
-		if l, ok := keyRateLimit(ctx, own, key); ok {
+		if l, ok := keyRateLimit(ctx, s.KeyRateLimit, key); ok {
 			limits[i] = l
 		}
 	}
@@ -130,16 +223,16 @@ func keyLimits(ctx context.Context, s SinkConfig, keys []string) []ratelimit.Key
 // database's intervals (microseconds) can hold.
 const minKeyInterval = time.Microsecond
 
-// keyRateLimit asks the sink for key's own limit, as a KeyLimit; a limit
+// keyRateLimit asks own for key's own limit, as a KeyLimit; a limit
 // out of range, or a panic (turned into no answer, as rateKeyOf
 // does), leaves the key to the sink's limit.
-func keyRateLimit(ctx context.Context, k sink.KeyRateLimiter, key string) (l ratelimit.KeyLimit, ok bool) {
+func keyRateLimit(ctx context.Context, own func(context.Context, string) (sink.RateLimit, bool), key string) (l ratelimit.KeyLimit, ok bool) {
 	defer func() {
 		if recover() != nil {
 			ok = false
 		}
 	}()
-	rl, ok := k.KeyRateLimit(ctx, key)
+	rl, ok := own(ctx, key)
 	if !ok || rl.Rate <= 0 || rl.Per <= 0 || rl.Burst < 0 || rl.Interval() < minKeyInterval {
 		return ratelimit.KeyLimit{}, false
 	}

@@ -156,7 +156,7 @@ func (l *sharedLane) run() {
 		if l.ctx.Err() != nil {
 			r.release(l.row, 0, errors.New("relay shut down while the row waited for its sink's share of the slots"))
 		} else {
-			freed = r.deliver(l.ctx, l.row, 0, l.releaseFunc)
+			freed = r.deliver(l.ctx, l.row, permit{}, l.releaseFunc)
 		}
 		if !l.owned.CompareAndSwap(false, true) {
 			return // released early; the share went on without us

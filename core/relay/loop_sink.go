@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -32,44 +31,72 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 	}
 	rl := s.RateLimit
 	perKey := rl != nil && rl.PerKey
-	hold := r.holdWindow()
+	horizon := r.permitHorizon()
 	size := newClaimSize(r.cfg.MaxClaimBytes)
+	var keyed *keyedClaims
+	stale := false // the last wait for blocked keys ended by the clock
+	if perKey {
+		keyed = newKeyedClaims(r.cfg.BatchSize)
+	}
 	for ctx.Err() == nil {
 		if d := r.limiter.PausedFor(s.Name); d > 0 {
 			// A resume by hand wakes the loop before the pause ends.
 			r.idle(ctx, w, d, nil)
 			continue
 		}
-		if rl != nil && !perKey {
-			// Rows claimed now would wait past the hold window, or hoard
-			// permits beyond the reservation horizon.
-			if d := r.limiter.NextPermitIn(s.Name) - min(hold, rateReserveHorizon); d > 0 {
-				r.idle(ctx, w, min(d, r.cfg.PollInterval), nil)
-				continue
-			}
+		if d := r.untilPermitInReach(s); d > 0 {
+			r.idle(ctx, w, min(d, r.cfg.PollInterval), nil)
+			continue
 		}
 		available := free.WaitFree(ctx)
 		if available == 0 {
 			return
 		}
 		limit := min(available, size.rows(r.cfg.BatchSize))
-		if rl != nil && !perKey {
-			limit = min(limit, max(1, int(rateReserveHorizon/rl.Interval())))
+		switch {
+		case perKey:
+			limit = min(limit, keyed.limit)
+		case rl != nil:
+			// No more rows than the permits a reservation now grants:
+			// those within the horizon of the next one.
+			inReach := rateReserveHorizon
+			if next := r.limiter.NextPermitIn(s.Name); next > 0 {
+				inReach = horizon - next
+			}
+			limit = min(limit, max(1, int(inReach/rl.Interval())+1))
 		}
 		rows, ok := r.claimOwn(ctx, w, limit, size)
 		if !ok {
 			continue
 		}
 		if perKey {
-			nextDue := r.dispatchByKey(ctx, deliverCtx, s, rows, free)
-			if len(rows) < limit {
-				r.idle(ctx, w, untilDue(w.idleFor(r.cfg.PollInterval), nextDue), nil)
+			d := r.dispatchByKey(ctx, deliverCtx, s, rows, free, &keyed.spread)
+			wait, longest := keyed.observe(len(rows), limit, d, stale, r.cfg.PollInterval)
+			stale = false
+			if wait > 0 {
+				// Every key claimed is at its limit or its share of the
+				// slots: claim when one may take a row, or a delivery ends.
+				if d.started > 0 {
+					// A claim that started nothing found the blocked keys'
+					// rows ahead of any other: after a producer's wake-up,
+					// the next would find them again and hand them back.
+					r.waitForWakeups(ctx, w)
+				}
+				began := time.Now()
+				var freed <-chan struct{}
+				if d.full {
+					freed = free.Freed()
+				}
+				r.idle(ctx, w, wait, freed)
+				stale = longest && time.Since(began) >= wait
+			} else if len(rows) < limit {
+				r.idle(ctx, w, untilDue(w.idleFor(r.cfg.PollInterval), d.firstDue()), nil)
 			}
 			continue
 		}
 		waits := make([]time.Duration, len(rows))
 		if rl != nil {
-			if rows, waits = r.reserve(ctx, s, rows, hold); len(rows) == 0 {
+			if rows, waits = r.reserve(ctx, s, rows); len(rows) == 0 {
 				continue
 			}
 		}
@@ -79,9 +106,20 @@ func (r *Relay) sinkLoop(ctx, deliverCtx context.Context, s SinkConfig, w *waite
 		}
 		for i, row := range rows {
 			free.Take()
-			r.start(deliverCtx, row, waits[i], free.Give)
+			r.start(deliverCtx, row, permitAfter(waits[i]), free.Give)
 		}
 	}
+}
+
+// untilPermitInReach is how long a loop of s waits before it claims: until
+// the next permit of s's limit (a whole sink's, not per key) is within the
+// reservation horizon. Rows claimed sooner would wait past the hold
+// window, or hoard permits beyond the horizon, and be handed back.
+func (r *Relay) untilPermitInReach(s SinkConfig) time.Duration {
+	if s.RateLimit == nil || s.RateLimit.PerKey {
+		return 0
+	}
+	return r.limiter.NextPermitIn(s.Name) - r.permitHorizon()
 }
 
 // claimOwn claims up to limit rows for the loop of one sink, w. It
@@ -109,43 +147,25 @@ func (r *Relay) holdWindow() time.Duration {
 	return time.Duration(float64(r.cfg.Lease) * claimAheadShareOfLease)
 }
 
-// reserve takes the permits of s for rows that start within hold and
-// returns those rows with their waits; it hands the others back at once,
-// their attempts refunded: all of them when the reservation failed or
-// found the sink paused (the loop then idles until a resume or the pause's
-// end), the rows beyond the granted permits due when the next permit comes
-// within hold.
-func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []*claimedRow, hold time.Duration) ([]*claimedRow, []time.Duration) {
-	rl := s.RateLimit
+// reserve takes the permits of s for rows that start within the
+// horizon (admitSink) and returns those rows with their waits; it hands
+// the others back at once, their attempts refunded, due when their
+// permits come within reach: all of them when the reservation failed
+// (after claimRetryDelay) or found the sink paused (the loop then idles
+// until a resume or the pause's end).
+func (r *Relay) reserve(ctx context.Context, s SinkConfig, rows []*claimedRow) ([]*claimedRow, []time.Duration) {
 	r.signals.EmitBeforeReserve(s.Name)
-	g, err := r.limiter.Reserve(ctx, s.Name, rl.Interval(), rl.Burst, len(rows), hold)
-	if err != nil {
-		// Without permits we must not deliver: hand the rows back.
-		r.logger.Warn("outbox: rate limit reservation failed; releasing claimed rows", "sink", s.Name, "error", err)
-		for _, row := range rows {
-			r.release(row, 0, err)
+	a := r.admitSink(ctx, s, len(rows))
+	started := 0
+	for i, row := range rows {
+		if a.wait[i] < 0 {
+			r.release(row, a.due[i], a.cause[i])
+			continue
 		}
-		sleep(ctx, claimRetryDelay)
-		return nil, nil
+		rows[started], a.wait[started] = row, a.wait[i]
+		started++
 	}
-	if g.Paused > 0 {
-		// Paused between the claim and the reservation: no relay claims
-		// the rows while the database says so, and a resume makes them
-		// claimable at once.
-		cause := fmt.Errorf("sink %q is paused (by a Retry-After or by hand)", s.Name)
-		for _, row := range rows {
-			r.release(row, 0, cause)
-		}
-		return nil, nil
-	}
-	later := rows[len(g.Waits):]
-	if len(later) > 0 {
-		cause := fmt.Errorf("waiting for a permit of sink %q (rate_limit)", s.Name)
-		for _, row := range later {
-			r.release(row, max(0, g.Next-hold), cause)
-		}
-	}
-	return rows[:len(g.Waits)], g.Waits
+	return rows[:started], a.wait[:started]
 }
 
 // startBatch delivers rows to their BatchSink in one call, in a goroutine
@@ -165,17 +185,5 @@ func (r *Relay) startBatch(ctx context.Context, rows []*claimedRow, free *slots.
 		defer r.deliveries.Done()
 		defer giveAll()
 		r.deliverBatch(ctx, rows, giveAll)
-	}()
-}
-
-// start delivers row in its own goroutine after wait (a rate-limit permit);
-// done frees the row's slot (once, possibly early: see deliver).
-func (r *Relay) start(ctx context.Context, row *claimedRow, wait time.Duration, done func()) {
-	r.deliveries.Add(1)
-	free := sync.OnceFunc(done)
-	go func() {
-		defer r.deliveries.Done()
-		defer free()
-		r.deliver(ctx, row, wait, free)
 	}()
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -68,8 +69,10 @@ type SinkConfig struct {
 	Sink sink.Sink
 
 	MaxAttempts int
-	// MaxDeferrals bounds how many times a Retry-After may put one message
-	// off (without spending an attempt) before it is dead-lettered.
+	// MaxDeferrals bounds how many times one message may be put off
+	// (without spending an attempt) before it is dead-lettered: by a
+	// Retry-After, or by an outage sparing its last attempt while the
+	// receiver's breaker is closed (breaker_spare.go).
 	MaxDeferrals int
 	Backoff      Backoff
 	// RateLimit, when set, holds for the whole cluster. When nil, a sink that
@@ -84,6 +87,33 @@ type SinkConfig struct {
 	// receiver that is down, and probes it (see CircuitBreaker); on by
 	// default.
 	CircuitBreaker CircuitBreaker
+	// TenantShare, when set, bounds the slots the rate keys of one tenant
+	// may hold together (see TenantShare); only a sink limited per key
+	// has keys to group.
+	TenantShare *TenantShare
+	// KeyRateLimit, when set, gives some rate keys of a sink limited per
+	// key (RateLimit.PerKey, which it requires) a rate limit of their
+	// own, in place of RateLimit: a tenant's destination with its
+	// rate_limit. The relay spaces key's deliveries, cluster-wide, by the
+	// limit it returns, and by RateLimit for a key it returns none for
+	// (ok false) or one out of range (Rate or Per not positive, Burst
+	// negative, an interval finer than a microsecond); a Burst of 0 is 1
+	// and PerKey is ignored. It is asked once per key per reservation,
+	// before the delivery, so it should answer from memory; ctx bounds a
+	// read it makes for a key it does not know yet. Like TenantShare it
+	// is the engine's hook, set by whoever builds the sink's
+	// configuration (destinations.HookRelay), not part of the sink
+	// contract.
+	KeyRateLimit func(ctx context.Context, key string) (limit sink.RateLimit, ok bool)
+	// AutoDisableAfter, when positive, is how long a rate key's circuit
+	// breaker may stay open before the relay disables the key's
+	// destination (breaker_autodisable.go): each rate key of the sink is
+	// then a destination's id (the destinations table of migration 016),
+	// and a disabled destination's rows wait without spending attempts
+	// until it is enabled again. 0 never disables. It is the engine's hook
+	// for sinks that deliver to destinations, set by
+	// destinations.HookRelay.
+	AutoDisableAfter time.Duration
 	// Digest, when set, groups the sink's rows into digests, one delivery
 	// each (see sink.DigestPolicy and digest.go); the sink must implement
 	// sink.DigestSink.
@@ -136,8 +166,8 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 		}
 		// Such a sink's rate keys each have their limit and breaker:
 		// one limit for the whole sink would let one hold up the others.
-		if _, own := c.Sink.(sink.KeyRateLimiter); own && !rl.PerKey {
-			invalid("RateLimit.PerKey", "must be set: this sink limits each rate key on its own (a sink.KeyRateLimiter)")
+		if c.KeyRateLimit != nil && !rl.PerKey {
+			invalid("RateLimit.PerKey", "must be set: this sink limits each rate key on its own (KeyRateLimit)")
 		}
 		c.RateLimit = &rl
 	}
@@ -145,6 +175,9 @@ func (c SinkConfig) effective(maxInFlight int) (SinkConfig, []error) {
 	c.CircuitBreaker, cbErrs = c.CircuitBreaker.effective(c.Name)
 	errs = append(errs, cbErrs...)
 	errs = append(errs, c.digestProblems()...)
+	if t := c.TenantShare; t != nil && (t.Of == nil || !(t.Share > 0 && t.Share <= 1)) {
+		invalid("TenantShare", "must name each key's tenant and a share above 0 and at most 1, got %g", t.Share)
+	}
 	if c.MaxInFlight < 0 {
 		invalid("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	}

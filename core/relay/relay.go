@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/outboxd/outboxd/core/internal/completer"
 	"github.com/outboxd/outboxd/core/internal/failurelog"
 	"github.com/outboxd/outboxd/core/internal/listener"
+	"github.com/outboxd/outboxd/core/internal/maintenance"
 	"github.com/outboxd/outboxd/core/internal/ratelimit"
 	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/sink"
@@ -47,17 +49,15 @@ type Relay struct {
 	cfg     Config
 	sinks   map[string]SinkConfig
 	q       *store.Queries
-	ops     *operator.Operator // the stats snapshot and the unconfigured sinks
+	ops     *operator.Operator // the stats snapshot, the unconfigured sinks, the audit trail
 	id      string             // see ID
 	logger  *slog.Logger
 	tracer  trace.Tracer
 	metrics *relayMetrics
 	// labels are each sink's metric attribute sets by sink name.
 	labels map[string]*sinkLabels
-	// tallies count each sink's outcomes for delivery_minutes.
-	tallies map[string]*sinkTally
 	// breakers are the circuit breakers of the sinks that have them on
-	// (see breaker.go); breakerKick makes watchBreakers re-read them.
+	// (see breaker.go); breakerKick makes the breaker watch act on them.
 	breakers    map[string]*sinkBreakers
 	breakerKick chan struct{}
 	// fallbacks are Config.Fallbacks by the target each stands in for,
@@ -74,8 +74,7 @@ type Relay struct {
 	// the per-key sinks (see keyShareOfSlots).
 	keyFlight keysInFlight
 
-	ran     atomic.Bool // Run may be called once
-	leading atomic.Bool // this relay holds the lead (see lead)
+	ran atomic.Bool // Run may be called once
 
 	// What one Run works with; set before its loops start.
 	db         *pgxpool.Pool // claims and terminal writes go through it
@@ -85,6 +84,8 @@ type Relay struct {
 	signals    *relaysignal.Relay // nil outside tests
 	fail       func(error)        // stops the run; Run returns the error
 	deliveries sync.WaitGroup     // in-flight deliveries, for a bounded drain
+	// minutes counts the written outcomes for delivery_minutes.
+	minutes *maintenance.DeliveryMinutes
 }
 
 // New checks cfg and returns a relay of q's outbox schema that will
@@ -108,16 +109,15 @@ func New(pool *pgxpool.Pool, q *store.Queries, ops *operator.Operator, cfg Confi
 		tp = otel.GetTracerProvider()
 	}
 	r := &Relay{
-		pool:    pool,
-		cfg:     cfg,
-		sinks:   sinks,
-		q:       q,
-		ops:     ops,
-		id:      newRelayID(),
-		logger:  cfg.Logger,
-		tracer:  tp.Tracer(otelscope.Name),
-		labels:  make(map[string]*sinkLabels, len(sinks)),
-		tallies: make(map[string]*sinkTally, len(sinks)),
+		pool:   pool,
+		cfg:    cfg,
+		sinks:  sinks,
+		q:      q,
+		ops:    ops,
+		id:     newRelayID(),
+		logger: cfg.Logger,
+		tracer: tp.Tracer(otelscope.Name),
+		labels: make(map[string]*sinkLabels, len(sinks)),
 
 		breakers:    newBreakers(sinks),
 		breakerKick: make(chan struct{}, 1),
@@ -129,7 +129,6 @@ func New(pool *pgxpool.Pool, q *store.Queries, ops *operator.Operator, cfg Confi
 	}
 	for name, s := range sinks {
 		r.labels[name] = newSinkLabels(s)
-		r.tallies[name] = newSinkTally()
 	}
 	return r, nil
 }
@@ -174,14 +173,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	deliverCtx, abortDeliveries := context.WithCancel(context.WithoutCancel(ctx))
 	defer abortDeliveries()
 
+	services := r.startServices(ctx, loopCtx, deliverCtx)
 	var background sync.WaitGroup
-	firstLead := make(chan struct{})
-	background.Go(func() { r.lead(loopCtx, firstLead) })
-	background.Go(func() { r.maintain(loopCtx, firstLead) })
-	background.Go(func() { r.watchUnconfiguredSinks(loopCtx) })
-	background.Go(func() { r.flushDeliveryMinutes(loopCtx) })
 	background.Go(func() { r.rereadPauses(loopCtx) })
-	background.Go(func() { r.watchBreakers(loopCtx, deliverCtx) })
 	background.Go(func() { r.sweepFallbacks(loopCtx) })
 	completerDone := make(chan struct{})
 	go func() { r.completer.Run(); close(completerDone) }()
@@ -197,11 +191,41 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.completer.Stop()
 	<-completerDone
 	background.Wait()
-	r.flushLastTallies(ctx)
+	for _, s := range services {
+		s.Stop()
+	}
 	if cause := context.Cause(loopCtx); errors.Is(cause, errRelayFailed) {
 		return fmt.Errorf("outbox: %w", cause)
 	}
 	return nil
+}
+
+// startServices starts the relay's services (package maintenance) and
+// returns them in the order to stop them: the leader and its chores, the
+// unconfigured sinks' watch, and the breaker watch (its probes delivered
+// in deliverCtx), run until loopCtx ends; the delivery
+// counts run until stopped, last, after the drain's outcomes are written,
+// so they count those too.
+func (r *Relay) startServices(ctx, loopCtx, deliverCtx context.Context) []maintenance.Service {
+	env := maintenance.Env{DB: r.db, Q: r.q, Logger: r.logger, Signals: r.signals}
+	leader := maintenance.NewLeader(env, r.id, r.cfg.StatsInterval)
+	r.minutes = maintenance.NewDeliveryMinutes(env, slices.Collect(maps.Keys(r.sinks)), r.cfg.StatsInterval)
+	services := []maintenance.Service{
+		leader,
+		maintenance.NewStatsSnapshot(env, r.ops, leader, r.cfg.StatsInterval),
+		maintenance.NewHistory(env, leader, r.cfg.MaintenanceInterval, r.cfg.SentRetention),
+		maintenance.NewMaintenance(env, leader, maintenance.MaintenanceConfig{Interval: r.cfg.MaintenanceInterval,
+			SentRetention: r.cfg.SentRetention, ThreadRetention: r.cfg.ThreadRetention, WaiterPruneAfter: waiterPruneAfter}),
+		maintenance.NewUnconfigured(env, r.ops, slices.Collect(maps.Keys(r.sinks)), meterProvider(r.cfg.MeterProvider)),
+	}
+	if len(r.breakers) > 0 {
+		services = append(services, maintenance.NewBreakerWatch(env, watchedBreakers{r, deliverCtx}, r.cfg.PollInterval, r.breakerKick))
+	}
+	for _, s := range services {
+		s.Start(loopCtx)
+	}
+	r.minutes.Start(context.WithoutCancel(ctx))
+	return append(services, r.minutes)
 }
 
 // startLoops starts a claim loop for every throttled sink and one shared by
@@ -295,7 +319,7 @@ func (r *Relay) drain(abortDeliveries context.CancelFunc) {
 // notification, after the listener (re)connected, and once per poll
 // interval (see rereadPauses); and the circuit breakers (a breaker's
 // change sends a pause notification too), here rather than in
-// watchBreakers, which it then kicks to take the probes due: a breaker
+// the breaker watch, which it then kicks to take the probes due: a breaker
 // closed by another relay's probe wakes the claim loops right after this
 // reload, and a loop that claimed the receiver's rows while this relay
 // still thought it open held them until the next probe (see

@@ -91,9 +91,11 @@ type Config struct {
 	// (synchronous_commit = off on the relay's connections): a PostgreSQL
 	// crash can then forget the last fraction of a second of them, which
 	// only means those rows are delivered again as uncertain retries, while
-	// the relay waits for no disk flush per finished batch. Claims always
-	// commit durably (see claim.sql): a forgotten claim would hide a
-	// delivery that may have started.
+	// the relay waits for no disk flush per finished batch. So do claims,
+	// but those of a sink that checks Uncertain attempts
+	// (sink.UncertainChecker, see claim.sql): for such a sink a forgotten
+	// claim would hide a delivery that may have started. With
+	// DurableRelayWrites every claim waits for the flush too.
 	DurableRelayWrites bool
 	// DeleteOnSent deletes a row and its dedup key as soon as it is
 	// delivered instead of moving it to messages_history (cheaper for

@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/outboxd/outboxd"
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -505,10 +505,10 @@ func TestCompleterLingersUnlessUrgent(t *testing.T) {
 	written := make(chan struct{})
 	go func() {
 		relay.WriteOutcomes(pool, b.Outbox.Schema(), nil, time.Hour, []relay.TestOutcome{
-			{ID: -1, Token: uuid.New(), Status: operator.StatusSent},
-			{ID: -2, Token: uuid.New(), Status: operator.StatusSent},
-			{ID: -3, Token: uuid.New(), Status: operator.StatusSent},
-			{ID: -4, Token: uuid.New(), Status: operator.StatusSent, Urgent: true},
+			{ID: -1, Token: uuid.New(), Status: status.Sent},
+			{ID: -2, Token: uuid.New(), Status: status.Sent},
+			{ID: -3, Token: uuid.New(), Status: status.Sent},
+			{ID: -4, Token: uuid.New(), Status: status.Sent, Urgent: true},
 		})
 		close(written)
 	}()

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/otelscope"
 	"github.com/outboxd/outboxd/internal/store"
 )
@@ -40,9 +41,9 @@ const messagingSystem = "outboxd"
 
 // Delivery outcomes, as span attributes and metric labels.
 const (
-	outcomeSent        = "sent"
+	outcomeSent        = string(status.Sent)
 	outcomeRetry       = "retry"
-	outcomeDead        = "dead"
+	outcomeDead        = string(status.Dead)
 	outcomeRateLimited = "rate-limited"
 	outcomeZombie      = "zombie"
 	// outcomeFellBack: the row went to its target's fallback instead.

@@ -21,6 +21,7 @@ import (
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/sinks"
 )
 
@@ -59,7 +60,7 @@ func (rc *receiver) sink() sink.Sink {
 		if err != nil {
 			return err
 		}
-		defer sinks.DiscardBody(resp.Body)
+		defer netguard.DiscardBody(resp.Body)
 		return sinks.ClassifyResponse(resp)
 	})
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/coretest"
 	"github.com/outboxd/outboxd/internal/testkit/testrelay"
@@ -46,15 +46,15 @@ func TestUndecodableRowFailsOnlyItself(t *testing.T) {
 	if n := len(rec.Snapshot()); n != 6 {
 		t.Errorf("%d deliveries, want the 6 good rows once each", n)
 	}
-	var status, lastError string
+	var got, lastError string
 	var attempts int
 	if err := b.Pool.QueryRow(b.Ctx, "SELECT status, attempts, last_error FROM "+schema+".messages WHERE id = $1", bad).
-		Scan(&status, &attempts, &lastError); err != nil {
+		Scan(&got, &attempts, &lastError); err != nil {
 		t.Fatal(err)
 	}
-	if status != string(operator.StatusDead) || attempts != 1 ||
+	if got != string(status.Dead) || attempts != 1 ||
 		!strings.Contains(lastError, `headers {"x-retries": 1} are not a JSON object of strings`) {
 		t.Errorf("the undecodable row: %s after %d attempts, last error %q; want dead at the first with the headers named",
-			status, attempts, lastError)
+			got, attempts, lastError)
 	}
 }

@@ -69,6 +69,22 @@ func (w *waiter) claimed(full bool) {
 	w.busy = full
 }
 
+// waitForWakeups has producers wake w, whose last claim may have been full,
+// while it waits for its blocked rate keys (see keyedClaims): such a wait
+// lasts up to keyBlockedRecheck, longer than a poll interval, and rows of
+// other keys would wait for its end. A producer whose statement saw the
+// loop busy just before waits for that end (keyBlockedRecheck, no more).
+func (r *Relay) waitForWakeups(ctx context.Context, w *waiter) {
+	if !w.busy {
+		return
+	}
+	if err := r.q.WaiterWaits(ctx, r.db, w.id); err != nil {
+		r.logger.Debug("outbox: could not mark a claim loop waiting; producers' rows wait for its next claim", "error", err)
+		return
+	}
+	w.busy = false
+}
+
 // idleFor is how long the loop waits for a wake-up: poll, or less when a
 // claim is due sooner. A wake-up that ends the wait early does not cancel
 // the due claim: it may come from before the moment the claim must follow.

@@ -49,7 +49,7 @@ type Shape struct {
 	// so a target may ask for update_root.
 	Threads bool
 	// Tenants says the sink delivers to the destinations of a tenant
-	// (package sinks/destinations): its targets name the tenant with a
+	// (the sink type destinations): its targets name the tenant with a
 	// tenant template, and publish makes one row per destination.
 	Tenants bool
 	// Untemplated is the payload of a target without a template; nil means

@@ -13,12 +13,6 @@
 //     when the configuration sets none.
 //   - [RateKeyer]: names the key each delivery's per-key rate limit
 //     counts by (a Slack channel), for rate_limit.per_key.
-//   - [KeyRateLimiter]: gives some rate keys a rate limit of their own (a
-//     destinations sink's destination with its rate_limit), in place of
-//     the sink's per-key limit.
-//   - [AutoDisabler]: delivers to the outbox's destinations (a
-//     destinations sink); one whose breaker stays open too long is
-//     disabled, its rows kept waiting.
 //   - [Shaper]: declares the payload's fields, so routes' templates render
 //     into them ([Shape]); without it any field renders as text.
 //   - [Checker]: checks credentials or reachability without delivering a
@@ -29,9 +23,17 @@
 //     one mail, one call with a list); a sink configured with a digest
 //     ([DigestPolicy]) must implement it. Its error may refuse single
 //     members ([RefuseMembers]).
+//   - [UncertainChecker]: looks for an Uncertain attempt's effect at the
+//     receiver before sending again (Slack looks for its post); the relay
+//     then claims the sink's rows durably, so that a PostgreSQL crash
+//     cannot forget an attempt that may have started.
 //   - io.Closer: releases what the sink holds (connections, producers).
 //     Whoever built the sink closes it once, after the relay has stopped
 //     delivering to it.
+//
+// A sink that speaks HTTP also reports each attempt's answer (status, the
+// start of its body, the address it went to) with [RecordAnswer]; the
+// relay stores it with the attempt.
 //
 // Deliver's error says what happens next: nil (delivered), [Permanent]
 // (dead-letter now), [RetryAfter] (come back later, attempt not spent) or
@@ -128,33 +130,20 @@ type RateKeyer interface {
 	RateKey(d *Delivery) (string, error)
 }
 
-// KeyRateLimiter is implemented by sinks limited per rate key
-// (RateLimit.PerKey) whose keys may each have a rate limit of their own:
-// the tenants' destinations of a destinations sink, each with its
-// rate_limit. The relay spaces key's deliveries, cluster-wide, by the
-// limit KeyRateLimit returns, and by the sink's RateLimit for a key it
-// returns none for (ok false) or one out of range (Rate or Per not
-// positive, Burst negative, an interval finer than a microsecond); a
-// Burst of 0 is 1. Its PerKey is ignored. The relay asks once per key per
-// reservation, before the delivery, so it should answer from memory; ctx
-// bounds a read it makes for a key it does not know yet.
-type KeyRateLimiter interface {
-	RateKeyer
-	KeyRateLimit(ctx context.Context, key string) (limit RateLimit, ok bool)
-}
-
-// AutoDisabler is implemented by sinks that deliver to the outbox's
-// destinations (the destinations table of migration 016; package
-// sinks/destinations): each rate key is a destination's id. When
-// a destination's circuit breaker has stayed open longer than
-// AutoDisableAfter, a relay disables the destination, cluster-wide and
-// once: its rows wait without spending attempts until it is enabled
-// again, its breaker ends (an enabled destination starts afresh), and the
-// event outboxd.destination.disabled goes through the routes. 0 never
-// disables.
-type AutoDisabler interface {
-	RateKeyer
-	AutoDisableAfter() time.Duration
+// UncertainChecker is implemented by sinks whose receiver takes no
+// idempotency key and which, given an Uncertain delivery, look for the
+// earlier attempt's effect before sending again (Slack searches the
+// channel for its post). For a sink whose ChecksUncertain answers true the
+// relay makes each claim of its rows durable (the claim's commit waits
+// for PostgreSQL's WAL flush before any delivery starts), so that after a
+// PostgreSQL crash a row whose delivery may have started comes back
+// Uncertain and the check runs. Other sinks' claims commit
+// asynchronously: a crash of PostgreSQL (not a clean restart) may forget
+// the claims of its last fraction of a second, whose rows are then
+// delivered again as first attempts, not Uncertain, under the same
+// DedupKey; the flush saved is most of a message's latency on a busy disk.
+type UncertainChecker interface {
+	ChecksUncertain() bool
 }
 
 // Delivery is one attempt at delivering one outbox row.
@@ -173,7 +162,8 @@ type Delivery struct {
 	// relay that made it lost its lease (it crashed, or the delivery outlived
 	// the lease) before recording a result. A sink without an idempotency key
 	// at the receiver (Slack) checks whether that attempt went through
-	// before sending again.
+	// before sending again; it implements [UncertainChecker], or a
+	// PostgreSQL crash may forget the attempt instead.
 	Uncertain bool
 
 	// Route is the route that published the row (see [Publish]); empty for

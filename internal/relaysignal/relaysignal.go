@@ -43,8 +43,12 @@ type Relay struct {
 	// the relay does not have.
 	UnconfiguredSinks Signal[[]string]
 	// Maintained gets, once each maintenance round the relay led is over,
-	// the number of sent rows the round deleted (0 when there were none).
+	// the number of audit entries, digests and threads it pruned.
 	Maintained Signal[int64]
+	// HistoryKept gets, once each round of delivered history the relay
+	// led is over, the number of sent rows it took out of messages or
+	// truncated from messages_history (0 when there were none).
+	HistoryKept Signal[int64]
 	// PausesLoaded gets a value each time the relay loaded the cluster's
 	// sink pauses from the database.
 	PausesLoaded Signal[struct{}]
@@ -194,6 +198,13 @@ func (r *Relay) EmitBeforeReserve(sink string) {
 func (r *Relay) EmitMaintained(pruned int64) {
 	if r != nil {
 		r.Maintained.Send(pruned)
+	}
+}
+
+// EmitHistoryKept sends rows on r.HistoryKept.
+func (r *Relay) EmitHistoryKept(rows int64) {
+	if r != nil {
+		r.HistoryKept.Send(rows)
 	}
 }
 

@@ -10,3 +10,10 @@ const AdvisoryLockNamespace int32 = 0x6f6278
 // independent outboxes do not contend. (Key 2 was the maintenance lock,
 // before the relays' one leader election replaced it.)
 const LockKeyMigrate = 1
+
+// LockKeyTenantQuota is the second key, within AdvisoryLockNamespace, of
+// the lock a tenant's quota is checked under (package destinations); it is
+// combined with a hash of the schema and the tenant, so that two requests
+// of one tenant count in turn (a race cannot pass a quota) and other
+// tenants do not wait.
+const LockKeyTenantQuota = 3

@@ -30,6 +30,8 @@ type Texts struct {
 	ActiveRoutes string
 	// AddDeliveryMinutes is add_delivery_minutes.sql.
 	AddDeliveryMinutes string
+	// AddDestinationMinutes is add_destination_minutes.sql.
+	AddDestinationMinutes string
 	// AppliedTarget is applied_target.sql.
 	AppliedTarget string
 	// ApplyRoutes is apply_routes.sql.
@@ -46,6 +48,8 @@ type Texts struct {
 	BreakerOpen string
 	// BreakerProbeFailed is breaker_probe_failed.sql.
 	BreakerProbeFailed string
+	// BreakerReturnProbe is breaker_return_probe.sql.
+	BreakerReturnProbe string
 	// BreakerTakeProbe is breaker_take_probe.sql.
 	BreakerTakeProbe string
 	// Breakers is breakers.sql.
@@ -60,6 +64,18 @@ type Texts struct {
 	DeadLetters string
 	// DeliveryRates is delivery_rates.sql.
 	DeliveryRates string
+	// DestinationAuthDelete is destination_auth_delete.sql.
+	DestinationAuthDelete string
+	// DestinationAuthGet is destination_auth_get.sql.
+	DestinationAuthGet string
+	// DestinationAuthReseal is destination_auth_reseal.sql.
+	DestinationAuthReseal string
+	// DestinationAuthSave is destination_auth_save.sql.
+	DestinationAuthSave string
+	// DestinationAuthSealed is destination_auth_sealed.sql.
+	DestinationAuthSealed string
+	// DestinationAuthShown is destination_auth_shown.sql.
+	DestinationAuthShown string
 	// DestinationAutoDisable is destination_auto_disable.sql.
 	DestinationAutoDisable string
 	// DestinationCreate is destination_create.sql.
@@ -68,6 +84,8 @@ type Texts struct {
 	DestinationDeadRows string
 	// DestinationDelete is destination_delete.sql.
 	DestinationDelete string
+	// DestinationDeleteCount is destination_delete_count.sql.
+	DestinationDeleteCount string
 	// DestinationDeliveries is destination_deliveries.sql.
 	DestinationDeliveries string
 	// DestinationEnqueue is destination_enqueue.sql.
@@ -78,10 +96,16 @@ type Texts struct {
 	DestinationFanOuts string
 	// DestinationGet is destination_get.sql.
 	DestinationGet string
+	// DestinationHealth is destination_health.sql.
+	DestinationHealth string
 	// DestinationLock is destination_lock.sql.
 	DestinationLock string
 	// DestinationPark is destination_park.sql.
 	DestinationPark string
+	// DestinationQuotaUse is destination_quota_use.sql.
+	DestinationQuotaUse string
+	// DestinationRecover is destination_recover.sql.
+	DestinationRecover string
 	// DestinationSecretAdd is destination_secret_add.sql.
 	DestinationSecretAdd string
 	// DestinationSecretReseal is destination_secret_reseal.sql.
@@ -90,6 +114,10 @@ type Texts struct {
 	DestinationSecretsSealed string
 	// DestinationSetEnabled is destination_set_enabled.sql.
 	DestinationSetEnabled string
+	// DestinationStats is destination_stats.sql.
+	DestinationStats string
+	// DestinationTenantNotice is destination_tenant_notice.sql.
+	DestinationTenantNotice string
 	// DestinationUpdate is destination_update.sql.
 	DestinationUpdate string
 	// DestinationsList is destinations_list.sql.
@@ -162,6 +190,8 @@ type Texts struct {
 	PruneAudit string
 	// PruneDeliveryMinutes is prune_delivery_minutes.sql.
 	PruneDeliveryMinutes string
+	// PruneDestinationMinutes is prune_destination_minutes.sql.
+	PruneDestinationMinutes string
 	// PruneDigests is prune_digests.sql.
 	PruneDigests string
 	// PruneKeyLimits is prune_key_limits.sql.
@@ -218,6 +248,8 @@ type Texts struct {
 	ValidateConstraints string
 	// VersionTarget is version_target.sql.
 	VersionTarget string
+	// WaiterWaits is waiter_waits.sql.
+	WaiterWaits string
 	// WaitingRows is waiting_rows.sql.
 	WaitingRows string
 }
@@ -229,6 +261,7 @@ func newTexts(ident string) Texts {
 		ActivePauses:              strings.ReplaceAll(activePausesSQL, "{schema}", ident),
 		ActiveRoutes:              strings.ReplaceAll(activeRoutesSQL, "{schema}", ident),
 		AddDeliveryMinutes:        strings.ReplaceAll(addDeliveryMinutesSQL, "{schema}", ident),
+		AddDestinationMinutes:     strings.ReplaceAll(addDestinationMinutesSQL, "{schema}", ident),
 		AppliedTarget:             strings.ReplaceAll(appliedTargetSQL, "{schema}", ident),
 		ApplyRoutes:               strings.ReplaceAll(applyRoutesSQL, "{schema}", ident),
 		AuditList:                 strings.ReplaceAll(auditListSQL, "{schema}", ident),
@@ -237,6 +270,7 @@ func newTexts(ident string) Texts {
 		BreakerDropEvents:         strings.ReplaceAll(breakerDropEventsSQL, "{schema}", ident),
 		BreakerOpen:               strings.ReplaceAll(breakerOpenSQL, "{schema}", ident),
 		BreakerProbeFailed:        strings.ReplaceAll(breakerProbeFailedSQL, "{schema}", ident),
+		BreakerReturnProbe:        strings.ReplaceAll(breakerReturnProbeSQL, "{schema}", ident),
 		BreakerTakeProbe:          strings.ReplaceAll(breakerTakeProbeSQL, "{schema}", ident),
 		Breakers:                  strings.ReplaceAll(breakersSQL, "{schema}", ident),
 		Claim:                     strings.ReplaceAll(claimSQL, "{schema}", ident),
@@ -244,21 +278,33 @@ func newTexts(ident string) Texts {
 		DeadLetterGroups:          strings.ReplaceAll(deadLetterGroupsSQL, "{schema}", ident),
 		DeadLetters:               strings.ReplaceAll(deadLettersSQL, "{schema}", ident),
 		DeliveryRates:             strings.ReplaceAll(deliveryRatesSQL, "{schema}", ident),
+		DestinationAuthDelete:     strings.ReplaceAll(destinationAuthDeleteSQL, "{schema}", ident),
+		DestinationAuthGet:        strings.ReplaceAll(destinationAuthGetSQL, "{schema}", ident),
+		DestinationAuthReseal:     strings.ReplaceAll(destinationAuthResealSQL, "{schema}", ident),
+		DestinationAuthSave:       strings.ReplaceAll(destinationAuthSaveSQL, "{schema}", ident),
+		DestinationAuthSealed:     strings.ReplaceAll(destinationAuthSealedSQL, "{schema}", ident),
+		DestinationAuthShown:      strings.ReplaceAll(destinationAuthShownSQL, "{schema}", ident),
 		DestinationAutoDisable:    strings.ReplaceAll(destinationAutoDisableSQL, "{schema}", ident),
 		DestinationCreate:         strings.ReplaceAll(destinationCreateSQL, "{schema}", ident),
 		DestinationDeadRows:       strings.ReplaceAll(destinationDeadRowsSQL, "{schema}", ident),
 		DestinationDelete:         strings.ReplaceAll(destinationDeleteSQL, "{schema}", ident),
+		DestinationDeleteCount:    strings.ReplaceAll(destinationDeleteCountSQL, "{schema}", ident),
 		DestinationDeliveries:     strings.ReplaceAll(destinationDeliveriesSQL, "{schema}", ident),
 		DestinationEnqueue:        strings.ReplaceAll(destinationEnqueueSQL, "{schema}", ident),
 		DestinationExists:         strings.ReplaceAll(destinationExistsSQL, "{schema}", ident),
 		DestinationFanOuts:        strings.ReplaceAll(destinationFanOutsSQL, "{schema}", ident),
 		DestinationGet:            strings.ReplaceAll(destinationGetSQL, "{schema}", ident),
+		DestinationHealth:         strings.ReplaceAll(destinationHealthSQL, "{schema}", ident),
 		DestinationLock:           strings.ReplaceAll(destinationLockSQL, "{schema}", ident),
 		DestinationPark:           strings.ReplaceAll(destinationParkSQL, "{schema}", ident),
+		DestinationQuotaUse:       strings.ReplaceAll(destinationQuotaUseSQL, "{schema}", ident),
+		DestinationRecover:        strings.ReplaceAll(destinationRecoverSQL, "{schema}", ident),
 		DestinationSecretAdd:      strings.ReplaceAll(destinationSecretAddSQL, "{schema}", ident),
 		DestinationSecretReseal:   strings.ReplaceAll(destinationSecretResealSQL, "{schema}", ident),
 		DestinationSecretsSealed:  strings.ReplaceAll(destinationSecretsSealedSQL, "{schema}", ident),
 		DestinationSetEnabled:     strings.ReplaceAll(destinationSetEnabledSQL, "{schema}", ident),
+		DestinationStats:          strings.ReplaceAll(destinationStatsSQL, "{schema}", ident),
+		DestinationTenantNotice:   strings.ReplaceAll(destinationTenantNoticeSQL, "{schema}", ident),
 		DestinationUpdate:         strings.ReplaceAll(destinationUpdateSQL, "{schema}", ident),
 		DestinationsList:          strings.ReplaceAll(destinationsListSQL, "{schema}", ident),
 		DestinationsListAll:       strings.ReplaceAll(destinationsListAllSQL, "{schema}", ident),
@@ -295,6 +341,7 @@ func newTexts(ident string) Texts {
 		PauseSinkByHand:           strings.ReplaceAll(pauseSinkByHandSQL, "{schema}", ident),
 		PruneAudit:                strings.ReplaceAll(pruneAuditSQL, "{schema}", ident),
 		PruneDeliveryMinutes:      strings.ReplaceAll(pruneDeliveryMinutesSQL, "{schema}", ident),
+		PruneDestinationMinutes:   strings.ReplaceAll(pruneDestinationMinutesSQL, "{schema}", ident),
 		PruneDigests:              strings.ReplaceAll(pruneDigestsSQL, "{schema}", ident),
 		PruneKeyLimits:            strings.ReplaceAll(pruneKeyLimitsSQL, "{schema}", ident),
 		PruneSent:                 strings.ReplaceAll(pruneSentSQL, "{schema}", ident),
@@ -323,6 +370,7 @@ func newTexts(ident string) Texts {
 		UnregisterWaiters:         strings.ReplaceAll(unregisterWaitersSQL, "{schema}", ident),
 		ValidateConstraints:       strings.ReplaceAll(validateConstraintsSQL, "{schema}", ident),
 		VersionTarget:             strings.ReplaceAll(versionTargetSQL, "{schema}", ident),
+		WaiterWaits:               strings.ReplaceAll(waiterWaitsSQL, "{schema}", ident),
 		WaitingRows:               strings.ReplaceAll(waitingRowsSQL, "{schema}", ident),
 	}
 }
@@ -406,6 +454,43 @@ type AddDeliveryMinutesParams struct {
 // AddDeliveryMinutes runs add_delivery_minutes.sql.
 func (q *Queries) AddDeliveryMinutes(ctx context.Context, db DBTX, arg AddDeliveryMinutesParams) error {
 	_, err := db.Exec(ctx, q.text.AddDeliveryMinutes, int8Array(arg.Latency), arg.Buckets, textArray(arg.Sinks), int8Array(arg.Sent), int8Array(arg.Retried), int8Array(arg.Dead))
+	return err
+}
+
+const addDestinationMinutesSQL = `-- name: add_destination_minutes
+-- Adds one relay's delivery counts of the last few seconds to the current
+-- minute's row of each tenant's destination (migration 033), as
+-- add_delivery_minutes.sql does per sink: @destinations destinations
+-- (sorted, so two relays lock the rows in the same order and never
+-- deadlock), @sent sent, @retried retried, @dead dead, @latency the latency
+-- buckets of every destination one after the other, @buckets buckets per
+-- destination.
+INSERT INTO {schema}.destination_minutes AS d (destination, minute, sent, retried, dead, latency_buckets)
+SELECT c.destination, date_trunc('minute', now()), c.sent, c.retried, c.dead,
+       ($1::bigint[])[(c.ord - 1) * $2 + 1 : c.ord * $2]
+FROM unnest($3::text[], $4::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY AS c(destination, sent, retried, dead, ord)
+ORDER BY c.destination
+ON CONFLICT (destination, minute) DO UPDATE
+SET sent = d.sent + EXCLUDED.sent, retried = d.retried + EXCLUDED.retried, dead = d.dead + EXCLUDED.dead,
+    latency_buckets = ARRAY(
+        SELECT COALESCE(a, 0) + COALESCE(b, 0)
+        FROM unnest(d.latency_buckets, EXCLUDED.latency_buckets) WITH ORDINALITY AS t(a, b, i)
+        ORDER BY i)
+`
+
+// AddDestinationMinutesParams are the parameters of add_destination_minutes.sql.
+type AddDestinationMinutesParams struct {
+	Latency      []int64  // bigint[]
+	Buckets      int64    // bigint
+	Destinations []string // text[]
+	Sent         []int64  // bigint[]
+	Retried      []int64  // bigint[]
+	Dead         []int64  // bigint[]
+}
+
+// AddDestinationMinutes runs add_destination_minutes.sql.
+func (q *Queries) AddDestinationMinutes(ctx context.Context, db DBTX, arg AddDestinationMinutesParams) error {
+	_, err := db.Exec(ctx, q.text.AddDestinationMinutes, int8Array(arg.Latency), arg.Buckets, textArray(arg.Destinations), int8Array(arg.Sent), int8Array(arg.Retried), int8Array(arg.Dead))
 	return err
 }
 
@@ -529,24 +614,27 @@ func (q *Queries) AuditRecord(ctx context.Context, db DBTX, arg AuditRecordParam
 
 const breakerCloseSQL = `-- name: breaker_close
 -- Closes the breaker of receiver (@sink, @dest_key) after a probe
--- succeeded. The sink's rows the outage put off (pending or failed with
--- an error, due later) come due now, so delivery resumes at full speed at
--- once rather than after each row's backoff; a producer's delayed message
--- has no error and keeps its time. Notification @payload on @channel makes
--- every running relay reload the breakers, and the empty one after it
--- wakes their claim loops. Returns whether this call closed it, and when
--- and why it had opened.
+-- succeeded. The rows the outage put off come due now, so delivery
+-- resumes at full speed at once rather than after each row's backoff: a
+-- sink's (pending or failed with an error, due later; a producer's
+-- delayed message has no error and keeps its time), or a rate key's,
+-- which the relays parked with the error @held_error naming the key (the
+-- claim cannot tell a row's key; see relay's holdOpenKeys). Notification
+-- @payload on @channel makes every running relay reload the breakers,
+-- and the empty one after it wakes their claim loops. Returns whether
+-- this call closed it, and when and why it had opened.
 WITH closed AS (
     DELETE FROM {schema}.destination_breakers
     WHERE sink = $1 AND dest_key = $2
     RETURNING opened_at, reason
 ), put_off AS (
     UPDATE {schema}.messages SET available_at = now()
-    WHERE $2 = '' AND EXISTS (SELECT FROM closed)
+    WHERE EXISTS (SELECT FROM closed)
       AND phase = 'open' AND available_at > now() AND status IN ('pending', 'failed')
-      AND sink = $1 AND last_error IS NOT NULL
+      AND sink = $1
+      AND CASE WHEN $2 = '' THEN last_error IS NOT NULL ELSE last_error = $3 END
 ), told AS (
-    SELECT pg_notify($3, $4), pg_notify($3, '') FROM closed
+    SELECT pg_notify($4, $5), pg_notify($4, '') FROM closed
 )
 SELECT EXISTS (SELECT FROM closed), (SELECT opened_at FROM closed), (SELECT reason FROM closed)
 FROM (SELECT 1) one LEFT JOIN told ON true
@@ -554,10 +642,11 @@ FROM (SELECT 1) one LEFT JOIN told ON true
 
 // BreakerCloseParams are the parameters of breaker_close.sql.
 type BreakerCloseParams struct {
-	Sink    string // text
-	DestKey string // text
-	Channel string // text
-	Payload string // text
+	Sink      string // text
+	DestKey   string // text
+	HeldError string // text
+	Channel   string // text
+	Payload   string // text
 }
 
 // BreakerCloseRow is a row of breaker_close.sql.
@@ -571,7 +660,7 @@ type BreakerCloseRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) BreakerClose(ctx context.Context, db DBTX, arg BreakerCloseParams) (BreakerCloseRow, error) {
 	var r BreakerCloseRow
-	err := db.QueryRow(ctx, q.text.BreakerClose, arg.Sink, arg.DestKey, arg.Channel, arg.Payload).Scan(&r.Closed, &r.OpenedAt, &r.Reason)
+	err := db.QueryRow(ctx, q.text.BreakerClose, arg.Sink, arg.DestKey, arg.HeldError, arg.Channel, arg.Payload).Scan(&r.Closed, &r.OpenedAt, &r.Reason)
 	return r, err
 }
 
@@ -641,20 +730,24 @@ func (q *Queries) BreakerOpen(ctx context.Context, db DBTX, arg BreakerOpenParam
 
 const breakerProbeFailedSQL = `-- name: breaker_probe_failed
 -- Records that the probe of breaker (@sink, @dest_key) failed with
--- @last_failure: it stays open until its next probe. A probe answered with
--- a Retry-After (@retry_after above zero) comes back when the receiver
--- said, not after the doubled interval breaker_take_probe set: the
--- receiver is up and named its time, and a probe that came later than
--- asked could meet the next throttling spell every time.
+-- @last_failure, the receiver's answer: it stays open, its probe interval
+-- doubles (capped at @max_interval) and the next probe comes that doubled
+-- interval from now. A probe answered with a Retry-After (@retry_after
+-- above zero) comes back when the receiver said instead: the receiver is
+-- up and named its time, and a probe that came later than asked could
+-- meet the next throttling spell every time.
 UPDATE {schema}.destination_breakers
 SET probing_until = NULL, last_failure = $1, last_failure_at = now(),
-    next_probe_at = CASE WHEN $2::interval > interval '0' THEN now() + $2::interval ELSE next_probe_at END
-WHERE sink = $3 AND dest_key = $4
+    probe_interval = LEAST(probe_interval * 2, $2::interval),
+    next_probe_at = now() + CASE WHEN $3::interval > interval '0' THEN $3::interval
+                                 ELSE LEAST(probe_interval * 2, $2::interval) END
+WHERE sink = $4 AND dest_key = $5
 `
 
 // BreakerProbeFailedParams are the parameters of breaker_probe_failed.sql.
 type BreakerProbeFailedParams struct {
 	LastFailure string        // text
+	MaxInterval time.Duration // interval
 	RetryAfter  time.Duration // interval
 	Sink        string        // text
 	DestKey     string        // text
@@ -662,34 +755,50 @@ type BreakerProbeFailedParams struct {
 
 // BreakerProbeFailed runs breaker_probe_failed.sql.
 func (q *Queries) BreakerProbeFailed(ctx context.Context, db DBTX, arg BreakerProbeFailedParams) error {
-	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, arg.LastFailure, arg.RetryAfter, arg.Sink, arg.DestKey)
+	_, err := db.Exec(ctx, q.text.BreakerProbeFailed, arg.LastFailure, arg.MaxInterval, arg.RetryAfter, arg.Sink, arg.DestKey)
+	return err
+}
+
+const breakerReturnProbeSQL = "-- name: breaker_return_probe\n-- Gives back the probe of breaker (@sink, @dest_key) that sent nothing: no\n-- row of the sink was there to probe with (all gone, put off, or held by a\n-- Retry-After pause the claim respects). That says nothing about the\n-- receiver, so the breaker keeps its last failure (the receiver's own\n-- answer, as `outboxd stats`, the API and the console show it), the round\n-- is not counted as a probe, and the probe interval stays as it was. The\n-- next probe comes when the first of the sink's rows put off comes due, at\n-- the latest a probe interval from now, and never before a pause of the\n-- sink ends: the first request after a pause goes out as it ends. A rate\n-- key's breaker (@dest_key not empty) looks at neither: its probes come\n-- with its rows (see the relay's holdOpenKeys).\nUPDATE {schema}.destination_breakers b\nSET probing_until = NULL, probes = greatest(b.probes - 1, 0),\n    next_probe_at = greatest(\n        coalesce((SELECT l.paused_until FROM {schema}.sink_limits l\n                  WHERE $1 = '' AND l.sink = $2 AND l.paused_until > now()), now()),\n        least(now() + b.probe_interval,\n              -- sink IS NOT NULL, queued_behind: messages_open_idx's\n              -- predicate and second column (migration 017).\n              (SELECT m.available_at FROM {schema}.messages m\n               WHERE $1 = '' AND m.sink = $2 AND m.sink IS NOT NULL AND m.phase = 'open'\n                 AND m.queued_behind = false AND m.available_at > now()\n               ORDER BY m.available_at LIMIT 1)))\nWHERE b.sink = $2 AND b.dest_key = $1\n"
+
+// BreakerReturnProbeParams are the parameters of breaker_return_probe.sql.
+type BreakerReturnProbeParams struct {
+	DestKey string // text
+	Sink    string // text
+}
+
+// BreakerReturnProbe runs breaker_return_probe.sql.
+func (q *Queries) BreakerReturnProbe(ctx context.Context, db DBTX, arg BreakerReturnProbeParams) error {
+	_, err := db.Exec(ctx, q.text.BreakerReturnProbe, arg.DestKey, arg.Sink)
 	return err
 }
 
 const breakerTakeProbeSQL = `-- name: breaker_take_probe
 -- Takes the probe of the open breaker (@sink, @dest_key) when it is due
 -- and no other relay holds it: exactly one relay of the cluster wins each
--- probe. The probe is held for @lease; the next one comes a doubled probe
--- interval (capped at @max_interval) from now. Returns 1 for the winner.
+-- probe. The probe is held for @lease. The next one is planned a probe
+-- interval from now, should this one never report (its relay died); the
+-- interval itself doubles only when a probe fails
+-- (breaker_probe_failed.sql), so a probe that sends nothing
+-- (breaker_return_probe.sql) or dies with its relay does not stretch the
+-- wait for the next. Returns 1 for the winner.
 UPDATE {schema}.destination_breakers
 SET probing_until = now() + $1::interval, probes = probes + 1,
-    probe_interval = LEAST(probe_interval * 2, $2::interval),
-    next_probe_at = now() + LEAST(probe_interval * 2, $2::interval)
-WHERE sink = $3 AND dest_key = $4 AND next_probe_at <= now()
+    next_probe_at = now() + probe_interval
+WHERE sink = $2 AND dest_key = $3 AND next_probe_at <= now()
   AND (probing_until IS NULL OR probing_until <= now())
 `
 
 // BreakerTakeProbeParams are the parameters of breaker_take_probe.sql.
 type BreakerTakeProbeParams struct {
-	Lease       time.Duration // interval
-	MaxInterval time.Duration // interval
-	Sink        string        // text
-	DestKey     string        // text
+	Lease   time.Duration // interval
+	Sink    string        // text
+	DestKey string        // text
 }
 
 // BreakerTakeProbe runs breaker_take_probe.sql and returns how many rows it affected.
 func (q *Queries) BreakerTakeProbe(ctx context.Context, db DBTX, arg BreakerTakeProbeParams) (int64, error) {
-	tag, err := db.Exec(ctx, q.text.BreakerTakeProbe, arg.Lease, arg.MaxInterval, arg.Sink, arg.DestKey)
+	tag, err := db.Exec(ctx, q.text.BreakerTakeProbe, arg.Lease, arg.Sink, arg.DestKey)
 	return tag.RowsAffected(), err
 }
 
@@ -814,17 +923,25 @@ const claimSQL = `-- name: claim
 -- looked up only for such rows, and how often a Retry-After put it off
 -- (migration 010).
 --
--- A claim commits durably even on the relay's asynchronous connections
--- (synchronous_commit off, see relay.Config.DurableRelayWrites): its
--- commit waits for the WAL flush, so a delivery that may have started is
--- never forgotten by a PostgreSQL crash. A forgotten claim would bring the
--- row back as a fresh first attempt, and a sink without an idempotency key
--- (Slack) would post again without looking for its earlier post; a
--- remembered one comes back as an expired lease, Uncertain. The setting is
--- raised for this transaction only, by the one-time filter on the update,
--- and never lowered (a server default above on stays). Terminal writes
--- stay asynchronous: losing one only repeats a delivery the row already
--- knows may have happened.
+-- A claim that takes a row of a sink in @durable_sinks commits durably
+-- even on the relay's asynchronous connections (synchronous_commit off,
+-- see relay.Config.DurableRelayWrites): its commit waits for the WAL
+-- flush, so a delivery that may have started is never forgotten by a
+-- PostgreSQL crash. A forgotten claim would bring the row back as a fresh
+-- first attempt, and a sink without an idempotency key (Slack) would post
+-- again without looking for its earlier post; a remembered one comes back
+-- as an expired lease, Uncertain. The relay names there the sinks that
+-- look for an Uncertain attempt's effect (sink.UncertainChecker); other
+-- sinks' claims commit asynchronously, like terminal writes: the flush
+-- was the claim's largest cost, one WAL flush (milliseconds on a busy
+-- disk) between a message's commit and its delivery, and a crash that
+-- forgets such a claim only delivers the row again as a first attempt,
+-- under the same dedup key. The setting is raised for this transaction
+-- only, by the update's filter on the first row of such a sink (the
+-- sub-select runs once, when a row first needs it), and never lowered (a
+-- server default above on stays). Terminal writes stay asynchronous:
+-- losing one only repeats a delivery the row already knows may have
+-- happened.
 --
 -- A sink's walk may start at @after[i] (aligned with @sinks; a missing or
 -- NULL element: from the start): rows of the sink that are not queued and
@@ -930,7 +1047,8 @@ UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $7,
     lease_expires_at = clock_timestamp() + $8::interval, updated_at = now()
 WHERE m.ctid = ANY((SELECT rows FROM picked)::tid[])
-  AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
+  AND (m.sink <> ALL(coalesce($9::text[], '{}'))
+       OR (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on'))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, m.id = ANY((SELECT reclaimed FROM picked)::bigint[]),
           m.route, m.route_version, m.thread_key,
@@ -943,14 +1061,15 @@ RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
 
 // ClaimParams are the parameters of claim.sql.
 type ClaimParams struct {
-	Sinks     []string      // text[]
-	After     []time.Time   // timestamptz[]
-	ProbeSink string        // text
-	Limit     int           // bigint
-	AliveFor  time.Duration // interval
-	Waiter    int64         // bigint
-	Token     uuid.UUID     // uuid
-	Lease     time.Duration // interval
+	Sinks        []string      // text[]
+	After        []time.Time   // timestamptz[]
+	ProbeSink    string        // text
+	Limit        int           // bigint
+	AliveFor     time.Duration // interval
+	Waiter       int64         // bigint
+	Token        uuid.UUID     // uuid
+	Lease        time.Duration // interval
+	DurableSinks []string      // text[]
 }
 
 // ClaimRow is a row of claim.sql.
@@ -984,7 +1103,7 @@ func (q *Queries) Claim(ctx context.Context, db DBTX, arg ClaimParams) ([]ClaimR
 // new one if it is too small): a caller running it again and again
 // reuses one.
 func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out []ClaimRow) ([]ClaimRow, error) {
-	rows, err := db.Query(ctx, q.text.Claim, textArray(arg.Sinks), arg.After, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease)
+	rows, err := db.Query(ctx, q.text.Claim, textArray(arg.Sinks), arg.After, arg.ProbeSink, arg.Limit, arg.AliveFor, arg.Waiter, arg.Token, arg.Lease, textArray(arg.DurableSinks))
 	if err != nil {
 		return nil, err
 	}
@@ -995,44 +1114,96 @@ func (q *Queries) ClaimInto(ctx context.Context, db DBTX, arg ClaimParams, out [
 const claimDigestMembersSQL = `-- name: claim_digest_members
 -- Follows a claim of a sink that digests (docs/digests.md): of the rows
 -- @ids just claimed under lease token @token, those that belong to a
--- digest not yet sent (migration 018) come back with it, and the digest's
--- other open members join the claim under the same token and a lease of
--- @lease (joined: returned in full, as claim.sql returns its rows), so a
--- digest that failed or lost its relay is sent again whole, as the same
--- digest. A member another relay holds under a live lease is not taken:
--- the relay sends the digest with the members it holds (see
--- (*digester).join and group in core/relay/digest.go). Rows of sent
--- digests are not returned: they are digested afresh.
+-- digest of their sink not yet sent (migration 018) take the digest whole
+-- or not at all, so that one relay sends it, with the members it was
+-- recorded with (less those that died since), and no relay ever sends a
+-- part of it under its delivery id (issue 40, item 6).
 --
+-- A digest is taken when no other relay holds it (migration 029: no
+-- member in progress under its holder's token with a live lease) and
+-- every open member can be locked now: its holder becomes @token and its
+-- other open members join the claim under @token and a lease of @lease
+-- (joined: returned in full, as claim.sql returns its rows), taken from
+-- another relay's claim if need be (that relay finds them gone, below,
+-- and its token-guarded writes leave them alone). A member still in
+-- progress under a live lease was claimed a moment ago by that claim,
+-- which counted the attempt already: it is not counted again.
+--
+-- A joined member comes with its deferrals, as a claimed row does: the
+-- members of a digest share its outcome, and a member joined without
+-- them was spared its last attempt while the others died, so a later
+-- post of the digest carried a member fewer under its delivery id
+-- (torture seed 4).
+--
+-- Returned with held false, for the relay to hand back untouched: a row
+-- of @ids whose digest was not taken (held by another relay, or a member
+-- locked by another statement), and a row no longer under @token (another
+-- relay took its digest since). Returned with held true: the rows of @ids
+-- in a digest taken, with it, and the members joined. Rows of @ids in no
+-- open digest are not returned: they are digested afresh, as are the rows
+-- of a sent digest.
+--
+-- The statement waits for no lock (SKIP LOCKED throughout), so it never
+-- deadlocks with another relay taking the same digest or with a finish.
 -- Durable like the claim it follows (see claim.sql).
 WITH mine AS (
     SELECT m.id, m.digest_id FROM {schema}.messages m
-    WHERE m.id = ANY($1::bigint[]) AND m.lease_token = $2 AND m.digest_id IS NOT NULL
-), live AS (
-    SELECT d.id, d.delivery_id FROM {schema}.digests d
+    JOIN {schema}.digests d ON d.id = m.digest_id AND d.sink = m.sink AND d.sent_at IS NULL
+    WHERE m.id = ANY($1::bigint[]) AND m.lease_token = $2
+), gone AS (
+    SELECT i.id FROM unnest($1::bigint[]) AS i(id)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.messages m WHERE m.id = i.id AND m.lease_token = $2)
+), candidates AS (
+    -- Locked, so two relays do not take one digest at once; read as it is
+    -- now, not as the statement's snapshot saw it.
+    SELECT d.id, d.sink, d.delivery_id, d.holder FROM {schema}.digests d
     WHERE d.id IN (SELECT digest_id FROM mine) AND d.sent_at IS NULL
-), rest AS (
-    SELECT m.ctid, m.id, m.status = 'in_progress' AS reclaimed FROM {schema}.messages m
-    WHERE m.digest_id IN (SELECT id FROM live) AND m.phase = 'open' AND NOT m.id = ANY($1::bigint[])
-      AND (m.status <> 'in_progress' OR m.lease_expires_at <= now())
+    ORDER BY d.id
     FOR UPDATE SKIP LOCKED
+), free AS (
+    SELECT c.* FROM candidates c
+    WHERE c.holder IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {schema}.messages h
+        WHERE h.digest_id = c.id AND h.lease_token = c.holder AND h.status = 'in_progress' AND h.lease_expires_at > now())
+), members AS (
+    -- Locked and read as they are now: a member the digest's holder took
+    -- after this statement's snapshot, or one that died meanwhile, is left
+    -- out, and then the count below falls short.
+    SELECT m.ctid, m.id, m.digest_id, m.lease_token IS NOT DISTINCT FROM $2 AS mine, m.status = 'in_progress' AS reclaimed
+    FROM {schema}.messages m JOIN free f ON f.id = m.digest_id AND f.sink = m.sink
+    WHERE m.phase = 'open'
+      AND NOT (m.lease_token IS NOT DISTINCT FROM f.holder AND m.status = 'in_progress' AND m.lease_expires_at > now())
+    FOR UPDATE OF m SKIP LOCKED
+), taken AS (
+    SELECT f.id, f.delivery_id FROM free f
+    WHERE (SELECT count(*) FROM members x WHERE x.digest_id = f.id)
+        = (SELECT count(*) FROM {schema}.messages m WHERE m.digest_id = f.id AND m.sink = f.sink AND m.phase = 'open')
+), hold AS (
+    UPDATE {schema}.digests d SET holder = $2 WHERE d.id IN (SELECT id FROM taken)
+    RETURNING d.id
 ), joined AS (
     UPDATE {schema}.messages m
-    SET status = 'in_progress', attempts = m.attempts + 1, lease_token = $2,
-        lease_expires_at = clock_timestamp() + $3::interval, updated_at = now()
-    WHERE m.ctid = ANY(ARRAY(SELECT ctid FROM rest))
+    SET status = 'in_progress', lease_token = $2, lease_expires_at = clock_timestamp() + $3::interval, updated_at = now(),
+        attempts = m.attempts + CASE WHEN m.status = 'in_progress' AND m.lease_expires_at > now() THEN 0 ELSE 1 END
+    WHERE m.ctid = ANY(ARRAY(SELECT x.ctid FROM members x JOIN taken t ON t.id = x.digest_id WHERE NOT x.mine))
       AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
     RETURNING m.id, m.digest_id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.attempts, m.max_attempts,
-              m.created_at, m.route, m.route_version, m.thread_key, m.lease_expires_at - now() AS lease_from_start
+              m.created_at, m.route, m.route_version, m.thread_key, m.lease_expires_at - now() AS lease_from_start,
+              m.deferrals
 )
-SELECT mine.id, mine.digest_id, live.delivery_id, false, '', '', 'null'::jsonb, '{}'::jsonb, NULL::text, 0, NULL::int,
-       now(), false, NULL::text, NULL::bigint, NULL::text, interval '0'
-FROM mine JOIN live ON live.id = mine.digest_id
+SELECT mine.id, mine.digest_id, COALESCE(t.delivery_id, ''), false, t.id IS NOT NULL,
+       '', '', 'null'::jsonb, '{}'::jsonb, NULL::text, 0, NULL::int,
+       now(), false, NULL::text, NULL::bigint, NULL::text, interval '0', 0
+FROM mine LEFT JOIN taken t ON t.id = mine.digest_id
 UNION ALL
-SELECT j.id, j.digest_id, live.delivery_id, true, j.sink, j.dedup_key, j.payload, j.headers, j.ordering_key, j.attempts,
-       j.max_attempts, j.created_at, j.id IN (SELECT id FROM rest WHERE reclaimed), j.route, j.route_version, j.thread_key,
-       j.lease_from_start
-FROM joined j JOIN live ON live.id = j.digest_id
+SELECT gone.id, 0, '', false, false, '', '', 'null'::jsonb, '{}'::jsonb, NULL::text, 0, NULL::int,
+       now(), false, NULL::text, NULL::bigint, NULL::text, interval '0', 0
+FROM gone
+UNION ALL
+SELECT j.id, j.digest_id, t.delivery_id, true, true, j.sink, j.dedup_key, j.payload, j.headers, j.ordering_key, j.attempts,
+       j.max_attempts, j.created_at, j.id IN (SELECT id FROM members WHERE reclaimed), j.route, j.route_version, j.thread_key,
+       j.lease_from_start, j.deferrals
+FROM joined j JOIN taken t ON t.id = j.digest_id
 `
 
 // ClaimDigestMembersParams are the parameters of claim_digest_members.sql.
@@ -1048,6 +1219,7 @@ type ClaimDigestMembersRow struct {
 	DigestID       int64         // bigint
 	DeliveryID     string        // text
 	Joined         bool          // boolean
+	Held           bool          // boolean
 	Sink           string        // text
 	DedupKey       string        // text
 	Payload        []byte        // jsonb
@@ -1061,6 +1233,7 @@ type ClaimDigestMembersRow struct {
 	RouteVersion   *int64        // bigint, null
 	ThreadKey      *string       // text, null
 	LeaseFromStart time.Duration // interval
+	Deferrals      int           // integer
 }
 
 // ClaimDigestMembers runs claim_digest_members.sql and returns its rows.
@@ -1070,7 +1243,7 @@ func (q *Queries) ClaimDigestMembers(ctx context.Context, db DBTX, arg ClaimDige
 		return nil, err
 	}
 	var r ClaimDigestMembersRow
-	return collectRows(rows, []ClaimDigestMembersRow{}, &r, &r.ID, &r.DigestID, &r.DeliveryID, &r.Joined, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.LeaseFromStart)
+	return collectRows(rows, []ClaimDigestMembersRow{}, &r, &r.ID, &r.DigestID, &r.DeliveryID, &r.Joined, &r.Held, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Attempts, &r.MaxAttempts, &r.CreatedAt, &r.Reclaimed, &r.Route, &r.RouteVersion, &r.ThreadKey, &r.LeaseFromStart, &r.Deferrals)
 }
 
 const deadLetterGroupsSQL = `-- name: dead_letter_groups
@@ -1195,9 +1368,119 @@ func (q *Queries) DeliveryRates(ctx context.Context, db DBTX, window time.Durati
 	return collectRows(rows, []DeliveryRatesRow{}, &r, &r.Sink, &r.Sent, &r.Retried, &r.Dead, &r.Buckets, &r.CoveredSeconds)
 }
 
+const destinationAuthDeleteSQL = `-- name: destination_auth_delete
+-- Removes destination $1's authentication (migration 034): its requests
+-- carry the signature alone.
+DELETE FROM {schema}.destination_auth WHERE destination_id = $1
+`
+
+// DestinationAuthDelete runs destination_auth_delete.sql.
+func (q *Queries) DestinationAuthDelete(ctx context.Context, db DBTX, destinationID string) error {
+	_, err := db.Exec(ctx, q.text.DestinationAuthDelete, destinationID)
+	return err
+}
+
+const destinationAuthGetSQL = `-- name: destination_auth_get
+-- Destination $1's authentication as sealed (migration 034), to merge a
+-- change into it: no row when it has none.
+SELECT key_id, sealed FROM {schema}.destination_auth WHERE destination_id = $1
+`
+
+// DestinationAuthGetRow is a row of destination_auth_get.sql.
+type DestinationAuthGetRow struct {
+	KeyID  string // text
+	Sealed []byte // bytea
+}
+
+// DestinationAuthGet runs destination_auth_get.sql and returns its rows.
+func (q *Queries) DestinationAuthGet(ctx context.Context, db DBTX, destinationID string) ([]DestinationAuthGetRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationAuthGet, destinationID)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationAuthGetRow
+	return collectRows(rows, []DestinationAuthGetRow{}, &r, &r.KeyID, &r.Sealed)
+}
+
+const destinationAuthResealSQL = `-- name: destination_auth_reseal
+-- Replaces destination $1's sealed authentication with the same sealed
+-- under key $3, unless another rekey or a change got there first (its key
+-- is no longer $2).
+UPDATE {schema}.destination_auth SET key_id = $3, sealed = $4
+WHERE destination_id = $1 AND key_id = $2
+`
+
+// DestinationAuthReseal runs destination_auth_reseal.sql and returns how many rows it affected.
+func (q *Queries) DestinationAuthReseal(ctx context.Context, db DBTX, destinationID string, oldKeyID string, keyID string, sealed []byte) (int64, error) {
+	tag, err := db.Exec(ctx, q.text.DestinationAuthReseal, destinationID, oldKeyID, keyID, sealed)
+	return tag.RowsAffected(), err
+}
+
+const destinationAuthSaveSQL = `-- name: destination_auth_save
+-- Sets destination $1's authentication (migration 034): sealed by package
+-- destinations under key $2, and what may be shown of it. Its caller
+-- updates the destination's row in the same transaction, which moves its
+-- revision.
+INSERT INTO {schema}.destination_auth (destination_id, key_id, sealed, shown) VALUES ($1, $2, $3, $4)
+ON CONFLICT (destination_id) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, shown = excluded.shown
+`
+
+// DestinationAuthSave runs destination_auth_save.sql.
+func (q *Queries) DestinationAuthSave(ctx context.Context, db DBTX, destinationID string, keyID string, sealed []byte, shown json.RawMessage) error {
+	_, err := db.Exec(ctx, q.text.DestinationAuthSave, destinationID, keyID, sealed, shown)
+	return err
+}
+
+const destinationAuthSealedSQL = `-- name: destination_auth_sealed
+-- The destinations' authentication not sealed under key $1 (the current
+-- one): what outboxd destinations rekey opens and seals again.
+SELECT destination_id, key_id, sealed FROM {schema}.destination_auth
+WHERE key_id <> $1
+ORDER BY destination_id
+`
+
+// DestinationAuthSealedRow is a row of destination_auth_sealed.sql.
+type DestinationAuthSealedRow struct {
+	DestinationID string // text
+	KeyID         string // text
+	Sealed        []byte // bytea
+}
+
+// DestinationAuthSealed runs destination_auth_sealed.sql and returns its rows.
+func (q *Queries) DestinationAuthSealed(ctx context.Context, db DBTX, keyID string) ([]DestinationAuthSealedRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationAuthSealed, keyID)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationAuthSealedRow
+	return collectRows(rows, []DestinationAuthSealedRow{}, &r, &r.DestinationID, &r.KeyID, &r.Sealed)
+}
+
+const destinationAuthShownSQL = `-- name: destination_auth_shown
+-- What may be shown of the authentication of destinations $1 (migration
+-- 034), for the API's and the pages' answers: never a value.
+SELECT destination_id, shown FROM {schema}.destination_auth WHERE destination_id = ANY($1)
+`
+
+// DestinationAuthShownRow is a row of destination_auth_shown.sql.
+type DestinationAuthShownRow struct {
+	DestinationID string          // text
+	Shown         json.RawMessage // jsonb
+}
+
+// DestinationAuthShown runs destination_auth_shown.sql and returns its rows.
+func (q *Queries) DestinationAuthShown(ctx context.Context, db DBTX, ids []string) ([]DestinationAuthShownRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationAuthShown, textArray(ids))
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationAuthShownRow
+	return collectRows(rows, []DestinationAuthShownRow{}, &r, &r.DestinationID, &r.Shown)
+}
+
 const destinationAutoDisableSQL = `-- name: destination_auto_disable
 -- Disables destination $2 because its breaker of sink $1 has been open
--- for $3 or longer (sink.AutoDisabler), with reason $4: the breaker ends
+-- for $3 or longer (auto_disable_after), with reason $4: the breaker ends
 -- (deleted: a disabled destination's rows are not claimed, and enabled
 -- again it starts afresh), and the destination's waiting rows are parked
 -- at infinity as destination_set_enabled.sql parks them, none
@@ -1249,10 +1532,11 @@ func (q *Queries) DestinationAutoDisable(ctx context.Context, db DBTX, sink stri
 const destinationCreateSQL = `-- name: destination_create
 -- Creates destination $1 of tenant $2 (migration 016) with its first
 -- signing secret, sealed by package destinations under key $8: both rows
--- in one statement. Its revision is set by the destinations_touch trigger.
+-- in one statement. Its revision is set by the destinations_touch trigger;
+-- its filter_path is compiled from filter $10 (migration 030).
 WITH d AS (
-    INSERT INTO {schema}.destinations (id, tenant, url, description, events, rate_limit, metadata, revision)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 0)
+    INSERT INTO {schema}.destinations (id, tenant, url, description, events, rate_limit, metadata, revision, filter)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $10)
     RETURNING created_at, updated_at
 ), s AS (
     INSERT INTO {schema}.destination_secrets (destination_id, serial, key_id, sealed) VALUES ($1, 1, $8, $9)
@@ -1268,9 +1552,9 @@ type DestinationCreateRow struct {
 
 // DestinationCreate runs destination_create.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, tenant string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage, keyID string, sealed []byte) (DestinationCreateRow, error) {
+func (q *Queries) DestinationCreate(ctx context.Context, db DBTX, id string, tenant string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage, keyID string, sealed []byte, filter []byte) (DestinationCreateRow, error) {
 	var r DestinationCreateRow
-	err := db.QueryRow(ctx, q.text.DestinationCreate, id, tenant, url, description, textArray(events), rateLimit, metadata, keyID, sealed).Scan(&r.CreatedAt, &r.UpdatedAt)
+	err := db.QueryRow(ctx, q.text.DestinationCreate, id, tenant, url, description, textArray(events), rateLimit, metadata, keyID, sealed, filter).Scan(&r.CreatedAt, &r.UpdatedAt)
 	return r, err
 }
 
@@ -1343,21 +1627,52 @@ func (q *Queries) DestinationDelete(ctx context.Context, db DBTX, tenant string,
 	return r, err
 }
 
+const destinationDeleteCountSQL = `-- name: destination_delete_count
+-- What deleting destination $2 of tenant $1 would take: its rows waiting
+-- for delivery (open, not in flight, as destination_delete deletes them),
+-- counted on messages_destination_idx, and an md5 of their ids and the
+-- destination's last change, which a confirmation compares so that it
+-- deletes exactly what was counted. No row: no such destination.
+SELECT count(m.id),
+       md5(d.updated_at::text || ':' || coalesce(string_agg(m.id::text, ',' ORDER BY m.id), ''))
+FROM {schema}.destinations d
+LEFT JOIN {schema}.messages m
+    ON (m.headers->>'outboxd-destination') = d.id AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
+   AND m.status <> 'in_progress'
+WHERE d.tenant = $1 AND d.id = $2
+GROUP BY d.id, d.updated_at
+`
+
+// DestinationDeleteCountRow is a row of destination_delete_count.sql.
+type DestinationDeleteCountRow struct {
+	Rows   int64  // bigint
+	Digest string // text
+}
+
+// DestinationDeleteCount runs destination_delete_count.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationDeleteCount(ctx context.Context, db DBTX, tenant string, id string) (DestinationDeleteCountRow, error) {
+	var r DestinationDeleteCountRow
+	err := db.QueryRow(ctx, q.text.DestinationDeleteCount, tenant, id).Scan(&r.Rows, &r.Digest)
+	return r, err
+}
+
 const destinationDeliveriesSQL = `-- name: destination_deliveries
 -- The rows of destination $1 newest first, at most $3 with ids below $2
 -- (NULL: from the newest), each with every recorded failed attempt: the
 -- waiting and dead ones in messages, the delivered ones in
 -- messages_history (migration 013), each side walking its destination
--- index (migrations 016 and 020) backwards.
+-- index (migrations 016 and 020) backwards. Each attempt carries its
+-- details (migration 031), and last_attempt is the last attempt's.
 WITH rows AS (
-    (SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, m.last_error
+    (SELECT m.id, m.sink, m.dedup_key, m.status, m.attempts, m.created_at, m.updated_at, m.sent_at, m.last_error, m.last_attempt
      FROM {schema}.messages m
      WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
        AND ($2::bigint IS NULL OR m.id < $2)
      ORDER BY m.id DESC
      LIMIT $3)
     UNION ALL
-    (SELECT h.id, h.sink, h.dedup_key, 'sent', h.attempts, h.created_at, h.updated_at, h.sent_at, h.last_error
+    (SELECT h.id, h.sink, h.dedup_key, 'sent', h.attempts, h.created_at, h.updated_at, h.sent_at, h.last_error, h.last_attempt
      FROM {schema}.messages_history h
      WHERE (h.headers->>'outboxd-destination') = $1 AND h.headers ? 'outboxd-destination'
        AND ($2::bigint IS NULL OR h.id < $2)
@@ -1365,8 +1680,9 @@ WITH rows AS (
      LIMIT $3)
 )
 SELECT r.id, r.sink, r.dedup_key, r.status, r.attempts, r.created_at, r.updated_at, r.sent_at, COALESCE(r.last_error, ''),
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
-                 FROM {schema}.failed_attempts a WHERE a.message_id = r.id), '[]')
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error, 'details', a.details) ORDER BY a.failed_at, a.attempt)
+                 FROM {schema}.failed_attempts a WHERE a.message_id = r.id), '[]'),
+       r.last_attempt
 FROM rows r
 ORDER BY r.id DESC
 LIMIT $3
@@ -1374,16 +1690,17 @@ LIMIT $3
 
 // DestinationDeliveriesRow is a row of destination_deliveries.sql.
 type DestinationDeliveriesRow struct {
-	ID             int64           // bigint
-	Sink           string          // text
-	DedupKey       string          // text
-	Status         string          // text
-	Attempts       int             // integer
-	CreatedAt      time.Time       // timestamptz
-	UpdatedAt      time.Time       // timestamptz
-	SentAt         *time.Time      // timestamptz, null
-	LastError      string          // text
-	FailedAttempts json.RawMessage // json
+	ID             int64            // bigint
+	Sink           string           // text
+	DedupKey       string           // text
+	Status         string           // text
+	Attempts       int              // integer
+	CreatedAt      time.Time        // timestamptz
+	UpdatedAt      time.Time        // timestamptz
+	SentAt         *time.Time       // timestamptz, null
+	LastError      string           // text
+	FailedAttempts json.RawMessage  // json
+	LastAttempt    *json.RawMessage // jsonb, null
 }
 
 // DestinationDeliveries runs destination_deliveries.sql and returns its rows.
@@ -1401,7 +1718,7 @@ func (q *Queries) DestinationDeliveriesInto(ctx context.Context, db DBTX, destin
 		return nil, err
 	}
 	var r DestinationDeliveriesRow
-	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts)
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Sink, &r.DedupKey, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LastError, &r.FailedAttempts, &r.LastAttempt)
 }
 
 const destinationEnqueueSQL = `-- name: destination_enqueue
@@ -1473,7 +1790,7 @@ const destinationGetSQL = `-- name: destination_get
 -- delivery (open, not in flight: while it is disabled they all wait),
 -- counted on messages_destination_idx.
 SELECT d.id, d.tenant, d.url, d.description, d.events, d.rate_limit, d.enabled, d.disabled_reason, d.metadata,
-       d.created_at, d.updated_at,
+       d.created_at, d.updated_at, d.filter,
        (SELECT count(*) FROM {schema}.messages m
         WHERE (m.headers->>'outboxd-destination') = d.id AND m.phase = 'open' AND m.headers ? 'outboxd-destination'
           AND m.status <> 'in_progress')
@@ -1494,6 +1811,7 @@ type DestinationGetRow struct {
 	Metadata       json.RawMessage // jsonb
 	CreatedAt      time.Time       // timestamptz
 	UpdatedAt      time.Time       // timestamptz
+	Filter         []byte          // jsonb, null
 	Waiting        int64           // bigint
 }
 
@@ -1501,7 +1819,77 @@ type DestinationGetRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) DestinationGet(ctx context.Context, db DBTX, tenant string, id string) (DestinationGetRow, error) {
 	var r DestinationGetRow
-	err := db.QueryRow(ctx, q.text.DestinationGet, tenant, id).Scan(&r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Waiting)
+	err := db.QueryRow(ctx, q.text.DestinationGet, tenant, id).Scan(&r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Filter, &r.Waiting)
+	return r, err
+}
+
+const destinationHealthSQL = `-- name: destination_health
+-- What a tenant's destination $1 looks like from the receiver's side, for
+-- its health (destinations.Health): its open circuit breaker, if any (the
+-- earliest of the sinks that deliver to it); when the receiver's
+-- Retry-After holds its deliveries (the latest due time of its waiting rows
+-- put off by one); its last delivered row and last failed attempt among
+-- its $2 newest rows on each side (messages and messages_history, each
+-- through its destination index, as destination_deliveries.sql walks them),
+-- so the cost is bounded whatever the history holds. An answer with a
+-- Retry-After refunds its attempt and records no failed attempt
+-- (finish.sql): the row it put off, waiting, carries it (its last error,
+-- and its last attempt's start), so a paused destination shows the answer
+-- that paused it.
+WITH recent AS (
+    (SELECT m.id, m.status, m.sent_at, m.available_at, m.deferrals,
+            m.last_error, coalesce((m.last_attempt->>'started_at')::timestamptz, m.updated_at) AS attempted_at
+     FROM {schema}.messages m
+     WHERE (m.headers->>'outboxd-destination') = $1 AND m.headers ? 'outboxd-destination'
+     ORDER BY m.id DESC
+     LIMIT $2)
+    UNION ALL
+    (SELECT h.id, 'sent', h.sent_at, NULL::timestamptz, 0, NULL, NULL
+     FROM {schema}.messages_history h
+     WHERE (h.headers->>'outboxd-destination') = $1 AND h.headers ? 'outboxd-destination'
+     ORDER BY h.id DESC
+     LIMIT $2)
+), breaker AS (
+    SELECT b.opened_at, b.last_failure, b.last_failure_at
+    FROM {schema}.destination_breakers b
+    WHERE b.dest_key = $1
+    ORDER BY b.opened_at
+    LIMIT 1
+), failure AS (
+    SELECT f.failed_at, f.error
+    FROM ((SELECT a.failed_at, a.error
+           FROM {schema}.failed_attempts a
+           WHERE a.message_id IN (SELECT r.id FROM recent r))
+          UNION ALL
+          (SELECT r.attempted_at, r.last_error
+           FROM recent r
+           WHERE r.status IN ('pending', 'failed') AND r.deferrals > 0 AND r.last_error IS NOT NULL)) f
+    ORDER BY f.failed_at DESC
+    LIMIT 1
+)
+SELECT (SELECT b.opened_at FROM breaker b), (SELECT b.last_failure FROM breaker b), (SELECT b.last_failure_at FROM breaker b),
+       (SELECT max(r.available_at) FROM recent r
+        WHERE r.status IN ('pending', 'failed') AND r.deferrals > 0 AND r.available_at > now() AND r.available_at < 'infinity'),
+       (SELECT max(r.sent_at) FROM recent r WHERE r.status = 'sent'),
+       (SELECT f.failed_at FROM failure f), (SELECT f.error FROM failure f)
+`
+
+// DestinationHealthRow is a row of destination_health.sql.
+type DestinationHealthRow struct {
+	BreakerOpenedAt      *time.Time // timestamptz, null
+	BreakerLastFailure   *string    // text, null
+	BreakerLastFailureAt *time.Time // timestamptz, null
+	RetryAfterUntil      *time.Time // timestamptz, null
+	LastSuccess          *time.Time // timestamptz, null
+	LastFailure          *time.Time // timestamptz, null
+	LastError            *string    // text, null
+}
+
+// DestinationHealth runs destination_health.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationHealth(ctx context.Context, db DBTX, destination string, recent int) (DestinationHealthRow, error) {
+	var r DestinationHealthRow
+	err := db.QueryRow(ctx, q.text.DestinationHealth, destination, recent).Scan(&r.BreakerOpenedAt, &r.BreakerLastFailure, &r.BreakerLastFailureAt, &r.RetryAfterUntil, &r.LastSuccess, &r.LastFailure, &r.LastError)
 	return r, err
 }
 
@@ -1540,6 +1928,135 @@ WHERE (m.headers->>'outboxd-destination') = $1 AND m.phase = 'open' AND m.header
 func (q *Queries) DestinationPark(ctx context.Context, db DBTX, id string) (int64, error) {
 	tag, err := db.Exec(ctx, q.text.DestinationPark, id)
 	return tag.RowsAffected(), err
+}
+
+const destinationQuotaUseSQL = `-- name: destination_quota_use
+-- What tenant $1 uses of its quotas (package destinations): how many
+-- destinations it has, and how many audit entries of action $2 (its test
+-- events) it recorded within the last $3, with the oldest of them, which
+-- is the first to leave the window. The caller holds the tenant's quota
+-- lock (lock_transaction) and runs this as a statement of its own under
+-- READ COMMITTED, so it sees what the lock's previous holder committed.
+-- The audit_log_at index serves the window; a tenant's destinations are
+-- read through destinations_tenant_idx.
+SELECT
+    (SELECT count(*) FROM {schema}.destinations WHERE tenant = $1),
+    count(*),
+    min(at)
+FROM {schema}.audit_log
+WHERE at > now() - $3::interval AND action = $2 AND filter->>'tenant' = $1
+`
+
+// DestinationQuotaUseRow is a row of destination_quota_use.sql.
+type DestinationQuotaUseRow struct {
+	Destinations int        // bigint
+	Recent       int        // bigint
+	OldestRecent *time.Time // timestamptz, null
+}
+
+// DestinationQuotaUse runs destination_quota_use.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationQuotaUse(ctx context.Context, db DBTX, tenant string, action string, window time.Duration) (DestinationQuotaUseRow, error) {
+	var r DestinationQuotaUseRow
+	err := db.QueryRow(ctx, q.text.DestinationQuotaUse, tenant, action, window).Scan(&r.Destinations, &r.Recent, &r.OldestRecent)
+	return r, err
+}
+
+const destinationRecoverSQL = `-- name: destination_recover
+-- Recovery of a destination (docs/destinations.md, "Recovery"): the
+-- events of destination @id of tenant @tenant created in [@since,
+-- @until) (@until NULL: up to now) go back to pending, due now, their
+-- attempts and deferrals reset: its dead rows, and with
+-- @include_delivered its delivered rows too, as long as the history
+-- keeps them (messages_history, migration 013: the retention). A
+-- delivered row moves back from history into messages under its id, sink
+-- and dedup key, so its key (message_keys) still names it and the
+-- receiver sees the webhook-id it saw the first time; its destination's
+-- revision is stamped anew (migration 025).
+--
+-- With @dry_run nothing moves; otherwise the rows move only when @digest
+-- is the counted one (the dry run's, as redrive.sql's and
+-- destination_delete_count.sql's): a row that died, was delivered or
+-- left since the count makes changed true and moves nothing. found says
+-- whether the tenant has the destination (1) or not (0). Walks the
+-- destination's index on each side (migrations 016 and 020).
+WITH d AS (
+    SELECT id FROM {schema}.destinations WHERE tenant = $1 AND id = $2
+), dead AS (
+    SELECT m.id, m.updated_at FROM {schema}.messages m
+    WHERE (m.headers->>'outboxd-destination') = (SELECT id FROM d) AND m.headers ? 'outboxd-destination'
+      AND m.phase = 'dead'
+      AND m.created_at >= $3 AND ($4::timestamptz IS NULL OR m.created_at < $4)
+), delivered AS (
+    SELECT h.id, h.updated_at FROM {schema}.messages_history h
+    WHERE $5
+      AND (h.headers->>'outboxd-destination') = (SELECT id FROM d) AND h.headers ? 'outboxd-destination'
+      AND h.created_at >= $3 AND ($4::timestamptz IS NULL OR h.created_at < $4)
+), counted AS (
+    -- The digest as redrive.sql's: each row by its id and its last change.
+    SELECT (SELECT count(*) FROM d) AS found,
+           (SELECT count(*) FROM dead) AS dead,
+           (SELECT count(*) FROM delivered) AS delivered,
+           md5(COALESCE((SELECT string_agg(t.id::text || '@' || (extract(epoch FROM t.updated_at) * 1000000)::bigint::text, ',' ORDER BY t.id)
+                         FROM (SELECT * FROM dead UNION ALL SELECT * FROM delivered) t), '')) AS digest
+), confirmed AS (
+    SELECT NOT $6 AND c.digest = $7 AS ok FROM counted c
+), redriven AS (
+    UPDATE {schema}.messages m
+    SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
+        lease_token = NULL, lease_expires_at = NULL
+    WHERE (SELECT ok FROM confirmed) AND m.phase = 'dead'
+      AND m.id = ANY(ARRAY(SELECT id FROM dead))
+    RETURNING m.id, m.sink
+), moved AS (
+    DELETE FROM {schema}.messages_history h
+    WHERE (SELECT ok FROM confirmed) AND h.id = ANY(ARRAY(SELECT id FROM delivered))
+    RETURNING h.id, h.sink, h.dedup_key, h.payload, h.headers, h.ordering_key, h.max_attempts, h.created_at,
+              h.route, h.thread_key, h.route_version
+), restored AS (
+    INSERT INTO {schema}.messages (id, sink, dedup_key, payload, headers, ordering_key, status, attempts, max_attempts,
+        available_at, created_at, updated_at, route, thread_key, route_version)
+    OVERRIDING SYSTEM VALUE
+    SELECT v.id, v.sink, v.dedup_key, v.payload, v.headers, v.ordering_key, 'pending', 0, v.max_attempts,
+           now(), v.created_at, now(), v.route, v.thread_key, v.route_version
+    FROM moved v
+    RETURNING id, sink
+), wake AS (
+    SELECT {schema}.wake(s.sink) FROM (SELECT sink FROM redriven UNION SELECT sink FROM restored) s
+)
+SELECT c.found, c.dead, c.delivered, c.digest, NOT $6 AND NOT (SELECT ok FROM confirmed),
+       (SELECT count(*) FROM redriven) + (SELECT count(*) FROM restored)
+-- CROSS JOIN: the wake-ups run only when something reads them (redrive.sql).
+FROM counted c CROSS JOIN (SELECT count(*) FROM wake) w
+`
+
+// DestinationRecoverParams are the parameters of destination_recover.sql.
+type DestinationRecoverParams struct {
+	Tenant           string     // text
+	ID               string     // text
+	Since            time.Time  // timestamptz
+	Until            *time.Time // timestamptz, null
+	IncludeDelivered bool       // boolean
+	DryRun           bool       // boolean
+	Digest           string     // text
+}
+
+// DestinationRecoverRow is a row of destination_recover.sql.
+type DestinationRecoverRow struct {
+	Found     int64  // bigint
+	Dead      int64  // bigint
+	Delivered int64  // bigint
+	Digest    string // text
+	Changed   bool   // boolean
+	Recovered int64  // bigint
+}
+
+// DestinationRecover runs destination_recover.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationRecover(ctx context.Context, db DBTX, arg DestinationRecoverParams) (DestinationRecoverRow, error) {
+	var r DestinationRecoverRow
+	err := db.QueryRow(ctx, q.text.DestinationRecover, arg.Tenant, arg.ID, arg.Since, arg.Until, arg.IncludeDelivered, arg.DryRun, arg.Digest).Scan(&r.Found, &r.Dead, &r.Delivered, &r.Digest, &r.Changed, &r.Recovered)
+	return r, err
 }
 
 const destinationSecretAddSQL = `-- name: destination_secret_add
@@ -1666,27 +2183,103 @@ func (q *Queries) DestinationSetEnabled(ctx context.Context, db DBTX, tenant str
 	return r, err
 }
 
+const destinationStatsSQL = `-- name: destination_stats
+-- The delivery counts of destination $1 over the last $2 (migration
+-- 033's per-minute rows, the current minute included) summed, with their
+-- latency buckets added up element by element: at most one row a minute
+-- of the span, read through the primary key.
+SELECT COALESCE(sum(m.sent), 0)::bigint, COALESCE(sum(m.retried), 0)::bigint, COALESCE(sum(m.dead), 0)::bigint,
+       COALESCE(ARRAY(SELECT sum(b.n)::bigint
+                      FROM {schema}.destination_minutes m2, unnest(m2.latency_buckets) WITH ORDINALITY AS b(n, i)
+                      WHERE m2.destination = $1 AND m2.minute >= date_trunc('minute', now()) + interval '1 minute' - $2::interval
+                      GROUP BY b.i ORDER BY b.i), '{}')
+FROM {schema}.destination_minutes m
+WHERE m.destination = $1 AND m.minute >= date_trunc('minute', now()) + interval '1 minute' - $2::interval
+`
+
+// DestinationStatsRow is a row of destination_stats.sql.
+type DestinationStatsRow struct {
+	Sent           int64   // bigint
+	Retried        int64   // bigint
+	Dead           int64   // bigint
+	LatencyBuckets []int64 // bigint[]
+}
+
+// DestinationStats runs destination_stats.sql and returns its row, or an error wrapping
+// pgx.ErrNoRows when there is none.
+func (q *Queries) DestinationStats(ctx context.Context, db DBTX, destination string, span time.Duration) (DestinationStatsRow, error) {
+	var r DestinationStatsRow
+	err := db.QueryRow(ctx, q.text.DestinationStats, destination, span).Scan(&r.Sent, &r.Retried, &r.Dead, &r.LatencyBuckets)
+	return r, err
+}
+
+const destinationTenantNoticeSQL = `-- name: destination_tenant_notice
+-- Sends operational event $3 about destination $2 (outboxd.destination.
+-- failing, recovered or disabled) to the destinations of $2's own tenant
+-- whose patterns take the type, and to no other tenant's: one row each,
+-- through enqueue_destination() on sink $1 (the sink whose breaker
+-- changed, a sink of type destinations), in the caller's transaction, so
+-- the event is sent if and only if the change that it reports commits.
+-- The payload is the Standard Webhooks envelope {"type", "timestamp",
+-- "data"}, the data $5 with the destination's id and description; each row's dedup key is $4 and the receiving destination,
+-- so the same change reported twice is sent once. The destination the
+-- event is about takes it only when $6 says so (recovered: news that it
+-- is failing or disabled would wait behind that very state). A
+-- destination subscribed to every type by having no patterns does not
+-- take these events: a pattern must name them. Patterns
+-- are matched as publish's fan-out matches them (migration 027), within
+-- the same bounds, never raising.
+SELECT d.id, e.id, e.created
+FROM {schema}.destinations about
+JOIN {schema}.destinations d ON d.tenant = about.tenant
+CROSS JOIN {schema}.event_pattern_bounds() b
+CROSS JOIN LATERAL {schema}.enqueue_destination($1, d.id, $4 || '/' || d.id,
+    jsonb_build_object('type', $3::text, 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', $5::jsonb || jsonb_build_object('destination', about.id, 'description', about.description))) e
+WHERE about.id = $2
+  AND (d.id <> about.id OR $6)
+  AND d.events IS NOT NULL AND cardinality(d.events) > 0
+  AND {schema}.event_patterns_match(d.events, $3, b.max_bytes, b.max_segments, b.max_patterns)
+ORDER BY d.id
+`
+
+// DestinationTenantNoticeRow is a row of destination_tenant_notice.sql.
+type DestinationTenantNoticeRow struct {
+	Destination string // text
+	ID          int64  // bigint
+	Created     bool   // boolean
+}
+
+// DestinationTenantNotice runs destination_tenant_notice.sql and returns its rows.
+func (q *Queries) DestinationTenantNotice(ctx context.Context, db DBTX, sink string, about string, eventType string, key string, data []byte, includeAbout bool) ([]DestinationTenantNoticeRow, error) {
+	rows, err := db.Query(ctx, q.text.DestinationTenantNotice, sink, about, eventType, key, data, includeAbout)
+	if err != nil {
+		return nil, err
+	}
+	var r DestinationTenantNoticeRow
+	return collectRows(rows, []DestinationTenantNoticeRow{}, &r, &r.Destination, &r.ID, &r.Created)
+}
+
 const destinationUpdateSQL = `-- name: destination_update
 -- Replaces the changeable fields of destination $2 of tenant $1 (package
 -- destinations merges a PATCH into the stored row first).
 UPDATE {schema}.destinations
-SET url = $3, description = $4, events = $5, rate_limit = $6, metadata = $7
+SET url = $3, description = $4, events = $5, rate_limit = $6, metadata = $7, filter = $8
 WHERE tenant = $1 AND id = $2
 RETURNING updated_at
 `
 
 // DestinationUpdate runs destination_update.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
-func (q *Queries) DestinationUpdate(ctx context.Context, db DBTX, tenant string, id string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage) (time.Time, error) {
+func (q *Queries) DestinationUpdate(ctx context.Context, db DBTX, tenant string, id string, url string, description string, events []string, rateLimit *float64, metadata json.RawMessage, filter []byte) (time.Time, error) {
 	var r time.Time
-	err := db.QueryRow(ctx, q.text.DestinationUpdate, tenant, id, url, description, textArray(events), rateLimit, metadata).Scan(&r)
+	err := db.QueryRow(ctx, q.text.DestinationUpdate, tenant, id, url, description, textArray(events), rateLimit, metadata, filter).Scan(&r)
 	return r, err
 }
 
 const destinationsListSQL = `-- name: destinations_list
 -- A page of tenant $1's destinations in id order: at most $3 with ids
 -- after $2 ('' starts at the first), walking destinations_tenant_idx.
-SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at
+SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at, filter
 FROM {schema}.destinations
 WHERE tenant = $1 AND id > $2
 ORDER BY id
@@ -1706,6 +2299,7 @@ type DestinationsListRow struct {
 	Metadata       json.RawMessage // jsonb
 	CreatedAt      time.Time       // timestamptz
 	UpdatedAt      time.Time       // timestamptz
+	Filter         []byte          // jsonb, null
 }
 
 // DestinationsList runs destinations_list.sql and returns its rows.
@@ -1723,7 +2317,7 @@ func (q *Queries) DestinationsListInto(ctx context.Context, db DBTX, tenant stri
 		return nil, err
 	}
 	var r DestinationsListRow
-	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt)
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Filter)
 }
 
 const destinationsListAllSQL = `-- name: destinations_list_all
@@ -1731,7 +2325,7 @@ const destinationsListAllSQL = `-- name: destinations_list_all
 -- returns one tenant's (the operator console lists them without a tenant
 -- filter): at most $2 with ids after $1 ('' starts at the first), walking
 -- the primary key.
-SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at
+SELECT id, tenant, url, description, events, rate_limit, enabled, disabled_reason, metadata, created_at, updated_at, filter
 FROM {schema}.destinations
 WHERE id > $1
 ORDER BY id
@@ -1751,6 +2345,7 @@ type DestinationsListAllRow struct {
 	Metadata       json.RawMessage // jsonb
 	CreatedAt      time.Time       // timestamptz
 	UpdatedAt      time.Time       // timestamptz
+	Filter         []byte          // jsonb, null
 }
 
 // DestinationsListAll runs destinations_list_all.sql and returns its rows.
@@ -1768,36 +2363,42 @@ func (q *Queries) DestinationsListAllInto(ctx context.Context, db DBTX, after st
 		return nil, err
 	}
 	var r DestinationsListAllRow
-	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt)
+	return collectRows(rows, out[:0], &r, &r.ID, &r.Tenant, &r.URL, &r.Description, &r.Events, &r.RateLimit, &r.Enabled, &r.DisabledReason, &r.Metadata, &r.CreatedAt, &r.UpdatedAt, &r.Filter)
 }
 
 const destinationsSinceSQL = `-- name: destinations_since
 -- The destinations changed after revision $1 (0: all of them) as a relay
 -- delivers to them, with their signing secrets still valid, newest first
 -- (sealed; expires_at is 9999-12-31 for a secret without an end), walking
--- destinations_revision_idx.
-SELECT d.id, d.url, d.rate_limit, d.enabled, d.revision,
+-- destinations_revision_idx; and their authentication, sealed (NULL
+-- without any, migration 034).
+SELECT d.id, d.tenant, d.url, d.rate_limit, d.enabled, d.revision,
        ARRAY(SELECT s.key_id FROM {schema}.destination_secrets s
              WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC),
        ARRAY(SELECT s.sealed FROM {schema}.destination_secrets s
              WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC),
        ARRAY(SELECT coalesce(s.expires_at, '9999-12-31') FROM {schema}.destination_secrets s
-             WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC)
+             WHERE s.destination_id = d.id AND coalesce(s.expires_at, 'infinity') > now() ORDER BY s.serial DESC),
+       a.key_id, a.sealed
 FROM {schema}.destinations d
+LEFT JOIN {schema}.destination_auth a ON a.destination_id = d.id
 WHERE d.revision > $1
 ORDER BY d.revision
 `
 
 // DestinationsSinceRow is a row of destinations_since.sql.
 type DestinationsSinceRow struct {
-	ID        string      // text
-	URL       string      // text
-	RateLimit *float64    // double precision, null
-	Enabled   bool        // boolean
-	Revision  int64       // bigint
-	KeyIDs    []string    // text[]
-	Sealed    [][]byte    // bytea[]
-	ExpiresAt []time.Time // timestamptz[]
+	ID         string      // text
+	Tenant     string      // text
+	URL        string      // text
+	RateLimit  *float64    // double precision, null
+	Enabled    bool        // boolean
+	Revision   int64       // bigint
+	KeyIDs     []string    // text[]
+	Sealed     [][]byte    // bytea[]
+	ExpiresAt  []time.Time // timestamptz[]
+	AuthKeyID  *string     // text, null
+	AuthSealed []byte      // bytea, null
 }
 
 // DestinationsSince runs destinations_since.sql and returns its rows.
@@ -1807,7 +2408,7 @@ func (q *Queries) DestinationsSince(ctx context.Context, db DBTX, revision int64
 		return nil, err
 	}
 	var r DestinationsSinceRow
-	return collectRows(rows, []DestinationsSinceRow{}, &r, &r.ID, &r.URL, &r.RateLimit, &r.Enabled, &r.Revision, &r.KeyIDs, &r.Sealed, &r.ExpiresAt)
+	return collectRows(rows, []DestinationsSinceRow{}, &r, &r.ID, &r.Tenant, &r.URL, &r.RateLimit, &r.Enabled, &r.Revision, &r.KeyIDs, &r.Sealed, &r.ExpiresAt, &r.AuthKeyID, &r.AuthSealed)
 }
 
 const destinationsStateSQL = `-- name: destinations_state
@@ -2123,7 +2724,7 @@ const finishSQL = `-- name: finish
 -- was, which keeps the generic plan (see leased). @receipts is one JSON
 -- object of the outcomes'
 -- receipts keyed "id/token" (NULL: none has one; see the completer's
--- receiptsByLease): a row looks its own up by a binary search of the
+-- byLease): a row looks its own up by a binary search of the
 -- keys, where a join of the rows to the receipts would follow the
 -- statistics. Delivered rows move to messages_history
 -- (migration 013) in the same statement, keeping their dedup keys; with
@@ -2140,6 +2741,11 @@ const finishSQL = `-- name: finish
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
 -- A delivered fallback row (migration 028) keeps its fallback mark.
+-- @details is one JSON object of the attempts' details (migration 031:
+-- start, duration, the receiver's status, answer and address) keyed
+-- "id/token" as @receipts is (NULL: no outcome has any): a failed
+-- attempt's go on its failed_attempts row, every outcome's on the row
+-- (last_attempt), which a delivered row takes into history.
 -- A delivered row that went out in a digest (migration 018) keeps its
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
@@ -2210,31 +2816,33 @@ WITH f AS (
               m.max_attempts, m.deferrals, m.available_at, m.last_error,
               CASE WHEN $8::jsonb IS NULL THEN m.receipt
                    ELSE COALESCE($8::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) END AS receipt,
-              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback
+              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback,
+              CASE WHEN $9::jsonb IS NOT NULL
+                   THEN $9::jsonb -> (m.id::text || '/' || m.lease_token::text) END AS last_attempt
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
         deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id,
-        fallback)
+        fallback, last_attempt)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback
-    FROM gone g WHERE NOT $9
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback, g.last_attempt
+    FROM gone g WHERE NOT $10
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
     -- migration 013 gets the key it lacked.
     INSERT INTO {schema}.message_keys (sink, dedup_key, id)
-    SELECT g.sink, g.dedup_key, g.id FROM gone g WHERE NOT $9
+    SELECT g.sink, g.dedup_key, g.id FROM gone g WHERE NOT $10
     ON CONFLICT (sink, dedup_key) DO NOTHING
 ), unkeyed AS (
     -- Deleted on delivery, the row frees its key at once, as before.
     DELETE FROM {schema}.message_keys k USING gone g
-    WHERE $9 AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
+    WHERE $10 AND k.sink = g.sink AND k.dedup_key = g.dedup_key AND k.id = g.id
 ), digests_sent AS (
     UPDATE {schema}.digests d SET sent_at = now()
     WHERE d.id IN (SELECT g.digest_id FROM gone g WHERE g.digest_id IS NOT NULL) AND d.sent_at IS NULL
 ), deleted_errors AS (
     DELETE FROM {schema}.failed_attempts
-    WHERE $9 AND message_id IN (SELECT id FROM gone WHERE attempts > 1)
+    WHERE $10 AND message_id IN (SELECT id FROM gone WHERE attempts > 1)
 ), done AS (
     UPDATE {schema}.messages m
     SET status = f.status,
@@ -2243,18 +2851,20 @@ WITH f AS (
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE($8::jsonb -> (f.id::text || '/' || f.token::text), m.receipt),
+        last_attempt = COALESCE($9::jsonb -> (f.id::text || '/' || f.token::text), m.last_attempt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM leased f
     WHERE m.ctid = f.row_tid AND m.lease_token = f.token
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, f.token, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
-              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
+              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt,
+              $9::jsonb -> (f.id::text || '/' || f.token::text) AS details
 ), recorded AS (
     -- Reads the outcome back from RETURNING: joining done to f again would
     -- be a nested loop over two CTE scans, quadratic in the batch size.
-    INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
-    SELECT id, attempts, error FROM done
+    INSERT INTO {schema}.failed_attempts (message_id, attempt, error, details)
+    SELECT id, attempts, error, details FROM done
     WHERE error IS NOT NULL AND refund = 0
 ), thread_roots AS (
     INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)
@@ -2277,6 +2887,7 @@ type FinishParams struct {
 	Refunds    []int32    // int[]
 	Deferred   []int32    // int[]
 	Receipts   []byte     // jsonb
+	Details    []byte     // jsonb
 	DeleteSent bool       // boolean
 }
 
@@ -2288,7 +2899,7 @@ type FinishRow struct {
 
 // Finish runs finish.sql and returns its rows.
 func (q *Queries) Finish(ctx context.Context, db DBTX, arg FinishParams) ([]FinishRow, error) {
-	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.Receipts, arg.DeleteSent)
+	rows, err := db.Query(ctx, q.text.Finish, int8Array(arg.IDs), uuidArray(arg.Tokens), textArray(arg.Statuses), float8Array(arg.Delays), nullTextArray(arg.Errors), int4Array(arg.Refunds), int4Array(arg.Deferred), arg.Receipts, arg.Details, arg.DeleteSent)
 	if err != nil {
 		return nil, err
 	}
@@ -2472,25 +3083,27 @@ const messageSQL = `-- name: message
 -- under (sink $2, dedup key $3) (its key, migration 013). It is in
 -- messages (open or dead) or, delivered, in messages_history: one probe
 -- of the primary key, or of each history partition's id index. fallback
--- says which row stood in for which and why (migration 028).
+-- says which row stood in for which and why (migration 028). Each failed
+-- attempt has its details, and last_attempt is the last attempt's
+-- (migration 031; NULL when none was recorded).
 WITH target AS (
     SELECT COALESCE($1::bigint, {schema}.message_id($2, $3)) AS id
 ), found AS (
     SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key, m.status, m.attempts, m.max_attempts,
-           m.available_at, m.created_at, m.updated_at, m.sent_at, m.lease_expires_at, m.last_error, m.receipt, m.fallback
+           m.available_at, m.created_at, m.updated_at, m.sent_at, m.lease_expires_at, m.last_error, m.receipt, m.fallback, m.last_attempt
     FROM {schema}.messages m WHERE m.id = (SELECT id FROM target)
     UNION ALL
     SELECT h.id, h.sink, h.dedup_key, h.payload, h.headers, h.ordering_key, 'sent', h.attempts, h.max_attempts,
-           h.available_at, h.created_at, h.updated_at, h.sent_at, NULL, h.last_error, h.receipt, h.fallback
+           h.available_at, h.created_at, h.updated_at, h.sent_at, NULL, h.last_error, h.receipt, h.fallback, h.last_attempt
     FROM {schema}.messages_history h WHERE h.id = (SELECT id FROM target)
     LIMIT 1
 )
 SELECT m.id, m.sink, m.dedup_key, m.payload, m.headers, COALESCE(m.ordering_key, ''), m.status,
        m.attempts, m.max_attempts, m.available_at, m.created_at, m.updated_at, m.sent_at,
        m.lease_expires_at, COALESCE(m.last_error, ''), m.receipt,
-       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error) ORDER BY a.failed_at, a.attempt)
+       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'failed_at', a.failed_at, 'error', a.error, 'details', a.details) ORDER BY a.failed_at, a.attempt)
                  FROM {schema}.failed_attempts a WHERE a.message_id = m.id), '[]'),
-       m.fallback
+       m.fallback, m.last_attempt
 FROM found m
 `
 
@@ -2514,13 +3127,14 @@ type MessageRow struct {
 	Receipt        []byte            // jsonb, null
 	FailedAttempts []byte            // json
 	Fallback       []byte            // jsonb, null
+	LastAttempt    []byte            // jsonb, null
 }
 
 // Message runs message.sql and returns its row, or an error wrapping
 // pgx.ErrNoRows when there is none.
 func (q *Queries) Message(ctx context.Context, db DBTX, id *int64, sink string, dedupKey string) (MessageRow, error) {
 	var r MessageRow
-	err := db.QueryRow(ctx, q.text.Message, id, sink, dedupKey).Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Status, &r.Attempts, &r.MaxAttempts, &r.AvailableAt, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LeaseExpiresAt, &r.LastError, &r.Receipt, &r.FailedAttempts, &r.Fallback)
+	err := db.QueryRow(ctx, q.text.Message, id, sink, dedupKey).Scan(&r.ID, &r.Sink, &r.DedupKey, &r.Payload, &r.Headers, &r.OrderingKey, &r.Status, &r.Attempts, &r.MaxAttempts, &r.AvailableAt, &r.CreatedAt, &r.UpdatedAt, &r.SentAt, &r.LeaseExpiresAt, &r.LastError, &r.Receipt, &r.FailedAttempts, &r.Fallback, &r.LastAttempt)
 	return r, err
 }
 
@@ -2864,6 +3478,18 @@ func (q *Queries) PruneDeliveryMinutes(ctx context.Context, db DBTX, olderThan t
 	return err
 }
 
+const pruneDestinationMinutesSQL = `-- name: prune_destination_minutes
+-- Deletes the per-destination delivery counts of minutes older than $1
+-- (the minute index of migration 033 serves the scan).
+DELETE FROM {schema}.destination_minutes WHERE minute < now() - $1::interval
+`
+
+// PruneDestinationMinutes runs prune_destination_minutes.sql.
+func (q *Queries) PruneDestinationMinutes(ctx context.Context, db DBTX, olderThan time.Duration) error {
+	_, err := db.Exec(ctx, q.text.PruneDestinationMinutes, olderThan)
+	return err
+}
+
 const pruneDigestsSQL = `-- name: prune_digests
 -- Deletes up to $2 digests (migration 018) recorded more than $1 ago,
 -- oldest first, once none of their members is left in messages (open or
@@ -3153,7 +3779,10 @@ const recordDigestSQL = `-- name: record_digest
 -- (migration 018), and marks its members, the rows @ids this relay holds
 -- under lease token @token, with its id, in one statement. Its delivery
 -- id is @delivery_prefix followed by its id. Returns the digest and the
--- members marked: a row whose lease this relay lost is not one.
+-- members marked: a row whose lease this relay lost is not one. The
+-- digest's holder (migration 029) is @token: no other relay takes it
+-- while its members are in progress under it (claim_digest_members.sql),
+-- and no row joins it later: its members are fixed here.
 --
 -- The commit waits for the WAL flush even on the relay's asynchronous
 -- connections, as a claim's does (see claim.sql): a digest that may have
@@ -3163,13 +3792,13 @@ WITH n AS (
     SELECT nextval('{schema}.digests_id_seq') AS id
     WHERE (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
 ), d AS (
-    INSERT INTO {schema}.digests (id, sink, key, delivery_id)
+    INSERT INTO {schema}.digests (id, sink, key, delivery_id, holder)
     OVERRIDING SYSTEM VALUE
-    SELECT n.id, $1, $2, $3 || n.id FROM n
+    SELECT n.id, $1, $2, $3 || n.id, $4 FROM n
     RETURNING id, delivery_id
 ), marked AS (
     UPDATE {schema}.messages m SET digest_id = (SELECT id FROM d)
-    WHERE m.id = ANY($4::bigint[]) AND m.lease_token = $5
+    WHERE m.id = ANY($5::bigint[]) AND m.lease_token = $4
     RETURNING m.id
 )
 SELECT d.id, d.delivery_id, ARRAY(SELECT id FROM marked ORDER BY id) FROM d
@@ -3180,8 +3809,8 @@ type RecordDigestParams struct {
 	Sink           string    // text
 	Key            string    // text
 	DeliveryPrefix string    // text
-	IDs            []int64   // bigint[]
 	Token          uuid.UUID // uuid
+	IDs            []int64   // bigint[]
 }
 
 // RecordDigestRow is a row of record_digest.sql.
@@ -3195,7 +3824,7 @@ type RecordDigestRow struct {
 // pgx.ErrNoRows when there is none.
 func (q *Queries) RecordDigest(ctx context.Context, db DBTX, arg RecordDigestParams) (RecordDigestRow, error) {
 	var r RecordDigestRow
-	err := db.QueryRow(ctx, q.text.RecordDigest, arg.Sink, arg.Key, arg.DeliveryPrefix, int8Array(arg.IDs), arg.Token).Scan(&r.ID, &r.DeliveryID, &r.Members)
+	err := db.QueryRow(ctx, q.text.RecordDigest, arg.Sink, arg.Key, arg.DeliveryPrefix, arg.Token, int8Array(arg.IDs)).Scan(&r.ID, &r.DeliveryID, &r.Members)
 	return r, err
 }
 
@@ -3231,7 +3860,11 @@ WITH target AS (
 ), moved AS (
     UPDATE {schema}.messages m
     SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
-        lease_token = NULL, lease_expires_at = NULL
+        lease_token = NULL, lease_expires_at = NULL,
+        -- A member of a digest not yet sent leaves it: a later post of the
+        -- digest carries no row its earlier posts did not (docs/digests.md).
+        digest_id = CASE WHEN EXISTS (SELECT 1 FROM {schema}.digests d WHERE d.id = m.digest_id AND d.sent_at IS NULL)
+                         THEN NULL ELSE m.digest_id END
     WHERE NOT $8 AND (SELECT ok FROM confirmed) AND m.phase = 'dead'
       -- Probes the primary key for each target instead of joining a scan.
       AND m.id = ANY(ARRAY(SELECT id FROM target))
@@ -3324,36 +3957,60 @@ func (q *Queries) ReleaseLostClaim(ctx context.Context, db DBTX, arg ReleaseLost
 }
 
 const reserveKeyPermitsSQL = `-- name: reserve_key_permits
--- Moves the GCRA state of each rate key $2[i] of sink $1 forward by $3[i]
--- permits of interval $4[i] (migration 003's sink_key_limits), in one
+-- Takes up to $3[i] permits of interval $4[i] from the GCRA state of each
+-- rate key $2[i] of sink $1 (migration 003's sink_key_limits), in one
 -- statement: each key has its own interval (a tenant's destination's own
--- rate_limit, else the sink's). Keys come sorted, so relays lock shared
--- keys in one order. Returns per key its new tat and the database's now:
--- the key's first permit starts at tat - n * interval. A key idle for a
--- while starts from now, not from its stale tat.
-INSERT INTO {schema}.sink_key_limits AS l (sink, key, tat)
-SELECT $1, k.key, now() + k.n * k.permit
-FROM unnest($2::text[], $3::int[], $4::interval[]) AS k(key, n, permit)
-ORDER BY k.key
-ON CONFLICT (sink, key) DO UPDATE SET tat = GREATEST(l.tat, now()) + (excluded.tat - now())
-RETURNING l.key, l.tat, now()
+-- rate_limit, else the sink's). The rule is reserve_permits.sql's: only
+-- the permits whose base time (the tat before the permit) is at most
+-- $5[i] from now are granted, so a key's schedule never moves for a row
+-- that cannot start within its relay's hold window (issue 40 item 3: a
+-- permit taken for a row handed back was spent unused, and every claim of
+-- a key at its limit pushed its next permit one interval further). Keys
+-- come sorted, and their rows are locked in that order, so relays lock
+-- shared keys in one order. Returns per key how many it granted, its new
+-- tat (the first granted permit's base is tat - granted * interval, the
+-- next permit's is tat) and the database's now. A key idle for a while
+-- starts from now, not from its stale tat. As in reserve_permits.sql the
+-- ON CONFLICT arm adds to the tat, for two relays creating a key's row at
+-- once.
+WITH k AS (
+    SELECT k.key, k.n, k.permit, k.ahead
+    FROM unnest($2::text[], $3::int[], $4::interval[], $5::interval[]) AS k(key, n, permit, ahead)
+), cur AS MATERIALIZED (
+    SELECT l.key, GREATEST(l.tat, now()) AS base FROM {schema}.sink_key_limits l
+    WHERE l.sink = $1 AND l.key = ANY($2::text[])
+    ORDER BY l.key
+    FOR UPDATE
+), g AS MATERIALIZED (
+    SELECT k.key, k.permit, LEAST(k.n, GREATEST(0, floor(
+               extract(epoch FROM now() + k.ahead - coalesce(c.base, now())) / extract(epoch FROM k.permit))::int + 1)) AS n
+    FROM k LEFT JOIN cur c ON c.key = k.key
+), up AS (
+    INSERT INTO {schema}.sink_key_limits AS l (sink, key, tat)
+    SELECT $1, g.key, now() + g.n * g.permit FROM g
+    ORDER BY g.key
+    ON CONFLICT (sink, key) DO UPDATE SET tat = GREATEST(l.tat, now()) + (excluded.tat - now())
+    RETURNING l.key, l.tat
+)
+SELECT up.key, g.n, up.tat, now() FROM up JOIN g ON g.key = up.key
 `
 
 // ReserveKeyPermitsRow is a row of reserve_key_permits.sql.
 type ReserveKeyPermitsRow struct {
-	Key string    // text
-	Tat time.Time // timestamptz
-	Now time.Time // timestamptz
+	Key     string    // text
+	Granted int       // integer
+	Tat     time.Time // timestamptz
+	Now     time.Time // timestamptz
 }
 
 // ReserveKeyPermits runs reserve_key_permits.sql and returns its rows.
-func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permits []time.Duration) ([]ReserveKeyPermitsRow, error) {
-	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permits)
+func (q *Queries) ReserveKeyPermits(ctx context.Context, db DBTX, sink string, keys []string, counts []int, permits []time.Duration, aheads []time.Duration) ([]ReserveKeyPermitsRow, error) {
+	rows, err := db.Query(ctx, q.text.ReserveKeyPermits, sink, textArray(keys), counts, permits, aheads)
 	if err != nil {
 		return nil, err
 	}
 	var r ReserveKeyPermitsRow
-	return collectRows(rows, []ReserveKeyPermitsRow{}, &r, &r.Key, &r.Tat, &r.Now)
+	return collectRows(rows, []ReserveKeyPermitsRow{}, &r, &r.Key, &r.Granted, &r.Tat, &r.Now)
 }
 
 const reservePermitsSQL = `-- name: reserve_permits
@@ -3851,6 +4508,22 @@ func (q *Queries) VersionTarget(ctx context.Context, db DBTX, version int64, rou
 	var r VersionTargetRow
 	err := db.QueryRow(ctx, q.text.VersionTarget, version, route, sink).Scan(&r.Digest, &r.Template, &r.UpdateRoot)
 	return r, err
+}
+
+const waiterWaitsSQL = `-- name: waiter_waits
+-- Marks claim loop $1 as waiting for wake-ups although its last claim was
+-- full (claim.sql marks a loop waiting only when its claim got fewer rows
+-- than it asked for): a per-key loop whose claim found only blocked rate
+-- keys waits for them, and producers' rows of other keys would otherwise
+-- wait for that wait's end, not for a wake-up. Writes only when the mark
+-- changes.
+UPDATE {schema}.waiters SET waiting = true WHERE id = $1 AND NOT waiting
+`
+
+// WaiterWaits runs waiter_waits.sql.
+func (q *Queries) WaiterWaits(ctx context.Context, db DBTX, id int64) error {
+	_, err := db.Exec(ctx, q.text.WaiterWaits, id)
+	return err
 }
 
 const waitingRowsSQL = `-- name: waiting_rows

@@ -36,7 +36,8 @@ func TestCallsWithoutABodyAreNotRefusedFor415(t *testing.T) {
 		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"30m"}`, bare: true, status: 415, invalid: true},
 		// A required body left out: 400, naming what is missing.
 		{method: "POST", path: "/v1/messages", bare: true, status: 400, invalid: true},
-		{method: "DELETE", path: one, bare: true, status: 200},
+		{method: "DELETE", path: one + "?dry_run=true", bare: true, status: 200},
+		{method: "POST", path: one + "/test-event", bare: true, status: 202},
 	} {
 		c.do(e)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/server/jsonl"
-	sinkdest "github.com/outboxd/outboxd/sinks/destinations"
 )
 
 // messageRequest is a POST /v1/messages body: a message, addressed to
@@ -42,8 +41,8 @@ func decodeMessageRequest(body io.Reader, cfg *config.Config) (messageRequest, i
 		return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w", err)
 	}
 	if req.Destination != "" {
-		if err := cfg.CheckSinkType(req.Sink, sinkdest.Type.Name); err != nil {
-			return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w; a message for a destination goes through a sink of type %s", err, sinkdest.Type.Name)
+		if err := cfg.CheckDestinationSink(req.Sink); err != nil {
+			return req, http.StatusUnprocessableEntity, fmt.Errorf("sink: %w", err)
 		}
 	}
 	return req, 0, nil

@@ -58,7 +58,7 @@ func TestMessageForOneDestination(t *testing.T) {
 	}
 	for _, tc := range []struct{ body, says string }{
 		{body("customers", "dst_nope", "nope"), `no destination \"dst_nope\"`},
-		{body("partner", d.ID, "partner"), `sink \"partner\" is of type webhook, not destinations`},
+		{body("partner", d.ID, "partner"), `sink \"partner\" does not deliver to destinations; the sinks that do: customers`},
 	} {
 		resp, raw := a.send(t, "POST", "/v1/messages", operatorToken, tc.body)
 		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(raw), tc.says) {

@@ -41,7 +41,10 @@ var destinationEndpoints = []destinationRoute{
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/rotate-secret", access.RoleOperate, "rotate the secret", http.StatusOK, (*API).rotateSecret},
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/disable", access.RoleOperate, "disable destination", http.StatusOK, (*API).disableDestination},
 	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/enable", access.RoleOperate, "enable destination", http.StatusOK, (*API).enableDestination},
+	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/test-event", access.RoleOperate, "send a test event", http.StatusAccepted, (*API).sendTestEvent},
+	{http.MethodPost, "/v1/tenants/{tenant}/destinations/{id}/recover", access.RoleOperate, "recover destination", http.StatusOK, (*API).recoverDestination},
 	{http.MethodPost, "/v1/tenants/{tenant}/portal", access.RoleOperate, "make a portal link", http.StatusOK, (*API).createPortalLink},
+	{http.MethodGet, "/v1/tenants/{tenant}/event-types", access.RoleRead, "list event types", http.StatusOK, (*API).listEventTypes},
 }
 
 // destinationRoutes are the destinations endpoints as routes: the path's
@@ -98,12 +101,27 @@ type DestinationPage struct {
 // DestinationChange is the answer of delete, disable and enable: the
 // destination and how many of its waiting rows went with it (delete) or
 // moved (disable: now waiting; enable: now due). A delete's dry run
-// (?dry_run=true) counts the rows that would go, and deletes nothing.
+// (?dry_run=true) counts the rows that would go, deletes nothing, and
+// answers the token that confirms the delete (?token=).
 type DestinationChange struct {
 	ID     string `json:"id"`
 	Rows   int64  `json:"rows"`
 	DryRun bool   `json:"dry_run,omitempty"`
+	Token  string `json:"token,omitempty"`
 }
+
+// countChangedError is a delete whose token no longer names what it
+// would take: answered 409 with the new count and its token, as a
+// dead-letter action's confirmation is.
+type countChangedError struct {
+	DestinationChange
+	err error
+}
+
+func (e *countChangedError) Error() string { return e.err.Error() }
+
+// errNoDeleteToken refuses a delete that was not counted first.
+var errNoDeleteToken = errors.New(`token: required: count first with ?dry_run=true, then confirm with its "token" (?token=...)`)
 
 // RotatedSecret is POST .../rotate-secret's answer: the new secret, shown
 // this once, and until when the old ones keep signing.
@@ -130,12 +148,25 @@ const defaultDisableReason = "disabled by hand"
 // destinationError answers for err of an action on a destination.
 func (s *API) destinationError(w http.ResponseWriter, r *http.Request, op string, err error) {
 	var (
-		input *destinations.InputError
-		req   *requestError
+		input   *destinations.InputError
+		quota   *destinations.QuotaError
+		req     *requestError
+		changed *countChangedError
+		recov   *recoverChangedError
 	)
 	switch {
 	case errors.As(err, &req):
 		writeError(w, req.status, req.Error())
+	case errors.As(err, &changed):
+		writeBody(w, http.StatusConflict, map[string]any{"error": changed.Error(), "id": changed.ID, "rows": changed.Rows, "token": changed.Token})
+	case errors.As(err, &recov):
+		writeBody(w, http.StatusConflict, map[string]any{"error": recov.Error(), "id": recov.ID, "dead": recov.Dead,
+			"delivered": recov.Delivered, "rows": recov.Rows, "token": recov.Token})
+	case errors.Is(err, destinations.ErrInvalidToken):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.As(err, &quota):
+		quota.RetryAfterHeader(w.Header())
+		writeError(w, quota.HTTPStatus(), quota.Error())
 	case errors.As(err, &input):
 		// A well-formed request with a value refused, as everywhere in
 		// the API.
@@ -166,10 +197,6 @@ func (s *API) listDestinations(r *http.Request, tenant string) (any, error) {
 	return DestinationPage{Destinations: ds, Next: next}, err
 }
 
-func (s *API) showDestination(r *http.Request, tenant string) (any, error) {
-	return s.Destinations.Get(r.Context(), s.DB, tenant, r.PathValue("id"))
-}
-
 // DeliveryPage is GET .../{id}/deliveries' answer: the destination's rows
 // newest first with their attempts, and the cursor of the next page (0
 // after the last), passed back as ?before=.
@@ -189,7 +216,9 @@ func (s *API) listDeliveries(r *http.Request, tenant string) (any, error) {
 		return nil, &requestError{http.StatusBadRequest, err}
 	}
 	ds, next, err := s.Destinations.Deliveries(r.Context(), s.DB, tenant, r.PathValue("id"), before, int(limit))
-	return DeliveryPage{Deliveries: ds, Next: next}, err
+	// An answer about one tenant's destination may be shown to the
+	// tenant: its errors hold no internal network facts.
+	return DeliveryPage{Deliveries: destinations.ForTenant(ds), Next: next}, err
 }
 
 func (s *API) updateDestination(r *http.Request, tenant string) (any, error) {
@@ -212,30 +241,37 @@ func boolParam(q url.Values, name string) (bool, error) {
 	}
 }
 
-// removeDestination deletes a destination or, with ?dry_run=true, counts
-// the waiting rows that would go with it: every destructive action counts
-// first on request (docs/operations.md, "Destructive commands"), as the
-// dead-letter actions' dry runs do.
+// removeDestination counts what deleting a destination takes
+// (?dry_run=true, answering a token) or deletes it with that token
+// (?token=), which must still name what it takes: every destructive
+// action counts first (docs/operations.md, "Destructive commands"), as
+// the dead-letter actions' dry runs and tokens do.
 func (s *API) removeDestination(r *http.Request, tenant string) (any, error) {
 	id := r.PathValue("id")
 	dryRun, err := boolParam(r.URL.Query(), "dry_run")
 	if err != nil {
 		return nil, &requestError{http.StatusBadRequest, err}
 	}
-	if dryRun {
-		d, err := s.Destinations.Get(r.Context(), s.DB, tenant, id)
-		if err != nil {
-			return nil, err
-		}
-		return DestinationChange{ID: id, Rows: *d.Waiting, DryRun: true}, nil
+	token := r.URL.Query().Get("token")
+	switch {
+	case dryRun && token != "":
+		return nil, &requestError{http.StatusUnprocessableEntity, errors.New("token: a dry run takes no token")}
+	case dryRun:
+		c, err := s.Destinations.CountDelete(r.Context(), s.DB, tenant, id)
+		return DestinationChange{ID: id, Rows: c.Rows, DryRun: true, Token: c.Token}, err
+	case token == "":
+		return nil, &requestError{http.StatusUnprocessableEntity, errNoDeleteToken}
 	}
 	who := identity(r)
-	n, err := s.Destinations.Delete(r.Context(), s.DB, auditactor.Of(who), tenant, id)
+	c, err := s.Destinations.DeleteCounted(r.Context(), s.DB, auditactor.Of(who), tenant, id, token)
+	if errors.Is(err, destinations.ErrCountChanged) {
+		return nil, &countChangedError{DestinationChange{ID: id, Rows: c.Rows, Token: c.Token}, err}
+	}
 	if err != nil {
 		return nil, err
 	}
-	s.Log.InfoContext(r.Context(), "destination deleted", "tenant", tenant, "destination", id, "waiting_rows_deleted", n, "by", who.Name, "source", who.Source)
-	return DestinationChange{ID: id, Rows: n}, nil
+	s.Log.InfoContext(r.Context(), "destination deleted", "tenant", tenant, "destination", id, "waiting_rows_deleted", c.Rows, "by", who.Name, "source", who.Source)
+	return DestinationChange{ID: id, Rows: c.Rows}, nil
 }
 
 func (s *API) rotateSecret(r *http.Request, tenant string) (any, error) {
@@ -316,11 +352,16 @@ func (s *API) createPortalLink(r *http.Request, tenant string) (any, error) {
 	if !s.Config.HTTP.UI {
 		return nil, &requestError{http.StatusServiceUnavailable, errPortalNotServed}
 	}
-	link, expires, err := s.Portal.Link(portal.BaseURL(r), tenant, time.Now().Add(lifetime))
+	who, _ := access.IdentityOf(r.Context())
+	link, expires, err := s.Portal.Link(portal.BaseURL(r), tenant, who.Name, time.Now().Add(lifetime))
 	if err != nil {
 		return nil, err
 	}
-	who, _ := access.IdentityOf(r.Context())
+	// Recorded before it is answered: a link is a credential to act as
+	// the tenant, so who minted it, for whom and until when is audited.
+	if err := s.Destinations.RecordPortalLink(r.Context(), s.DB, auditactor.Of(identity(r)), tenant, expires); err != nil {
+		return nil, err
+	}
 	s.Log.InfoContext(r.Context(), "portal link made", "tenant", tenant, "expires_at", expires, "by", who.Name, "source", who.Source)
 	return PortalLink{URL: link, ExpiresAt: expires}, nil
 }

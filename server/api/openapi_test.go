@@ -277,6 +277,8 @@ sinks:
 routes:
   orders: {events: [order.*], to: [partner]}
   billing: {events: [invoice.*], to: [{sink: customers, tenant: "{{.data.account}}"}]}
+event_types:
+  - {name: invoice.paid, description: An invoice was paid., example: {invoice: inv_1, amount: 12}, schema: {type: object}}
 `
 
 // viewerToken is a token of role read.
@@ -346,6 +348,12 @@ func (c *contract) destinationExchanges() {
 		{method: "POST", path: one + "/enable", token: viewerToken, status: 403},
 		{method: "POST", path: base + "/dst_nope/disable", status: 404},
 		{method: "GET", path: base + "/dst_nope/deliveries", status: 404},
+		{method: "POST", path: one + "/recover", body: `{"since":"2026-01-02T14:00:00Z","include_delivered":true,"dry_run":true}`, status: 200},
+		{method: "POST", path: one + "/recover?dry_run=true", body: `{"since":"2026-01-02T14:00:00Z","until":"2026-01-02T15:00:00Z"}`, status: 200},
+		{method: "POST", path: one + "/recover", body: `{"since":"2026-01-02T14:00:00Z"}`, status: 422},
+		{method: "POST", path: one + "/recover", body: `{"since":"14:00","dry_run":true}`, status: 422, invalid: true},
+		{method: "POST", path: one + "/recover", body: `{"since":"2026-01-02T14:00:00Z","token":"0.00000000000000000000000000000000"}`, status: 422},
+		{method: "POST", path: base + "/dst_nope/recover", body: `{"since":"2026-01-02T14:00:00Z","dry_run":true}`, status: 404},
 		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"30m"}`, status: 200},
 		{method: "POST", path: "/v1/tenants/acme/portal", status: 200},
 		{method: "POST", path: "/v1/tenants/acme/portal", body: `{"expires_in":"soon"}`, status: 422},
@@ -395,13 +403,23 @@ func (c *contract) destinationExchanges() {
 		{method: "POST", path: "/v1/dlq/purge", body: fmt.Sprintf(`{"all":true,"waiting":true,"destination":%q,"dry_run":true}`, created.ID), status: 200},
 		{method: "POST", path: "/v1/dlq/redrive", body: fmt.Sprintf(`{"all":true,"destination":%q}`, created.ID), status: 422},
 		{method: "GET", path: one + "/deliveries?before=0", status: 400, invalid: true},
-		{method: "DELETE", path: one + "?dry_run=true", status: 200},
+		{method: "POST", path: one + "/test-event", status: 202},
+		{method: "POST", path: base + "/dst_nope/test-event", status: 404},
+		{method: "GET", path: "/v1/tenants/acme/event-types", status: 200},
+		{method: "POST", path: one + "/test-event", body: `{"type":"invoice.paid"}`, status: 202},
+		{method: "POST", path: one + "/test-event", body: `{"type":"invoice.lost"}`, status: 422},
 		{method: "DELETE", path: one + "?dry_run=maybe", status: 400, invalid: true},
-		{method: "DELETE", path: one, status: 200},
-		{method: "DELETE", path: one, status: 404},
+		{method: "DELETE", path: one, status: 422},
+		{method: "DELETE", path: one + "?token=1.00000000000000000000000000000000", status: 409},
 	} {
 		c.do(e)
 	}
+	var counted struct{ Token string }
+	if err := json.Unmarshal(c.do(exchange{method: "DELETE", path: one + "?dry_run=true", status: 200}), &counted); err != nil {
+		c.t.Fatal(err)
+	}
+	c.do(exchange{method: "DELETE", path: one + "?token=" + counted.Token, status: 200})
+	c.do(exchange{method: "DELETE", path: one + "?token=" + counted.Token, status: 404})
 }
 
 // TestWrongMethodAnswers405WithAllow: a method a path does not have

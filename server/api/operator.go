@@ -13,6 +13,7 @@ import (
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/server/internal/auditactor"
 )
@@ -68,7 +69,7 @@ func (s *API) getMessages(w http.ResponseWriter, r *http.Request) {
 // status, dedup_key, since and until (RFC 3339), before (the cursor) and
 // limit.
 func messageFilterOf(q url.Values) (operator.MessageFilter, error) {
-	f := operator.MessageFilter{Sink: q.Get("sink"), Status: operator.Status(q.Get("status")), DedupKey: q.Get("dedup_key")}
+	f := operator.MessageFilter{Sink: q.Get("sink"), Status: status.Row(q.Get("status")), DedupKey: q.Get("dedup_key")}
 	if err := CheckStatus(f.Status); err != nil {
 		return f, err
 	}
@@ -92,14 +93,14 @@ func messageFilterOf(q url.Values) (operator.MessageFilter, error) {
 }
 
 // messageStatuses are the statuses a search may ask for.
-var messageStatuses = []operator.Status{operator.StatusPending, operator.StatusInProgress, operator.StatusFailed, operator.StatusSent, operator.StatusDead}
+var messageStatuses = status.Rows()
 
 // MessageStatuses returns the statuses a search may ask for (the command
 // line completes them).
-func MessageStatuses() []operator.Status { return slices.Clone(messageStatuses) }
+func MessageStatuses() []status.Row { return slices.Clone(messageStatuses) }
 
 // CheckStatus accepts "" (any status) and the statuses rows have.
-func CheckStatus(s operator.Status) error {
+func CheckStatus(s status.Row) error {
 	if s == "" || slices.Contains(messageStatuses, s) {
 		return nil
 	}

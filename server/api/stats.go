@@ -7,6 +7,7 @@ import (
 	"github.com/outboxd/outboxd"
 	"github.com/outboxd/outboxd/config"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 )
 
 // StatsReport is the JSON shape of `outboxd stats --json` and GET /v1/stats:
@@ -34,7 +35,7 @@ type SinkStatsReport struct {
 	// Circuit is the state of the sink's own breaker: closed, open or
 	// probing (a sink limited per key has a breaker per key instead, in
 	// Breakers).
-	Circuit string `json:"circuit"`
+	Circuit status.Breaker `json:"circuit"`
 	// Pause is the sink's pause state, for a sink with any: paused now (by
 	// a Retry-After or by hand) or paused or resumed by hand at some time.
 	// A sink with a pause and without rows or configuration is listed for
@@ -44,13 +45,13 @@ type SinkStatsReport struct {
 }
 
 // circuitOf is the state of the sink's own breaker among breakers.
-func circuitOf(breakers []operator.BreakerState) string {
+func circuitOf(breakers []operator.BreakerState) status.Breaker {
 	for _, b := range breakers {
 		if b.Key == "" {
 			return b.State
 		}
 	}
-	return operator.BreakerClosed
+	return status.BreakerClosed
 }
 
 // Stats reads the stats snapshot, recomputing it first (as by) when it is

@@ -82,6 +82,10 @@ type Options struct {
 	// TestEventSink is the sink of type destinations that test events
 	// are sent through; "": none can be sent.
 	TestEventSink string
+	// EventTypes is the catalog of event types tenants may subscribe to
+	// (plugins.yaml's event_types and outboxd's operational events): the
+	// subscription forms offer it and test events send its types.
+	EventTypes destinations.Catalog
 }
 
 // Console serves the dashboard. Create it with New; call Close when the
@@ -205,9 +209,11 @@ func (c *Console) destinationActions() map[string]destinationHandler {
 		"disable":       c.disableDestination,
 		"enable":        c.enableDestination,
 		"rotate-secret": c.rotateSecret,
+		"auth":          c.setDestinationAuth,
 		"delete":        c.deleteDestination,
 		"test":          c.sendTestEvent,
 		"redrive":       c.redriveDestination,
+		"recover":       c.recoverDestination,
 	}
 }
 

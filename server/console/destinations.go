@@ -41,6 +41,8 @@ const defaultRotateOverlap = "24h"
 type destinationScope struct {
 	Portal bool
 	Tenant string
+	// Minter is who minted the portal link the tenant came with.
+	Minter string
 }
 
 // Base is the path of the scope's destinations: a destination's page is
@@ -82,9 +84,20 @@ func (s destinationScope) page(id string) string { return s.Base() + "/" + url.P
 // in, or the tenant through its portal.
 func (s destinationScope) actor(r *http.Request) audit.Actor {
 	if s.Portal {
-		return audit.Actor{Name: "tenant " + s.Tenant, Role: portalRole, Source: access.ClientHost(r)}
+		return audit.Actor{Name: portal.ActorName(s.Tenant, s.Minter), Role: portalRole, Source: access.ClientHost(r)}
 	}
 	return auditactor.Of(visitorOf(r).id)
+}
+
+// formURL is the URL d's edit form holds: the tenant in its portal sees
+// its own URL as it set it; an operator sees it with its credentials
+// redacted, and the form sent back unchanged keeps them
+// (destinations.RedactURL).
+func (s destinationScope) formURL(d destinations.Destination) string {
+	if s.Portal {
+		return d.OwnURL()
+	}
+	return d.URL
 }
 
 // destinationHandler is a destination page or action for scope.
@@ -106,7 +119,9 @@ func (c *Console) operatorScope(h destinationHandler) http.HandlerFunc {
 type destinationView struct {
 	destinations.Destination
 	EventsText, RateText, MetadataText string
-	WaitingCount                       int64
+	// FilterText is its payload filter, indented.
+	FilterText   string
+	WaitingCount int64
 	// Page is its page's path.
 	Page string
 	// Form holds its fields as the edit form shows them.
@@ -115,18 +130,33 @@ type destinationView struct {
 
 // formValues are the values the create and edit forms show.
 type formValues struct {
-	URL, Events, Description, Rate, Metadata string
+	URL, Events, Filter, Description, Rate, Metadata string
 	// Editing says the form changes a destination: an empty rate limit
 	// leaves it as it is.
 	Editing bool
+	// Portal says the form is a tenant's: its metadata is the operator's
+	// to keep, shown but not editable (destination_health.go).
+	Portal bool
+	// Catalog is the event types the form offers (destination_health.go).
+	Catalog []catalogChoice
+}
+
+// defaultRateText is what a destination without a rate limit of its own
+// shows: an operator reads whose default applies, a tenant that it has
+// none of its own.
+func defaultRateText(scope destinationScope) string {
+	if scope.Portal {
+		return "none of its own (the service's default)"
+	}
+	return "the sink's default"
 }
 
 // viewOf spells d for the pages of scope.
 func viewOf(d destinations.Destination, scope destinationScope) destinationView {
 	own := destinationScope{Portal: scope.Portal, Tenant: d.Tenant}
-	v := destinationView{Destination: d, EventsText: strings.Join(d.Events, ", "), RateText: "the sink's default",
-		MetadataText: prettyJSON(d.Metadata), Page: own.page(d.ID),
-		Form: formValues{URL: d.URL, Events: strings.Join(d.Events, ", "), Description: d.Description, Metadata: string(d.Metadata), Editing: true}}
+	v := destinationView{Destination: d, EventsText: strings.Join(d.Events, ", "), RateText: defaultRateText(scope),
+		MetadataText: prettyJSON(d.Metadata), FilterText: prettyJSON(d.Filter), Page: own.page(d.ID),
+		Form: formValues{URL: scope.formURL(d), Events: strings.Join(d.Events, ", "), Filter: string(d.Filter), Description: d.Description, Metadata: string(d.Metadata), Editing: true, Portal: scope.Portal}}
 	if v.EventsText == "" {
 		v.EventsText = "every type"
 	}
@@ -184,7 +214,7 @@ func (c *Console) listDestinations(w http.ResponseWriter, r *http.Request, scope
 	if scope.Portal {
 		create = scope.Base()
 	}
-	data := map[string]any{"Scope": scope, "Destinations": views, "CreateAction": create, "Form": formValues{}}
+	data := map[string]any{"Scope": scope, "Destinations": views, "CreateAction": create, "Form": formValues{Portal: scope.Portal, Catalog: c.choices(nil)}}
 	if next != "" {
 		data["Next"] = scope.listPage(next)
 	}
@@ -235,6 +265,9 @@ func (c *Console) showDestination(w http.ResponseWriter, r *http.Request, scope 
 		c.destinationFailed(w, r, scope, "read the deliveries", err)
 		return
 	}
+	if scope.Portal {
+		page = destinations.ForTenant(page)
+	}
 	deliveries := make([]deliveryView, len(page))
 	for i, p := range page {
 		deliveries[i] = deliveryView{Delivery: p}
@@ -243,8 +276,16 @@ func (c *Console) showDestination(w http.ResponseWriter, r *http.Request, scope 
 			return
 		}
 	}
-	data := map[string]any{"Scope": scope, "D": viewOf(d, scope), "Self": scope.page(id), "Deliveries": deliveries,
-		"Overlap": defaultRotateOverlap, "TestEvents": c.opt.TestEventSink != ""}
+	health, err := c.healthOf(ctx, d)
+	if err != nil {
+		c.internalError(w, r, "read the destination's health", err)
+		return
+	}
+	view := viewOf(d, scope)
+	view.Form.Catalog = c.choices(d.Events)
+	data := map[string]any{"Scope": scope, "D": view, "Self": scope.page(id), "Deliveries": deliveries,
+		"Overlap": defaultRotateOverlap, "TestEvents": c.opt.TestEventSink != "", "Health": health,
+		"EventTypes": c.opt.EventTypes, "TestEventType": destinations.TestEventType}
 	if next != 0 {
 		data["Next"] = scope.page(id) + "?before=" + strconv.FormatInt(next, 10)
 	}
@@ -255,10 +296,16 @@ func (c *Console) showDestination(w http.ResponseWriter, r *http.Request, scope 
 // for a value refused, 404 for a destination the scope's tenant does not
 // have, 503 without a secrets key.
 func (c *Console) destinationFailed(w http.ResponseWriter, r *http.Request, scope destinationScope, op string, err error) {
-	var input *destinations.InputError
+	var (
+		input *destinations.InputError
+		quota *destinations.QuotaError
+	)
 	switch {
 	case errors.As(err, &input), errors.As(err, new(*formError)):
 		c.fail(w, r, http.StatusUnprocessableEntity, err.Error()+".")
+	case errors.As(err, &quota):
+		quota.RetryAfterHeader(w.Header())
+		c.fail(w, r, quota.HTTPStatus(), quota.Error()+".")
 	case errors.Is(err, destinations.ErrNotFound) && scope.Portal:
 		c.fail(w, r, http.StatusNotFound, fmt.Sprintf("You have no endpoint %s.", r.PathValue("id")))
 	case errors.Is(err, destinations.ErrNotFound):
@@ -282,16 +329,24 @@ type destinationForm struct {
 	// rateLimit is nil when the field is empty.
 	rateLimit *float64
 	metadata  json.RawMessage
+	// filter is {} when the field is empty: no filter (the store checks
+	// it, naming the path of what it refuses).
+	filter json.RawMessage
 }
 
 // readDestinationForm reads the create or edit form: events are patterns
 // separated by commas or spaces (none: every type), the rate limit a
 // number of deliveries per second (empty: none given), metadata a JSON
-// object (empty: {}).
+// object (empty: {}), the filter a payload filter (empty: none).
 func readDestinationForm(r *http.Request) (destinationForm, error) {
 	f := destinationForm{url: strings.TrimSpace(r.PostFormValue("url")), description: strings.TrimSpace(r.PostFormValue("description")),
 		events:   strings.FieldsFunc(r.PostFormValue("events"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
-		metadata: json.RawMessage(strings.TrimSpace(r.PostFormValue("metadata")))}
+		metadata: json.RawMessage(strings.TrimSpace(r.PostFormValue("metadata"))),
+		filter:   json.RawMessage(strings.TrimSpace(r.PostFormValue("filter")))}
+	f.events = withCatalogChoices(r, f.events)
+	if len(f.filter) == 0 {
+		f.filter = json.RawMessage("{}")
+	}
 	if v := strings.TrimSpace(r.PostFormValue("rate_limit")); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -332,7 +387,10 @@ func (c *Console) createDestination(w http.ResponseWriter, r *http.Request, scop
 	}
 	ctx, cancel := c.context(r)
 	defer cancel()
-	created, err := c.opt.Destinations.Create(ctx, c.opt.DB, scope.actor(r), scope.Tenant, destinations.Spec{URL: f.url, Events: f.events,
+	if scope.Portal {
+		f.metadata = nil // the operator's to keep: a tenant's endpoint starts with none
+	}
+	created, err := c.opt.Destinations.Create(ctx, c.opt.DB, scope.actor(r), scope.Tenant, destinations.Spec{URL: f.url, Events: f.events, Filter: f.filter,
 		Description: f.description, RateLimit: f.rateLimit, Metadata: f.metadata})
 	if err != nil {
 		c.destinationFailed(w, r, scope, "create the destination", err)
@@ -358,8 +416,12 @@ func (c *Console) editDestination(w http.ResponseWriter, r *http.Request, scope 
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	_, err = c.opt.Destinations.Update(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, destinations.Patch{URL: &f.url, Events: &f.events,
-		Description: &f.description, RateLimit: f.rateLimit, Metadata: &f.metadata})
+	metadata := &f.metadata
+	if scope.Portal {
+		metadata = nil // the operator's to keep: a tenant's form leaves it as it is
+	}
+	_, err = c.opt.Destinations.Update(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, destinations.Patch{URL: &f.url, Events: &f.events, Filter: &f.filter,
+		Description: &f.description, RateLimit: f.rateLimit, Metadata: metadata})
 	if err != nil {
 		c.destinationFailed(w, r, scope, "change the destination", err)
 		return
@@ -433,8 +495,12 @@ func (c *Console) rotateSecret(w http.ResponseWriter, r *http.Request, scope des
 		"Secret": secret, "Said": "Give the receiver this secret now; it is not shown again. " + said})
 }
 
-// deleteDestination asks for confirmation, showing how many waiting rows
-// go with the destination, then deletes it and says how many did.
+// deleteDestination counts what deleting a destination takes and asks
+// for confirmation on a page showing the count, whose form carries the
+// count's token; confirmed, it deletes the destination with exactly the
+// waiting rows counted (destinations.Store.DeleteCounted). When they
+// changed since, nothing is deleted and the page asks again with the new
+// count: what it showed is what a delete takes, as in the API and the CLI.
 func (c *Console) deleteDestination(w http.ResponseWriter, r *http.Request, scope destinationScope) {
 	if !c.destinationsServed(w, r) {
 		return
@@ -442,23 +508,49 @@ func (c *Console) deleteDestination(w http.ResponseWriter, r *http.Request, scop
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	if r.PostFormValue("confirm") != "yes" {
-		d, err := c.opt.Destinations.Get(ctx, c.opt.DB, scope.Tenant, id)
+	token := r.PostFormValue("token")
+	if r.PostFormValue("confirm") != "yes" || token == "" {
+		// Not confirmed with a count (a form without a token is not one
+		// this page made): count, and ask.
+		count, err := c.opt.Destinations.CountDelete(ctx, c.opt.DB, scope.Tenant, id)
 		if err != nil {
-			c.destinationFailed(w, r, scope, "read the destination", err)
+			c.destinationFailed(w, r, scope, "count what deleting the destination takes", err)
 			return
 		}
-		c.render(w, r, http.StatusOK, "destination_delete", map[string]any{"Scope": scope, "D": viewOf(d, scope), "Self": scope.page(id)})
+		c.confirmDelete(w, r, scope, http.StatusOK, count)
 		return
 	}
-	rows, err := c.opt.Destinations.Delete(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id)
-	if err != nil {
+	done, err := c.opt.Destinations.DeleteCounted(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, token)
+	switch {
+	case errors.Is(err, destinations.ErrCountChanged):
+		c.confirmDelete(w, r, scope, http.StatusConflict, done)
+		return
+	case errors.Is(err, destinations.ErrInvalidToken):
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("token: %q is not the token of a count; nothing was deleted.", token))
+		return
+	case err != nil:
 		c.destinationFailed(w, r, scope, "delete the destination", err)
 		return
 	}
-	c.logChange(r, scope, "deleted", id, "waiting_rows_deleted", rows)
+	c.logChange(r, scope, "deleted", id, "waiting_rows_deleted", done.Rows)
 	c.render(w, r, http.StatusOK, "destination_done", map[string]any{"Scope": scope, "Title": "Destination deleted",
-		"Said": fmt.Sprintf("%s is deleted, with its secrets and %d waiting row(s).", id, rows), "Rows": rows})
+		"Said": fmt.Sprintf("%s is deleted, with its secrets and %d waiting row(s).", id, done.Rows), "Rows": done.Rows})
+}
+
+// confirmDelete shows the page asking to delete the destination the path
+// names with the rows count counted, its form carrying count's token;
+// status 409 says the rows changed since the visitor confirmed.
+func (c *Console) confirmDelete(w http.ResponseWriter, r *http.Request, scope destinationScope, status int, count destinations.DeleteCount) {
+	ctx, cancel := c.context(r)
+	defer cancel()
+	id := r.PathValue("id")
+	d, err := c.opt.Destinations.Get(ctx, c.opt.DB, scope.Tenant, id)
+	if err != nil {
+		c.destinationFailed(w, r, scope, "read the destination", err)
+		return
+	}
+	c.render(w, r, status, "destination_delete", map[string]any{"Scope": scope, "D": viewOf(d, scope), "Self": scope.page(id),
+		"Count": count, "Changed": status == http.StatusConflict})
 }
 
 // sendTestEvent sends a destination a test event through the console's
@@ -470,19 +562,32 @@ func (c *Console) sendTestEvent(w http.ResponseWriter, r *http.Request, scope de
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := r.PathValue("id")
-	sent, err := c.opt.Destinations.SendTestEvent(ctx, c.opt.DB, scope.Tenant, id, c.opt.TestEventSink, time.Now())
+	et, own, err := c.testEventOf(r)
+	var sent destinations.TestEvent
+	switch {
+	case err != nil:
+	case own:
+		et.Name = destinations.TestEventType
+		sent, err = c.opt.Destinations.SendTestEvent(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, c.opt.TestEventSink, time.Now())
+	default:
+		sent, err = c.opt.Destinations.SendExample(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, c.opt.TestEventSink, et, time.Now())
+	}
 	if err != nil {
 		c.destinationFailed(w, r, scope, "send a test event", err)
 		return
 	}
-	c.logChange(r, scope, "sent a test event", id, "message", sent.MessageID)
+	c.logChange(r, scope, "sent a test event", id, "message", sent.MessageID, "type", et.Name)
 	c.render(w, r, http.StatusOK, "destination_done", map[string]any{"Scope": scope, "Self": scope.page(id), "Title": "Test event sent",
-		"Said": fmt.Sprintf("A test event (type %s) is on its way as delivery %d (webhook-id %s/%s); it shows among the recent deliveries.",
-			destinations.TestEventType, sent.MessageID, c.opt.TestEventSink, sent.DedupKey), "Message": sent.MessageID})
+		"Said": fmt.Sprintf("A test event (type %s) is on its way as delivery %d (key %s); it shows among the recent deliveries.",
+			et.Name, sent.MessageID, sent.DedupKey), "Message": sent.MessageID})
 }
 
-// redriveDestination redrives a destination's dead rows (only the form's
-// message, when it names one), found through the scope's tenant.
+// redriveDestination counts a destination's dead rows (only the form's
+// message, when it names one), found through the scope's tenant, and asks
+// for confirmation on a page showing the count, whose form carries the
+// dry run's token; confirmed, it redrives exactly the rows counted. When
+// a counted row changed since, nothing moves and the page asks again with
+// the new count, as the dead-letter pages do.
 func (c *Console) redriveDestination(w http.ResponseWriter, r *http.Request, scope destinationScope) {
 	if !c.destinationsServed(w, r) {
 		return
@@ -504,12 +609,32 @@ func (c *Console) redriveDestination(w http.ResponseWriter, r *http.Request, sco
 		c.destinationFailed(w, r, scope, "find the dead deliveries", err)
 		return
 	}
+	token := r.PostFormValue("token")
+	confirmed := r.PostFormValue("confirm") == "yes" && token != ""
 	var res operator.ActionResult
-	if len(ids) > 0 {
-		if res, err = c.opt.Operator.Redrive(ctx, c.opt.DB, scope.actor(r), operator.RedriveFilter{IDs: ids}); err != nil {
-			c.internalError(w, r, "redrive", err)
-			return
+	switch {
+	case len(ids) > 0:
+		res, err = c.opt.Operator.Redrive(ctx, c.opt.DB, scope.actor(r), operator.RedriveFilter{IDs: ids, DryRun: !confirmed, Token: token})
+	case confirmed:
+		// The form offers to confirm only a count of some rows: they
+		// are not dead any more.
+		err = operator.ErrSelectionChanged
+	}
+	switch {
+	case errors.Is(err, operator.ErrInvalidToken):
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("token: %q is not the token of a dry run; nothing was redriven.", token))
+		return
+	case errors.Is(err, operator.ErrSelectionChanged), err == nil && !confirmed:
+		status := http.StatusOK
+		if err != nil {
+			status = http.StatusConflict
 		}
+		c.render(w, r, status, "destination_redrive", map[string]any{"Scope": scope, "ID": id, "Self": scope.page(id),
+			"Plan": res, "Message": message, "Changed": err != nil})
+		return
+	case err != nil:
+		c.internalError(w, r, "redrive", err)
+		return
 	}
 	c.logChange(r, scope, "redriven", id, "rows", res.Rows)
 	c.render(w, r, http.StatusOK, "destination_done", map[string]any{"Scope": scope, "Self": scope.page(id), "Title": "Dead deliveries redriven",

@@ -142,12 +142,12 @@ func TestDestinationPagesListInspectAndChange(t *testing.T) {
 
 	// A delivery that failed twice and died, and one waiting.
 	st := s.store(t)
-	test, err := st.SendTestEvent(s.ctx, s.pool, "acme", id[1], "customers", s.now())
+	test, err := st.SendTestEvent(s.ctx, s.pool, testdb.Actor, "acme", id[1], "customers", s.now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.fail(t, test.MessageID, "HTTP 503: down for maintenance", "HTTP 500: <b>boom</b>")
-	if _, err := st.SendTestEvent(s.ctx, s.pool, "acme", id[1], "customers", s.now()); err != nil {
+	if _, err := st.SendTestEvent(s.ctx, s.pool, testdb.Actor, "acme", id[1], "customers", s.now()); err != nil {
 		t.Fatal(err)
 	}
 	_, page = b.Get(one)
@@ -183,6 +183,10 @@ func TestDestinationPagesListInspectAndChange(t *testing.T) {
 		t.Errorf("test event page:\n%s", page)
 	}
 	_, page = b.Post(one+"/redrive", url.Values{})
+	if !strings.Contains(page, `<strong id="redrive-count">1</strong>`) || s.status(t, test.MessageID) != "dead" {
+		t.Errorf("redrive's confirmation:\n%s", page)
+	}
+	_, page = b.Post(one+"/redrive", url.Values{"confirm": {"yes"}, "token": {confirmationToken(t, page)}})
 	if !strings.Contains(page, "Redriven: 1.") || s.status(t, test.MessageID) != "pending" {
 		t.Errorf("redrive of the dead delivery:\n%s", page)
 	}
@@ -194,7 +198,7 @@ func TestDestinationPagesListInspectAndChange(t *testing.T) {
 	if _, found := s.get(t, "acme", id[1]); !found {
 		t.Fatal("asking to delete deleted")
 	}
-	_, page = b.Post(one+"/delete", url.Values{"confirm": {"yes"}})
+	_, page = b.Post(one+"/delete", url.Values{"confirm": {"yes"}, "token": {confirmationToken(t, page)}})
 	if _, found := s.get(t, "acme", id[1]); found || !strings.Contains(page, "3 waiting row(s)") {
 		t.Errorf("confirmed delete:\n%s", page)
 	}

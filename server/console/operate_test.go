@@ -153,7 +153,7 @@ func TestStalePauseIsRemovedFromTheConsole(t *testing.T) {
 
 // attemptRow is one failed attempt of the message page: its number and
 // error.
-var attemptRow = regexp.MustCompile(`<tr><td class="n">(\d+)</td><td class="when">[^<]*</td><td><pre class="err">([^<]*)</pre></td></tr>`)
+var attemptRow = regexp.MustCompile(`<tr><td class="n">(\d+)</td><td class="when">[^<]*</td><td><pre class="err">([^<]*)</pre></td><td class="attempt">.*?</td></tr>`)
 
 // A message's failed attempts read in the order they failed, also after a
 // redrive from its page restarted their count: a relay fails it twice,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/server/internal/apidb"
 )
 
@@ -72,18 +73,18 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 	sink, configured := c.sinks[s.Sink]
 	n, r := s.Counts, s.Rate
 	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused() || len(s.Breakers) > 0,
-		Bad:   map[string]bool{"failed": n.Failed > 0, "dead": n.Dead > 0, "errors": r.Retried > 0 || r.Dead > 0},
+		Bad:   map[string]bool{string(status.Failed): n.Failed > 0, string(status.Dead): n.Dead > 0, "errors": r.Retried > 0 || r.Dead > 0},
 		Stale: !configured && (s.State.Paused() || s.State.ChangedBy != "")}
 	row.Cells = map[string]string{
-		"pending":     count(n.Pending),
-		"in_progress": count(n.InProgress),
-		"failed":      count(n.Failed),
-		"dead":        count(n.Dead),
-		"sent_hour":   count(n.SentLastHour),
-		"oldest":      "-",
-		"rate":        fmt.Sprintf("%.2f/s", r.PerSecond),
-		"p50":         latency(r.P50),
-		"p99":         latency(r.P99),
+		string(status.Pending):    count(n.Pending),
+		string(status.InProgress): count(n.InProgress),
+		string(status.Failed):     count(n.Failed),
+		string(status.Dead):       count(n.Dead),
+		"sent_hour":               count(n.SentLastHour),
+		"oldest":                  "-",
+		"rate":                    fmt.Sprintf("%.2f/s", r.PerSecond),
+		"p50":                     latency(r.P50),
+		"p99":                     latency(r.P99),
 		// Attempts, not letters: a letter redriven and dead again died
 		// twice, a purged one died and is no dead letter now, so this
 		// need not match the dead letters counted now.
@@ -93,7 +94,7 @@ func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) ove
 	if n.WaitingDisabled > 0 {
 		// Counted in pending, but no relay delivers them until their
 		// destination is enabled again: say so where they are counted.
-		row.Cells["pending"] += fmt.Sprintf(" (%s waiting on disabled destinations)", count(n.WaitingDisabled))
+		row.Cells[string(status.Pending)] += fmt.Sprintf(" (%s waiting on disabled destinations)", count(n.WaitingDisabled))
 	}
 	if n.OldestPendingAge > 0 {
 		row.Cells["oldest"] = ago(n.OldestPendingAge)
@@ -138,7 +139,7 @@ func stateText(s operator.SinkOverview, configured bool, window time.Duration) (
 // full (state, since, last failure, next probe), the others counted.
 func breakersText(open []operator.BreakerState) string {
 	b := open[0]
-	what := "circuit breaker " + b.State
+	what := "circuit breaker " + string(b.State)
 	if b.Key != "" {
 		what += " for " + b.Key
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/audit"
 	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/server/internal/apidb"
 	"github.com/outboxd/outboxd/server/internal/auditactor"
 )
@@ -28,7 +29,8 @@ const (
 // formTime is how the search form's time fields are written (UTC).
 const formTime = "2006-01-02T15:04"
 
-var statuses = []operator.Status{operator.StatusPending, operator.StatusInProgress, operator.StatusFailed, operator.StatusSent, operator.StatusDead}
+// statuses are the ones the search form offers.
+var statuses = status.Rows()
 
 func (c *Console) getMessages(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -78,7 +80,7 @@ func (c *Console) getMessages(w http.ResponseWriter, r *http.Request) {
 // messageFilter reads the search form.
 func messageFilter(q url.Values) (operator.MessageFilter, error) {
 	f := operator.MessageFilter{Sink: strings.TrimSpace(q.Get("sink")), DedupKey: q.Get("key"),
-		Status: operator.Status(q.Get("status")), Limit: messagesPerPage}
+		Status: status.Row(q.Get("status")), Limit: messagesPerPage}
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
 		return f, fmt.Errorf("%q is not a status", f.Status)
 	}

@@ -44,6 +44,7 @@ func (c *Console) portalRoutes() http.Handler {
 	mux.HandleFunc("GET "+portal.Path+"/{$}", c.portalScope(c.listDestinations))
 	mux.HandleFunc("POST "+portal.Path+"/destinations", c.portalScope(c.createDestination))
 	mux.HandleFunc("GET "+portal.Path+"/destinations/{id}", c.portalScope(c.showDestination))
+	mux.HandleFunc("GET "+portal.Path+"/event-types", c.portalScope(c.getEventTypes))
 	for action, h := range c.destinationActions() {
 		mux.HandleFunc("POST "+portal.Path+"/destinations/{id}/"+action, c.portalScope(h))
 	}
@@ -56,7 +57,7 @@ func (c *Console) portalRoutes() http.Handler {
 func (c *Console) portalScope(h destinationHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, _ := portalSessionOf(r) // requirePortalSession let only sessions through
-		h(w, r, destinationScope{Portal: true, Tenant: s.Tenant})
+		h(w, r, destinationScope{Portal: true, Tenant: s.Tenant, Minter: s.Minter})
 	}
 }
 

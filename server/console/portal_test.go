@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxd/outboxd/destinations"
 	"github.com/outboxd/outboxd/internal/testkit/consoletest"
+	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/server/console"
 	"github.com/outboxd/outboxd/server/portal"
 )
@@ -39,7 +40,7 @@ func links(t *testing.T, keys string) *portal.Links {
 // link is the path and query of tenant's portal link until expires.
 func link(t *testing.T, p *portal.Links, tenant string, expires time.Time) string {
 	t.Helper()
-	u, _, err := p.Link("http://outboxd.example", tenant, expires)
+	u, _, err := p.Link("http://outboxd.example", tenant, "", expires)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +157,8 @@ func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {
 		"another tenant": parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte("globex")) + "." + parts[2] + "." + parts[3],
 		"a later expiry": parts[0] + "." + parts[1] + ".9999999999." + parts[3],
 		"garbage":        "garbage",
-		"expired":        p.SessionValue("acme", time.Now().Add(-time.Second)),
-		"another key":    links(t, otherKey).SessionValue("acme", time.Now().Add(time.Hour)),
+		"expired":        p.SessionValue("acme", "", time.Now().Add(-time.Second)),
+		"another key":    links(t, otherKey).SessionValue("acme", "", time.Now().Add(time.Hour)),
 	} {
 		other := s.browser(t)
 		other.Cookies[portal.Cookie] = &http.Cookie{Name: portal.Cookie, Value: forged}
@@ -166,7 +167,7 @@ func TestPortalSessionsAreSignedScopedAndCSRFProtected(t *testing.T) {
 		}
 	}
 	genuine := s.browser(t)
-	genuine.Cookies[portal.Cookie] = &http.Cookie{Name: portal.Cookie, Value: p.SessionValue("acme", time.Now().Add(time.Minute))}
+	genuine.Cookies[portal.Cookie] = &http.Cookie{Name: portal.Cookie, Value: p.SessionValue("acme", "", time.Now().Add(time.Minute))}
 	if resp, _ := genuine.Get("/portal/"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a genuine session: %d, want 200", resp.StatusCode)
 	}
@@ -225,12 +226,12 @@ func TestPortalShowsAndChangesOnlyItsTenantsDestinations(t *testing.T) {
 	s := newSite(t, console.Options{Access: adminToken()}, withDestinations(sealingKey))
 	st := s.store(t)
 	mine, theirs := s.create(t, "acme"), s.create(t, "globex")
-	test, err := st.SendTestEvent(s.ctx, s.pool, "globex", theirs.ID, "customers", s.now())
+	test, err := st.SendTestEvent(s.ctx, s.pool, testdb.Actor, "globex", theirs.ID, "customers", s.now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.fail(t, test.MessageID, "HTTP 500: globex's receiver")
-	own, err := st.SendTestEvent(s.ctx, s.pool, "acme", mine.ID, "customers", s.now())
+	own, err := st.SendTestEvent(s.ctx, s.pool, testdb.Actor, "acme", mine.ID, "customers", s.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,10 +270,11 @@ func TestPortalShowsAndChangesOnlyItsTenantsDestinations(t *testing.T) {
 	// Redriving acme's destination with globex's dead row named: none of
 	// globex's moves.
 	_, page = b.Post("/portal/destinations/"+mine.ID+"/redrive", url.Values{"message": {strconv.FormatInt(test.MessageID, 10)}})
-	if !strings.Contains(page, "Redriven: 0.") || s.status(t, test.MessageID) != "dead" {
+	if !strings.Contains(page, "Nothing to redrive") || s.status(t, test.MessageID) != "dead" {
 		t.Errorf("a redrive naming globex's row:\n%s", page)
 	}
 	_, page = b.Post("/portal/destinations/"+mine.ID+"/redrive", url.Values{})
+	_, page = b.Post("/portal/destinations/"+mine.ID+"/redrive", url.Values{"confirm": {"yes"}, "token": {confirmationToken(t, page)}})
 	if !strings.Contains(page, "Redriven: 1.") || s.status(t, own.MessageID) != "pending" {
 		t.Errorf("a redrive of acme's dead rows:\n%s", page)
 	}

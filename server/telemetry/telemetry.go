@@ -83,7 +83,7 @@ func New(ctx context.Context, cfg config.TelemetryConfig, env config.LookupEnv) 
 	return &Telemetry{
 		TracerProvider:   sdktrace.NewTracerProvider(tpOpts...),
 		MeterProvider:    sdkmetric.NewMeterProvider(mpOpts...),
-		Metrics:          promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Metrics:          promhttp.HandlerFor(prefixed{reg}, promhttp.HandlerOpts{}),
 		Exporting:        exporter != nil,
 		ExportingMetrics: metricExporter,
 		registry:         reg,

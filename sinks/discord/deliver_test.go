@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
-	"github.com/outboxd/outboxd/sinks"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/sinks/discord"
 	"github.com/outboxd/outboxd/sinks/discord/fakediscord"
 )
@@ -231,7 +231,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Check posted %d messages", n)
 	}
 	nonPublic := newSink(t, "ops", fake.URL(), map[string]any{"allow_private": false}).Check(t.Context())
-	if !errors.Is(nonPublic, sinks.ErrNonPublicAddress) {
+	if !errors.Is(nonPublic, netguard.ErrNonPublicAddress) {
 		t.Errorf("Check of a loopback webhook without allow_private: %v, want the address guard's refusal", nonPublic)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -69,7 +70,7 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 		name:     name,
 		cfg:      c,
 		mentions: allowedMentions{Parse: append([]string{}, c.AllowedMentions...)},
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
+		client: netguard.NewHTTPClient(netguard.HTTPClientOptions{
 			Timeout:        c.Timeout,
 			AllowPrivate:   c.AllowPrivate,
 			TracerProvider: env.TracerProvider,
@@ -226,7 +227,7 @@ func (s *Sink) call(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return sinks.TransportError(err)
 	}
-	defer sinks.DiscardBody(resp.Body)
+	defer netguard.DiscardBody(resp.Body)
 	now := time.Now()
 	if execute {
 		s.bucket.observe(resp.Header, now)

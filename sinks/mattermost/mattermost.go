@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -60,7 +61,7 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 	return &Sink{
 		name: name,
 		opts: o,
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
+		client: netguard.NewHTTPClient(netguard.HTTPClientOptions{
 			Timeout:        o.Timeout,
 			AllowPrivate:   o.AllowPrivate,
 			TracerProvider: env.TracerProvider,
@@ -96,7 +97,7 @@ func (s *Sink) post(ctx context.Context, body []byte) error {
 	if err != nil {
 		return sinks.TransportError(err)
 	}
-	defer sinks.DiscardBody(resp.Body)
+	defer netguard.DiscardBody(resp.Body)
 	if err := sinks.ClassifyResponse(resp); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -65,7 +66,7 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 		opts: o,
 		// AllowPrivate: the events URL is the operator's own configuration,
 		// not a tenant's, and proxies and tests live on private addresses.
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: true, TracerProvider: env.TracerProvider}),
+		client: netguard.NewHTTPClient(netguard.HTTPClientOptions{Timeout: o.Timeout, AllowPrivate: true, TracerProvider: env.TracerProvider}),
 	}, nil
 }
 
@@ -115,7 +116,7 @@ func (s *Sink) send(ctx context.Context, ev Event) (Answer, error) {
 	if err != nil {
 		return a, sinks.TransportError(err)
 	}
-	defer sinks.DiscardBody(resp.Body)
+	defer netguard.DiscardBody(resp.Body)
 	if err := classify(resp); err != nil {
 		return a, err
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/crashchild"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -43,7 +43,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("child posted %d messages, want 1", len(first))
 	}
-	if r := readRow(t, pool, ob, id); r.Status != string(operator.StatusInProgress) {
+	if r := readRow(t, pool, ob, id); r.Status != string(status.InProgress) {
 		t.Fatalf("after the crash the row is %s, want in_progress (posted, not recorded)", r.Status)
 	}
 
@@ -51,7 +51,7 @@ func TestRelayKilledAfterPostDeliversOnce(t *testing.T) {
 	runRelay(t, pool, ob, crashLease, signals, slackSink(t, fake, nil))
 	signals.WaitWritten(t, 30*time.Second, testSinkName, "sent", 1) // the row taken over
 	r := readRow(t, pool, ob, id)
-	if r.Status != string(operator.StatusSent) {
+	if r.Status != string(status.Sent) {
 		t.Fatalf("the row taken over is %s, want sent", r.Status)
 	}
 	if posts := fake.Posts(); len(posts) != 1 {

@@ -112,6 +112,11 @@ func TestUndeliverablePayloadsArePermanent(t *testing.T) {
 	}
 }
 
+// TestErrorClasses checks each answer's class, and that an HTTP answer's
+// error carries its status for the breaker (torture seed 4: a Slack 503
+// on a row's last attempt killed it before the breaker opened). Mutation:
+// classifyStatus without sink.HTTPStatus fails the 500, 503, 404, 429
+// without Retry-After and 502 cases.
 func TestErrorClasses(t *testing.T) {
 	t.Parallel()
 	permanent := []string{"channel_not_found", "not_in_channel", "invalid_auth", "account_inactive",
@@ -121,17 +126,21 @@ func TestErrorClasses(t *testing.T) {
 		fault     fakeslack.Fault
 		want      string
 		wantDelay time.Duration
+		// status is the HTTP status the error carries (sink.StatusCode),
+		// which the relay's breaker reads to tell an outage from a
+		// message's own failure; 0 is none.
+		status int
 	}
 	cases := []tc{
 		{name: "internal_error", fault: fakeslack.Fault{Error: "internal_error"}, want: "retry"},
 		{name: "unknown error code", fault: fakeslack.Fault{Error: "something_new"}, want: "retry"},
-		{name: "500", fault: fakeslack.Fault{Status: 500}, want: "retry"},
-		{name: "503", fault: fakeslack.Fault{Status: 503}, want: "retry"},
-		{name: "404 wrong api_url", fault: fakeslack.Fault{Status: 404}, want: "permanent"},
+		{name: "500", fault: fakeslack.Fault{Status: 500}, want: "retry", status: 500},
+		{name: "503", fault: fakeslack.Fault{Status: 503}, want: "retry", status: 503},
+		{name: "404 wrong api_url", fault: fakeslack.Fault{Status: 404}, want: "permanent", status: 404},
 		{name: "429 with Retry-After", fault: fakeslack.Fault{Status: 429, RetryAfter: 7 * time.Second}, want: "retry_after", wantDelay: 7 * time.Second},
-		{name: "429 without Retry-After", fault: fakeslack.Fault{Status: 429}, want: "retry_after", wantDelay: slack.DefaultRetryAfter},
+		{name: "429 without Retry-After", fault: fakeslack.Fault{Status: 429}, want: "retry_after", wantDelay: slack.DefaultRetryAfter, status: 429},
 		{name: "ok:false ratelimited", fault: fakeslack.Fault{Error: "ratelimited"}, want: "retry_after", wantDelay: slack.DefaultRetryAfter},
-		{name: "accepted, answer lost", fault: fakeslack.Fault{Accept: true, Status: 502}, want: "retry"},
+		{name: "accepted, answer lost", fault: fakeslack.Fault{Accept: true, Status: 502}, want: "retry", status: 502},
 	}
 	for _, code := range permanent {
 		cases = append(cases, tc{name: code, fault: fakeslack.Fault{Error: code}, want: "permanent"})
@@ -149,6 +158,9 @@ func TestErrorClasses(t *testing.T) {
 			}
 			if delay, _ := sink.RetryAfterDelay(err); delay != c.wantDelay {
 				t.Errorf("retry after %s, want %s", delay, c.wantDelay)
+			}
+			if code, _ := sink.StatusCode(err); code != c.status {
+				t.Errorf("the error carries HTTP status %d, want %d", code, c.status)
 			}
 			if !strings.Contains(err.Error(), testSinkName) || !strings.Contains(err.Error(), "chat.postMessage") {
 				t.Errorf("error %q does not name the sink and call", err)

@@ -86,8 +86,14 @@ func classify(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, sinks.TransportError(err))
 }
 
-// classifyStatus maps an HTTP status without a usable Retry-After.
+// classifyStatus maps an HTTP status without a usable Retry-After. The
+// error carries the status (sink.HTTPStatus) whatever its class, so that
+// the relay's breaker tells an outage (502, 503, 504, 408) from a failure
+// of the message: an untagged 503 counted as a plain error, and a row's
+// last attempt was spent on an outage before the breaker could act
+// (issue 40 item 7).
 func classifyStatus(code int, err error) error {
+	err = sink.HTTPStatus(code, err)
 	switch {
 	case code == http.StatusTooManyRequests:
 		return sink.RetryAfter(DefaultRetryAfter, err)

@@ -11,6 +11,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -70,8 +71,10 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 		// and tests and proxies live on private addresses.
 		// Token mode calls API methods: their paths are worth tracing. A
 		// webhook URL's path is its secret and stays redacted.
-		http: sinks.NewHTTPClient(sinks.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true, TraceURLPath: o.Token != "",
-			TracerProvider: env.TracerProvider}),
+		// Each call's answer is recorded for the relay (sink.RecordAnswer):
+		// the last call of a delivery, its post, is its attempt's.
+		http: sinks.RecordingClient(netguard.NewHTTPClient(netguard.HTTPClientOptions{Timeout: DefaultHTTPTimeout, AllowPrivate: true,
+			TraceURLPath: o.Token != "", TracerProvider: env.TracerProvider})),
 	}
 	if o.Token != "" {
 		s.api = slackapi.New(string(o.Token), slackapi.OptionAPIURL(o.APIURL), slackapi.OptionHTTPClient(s.http))
@@ -83,6 +86,12 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 func (s *Sink) DefaultRateLimit() sink.RateLimit {
 	return sink.RateLimit{Rate: DefaultRate, Per: DefaultPer, Burst: DefaultBurst}
 }
+
+// ChecksUncertain reports whether the sink looks for an earlier attempt's
+// post before posting again (history dedupe, on by default in token mode):
+// the relay then claims its rows durably (sink.UncertainChecker), so that
+// the look happens after a PostgreSQL crash too.
+func (s *Sink) ChecksUncertain() bool { return s.opts.dedupe() }
 
 // Deliver posts one message. See the package documentation for the payload,
 // the error classes, threads and the exactly-once check.

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 )
@@ -59,7 +60,7 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 	return &Sink{
 		name: name,
 		url:  string(o.URL),
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
+		client: netguard.NewHTTPClient(netguard.HTTPClientOptions{
 			Timeout:        o.Timeout,
 			AllowPrivate:   o.AllowPrivate,
 			TracerProvider: env.TracerProvider,
@@ -99,7 +100,7 @@ func (s *Sink) post(ctx context.Context, id string, body []byte) error {
 	if err != nil {
 		return sinks.TransportError(err)
 	}
-	defer sinks.DiscardBody(resp.Body)
+	defer netguard.DiscardBody(resp.Body)
 	return sinks.ClassifyResponse(resp)
 }
 

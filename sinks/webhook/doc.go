@@ -50,7 +50,7 @@
 //
 // Unless allow_private is true the sink refuses, at connect time and after
 // DNS resolution, to reach loopback, private, link-local and other
-// non-public addresses (see [sinks.CheckPublicAddr]): a webhook URL is often
+// non-public addresses (see [netguard.CheckPublicAddr]): a webhook URL is often
 // supplied by a customer, and must not become a way into the internal
 // network or the cloud metadata service. Requests are traced with
 // OpenTelemetry, which records the URL without user info; keep credentials

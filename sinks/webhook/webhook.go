@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/netguard"
 	"github.com/outboxd/outboxd/registry"
 	"github.com/outboxd/outboxd/sinks"
 	"github.com/outboxd/outboxd/standardwebhooks"
@@ -48,7 +49,7 @@ func newSink(name string, o Options, env sink.Env) (*Sink, error) {
 		url:     c.url,
 		secrets: c.secrets,
 		headers: c.headers,
-		client: sinks.NewHTTPClient(sinks.HTTPClientOptions{
+		client: netguard.NewHTTPClient(netguard.HTTPClientOptions{
 			Timeout:        c.timeout,
 			AllowPrivate:   c.allowPrivate,
 			TracerProvider: env.TracerProvider,
@@ -67,7 +68,7 @@ func (s *Sink) post(ctx context.Context, id string, body []byte) error {
 	return s.wrap(Post(ctx, s.client, standardwebhooks.Endpoint{URL: s.url, Secrets: s.secrets, Headers: s.headers}, id, body))
 }
 
-// Post delivers body to e through client (see [sinks.NewHTTPClient] for the
+// Post delivers body to e through client (see [netguard.NewHTTPClient] for the
 // SSRF-safe one) under webhook-id id (a delivery's or a digest's id),
 // webhook-timestamp now and webhook-signature a signature per secret. It
 // maps the answer to Deliver's outcomes (nil, retryable, [sink.Permanent],
@@ -87,11 +88,12 @@ func Post(ctx context.Context, client *http.Client, e standardwebhooks.Endpoint,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	standardwebhooks.SetHeaders(req.Header, e.Secrets, id, now, body)
-	resp, err := client.Do(req)
+	// Each attempt's answer is recorded for the relay (sink.RecordAnswer).
+	resp, err := sinks.RecordingClient(client).Do(req)
 	if err != nil {
 		return sinks.TransportError(err)
 	}
-	defer sinks.DiscardBody(resp.Body)
+	defer netguard.DiscardBody(resp.Body)
 	return sinks.ClassifyResponse(resp)
 }
 

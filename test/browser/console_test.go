@@ -133,7 +133,9 @@ func TestConsoleInARealBrowser(t *testing.T) {
 	waitElement("the dead letters", `#dead-letters tbody tr:first-child td:nth-child(2) a`)
 	run("open a dead letter", chromedp.Click(css(`#dead-letters tbody tr:first-child td:nth-child(2) a`)))
 	waitElement("the message", `#attempts`)
-	if attempts := text(`#attempts`); strings.Count(attempts, "503") != 2 || !strings.Contains(attempts, "partner API down for maintenance") {
+	// Each attempt's error names the status once; its details (HTTP 503,
+	// the answer) repeat it.
+	if attempts := text(`#attempts`); strings.Count(attempts, "503 Service Unavailable") != 2 || !strings.Contains(attempts, "partner API down for maintenance") {
 		t.Fatalf("attempts on the page:\n%s", attempts)
 	}
 	if payload := text(`#payload`); !strings.Contains(payload, `"note": "<b>not markup</b>"`) {

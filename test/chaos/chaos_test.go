@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/testkit/pgcluster"
 	"github.com/outboxd/outboxd/internal/testkit/proc"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -219,7 +219,7 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d committed messages lost", lost)
 	}
 	if t.Failed() {
-		t.Logf("relay logs (tail):\n%s", tail(cl.logs(), 200))
+		t.Logf("relay logs (tail):\n%s", proc.Tail(cl.logs(), 200))
 	}
 	t.Logf("receiver: 500s=%d 408s=%d timeouts=%d slow=%d late=%d 429s=%d poisoned-requests=%d doomed-requests=%d rolled-back=%d",
 		rc.count500.Load(), rc.count408.Load(), rc.timeouts.Load(), rc.slow.Load(), rc.late.Load(), rc.count429.Load(), rc.poisoned.Load(), rc.doomed.Load(), len(rolledBack))
@@ -304,7 +304,7 @@ func waitDrained(t *testing.T, ctx context.Context, pool *pgxpool.Pool, within t
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("%d rows still open %s after the chaos ended\n%s\nrelay logs (tail):\n%s", open, within, openRows(ctx, pool), tail(cl.logs(), 100))
+	t.Fatalf("%d rows still open %s after the chaos ended\n%s\nrelay logs (tail):\n%s", open, within, openRows(ctx, pool), proc.Tail(cl.logs(), 100))
 }
 
 // openRows describes where the rows that are still open sit: what a claim
@@ -351,16 +351,16 @@ func checkRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, committed 
 	defer rows.Close()
 	stored := 0
 	for rows.Next() {
-		var key, status string
-		if err := rows.Scan(&key, &status); err != nil {
+		var key, got string
+		if err := rows.Scan(&key, &got); err != nil {
 			t.Fatal(err)
 		}
 		stored++
 		if _, ok := committed[key]; !ok {
 			t.Errorf("row %s is stored but no producer saw it commit", key)
 		}
-		if status != string(operator.StatusSent) && status != string(operator.StatusDead) {
-			t.Errorf("row %s left %s", key, status)
+		if got != string(status.Sent) && got != string(status.Dead) {
+			t.Errorf("row %s left %s", key, got)
 		}
 	}
 	if stored != len(committed) {

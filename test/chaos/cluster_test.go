@@ -150,18 +150,18 @@ func (c *cluster) anyAddr() string {
 }
 
 // stopAll stops the live relays gracefully and reports any that did not
-// exit cleanly.
+// exit cleanly (proc.StopAll).
 func (c *cluster) stopAll() {
 	c.mu.Lock()
 	relays := c.relays
 	c.relays = nil
 	c.past = append(c.past, relays...)
 	c.mu.Unlock()
-	for _, s := range relays {
-		if err := s.Stop(); err != nil {
-			c.t.Errorf("relay %d did not stop cleanly: %v\n%s", s.Pid(), err, tail(s.Logs(), 40))
-		}
+	servers := make([]*proc.Server, len(relays))
+	for i, r := range relays {
+		servers[i] = r.Server
 	}
+	proc.StopAll(c.t, servers, nil)
 }
 
 // logs returns every relay's log, live and past.
@@ -173,9 +173,4 @@ func (c *cluster) logs() string {
 		fmt.Fprintf(&b, "=== %s, pid %d\n%s", r.label, r.Pid(), r.Logs())
 	}
 	return b.String()
-}
-
-func tail(s string, lines int) string {
-	all := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }

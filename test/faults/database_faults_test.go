@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ func outboxdBinary(t *testing.T) string {
 type hookReceiver struct {
 	mu       sync.Mutex
 	seen     map[string]int
+	first    time.Time // when the first request was answered
 	arrived  chan struct{}
 	answered chan struct{}
 	gate     chan struct{} // closed: requests pass; nil: no holding
@@ -74,6 +76,9 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// webhook-id is the delivery id, "<sink>/<dedup key>": count by key.
 	_, key, _ := strings.Cut(r.Header.Get("webhook-id"), "/")
 	h.seen[key]++
+	if h.first.IsZero() {
+		h.first = time.Now()
+	}
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 	h.answered <- struct{}{}
@@ -90,6 +95,14 @@ func await(t *testing.T, ch <-chan struct{}, n int, timeout time.Duration, what 
 			t.Fatalf("after %s: %d of %d %s\n%s", timeout, i, n, what, srv.Logs())
 		}
 	}
+}
+
+// firstAnswer is when the receiver answered its first request: no
+// terminal write of an answered delivery starts before it.
+func (h *hookReceiver) firstAnswer() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.first
 }
 
 func (h *hookReceiver) counts() map[string]int {
@@ -113,7 +126,7 @@ sinks:
   hook:
     type: webhook
     backoff: {initial: 50ms, max: 200ms}
-    options: {url: %q, allow_private: true, timeout: 2s}
+    options: {url: %q, allow_private: true, timeout: 10s}
 `, dbURL, lease, url)
 	path := filepath.Join(t.TempDir(), "plugins.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -235,9 +248,9 @@ const minBackoffGrowth = 1.5
 //
 // (Mutations: a completer that gives up at once, writeDeadline returning
 // time.Now(), fails both; minWindow = time.Second fails the second, whose
-// writes then give up when the lease ends, 3 s after the deliveries;
-// writeDeadline ignoring the leases fails the first: its writes give up
-// after 5 s.)
+// writes then give up when the lease ends, less than 4 s after the
+// deliveries; writeDeadline ignoring the leases fails the first: its
+// writes give up after 5 s.)
 func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Parallel()
 	bin := outboxdBinary(t)
@@ -245,7 +258,7 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Run("within the lease", func(t *testing.T) {
 		const n = 5
 		srv, hook, config := serveThroughOutage(t, bin, pg, "20s", "short", n)
-		answered := time.Now()
+		answered := hook.firstAnswer()
 		// Polls the log: serve is another process. Failed claims, one a
 		// second, show the relay meeting the outage; it lasts past the 5 s
 		// retry window, so only retrying until the lease ends avoids a
@@ -265,12 +278,15 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 	t.Run("past the lease and the retry window", func(t *testing.T) {
 		const n = 5
 		srv, hook, config := serveThroughOutage(t, bin, pg, outageLease.String(), "long", n)
-		answered := time.Now()
-		// Polls the log: serve is another process.
+		answered := hook.firstAnswer()
+		// Polls the log: serve is another process. PostgreSQL starts
+		// again only once every row's write was given up: a write still
+		// being retried when it is back lands, and its row is not
+		// delivered again.
 		var gaveUp []time.Time
-		testrelay.WaitFor(t, 30*time.Second, "the relay to give the terminal writes up", func() bool {
+		testrelay.WaitFor(t, 30*time.Second, "the relay to give every terminal write up", func() bool {
 			gaveUp = logTimes(srv.Logs(), writesGivenUp)
-			return len(gaveUp) > 0
+			return rowsGivenUp(srv.Logs()) >= n
 		})
 		tried := gaveUp[0].Sub(answered)
 		t.Logf("the terminal writes were retried for %s, then left to lease expiry", tried.Round(time.Millisecond))
@@ -290,7 +306,7 @@ func TestDatabaseGoneMidRun(t *testing.T) {
 // outlasts both.
 const (
 	writeRetryWindow = 5 * time.Second
-	outageLease      = 3 * time.Second
+	outageLease      = 4 * time.Second
 	// clockSlack allows for the log's timestamps being taken in another
 	// process, a little after the receiver answered.
 	clockSlack = 100 * time.Millisecond
@@ -302,6 +318,28 @@ var claimFailed = regexp.MustCompile(`"msg":"outbox: claim failed"`)
 // writesGivenUp matches the relay's log line for terminal writes it gave up.
 var writesGivenUp = regexp.MustCompile(`"msg":"outbox: terminal writes? failed; the rows? will be delivered again`)
 
+// givenUpRows finds how many rows a line of writesGivenUp gave up: a
+// batch's line counts them, a single row's line has none.
+var givenUpRows = regexp.MustCompile(`"rows":(\d+)`)
+
+// rowsGivenUp counts the rows whose terminal writes the relay's log says
+// it gave up.
+func rowsGivenUp(logs string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !writesGivenUp.MatchString(line) {
+			continue
+		}
+		if m := givenUpRows.FindStringSubmatch(line); m != nil {
+			rows, _ := strconv.Atoi(m[1])
+			n += rows
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
 // serveThroughOutage starts a relay with lease on pg (schema "faults"),
 // enqueues n messages prefix-0 ... and, with their deliveries held by the
 // receiver, stops PostgreSQL and lets the receiver accept them: the
@@ -311,10 +349,15 @@ func serveThroughOutage(t *testing.T, bin string, pg *pgcluster.Cluster, lease, 
 	hook, url := newHookReceiver(t, true)
 	config := writeConfig(t, pg.URL(), url, lease)
 	migrate(t, bin, config)
-	srv := proc.Serve(t, bin, config, proc.Environ())
+	// The messages are enqueued before the relay starts, so that one claim
+	// takes them all and they reach the receiver together: enqueued one
+	// by one beside a running relay on a loaded machine, the first were
+	// held past their delivery deadline while the last were still being
+	// enqueued, and failed.
 	for i := range n {
 		enqueueCLI(t, bin, config, fmt.Sprintf("%s-%d", prefix, i))
 	}
+	srv := proc.Serve(t, bin, config, proc.Environ())
 	await(t, hook.arrived, n, 20*time.Second, "deliveries reached the receiver", srv)
 	pg.Stop()
 	close(hook.gate) // the deliveries succeed while the database is down

@@ -26,9 +26,10 @@ const crashLease = 3 * time.Second
 // slowed down (wal_writer_delay 10s) so that an asynchronous commit of the
 // claim would still sit unwritten in WAL buffers at the crash, as it may
 // under load.
-// (Mutation: claim.sql without its synchronous_commit one-time filter
-// fails this test: the claim is lost, the row comes back as a fresh first
-// attempt, and Slack holds 2 posts.)
+// (Mutation: claim.sql without its synchronous_commit filter fails this
+// test: the claim is lost, the row comes back as a fresh first attempt,
+// and Slack holds 2 posts. So does the Slack sink's ChecksUncertain
+// answering false, which leaves its claims asynchronous: 2 posts, seen.)
 func TestPostgresCrashAfterSlackPostDeliversOnce(t *testing.T) {
 	t.Parallel()
 	pg := pgcluster.New(t)

@@ -229,7 +229,8 @@ const lostClaimLease = time.Minute
 
 // A claim that committed but whose answer never reached the relay hands
 // its rows back at once, its attempt refunded, instead of leaving them to
-// its lease. The claim commits durably; with a synchronous standby
+// its lease. The claim commits durably (its sink checks Uncertain
+// attempts); with a synchronous standby
 // configured that never comes, its commit waits after committing locally,
 // and the test ends the claim's session there: PostgreSQL reports the
 // local commit in a warning and ends the session (FATAL 57P01) before the
@@ -273,8 +274,10 @@ func TestLostClaimAnswerHandsItsRowsBack(t *testing.T) {
 		attempts.Store(d.DedupKey, [2]any{d.Attempt, d.Uncertain})
 		return rec.Deliver(ctx, d)
 	})
+	// The sink checks Uncertain attempts, so its claims are durable and
+	// wait for the standby (see TestOnlyClaimsOfSinksCheckingUncertainWaitForTheWALFlush).
 	testrelay.Run(t, relayPool, ob.Schema(), relay.Config{Lease: lostClaimLease,
-		Sinks: []relay.SinkConfig{{Name: "hook", Sink: recordAttempt}}})
+		Sinks: []relay.SinkConfig{{Name: "hook", Sink: checksUncertain{recordAttempt}}}})
 
 	// The claim committed locally and waits for the standby.
 	var pid int

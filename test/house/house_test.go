@@ -57,9 +57,11 @@ const (
 // Production code may import its own floor and the floors below it.
 var floors = [][]string{
 	// Leaves that import nothing of outboxd's: plugins.yaml's key
-	// declarations, and Standard Webhooks signing, which sinks and
-	// destinations share.
-	{"confschema", "standardwebhooks"},
+	// declarations, Standard Webhooks signing, which sinks and
+	// destinations share, the guarded outbound HTTP client (the network
+	// policy both obey), and the status words (row statuses, breaker
+	// states) every floor spells through.
+	{"confschema", "standardwebhooks", "netguard", "core/status"},
 	// Foundations: the store and its SQL, the scrubber of secrets, the
 	// sanitizer of outside text, access control, the instrumentation
 	// scope, the relay's test signals.

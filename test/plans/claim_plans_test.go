@@ -113,8 +113,9 @@ func exec(t *testing.T, pool *pgxpool.Pool, schema string, stmts ...string) {
 }
 
 // claimParams are the parameter types of claim.sql in their $n order:
-// sinks, after, probe_sink, limit, alive_for, waiter, token, lease.
-const claimParams = "text[], timestamptz[], text, bigint, interval, bigint, uuid, interval"
+// sinks, after, probe_sink, limit, alive_for, waiter, token, lease,
+// durable_sinks.
+const claimParams = "text[], timestamptz[], text, bigint, interval, bigint, uuid, interval, text[]"
 
 // explainClaim runs the claim for sinks with limit in a transaction it
 // rolls back, under the plan mode given ("force_generic_plan": the plan
@@ -141,7 +142,7 @@ func explainClaim(t *testing.T, pool *pgxpool.Pool, q *store.Queries, mode strin
 	for i, s := range sinks {
 		quoted[i] = "'" + strings.ReplaceAll(s, "'", "''") + "'"
 	}
-	return explainPrepared(t, tx, mode, store.RelaySession(), claimParams, q.Texts().Claim, fmt.Sprintf("ARRAY[%s]::text[], %s, '', %d, '1 minute', 0, '%s', '30 seconds'",
+	return explainPrepared(t, tx, mode, store.RelaySession(), claimParams, q.Texts().Claim, fmt.Sprintf("ARRAY[%s]::text[], %s, '', %d, '1 minute', 0, '%s', '30 seconds', NULL",
 		strings.Join(quoted, ", "), after, limit, uuid.New()))
 }
 

@@ -16,7 +16,7 @@ import (
 // finishParams are the parameter types of finish.sql in their $n order:
 // ids, tokens, statuses, delays, errors, refunds, deferred, receipts,
 // delete_sent.
-const finishParams = "bigint[], uuid[], text[], float8[], text[], int[], int[], jsonb, boolean"
+const finishParams = "bigint[], uuid[], text[], float8[], text[], int[], int[], jsonb, jsonb, boolean"
 
 // finishOutcomes is how many outcomes each EXPLAIN of finish.sql writes,
 // as one terminal write of a busy relay does: half delivered (moved to
@@ -162,10 +162,13 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 	// As the completer passes them: the outcomes that are not deliveries
 	// with all their arrays, then the delivered ones with an id and a
 	// token alone.
-	var ids, tokens, statuses, delays, errs, receipts, zeros, deferred []string
+	var ids, tokens, statuses, delays, errs, receipts, details, zeros, deferred []string
 	var sentIDs, sentTokens []string
 	for i, c := range leased {
 		status, delay, errText, deferral := "failed", "30", `"receiver answered 503"`, "0"
+		// Every outcome's attempt details (migration 031), as an HTTP
+		// sink's are.
+		details = append(details, fmt.Sprintf(`"%d/%s": {"started_at": "2026-01-02T14:00:00Z", "duration_ms": 12.5, "status": 503}`, c.ID, c.Token))
 		switch i % 4 {
 		case 0, 2:
 			sentIDs, sentTokens = append(sentIDs, fmt.Sprint(c.ID)), append(sentTokens, c.Token)
@@ -184,8 +187,8 @@ func explainFinish(t *testing.T, pool *pgxpool.Pool, q *store.Queries, schema, m
 	ids, tokens = append(ids, sentIDs...), append(tokens, sentTokens...)
 	array := func(xs []string) string { return "'{" + strings.Join(xs, ",") + "}'" }
 	object := array // a JSON object's literal is written as an array's
-	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %t",
-		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(zeros), array(deferred), object(receipts), deleteSent))
+	return explainPrepared(t, tx, mode, store.RelaySession(), finishParams, q.Texts().Finish, fmt.Sprintf("%s, %s, %s, %s, %s, %s, %s, %s, %s, %t",
+		array(ids), array(tokens), array(statuses), array(delays), array(errs), array(zeros), array(deferred), object(receipts), object(details), deleteSent))
 }
 
 // The terminal write keeps the generic plan the plan cache makes after

@@ -15,16 +15,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
-)
-
-// Event types of a breaker's changes. Opened and Closed keep their names
-// for compatibility: "destination" in them means a receiver. Disabled is
-// about a tenant's destination.
-const (
-	Opened   = "outboxd.destination.opened"
-	Closed   = "outboxd.destination.closed"
-	Disabled = "outboxd.destination.disabled"
 )
 
 // Data is the data of a breaker's event.
@@ -51,7 +43,7 @@ type DisabledData struct {
 // the routes, on db, as Publish does: keyed by the breaker and the moment
 // it opened, so it is published once.
 func PublishDisabled(ctx context.Context, q *store.Queries, db store.DBTX, d DisabledData) error {
-	return publish(ctx, q, db, Disabled, d.Sink, d.Destination, d.Since, d)
+	return publish(ctx, q, db, status.EventDestinationDisabled, d.Sink, d.Destination, d.Since, d)
 }
 
 // Publish publishes eventType about breaker d through the routes, on db:

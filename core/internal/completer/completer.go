@@ -15,7 +15,7 @@ import (
 
 	"github.com/outboxd/outboxd/core/internal/connretry"
 	"github.com/outboxd/outboxd/core/internal/pgerr"
-	"github.com/outboxd/outboxd/core/operator"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/store"
 )
 
@@ -60,6 +60,10 @@ type Outcome struct {
 	// Deferred 1 counts a Retry-After's deferral in the row's deferrals,
 	// which the relay bounds by the sink's max_deferrals.
 	Deferred int
+	// Attempt is the attempt's details as JSON (migration 031: start,
+	// duration, the receiver's answer), or nil; written on the row and,
+	// for a failed attempt, on its failed_attempts row.
+	Attempt []byte
 
 	LeaseEnd time.Time // local time after which another relay may own the row
 	// Urgent outcomes are written without lingering: a successor waits
@@ -300,8 +304,8 @@ func (c *Completer) writeEach(ctx context.Context, batch []Outcome, p *finishPar
 // store, and with an error of its own in their place (a delivered row
 // keeps its status and loses only its receipt).
 func refused(o Outcome, cause error) Outcome {
-	o.Receipt = nil
-	if o.Err != nil || o.Status != statusSent {
+	o.Receipt, o.Attempt = nil, nil
+	if o.Err != nil || o.Status != string(status.Sent) {
 		msg := fmt.Sprintf("outboxd could not store this attempt's error or receipt (%s); see the relay's log", pgerr.SQLState(cause))
 		o.Err = &msg
 	}
@@ -335,7 +339,7 @@ type finishParams store.FinishParams
 func (p *finishParams) fill(batch []Outcome) store.FinishParams {
 	n, others := len(batch), 0
 	for i := range batch {
-		if batch[i].Status != statusSent {
+		if batch[i].Status != string(status.Sent) {
 			others++
 		}
 	}
@@ -346,7 +350,7 @@ func (p *finishParams) fill(batch []Outcome) store.FinishParams {
 	p.Refunds, p.Deferred = resize(p.Refunds, others), resize(p.Deferred, others)
 	other, sent := 0, others
 	for _, o := range batch {
-		if o.Status == statusSent {
+		if o.Status == string(status.Sent) {
 			p.IDs[sent], p.Tokens[sent] = o.ID, o.Token
 			sent++
 			continue
@@ -356,24 +360,28 @@ func (p *finishParams) fill(batch []Outcome) store.FinishParams {
 		p.Deferred[other] = int32(o.Deferred)
 		other++
 	}
-	p.Receipts = receiptsByLease(p.Receipts, batch)
+	p.Receipts = byLease(p.Receipts, batch, receiptOf)
+	p.Details = byLease(p.Details, batch, attemptOf)
 	return store.FinishParams(*p)
 }
 
-// statusSent is a delivered outcome's status.
-const statusSent = string(operator.StatusSent)
+// receiptOf and attemptOf are the JSON values byLease collects.
+func receiptOf(o *Outcome) []byte { return o.Receipt }
+func attemptOf(o *Outcome) []byte { return o.Attempt }
 
-// receiptsByLease is the JSON object finish.sql finds each row's receipt
-// in: batch's receipts keyed by "id/token", the row and the lease it was
-// delivered under (two outcomes of one row, a late one and the current
-// one, keep theirs apart), written over buf's array; nil when no outcome
-// has a receipt. One object the row looks itself up in, by a binary
-// search of its keys, keeps the terminal write free of a join whose plan
-// would follow the statistics (see finish.sql).
-func receiptsByLease(buf []byte, batch []Outcome) []byte {
+// byLease is a JSON object finish.sql finds each row's receipt (or
+// attempt details) in: the value of batch's outcomes keyed by "id/token",
+// the row and the lease it was delivered under (two outcomes of one row,
+// a late one and the current one, keep theirs apart), written over buf's
+// array; nil when no outcome has one. One object the row looks itself up
+// in, by a binary search of its keys, keeps the terminal write free of a
+// join whose plan would follow the statistics (see finish.sql).
+func byLease(buf []byte, batch []Outcome, valueOf func(*Outcome) []byte) []byte {
 	buf = buf[:0]
-	for _, o := range batch {
-		if o.Receipt == nil {
+	for i := range batch {
+		o := &batch[i]
+		value := valueOf(o)
+		if value == nil {
 			continue
 		}
 		if len(buf) == 0 {
@@ -386,7 +394,7 @@ func receiptsByLease(buf []byte, batch []Outcome) []byte {
 		buf = append(buf, '/')
 		buf = append(buf, uuid.UUID(o.Token).String()...)
 		buf = append(buf, '"', ':')
-		buf = append(buf, o.Receipt...)
+		buf = append(buf, value...)
 	}
 	if len(buf) == 0 {
 		return nil

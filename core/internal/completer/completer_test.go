@@ -19,7 +19,7 @@ import (
 // attempt back and counts the deferral, and of two outcomes of one row
 // (a late completion under a lease that expired, then the current one)
 // only the current lease's is written, and only it is reported written.
-// (Mutations: receipts keyed by the row's id alone in receiptsByLease and
+// (Mutations: receipts keyed by the row's id alone in byLease and
 // finish.sql fails this test, the late outcome, after the current one in
 // the batch, wins the receipt; the lease test dropped from finish.sql's
 // delivered rows fails it, a row re-claimed by another relay is delivered

@@ -20,7 +20,7 @@ import (
 // pause_key.sql and active_pauses.sql); *store.Queries has them.
 type Queries interface {
 	ReservePermits(ctx context.Context, db store.DBTX, arg store.ReservePermitsParams) (store.ReservePermitsRow, error)
-	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permits []time.Duration) ([]store.ReserveKeyPermitsRow, error)
+	ReserveKeyPermits(ctx context.Context, db store.DBTX, sink string, keys []string, counts []int, permits, aheads []time.Duration) ([]store.ReserveKeyPermitsRow, error)
 	PauseSink(ctx context.Context, db store.DBTX, sink string, pause time.Duration, channel string, payload string) error
 	PauseKey(ctx context.Context, db store.DBTX, sink string, key string, pause time.Duration) error
 	ActivePauses(ctx context.Context, db store.DBTX) ([]store.ActivePausesRow, error)
@@ -59,31 +59,73 @@ func New(pool *pgxpool.Pool, q Queries) *Limiter {
 	return &Limiter{pool: pool, q: q, paused: map[string]time.Time{}, keys: map[receiver]time.Time{}, next: map[string]time.Time{}}
 }
 
-// Grant is what a reservation of a sink's permits gave: a wait per permit
-// granted (fewer than asked when the later ones would start beyond the
-// hold window, none while the sink is paused), how soon the first permit
-// after them starts, and the pause in force.
+// KeyLimit is one limit, a sink's or one rate key's: a permit per
+// Interval, at most Burst of them back to back after an idle spell.
+type KeyLimit struct {
+	Interval time.Duration
+	Burst    int
+}
+
+// tolerance is how early a permit of l may start: the burst's permits
+// after the first start up to Burst-1 intervals before their tat.
+func (l KeyLimit) tolerance() time.Duration {
+	return time.Duration(max(l.Burst, 1)-1) * l.Interval
+}
+
+// ahead is the reservation rule's one bound, the same for a sink's limit
+// and a key's: a permit is granted only when it can start within hold,
+// that is when its base time is at most hold plus the burst's tolerance
+// from now. A permit beyond it would be spent on a row handed back, and
+// would push every later permit one interval further: one relay claiming
+// a key limited to one message per 10 s every 10 s, with a hold window of
+// 7.5 s, pushed it 10 s further each time and never delivered again.
+func (l KeyLimit) ahead(hold time.Duration) time.Duration {
+	return hold + l.tolerance()
+}
+
+// grant turns what a reservation statement returned (granted permits,
+// the new tat, the database's now) into waits and the next permit's start.
+func (l KeyLimit) grant(granted int, tat, now time.Time) Grant {
+	tolerance := l.tolerance()
+	g := Grant{Waits: make([]time.Duration, granted), Next: max(0, tat.Add(-tolerance).Sub(now)), Interval: l.Interval}
+	first := tat.Add(-time.Duration(granted) * l.Interval)
+	for i := range g.Waits {
+		g.Waits[i] = max(0, first.Add(time.Duration(i)*l.Interval-tolerance).Sub(now))
+	}
+	return g
+}
+
+// Grant is what a reservation of a sink's or a key's permits gave: a wait
+// per permit granted (fewer than asked when the later ones would start
+// beyond the hold window, none while the sink is paused), how soon the
+// first permit after them starts, the limit's interval and the pause in
+// force.
 type Grant struct {
-	Waits  []time.Duration
-	Next   time.Duration
-	Paused time.Duration
+	Waits    []time.Duration
+	Next     time.Duration
+	Interval time.Duration
+	Paused   time.Duration
+}
+
+// Due is when the nth (from 0) of the rows a reservation did not grant a
+// permit may be claimed again so that its permit, should the others
+// leave it, can be granted then: when it comes within hold, the permits
+// one interval apart. A row handed back due then is not claimed again
+// just to be handed back once more.
+func (g Grant) Due(n int, hold time.Duration) time.Duration {
+	return max(0, g.Next+time.Duration(n)*g.Interval-hold)
 }
 
 // Reserve takes up to n permits of sink's limit (one per interval, burst
 // back to back after an idle spell), only those that start within hold,
 // and returns how long to wait before starting each delivery. The permits
 // it does not grant stay for whichever relay claims when they come due.
-func (l *Limiter) Reserve(ctx context.Context, sink string, interval time.Duration, burst, n int, hold time.Duration) (Grant, error) {
-	tolerance := time.Duration(burst-1) * interval
-	r, err := l.q.ReservePermits(ctx, l.pool, store.ReservePermitsParams{Sink: sink, Count: n, Permit: interval, Ahead: hold + tolerance})
+func (l *Limiter) Reserve(ctx context.Context, sink string, limit KeyLimit, n int, hold time.Duration) (Grant, error) {
+	r, err := l.q.ReservePermits(ctx, l.pool, store.ReservePermitsParams{Sink: sink, Count: n, Permit: limit.Interval, Ahead: limit.ahead(hold)})
 	if err != nil {
 		return Grant{}, fmt.Errorf("outbox: reserve %d permits of sink %q: %w", n, sink, err)
 	}
-	g := Grant{Waits: make([]time.Duration, r.Granted), Next: max(0, r.Tat.Add(-tolerance).Sub(r.Now))}
-	first := r.Tat.Add(-time.Duration(r.Granted) * interval)
-	for i := range g.Waits {
-		g.Waits[i] = max(0, first.Add(time.Duration(i)*interval-tolerance).Sub(r.Now))
-	}
+	g := limit.grant(r.Granted, r.Tat, r.Now)
 	if r.PausedUntil != nil {
 		g.Paused = max(0, r.PausedUntil.Sub(r.Now))
 		l.pauseLocally(sink, g.Paused)
@@ -103,41 +145,31 @@ func (l *Limiter) NextPermitIn(sink string) time.Duration {
 	return max(0, time.Until(l.next[sink]))
 }
 
-// KeyLimit is one rate key's limit: a permit per Interval, at most
-// Burst of them back to back after an idle spell.
-type KeyLimit struct {
-	Interval time.Duration
-	Burst    int
-}
-
-// ReserveKeys takes counts[i] permits of sink's rate key keys[i], each
-// key limited on its own by limits[i], in one statement. keys must be
-// sorted and distinct. It returns, per key, how long to wait before
-// starting each delivery; a pause of the whole sink delays them all.
-func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, limits []KeyLimit) (map[string][]time.Duration, error) {
-	intervals := make([]time.Duration, len(limits))
+// ReserveKeys takes up to counts[i] permits of sink's rate key keys[i],
+// each key limited on its own by limits[i], in one statement, by
+// Reserve's rule: only the permits that start within hold. keys must be
+// sorted and distinct. It returns each key's Grant; a pause of the whole
+// sink delays its waits.
+func (l *Limiter) ReserveKeys(ctx context.Context, sink string, keys []string, counts []int, limits []KeyLimit, hold time.Duration) (map[string]Grant, error) {
+	intervals, aheads := make([]time.Duration, len(limits)), make([]time.Duration, len(limits))
 	byKey := make(map[string]int, len(keys))
 	for i, k := range keys {
-		intervals[i], byKey[k] = limits[i].Interval, i
+		intervals[i], aheads[i], byKey[k] = limits[i].Interval, limits[i].ahead(hold), i
 	}
-	rows, err := l.q.ReserveKeyPermits(ctx, l.pool, sink, keys, counts, intervals)
+	rows, err := l.q.ReserveKeyPermits(ctx, l.pool, sink, keys, counts, intervals, aheads)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: reserve permits of %d keys of sink %q: %w", len(keys), sink, err)
 	}
 	paused := l.PausedFor(sink)
-	waits := make(map[string][]time.Duration, len(keys))
+	grants := make(map[string]Grant, len(keys))
 	for _, r := range rows {
-		i := byKey[r.Key]
-		n, interval := counts[i], limits[i].Interval
-		tolerance := time.Duration(limits[i].Burst-1) * interval
-		base := r.Tat.Add(-time.Duration(n) * interval)
-		w := make([]time.Duration, n)
-		for j := range w {
-			w[j] = max(paused, base.Add(time.Duration(j)*interval-tolerance).Sub(r.Now))
+		g := limits[byKey[r.Key]].grant(r.Granted, r.Tat, r.Now)
+		for j, w := range g.Waits {
+			g.Waits[j] = max(paused, w)
 		}
-		waits[r.Key] = w
+		grants[r.Key] = g
 	}
-	return waits, nil
+	return grants, nil
 }
 
 // Pause stops sink cluster-wide for d: it records the pause in the
@@ -217,6 +249,23 @@ func (l *Limiter) PausedFor(sink string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return max(0, time.Until(l.paused[sink]))
+}
+
+// KeyPausedFor returns how much longer key, a rate key of sink, is paused
+// by a Retry-After this relay was answered (0 when it is not): a permit
+// reserved before the 429 came back must not be used inside the pause.
+// Other relays learn of the pause at their next reservation (the key's
+// schedule moved past it).
+func (l *Limiter) KeyPausedFor(sink, key string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := receiver{sink, key}
+	left := time.Until(l.keys[id])
+	if left <= 0 {
+		delete(l.keys, id)
+		return 0
+	}
+	return left
 }
 
 // PausedSinks lists the sinks paused right now.

@@ -59,6 +59,16 @@ func (s *Slots) Give() {
 // Freed receives a value after a slot was freed (at most one pending).
 func (s *Slots) Freed() <-chan struct{} { return s.freed }
 
+// ForgetFreed drops a pending value of Freed: a caller about to count the
+// room its slots leave calls it, so that Freed then says a slot was freed
+// after that count, not before.
+func (s *Slots) ForgetFreed() {
+	select {
+	case <-s.freed:
+	default:
+	}
+}
+
 // Pace sizes a claim loop's prefetch from how fast its deliveries finish: a
 // fast sink gets full batches (one statement per batch of rows), a slow one
 // only what it can start well inside the lease.

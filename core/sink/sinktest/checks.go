@@ -203,7 +203,13 @@ func checkDeadline(t testing.TB, h *harness) {
 	select {
 	case err := <-done:
 		took := time.Since(start)
-		if took < Deadline {
+		// Judged against the deadline itself, not took: start is read
+		// after the deadline was set, so a call that ran to the deadline
+		// can measure a little under Deadline (249.55 ms of 250 under
+		// -race in CI). Nor by ctx.Err(): a sink that sets its connection's
+		// deadline from the context's returns at that time, a moment
+		// before the context reports it ended.
+		if deadline, _ := ctx.Deadline(); time.Now().Before(deadline) {
 			t.Errorf("Deliver to a destination that hangs returned after %s, before its context's deadline of %s (%v): the destination did not hang", took, Deadline, err)
 			return
 		}

@@ -93,17 +93,25 @@
 -- looked up only for such rows, and how often a Retry-After put it off
 -- (migration 010).
 --
--- A claim commits durably even on the relay's asynchronous connections
--- (synchronous_commit off, see relay.Config.DurableRelayWrites): its
--- commit waits for the WAL flush, so a delivery that may have started is
--- never forgotten by a PostgreSQL crash. A forgotten claim would bring the
--- row back as a fresh first attempt, and a sink without an idempotency key
--- (Slack) would post again without looking for its earlier post; a
--- remembered one comes back as an expired lease, Uncertain. The setting is
--- raised for this transaction only, by the one-time filter on the update,
--- and never lowered (a server default above on stays). Terminal writes
--- stay asynchronous: losing one only repeats a delivery the row already
--- knows may have happened.
+-- A claim that takes a row of a sink in @durable_sinks commits durably
+-- even on the relay's asynchronous connections (synchronous_commit off,
+-- see relay.Config.DurableRelayWrites): its commit waits for the WAL
+-- flush, so a delivery that may have started is never forgotten by a
+-- PostgreSQL crash. A forgotten claim would bring the row back as a fresh
+-- first attempt, and a sink without an idempotency key (Slack) would post
+-- again without looking for its earlier post; a remembered one comes back
+-- as an expired lease, Uncertain. The relay names there the sinks that
+-- look for an Uncertain attempt's effect (sink.UncertainChecker); other
+-- sinks' claims commit asynchronously, like terminal writes: the flush
+-- was the claim's largest cost, one WAL flush (milliseconds on a busy
+-- disk) between a message's commit and its delivery, and a crash that
+-- forgets such a claim only delivers the row again as a first attempt,
+-- under the same dedup key. The setting is raised for this transaction
+-- only, by the update's filter on the first row of such a sink (the
+-- sub-select runs once, when a row first needs it), and never lowered (a
+-- server default above on stays). Terminal writes stay asynchronous:
+-- losing one only repeats a delivery the row already knows may have
+-- happened.
 --
 -- A sink's walk may start at @after[i] (aligned with @sinks; a missing or
 -- NULL element: from the start): rows of the sink that are not queued and
@@ -209,7 +217,8 @@ UPDATE {schema}.messages m
 SET status = 'in_progress', attempts = m.attempts + 1, lease_token = @token,
     lease_expires_at = clock_timestamp() + @lease::interval, updated_at = now()
 WHERE m.ctid = ANY((SELECT rows FROM picked)::tid[])
-  AND (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on')
+  AND (m.sink <> ALL(coalesce(@durable_sinks::text[], '{}'))
+       OR (SELECT current_setting('synchronous_commit') <> 'off' OR set_config('synchronous_commit', 'on', true) = 'on'))
 RETURNING m.id, m.sink, m.dedup_key, m.payload, m.headers, m.ordering_key,
           m.attempts, m.max_attempts, m.created_at, m.id = ANY((SELECT reclaimed FROM picked)::bigint[]),
           m.route, m.route_version, m.thread_key,

@@ -2,7 +2,7 @@
 -- params: sink text, id text, open_for interval, reason text, channel text, payload text
 -- returns: disabled boolean, tenant text null, opened_at timestamptz null, last_failure text null, rows bigint
 -- Disables destination $2 because its breaker of sink $1 has been open
--- for $3 or longer (sink.AutoDisabler), with reason $4: the breaker ends
+-- for $3 or longer (auto_disable_after), with reason $4: the breaker ends
 -- (deleted: a disabled destination's rows are not claimed, and enabled
 -- again it starts afresh), and the destination's waiting rows are parked
 -- at infinity as destination_set_enabled.sql parks them, none

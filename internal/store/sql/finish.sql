@@ -16,7 +16,7 @@
 -- was, which keeps the generic plan (see leased). @receipts is one JSON
 -- object of the outcomes'
 -- receipts keyed "id/token" (NULL: none has one; see the completer's
--- receiptsByLease): a row looks its own up by a binary search of the
+-- byLease): a row looks its own up by a binary search of the
 -- keys, where a join of the rows to the receipts would follow the
 -- statistics. Delivered rows move to messages_history
 -- (migration 013) in the same statement, keeping their dedup keys; with
@@ -33,6 +33,11 @@
 -- its receipt is kept in threads for the thread's later rows; a later row
 -- only marks the thread as in use.
 -- A delivered fallback row (migration 028) keeps its fallback mark.
+-- @details is one JSON object of the attempts' details (migration 031:
+-- start, duration, the receiver's status, answer and address) keyed
+-- "id/token" as @receipts is (NULL: no outcome has any): a failed
+-- attempt's go on its failed_attempts row, every outcome's on the row
+-- (last_attempt), which a delivered row takes into history.
 -- A delivered row that went out in a digest (migration 018) keeps its
 -- digest_id in history, and its digest is marked sent: the digest's rows
 -- are all finished in this one statement (see relay's digests).
@@ -103,14 +108,16 @@ WITH f AS (
               m.max_attempts, m.deferrals, m.available_at, m.last_error,
               CASE WHEN @receipts::jsonb IS NULL THEN m.receipt
                    ELSE COALESCE(@receipts::jsonb -> (m.id::text || '/' || m.lease_token::text), m.receipt) END AS receipt,
-              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback
+              m.created_at, m.route, m.thread_key, m.route_version, m.digest_id, m.fallback,
+              CASE WHEN @details::jsonb IS NOT NULL
+                   THEN @details::jsonb -> (m.id::text || '/' || m.lease_token::text) END AS last_attempt
 ), history AS (
     INSERT INTO {schema}.messages_history (slot, id, sink, dedup_key, payload, headers, ordering_key, attempts, max_attempts,
         deferrals, available_at, last_error, receipt, created_at, updated_at, sent_at, route, thread_key, route_version, digest_id,
-        fallback)
+        fallback, last_attempt)
     SELECT (SELECT s.slot FROM {schema}.history_slots s WHERE s.state = 'current'), g.id, g.sink, g.dedup_key, g.payload,
            g.headers, g.ordering_key, g.attempts, g.max_attempts, g.deferrals, g.available_at, g.last_error, g.receipt,
-           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback
+           g.created_at, now(), now(), g.route, g.thread_key, g.route_version, g.digest_id, g.fallback, g.last_attempt
     FROM gone g WHERE NOT @delete_sent
 ), keyed AS (
     -- The key stays for the retention window; a row stored before
@@ -136,18 +143,20 @@ WITH f AS (
         available_at = CASE WHEN f.status IN ('failed', 'pending') THEN now() + f.delay_seconds * interval '1 second' ELSE m.available_at END,
         last_error = COALESCE(f.error, m.last_error),
         receipt = COALESCE(@receipts::jsonb -> (f.id::text || '/' || f.token::text), m.receipt),
+        last_attempt = COALESCE(@details::jsonb -> (f.id::text || '/' || f.token::text), m.last_attempt),
         lease_token = NULL, lease_expires_at = NULL, updated_at = now()
     FROM leased f
     WHERE m.ctid = f.row_tid AND m.lease_token = f.token
     -- A thread's receipt only (see thread_roots): copying every row's
     -- receipt out of the update would cost the other rows for nothing.
     RETURNING m.id, f.token, m.attempts, f.error, f.refund, f.status, m.sink, m.thread_key,
-              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt
+              CASE WHEN m.thread_key IS NOT NULL THEN m.receipt END AS receipt,
+              @details::jsonb -> (f.id::text || '/' || f.token::text) AS details
 ), recorded AS (
     -- Reads the outcome back from RETURNING: joining done to f again would
     -- be a nested loop over two CTE scans, quadratic in the batch size.
-    INSERT INTO {schema}.failed_attempts (message_id, attempt, error)
-    SELECT id, attempts, error FROM done
+    INSERT INTO {schema}.failed_attempts (message_id, attempt, error, details)
+    SELECT id, attempts, error, details FROM done
     WHERE error IS NOT NULL AND refund = 0
 ), thread_roots AS (
     INSERT INTO {schema}.threads AS t (sink, thread_key, root_id, root_receipt)

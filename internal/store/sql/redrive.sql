@@ -33,7 +33,11 @@ WITH target AS (
 ), moved AS (
     UPDATE {schema}.messages m
     SET status = 'pending', attempts = 0, deferrals = 0, available_at = now(), updated_at = now(),
-        lease_token = NULL, lease_expires_at = NULL
+        lease_token = NULL, lease_expires_at = NULL,
+        -- A member of a digest not yet sent leaves it: a later post of the
+        -- digest carries no row its earlier posts did not (docs/digests.md).
+        digest_id = CASE WHEN EXISTS (SELECT 1 FROM {schema}.digests d WHERE d.id = m.digest_id AND d.sent_at IS NULL)
+                         THEN NULL ELSE m.digest_id END
     WHERE NOT @dry_run AND (SELECT ok FROM confirmed) AND m.phase = 'dead'
       -- Probes the primary key for each target instead of joining a scan.
       AND m.id = ANY(ARRAY(SELECT id FROM target))

@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/relaysignal"
 	"github.com/outboxd/outboxd/internal/testkit/crashchild"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
@@ -80,7 +80,7 @@ func CrashChild(t *testing.T) {
 	// is never recorded sent: after rows recorded sent mean it survived,
 	// and none within the limit that the publishes never happened.
 	signals.Written.Wait(t, crashchild.Timeout, fmt.Sprintf("%d publishes and the process killed", after), func(all []relaysignal.Outcome) bool {
-		return relaysignal.CountWritten(all, string(operator.StatusSent)) >= after
+		return relaysignal.CountWritten(all, string(status.Sent)) >= after
 	})
 	t.Fatalf("the relay recorded %d rows sent and was not killed", after)
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd"
-	"github.com/outboxd/outboxd/core/operator"
 	"github.com/outboxd/outboxd/core/relay"
 	"github.com/outboxd/outboxd/core/sink"
+	"github.com/outboxd/outboxd/core/status"
 	"github.com/outboxd/outboxd/internal/testkit/testdb"
 	"github.com/outboxd/outboxd/registry"
 )
@@ -114,7 +114,7 @@ func CrashMidPublish(t *testing.T, tg Target, sink, childTest string) (*pgxpool.
 	}
 	// The rows the child recorded before it died are sent; the new relay
 	// signals the rest.
-	recorded := testdb.StatusCounts(t, pool, ob, sink)[string(operator.StatusSent)]
+	recorded := testdb.StatusCounts(t, pool, ob, sink)[string(status.Sent)]
 	signals := Relay(t, pool, ob, nil, relay.SinkConfig{Name: sink, Sink: tg.Build(t, sink)})
 	WaitSent(t, signals, pool, ob, sink, len(msgs)-recorded, DeliverTimeout)
 	got := tg.Read(t)
@@ -150,7 +150,7 @@ func Outage(t *testing.T, tg Target, sink string, down, up func()) {
 		WaitSent(t, signals, pool, ob, sink, len(all), DeliverTimeout)
 	}
 	CheckDelivered(t, all, tg.Read(t), tg.Once)
-	if dead := testdb.StatusCounts(t, pool, ob, sink)["dead"]; dead > 0 {
+	if dead := testdb.StatusCounts(t, pool, ob, sink)[string(status.Dead)]; dead > 0 {
 		t.Errorf("%d messages dead-lettered by a short outage", dead)
 	}
 }

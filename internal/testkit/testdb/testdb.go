@@ -175,6 +175,9 @@ func DeadRows(t testing.TB, pool *pgxpool.Pool, ob *Outbox, sink string, errs ..
 	return ids
 }
 
+// dropDatabaseTimeout bounds the drop of a database of DatabaseWithIsolation.
+const dropDatabaseTimeout = 3 * time.Minute
+
 // DatabaseWithIsolation creates a database of the test's own on the test
 // server whose default_transaction_isolation is isolation ("repeatable
 // read", "serializable"), dropped when the test ends, and returns its URL.
@@ -194,10 +197,14 @@ func DatabaseWithIsolation(t testing.TB, isolation string) string {
 		t.Fatalf("testdb: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), dropDatabaseTimeout)
 		defer cancel()
+		// DROP DATABASE waits for a checkpoint of the whole server, which
+		// a loaded CI machine took over a minute to finish: a database
+		// left behind is only disk, and says nothing of the test, so it
+		// is logged rather than failed.
 		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("testdb: drop database %s: %v", name, err)
+			t.Logf("testdb: drop database %s (left behind): %v", name, err)
 		}
 	})
 	set := "ALTER DATABASE " + name + " SET default_transaction_isolation = '" + strings.ReplaceAll(isolation, "'", "''") + "'"
