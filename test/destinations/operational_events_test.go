@@ -40,12 +40,15 @@ func (r *receiver) operational(path string) []operationalEvent {
 // healthy with a last success and delivered figures. It goes down for
 // good: failing again, then outboxd.destination.disabled once
 // auto_disable_after passes. globex's subscribed endpoint gets none of
-// it, ever. Then `destinations test-event --type` sends acme's endpoint
-// an operational event's example.
+// it, ever, and an acme endpoint whose payload filter takes only
+// data.state "disabled" gets only the disabling. Then `destinations
+// test-event --type` sends acme's endpoint an operational event's example.
 //
-// Mutation checked: destination_tenant_notice.sql joining every
+// Mutations checked: destination_tenant_notice.sql joining every
 // destination instead of "d.tenant = about.tenant" fails it (globex's
-// endpoint gets acme's failing, recovered and disabled).
+// endpoint gets acme's failing, recovered and disabled); without its
+// filter_path condition the filtered endpoint gets failing and recovered
+// too.
 func TestOperationalEventsReachOnlyTheTenantsOwnEndpoints(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, "/acme")
@@ -58,6 +61,10 @@ func TestOperationalEventsReachOnlyTheTenantsOwnEndpoints(t *testing.T) {
 	}
 	failing := endpoint("acme", "/acme", "acme orders", "order.*")
 	ops := endpoint("acme", "/acme-ops", "acme on-call", "outboxd.destination.*")
+	// An endpoint whose payload filter takes only the disabling.
+	var onlyDisabled destinations.Created
+	o.call(t, http.MethodPost, "/v1/tenants/acme/destinations", map[string]any{"url": rcv.URL + "/acme-disabled",
+		"events": []string{"outboxd.destination.*"}, "filter": map[string]any{"data.state": destinations.HealthDisabled}}, &onlyDisabled)
 	endpoint("globex", "/globex-ops", "globex on-call", "outboxd.destination.*")
 	endpoint("globex", "/globex", "globex orders", "order.*")
 
@@ -132,6 +139,12 @@ func TestOperationalEventsReachOnlyTheTenantsOwnEndpoints(t *testing.T) {
 	}
 	if got := rcv.operational("/globex-ops"); len(got) != 0 {
 		t.Errorf("globex's endpoint received acme's operational events: %+v", got)
+	}
+	testrelay.WaitFor(t, deliveryTimeout, "the disabling at the endpoint whose filter takes only that", func() bool {
+		return len(rcv.operational("/acme-disabled")) > 0
+	})
+	if got := rcv.operational("/acme-disabled"); len(got) != 1 || got[0].Type != destinations.EventDisabled {
+		t.Errorf("the endpoint filtering on data.state %q received %+v, want only outboxd.destination.disabled", destinations.HealthDisabled, got)
 	}
 	if got := rcv.operational("/acme"); len(got) != 0 {
 		t.Errorf("the endpoint not subscribed to them received operational events: %+v", got)

@@ -13,17 +13,28 @@
 -- event is about takes it only when $6 says so (recovered: news that it
 -- is failing or disabled would wait behind that very state). A
 -- destination subscribed to every type by having no patterns does not
--- take these events: a pattern must name them. Patterns
--- are matched as publish's fan-out matches them (migration 027), within
--- the same bounds, never raising.
-SELECT d.id, e.id, e.created
-FROM {schema}.destinations about
-JOIN {schema}.destinations d ON d.tenant = about.tenant
-CROSS JOIN {schema}.event_pattern_bounds() b
-CROSS JOIN LATERAL {schema}.enqueue_destination($1, d.id, $4 || '/' || d.id,
-    jsonb_build_object('type', $3::text, 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', $5::jsonb || jsonb_build_object('destination', about.id, 'description', about.description))) e
-WHERE about.id = $2
-  AND (d.id <> about.id OR $6)
-  AND d.events IS NOT NULL AND cardinality(d.events) > 0
-  AND {schema}.event_patterns_match(d.events, $3, b.max_bytes, b.max_segments, b.max_patterns)
-ORDER BY d.id
+-- take these events: a pattern must name them. Patterns and payload
+-- filters are matched as publish's fan-out matches them (migrations 027
+-- and 030), within the same bounds, never raising: a filter on the
+-- envelope's type or data picks which of these events an endpoint gets.
+-- The takers are chosen before any row is enqueued (MATERIALIZED), so
+-- the enqueue runs only for them.
+WITH event AS (
+    SELECT about.id AS about, about.tenant,
+        jsonb_build_object('type', $3::text, 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'data', $5::jsonb || jsonb_build_object('destination', about.id, 'description', about.description)) AS payload
+    FROM {schema}.destinations about
+    WHERE about.id = $2
+), takers AS MATERIALIZED (
+    SELECT d.id, ev.payload
+    FROM event ev
+    JOIN {schema}.destinations d ON d.tenant = ev.tenant
+    CROSS JOIN {schema}.event_pattern_bounds() b
+    WHERE (d.id <> ev.about OR $6)
+      AND d.events IS NOT NULL AND cardinality(d.events) > 0
+      AND {schema}.event_patterns_match(d.events, $3, b.max_bytes, b.max_segments, b.max_patterns)
+      AND (d.filter_path IS NULL OR jsonb_path_match(ev.payload, d.filter_path, '{}', true) IS TRUE)
+)
+SELECT t.id, e.id, e.created
+FROM takers t
+CROSS JOIN LATERAL {schema}.enqueue_destination($1, t.id, $4 || '/' || t.id, t.payload) e
+ORDER BY t.id
