@@ -2,9 +2,7 @@ package destinations_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -73,44 +71,11 @@ func TestTenantCannotReachOrReadTheInternalNetwork(t *testing.T) {
 	refusedAtDoor("the API's test event", code, body)
 
 	// The tenant's portal, through a link minted by the API.
-	var link struct {
-		URL string `json:"url"`
-	}
-	o.call(t, http.MethodPost, "/v1/tenants/acme/portal", map[string]any{"expires_in": "10m"}, &link)
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
-	get := func(path string) string {
-		t.Helper()
-		resp, err := browser.Get(o.api + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	post := func(path string, form url.Values) (int, string) {
-		t.Helper()
-		resp, err := browser.PostForm(o.api+path, form)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	get(strings.TrimPrefix(link.URL, o.api))
-	page := get("/portal/destinations/" + d.ID)
-	m := csrfInput.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token in the portal's destination page:\n%s", page)
-	}
-	code, body = post("/portal/destinations/"+d.ID+"/test", url.Values{"csrf": {m[1]}})
+	portal := o.openPortal(t, "acme")
+	csrf := portal.csrf("/portal/destinations/" + d.ID)
+	code, body = portal.post("/portal/destinations/"+d.ID+"/test", url.Values{"csrf": {csrf}})
 	refusedAtDoor("the portal's Send a test event", code, body)
-	code, body = post("/portal/destinations", url.Values{"csrf": {m[1]}, "url": {hook}, "events": {"order.*"}})
+	code, body = portal.post("/portal/destinations", url.Values{"csrf": {csrf}, "url": {hook}, "events": {"order.*"}})
 	refusedAtDoor("the portal's create", code, body)
 	if ds := o.list(t, "acme"); len(ds) != 1 {
 		t.Fatalf("acme has %d destinations, want only the one stored before the policy", len(ds))
@@ -125,7 +90,7 @@ func TestTenantCannotReachOrReadTheInternalNetwork(t *testing.T) {
 		t.Fatalf("the internal service was reached %d times, want never", n)
 	}
 	// An action through the link, for the audit trail.
-	if code, body := post("/portal/destinations/"+d.ID+"/disable", url.Values{"csrf": {m[1]}}); code != http.StatusOK {
+	if code, body := portal.post("/portal/destinations/"+d.ID+"/disable", url.Values{"csrf": {csrf}}); code != http.StatusOK {
 		t.Fatalf("the portal's disable: %d %s", code, body)
 	}
 
@@ -134,7 +99,7 @@ func TestTenantCannotReachOrReadTheInternalNetwork(t *testing.T) {
 	}
 	o.call(t, http.MethodGet, "/v1/tenants/acme/destinations/"+d.ID+"/deliveries", nil, &deliveries)
 	apiText, _ := json.Marshal(deliveries)
-	page = get("/portal/destinations/" + d.ID)
+	page := portal.get("/portal/destinations/" + d.ID)
 	// The tenant's own URL is its own to see; the rest names nothing internal.
 	page = strings.ReplaceAll(page, hook, "")
 	for where, text := range map[string]string{"the portal": page, "the API's deliveries": string(apiText)} {
