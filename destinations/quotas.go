@@ -115,9 +115,9 @@ func (e *QuotaError) Error() string {
 // WithQuotas returns a Store like s that enforces q, each at least 1
 // (package config checks plugins.yaml's).
 func (s *Store) WithQuotas(q Quotas) *Store {
-	c := *s
-	c.quotas = q
-	return &c
+	d := *s.door.Load()
+	d.quotas = q
+	return s.withDoor(d)
 }
 
 // quotaUse takes tenant's quota lock for the rest of tx and then reads,
@@ -141,8 +141,8 @@ func (s *Store) checkEndpoints(ctx context.Context, tx pgx.Tx, tenant string) er
 	if err != nil {
 		return err
 	}
-	if use.Destinations >= s.quotas.EndpointsPerTenant {
-		return &QuotaError{Tenant: tenant, Key: KeyEndpointsPerTenant, Limit: s.quotas.EndpointsPerTenant}
+	if limit := s.door.Load().quotas.EndpointsPerTenant; use.Destinations >= limit {
+		return &QuotaError{Tenant: tenant, Key: KeyEndpointsPerTenant, Limit: limit}
 	}
 	return nil
 }
@@ -154,7 +154,8 @@ func (s *Store) checkTestEvents(ctx context.Context, tx pgx.Tx, tenant string, n
 	if err != nil {
 		return err
 	}
-	if use.Recent < s.quotas.TestEventsPerMinute {
+	limit := s.door.Load().quotas.TestEventsPerMinute
+	if use.Recent < limit {
 		return nil
 	}
 	wait := testEventWindow
@@ -162,5 +163,5 @@ func (s *Store) checkTestEvents(ctx context.Context, tx pgx.Tx, tenant string, n
 		// Whole seconds, at least one: what a Retry-After header says.
 		wait = min(max(use.OldestRecent.Add(testEventWindow).Sub(now).Round(time.Second), time.Second), testEventWindow)
 	}
-	return &QuotaError{Tenant: tenant, Key: KeyTestEventsPerMinute, Limit: s.quotas.TestEventsPerMinute, Rate: true, RetryAfter: wait}
+	return &QuotaError{Tenant: tenant, Key: KeyTestEventsPerMinute, Limit: limit, Rate: true, RetryAfter: wait}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,13 +42,37 @@ type DB interface {
 // change's own transaction. It enforces the tenants' quotas
 // (DefaultQuotas unless WithQuotas sets others).
 type Store struct {
-	q      *store.Queries
-	trail  *audit.Trail
-	keys   *Keyring
-	quotas Quotas
-	// network, when set, is the policy URLs are checked against at the
-	// door (url_policy.go).
+	q     *store.Queries
+	trail *audit.Trail
+	keys  *Keyring
+	// door is what requests are checked against; every holder of this
+	// Store reads the same one, which Reconfigure replaces.
+	door *atomic.Pointer[door]
+}
+
+// door is what a Store checks tenants' requests against: their quotas
+// and, when set, the network policy URLs must pass (url_policy.go).
+type door struct {
+	quotas  Quotas
 	network *Network
+}
+
+// withDoor returns a copy of s checking d, apart from s's holders.
+func (s *Store) withDoor(d door) *Store {
+	c := *s
+	c.door = new(atomic.Pointer[door])
+	c.door.Store(&d)
+	return &c
+}
+
+// Reconfigure makes s enforce q and check URLs against n (nil: none at
+// the door) from its next request on, for everyone holding s: serve
+// calls it when a reload changes plugins.yaml's destinations block, so
+// that the API, the console and the tenants' portal, which share s,
+// follow the configuration the relay delivers under. Stores made from s
+// with WithQuotas or WithNetwork keep what they were made with.
+func (s *Store) Reconfigure(q Quotas, n *Network) {
+	s.door.Store(&door{quotas: q, network: n})
 }
 
 // NewStore returns the Store of q's outbox schema, recording changes in
@@ -55,7 +80,9 @@ type Store struct {
 // (outboxd.Outbox.Destinations), which makes the one store and audit trail
 // its engine shares.
 func NewStore(q *store.Queries, trail *audit.Trail, keys *Keyring) *Store {
-	return &Store{q: q, trail: trail, keys: keys, quotas: DefaultQuotas()}
+	s := &Store{q: q, trail: trail, keys: keys, door: new(atomic.Pointer[door])}
+	s.door.Store(&door{quotas: DefaultQuotas()})
+	return s
 }
 
 // target is an audit entry's filter: the destination a change concerned.

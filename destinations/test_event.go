@@ -69,7 +69,7 @@ func (s *Store) sendTest(ctx context.Context, db DB, actor audit.Actor, tenant, 
 	if sink == "" {
 		return TestEvent{}, inputErrorf("no sink of type destinations is configured to send a test event with")
 	}
-	if s.network != nil {
+	if s.door.Load().network != nil {
 		d, err := s.Get(ctx, db, tenant, id)
 		if err != nil {
 			return TestEvent{}, err

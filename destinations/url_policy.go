@@ -36,17 +36,18 @@ const errURLRefused = "url: its host is, or resolves to, an address the network 
 // *InputError naming url. A Store without one (NewStore, or n nil) leaves
 // the URL to the deliveries' check at connect time.
 func (s *Store) WithNetwork(n *Network) *Store {
-	c := *s
-	c.network = n
-	return &c
+	d := *s.door.Load()
+	d.network = n
+	return s.withDoor(d)
 }
 
 // checkURL is the door's check of raw under the Store's policy, if any.
 func (s *Store) checkURL(ctx context.Context, raw string) error {
-	if s.network == nil {
+	n := s.door.Load().network
+	if n == nil {
 		return nil
 	}
-	return s.network.CheckDestinationURL(ctx, raw)
+	return n.CheckDestinationURL(ctx, raw)
 }
 
 // CheckDestinationURL reports, as an *InputError naming url, whether n

@@ -36,14 +36,21 @@ func PortalLinks(env config.LookupEnv) (*portal.Links, error) {
 }
 
 // destinationStore is ob's Store, sealing with the keys of
-// destinations.EnvSecretsKey when it is set, enforcing the configuration's
-// quotas and checking URLs against its network policy at the door.
+// destinations.EnvSecretsKey when it is set. Each generation's install
+// gives it that configuration's quotas and network policy (followConfig).
 func destinationStore(o Options, ob *outboxd.Outbox) (*destinations.Store, error) {
 	keys, err := Keyring(o.Env)
 	if err != nil {
 		return nil, err
 	}
-	return ob.Destinations(keys).WithQuotas(o.Config.DestinationQuotas()).WithNetwork(o.Config.DestinationNetwork()), nil
+	return ob.Destinations(keys), nil
+}
+
+// followConfig makes dests, which the API, the console and the portal
+// share, enforce cfg's quotas and check URLs against its network policy:
+// the policy the relay of cfg delivers under.
+func followConfig(dests *destinations.Store, cfg *config.Config) {
+	dests.Reconfigure(cfg.DestinationQuotas(), cfg.DestinationNetwork())
 }
 
 // followDestinations publishes the outbox's destinations to the sinks of

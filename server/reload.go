@@ -23,6 +23,7 @@ import (
 	"github.com/outboxd/outboxd/internal/access"
 	"github.com/outboxd/outboxd/routing"
 	"github.com/outboxd/outboxd/server/api"
+	"github.com/outboxd/outboxd/server/console"
 	"github.com/outboxd/outboxd/server/portal"
 	"github.com/outboxd/outboxd/server/telemetry"
 )
@@ -58,8 +59,10 @@ type daemon struct {
 	registerGauges func(*operator.Operator, *relay.Relay, []string) error
 	stage          routing.Fallback
 	apiPool        *pgxpool.Pool
-	console        http.Handler
-	status         *telemetry.ReloadStatus
+	// ui is the console (and the tenants' portal); nil when http.ui is
+	// off.
+	ui     *console.Console
+	status *telemetry.ReloadStatus
 	// destinations is the API's store of tenants' destinations; directory,
 	// when a sink's type uses them, what the sinks read them from,
 	// published in Options.Resources (for a reloaded configuration's sinks
@@ -107,10 +110,18 @@ func (v *daemon) install(g *generation, log *slog.Logger) error {
 	if err := v.registerGauges(v.ob.Operator(), g.relay, slices.Sorted(maps.Keys(g.cfg.Sinks))); err != nil {
 		return err
 	}
+	// The console, the portal and the API's store follow the
+	// configuration the relay now delivers under.
+	followConfig(v.destinations, g.cfg)
+	var ui http.Handler
+	if v.ui != nil {
+		v.ui.Reconfigure(consoleSinks(g.cfg.SinkConfigs()), g.cfg.TestEventSink(), g.cfg.EventTypes())
+		ui = v.ui
+	}
 	served := &api.API{Config: g.cfg, Outbox: v.ob, Operator: v.ob.Operator(), Migrator: v.ob.Migrator(), DB: v.apiPool, Log: log,
 		Tracing: v.tel.TracerProvider, Meters: v.tel.MeterProvider, Reload: v.reload,
 		Destinations: v.destinations, Portal: v.portal}
-	h := newMux(served, v.tel.Metrics, v.console)
+	h := newMux(served, v.tel.Metrics, ui)
 	v.handler.Store(&h)
 	v.current, v.log = g, log
 	return nil

@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		v.console, onShutdown = ui, ui.Close
+		v.ui, onShutdown = ui, ui.Close
 	}
 	if err := v.install(first, log); err != nil {
 		return err

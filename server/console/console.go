@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxd/outboxd/config"
@@ -63,6 +64,7 @@ type Options struct {
 	QueryTimeout time.Duration
 	// Sinks are the sinks this relay is configured with; sinks that have
 	// rows but are not among them are shown as not configured here.
+	// Reconfigure replaces them, TestEventSink and EventTypes.
 	Sinks []Sink
 	// Access holds the tokens one signs in with (the API's) and the
 	// trusted proxy; nil means none: everyone may do everything.
@@ -91,8 +93,9 @@ type Options struct {
 // Console serves the dashboard. Create it with New; call Close when the
 // server shuts down, to end the live overview streams.
 type Console struct {
-	opt      Options
-	sinks    map[string]Sink
+	opt Options
+	// shown is what the console shows of the running configuration.
+	shown    atomic.Pointer[shown]
 	auth     *auth
 	pages    *pages
 	overview *overviewFeed
@@ -114,10 +117,8 @@ func New(opt Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{opt: opt, sinks: map[string]Sink{}, pages: pages}
-	for _, s := range opt.Sinks {
-		c.sinks[s.Name] = s
-	}
+	c := &Console{opt: opt, pages: pages}
+	c.Reconfigure(opt.Sinks, opt.TestEventSink, opt.EventTypes)
 	if opt.Access == nil {
 		opt.Access = access.New(nil, nil)
 	}
@@ -127,6 +128,25 @@ func New(opt Options) (*Console, error) {
 	c.overview = newOverviewFeed(c.readOverview, opt.Refresh, opt.Logger)
 	c.handler = c.routes()
 	return c, nil
+}
+
+// shown is the part of the configuration the console shows, replaced
+// whole by Reconfigure.
+type shown struct {
+	sinks         map[string]Sink
+	testEventSink string
+	eventTypes    destinations.Catalog
+}
+
+// Reconfigure makes the console show sinks, send test events through
+// testEventSink and offer eventTypes (see Options) from its next page on:
+// serve calls it when a reload applies a new plugins.yaml.
+func (c *Console) Reconfigure(sinks []Sink, testEventSink string, eventTypes destinations.Catalog) {
+	s := &shown{sinks: make(map[string]Sink, len(sinks)), testEventSink: testEventSink, eventTypes: eventTypes}
+	for _, sk := range sinks {
+		s.sinks[sk.Name] = sk
+	}
+	c.shown.Store(s)
 }
 
 // ServeHTTP serves the console's pages below /.
@@ -224,8 +244,9 @@ func (c *Console) context(r *http.Request) (context.Context, context.CancelFunc)
 
 // sinkNames are the configured sinks' names, sorted.
 func (c *Console) sinkNames() []string {
-	names := make([]string, 0, len(c.sinks))
-	for name := range c.sinks {
+	sinks := c.shown.Load().sinks
+	names := make([]string, 0, len(sinks))
+	for name := range sinks {
 		names = append(names, name)
 	}
 	slices.Sort(names)

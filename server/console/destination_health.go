@@ -67,8 +67,9 @@ type catalogChoice struct {
 // choices is the catalog as a form for a destination subscribed to
 // events offers it.
 func (c *Console) choices(events []string) []catalogChoice {
-	out := make([]catalogChoice, len(c.opt.EventTypes))
-	for i, t := range c.opt.EventTypes {
+	catalog := c.shown.Load().eventTypes
+	out := make([]catalogChoice, len(catalog))
+	for i, t := range catalog {
 		out[i] = catalogChoice{EventType: t, Checked: slices.Contains(events, t.Name)}
 	}
 	return out
@@ -98,8 +99,9 @@ type eventTypeView struct {
 // getEventTypes shows the catalog of event types, with each one's
 // example and schema.
 func (c *Console) getEventTypes(w http.ResponseWriter, r *http.Request, scope destinationScope) {
-	views := make([]eventTypeView, len(c.opt.EventTypes))
-	for i, t := range c.opt.EventTypes {
+	catalog := c.shown.Load().eventTypes
+	views := make([]eventTypeView, len(catalog))
+	for i, t := range catalog {
 		views[i] = eventTypeView{EventType: t, ExampleText: prettyJSON(t.Example), SchemaText: prettyJSON(t.Schema)}
 	}
 	c.render(w, r, http.StatusOK, "event_types", map[string]any{"Scope": scope, "EventTypes": views})
@@ -113,7 +115,7 @@ func (c *Console) testEventOf(r *http.Request) (et destinations.EventType, own b
 	if name == "" || name == destinations.TestEventType {
 		return et, true, nil
 	}
-	et, ok := destinations.Catalog(c.opt.EventTypes).Lookup(name)
+	et, ok := c.shown.Load().eventTypes.Lookup(name)
 	if !ok {
 		return et, false, &formError{fmt.Sprintf("type: %q is not an event type of the catalog", name)}
 	}

@@ -283,9 +283,10 @@ func (c *Console) showDestination(w http.ResponseWriter, r *http.Request, scope 
 	}
 	view := viewOf(d, scope)
 	view.Form.Catalog = c.choices(d.Events)
+	shown := c.shown.Load()
 	data := map[string]any{"Scope": scope, "D": view, "Self": scope.page(id), "Deliveries": deliveries,
-		"Overlap": defaultRotateOverlap, "TestEvents": c.opt.TestEventSink != "", "Health": health,
-		"EventTypes": c.opt.EventTypes, "TestEventType": destinations.TestEventType}
+		"Overlap": defaultRotateOverlap, "TestEvents": shown.testEventSink != "", "Health": health,
+		"EventTypes": shown.eventTypes, "TestEventType": destinations.TestEventType}
 	if next != 0 {
 		data["Next"] = scope.page(id) + "?before=" + strconv.FormatInt(next, 10)
 	}
@@ -563,14 +564,15 @@ func (c *Console) sendTestEvent(w http.ResponseWriter, r *http.Request, scope de
 	defer cancel()
 	id := r.PathValue("id")
 	et, own, err := c.testEventOf(r)
+	through := c.shown.Load().testEventSink
 	var sent destinations.TestEvent
 	switch {
 	case err != nil:
 	case own:
 		et.Name = destinations.TestEventType
-		sent, err = c.opt.Destinations.SendTestEvent(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, c.opt.TestEventSink, time.Now())
+		sent, err = c.opt.Destinations.SendTestEvent(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, through, time.Now())
 	default:
-		sent, err = c.opt.Destinations.SendExample(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, c.opt.TestEventSink, et, time.Now())
+		sent, err = c.opt.Destinations.SendExample(ctx, c.opt.DB, scope.actor(r), scope.Tenant, id, through, et, time.Now())
 	}
 	if err != nil {
 		c.destinationFailed(w, r, scope, "send a test event", err)

@@ -70,7 +70,7 @@ func (c *Console) readOverview(ctx context.Context) (overviewView, error) {
 }
 
 func (c *Console) overviewRow(s operator.SinkOverview, window time.Duration) overviewRow {
-	sink, configured := c.sinks[s.Sink]
+	sink, configured := c.shown.Load().sinks[s.Sink]
 	n, r := s.Counts, s.Rate
 	row := overviewRow{Sink: s.Sink, Configured: configured, Type: sink.Type, Dead: n.Dead, Paused: s.State.Paused() || len(s.Breakers) > 0,
 		Bad:   map[string]bool{string(status.Failed): n.Failed > 0, string(status.Dead): n.Dead > 0, "errors": r.Retried > 0 || r.Dead > 0},

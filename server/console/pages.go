@@ -369,7 +369,7 @@ func (c *Console) postResume(w http.ResponseWriter, r *http.Request) {
 // (a typo's, a removed sink's), and goes back to the overview.
 func (c *Console) postForget(w http.ResponseWriter, r *http.Request) {
 	sink := r.PathValue("name")
-	_, configured := c.sinks[sink]
+	_, configured := c.shown.Load().sinks[sink]
 	ctx, cancel := c.context(r)
 	defer cancel()
 	id := visitorOf(r).id

@@ -72,7 +72,7 @@ func (c *Console) getSink(w http.ResponseWriter, r *http.Request) {
 		c.internalError(w, r, "read the sink's state", err)
 		return
 	}
-	sink, configured := c.sinks[name]
+	sink, configured := c.shown.Load().sinks[name]
 	p := sinkPage{Sink: name, Type: sink.Type, Configured: configured, Overview: operator.SinkOverview{Sink: name, State: operator.SinkState{Sink: name}}}
 	known := configured
 	for _, s := range ov.Sinks {

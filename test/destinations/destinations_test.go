@@ -146,6 +146,8 @@ type setup struct {
 	// env are more environment variables of the outboxd processes,
 	// NAME=VALUE.
 	env []string
+	// top is more top-level blocks of plugins.yaml, YAML lines.
+	top string
 }
 
 func serve(t *testing.T, with setup) *outbox {
@@ -184,7 +186,7 @@ sinks:
     events: ["order.*", "invoice.*"]
     to:
       - {sink: customers, tenant: "{{.data.account_id}}"}
-%s`, testdb.URL(), o.schema, with.poll, private, with.options, with.sinks, with.routes)
+%s%s`, testdb.URL(), o.schema, with.poll, private, with.options, with.sinks, with.routes, with.top)
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

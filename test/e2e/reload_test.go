@@ -125,8 +125,10 @@ func gauge(t *testing.T, srv *server, name string) float64 {
 // by the new configuration (a's with the new header), without a restart;
 // released, the held delivery completes exactly once, with the old
 // header, and the old relay reports it drained.
+// The console shows b from the reload on.
 // Mutations, each failing this test: serve ignoring SIGHUP (signal.Notify
-// removed: the process dies); swap waiting for the old relay to drain
+// removed: the process dies); install not reconfiguring the console (its
+// page of b answers 404); swap waiting for the old relay to drain
 // before starting the new one (b is not delivered while a's delivery is
 // held); swap not starting the new relay (v.start(g) removed).
 func TestReloadOnSIGHUPSwapsSinksWithoutDroppingInFlight(t *testing.T) {
@@ -148,6 +150,12 @@ func TestReloadOnSIGHUPSwapsSinksWithoutDroppingInFlight(t *testing.T) {
 	rec := reloadLog(t, srv, "configuration reloaded", 1)[0]
 	if added := fmt.Sprint(rec["sinks_added"]); added != "[b]" {
 		t.Errorf("sinks_added = %s, want [b]", added)
+	}
+	// The console shows b, which has no row yet, as configured.
+	if resp, err := http.Get(srv.url("/sinks/b")); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("the console's page of sink b after the reload: %d, want 200", resp.StatusCode)
 	}
 	e.mustRun("enqueue", "--sink", "b", "--key", "b-1", "--payload", `{"n":2}`)
 	e.mustRun("enqueue", "--sink", "a", "--key", "a-2", "--payload", `{"n":3}`)
