@@ -510,10 +510,19 @@ func (d *digester) send(ctx context.Context, g digestGroup, p permit) {
 	ctx, span := d.startSpan(ctx, g)
 	dctx, cancel := context.WithTimeout(ctx, r.budgetOf(g.rows))
 	defer cancel()
+	// The digest's one call is each member's attempt: its answer and
+	// start are every member's details (attempt_details.go).
+	var answer sink.Answer
 	started := time.Now()
 	err := d.render(dctx, g, dg)
 	if err == nil {
-		err = callDigestSink(dctx, d.ds, dg)
+		for _, row := range g.rows {
+			row.started = started
+		}
+		err = callDigestSink(sink.WithAnswerSlot(dctx, &answer), d.ds, dg)
+		for _, row := range g.rows {
+			row.answer = answer
+		}
 	}
 	d.finish(ctx, g, dg, span, time.Since(started), err)
 }

@@ -42,7 +42,8 @@ func (s *digestSink) Deliver(_ context.Context, d *sink.Delivery) error {
 	return nil
 }
 
-func (s *digestSink) DeliverDigest(_ context.Context, dg *sink.Digest) error {
+func (s *digestSink) DeliverDigest(ctx context.Context, dg *sink.Digest) error {
+	sink.RecordAnswer(ctx, sink.Answer{Status: http.StatusAccepted, Body: "digest taken", RemoteAddr: "203.0.113.7:443"})
 	refused := map[int]error{}
 	var keys []string
 	for i, m := range dg.Members {
@@ -157,8 +158,11 @@ func TestPoisonMemberIsSplitOutOfItsDigest(t *testing.T) {
 // A sink whose digest belongs to one route delivers its other rows (of
 // another route, or enqueued directly) one by one, as a sink without a
 // digest does, beside the digested route's digest.
-// (Mutation: the digest loop keying every row by a digest policy, nil for
-// the undigested ones, panics the claim loop and stops the relay.)
+// Each member's last attempt is the digest's call, with the answer the
+// sink recorded. (Mutations: the digest loop keying every row by a digest
+// policy, nil for the undigested ones, panics the claim loop and stops
+// the relay; the digest called without an answer slot leaves the
+// members' last_attempt empty.)
 func TestRowsOfAnUndigestedRouteGoOutAlone(t *testing.T) {
 	b := coretest.Setup(t)
 	ids := b.EnqueueN(t, "dg", 6, nil)
@@ -180,6 +184,44 @@ func TestRowsOfAnUndigestedRouteGoOutAlone(t *testing.T) {
 	if !slices.Equal(digested, []string{"k-0", "k-1", "k-2", "k-3"}) || !slices.Equal(fake.alone, []string{"k-4", "k-5"}) {
 		t.Fatalf("digested %v and alone %v; want the alerts route's four rows digested and the other two alone", digested, fake.alone)
 	}
+	// Each member's last attempt is the digest's call, with the answer
+	// the sink recorded; the rows sent alone recorded none.
+	schema := b.Outbox.Schema()
+	rows, err := b.Pool.Query(b.Ctx, `SELECT dedup_key, last_attempt->>'status', last_attempt->>'response', last_attempt->>'remote_addr', last_attempt ? 'started_at'
+		FROM (SELECT dedup_key, last_attempt FROM `+schema+`.messages UNION ALL SELECT dedup_key, last_attempt FROM `+schema+`.messages_history) m`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := 0
+	for rows.Next() {
+		seen++
+		var key string
+		var status, response, remote *string
+		var started *bool
+		if err := rows.Scan(&key, &status, &response, &remote, &started); err != nil {
+			t.Fatal(err)
+		}
+		digestedRow := slices.Contains(digested, key)
+		got := fmt.Sprint(deref(status), " ", deref(response), " ", deref(remote), " ", started != nil && *started)
+		if want := "202 digest taken 203.0.113.7:443 true"; digestedRow && got != want {
+			t.Errorf("digest member %s's last attempt: %q, want %q", key, got, want)
+		}
+		if !digestedRow && status != nil {
+			t.Errorf("row %s, sent alone without an answer, has a last attempt with status %s", key, *status)
+		}
+	}
+	if err := rows.Err(); err != nil || seen != 6 {
+		t.Fatalf("read %d rows' last attempts (%v), want 6", seen, err)
+	}
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // outageDigestSink fails every digest with status (503, an outage
