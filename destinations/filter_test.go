@@ -367,9 +367,6 @@ func TestNoStoredFilterFailsAPublish(t *testing.T) {
 	ctx := t.Context()
 	schema := f.ob.Schema()
 	acme := f.create(t, "acme", "order.*")
-	if _, err := f.pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
 	insert := `INSERT INTO ` + schema + `.destinations (id, tenant, url, filter, revision) VALUES ($1, 'hostile', 'https://hostile.example/', $2::jsonb, 0)`
 	huge := map[string]any{}
 	for i := range 5000 {
@@ -409,17 +406,7 @@ func TestNoStoredFilterFailsAPublish(t *testing.T) {
 		t.Fatal("no random filter passed CheckFilter: the agreement is not checked")
 	}
 
-	tx, err := f.pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '10s'"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".orders VALUES ('o-1')"); err != nil {
-		t.Fatal(err)
-	}
+	tx := f.producerTx(t)
 	data := []map[string]any{
 		{"account_id": "hostile", "a": []any{1, "x", nil}, "amount": "12", "f1": map[string]any{"b": 1}},
 		{"account_id": "hostile", "data": []any{[]any{}}, "type": 5},
@@ -430,17 +417,7 @@ func TestNoStoredFilterFailsAPublish(t *testing.T) {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var orders int
-	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".orders").Scan(&orders); err != nil {
-		t.Fatal(err)
-	}
-	perDestination := map[string]int{}
-	for _, r := range f.rows(t) {
-		perDestination[r.destination]++
-	}
+	orders, perDestination := f.committed(t, tx)
 	if orders != 1 || perDestination[acme.ID] != 1 {
 		t.Fatalf("after commit: %d order rows, destination rows %v; want the order and 1 row of %s", orders, perDestination, acme.ID)
 	}

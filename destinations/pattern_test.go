@@ -10,7 +10,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd"
@@ -211,9 +210,6 @@ func TestNoStoredDestinationFailsAnotherTenantsPublish(t *testing.T) {
 	ctx := t.Context()
 	schema := f.ob.Schema()
 	acme := f.create(t, "acme", "order.*")
-	if _, err := f.pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
 	insert := `INSERT INTO ` + schema + `.destinations (id, tenant, url, events, revision) VALUES ($1, 'hostile', 'https://hostile.example/', $2, 0)`
 	rng := rand.New(rand.NewPCG(41, 7))
 	for i, events := range hostilePatterns(rng) {
@@ -228,34 +224,14 @@ func TestNoStoredDestinationFailsAnotherTenantsPublish(t *testing.T) {
 		}
 	}
 
-	tx, err := f.pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '10s'"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".orders VALUES ('o-1')"); err != nil {
-		t.Fatal(err)
-	}
+	tx := f.producerTx(t)
 	for i, tenant := range []string{"acme", "hostile", "acme"} {
 		e := outboxd.Event{Type: "order.created", Key: fmt.Sprintf("o-%d", i), Data: map[string]any{"account_id": tenant}}
 		if _, err := f.ob.Publish(ctx, tx, e); err != nil {
 			t.Fatalf("publish %d, for %s: %v", i, tenant, err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var orders int
-	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".orders").Scan(&orders); err != nil {
-		t.Fatal(err)
-	}
-	perDestination := map[string]int{}
-	for _, r := range f.rows(t) {
-		perDestination[r.destination]++
-	}
+	orders, perDestination := f.committed(t, tx)
 	if orders != 1 || perDestination[acme.ID] != 2 {
 		t.Fatalf("after commit: %d order rows, destination rows %v; want the order and 2 rows of %s", orders, perDestination, acme.ID)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxd/outboxd"
@@ -121,6 +122,48 @@ func (f *fixture) rows(t *testing.T) map[string]destinationRow {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// producerTx begins a producer's transaction as the hostile-data tests
+// run it: under the 10 s statement timeout, having written an
+// order of its own (the orders table, created here) before it publishes.
+// It is rolled back when the test ends unless committed.
+func (f *fixture) producerTx(t *testing.T) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	schema := f.ob.Schema()
+	if _, err := f.pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '10s'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".orders VALUES ('o-1')"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// committed commits tx (see producerTx) and returns what it left: its
+// order rows and the rows of each destination.
+func (f *fixture) committed(t *testing.T, tx pgx.Tx) (orders int, perDestination map[string]int) {
+	t.Helper()
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pool.QueryRow(t.Context(), "SELECT count(*) FROM "+f.ob.Schema()+".orders").Scan(&orders); err != nil {
+		t.Fatal(err)
+	}
+	perDestination = map[string]int{}
+	for _, r := range f.rows(t) {
+		perDestination[r.destination]++
+	}
+	return orders, perDestination
 }
 
 // receipt is the routed row's record of its fan-out.
