@@ -3,9 +3,7 @@ package destinations_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,34 +94,9 @@ func TestAttemptDetailsRecordTheReceiversAnswer(t *testing.T) {
 	}
 
 	// The portal, the tenant's own pages, shows the status and not the address.
-	var link api.PortalLink
-	o.call(t, http.MethodPost, "/v1/tenants/acme/portal", nil, &link)
-	portal := o.portalPage(t, link.URL, "/destinations/"+dst.ID)
+	portal := o.openPortal(t, "acme").get("/portal/destinations/" + dst.ID)
 	// (The destination's URL holds the receiver's host:port too.)
 	if !strings.Contains(portal, `class="http-status">400<`) || !strings.Contains(portal, `class="http-status">200<`) || strings.Contains(portal, "remote-addr") {
 		t.Errorf("the portal's deliveries do not show the statuses, or show the address an attempt went to:\n%s", portal)
 	}
-}
-
-// portalPage opens the tenant's portal with link, in a session of its
-// own, and returns the page at path (below /portal).
-func (o *outbox) portalPage(t *testing.T, link, path string) string {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
-	get := func(u string) string {
-		t.Helper()
-		resp, err := browser.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	get(link)
-	return get(o.api + "/portal" + path)
 }

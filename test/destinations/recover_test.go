@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -194,39 +193,16 @@ func TestRecoveryResendsTheWindowUnderTheOriginalWebhookIDs(t *testing.T) {
 
 	// The tenant's portal form: counted on a confirmation page, then sent
 	// again with the page's token.
-	var link api.PortalLink
-	o.call(t, http.MethodPost, "/v1/tenants/acme/portal", nil, &link)
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
+	portal := o.openPortal(t, "acme")
 	post := func(path string, form url.Values) string {
 		t.Helper()
-		resp, err := browser.PostForm(o.api+path, form)
-		if err != nil {
-			t.Fatal(err)
+		code, body := portal.post(path, form)
+		if code != http.StatusOK {
+			t.Fatalf("POST %s: %d\n%s", path, code, body)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %d\n%s", path, resp.StatusCode, b)
-		}
-		return string(b)
+		return body
 	}
-	if resp, err := browser.Get(link.URL); err != nil {
-		t.Fatal(err)
-	} else {
-		resp.Body.Close()
-	}
-	resp, err := browser.Get(o.api + "/portal/destinations/" + dst.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	csrf := csrfInput.FindStringSubmatch(string(page))
-	if csrf == nil {
-		t.Fatal("no CSRF token on the portal's destination page")
-	}
-	form := url.Values{"csrf": {csrf[1]}, "since": {since}, "include_delivered": {"on"}}
+	form := url.Values{"csrf": {portal.csrf("/portal/destinations/" + dst.ID)}, "since": {since}, "include_delivered": {"on"}}
 	confirm := post("/portal/destinations/"+dst.ID+"/recover", form)
 	token := regexp.MustCompile(`name="token" value="([^"]+)"`).FindStringSubmatch(confirm)
 	if !strings.Contains(confirm, `<strong id="recover-count">6</strong>`) || token == nil {
